@@ -1,0 +1,72 @@
+"""Sagaway: durable sagas for Python, embedded on SQLite, scalable on PostgreSQL."""
+
+from __future__ import annotations
+
+from sagaway._engine.engine import OnConflict
+from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
+from sagaway.activity import ActivityInfo, activity_info
+from sagaway.errors import (
+    ActivityTimeout,
+    AlreadyRegistered,
+    Cancelled,
+    CompletableError,
+    IdempotencyConflict,
+    IncompletableError,
+    LeaseLost,
+    ManagerStateError,
+    NonDeterminismError,
+    NotRegistered,
+    PayloadError,
+    RetriesExhausted,
+    RetryableError,
+    SagawayError,
+    SignalTimeout,
+    WorkflowAlreadyExists,
+    WorkflowCancelled,
+    WorkflowNotFound,
+)
+from sagaway.manager import Manager, ManagerState
+from sagaway.registry import Queue
+from sagaway.retry import RetryPolicy
+from sagaway.saga import Saga
+from sagaway.serialization import DefaultErrorMarshaler, ErrorMarshaler
+from sagaway.workflow import StepDescription, WorkflowDescription, WorkflowHandle
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ActivityInfo",
+    "ActivityTimeout",
+    "AlreadyRegistered",
+    "Cancelled",
+    "CompletableError",
+    "DefaultErrorMarshaler",
+    "ErrorMarshaler",
+    "IdempotencyConflict",
+    "IncompletableError",
+    "LeaseLost",
+    "Manager",
+    "ManagerState",
+    "NonDeterminismError",
+    "NotRegistered",
+    "OnConflict",
+    "PayloadError",
+    "Queue",
+    "RetriesExhausted",
+    "RetryPolicy",
+    "RetryableError",
+    "Saga",
+    "SagawayError",
+    "SignalTimeout",
+    "StepDescription",
+    "StepKind",
+    "StepStatus",
+    "WorkflowAlreadyExists",
+    "WorkflowCancelled",
+    "WorkflowDescription",
+    "WorkflowHandle",
+    "WorkflowNotFound",
+    "WorkflowStatus",
+    "__version__",
+    "activity_info",
+]

@@ -1,0 +1,1 @@
+"""Sagaway's internal core. Not a public API: import from ``sagaway`` instead."""

@@ -1,0 +1,371 @@
+"""Runs one workflow execution: replays recorded outcomes, records new ones, applies error kinds.
+
+A workflow function is re-run from the top every time it is resumed. Each durable call takes the
+next call id (see ``context``); if an outcome is recorded under that id it is returned (or its
+completable error raised) without running anything, otherwise the call runs and its outcome is
+committed before the workflow continues.
+
+Error semantics (BRIEF, "Errors that mean different things"):
+
+* completable (``CompletableError`` or anything the ErrorMarshaler marshals): recorded, raised in
+  the workflow; if it leaves the workflow, the workflow ends FAILED.
+* retryable: retried by the activity's RetryPolicy; exhaustion is incompletable.
+* anything else, timeouts included: the run is *doomed*. The error is recorded and the workflow is
+  SUSPENDED for the Recovery Worker, even if workflow code catches the exception, so an
+  unexpected failure can never complete a saga.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+import functools
+import logging
+from typing import TYPE_CHECKING, Any
+
+from sagaway import activity as activity_mod
+from sagaway import errors, events, retry, serialization
+from sagaway._engine import context
+from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
+from sagaway.store.records import Lease, StepRecord, WorkflowRecord
+
+if TYPE_CHECKING:
+    from sagaway._engine.engine import Engine
+    from sagaway.registry import ActivityDef, WorkflowDef
+
+logger = logging.getLogger(__name__)
+
+
+class Execution:
+    """One attempt at running a workflow execution, owned through ``lease``."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        defn: WorkflowDef,
+        record: WorkflowRecord,
+        lease: Lease,
+        steps: list[StepRecord],
+    ) -> None:
+        self.engine = engine
+        self.defn = defn
+        self.record = record
+        self.lease = lease
+        self.recorded = {step.call_id: step for step in steps}
+        self.doomed: BaseException | None = None
+        """First incompletable failure; the run will be suspended with it."""
+        self.cancel_requested = False
+
+    @property
+    def key(self) -> str:
+        return self.record.key
+
+    # ------------------------------------------------------------------ top level
+
+    async def run(self) -> None:
+        """Run the workflow function to its end, a suspension, or loss of ownership."""
+        engine = self.engine
+        token = context.enter(self)
+        try:
+            try:
+                args, kwargs = self.defn.codec.decode_args(self.record.args)
+                value = await self.defn.fn(*args, **kwargs)
+            except errors.Cancelled:
+                return  # ownership lost or workflow ended by request; the new owner carries on
+            except asyncio.CancelledError:
+                if self.cancel_requested:
+                    return
+                raise
+            except Exception as exc:
+                if self.doomed is not None:
+                    await self._suspend(self.doomed)
+                elif engine.is_completable(exc):
+                    await self._finish(WorkflowStatus.FAILED, None, self._describe(exc, "completable"))
+                else:
+                    await self._suspend(exc)
+                return
+            if self.doomed is not None:
+                await self._suspend(self.doomed)
+                return
+            try:
+                result = self.defn.codec.encode_result(value, engine.payload_limit)
+            except errors.PayloadError as exc:
+                await self._suspend(exc)
+                return
+            await self._finish(WorkflowStatus.COMPLETED, result, None)
+        except errors.LeaseLost:
+            logger.info(
+                "lost ownership of workflow %s; another worker continues it",
+                self.key,
+                extra={"action": "lease_lost", "workflow_id": self.key},
+            )
+        finally:
+            context.leave(token)
+
+    async def _finish(self, status: WorkflowStatus, result: str | None, error: str | None) -> None:
+        engine = self.engine
+        await engine.store.finish_workflow(
+            self.record.run_id,
+            token=self.lease.token,
+            status=status,
+            result=result,
+            error=error,
+            now=engine.clock.now(),
+        )
+        logger.debug(
+            "workflow %s %s",
+            self.key,
+            status.value,
+            extra={"action": "workflow_ended", "workflow_id": self.key, "status": status.value},
+        )
+        engine.channel.publish(events.WorkflowEnded(self.record.run_id, self.key, status))
+
+    async def _suspend(self, exc: BaseException) -> None:
+        engine = self.engine
+        error = self._describe(exc, "incompletable")
+        now = engine.clock.now()
+        delay = engine.suspend_backoff.interval(self.record.suspend_count + 1)
+        await engine.store.suspend_workflow(
+            self.record.run_id, token=self.lease.token, error=error, now=now, next_run_at=now + delay
+        )
+        logger.warning(
+            "workflow %s suspended by %s: %s; recovery retries it in %.1fs",
+            self.key,
+            type(exc).__name__,
+            exc,
+            delay,
+            extra={"action": "workflow_suspended", "workflow_id": self.key},
+        )
+        engine.channel.publish(events.WorkflowSuspended(self.record.run_id, self.key, error))
+
+    def _describe(self, exc: BaseException, kind: str) -> str:
+        return serialization.describe_error(exc, kind, self.engine.marshaler)
+
+    # ------------------------------------------------------------------ durable calls
+
+    def _replayed(self, call_id: str, kind: StepKind, name: str) -> StepRecord | None:
+        step = self.recorded.get(call_id)
+        if step is not None and (step.name != name or step.kind is not kind):
+            raise errors.NonDeterminismError(
+                f"workflow {self.defn.name!r} ({self.key}): durable call {call_id} was recorded "
+                f"as {step.kind.value} {step.name!r}, but the code now calls {kind.value} "
+                f"{name!r}; workflow code must make the same durable calls in the same order "
+                "on every run (deploy changes only for new workflows, or finish old ones first)"
+            )
+        return step
+
+    def _check_usable(self) -> None:
+        if self.doomed is not None:
+            # Workflow code swallowed an incompletable error; nothing more may run.
+            raise self.doomed
+
+    async def _record(self, step: StepRecord) -> None:
+        self.recorded[step.call_id] = step
+        try:
+            await self.engine.store.record_step(step, token=self.lease.token)
+        except errors.LeaseLost:
+            raise errors.Cancelled(f"lost ownership of workflow {self.key!r}") from None
+
+    async def call_activity(
+        self,
+        defn: ActivityDef,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        call_id: str,
+        seq: int,
+        *,
+        policy: retry.RetryPolicy,
+        timeout: float | None,
+        compensation: bool = False,
+    ) -> Any:
+        """Run (or replay) one activity call and return its result."""
+        self._check_usable()
+        kind = StepKind.COMPENSATION if compensation else StepKind.ACTIVITY
+        previous = self._replayed(call_id, kind, defn.name)
+        if previous is not None:
+            if previous.status is StepStatus.COMPLETED:
+                return defn.codec.decode_result(previous.result)
+            if previous.status is StepStatus.FAILED:
+                assert previous.error is not None
+                raise serialization.error_from_record(previous.error, self.engine.marshaler)
+        engine = self.engine
+        if compensation:
+            policy = dataclasses.replace(policy, maximum_attempts=0)  # until it succeeds
+        total = previous.attempts if previous else 0
+        started_at = previous.started_at if previous else engine.clock.now()
+        info_base = activity_mod.ActivityInfo(
+            workflow_key=self.key,
+            run_id=self.record.run_id,
+            activity_name=defn.name,
+            call_id=call_id,
+            sequence=seq,
+            attempt=0,
+            idempotency_key=f"{self.key}/{call_id}",
+            is_compensation=compensation,
+        )
+        local_attempt = 0
+        while True:
+            local_attempt += 1
+            total += 1
+            info = dataclasses.replace(info_base, attempt=total)
+            try:
+                value = await self._invoke(defn, args, kwargs, info, timeout)
+                result = defn.codec.encode_result(value, engine.payload_limit)
+            except Exception as exc:
+                outcome = self._classify(exc, compensation)
+                step = StepRecord(
+                    run_id=self.record.run_id,
+                    call_id=call_id,
+                    kind=kind,
+                    name=defn.name,
+                    status=outcome,
+                    attempts=total,
+                    result=None,
+                    error=self._describe(exc, outcome.value.lower()),
+                    started_at=started_at,
+                    ended_at=engine.clock.now(),
+                )
+                if outcome is StepStatus.FAILED:
+                    await self._record(step)
+                    raise
+                if outcome is StepStatus.RETRYING and policy.allows(local_attempt + 1):
+                    await self._record(step)
+                    await engine.clock.sleep(policy.interval(local_attempt))
+                    continue
+                if outcome is StepStatus.RETRYING:
+                    exhausted = errors.RetriesExhausted(
+                        f"activity {defn.name!r} failed {local_attempt} times with a retryable "
+                        f"error (policy allows {policy.maximum_attempts}): {exc}"
+                    )
+                    exhausted.__cause__ = exc
+                    step = dataclasses.replace(step, error=self._describe(exhausted, "error"))
+                    self.doomed = exhausted
+                    await self._record(dataclasses.replace(step, status=StepStatus.ERROR))
+                    raise exhausted from exc
+                self.doomed = exc
+                await self._record(dataclasses.replace(step, status=StepStatus.ERROR))
+                raise
+            step = StepRecord(
+                run_id=self.record.run_id,
+                call_id=call_id,
+                kind=kind,
+                name=defn.name,
+                status=StepStatus.COMPLETED,
+                attempts=total,
+                result=result,
+                error=None,
+                started_at=started_at,
+                ended_at=engine.clock.now(),
+            )
+            await self._record(step)
+            # Return what replay will return, so the first run and every replay agree.
+            return defn.codec.decode_result(result)
+
+    def _classify(self, exc: BaseException, compensation: bool) -> StepStatus:
+        if compensation:
+            return StepStatus.RETRYING  # compensations retry every failure until they succeed
+        if isinstance(exc, errors.RetryableError):
+            return StepStatus.RETRYING
+        if self.engine.is_completable(exc):
+            return StepStatus.FAILED
+        return StepStatus.ERROR
+
+    async def _invoke(
+        self,
+        defn: ActivityDef,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        info: activity_mod.ActivityInfo,
+        timeout: float | None,
+    ) -> Any:
+        engine = self.engine
+        info_token = activity_mod._current.set(info)
+        wf_token = context.suspend_workflow_context()
+        try:
+            async with engine.queue_slot(defn.queue):
+                if defn.is_async:
+                    work: Any = defn.fn(*args, **kwargs)
+                else:
+                    call = functools.partial(contextvars.copy_context().run, defn.fn, *args, **kwargs)
+                    work = asyncio.get_running_loop().run_in_executor(engine.thread_pool, call)
+                if timeout is None:
+                    return await work
+                return await _with_timeout(work, timeout, engine, defn.name)
+        finally:
+            context.leave(wf_token)
+            activity_mod._current.reset(info_token)
+
+    async def call_sleep(self, seconds: float, call_id: str) -> None:
+        """A durable timer: the wake-up time is recorded, so a resumed workflow sleeps the rest."""
+        self._check_usable()
+        engine = self.engine
+        previous = self._replayed(call_id, StepKind.SLEEP, "sleep")
+        if previous is not None and previous.result is not None:
+            wake_at = float(previous.result)
+        else:
+            now = engine.clock.now()
+            wake_at = now + seconds
+            await self._record(
+                StepRecord(
+                    run_id=self.record.run_id,
+                    call_id=call_id,
+                    kind=StepKind.SLEEP,
+                    name="sleep",
+                    status=StepStatus.COMPLETED,
+                    attempts=1,
+                    result=repr(wake_at),
+                    error=None,
+                    started_at=now,
+                    ended_at=wake_at,
+                )
+            )
+        remaining = wake_at - engine.clock.now()
+        if remaining > 0:
+            await engine.clock.sleep(remaining)
+
+    async def call_child(
+        self, defn: WorkflowDef, args_json: str, key: str | None, call_id: str
+    ) -> str:
+        """Start a child workflow once; returns its key."""
+        self._check_usable()
+        engine = self.engine
+        previous = self._replayed(call_id, StepKind.CHILD, defn.name)
+        if previous is not None and previous.status is StepStatus.COMPLETED:
+            assert previous.result is not None
+            child_key: str = serialization._load(previous.result, "child key")
+            return child_key
+        child_key = key or f"{self.key}/{call_id}"
+        now = engine.clock.now()
+        await engine.start_child(defn, args_json, key=child_key, parent_key=self.key)
+        await self._record(
+            StepRecord(
+                run_id=self.record.run_id,
+                call_id=call_id,
+                kind=StepKind.CHILD,
+                name=defn.name,
+                status=StepStatus.COMPLETED,
+                attempts=1,
+                result=serialization.encode_value(child_key, "child key"),
+                error=None,
+                started_at=now,
+                ended_at=engine.clock.now(),
+            )
+        )
+        return child_key
+
+
+async def _with_timeout(work: Any, timeout: float, engine: Engine, name: str) -> Any:
+    task = asyncio.ensure_future(work)
+    timer = asyncio.ensure_future(engine.clock.sleep(timeout))
+    try:
+        done, _ = await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        task.cancel()
+        timer.cancel()
+        raise
+    if task in done:
+        timer.cancel()
+        return task.result()
+    task.cancel()  # a thread cannot be stopped: a sync activity runs on, its result is discarded
+    raise errors.ActivityTimeout(f"activity {name!r} did not finish within {timeout}s")

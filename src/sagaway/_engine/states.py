@@ -1,0 +1,66 @@
+"""Workflow and step states."""
+
+from __future__ import annotations
+
+import enum
+
+
+class WorkflowStatus(enum.StrEnum):
+    """Where a workflow execution stands."""
+
+    PENDING = "PENDING"
+    """Started, not yet picked up by a worker."""
+    RUNNING = "RUNNING"
+    """A worker owns it and runs it."""
+    WAITING = "WAITING"
+    """Waiting for a signal or a timer; no worker holds it."""
+    SUSPENDED = "SUSPENDED"
+    """Stopped by an incompletable error; the Recovery Worker retries it later."""
+    COMPLETED = "COMPLETED"
+    """Returned a result."""
+    FAILED = "FAILED"
+    """Ended by a completable (business) error."""
+    CANCELLED = "CANCELLED"
+    """Cancelled on request."""
+    TERMINATED = "TERMINATED"
+    """Replaced by a new execution (OnConflict.TERMINATE_EXISTING) or terminated by an operator."""
+
+    @property
+    def ended(self) -> bool:
+        """Whether this is a final status."""
+        return self in ENDED
+
+
+ENDED = frozenset(
+    {
+        WorkflowStatus.COMPLETED,
+        WorkflowStatus.FAILED,
+        WorkflowStatus.CANCELLED,
+        WorkflowStatus.TERMINATED,
+    }
+)
+
+LIVE = frozenset(WorkflowStatus) - ENDED
+
+
+class StepStatus(enum.StrEnum):
+    """Outcome of one durable call."""
+
+    COMPLETED = "COMPLETED"
+    """Returned a result, recorded."""
+    FAILED = "FAILED"
+    """Raised a completable error, recorded; replay raises it again."""
+    RETRYING = "RETRYING"
+    """Failed an attempt and will be tried again."""
+    ERROR = "ERROR"
+    """Failed with an incompletable error; the workflow was suspended and will run it again."""
+
+
+class StepKind(enum.StrEnum):
+    """What a durable call was."""
+
+    ACTIVITY = "activity"
+    COMPENSATION = "compensation"
+    CHILD = "child"
+    SIGNAL = "signal"
+    SLEEP = "sleep"

@@ -1,0 +1,49 @@
+"""What an activity knows about its own execution: ``sagaway.activity_info()``."""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+
+from sagaway import errors
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ActivityInfo:
+    """The running activity's place in its workflow."""
+
+    workflow_key: str
+    """Idempotency key of the workflow (its business key)."""
+    run_id: str
+    """The workflow execution."""
+    activity_name: str
+    """Registered name of the activity."""
+    call_id: str
+    """Position of this call in the workflow, stable across replays ("3", or "2/1" in a branch)."""
+    sequence: int
+    """Sequence number of this call within its branch of the workflow (1-based)."""
+    attempt: int
+    """1 for the first attempt; counts every attempt, across recoveries and processes."""
+    idempotency_key: str
+    """``<workflow key>/<call id>``: the same for every attempt; pass it to external systems."""
+    is_compensation: bool
+
+
+_current: contextvars.ContextVar[ActivityInfo | None] = contextvars.ContextVar(
+    "sagaway_activity", default=None
+)
+
+
+def activity_info() -> ActivityInfo:
+    """Information about the activity being executed.
+
+    Raises:
+        SagawayError: when called outside an activity.
+    """
+    info = _current.get()
+    if info is None:
+        raise errors.SagawayError(
+            "activity_info() is only available inside a running activity "
+            "(a function registered with @manager.register_activity, called from a workflow)"
+        )
+    return info

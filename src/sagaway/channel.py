@@ -1,0 +1,56 @@
+"""Channel: in-process fan-out of state-transition events.
+
+Waiters for one workflow's end (``handle.result()``) are woken here without touching the
+database; other subscribers (logging, metrics, the UI) get every event through a bounded queue
+and lose the oldest ones rather than slow the engine down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+
+from sagaway import events
+
+logger = logging.getLogger(__name__)
+
+
+class Channel:
+    """Publish/subscribe of engine events within one process."""
+
+    def __init__(self) -> None:
+        self._end_waiters: dict[str, set[asyncio.Event]] = collections.defaultdict(set)
+        self._subscribers: list[asyncio.Queue[events.Event]] = []
+
+    def publish(self, event: events.Event) -> None:
+        if isinstance(event, events.WorkflowEnded | events.WorkflowSuspended):
+            for waiter in self._end_waiters.get(event.run_id, ()):
+                waiter.set()
+        for queue in self._subscribers:
+            if queue.full():
+                queue.get_nowait()  # drop the oldest: observers must not stall workflows
+            queue.put_nowait(event)
+
+    def watch(self, run_id: str) -> asyncio.Event:
+        """An Event set when ``run_id`` ends or is suspended; release it with ``unwatch``."""
+        waiter = asyncio.Event()
+        self._end_waiters[run_id].add(waiter)
+        return waiter
+
+    def unwatch(self, run_id: str, waiter: asyncio.Event) -> None:
+        waiters = self._end_waiters.get(run_id)
+        if waiters is not None:
+            waiters.discard(waiter)
+            if not waiters:
+                del self._end_waiters[run_id]
+
+    def subscribe(self, maxsize: int = 10_000) -> asyncio.Queue[events.Event]:
+        """A queue receiving every event from now on."""
+        queue: asyncio.Queue[events.Event] = asyncio.Queue(maxsize)
+        self._subscribers.append(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[events.Event]) -> None:
+        if queue in self._subscribers:
+            self._subscribers.remove(queue)

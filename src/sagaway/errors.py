@@ -1,0 +1,136 @@
+"""Sagaway's exceptions.
+
+Errors raised by user code tell the engine what a failure means::
+
+    Exception
+     ├── CompletableError      expected business failure: the activity/workflow completes as FAILED
+     ├── RetryableError        transient: retried by the activity's RetryPolicy
+     ├── IncompletableError    stop without completing; the Recovery Worker retries later
+     └── SagawayError          raised by the engine itself
+          ├── WorkflowAlreadyExists   a start with OnConflict.FAIL found the key in use
+          ├── WorkflowNotFound        no workflow has this key
+          ├── NotRegistered           a function or name is not registered with the Manager
+          ├── AlreadyRegistered       two functions registered under one name
+          ├── NonDeterminismError     the workflow code no longer matches its recorded history
+          ├── PayloadError            a payload cannot be encoded/decoded, or is too large
+          ├── SignalTimeout           a signal did not arrive within its timeout
+          ├── IdempotencyConflict     the same key was used with different arguments
+          ├── ActivityTimeout         an activity attempt ran past its timeout
+          ├── RetriesExhausted        a RetryableError persisted through every attempt
+          ├── LeaseLost               another process owns the workflow now (internal fencing)
+          ├── WorkflowCancelled       result() of a workflow that was cancelled or terminated
+          └── ManagerStateError       the Manager was used in the wrong lifecycle state
+    BaseException
+     └── Cancelled             the workflow was cancelled or terminated; not for workflow code to swallow
+
+Every other exception raised by user code counts as incompletable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CompletableError(Exception):
+    """An expected business failure; the activity or workflow completes as FAILED."""
+
+    def __init__(self, message: str = "", code: str | None = None, **details: Any) -> None:
+        super().__init__(message or (type(self).__doc__ or "").strip())
+        self.message: str = message or (type(self).__doc__ or "").strip()
+        self.code = code
+        self.details: dict[str, Any] = dict(details)
+
+    def __str__(self) -> str:
+        return f"[{self.code}] {self.message}" if self.code else self.message
+
+
+class RetryableError(Exception):
+    """A transient failure; the engine retries the activity with backoff."""
+
+
+class IncompletableError(Exception):
+    """A failure that must not complete the workflow; it is suspended and retried by recovery."""
+
+
+class SagawayError(Exception):
+    """An error raised by the Sagaway engine."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or (type(self).__doc__ or "").strip())
+
+
+class WorkflowAlreadyExists(SagawayError):
+    """A workflow with this key already exists."""
+
+    def __init__(self, key: str, status: str, message: str = "") -> None:
+        super().__init__(
+            message
+            or f"workflow {key!r} already exists (status {status}); "
+            "use OnConflict.ATTACH to join it or a new idempotency key to start another"
+        )
+        self.key = key
+        self.status = status
+
+
+class WorkflowNotFound(SagawayError):
+    """No workflow has this key."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"no workflow with key {key!r}")
+        self.key = key
+
+
+class NotRegistered(SagawayError):
+    """The function or name is not registered with this Manager."""
+
+
+class AlreadyRegistered(SagawayError):
+    """Another function is already registered under this name."""
+
+
+class NonDeterminismError(SagawayError):
+    """The workflow code no longer matches the history recorded for it."""
+
+
+class PayloadError(SagawayError):
+    """A payload cannot be serialised, deserialised, or exceeds the size limit."""
+
+
+class SignalTimeout(SagawayError):
+    """The signal did not arrive within the timeout."""
+
+
+class IdempotencyConflict(SagawayError):
+    """The idempotency key is already used by a workflow with different arguments."""
+
+
+class ActivityTimeout(SagawayError):
+    """An activity attempt ran longer than its timeout."""
+
+
+class RetriesExhausted(SagawayError):
+    """An activity failed with a retryable error on every allowed attempt."""
+
+
+class LeaseLost(SagawayError):
+    """This process no longer owns the workflow execution (another took it over, or it ended)."""
+
+
+class ManagerStateError(SagawayError):
+    """The Manager is not in a state that allows this operation."""
+
+
+class Cancelled(BaseException):  # noqa: N818 - named as in the public contract
+    """The workflow was cancelled or terminated.
+
+    Derives from BaseException so that ``except Exception`` in workflow code cannot swallow it.
+    """
+
+
+class WorkflowCancelled(SagawayError):
+    """The workflow was cancelled or terminated before it produced a result."""
+
+    def __init__(self, key: str, status: str, reason: str = "") -> None:
+        super().__init__(f"workflow {key!r} ended {status}" + (f": {reason}" if reason else ""))
+        self.key = key
+        self.status = status

@@ -1,0 +1,41 @@
+"""State-transition events published on the Channel (frozen dataclasses, no behaviour)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sagaway._engine.states import WorkflowStatus
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkflowStarted:
+    run_id: str
+    key: str
+    name: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkflowSuspended:
+    run_id: str
+    key: str
+    error: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkflowEnded:
+    """COMPLETED, FAILED, CANCELLED or TERMINATED."""
+
+    run_id: str
+    key: str
+    status: WorkflowStatus
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StepRecorded:
+    run_id: str
+    call_id: str
+    name: str
+    status: str
+
+
+Event = WorkflowStarted | WorkflowSuspended | WorkflowEnded | StepRecorded

@@ -1,0 +1,96 @@
+"""Recovery Worker: finds work that should run now and hands it to this process's Worker.
+
+Due work is: executions started by processes without workers (PENDING), executions whose owner
+died (lease expired), SUSPENDED executions whose backoff has passed, and WAITING executions whose
+timer has come. It is claimed through the same atomic lease as any other execution, so several
+processes can recover at once without running anything twice. The loop sleeps until the earliest
+time something can become due (capped by ``poll_interval``), so a crashed process's work is taken
+over as soon as its lease expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from sagaway._engine.engine import Engine
+from sagaway.worker import Worker
+
+logger = logging.getLogger(__name__)
+
+_BATCH = 100
+
+
+class RecoveryWorker:
+    """Claims due executions for a Worker."""
+
+    def __init__(self, engine: Engine, worker: Worker) -> None:
+        self.engine = engine
+        self.worker = worker
+        self.wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="sagaway-recovery")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def run_once(self) -> int:
+        """Claim and dispatch what is due now; returns how many executions were claimed."""
+        engine, worker = self.engine, self.worker
+        limit = min(worker.free_slots, _BATCH)
+        if limit <= 0 or not worker.accepting:
+            return 0
+        claimed = await engine.store.claim_due(
+            owner=engine.owner,
+            now=engine.clock.now(),
+            lease_timeout=engine.lease_timeout,
+            limit=limit,
+            exclude=worker.running_ids,
+        )
+        for record, lease in claimed:
+            logger.info(
+                "resuming workflow %s (%s)",
+                record.key,
+                record.status.value,
+                extra={"action": "recover", "workflow_id": record.key},
+            )
+            worker.dispatch(record, lease, steps=None)
+        return len(claimed)
+
+    async def _loop(self) -> None:
+        engine = self.engine
+        while True:
+            self.wake.clear()
+            try:
+                claimed = await self.run_once()
+                if claimed >= _BATCH:
+                    continue
+                delay = engine.poll_interval
+                next_due = await engine.store.next_due(owner=engine.owner)
+                if next_due is not None:
+                    delay = min(delay, max(next_due - engine.clock.now(), 0.0))
+                if self.worker.free_slots == 0:
+                    delay = engine.poll_interval  # woken early when capacity frees
+            except Exception:
+                logger.exception("recovery scan failed; retrying", extra={"action": "recover"})
+                delay = engine.poll_interval
+            await self._sleep(max(delay, 0.005))
+
+    async def _sleep(self, seconds: float) -> None:
+        sleeper = asyncio.ensure_future(self.engine.clock.sleep(seconds))
+        woken = asyncio.ensure_future(self.wake.wait())
+        freed = asyncio.ensure_future(self.worker.capacity_freed.wait())
+        try:
+            await asyncio.wait({sleeper, woken, freed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for fut in (sleeper, woken, freed):
+                fut.cancel()
+            self.worker.capacity_freed.clear()

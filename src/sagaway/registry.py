@@ -1,0 +1,153 @@
+"""Registry: the workflows and activities a Manager knows, by name and by function."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from sagaway import errors, retry
+from sagaway.serialization import FunctionCodec
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Queue:
+    """Limits for the activities of one queue, per process."""
+
+    concurrency: int | None = None
+    """Activities of this queue running at once in one process (None: unlimited)."""
+    rate_per_second: float | None = None
+    """Activity starts per second in one process (None: unlimited)."""
+
+    def __post_init__(self) -> None:
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ValueError("Queue.concurrency must be >= 1")
+        if self.rate_per_second is not None and self.rate_per_second <= 0:
+            raise ValueError("Queue.rate_per_second must be > 0")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class ActivityDef:
+    name: str
+    fn: Callable[..., Any]
+    is_async: bool
+    codec: FunctionCodec
+    retry: retry.RetryPolicy
+    timeout: float | None
+    queue: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class WorkflowDef:
+    name: str
+    fn: Callable[..., Any]
+    codec: FunctionCodec
+
+
+def default_name(fn: Callable[..., Any]) -> str:
+    """The name a function is registered under when none is given: its qualified name."""
+    qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if not qualname:
+        raise TypeError(f"cannot name {fn!r}; pass name=...")
+    return str(qualname).replace(".<locals>.", ".")
+
+
+class Registry:
+    """Explicitly registered functions, looked up by name (as stored) or by function."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, ActivityDef | WorkflowDef] = {}
+        self._by_fn: dict[Callable[..., Any], ActivityDef | WorkflowDef] = {}
+
+    def _add(self, defn: ActivityDef | WorkflowDef, *aliases: Callable[..., Any]) -> None:
+        existing = self._by_name.get(defn.name)
+        if existing is not None:
+            raise errors.AlreadyRegistered(
+                f"{defn.name!r} is already registered (to {existing.fn!r}); "
+                "give one of them another name with name=..."
+            )
+        self._by_name[defn.name] = defn
+        for fn in (defn.fn, *aliases):
+            self._by_fn[fn] = defn
+
+    def add_alias(self, defn: ActivityDef | WorkflowDef, fn: Callable[..., Any]) -> None:
+        self._by_fn[fn] = defn
+
+    def register_activity(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None,
+        retry_policy: retry.RetryPolicy | None,
+        timeout: float | None,
+        queue: str | None,
+    ) -> ActivityDef:
+        if not callable(fn):
+            raise TypeError(f"register_activity expects a function, got {fn!r}")
+        if timeout is not None and timeout <= 0:
+            raise ValueError("activity timeout must be > 0 seconds")
+        if retry_policy is not None and not isinstance(retry_policy, retry.RetryPolicy):
+            raise TypeError("retry must be a sagaway.RetryPolicy")
+        activity_name = name or default_name(fn)
+        defn = ActivityDef(
+            name=activity_name,
+            fn=fn,
+            is_async=inspect.iscoroutinefunction(fn),
+            codec=FunctionCodec(fn, f"activity {activity_name!r}"),
+            retry=retry_policy or retry.DEFAULT,
+            timeout=timeout,
+            queue=queue,
+        )
+        self._add(defn)
+        return defn
+
+    def register_workflow(self, fn: Callable[..., Any], *, name: str | None) -> WorkflowDef:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(
+                f"workflow {default_name(fn)!r} must be an async function (async def): "
+                "workflows await durable calls"
+            )
+        workflow_name = name or default_name(fn)
+        defn = WorkflowDef(
+            name=workflow_name, fn=fn, codec=FunctionCodec(fn, f"workflow {workflow_name!r}")
+        )
+        self._add(defn)
+        return defn
+
+    def activity(self, ref: Callable[..., Any] | str) -> ActivityDef:
+        """The activity registered as ``ref`` (function or name)."""
+        defn = self._lookup(ref)
+        if not isinstance(defn, ActivityDef):
+            raise errors.NotRegistered(
+                f"{_label(ref)} is registered as a workflow, not an activity; "
+                "start it with manager.workflow(...)"
+            )
+        return defn
+
+    def workflow(self, ref: Callable[..., Any] | str) -> WorkflowDef:
+        """The workflow registered as ``ref`` (function or name)."""
+        defn = self._lookup(ref)
+        if not isinstance(defn, WorkflowDef):
+            raise errors.NotRegistered(
+                f"{_label(ref)} is registered as an activity, not a workflow; "
+                "call it with manager.activity(...) inside a workflow"
+            )
+        return defn
+
+    def _lookup(self, ref: Callable[..., Any] | str) -> ActivityDef | WorkflowDef:
+        defn = self._by_name.get(ref) if isinstance(ref, str) else self._by_fn.get(ref)
+        if defn is None:
+            known = ", ".join(sorted(self._by_name)) or "none"
+            raise errors.NotRegistered(
+                f"{_label(ref)} is not registered with this Manager (registered: {known}); "
+                "decorate it with @manager.register_activity or @manager.register_workflow"
+            )
+        return defn
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+
+def _label(ref: Callable[..., Any] | str) -> str:
+    return repr(ref) if isinstance(ref, str) else repr(default_name(ref))

@@ -1,0 +1,47 @@
+"""Retry policies and their backoff arithmetic (pure, no I/O)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """How an activity is retried after a ``RetryableError``."""
+
+    initial_interval: float = 1.0
+    """Seconds before the first retry."""
+    backoff_coefficient: float = 2.0
+    """Each interval is the previous one times this."""
+    maximum_interval: float = 100.0
+    """Upper bound of any interval, in seconds."""
+    maximum_attempts: int = 3
+    """Attempts in all, the first included; 0 means unlimited."""
+
+    def __post_init__(self) -> None:
+        if self.initial_interval < 0:
+            raise ValueError("RetryPolicy.initial_interval must be >= 0")
+        if self.backoff_coefficient < 1:
+            raise ValueError("RetryPolicy.backoff_coefficient must be >= 1")
+        if self.maximum_interval < self.initial_interval:
+            raise ValueError("RetryPolicy.maximum_interval must be >= initial_interval")
+        if self.maximum_attempts < 0:
+            raise ValueError("RetryPolicy.maximum_attempts must be >= 0 (0 = unlimited)")
+
+    def interval(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        exponent = max(attempt - 1, 0)
+        # Cap the exponent so huge attempt counts cannot overflow the float.
+        raw = self.initial_interval * self.backoff_coefficient ** min(exponent, 64)
+        return min(raw, self.maximum_interval)
+
+    def allows(self, attempt: int) -> bool:
+        """Whether attempt number ``attempt`` (1-based) may run."""
+        return self.maximum_attempts == 0 or attempt <= self.maximum_attempts
+
+
+DEFAULT = RetryPolicy()
+"""Policy of activities registered without one."""
+
+COMPENSATION = RetryPolicy(maximum_attempts=0, maximum_interval=60.0)
+"""Compensations are retried until they succeed."""

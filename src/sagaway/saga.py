@@ -1,0 +1,71 @@
+"""Saga: compensations registered after each step, run durably in reverse order.
+
+Compensations are activities: each is a durable call (recorded once, replayed on resume) and is
+retried until it succeeds, visible in ``describe()`` while it fails. Write them idempotent and
+commutative (add the reserved quantity back; never write an old value back), and safe to run for
+a step that never happened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from sagaway import errors
+from sagaway._engine import context
+
+
+class Saga:
+    """Compensations of the steps done so far, in the order they were added."""
+
+    def __init__(self) -> None:
+        self._compensations: list[tuple[Callable[..., Any] | str, tuple[Any, ...], dict[str, Any]]] = []
+
+    def add_compensation(self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> None:
+        """Register ``fn(*args, **kwargs)`` to undo the step just done.
+
+        ``fn`` must be a registered activity (function or name).
+        """
+        execution = context.current_execution()
+        if execution is not None:
+            execution.engine.registry.activity(fn)  # unknown functions fail here, not at undo time
+        self._compensations.append((fn, args, kwargs))
+
+    @property
+    def pending(self) -> int:
+        """Compensations registered and not yet run."""
+        return len(self._compensations)
+
+    async def execute(self) -> None:
+        """Run the compensations in reverse order, each durably, each until it succeeds."""
+        execution = context.current_execution()
+        if execution is None:
+            raise errors.SagawayError(
+                "Saga.execute() runs compensations as durable activities: call it inside a workflow"
+            )
+        registry = execution.engine.registry
+        while self._compensations:
+            fn, args, kwargs = self._compensations.pop()
+            defn = registry.activity(fn)
+            _, call_id, seq = context.next_call_id()
+            await execution.call_activity(
+                defn, args, kwargs, call_id, seq, policy=defn.retry, timeout=defn.timeout, compensation=True
+            )
+
+    compensate = execute
+
+    async def __aenter__(self) -> Saga:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None or not isinstance(exc, Exception):
+            return
+        execution = context.current_execution()
+        if execution is not None and execution.doomed is None and execution.engine.is_completable(exc):
+            await self.execute()

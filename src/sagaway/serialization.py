@@ -1,0 +1,278 @@
+"""Payloads as JSON, typed by the functions' annotations; domain errors through an ErrorMarshaler.
+
+Never pickle: stored data is decoded only into the types the registered function declares.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import inspect
+import json
+import traceback
+import typing
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+import pydantic
+import pydantic_core
+
+from sagaway import errors
+
+DEFAULT_PAYLOAD_LIMIT = 2 * 1024 * 1024
+"""Bytes of JSON allowed for one payload (arguments or a result)."""
+
+_HINT = "payloads are JSON: use dataclasses, pydantic models, str/int/float/bool/None, Decimal, "
+_HINT += "datetime, UUID, Enum, and lists/dicts/tuples of these"
+
+
+def _adapter_for(annotation: Any) -> pydantic.TypeAdapter[Any]:
+    if annotation is inspect.Parameter.empty:
+        annotation = Any
+    return pydantic.TypeAdapter(annotation)
+
+
+class FunctionCodec:
+    """Encodes a function's arguments and result by its annotations; built once per function."""
+
+    def __init__(self, fn: Callable[..., Any], label: str) -> None:
+        self._fn = fn
+        self.label = label
+        self.signature = inspect.signature(fn)
+        self._params: dict[str, tuple[inspect._ParameterKind, pydantic.TypeAdapter[Any]]] | None = None
+        self._result: pydantic.TypeAdapter[Any] | None = None
+
+    def _resolve(self) -> None:
+        # Resolved lazily: with `from __future__ import annotations`, a type may be defined
+        # after the function that uses it.
+        try:
+            hints = typing.get_type_hints(self._fn)
+        except Exception as exc:
+            raise errors.PayloadError(
+                f"{self.label}: cannot resolve its type annotations ({exc}); "
+                "define the types it uses at module level"
+            ) from exc
+        params = {}
+        for name, param in self.signature.parameters.items():
+            params[name] = (param.kind, _adapter_for(hints.get(name, Any)))
+        ret = hints.get("return", Any)
+        # Coroutine functions are annotated with what they return once awaited.
+        self._result = _adapter_for(ret)
+        self._params = params
+
+    def _adapters(self) -> dict[str, tuple[inspect._ParameterKind, pydantic.TypeAdapter[Any]]]:
+        if self._params is None:
+            self._resolve()
+        assert self._params is not None
+        return self._params
+
+    def encode_args(self, args: tuple[Any, ...], kwargs: dict[str, Any], limit: int) -> str:
+        """Bind and encode arguments as a JSON object keyed by parameter name."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.label}: {exc}") from None
+        bound.apply_defaults()
+        adapters = self._adapters()
+        out: dict[str, Any] = {}
+        for name, value in bound.arguments.items():
+            kind, adapter = adapters[name]
+            try:
+                if kind is inspect.Parameter.VAR_POSITIONAL:
+                    out[name] = [adapter.dump_python(v, mode="json") for v in value]
+                elif kind is inspect.Parameter.VAR_KEYWORD:
+                    out[name] = {k: adapter.dump_python(v, mode="json") for k, v in value.items()}
+                else:
+                    out[name] = adapter.dump_python(value, mode="json")
+            except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as exc:
+                raise errors.PayloadError(
+                    f"argument {name!r} of {self.label} cannot be serialised "
+                    f"({type(value).__name__}): {exc}; {_HINT}"
+                ) from None
+        return _dump(out, f"arguments of {self.label}", limit)
+
+    def decode_args(self, text: str) -> tuple[list[Any], dict[str, Any]]:
+        """Decode stored arguments into call arguments of the annotated types."""
+        data = _load(text, f"arguments of {self.label}")
+        adapters = self._adapters()
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for name, value in data.items():
+            if name not in adapters:
+                raise errors.PayloadError(
+                    f"stored arguments of {self.label} name {name!r}, which the function no "
+                    "longer has; restore the parameter or finish old workflows before renaming it"
+                )
+            kind, adapter = adapters[name]
+            try:
+                if kind is inspect.Parameter.VAR_POSITIONAL:
+                    args.extend(adapter.validate_python(v) for v in value)
+                elif kind is inspect.Parameter.VAR_KEYWORD:
+                    kwargs.update({k: adapter.validate_python(v) for k, v in value.items()})
+                elif kind is inspect.Parameter.KEYWORD_ONLY:
+                    kwargs[name] = adapter.validate_python(value)
+                else:
+                    args.append(adapter.validate_python(value))
+            except pydantic.ValidationError as exc:
+                raise errors.PayloadError(
+                    f"stored argument {name!r} of {self.label} does not match its annotation: {exc}"
+                ) from None
+        return args, kwargs
+
+    def encode_result(self, value: Any, limit: int) -> str:
+        self._adapters()
+        assert self._result is not None
+        try:
+            data = self._result.dump_python(value, mode="json")
+        except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as exc:
+            raise errors.PayloadError(
+                f"result of {self.label} cannot be serialised ({type(value).__name__}): {exc}; {_HINT}"
+            ) from None
+        return _dump(data, f"result of {self.label}", limit)
+
+    def decode_result(self, text: str | None) -> Any:
+        self._adapters()
+        assert self._result is not None
+        data = None if text is None else _load(text, f"result of {self.label}")
+        try:
+            return self._result.validate_python(data)
+        except pydantic.ValidationError as exc:
+            raise errors.PayloadError(
+                f"stored result of {self.label} does not match its return annotation: {exc}"
+            ) from None
+
+
+def _dump(data: Any, what: str, limit: int) -> str:
+    text = pydantic_core.to_json(data).decode()
+    # len(text) <= byte length <= 4 * len(text): only encode when it could matter.
+    if len(text) > limit // 4 and len(text.encode()) > limit:
+        raise errors.PayloadError(
+            f"{what} is {len(text.encode())} bytes of JSON, over the {limit}-byte payload limit; "
+            "store large data elsewhere and pass a reference (or raise payload_limit)"
+        )
+    return text
+
+
+def _load(text: str, what: str) -> Any:
+    try:
+        return pydantic_core.from_json(text)
+    except ValueError as exc:
+        raise errors.PayloadError(f"stored {what} is not valid JSON: {exc}") from None
+
+
+def encode_value(value: Any, what: str, limit: int = DEFAULT_PAYLOAD_LIMIT) -> str:
+    """Encode a value with no declared type (signals, user-facing JSON)."""
+    try:
+        data = pydantic.TypeAdapter(Any).dump_python(value, mode="json")
+    except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as exc:
+        raise errors.PayloadError(
+            f"{what} cannot be serialised ({type(value).__name__}): {exc}; {_HINT}"
+        ) from None
+    return _dump(data, what, limit)
+
+
+def args_hash(args_json: str) -> str:
+    """A digest of arguments that does not depend on dict key order."""
+    canonical = json.dumps(json.loads(args_json), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+@runtime_checkable
+class ErrorMarshaler(Protocol):
+    """Lets domain error types cross the database boundary (seed 000's ErrorMarshaler)."""
+
+    def marshal_completable_error(self, err: BaseException) -> bytes | None:
+        """Bytes for a completable error, or None when ``err`` is not completable."""
+        ...
+
+    def unmarshal_completable_error(self, data: bytes) -> BaseException:
+        """Rebuild the error from what ``marshal_completable_error`` produced."""
+        ...
+
+
+def _all_subclasses(cls: type[BaseException]) -> list[type[BaseException]]:
+    out: list[type[BaseException]] = []
+    stack = [cls]
+    while stack:
+        current = stack.pop()
+        out.append(current)
+        stack.extend(current.__subclasses__())
+    return out
+
+
+class DefaultErrorMarshaler:
+    """Marshals ``CompletableError`` and its subclasses as JSON.
+
+    Unmarshalling rebuilds the same class only if it is already imported (classes are matched by
+    module and qualified name; nothing is imported or evaluated from stored data). Otherwise it
+    returns a plain ``CompletableError`` carrying the message, code and details, with
+    ``original_type`` naming the class that was recorded.
+    """
+
+    def marshal_completable_error(self, err: BaseException) -> bytes | None:
+        if not isinstance(err, errors.CompletableError):
+            return None
+        cls = type(err)
+        payload = {
+            "type": f"{cls.__module__}:{cls.__qualname__}",
+            "message": err.message,
+            "code": err.code,
+            "details": err.details,
+        }
+        return pydantic_core.to_json(payload, fallback=str)
+
+    def unmarshal_completable_error(self, data: bytes) -> BaseException:
+        payload = json.loads(data)
+        type_name = str(payload.get("type", ""))
+        message = str(payload.get("message", ""))
+        code = payload.get("code")
+        details = payload.get("details") or {}
+        for cls in _all_subclasses(errors.CompletableError):
+            if f"{cls.__module__}:{cls.__qualname__}" == type_name:
+                err = cls.__new__(cls)
+                Exception.__init__(err, message)
+                assert isinstance(err, errors.CompletableError)
+                err.message, err.code, err.details = message, code, dict(details)
+                return err
+        fallback = errors.CompletableError(message, code, **details)
+        fallback.original_type = type_name  # type: ignore[attr-defined]
+        return fallback
+
+
+def describe_error(
+    err: BaseException, kind: str, marshaler: ErrorMarshaler | None = None, *, limit: int = 8000
+) -> str:
+    """JSON description of an error as recorded in the database."""
+    cls = type(err)
+    record: dict[str, Any] = {
+        "kind": kind,
+        "type": f"{cls.__module__}.{cls.__qualname__}",
+        "message": str(err),
+    }
+    if marshaler is not None:
+        data = marshaler.marshal_completable_error(err)
+        if data is not None:
+            record["marshaled"] = base64.b64encode(data).decode()
+    tb = "".join(traceback.format_exception(err))
+    record["traceback"] = tb[-limit:]
+    return json.dumps(record)
+
+
+def error_from_record(text: str, marshaler: ErrorMarshaler) -> BaseException:
+    """Rebuild a recorded completable error."""
+    record = json.loads(text)
+    data = record.get("marshaled")
+    if data is not None:
+        return marshaler.unmarshal_completable_error(base64.b64decode(data))
+    return errors.CompletableError(str(record.get("message", "")))
+
+
+def error_summary(text: str | None) -> dict[str, Any] | None:
+    """The recorded error as a dict (for describe())."""
+    if text is None:
+        return None
+    data: dict[str, Any] = json.loads(text)
+    return data

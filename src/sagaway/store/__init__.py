@@ -1,0 +1,37 @@
+"""Storage backends behind one ``Store`` contract, chosen by URL."""
+
+from __future__ import annotations
+
+import os
+
+from sagaway.store.base import CreateResult, Store
+
+DEFAULT_URL = "sqlite:///sagaway.db"
+"""The embedded default: a SQLite file in the working directory."""
+
+__all__ = ["DEFAULT_URL", "CreateResult", "Store", "open_store", "resolve_url"]
+
+
+def resolve_url(url: str | None) -> str:
+    """The URL given, else ``SAGAWAY_DATABASE_URL``, else the embedded default."""
+    return url or os.environ.get("SAGAWAY_DATABASE_URL") or DEFAULT_URL
+
+
+def open_store(url: str) -> Store:
+    """A (not yet opened) store for ``url``: ``sqlite:///…`` or ``postgresql://…``."""
+    scheme = url.split(":", 1)[0].lower()
+    if scheme == "sqlite":
+        from sagaway.store.sqlite import SQLiteStore
+
+        return SQLiteStore(url)
+    if scheme in ("postgresql", "postgres"):
+        try:
+            from sagaway.store.postgres import PostgresStore
+        except ImportError as exc:  # psycopg is an optional extra
+            raise ImportError(
+                "the PostgreSQL backend needs psycopg 3: pip install 'sagaway[postgres]'"
+            ) from exc
+        return PostgresStore(url)
+    raise ValueError(
+        f"unsupported database URL {url!r}: use sqlite:///path.db or postgresql://user@host/db"
+    )

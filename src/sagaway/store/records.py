@@ -1,0 +1,71 @@
+"""Plain records exchanged between the engine and a Store. No behaviour."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkflowRecord:
+    """One workflow execution as stored."""
+
+    run_id: str
+    key: str
+    name: str
+    args: str
+    """JSON object of the bound arguments."""
+    args_hash: str
+    status: WorkflowStatus
+    result: str | None
+    """JSON of the return value when COMPLETED."""
+    error: str | None
+    """JSON description of the last error (FAILED, SUSPENDED)."""
+    parent_key: str | None
+    created_at: float
+    updated_at: float
+    ended_at: float | None
+    lease_owner: str | None
+    lease_expires_at: float | None
+    next_run_at: float | None
+    suspend_count: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StepRecord:
+    """The recorded outcome of one durable call of a workflow."""
+
+    run_id: str
+    call_id: str
+    kind: StepKind
+    name: str
+    status: StepStatus
+    attempts: int
+    result: str | None
+    error: str | None
+    started_at: float
+    ended_at: float | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NewWorkflow:
+    """What is needed to create a workflow execution."""
+
+    run_id: str
+    key: str
+    name: str
+    args: str
+    args_hash: str
+    parent_key: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Lease:
+    """Ownership of a workflow execution by one worker."""
+
+    token: str
+    """Unique per claim; every write of the owner is fenced by it."""
+    owner: str
+    """Human-readable id of the owning process."""
+    expires_at: float

@@ -1,0 +1,224 @@
+-- PostgreSQL dialect. Connections run with search_path = the Sagaway schema, so names are
+-- unqualified. Parameters are %(name)s placeholders bound by psycopg (server-side binding).
+
+-- ---------------------------------------------------------------- migrations
+
+-- name: migration_lock
+SELECT pg_advisory_xact_lock(%(lock_key)s::bigint)
+
+-- name: schema_exists
+SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %(schema)s
+
+-- name: create_schema_migrations
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at DOUBLE PRECISION NOT NULL
+)
+
+-- name: schema_version
+SELECT COALESCE(MAX(version), 0) FROM schema_migrations
+
+-- name: record_migration
+INSERT INTO schema_migrations (version, name, applied_at)
+VALUES (%(version)s, %(name)s, %(applied_at)s)
+
+-- ---------------------------------------------------------------- workflows
+
+-- name: get_current
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+FROM workflows WHERE key = %(key)s AND is_current
+
+-- name: get_current_for_update
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+FROM workflows WHERE key = %(key)s AND is_current
+FOR UPDATE
+
+-- name: get_run
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+FROM workflows WHERE run_id = %(run_id)s
+
+-- name: insert_workflow
+INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
+                       created_at, updated_at, lease_token, lease_owner, lease_expires_at,
+                       next_run_at)
+VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s, %(parent_key)s,
+        %(now)s, %(now)s, %(lease_token)s, %(lease_owner)s, %(lease_expires_at)s, %(now)s)
+ON CONFLICT (key) WHERE is_current DO NOTHING
+RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+          updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+
+-- name: supersede
+UPDATE workflows
+SET status = 'TERMINATED', is_current = FALSE, ended_at = %(now)s, updated_at = %(now)s,
+    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL,
+    error = %(error)s
+WHERE run_id = %(run_id)s
+
+-- name: replaced_by
+SELECT run_id FROM workflows
+WHERE key = %(key)s AND NOT is_current AND status = 'TERMINATED' AND error = %(error)s
+ORDER BY ended_at DESC
+LIMIT 1
+
+-- name: list_workflows
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+FROM workflows WHERE is_current
+ORDER BY created_at DESC, run_id
+LIMIT %(limit)s
+
+-- name: list_workflows_by_status
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+FROM workflows WHERE is_current AND status = %(status)s
+ORDER BY created_at DESC, run_id
+LIMIT %(limit)s
+
+-- name: count_by_status
+SELECT status, COUNT(*) FROM workflows WHERE is_current GROUP BY status
+
+-- ---------------------------------------------------------------- steps
+
+-- name: load_steps
+SELECT run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at
+FROM steps WHERE run_id = %(run_id)s
+ORDER BY started_at, call_id
+
+-- name: record_step_owned
+-- One statement: the owner row is share-locked (a concurrent end/claim waits for us, or we see
+-- its result) and the step is written only if the token still owns a RUNNING execution.
+WITH owned AS (
+    SELECT run_id FROM workflows
+    WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
+    FOR SHARE
+)
+INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at,
+                   ended_at)
+SELECT owned.run_id, %(call_id)s::text, %(kind)s::text, %(name)s::text, %(status)s::text,
+       %(attempts)s::integer, %(result)s::text, %(error)s::text,
+       %(started_at)s::double precision, %(ended_at)s::double precision
+FROM owned
+ON CONFLICT (run_id, call_id) DO UPDATE SET
+    kind = excluded.kind, name = excluded.name, status = excluded.status,
+    attempts = excluded.attempts, result = excluded.result, error = excluded.error,
+    ended_at = excluded.ended_at
+
+-- name: upsert_step
+INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at,
+                   ended_at)
+VALUES (%(run_id)s, %(call_id)s, %(kind)s, %(name)s, %(status)s, %(attempts)s, %(result)s,
+        %(error)s, %(started_at)s, %(ended_at)s)
+ON CONFLICT (run_id, call_id) DO UPDATE SET
+    kind = excluded.kind, name = excluded.name, status = excluded.status,
+    attempts = excluded.attempts, result = excluded.result, error = excluded.error,
+    ended_at = excluded.ended_at
+
+-- ---------------------------------------------------------------- fenced writes
+
+-- name: finish_owned
+UPDATE workflows
+SET status = %(status)s, result = %(result)s, error = %(error)s, ended_at = %(now)s,
+    updated_at = %(now)s,
+    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL
+WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
+
+-- name: finished_as
+-- After a retried finish: did the attempt whose acknowledgement was lost commit?
+SELECT 1 FROM workflows
+WHERE run_id = %(run_id)s AND status = %(status)s AND ended_at = %(now)s
+  AND result IS NOT DISTINCT FROM %(result)s::text AND error IS NOT DISTINCT FROM %(error)s::text
+
+-- name: suspend_owned
+UPDATE workflows
+SET status = 'SUSPENDED', error = %(error)s, updated_at = %(now)s, next_run_at = %(next_run_at)s,
+    suspend_count = suspend_count + 1,
+    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
+WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
+
+-- name: suspended_as
+SELECT 1 FROM workflows
+WHERE run_id = %(run_id)s AND status = 'SUSPENDED' AND updated_at = %(now)s
+  AND next_run_at = %(next_run_at)s AND error = %(error)s AND lease_token IS NULL
+
+-- name: release_owned
+UPDATE workflows
+SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = %(now)s,
+    updated_at = %(now)s
+WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
+
+-- name: renew_leases
+UPDATE workflows SET lease_expires_at = %(expires_at)s
+WHERE status = 'RUNNING' AND lease_token = ANY(%(tokens)s::text[])
+RETURNING lease_token
+
+-- ---------------------------------------------------------------- recovery
+
+-- name: claim_due
+-- Many processes claim at once: SKIP LOCKED hands each one disjoint rows; a row changed by a
+-- claimer that committed meanwhile is re-checked against the WHERE clause before it is locked.
+WITH due AS (
+    SELECT run_id, next_run_at FROM workflows
+    WHERE is_current AND (
+           (status IN ('PENDING', 'RUNNING')
+            AND (lease_expires_at IS NULL OR lease_expires_at <= %(now)s)
+            AND next_run_at <= %(now)s)
+        OR (status IN ('SUSPENDED', 'WAITING') AND next_run_at <= %(now)s))
+      AND run_id <> ALL(%(exclude)s::text[])
+    ORDER BY next_run_at, run_id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), numbered AS (
+    SELECT run_id, row_number() OVER (ORDER BY next_run_at, run_id) AS n FROM due
+)
+UPDATE workflows AS w
+SET status = 'RUNNING', lease_token = (%(tokens)s::text[])[numbered.n], lease_owner = %(owner)s,
+    lease_expires_at = %(expires_at)s, updated_at = %(now)s
+FROM numbered
+WHERE w.run_id = numbered.run_id
+RETURNING numbered.n, w.lease_token,
+          w.run_id, w.key, w.name, w.args, w.args_hash, w.status, w.result, w.error,
+          w.parent_key, w.created_at, w.updated_at, w.ended_at, w.lease_owner,
+          w.lease_expires_at, w.next_run_at, w.suspend_count
+
+-- name: claimed_with
+-- After a retried claim: the executions an attempt whose acknowledgement was lost did take.
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count,
+       lease_token
+FROM workflows
+WHERE status = 'RUNNING' AND lease_token = ANY(%(tokens)s::text[])
+ORDER BY next_run_at, run_id
+
+-- name: next_due
+SELECT MIN(CASE
+    WHEN status IN ('PENDING', 'RUNNING') AND lease_expires_at IS NOT NULL THEN lease_expires_at
+    ELSE next_run_at END)
+FROM workflows
+WHERE is_current AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+  AND lease_owner IS DISTINCT FROM %(owner)s
+
+-- ---------------------------------------------------------------- operator requests
+
+-- name: end_by_request
+UPDATE workflows
+SET status = %(status)s, ended_at = %(now)s, updated_at = %(now)s, error = %(error)s,
+    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL
+WHERE run_id = %(run_id)s AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+
+-- name: ended_as
+SELECT 1 FROM workflows
+WHERE run_id = %(run_id)s AND status = %(status)s AND ended_at = %(now)s
+  AND error IS NOT DISTINCT FROM %(error)s::text
+
+-- name: retry_now
+UPDATE workflows SET next_run_at = %(now)s, updated_at = %(now)s
+WHERE run_id = %(run_id)s AND status = 'SUSPENDED'
+
+-- name: retried_as
+SELECT 1 FROM workflows
+WHERE run_id = %(run_id)s AND status = 'SUSPENDED' AND next_run_at = %(now)s
+  AND updated_at = %(now)s

@@ -1,0 +1,107 @@
+-- name: get_current
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count FROM workflows WHERE key = :key AND is_current = 1
+
+-- name: get_run
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count FROM workflows WHERE run_id = :run_id
+
+-- name: insert_workflow
+INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
+                       created_at, updated_at, lease_token, lease_owner, lease_expires_at,
+                       next_run_at)
+VALUES (:run_id, :key, 1, :name, :args, :args_hash, :status, :parent_key, :now, :now,
+        :lease_token, :lease_owner, :lease_expires_at, :now)
+ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
+
+-- name: supersede
+UPDATE workflows
+SET status = 'TERMINATED', is_current = 0, ended_at = :now, updated_at = :now,
+    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL,
+    error = :error
+WHERE run_id = :run_id
+
+-- name: list_workflows
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count FROM workflows WHERE is_current = 1 ORDER BY created_at DESC, run_id LIMIT :limit
+
+-- name: list_workflows_by_status
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count FROM workflows
+WHERE is_current = 1 AND status = :status ORDER BY created_at DESC, run_id LIMIT :limit
+
+-- name: load_steps
+SELECT run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at
+FROM steps WHERE run_id = :run_id ORDER BY started_at, call_id
+
+-- name: check_owner
+SELECT 1 FROM workflows WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING'
+
+-- name: upsert_step
+INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at)
+VALUES (:run_id, :call_id, :kind, :name, :status, :attempts, :result, :error, :started_at, :ended_at)
+ON CONFLICT (run_id, call_id) DO UPDATE SET
+    kind = excluded.kind, name = excluded.name, status = excluded.status,
+    attempts = excluded.attempts, result = excluded.result, error = excluded.error,
+    ended_at = excluded.ended_at
+
+-- name: finish_owned
+UPDATE workflows
+SET status = :status, result = :result, error = :error, ended_at = :now, updated_at = :now,
+    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL
+WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING'
+
+-- name: suspend_owned
+UPDATE workflows
+SET status = 'SUSPENDED', error = :error, updated_at = :now, next_run_at = :next_run_at,
+    suspend_count = suspend_count + 1,
+    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
+WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING'
+
+-- name: release_owned
+UPDATE workflows
+SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = :now,
+    updated_at = :now
+WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING'
+
+-- name: renew_lease
+UPDATE workflows SET lease_expires_at = :expires_at
+WHERE lease_token = :token AND status = 'RUNNING'
+
+-- name: due_candidates
+SELECT run_id, lease_token FROM workflows
+WHERE is_current = 1 AND (
+       (status IN ('PENDING', 'RUNNING')
+        AND (lease_expires_at IS NULL OR lease_expires_at <= :now)
+        AND next_run_at <= :now)
+    OR (status IN ('SUSPENDED', 'WAITING') AND next_run_at <= :now))
+ORDER BY next_run_at
+LIMIT :limit
+
+-- name: next_due
+SELECT MIN(CASE
+    WHEN status IN ('PENDING', 'RUNNING') AND lease_expires_at IS NOT NULL THEN lease_expires_at
+    ELSE next_run_at END)
+FROM workflows
+WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+  AND (lease_owner IS NULL OR lease_owner != :owner)
+
+-- name: claim
+UPDATE workflows
+SET status = 'RUNNING', lease_token = :new_token, lease_owner = :owner,
+    lease_expires_at = :expires_at, updated_at = :now
+WHERE run_id = :run_id AND lease_token IS :old_token
+  AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+
+-- name: end_by_request
+UPDATE workflows
+SET status = :status, ended_at = :now, updated_at = :now, error = :error,
+    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL
+WHERE run_id = :run_id AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+
+-- name: retry_now
+UPDATE workflows SET next_run_at = :now, updated_at = :now
+WHERE run_id = :run_id AND status = 'SUSPENDED'
+
+-- name: count_by_status
+SELECT status, COUNT(*) FROM workflows WHERE is_current = 1 GROUP BY status

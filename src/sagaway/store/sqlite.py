@@ -1,0 +1,505 @@
+"""SQLite store: WAL, busy_timeout, IMMEDIATE transactions, group commit.
+
+All database work runs on one dedicated thread that owns the connection. Requests queue up while
+a transaction commits; the thread then runs everything queued in *one* transaction, each request
+inside its own SAVEPOINT (a request that fails rolls back alone). Under load this turns many
+workflows' step records into one commit (group commit); alone, a request costs one commit.
+Several processes may share the file: SQLite's write lock and busy_timeout serialise them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import sqlite3
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sagaway import errors
+from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
+from sagaway.store import migrations as _migrations
+from sagaway.store.base import CreateResult
+from sagaway.store.records import Lease, NewWorkflow, StepRecord, WorkflowRecord
+from sagaway.store.sql import queries
+
+T = TypeVar("T")
+
+_Q = queries("sqlite")
+_MAX_BATCH = 512
+_SYNCHRONOUS = {"off", "normal", "full", "extra"}
+
+
+def _row_to_workflow(row: sqlite3.Row | tuple[Any, ...]) -> WorkflowRecord:
+    return WorkflowRecord(
+        run_id=row[0],
+        key=row[1],
+        name=row[2],
+        args=row[3],
+        args_hash=row[4],
+        status=WorkflowStatus(row[5]),
+        result=row[6],
+        error=row[7],
+        parent_key=row[8],
+        created_at=row[9],
+        updated_at=row[10],
+        ended_at=row[11],
+        lease_owner=row[12],
+        lease_expires_at=row[13],
+        next_run_at=row[14],
+        suspend_count=row[15],
+    )
+
+
+def _row_to_step(row: tuple[Any, ...]) -> StepRecord:
+    return StepRecord(
+        run_id=row[0],
+        call_id=row[1],
+        kind=StepKind(row[2]),
+        name=row[3],
+        status=StepStatus(row[4]),
+        attempts=row[5],
+        result=row[6],
+        error=row[7],
+        started_at=row[8],
+        ended_at=row[9],
+    )
+
+
+def _step_params(step: StepRecord) -> dict[str, Any]:
+    return {
+        "run_id": step.run_id,
+        "call_id": step.call_id,
+        "kind": step.kind.value,
+        "name": step.name,
+        "status": step.status.value,
+        "attempts": step.attempts,
+        "result": step.result,
+        "error": step.error,
+        "started_at": step.started_at,
+        "ended_at": step.ended_at,
+    }
+
+
+class _Job:
+    __slots__ = ("fn", "future", "loop")
+
+    def __init__(
+        self,
+        fn: Callable[[sqlite3.Connection], Any],
+        future: asyncio.Future[Any],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.fn = fn
+        self.future = future
+        self.loop = loop
+
+
+def _deliver(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if future.done():  # the caller gave up waiting; the work itself is done or rolled back
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
+
+
+def parse_sqlite_url(url: str) -> tuple[str, dict[str, str]]:
+    """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite:///:memory:`` + query."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme != "sqlite":
+        raise ValueError(f"not a sqlite URL: {url!r}")
+    path = parsed.path
+    if path.startswith("/"):
+        path = path[1:]  # sqlite:///x.db -> x.db ; sqlite:////abs -> /abs
+    if not path:
+        raise ValueError(f"sqlite URL without a file path: {url!r} (e.g. sqlite:///sagaway.db)")
+    options = dict(urllib.parse.parse_qsl(parsed.query))
+    return path, options
+
+
+class SQLiteStore:
+    """Store on one SQLite file."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        path, options = parse_sqlite_url(url)
+        self._path = path
+        synchronous = options.pop("synchronous", "normal").lower()
+        if synchronous not in _SYNCHRONOUS:
+            raise ValueError(f"synchronous must be one of {sorted(_SYNCHRONOUS)}, not {synchronous!r}")
+        self._synchronous = synchronous
+        self._busy_timeout_ms = int(float(options.pop("busy_timeout", "30")) * 1000)
+        if options:
+            raise ValueError(f"unknown sqlite URL options: {sorted(options)}")
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def open(self) -> None:
+        if self._thread is not None:
+            return
+        if self._path != ":memory:":
+            Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(
+            target=self._run, args=(loop, ready), name=f"sagaway-sqlite:{self._path}", daemon=True
+        )
+        self._thread.start()
+        try:
+            await ready
+        except BaseException:
+            self._thread.join()
+            self._thread = None
+            raise
+
+    async def close(self) -> None:
+        thread = self._thread
+        if thread is None:
+            return
+        self._thread = None
+        self._jobs.put(None)
+        await asyncio.to_thread(thread.join)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")  # serialises concurrent first starts across processes
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+            )
+            current = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
+            known = _migrations.migrations("sqlite")
+            latest = known[-1].version if known else 0
+            if current > latest:
+                raise errors.SagawayError(
+                    f"database {self._path} has schema version {current}, newer than this "
+                    f"Sagaway's {latest}; upgrade Sagaway"
+                )
+            for migration in known:
+                if migration.version > current:
+                    for statement in _split_statements(migration.sql):
+                        conn.execute(statement)
+                    conn.execute(
+                        "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                        (migration.version, migration.name, time.time()),
+                    )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _run(self, loop: asyncio.AbstractEventLoop, ready: asyncio.Future[None]) -> None:
+        try:
+            conn = self._connect()
+            self._migrate(conn)
+        except BaseException as exc:
+            loop.call_soon_threadsafe(_deliver, ready, None, exc)
+            return
+        loop.call_soon_threadsafe(_deliver, ready, None, None)
+        try:
+            while True:
+                job = self._jobs.get()
+                if job is None:
+                    break
+                batch = [job]
+                stop = False
+                while len(batch) < _MAX_BATCH:
+                    try:
+                        nxt = self._jobs.get_nowait()
+                    except queue.Empty:
+                        break
+                    if nxt is None:
+                        stop = True
+                        break
+                    batch.append(nxt)
+                self._run_batch(conn, batch)
+                if stop:
+                    break
+        finally:
+            conn.close()
+
+    def _run_batch(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
+        outcomes: list[tuple[Any, BaseException | None]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for job in batch:
+                conn.execute("SAVEPOINT job")
+                try:
+                    value = job.fn(conn)
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO job")
+                    conn.execute("RELEASE job")
+                    outcomes.append((None, exc))
+                else:
+                    conn.execute("RELEASE job")
+                    outcomes.append((value, None))
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            failure = errors.SagawayError(f"SQLite transaction failed on {self._path}: {exc}")
+            failure.__cause__ = exc
+            outcomes = [(None, failure)] * len(batch)
+        for job, (value, exc) in zip(batch, outcomes, strict=True):
+            job.loop.call_soon_threadsafe(_deliver, job.future, value, exc)
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._thread is None:
+            raise errors.ManagerStateError("the SQLite store is not open")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._jobs.put(_Job(fn, future, loop))
+        return await future
+
+    # ------------------------------------------------------------------ verbs
+
+    async def create_workflow(
+        self, new: NewWorkflow, *, now: float, lease: Lease | None, replace_live: bool
+    ) -> CreateResult:
+        params = {
+            "run_id": new.run_id,
+            "key": new.key,
+            "name": new.name,
+            "args": new.args,
+            "args_hash": new.args_hash,
+            "status": (WorkflowStatus.RUNNING if lease else WorkflowStatus.PENDING).value,
+            "parent_key": new.parent_key,
+            "now": now,
+            "lease_token": lease.token if lease else None,
+            "lease_owner": lease.owner if lease else None,
+            "lease_expires_at": lease.expires_at if lease else None,
+        }
+
+        def op(conn: sqlite3.Connection) -> CreateResult:
+            if conn.execute(_Q["insert_workflow"], params).rowcount == 1:
+                return CreateResult(_get_current(conn, new.key), created=True)
+            existing = _get_current(conn, new.key)
+            if replace_live and not existing.status.ended:
+                conn.execute(
+                    _Q["supersede"],
+                    {"run_id": existing.run_id, "now": now, "error": _replaced_error(new.run_id)},
+                )
+                conn.execute(_Q["insert_workflow"], params)
+                return CreateResult(
+                    _get_current(conn, new.key), created=True, replaced_run_id=existing.run_id
+                )
+            return CreateResult(existing, created=False)
+
+        return await self._call(op)
+
+    async def get_workflow(self, key: str) -> WorkflowRecord | None:
+        def op(conn: sqlite3.Connection) -> WorkflowRecord | None:
+            row = conn.execute(_Q["get_current"], {"key": key}).fetchone()
+            return _row_to_workflow(row) if row else None
+
+        return await self._call(op)
+
+    async def get_run(self, run_id: str) -> WorkflowRecord | None:
+        def op(conn: sqlite3.Connection) -> WorkflowRecord | None:
+            row = conn.execute(_Q["get_run"], {"run_id": run_id}).fetchone()
+            return _row_to_workflow(row) if row else None
+
+        return await self._call(op)
+
+    async def list_workflows(
+        self, *, status: WorkflowStatus | None, limit: int
+    ) -> list[WorkflowRecord]:
+        def op(conn: sqlite3.Connection) -> list[WorkflowRecord]:
+            if status is None:
+                rows = conn.execute(_Q["list_workflows"], {"limit": limit}).fetchall()
+            else:
+                rows = conn.execute(
+                    _Q["list_workflows_by_status"], {"limit": limit, "status": status.value}
+                ).fetchall()
+            return [_row_to_workflow(r) for r in rows]
+
+        return await self._call(op)
+
+    async def load_steps(self, run_id: str) -> list[StepRecord]:
+        def op(conn: sqlite3.Connection) -> list[StepRecord]:
+            rows = conn.execute(_Q["load_steps"], {"run_id": run_id}).fetchall()
+            return [_row_to_step(r) for r in rows]
+
+        return await self._call(op)
+
+    async def record_step(self, step: StepRecord, *, token: str) -> None:
+        params = _step_params(step)
+
+        def op(conn: sqlite3.Connection) -> None:
+            _check_owner(conn, step.run_id, token)
+            conn.execute(_Q["upsert_step"], params)
+
+        await self._call(op)
+
+    async def finish_workflow(
+        self,
+        run_id: str,
+        *,
+        token: str,
+        status: WorkflowStatus,
+        result: str | None,
+        error: str | None,
+        now: float,
+        final_step: StepRecord | None = None,
+    ) -> None:
+        params = {
+            "run_id": run_id,
+            "token": token,
+            "status": status.value,
+            "result": result,
+            "error": error,
+            "now": now,
+        }
+        step_params = _step_params(final_step) if final_step else None
+
+        def op(conn: sqlite3.Connection) -> None:
+            if step_params is not None:
+                conn.execute(_Q["upsert_step"], step_params)
+            if conn.execute(_Q["finish_owned"], params).rowcount != 1:
+                raise errors.LeaseLost(f"lost ownership of run {run_id}")
+
+        await self._call(op)
+
+    async def suspend_workflow(
+        self, run_id: str, *, token: str, error: str, now: float, next_run_at: float
+    ) -> None:
+        params = {
+            "run_id": run_id,
+            "token": token,
+            "error": error,
+            "now": now,
+            "next_run_at": next_run_at,
+        }
+
+        def op(conn: sqlite3.Connection) -> None:
+            if conn.execute(_Q["suspend_owned"], params).rowcount != 1:
+                raise errors.LeaseLost(f"lost ownership of run {run_id}")
+
+        await self._call(op)
+
+    async def release_workflow(self, run_id: str, *, token: str, now: float) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(_Q["release_owned"], {"run_id": run_id, "token": token, "now": now})
+
+        await self._call(op)
+
+    async def renew_leases(self, tokens: Collection[str], *, expires_at: float) -> set[str]:
+        tokens = list(tokens)
+
+        def op(conn: sqlite3.Connection) -> set[str]:
+            kept = set()
+            for token in tokens:
+                cur = conn.execute(_Q["renew_lease"], {"token": token, "expires_at": expires_at})
+                if cur.rowcount == 1:
+                    kept.add(token)
+            return kept
+
+        return await self._call(op)
+
+    async def claim_due(
+        self,
+        *,
+        owner: str,
+        now: float,
+        lease_timeout: float,
+        limit: int,
+        exclude: Collection[str],
+    ) -> list[tuple[WorkflowRecord, Lease]]:
+        excluded = set(exclude)
+
+        def op(conn: sqlite3.Connection) -> list[tuple[WorkflowRecord, Lease]]:
+            rows = conn.execute(
+                _Q["due_candidates"], {"now": now, "limit": limit + len(excluded)}
+            ).fetchall()
+            claimed = []
+            for run_id, old_token in rows:
+                if run_id in excluded or len(claimed) >= limit:
+                    continue
+                lease = Lease(uuid.uuid4().hex, owner, now + lease_timeout)
+                cur = conn.execute(
+                    _Q["claim"],
+                    {
+                        "run_id": run_id,
+                        "old_token": old_token,
+                        "new_token": lease.token,
+                        "owner": owner,
+                        "expires_at": lease.expires_at,
+                        "now": now,
+                    },
+                )
+                if cur.rowcount == 1:
+                    row = conn.execute(_Q["get_run"], {"run_id": run_id}).fetchone()
+                    claimed.append((_row_to_workflow(row), lease))
+            return claimed
+
+        return await self._call(op)
+
+    async def next_due(self, *, owner: str) -> float | None:
+        def op(conn: sqlite3.Connection) -> float | None:
+            value = conn.execute(_Q["next_due"], {"owner": owner}).fetchone()[0]
+            return None if value is None else float(value)
+
+        return await self._call(op)
+
+    async def end_workflow(
+        self, run_id: str, *, status: WorkflowStatus, error: str | None, now: float
+    ) -> bool:
+        params = {"run_id": run_id, "status": status.value, "error": error, "now": now}
+
+        def op(conn: sqlite3.Connection) -> bool:
+            return bool(conn.execute(_Q["end_by_request"], params).rowcount == 1)
+
+        return await self._call(op)
+
+    async def retry_now(self, run_id: str, *, now: float) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            return bool(conn.execute(_Q["retry_now"], {"run_id": run_id, "now": now}).rowcount == 1)
+
+        return await self._call(op)
+
+    async def count_by_status(self) -> dict[WorkflowStatus, int]:
+        def op(conn: sqlite3.Connection) -> dict[WorkflowStatus, int]:
+            rows = conn.execute(_Q["count_by_status"]).fetchall()
+            return {WorkflowStatus(status): count for status, count in rows}
+
+        return await self._call(op)
+
+
+def _get_current(conn: sqlite3.Connection, key: str) -> WorkflowRecord:
+    row = conn.execute(_Q["get_current"], {"key": key}).fetchone()
+    assert row is not None
+    return _row_to_workflow(row)
+
+
+def _check_owner(conn: sqlite3.Connection, run_id: str, token: str) -> None:
+    if conn.execute(_Q["check_owner"], {"run_id": run_id, "token": token}).fetchone() is None:
+        raise errors.LeaseLost(f"lost ownership of run {run_id}")
+
+
+def _replaced_error(new_run_id: str) -> str:
+    return (
+        '{"kind": "terminated", "type": "sagaway.TERMINATE_EXISTING", '
+        f'"message": "replaced by run {new_run_id} (OnConflict.TERMINATE_EXISTING)"}}'
+    )
+
+
+def _split_statements(sql: str) -> list[str]:
+    # Migration files hold plain DDL; no statement contains a semicolon inside a literal.
+    body = "\n".join(line for line in sql.splitlines() if not line.strip().startswith("--"))
+    return [s.strip() for s in body.split(";") if s.strip()]

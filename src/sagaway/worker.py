@@ -1,0 +1,194 @@
+"""Worker: runs workflow executions this process owns, under a concurrency limit.
+
+Every execution it runs is owned through a lease; one heartbeat task renews all of them in one
+transaction. An execution whose lease could not be renewed (another process took it over after
+a pause, or it was cancelled) is stopped at once. On shutdown, executions still running are
+cancelled and their leases released so another process can take them without waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+
+from sagaway import errors
+from sagaway._engine.engine import Engine
+from sagaway._engine.executor import Execution
+from sagaway.store.records import Lease, StepRecord, WorkflowRecord
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class _Running:
+    record: WorkflowRecord
+    lease: Lease
+    task: asyncio.Task[None] | None = None
+    execution: Execution | None = None
+    cancelled: bool = False
+    """Stopped on purpose (ended by request, lease lost): do not release the lease."""
+
+
+class Worker:
+    """Executes owned workflows as asyncio tasks."""
+
+    def __init__(self, engine: Engine, concurrency: int) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.engine = engine
+        self.concurrency = concurrency
+        self.accepting = False
+        self._slots = asyncio.Semaphore(concurrency)
+        self._running: dict[str, _Running] = {}
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.capacity_freed = asyncio.Event()
+        self._recovery_wake: asyncio.Event | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, recovery_wake: asyncio.Event | None = None) -> None:
+        self.accepting = True
+        self._recovery_wake = recovery_wake
+        self._heartbeat = asyncio.create_task(self._heartbeat_loop(), name="sagaway-heartbeat")
+
+    async def stop(self, drain_timeout: float = 0.0) -> None:
+        """Stop taking work; let running executions finish for ``drain_timeout`` s, then cancel."""
+        self.accepting = False
+        if self._running and drain_timeout > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), drain_timeout)
+        tasks = [entry.task for entry in self._running.values() if entry.task is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat
+            self._heartbeat = None
+
+    # ------------------------------------------------------------------ work
+
+    @property
+    def running_ids(self) -> set[str]:
+        return set(self._running)
+
+    @property
+    def free_slots(self) -> int:
+        return max(self.concurrency - len(self._running), 0)
+
+    def wake_recovery(self) -> None:
+        if self._recovery_wake is not None:
+            self._recovery_wake.set()
+
+    def dispatch(self, record: WorkflowRecord, lease: Lease, steps: list[StepRecord] | None) -> None:
+        """Run an execution this process has just claimed."""
+        if record.run_id in self._running:
+            logger.error("run %s dispatched twice; ignoring the second", record.run_id)
+            return
+        entry = _Running(record, lease)
+        self._running[record.run_id] = entry
+        self._idle.clear()
+        entry.task = asyncio.create_task(self._run(entry, steps), name=f"sagaway-wf:{record.key}")
+
+    def cancel_local(self, run_id: str) -> None:
+        """Stop an execution that was ended elsewhere (cancel, terminate)."""
+        entry = self._running.get(run_id)
+        if entry is None:
+            return
+        entry.cancelled = True
+        if entry.execution is not None:
+            entry.execution.cancel_requested = True
+        if entry.task is not None:
+            entry.task.cancel()
+
+    async def _run(self, entry: _Running, steps: list[StepRecord] | None) -> None:
+        engine = self.engine
+        record = entry.record
+        try:
+            async with self._slots:
+                try:
+                    defn = engine.registry.workflow(record.name)
+                except errors.NotRegistered as exc:
+                    await self._suspend_unknown(entry, exc)
+                    return
+                if steps is None:
+                    steps = await engine.store.load_steps(record.run_id)
+                execution = Execution(engine, defn, record, entry.lease, steps)
+                execution.cancel_requested = entry.cancelled
+                entry.execution = execution
+                await execution.run()
+        except asyncio.CancelledError:
+            if not entry.cancelled:
+                await self._release(entry)
+        except errors.LeaseLost:
+            pass
+        except Exception:
+            # The store failed (database gone, disk full): the lease will expire and the
+            # Recovery Worker of some process resumes the workflow from its last commit.
+            logger.exception(
+                "workflow %s stopped by an engine error; recovery will resume it",
+                record.key,
+                extra={"action": "engine_error", "workflow_id": record.key},
+            )
+        finally:
+            del self._running[record.run_id]
+            if not self._running:
+                self._idle.set()
+            if len(self._running) == self.concurrency - 1:
+                self.capacity_freed.set()  # was full: the Recovery Worker may claim again
+
+    async def _suspend_unknown(self, entry: _Running, exc: errors.NotRegistered) -> None:
+        engine = self.engine
+        record = entry.record
+        error = errors.NotRegistered(
+            f"workflow {record.name!r} of {record.key!r} is recorded in the database but not "
+            f"registered in this process ({exc}); deploy code that registers it, then "
+            "`sagaway retry KEY`"
+        )
+        from sagaway import serialization
+
+        now = engine.clock.now()
+        await engine.store.suspend_workflow(
+            record.run_id,
+            token=entry.lease.token,
+            error=serialization.describe_error(error, "incompletable"),
+            now=now,
+            next_run_at=now + engine.suspend_backoff.interval(record.suspend_count + 1),
+        )
+        logger.error(str(error), extra={"action": "not_registered", "workflow_id": record.key})
+
+    async def _release(self, entry: _Running) -> None:
+        with contextlib.suppress(Exception):
+            await self.engine.store.release_workflow(
+                entry.record.run_id, token=entry.lease.token, now=self.engine.clock.now()
+            )
+
+    async def _heartbeat_loop(self) -> None:
+        engine = self.engine
+        interval = engine.lease_timeout / 3
+        while True:
+            await engine.clock.sleep(interval)
+            if not self._running:
+                continue
+            entries = list(self._running.values())
+            try:
+                kept = await engine.store.renew_leases(
+                    [e.lease.token for e in entries], expires_at=engine.clock.now() + engine.lease_timeout
+                )
+            except Exception:
+                logger.exception("lease heartbeat failed; retrying", extra={"action": "heartbeat"})
+                continue
+            for entry in entries:
+                if entry.lease.token not in kept and entry.record.run_id in self._running:
+                    logger.warning(
+                        "lease of workflow %s lost; stopping it here",
+                        entry.record.key,
+                        extra={"action": "lease_lost", "workflow_id": entry.record.key},
+                    )
+                    self.cancel_local(entry.record.run_id)

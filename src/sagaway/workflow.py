@@ -1,0 +1,258 @@
+"""The calls behind ``manager.activity()`` / ``manager.workflow()`` and workflow handles."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from sagaway import errors, serialization
+from sagaway._engine import context
+from sagaway._engine.engine import OnConflict
+from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
+from sagaway.retry import RetryPolicy
+from sagaway.store.records import StepRecord, WorkflowRecord
+
+if TYPE_CHECKING:
+    from sagaway.manager import Manager
+
+R = TypeVar("R")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StepDescription:
+    """One durable call of a workflow, as recorded."""
+
+    call_id: str
+    kind: StepKind
+    name: str
+    status: StepStatus
+    attempts: int
+    error: dict[str, Any] | None
+    started_at: float
+    ended_at: float | None
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.ended_at is None else self.ended_at - self.started_at
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkflowDescription:
+    """A workflow execution and its recorded steps."""
+
+    key: str
+    run_id: str
+    name: str
+    status: WorkflowStatus
+    result: Any
+    """The JSON result when COMPLETED (undecoded)."""
+    error: dict[str, Any] | None
+    """The recorded error (FAILED, SUSPENDED, CANCELLED): kind, type, message, traceback."""
+    parent_key: str | None
+    created_at: float
+    updated_at: float
+    ended_at: float | None
+    owner: str | None
+    """Process holding the lease, while RUNNING."""
+    next_run_at: float | None
+    suspend_count: int
+    steps: list[StepDescription]
+
+
+def _describe(record: WorkflowRecord, steps: list[StepRecord]) -> WorkflowDescription:
+    return WorkflowDescription(
+        key=record.key,
+        run_id=record.run_id,
+        name=record.name,
+        status=record.status,
+        result=None if record.result is None else serialization._load(record.result, "result"),
+        error=serialization.error_summary(record.error),
+        parent_key=record.parent_key,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        ended_at=record.ended_at,
+        owner=record.lease_owner,
+        next_run_at=record.next_run_at,
+        suspend_count=record.suspend_count,
+        steps=[
+            StepDescription(
+                call_id=s.call_id,
+                kind=s.kind,
+                name=s.name,
+                status=s.status,
+                attempts=s.attempts,
+                error=serialization.error_summary(s.error),
+                started_at=s.started_at,
+                ended_at=s.ended_at,
+            )
+            for s in steps
+        ],
+    )
+
+
+class WorkflowHandle(Generic[R]):
+    """A workflow execution, named by its key."""
+
+    def __init__(self, manager: Manager, key: str, run_id: str | None = None) -> None:
+        self._manager = manager
+        self.key = key
+        self.run_id = run_id
+        """The execution this handle was started for (None: whatever is current under key)."""
+
+    def __repr__(self) -> str:
+        return f"WorkflowHandle(key={self.key!r})"
+
+    async def _record(self) -> WorkflowRecord:
+        engine = self._manager._require_engine()
+        if self.run_id is not None:
+            record = await engine.store.get_run(self.run_id)
+            if record is None:
+                raise errors.WorkflowNotFound(self.key)
+            return record
+        return await engine.get(self.key)
+
+    async def status(self) -> WorkflowStatus:
+        return (await self._record()).status
+
+    async def describe(self) -> WorkflowDescription:
+        engine = self._manager._require_engine()
+        record = await self._record()
+        steps = await engine.store.load_steps(record.run_id)
+        return _describe(record, steps)
+
+    async def result(self, timeout: float | None = None) -> R:
+        """Wait until the workflow ends; its result, or its completable error raised.
+
+        SUSPENDED and WAITING are not ends: this keeps waiting through recovery.
+
+        Raises:
+            CompletableError: (or the ErrorMarshaler's type) when the workflow FAILED.
+            WorkflowCancelled: when it was cancelled or terminated.
+            TimeoutError: when ``timeout`` seconds passed first.
+        """
+        engine = self._manager._require_engine()
+        record = await self._record()
+        if not record.status.ended:
+            record = await engine.wait_for_end(record.run_id, self.key, timeout)
+        if record.status is WorkflowStatus.COMPLETED:
+            try:
+                defn = engine.registry.workflow(record.name)
+            except errors.NotRegistered:
+                # A client that does not register the workflow gets plain JSON back.
+                return None if record.result is None else serialization._load(record.result, "result")  # type: ignore[no-any-return]
+            return defn.codec.decode_result(record.result)  # type: ignore[no-any-return]
+        if record.status is WorkflowStatus.FAILED:
+            assert record.error is not None
+            raise serialization.error_from_record(record.error, engine.marshaler)
+        reason = (serialization.error_summary(record.error) or {}).get("message", "")
+        raise errors.WorkflowCancelled(self.key, record.status.value, str(reason))
+
+    async def cancel(self, reason: str = "cancelled by request") -> bool:
+        """End the workflow as CANCELLED where it stands; False if it had already ended.
+
+        A running execution is stopped at once in this process, or at its next durable call in
+        another. Compensations are not run.
+        """
+        engine = self._manager._require_engine()
+        return await engine.end(self.key, WorkflowStatus.CANCELLED, reason)
+
+
+class ActivityCall(Generic[R]):
+    """``manager.activity(fn, *args, **kwargs)``: a durable call, made with an execute method."""
+
+    def __init__(
+        self, manager: Manager, fn: Callable[..., Any] | str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        self._manager = manager
+        self._fn = fn
+        self._args = args
+        self._kwargs = kwargs
+
+    async def execute_get(self, *, retry: RetryPolicy | None = None, timeout: float | None = None) -> R:
+        """Run the activity durably and return its result (replayed if already recorded)."""
+        execution = context.current_execution()
+        if execution is None:
+            raise errors.SagawayError(
+                "activities run durably inside a workflow: call manager.activity(...) from a "
+                "function registered with @manager.register_workflow (outside a workflow, call "
+                "the function directly)"
+            )
+        defn = execution.engine.registry.activity(self._fn)
+        if timeout is not None and timeout <= 0:
+            raise ValueError("activity timeout must be > 0 seconds")
+        _, call_id, seq = context.next_call_id()
+        result: R = await execution.call_activity(
+            defn,
+            self._args,
+            self._kwargs,
+            call_id,
+            seq,
+            policy=retry or defn.retry,
+            timeout=timeout if timeout is not None else defn.timeout,
+        )
+        return result
+
+    async def execute_wait(self, *, retry: RetryPolicy | None = None, timeout: float | None = None) -> None:
+        """Run the activity durably; its result is discarded."""
+        await self.execute_get(retry=retry, timeout=timeout)
+
+
+class WorkflowCall(Generic[R]):
+    """``manager.workflow(fn, *args, **kwargs)``: a workflow start, made with an execute method."""
+
+    def __init__(
+        self, manager: Manager, fn: Callable[..., Any] | str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        self._manager = manager
+        self._fn = fn
+        self._args = args
+        self._kwargs = kwargs
+
+    async def execute(
+        self, *, idempotency_key: str | None = None, on_conflict: OnConflict = OnConflict.ATTACH
+    ) -> WorkflowHandle[R]:
+        """Start the workflow (or find the execution its key names) and return a handle.
+
+        Inside a workflow this starts a child workflow exactly once, fire-and-forget; its key
+        defaults to ``<parent key>/<call id>``.
+        """
+        if not isinstance(on_conflict, OnConflict):
+            raise TypeError("on_conflict must be a sagaway.OnConflict")
+        manager = self._manager
+        execution = context.current_execution()
+        if execution is not None:
+            engine = execution.engine
+            defn = engine.registry.workflow(self._fn)
+            args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
+            _, call_id, _ = context.next_call_id()
+            key = await execution.call_child(defn, args_json, idempotency_key, call_id)
+            return WorkflowHandle(manager, key)
+        engine = manager._require_engine()
+        defn = engine.registry.workflow(self._fn)
+        args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
+        key = idempotency_key if idempotency_key is not None else uuid.uuid4().hex
+        record, _ = await engine.start(defn, args_json, key=key, on_conflict=on_conflict)
+        return WorkflowHandle(manager, key, record.run_id)
+
+    async def execute_get(
+        self,
+        *,
+        idempotency_key: str | None = None,
+        on_conflict: OnConflict = OnConflict.ATTACH,
+        timeout: float | None = None,
+    ) -> R:
+        """Start the workflow and wait for its result."""
+        handle = await self.execute(idempotency_key=idempotency_key, on_conflict=on_conflict)
+        return await handle.result(timeout=timeout)
+
+    async def execute_wait(
+        self,
+        *,
+        idempotency_key: str | None = None,
+        on_conflict: OnConflict = OnConflict.ATTACH,
+        timeout: float | None = None,
+    ) -> None:
+        """Start the workflow and wait until it ends; the result is discarded."""
+        await self.execute_get(idempotency_key=idempotency_key, on_conflict=on_conflict, timeout=timeout)

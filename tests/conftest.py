@@ -1,0 +1,72 @@
+"""Shared fixtures: a fresh database per test on every backend.
+
+PostgreSQL tests use ``SAGAWAY_TEST_POSTGRES_URL`` (default: the local server's ``test``
+database). Outside CI they are skipped with the reason when no server answers; under
+``CI=true`` an unreachable server fails them.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+POSTGRES_URL = os.environ.get(
+    "SAGAWAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+_pg_error: str | None = None
+_pg_checked = False
+
+
+def _postgres_unavailable() -> str | None:
+    global _pg_checked, _pg_error
+    if not _pg_checked:
+        _pg_checked = True
+        try:
+            import psycopg
+
+            with psycopg.connect(POSTGRES_URL, connect_timeout=3) as conn:
+                conn.execute("SELECT 1")
+        except Exception as exc:
+            _pg_error = f"PostgreSQL at {POSTGRES_URL} unreachable: {exc}"
+    return _pg_error
+
+
+def require_postgres() -> None:
+    """Skip (or, under CI=true, fail) when PostgreSQL is unreachable."""
+    reason = _postgres_unavailable()
+    if reason is None:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason + " (CI=true: PostgreSQL tests must run)")
+    pytest.skip(reason)
+
+
+def _drop_schema(schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL of an empty database: a SQLite file in tmp_path, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/sagaway.db"
+        return
+    require_postgres()
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    sep = "&" if "?" in POSTGRES_URL else "?"
+    try:
+        yield f"{POSTGRES_URL}{sep}schema={schema}"
+    finally:
+        _drop_schema(schema)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/sagaway.db"

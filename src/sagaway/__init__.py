@@ -46,6 +46,7 @@ __all__ = [
     "IncompletableError",
     "LeaseLost",
     "Manager",
+    "ManagerStateError",
     "ManagerState",
     "NonDeterminismError",
     "NotRegistered",

@@ -18,10 +18,10 @@ Errors raised by user code tell the engine what a failure means::
           ├── ActivityTimeout         an activity attempt ran past its timeout
           ├── RetriesExhausted        a RetryableError persisted through every attempt
           ├── LeaseLost               another process owns the workflow now (internal fencing)
-          ├── WorkflowCancelled       result() of a workflow that was cancelled or terminated
+          ├── WorkflowCancelled       result() of a cancelled or terminated workflow
           └── ManagerStateError       the Manager was used in the wrong lifecycle state
     BaseException
-     └── Cancelled             the workflow was cancelled or terminated; not for workflow code to swallow
+     └── Cancelled             cancelled or terminated; workflow code must not swallow it
 
 Every other exception raised by user code counts as incompletable.
 """
@@ -120,7 +120,7 @@ class ManagerStateError(SagawayError):
     """The Manager is not in a state that allows this operation."""
 
 
-class Cancelled(BaseException):  # noqa: N818 - named as in the public contract
+class Cancelled(BaseException):
     """The workflow was cancelled or terminated.
 
     Derives from BaseException so that ``except Exception`` in workflow code cannot swallow it.

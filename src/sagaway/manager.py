@@ -27,7 +27,13 @@ from sagaway.registry import ActivityDef, Queue, Registry
 from sagaway.retry import RetryPolicy
 from sagaway.store import open_store, resolve_url
 from sagaway.worker import Worker
-from sagaway.workflow import ActivityCall, WorkflowCall, WorkflowDescription, WorkflowHandle, _describe
+from sagaway.workflow import (
+    ActivityCall,
+    WorkflowCall,
+    WorkflowDescription,
+    WorkflowHandle,
+    _describe,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +98,9 @@ class Manager:
             raise ValueError("concurrency and activity_threads must be >= 1")
         if payload_limit < 1024:
             raise ValueError("payload_limit must be at least 1024 bytes")
-        if error_marshaler is not None and not isinstance(error_marshaler, serialization.ErrorMarshaler):
+        if error_marshaler is not None and not isinstance(
+            error_marshaler, serialization.ErrorMarshaler
+        ):
             raise TypeError(
                 "error_marshaler must implement marshal_completable_error(err) -> bytes | None "
                 "and unmarshal_completable_error(data) -> BaseException"
@@ -191,9 +199,13 @@ class Manager:
     def register_workflow(self, fn: F, /) -> F: ...
 
     @overload
-    def register_workflow(self, fn: None = None, /, *, name: str | None = None) -> Callable[[F], F]: ...
+    def register_workflow(
+        self, fn: None = None, /, *, name: str | None = None
+    ) -> Callable[[F], F]: ...
 
-    def register_workflow(self, fn: F | None = None, /, *, name: str | None = None) -> F | Callable[[F], F]:
+    def register_workflow(
+        self, fn: F | None = None, /, *, name: str | None = None
+    ) -> F | Callable[[F], F]:
         """Register an ``async def`` workflow, bare or ``(name="...")``."""
 
         def decorate(func: F) -> F:
@@ -210,12 +222,16 @@ class Manager:
     ) -> ActivityCall[R]: ...
 
     @overload
-    def activity(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> ActivityCall[R]: ...
+    def activity(
+        self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> ActivityCall[R]: ...
 
     @overload
     def activity(self, fn: str, /, *args: Any, **kwargs: Any) -> ActivityCall[Any]: ...
 
-    def activity(self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> ActivityCall[Any]:
+    def activity(
+        self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
+    ) -> ActivityCall[Any]:
         """A durable call of a registered activity; run it with ``execute_get``/``execute_wait``."""
         return ActivityCall(self, fn, args, kwargs)
 
@@ -227,7 +243,9 @@ class Manager:
     @overload
     def workflow(self, fn: str, /, *args: Any, **kwargs: Any) -> WorkflowCall[Any]: ...
 
-    def workflow(self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> WorkflowCall[Any]:
+    def workflow(
+        self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
+    ) -> WorkflowCall[Any]:
         """A start of a registered workflow; run it with ``execute``/``execute_get``."""
         return WorkflowCall(self, fn, args, kwargs)
 
@@ -237,7 +255,9 @@ class Manager:
             raise ValueError("sleep seconds must be >= 0")
         execution = context.current_execution()
         if execution is None:
-            raise errors.SagawayError("manager.sleep() is a durable timer: call it inside a workflow")
+            raise errors.SagawayError(
+                "manager.sleep() is a durable timer: call it inside a workflow"
+            )
         _, call_id, _ = context.next_call_id()
         await execution.call_sleep(float(seconds), call_id)
 

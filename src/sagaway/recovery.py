@@ -11,6 +11,7 @@ over as soon as its lease expires.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from sagaway._engine.engine import Engine
@@ -36,10 +37,8 @@ class RecoveryWorker:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
             self._task = None
 
     async def run_once(self) -> int:

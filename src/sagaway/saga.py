@@ -20,7 +20,9 @@ class Saga:
     """Compensations of the steps done so far, in the order they were added."""
 
     def __init__(self) -> None:
-        self._compensations: list[tuple[Callable[..., Any] | str, tuple[Any, ...], dict[str, Any]]] = []
+        self._compensations: list[
+            tuple[Callable[..., Any] | str, tuple[Any, ...], dict[str, Any]]
+        ] = []
 
     def add_compensation(self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> None:
         """Register ``fn(*args, **kwargs)`` to undo the step just done.
@@ -50,7 +52,14 @@ class Saga:
             defn = registry.activity(fn)
             _, call_id, seq = context.next_call_id()
             await execution.call_activity(
-                defn, args, kwargs, call_id, seq, policy=defn.retry, timeout=defn.timeout, compensation=True
+                defn,
+                args,
+                kwargs,
+                call_id,
+                seq,
+                policy=defn.retry,
+                timeout=defn.timeout,
+                compensation=True,
             )
 
     compensate = execute
@@ -67,5 +76,9 @@ class Saga:
         if exc is None or not isinstance(exc, Exception):
             return
         execution = context.current_execution()
-        if execution is not None and execution.doomed is None and execution.engine.is_completable(exc):
+        if (
+            execution is not None
+            and execution.doomed is None
+            and execution.engine.is_completable(exc)
+        ):
             await self.execute()

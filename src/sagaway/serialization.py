@@ -39,7 +39,9 @@ class FunctionCodec:
         self._fn = fn
         self.label = label
         self.signature = inspect.signature(fn)
-        self._params: dict[str, tuple[inspect._ParameterKind, pydantic.TypeAdapter[Any]]] | None = None
+        self._params: dict[str, tuple[inspect._ParameterKind, pydantic.TypeAdapter[Any]]] | None = (
+            None
+        )
         self._result: pydantic.TypeAdapter[Any] | None = None
 
     def _resolve(self) -> None:
@@ -126,7 +128,8 @@ class FunctionCodec:
             data = self._result.dump_python(value, mode="json")
         except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as exc:
             raise errors.PayloadError(
-                f"result of {self.label} cannot be serialised ({type(value).__name__}): {exc}; {_HINT}"
+                f"result of {self.label} cannot be serialised "
+                f"({type(value).__name__}): {exc}; {_HINT}"
             ) from None
         return _dump(data, f"result of {self.label}", limit)
 

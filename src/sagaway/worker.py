@@ -86,7 +86,9 @@ class Worker:
         if self._recovery_wake is not None:
             self._recovery_wake.set()
 
-    def dispatch(self, record: WorkflowRecord, lease: Lease, steps: list[StepRecord] | None) -> None:
+    def dispatch(
+        self, record: WorkflowRecord, lease: Lease, steps: list[StepRecord] | None
+    ) -> None:
         """Run an execution this process has just claimed."""
         if record.run_id in self._running:
             logger.error("run %s dispatched twice; ignoring the second", record.run_id)
@@ -179,7 +181,8 @@ class Worker:
             entries = list(self._running.values())
             try:
                 kept = await engine.store.renew_leases(
-                    [e.lease.token for e in entries], expires_at=engine.clock.now() + engine.lease_timeout
+                    [e.lease.token for e in entries],
+                    expires_at=engine.clock.now() + engine.lease_timeout,
                 )
             except Exception:
                 logger.exception("lease heartbeat failed; retrying", extra={"action": "heartbeat"})

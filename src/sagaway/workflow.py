@@ -141,8 +141,12 @@ class WorkflowHandle(Generic[R]):
                 defn = engine.registry.workflow(record.name)
             except errors.NotRegistered:
                 # A client that does not register the workflow gets plain JSON back.
-                return None if record.result is None else serialization._load(record.result, "result")  # type: ignore[no-any-return]
-            return defn.codec.decode_result(record.result)  # type: ignore[no-any-return]
+                raw = (
+                    None if record.result is None else serialization._load(record.result, "result")
+                )
+                return raw  # type: ignore[return-value]  # untyped client: plain JSON
+            decoded: R = defn.codec.decode_result(record.result)
+            return decoded
         if record.status is WorkflowStatus.FAILED:
             assert record.error is not None
             raise serialization.error_from_record(record.error, engine.marshaler)
@@ -163,14 +167,20 @@ class ActivityCall(Generic[R]):
     """``manager.activity(fn, *args, **kwargs)``: a durable call, made with an execute method."""
 
     def __init__(
-        self, manager: Manager, fn: Callable[..., Any] | str, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        manager: Manager,
+        fn: Callable[..., Any] | str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
     ) -> None:
         self._manager = manager
         self._fn = fn
         self._args = args
         self._kwargs = kwargs
 
-    async def execute_get(self, *, retry: RetryPolicy | None = None, timeout: float | None = None) -> R:
+    async def execute_get(
+        self, *, retry: RetryPolicy | None = None, timeout: float | None = None
+    ) -> R:
         """Run the activity durably and return its result (replayed if already recorded)."""
         execution = context.current_execution()
         if execution is None:
@@ -194,7 +204,9 @@ class ActivityCall(Generic[R]):
         )
         return result
 
-    async def execute_wait(self, *, retry: RetryPolicy | None = None, timeout: float | None = None) -> None:
+    async def execute_wait(
+        self, *, retry: RetryPolicy | None = None, timeout: float | None = None
+    ) -> None:
         """Run the activity durably; its result is discarded."""
         await self.execute_get(retry=retry, timeout=timeout)
 
@@ -203,7 +215,11 @@ class WorkflowCall(Generic[R]):
     """``manager.workflow(fn, *args, **kwargs)``: a workflow start, made with an execute method."""
 
     def __init__(
-        self, manager: Manager, fn: Callable[..., Any] | str, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        manager: Manager,
+        fn: Callable[..., Any] | str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
     ) -> None:
         self._manager = manager
         self._fn = fn
@@ -255,4 +271,6 @@ class WorkflowCall(Generic[R]):
         timeout: float | None = None,
     ) -> None:
         """Start the workflow and wait until it ends; the result is discarded."""
-        await self.execute_get(idempotency_key=idempotency_key, on_conflict=on_conflict, timeout=timeout)
+        await self.execute_get(
+            idempotency_key=idempotency_key, on_conflict=on_conflict, timeout=timeout
+        )

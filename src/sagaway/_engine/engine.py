@@ -235,7 +235,9 @@ class Engine:
     async def end(self, key: str, status: WorkflowStatus, reason: str) -> bool:
         """Cancel or terminate the live execution under ``key``; False if it had ended."""
         record = await self.get(key)
-        error = serialization.describe_error(errors.WorkflowCancelled(key, status.value, reason), "cancelled")
+        error = serialization.describe_error(
+            errors.WorkflowCancelled(key, status.value, reason), "cancelled"
+        )
         changed = await self.store.end_workflow(
             record.run_id, status=status, error=error, now=self.clock.now()
         )
@@ -265,4 +267,3 @@ async def _wait_event_or_sleep(event: asyncio.Event, clock: Clock, seconds: floa
     finally:
         waiter.cancel()
         sleeper.cancel()
-

@@ -81,7 +81,9 @@ class Execution:
                 if self.doomed is not None:
                     await self._suspend(self.doomed)
                 elif engine.is_completable(exc):
-                    await self._finish(WorkflowStatus.FAILED, None, self._describe(exc, "completable"))
+                    await self._finish(
+                        WorkflowStatus.FAILED, None, self._describe(exc, "completable")
+                    )
                 else:
                     await self._suspend(exc)
                 return
@@ -127,7 +129,11 @@ class Execution:
         now = engine.clock.now()
         delay = engine.suspend_backoff.interval(self.record.suspend_count + 1)
         await engine.store.suspend_workflow(
-            self.record.run_id, token=self.lease.token, error=error, now=now, next_run_at=now + delay
+            self.record.run_id,
+            token=self.lease.token,
+            error=error,
+            now=now,
+            next_run_at=now + delay,
         )
         logger.warning(
             "workflow %s suspended by %s: %s; recovery retries it in %.1fs",
@@ -287,7 +293,9 @@ class Execution:
                 if defn.is_async:
                     work: Any = defn.fn(*args, **kwargs)
                 else:
-                    call = functools.partial(contextvars.copy_context().run, defn.fn, *args, **kwargs)
+                    call = functools.partial(
+                        contextvars.copy_context().run, defn.fn, *args, **kwargs
+                    )
                     work = asyncio.get_running_loop().run_in_executor(engine.thread_pool, call)
                 if timeout is None:
                     return await work

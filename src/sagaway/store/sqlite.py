@@ -132,7 +132,9 @@ class SQLiteStore:
         self._path = path
         synchronous = options.pop("synchronous", "normal").lower()
         if synchronous not in _SYNCHRONOUS:
-            raise ValueError(f"synchronous must be one of {sorted(_SYNCHRONOUS)}, not {synchronous!r}")
+            raise ValueError(
+                f"synchronous must be one of {sorted(_SYNCHRONOUS)}, not {synchronous!r}"
+            )
         self._synchronous = synchronous
         self._busy_timeout_ms = int(float(options.pop("busy_timeout", "30")) * 1000)
         if options:
@@ -196,7 +198,8 @@ class SQLiteStore:
                     for statement in _split_statements(migration.sql):
                         conn.execute(statement)
                     conn.execute(
-                        "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                        "INSERT INTO schema_migrations (version, name, applied_at) "
+                        "VALUES (?, ?, ?)",
                         (migration.version, migration.name, time.time()),
                     )
             conn.execute("COMMIT")
@@ -250,14 +253,14 @@ class SQLiteStore:
                     conn.execute("RELEASE job")
                     outcomes.append((value, None))
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except sqlite3.Error as db_error:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
-            failure = errors.SagawayError(f"SQLite transaction failed on {self._path}: {exc}")
-            failure.__cause__ = exc
+            failure = errors.SagawayError(f"SQLite transaction failed on {self._path}: {db_error}")
+            failure.__cause__ = db_error
             outcomes = [(None, failure)] * len(batch)
-        for job, (value, exc) in zip(batch, outcomes, strict=True):
-            job.loop.call_soon_threadsafe(_deliver, job.future, value, exc)
+        for job, (value, error) in zip(batch, outcomes, strict=True):
+            job.loop.call_soon_threadsafe(_deliver, job.future, value, error)
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._thread is None:
@@ -427,7 +430,7 @@ class SQLiteStore:
             rows = conn.execute(
                 _Q["due_candidates"], {"now": now, "limit": limit + len(excluded)}
             ).fetchall()
-            claimed = []
+            claimed: list[tuple[WorkflowRecord, Lease]] = []
             for run_id, old_token in rows:
                 if run_id in excluded or len(claimed) >= limit:
                     continue

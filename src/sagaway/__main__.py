@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+from sagaway.cli.main import main
+
+main()

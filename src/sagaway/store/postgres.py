@@ -1,0 +1,565 @@
+"""PostgreSQL store: psycopg 3 async, a connection pool, row locks for fencing and claiming.
+
+Every verb is one transaction on a pooled connection (single-statement verbs run as one
+implicit transaction: one round trip). Many processes share one database:
+
+- ``claim_due`` takes due executions with ``FOR UPDATE SKIP LOCKED``, so concurrent claimers get
+  disjoint work and never wait for each other;
+- fenced writes check the lease token and RUNNING status in the statement that writes (or under
+  a row lock taken in the same transaction) and raise ``errors.LeaseLost`` otherwise;
+- ``create_workflow`` relies on the partial unique index of current keys
+  (``INSERT ... ON CONFLICT DO NOTHING``), so concurrent creates of one key make one row.
+
+Transient failures (``psycopg.OperationalError``: server restart, terminated backend, deadlock,
+serialization failure) retry the whole transaction a few times. An attempt may have committed
+although its acknowledgement was lost, so every verb is written to give the same answer when run
+again: ``create_workflow`` recognises its own ``run_id``, ``claim_due`` reuses its lease tokens
+and finds what the lost attempt took, and the fenced/ending verbs recognise their own outcome.
+
+URL: ``postgresql://user:password@host:5432/db?schema=sagaway&pool_size=10`` plus any libpq
+parameter. ``schema`` (default ``sagaway``) and ``pool_size`` (default 10) are Sagaway's own and
+are not passed to libpq.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import re
+import time
+import urllib.parse
+import uuid
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+
+from sagaway import errors
+from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
+from sagaway.store import migrations as _migrations
+from sagaway.store.base import CreateResult
+from sagaway.store.records import Lease, NewWorkflow, StepRecord, WorkflowRecord
+from sagaway.store.sql import queries
+
+T = TypeVar("T")
+Conn = psycopg.AsyncConnection[TupleRow]
+Op = Callable[[Conn, bool], Awaitable[T]]
+
+_Q = queries("postgres")
+_DIALECT = "postgres"
+_DEFAULT_SCHEMA = "sagaway"
+_DEFAULT_POOL_SIZE = 10
+_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_OWN_PARAMS = frozenset({"schema", "pool_size"})
+_ATTEMPTS = 4
+"""Tries of one transaction when it fails with a transient (operational) error."""
+_BACKOFF = 0.05
+"""Seconds before the first retry; doubles each time."""
+_CREATE_ROUNDS = 16
+"""Bound on re-reads when the current row of a key changes under ``create_workflow``."""
+
+
+def _row_to_workflow(row: TupleRow) -> WorkflowRecord:
+    return WorkflowRecord(
+        run_id=row[0],
+        key=row[1],
+        name=row[2],
+        args=row[3],
+        args_hash=row[4],
+        status=WorkflowStatus(row[5]),
+        result=row[6],
+        error=row[7],
+        parent_key=row[8],
+        created_at=row[9],
+        updated_at=row[10],
+        ended_at=row[11],
+        lease_owner=row[12],
+        lease_expires_at=row[13],
+        next_run_at=row[14],
+        suspend_count=row[15],
+    )
+
+
+def _row_to_step(row: TupleRow) -> StepRecord:
+    return StepRecord(
+        run_id=row[0],
+        call_id=row[1],
+        kind=StepKind(row[2]),
+        name=row[3],
+        status=StepStatus(row[4]),
+        attempts=row[5],
+        result=row[6],
+        error=row[7],
+        started_at=row[8],
+        ended_at=row[9],
+    )
+
+
+def _step_params(step: StepRecord) -> dict[str, Any]:
+    return {
+        "run_id": step.run_id,
+        "call_id": step.call_id,
+        "kind": step.kind.value,
+        "name": step.name,
+        "status": step.status.value,
+        "attempts": step.attempts,
+        "result": step.result,
+        "error": step.error,
+        "started_at": step.started_at,
+        "ended_at": step.ended_at,
+    }
+
+
+def _replaced_error(new_run_id: str) -> str:
+    # Same text as the SQLite store's.
+    return (
+        '{"kind": "terminated", "type": "sagaway.TERMINATE_EXISTING", '
+        f'"message": "replaced by run {new_run_id} (OnConflict.TERMINATE_EXISTING)"}}'
+    )
+
+
+def _param_name(part: str) -> str:
+    return urllib.parse.unquote_plus(part.partition("=")[0])
+
+
+def parse_postgres_url(url: str) -> tuple[str, str, int, str]:
+    """Split a Sagaway PostgreSQL URL into (conninfo for libpq, schema, pool size, display URL).
+
+    The display URL is the URL without its password (in the user info or as a parameter).
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme.lower() not in ("postgresql", "postgres"):
+        raise ValueError(f"not a PostgreSQL URL: {url!r}")
+    schema = _DEFAULT_SCHEMA
+    pool_size = _DEFAULT_POOL_SIZE
+    libpq_params: list[str] = []  # kept as written: libpq decodes %XX itself
+    for part in filter(None, parts.query.split("&")):
+        name = _param_name(part)
+        if name not in _OWN_PARAMS:
+            libpq_params.append(part)
+            continue
+        value = urllib.parse.unquote_plus(part.partition("=")[2])
+        if name == "schema":
+            schema = value
+        else:
+            try:
+                pool_size = int(value)
+            except ValueError:
+                pool_size = 0
+            if pool_size < 1:
+                raise ValueError(f"pool_size must be a positive integer, not {value!r}")
+    if not _SCHEMA_NAME.fullmatch(schema):
+        raise ValueError(
+            f"invalid schema name {schema!r}: use letters, digits and _ "
+            "(not starting with a digit, at most 63 characters)"
+        )
+    conninfo = urllib.parse.urlunsplit(parts._replace(query="&".join(libpq_params)))
+
+    user_info, at, host = parts.netloc.rpartition("@")
+    netloc = f"{user_info.partition(':')[0]}{at}{host}"
+    shown = [p for p in filter(None, parts.query.split("&")) if _param_name(p) != "password"]
+    display = urllib.parse.urlunsplit(parts._replace(netloc=netloc, query="&".join(shown)))
+    return conninfo, schema, pool_size, display
+
+
+class PostgresStore:
+    """Store in one schema of a PostgreSQL database."""
+
+    def __init__(self, url: str) -> None:
+        conninfo, schema, pool_size, display = parse_postgres_url(url)
+        self.url = display
+        self.schema = schema
+        self.pool_size = pool_size
+        self._conninfo = conninfo
+        self._pool: AsyncConnectionPool[Conn] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+            self._conninfo,
+            min_size=1,
+            max_size=self.pool_size,
+            kwargs={"autocommit": True},
+            configure=self._configure,
+            name=f"sagaway:{self.schema}",
+            open=False,
+        )
+        try:
+            await pool.open(wait=True)
+        except PoolTimeout as exc:
+            await pool.close()
+            raise errors.SagawayError(f"cannot connect to PostgreSQL at {self.url}: {exc}") from exc
+        self._pool = pool
+        try:
+            await self._run(self._migrate)
+        except BaseException:
+            self._pool = None
+            await pool.close()
+            raise
+
+    async def close(self) -> None:
+        pool = self._pool
+        if pool is None:
+            return
+        self._pool = None
+        await pool.close()
+
+    async def _configure(self, conn: Conn) -> None:
+        # Runs once per new pooled connection (autocommit): every query is unqualified.
+        await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+
+    async def _migrate(self, conn: Conn, retried: bool) -> None:
+        # One transaction under an advisory lock keyed by the schema: processes that start at
+        # once wait here, and the later ones find the schema already migrated.
+        digest = hashlib.blake2b(f"sagaway.migrate:{self.schema}".encode(), digest_size=8)
+        lock_key = int.from_bytes(digest.digest(), "big", signed=True)
+        await conn.execute(_Q["migration_lock"], {"lock_key": lock_key})
+        cur = await conn.execute(_Q["schema_exists"], {"schema": self.schema})
+        if await cur.fetchone() is None:
+            await conn.execute(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
+            )
+        await conn.execute(_Q["create_schema_migrations"])
+        cur = await conn.execute(_Q["schema_version"])
+        row = await cur.fetchone()
+        current = int(row[0]) if row else 0
+        known = _migrations.migrations(_DIALECT)
+        latest = known[-1].version if known else 0
+        if current > latest:
+            raise errors.SagawayError(
+                f"database {self.url} (schema {self.schema}) has schema version {current}, "
+                f"newer than this Sagaway's {latest}; upgrade Sagaway"
+            )
+        for migration in known:
+            if migration.version > current:
+                # A migration file is plain DDL without parameters, sent as one script (as bytes:
+                # it is package data, not a string literal).
+                await conn.execute(migration.sql.encode())
+                await conn.execute(
+                    _Q["record_migration"],
+                    {
+                        "version": migration.version,
+                        "name": migration.name,
+                        "applied_at": time.time(),
+                    },
+                )
+
+    async def _run(self, op: Op[T], *, transaction: bool = True) -> T:
+        """Run ``op(conn, retried)`` as one transaction, retrying transient failures.
+
+        ``retried`` is true when an earlier attempt failed: it may have committed anyway (a lost
+        acknowledgement), and ``op`` must then give the answer the first attempt would have.
+        Single-statement ops pass ``transaction=False``: on an autocommit connection the
+        statement is its own transaction, without BEGIN/COMMIT round trips.
+        """
+        pool = self._pool
+        if pool is None:
+            raise errors.ManagerStateError("the PostgreSQL store is not open")
+        attempt = 0
+        while True:
+            try:
+                async with pool.connection() as conn:
+                    if not transaction:
+                        return await op(conn, attempt > 0)
+                    async with conn.transaction():
+                        return await op(conn, attempt > 0)
+            except PoolClosed as exc:
+                raise errors.ManagerStateError("the PostgreSQL store is closed") from exc
+            except PoolTimeout as exc:
+                raise errors.SagawayError(
+                    f"no PostgreSQL connection available for {self.url}: {exc}"
+                ) from exc
+            except psycopg.OperationalError as exc:
+                attempt += 1
+                if attempt >= _ATTEMPTS:
+                    raise errors.SagawayError(
+                        f"PostgreSQL transaction failed on {self.url}: {exc}"
+                    ) from exc
+                # Other idle connections may be dead too (server restart): replace them.
+                with contextlib.suppress(Exception):
+                    await pool.check()
+                await asyncio.sleep(_BACKOFF * 2 ** (attempt - 1))
+
+    # ------------------------------------------------------------------ verbs
+
+    async def create_workflow(
+        self, new: NewWorkflow, *, now: float, lease: Lease | None, replace_live: bool
+    ) -> CreateResult:
+        params = {
+            "run_id": new.run_id,
+            "key": new.key,
+            "name": new.name,
+            "args": new.args,
+            "args_hash": new.args_hash,
+            "status": (WorkflowStatus.RUNNING if lease else WorkflowStatus.PENDING).value,
+            "parent_key": new.parent_key,
+            "now": now,
+            "lease_token": lease.token if lease else None,
+            "lease_owner": lease.owner if lease else None,
+            "lease_expires_at": lease.expires_at if lease else None,
+        }
+        replaced_error = _replaced_error(new.run_id)
+
+        async def insert(conn: Conn) -> WorkflowRecord | None:
+            row = await (await conn.execute(_Q["insert_workflow"], params)).fetchone()
+            return _row_to_workflow(row) if row else None
+
+        async def fast(conn: Conn, retried: bool) -> WorkflowRecord | None:
+            # The common case, a free key: one statement, one round trip.
+            return None if retried else await insert(conn)
+
+        async def op(conn: Conn, retried: bool) -> CreateResult:
+            for _ in range(_CREATE_ROUNDS):
+                inserted = await insert(conn)
+                if inserted is not None:
+                    return CreateResult(inserted, created=True)
+                # The key is taken. Under replace_live the current row is locked, so no one else
+                # replaces or ends it before we do; if it changed meanwhile, nothing comes back.
+                query = _Q["get_current_for_update"] if replace_live else _Q["get_current"]
+                row = await (await conn.execute(query, {"key": new.key})).fetchone()
+                if row is None:  # superseded since our insert looked: look again
+                    continue
+                existing = _row_to_workflow(row)
+                if existing.run_id == new.run_id:
+                    # Our own creation: this is a retry whose first commit was not acknowledged.
+                    cur = await conn.execute(
+                        _Q["replaced_by"], {"key": new.key, "error": replaced_error}
+                    )
+                    replaced = await cur.fetchone()
+                    return CreateResult(
+                        existing, created=True, replaced_run_id=replaced[0] if replaced else None
+                    )
+                if replace_live and not existing.status.ended:
+                    await conn.execute(
+                        _Q["supersede"],
+                        {"run_id": existing.run_id, "now": now, "error": replaced_error},
+                    )
+                    inserted = await insert(conn)
+                    if inserted is None:  # pragma: no cover - the old row is ours, locked
+                        raise errors.SagawayError(f"could not replace run {existing.run_id}")
+                    return CreateResult(inserted, created=True, replaced_run_id=existing.run_id)
+                return CreateResult(existing, created=False)
+            raise errors.SagawayError(f"key {new.key!r} kept changing while creating a workflow")
+
+        created = await self._run(fast, transaction=False)
+        if created is not None:
+            return CreateResult(created, created=True)
+        return await self._run(op)
+
+    async def get_workflow(self, key: str) -> WorkflowRecord | None:
+        async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:
+            row = await (await conn.execute(_Q["get_current"], {"key": key})).fetchone()
+            return _row_to_workflow(row) if row else None
+
+        return await self._run(op, transaction=False)
+
+    async def get_run(self, run_id: str) -> WorkflowRecord | None:
+        async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:
+            row = await (await conn.execute(_Q["get_run"], {"run_id": run_id})).fetchone()
+            return _row_to_workflow(row) if row else None
+
+        return await self._run(op, transaction=False)
+
+    async def list_workflows(
+        self, *, status: WorkflowStatus | None, limit: int
+    ) -> list[WorkflowRecord]:
+        # A negative limit means no limit, as in SQLite (LIMIT NULL is LIMIT ALL here).
+        bound = limit if limit >= 0 else None
+
+        async def op(conn: Conn, retried: bool) -> list[WorkflowRecord]:
+            if status is None:
+                cur = await conn.execute(_Q["list_workflows"], {"limit": bound})
+            else:
+                cur = await conn.execute(
+                    _Q["list_workflows_by_status"], {"limit": bound, "status": status.value}
+                )
+            return [_row_to_workflow(r) for r in await cur.fetchall()]
+
+        return await self._run(op, transaction=False)
+
+    async def load_steps(self, run_id: str) -> list[StepRecord]:
+        async def op(conn: Conn, retried: bool) -> list[StepRecord]:
+            cur = await conn.execute(_Q["load_steps"], {"run_id": run_id})
+            return [_row_to_step(r) for r in await cur.fetchall()]
+
+        return await self._run(op, transaction=False)
+
+    async def record_step(self, step: StepRecord, *, token: str) -> None:
+        params = {**_step_params(step), "token": token}
+
+        async def op(conn: Conn, retried: bool) -> None:
+            # Idempotent: a retry after a lost acknowledgement writes the same row again (the
+            # lease is not given up by recording a step).
+            cur = await conn.execute(_Q["record_step_owned"], params)
+            if cur.rowcount != 1:
+                raise errors.LeaseLost(f"lost ownership of run {step.run_id}")
+
+        await self._run(op, transaction=False)
+
+    async def finish_workflow(
+        self,
+        run_id: str,
+        *,
+        token: str,
+        status: WorkflowStatus,
+        result: str | None,
+        error: str | None,
+        now: float,
+        final_step: StepRecord | None = None,
+    ) -> None:
+        params = {
+            "run_id": run_id,
+            "token": token,
+            "status": status.value,
+            "result": result,
+            "error": error,
+            "now": now,
+        }
+        step_params = _step_params(final_step) if final_step else None
+
+        async def op(conn: Conn, retried: bool) -> None:
+            if (await conn.execute(_Q["finish_owned"], params)).rowcount != 1:
+                if retried and await _exists(conn, "finished_as", params):
+                    return  # the lost attempt committed (with its final step)
+                raise errors.LeaseLost(f"lost ownership of run {run_id}")
+            if step_params is not None:
+                await conn.execute(_Q["upsert_step"], step_params)
+
+        await self._run(op, transaction=step_params is not None)
+
+    async def suspend_workflow(
+        self, run_id: str, *, token: str, error: str, now: float, next_run_at: float
+    ) -> None:
+        params = {
+            "run_id": run_id,
+            "token": token,
+            "error": error,
+            "now": now,
+            "next_run_at": next_run_at,
+        }
+
+        async def op(conn: Conn, retried: bool) -> None:
+            if (await conn.execute(_Q["suspend_owned"], params)).rowcount != 1:
+                if retried and await _exists(conn, "suspended_as", params):
+                    return
+                raise errors.LeaseLost(f"lost ownership of run {run_id}")
+
+        await self._run(op, transaction=False)
+
+    async def release_workflow(self, run_id: str, *, token: str, now: float) -> None:
+        params = {"run_id": run_id, "token": token, "now": now}
+
+        async def op(conn: Conn, retried: bool) -> None:
+            await conn.execute(_Q["release_owned"], params)
+
+        await self._run(op, transaction=False)
+
+    async def renew_leases(self, tokens: Collection[str], *, expires_at: float) -> set[str]:
+        token_list = list(tokens)
+        if not token_list:
+            return set()
+
+        async def op(conn: Conn, retried: bool) -> set[str]:
+            cur = await conn.execute(
+                _Q["renew_leases"], {"tokens": token_list, "expires_at": expires_at}
+            )
+            return {row[0] for row in await cur.fetchall()}
+
+        return await self._run(op, transaction=False)
+
+    async def claim_due(
+        self,
+        *,
+        owner: str,
+        now: float,
+        lease_timeout: float,
+        limit: int,
+        exclude: Collection[str],
+    ) -> list[tuple[WorkflowRecord, Lease]]:
+        if limit <= 0:
+            return []
+        excluded = list(exclude)
+        expires_at = now + lease_timeout
+        # Tokens are chosen once for all attempts: after a lost acknowledgement the retry finds
+        # the executions the first attempt took by their tokens, instead of stranding them.
+        tokens = [uuid.uuid4().hex for _ in range(limit)]
+
+        async def op(conn: Conn, retried: bool) -> list[tuple[WorkflowRecord, Lease]]:
+            claimed: list[tuple[WorkflowRecord, Lease]] = []
+            free = tokens
+            if retried:
+                cur = await conn.execute(_Q["claimed_with"], {"tokens": tokens})
+                for row in await cur.fetchall():
+                    record = _row_to_workflow(row)
+                    assert record.lease_expires_at is not None
+                    claimed.append((record, Lease(row[16], owner, record.lease_expires_at)))
+                taken = {lease.token for _, lease in claimed}
+                free = [t for t in tokens if t not in taken]
+            if len(claimed) >= limit:
+                return claimed
+            cur = await conn.execute(
+                _Q["claim_due"],
+                {
+                    "now": now,
+                    "exclude": excluded,
+                    "limit": limit - len(claimed),
+                    "tokens": free,
+                    "owner": owner,
+                    "expires_at": expires_at,
+                },
+            )
+            rows = sorted(await cur.fetchall(), key=lambda r: int(r[0]))
+            claimed.extend(
+                (_row_to_workflow(row[2:]), Lease(row[1], owner, expires_at)) for row in rows
+            )
+            return claimed
+
+        return await self._run(op, transaction=True)
+
+    async def next_due(self, *, owner: str) -> float | None:
+        async def op(conn: Conn, retried: bool) -> float | None:
+            row = await (await conn.execute(_Q["next_due"], {"owner": owner})).fetchone()
+            return None if row is None or row[0] is None else float(row[0])
+
+        return await self._run(op, transaction=False)
+
+    async def end_workflow(
+        self, run_id: str, *, status: WorkflowStatus, error: str | None, now: float
+    ) -> bool:
+        params = {"run_id": run_id, "status": status.value, "error": error, "now": now}
+
+        async def op(conn: Conn, retried: bool) -> bool:
+            if (await conn.execute(_Q["end_by_request"], params)).rowcount == 1:
+                return True
+            return retried and await _exists(conn, "ended_as", params)
+
+        return await self._run(op, transaction=False)
+
+    async def retry_now(self, run_id: str, *, now: float) -> bool:
+        params = {"run_id": run_id, "now": now}
+
+        async def op(conn: Conn, retried: bool) -> bool:
+            if (await conn.execute(_Q["retry_now"], params)).rowcount == 1:
+                return True
+            return retried and await _exists(conn, "retried_as", params)
+
+        return await self._run(op, transaction=False)
+
+    async def count_by_status(self) -> dict[WorkflowStatus, int]:
+        async def op(conn: Conn, retried: bool) -> dict[WorkflowStatus, int]:
+            cur = await conn.execute(_Q["count_by_status"])
+            return {WorkflowStatus(status): int(count) for status, count in await cur.fetchall()}
+
+        return await self._run(op, transaction=False)
+
+
+async def _exists(conn: Conn, query: str, params: dict[str, Any]) -> bool:
+    cur = await conn.execute(_Q[query], params)
+    return await cur.fetchone() is not None

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import pytest
+
+import sagaway as sw
+
+
+def test_duplicate_names_are_refused() -> None:
+    manager = sw.Manager("sqlite:///unused.db")
+
+    @manager.register_activity(name="x")
+    async def a() -> None: ...
+
+    with pytest.raises(sw.AlreadyRegistered, match="'x' is already registered"):
+
+        @manager.register_activity(name="x")
+        async def b() -> None: ...
+
+
+def test_workflows_must_be_async() -> None:
+    manager = sw.Manager("sqlite:///unused.db")
+    with pytest.raises(TypeError, match="must be an async function"):
+
+        @manager.register_workflow
+        def sync_flow() -> None: ...
+
+
+def test_unknown_queue_is_refused_at_registration() -> None:
+    manager = sw.Manager("sqlite:///unused.db", queues={"payment": sw.Queue(concurrency=2)})
+    with pytest.raises(ValueError, match="queue 'paymnt' is not configured"):
+
+        @manager.register_activity(queue="paymnt")
+        async def charge() -> None: ...
+
+
+def test_registered_activity_runs_directly_outside_workflows() -> None:
+    manager = sw.Manager("sqlite:///unused.db")
+
+    @manager.register_activity
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    assert add(1, 2) == 3
+    assert manager.registry.activity(add).name.endswith("add")
+    with pytest.raises(sw.NotRegistered, match="registered as an activity"):
+        manager.registry.workflow(add)
+
+
+async def test_using_a_closed_manager_says_how_to_open_it() -> None:
+    manager = sw.Manager("sqlite:///unused.db")
+
+    @manager.register_workflow
+    async def flow() -> None: ...
+
+    with pytest.raises(sw.ManagerStateError, match="async with manager"):
+        await manager.workflow(flow).execute()
+    with pytest.raises(sw.SagawayError, match="inside a workflow"):
+        await manager.activity("x").execute_get()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"lease_timeout": 0}, "lease_timeout"),
+        ({"concurrency": 0}, "concurrency"),
+        ({"payload_limit": 10}, "payload_limit"),
+    ],
+)
+def test_invalid_manager_options(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        sw.Manager("sqlite:///unused.db", **kwargs)  # type: ignore[arg-type]
+
+
+def test_unsupported_url() -> None:
+    from sagaway.store import open_store
+
+    with pytest.raises(ValueError, match="unsupported database URL"):
+        open_store("mysql://x")

@@ -30,11 +30,15 @@ class RecoveryWorker:
         self.worker = worker
         self.wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="sagaway-recovery")
 
     async def stop(self) -> None:
+        # The flag ends the loop even if a driver turned the cancellation into an error.
+        self._stopping = True
+        self.wake.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -66,7 +70,7 @@ class RecoveryWorker:
 
     async def _loop(self) -> None:
         engine = self.engine
-        while True:
+        while not self._stopping:
             self.wake.clear()
             try:
                 claimed = await self.run_once()

@@ -174,7 +174,7 @@ class Worker:
     async def _heartbeat_loop(self) -> None:
         engine = self.engine
         interval = engine.lease_timeout / 3
-        while True:
+        while self.accepting or self._running:
             await engine.clock.sleep(interval)
             if not self._running:
                 continue

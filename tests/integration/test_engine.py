@@ -320,7 +320,7 @@ async def test_bad_input_gets_clear_errors_and_loses_nothing(db_url: str) -> Non
 
     async with manager:
         with pytest.raises(sw.NotRegistered, match="not registered"):
-            await manager.workflow(unregistered).execute()
+            await manager.workflow(unregistered).execute()  # sagaway: ignore[SW201]
         with pytest.raises(sw.PayloadError, match=r"argument 'data'.*cannot be serialised"):
             await manager.workflow(flow, object()).execute()
         with pytest.raises(sw.PayloadError, match="over the 4096-byte payload limit"):

@@ -1208,11 +1208,11 @@ def transient_failure(store: Store, *, use: int, after_commit: bool = True) -> I
     uses = [0]
 
     @contextlib.asynccontextmanager
-    async def connection(timeout: float | None = None) -> AsyncIterator[Any]:
+    async def connection(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         uses[0] += 1
         if uses[0] == use and not after_commit:
             raise psycopg.OperationalError("simulated: connection lost")
-        async with original(timeout) as conn:
+        async with original(*args, **kwargs) as conn:
             yield conn
         if uses[0] == use:
             raise psycopg.OperationalError("simulated: connection lost after COMMIT")

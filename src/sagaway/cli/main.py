@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 import sagaway as sw
+from sagaway.cli.lint import lint
 from sagaway.store import resolve_url
 
 T = TypeVar("T")
@@ -342,6 +343,9 @@ def demo(url: str | None) -> None:
         console.print(f"Inspect them: sagaway show trade-{run}-2 ; sagaway list")
 
     _run(go())
+
+
+cli.add_command(lint)
 
 
 def main() -> None:

@@ -1,0 +1,1 @@
+"""Tests of `sagaway lint` (sagaway.analysis)."""

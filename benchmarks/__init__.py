@@ -1,0 +1,6 @@
+"""Benchmarks of Sagaway on the order-saga workload (see ``/work/shared/WORKLOAD.md``).
+
+Run everything with ``python -m benchmarks.run`` from the repository root.
+"""
+
+from __future__ import annotations

@@ -1,0 +1,191 @@
+"""Sagaway's side of the order-saga workload: the workflow, its activities, open/start/result.
+
+WORKLOAD.md §5 adapter shape: ``open()``, ``start(wf_id, fail_step)`` (a durable start under that
+id: the workflow id is Sagaway's idempotency key), ``result(handle)``, ``close()``.
+
+Activities: sync or async
+-------------------------
+Each activity's only work is one blocking sqlite3 upsert (about 0.1 ms), so either way it runs on a
+thread, through the bounded connection pool of ``workload.Services``:
+
+* ``async`` (the default): ``async def`` activities doing ``await asyncio.to_thread(...)``, on
+  asyncio's default executor (``min(32, nproc + 4)`` threads: 6 on a 2-core machine).
+* ``sync``: plain ``def`` activities, which the engine runs in its own thread pool
+  (``Manager(activity_threads=32)``, the default).
+
+Both make one hop from the event loop to a thread and back. Measured on the project machine
+(2 cores, 6 alternating runs of A_thr and B_thr each, see README.md) ``async`` was faster:
+A_thr median ~1315 vs ~1230 wf/s, B_thr ~970 vs ~870 wf/s, A_seq equal. The likely reason is the
+thread count: with 100 workflows in flight, the sync variant keeps up to 32 threads busy (most of
+them waiting for one of the 8 pooled connections per service) fighting for the GIL on 2 cores,
+while to_thread caps it at 6.
+So async is the default; ``--activities sync`` keeps the other variant runnable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import sagaway as sw
+from benchmarks import workload
+from benchmarks.workload import Services
+
+RETRY = sw.RetryPolicy(
+    maximum_attempts=workload.RETRY_MAXIMUM_ATTEMPTS,
+    initial_interval=workload.RETRY_INITIAL_INTERVAL,
+    backoff_coefficient=workload.RETRY_BACKOFF_COEFFICIENT,
+)
+
+
+class PaymentDeclined(sw.CompletableError):
+    """The payment was declined (a business error: completable, never retried)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ManagerSettings:
+    """The Manager arguments the benchmark uses; everything not listed is the default."""
+
+    url: str
+    activities: str = "async"
+
+    def as_record(self) -> dict[str, Any]:
+        """The settings that matter, for the JSON results (defaults read from the signature)."""
+        params = inspect.signature(sw.Manager.__init__).parameters
+        defaults = {
+            name: p.default
+            for name, p in params.items()
+            if name not in ("self", "url", "clock", "error_marshaler", "queues")
+            and p.default is not inspect.Parameter.empty
+        }
+        record: dict[str, Any] = {"url": _display_url(self.url), **defaults}
+        record["activities"] = self.activities
+        record["activity_retry"] = dataclasses.asdict(RETRY)
+        record["error_marshaler"] = "default"
+        record["queues"] = None
+        if self.url.startswith("sqlite"):
+            record["sqlite_synchronous"] = "normal (store default)"
+        return record
+
+
+def _display_url(url: str) -> str:
+    if "@" in url and url.startswith("postgres"):
+        scheme, rest = url.split("://", 1)
+        user_info, host = rest.rsplit("@", 1)
+        return f"{scheme}://{user_info.partition(':')[0]}@{host}"
+    return url
+
+
+Workflow = Callable[[str, str | None], Coroutine[Any, Any, dict[str, Any]]]
+
+
+def build(manager: sw.Manager, services: Services, activities: str = "async") -> Workflow:
+    """Register ``order_saga`` and its activities on ``manager``; returns the workflow."""
+    if activities not in ("sync", "async"):
+        raise ValueError(f"activities must be 'sync' or 'async', not {activities!r}")
+
+    def register(step: str) -> Callable[..., Any]:
+        if activities == "sync":
+
+            def sync_activity(wf_id: str) -> None:
+                services.perform(step, wf_id)
+
+            sync_activity.__name__ = step
+            return manager.register_activity(name=step, retry=RETRY)(sync_activity)
+
+        async def async_activity(wf_id: str) -> None:
+            await asyncio.to_thread(services.perform, step, wf_id)
+
+        async_activity.__name__ = step
+        return manager.register_activity(name=step, retry=RETRY)(async_activity)
+
+    create_order = register("create_order")
+    reserve_stock = register("reserve_stock")
+    arrange_shipping = register("arrange_shipping")
+    cancel_order = register("cancel_order")
+    release_stock = register("release_stock")
+
+    # charge_payment takes the failure flag; it raises before any side effect.
+    charge_payment: Callable[..., Any]
+    if activities == "sync":
+
+        def charge_payment_sync(wf_id: str, fail: bool) -> None:
+            if fail:
+                raise PaymentDeclined(f"payment of {wf_id} declined", code="DECLINED")
+            services.perform("charge_payment", wf_id)
+
+        charge_payment = manager.register_activity(name="charge_payment", retry=RETRY)(
+            charge_payment_sync
+        )
+    else:
+
+        async def charge_payment_async(wf_id: str, fail: bool) -> None:
+            if fail:
+                raise PaymentDeclined(f"payment of {wf_id} declined", code="DECLINED")
+            await asyncio.to_thread(services.perform, "charge_payment", wf_id)
+
+        charge_payment = manager.register_activity(name="charge_payment", retry=RETRY)(
+            charge_payment_async
+        )
+
+    @manager.register_workflow(name="order_saga")
+    async def order_saga(wf_id: str, fail_step: str | None) -> dict[str, Any]:
+        done: list[str] = []
+        saga = sw.Saga()
+        try:
+            async with saga:  # on a completable error: compensations in reverse, then re-raise
+                await manager.activity(create_order, wf_id).execute_get()
+                done.append("create_order")
+                saga.add_compensation(cancel_order, wf_id)
+                await manager.activity(reserve_stock, wf_id).execute_get()
+                done.append("reserve_stock")
+                saga.add_compensation(release_stock, wf_id)
+                fail = fail_step == "charge_payment"
+                await manager.activity(charge_payment, wf_id, fail).execute_get()
+                done.append("charge_payment")
+                await manager.activity(arrange_shipping, wf_id).execute_get()
+                done.append("arrange_shipping")
+        except PaymentDeclined:
+            return {
+                "status": "compensated",
+                "failed_step": "charge_payment",
+                "compensated": [
+                    workload.COMPENSATION_OF[s]
+                    for s in reversed(done)
+                    if s in workload.COMPENSATION_OF
+                ],
+            }
+        return {"status": "completed", "steps": done}
+
+    return order_saga
+
+
+class SagawayAdapter:
+    """Open a Manager (store + Worker + Recovery Worker in this process), start, wait, close."""
+
+    def __init__(self, settings: ManagerSettings, services: Services) -> None:
+        self.settings = settings
+        self.manager = sw.Manager(settings.url)
+        self.workflow = build(self.manager, services, settings.activities)
+
+    async def open(self) -> None:
+        await self.manager.__aenter__()
+
+    async def start(self, wf_id: str, fail_step: str | None) -> sw.WorkflowHandle[dict[str, Any]]:
+        return await self.manager.workflow(self.workflow, wf_id, fail_step).execute(
+            idempotency_key=wf_id
+        )
+
+    async def result(self, handle: sw.WorkflowHandle[dict[str, Any]]) -> dict[str, Any]:
+        return await handle.result()
+
+    async def counts(self) -> dict[str, int]:
+        """Workflows per status in the engine's database."""
+        by_status = await self.manager.count_workflows()
+        return {status.value: n for status, n in by_status.items()}
+
+    async def close(self) -> None:
+        await self.manager.close()

@@ -21,11 +21,15 @@ class Channel:
 
     def __init__(self) -> None:
         self._end_waiters: dict[str, set[asyncio.Event]] = collections.defaultdict(set)
+        self._signal_waiters: dict[str, set[asyncio.Event]] = collections.defaultdict(set)
         self._subscribers: list[asyncio.Queue[events.Event]] = []
 
     def publish(self, event: events.Event) -> None:
         if isinstance(event, events.WorkflowEnded | events.WorkflowSuspended):
             for waiter in self._end_waiters.get(event.run_id, ()):
+                waiter.set()
+        elif isinstance(event, events.SignalSent):
+            for waiter in self._signal_waiters.get(event.run_id, ()):
                 waiter.set()
         for queue in self._subscribers:
             if queue.full():
@@ -44,6 +48,19 @@ class Channel:
             waiters.discard(waiter)
             if not waiters:
                 del self._end_waiters[run_id]
+
+    def watch_signals(self, run_id: str) -> asyncio.Event:
+        """An Event set when a signal is sent to ``run_id`` from this process."""
+        waiter = asyncio.Event()
+        self._signal_waiters[run_id].add(waiter)
+        return waiter
+
+    def unwatch_signals(self, run_id: str, waiter: asyncio.Event) -> None:
+        waiters = self._signal_waiters.get(run_id)
+        if waiters is not None:
+            waiters.discard(waiter)
+            if not waiters:
+                del self._signal_waiters[run_id]
 
     def subscribe(self, maxsize: int = 10_000) -> asyncio.Queue[events.Event]:
         """A queue receiving every event from now on."""

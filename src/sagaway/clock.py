@@ -23,6 +23,17 @@ class Clock(Protocol):
         ...
 
 
+async def wait_event_or_sleep(event: asyncio.Event, clock: Clock, seconds: float) -> None:
+    """Return when ``event`` is set or ``seconds`` of ``clock`` time have passed."""
+    waiter = asyncio.ensure_future(event.wait())
+    sleeper = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait({waiter, sleeper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        sleeper.cancel()
+
+
 class SystemClock:
     """The real clock."""
 

@@ -131,6 +131,8 @@ class WorkflowCancelled(SagawayError):
     """The workflow was cancelled or terminated before it produced a result."""
 
     def __init__(self, key: str, status: str, reason: str = "") -> None:
-        super().__init__(f"workflow {key!r} ended {status}" + (f": {reason}" if reason else ""))
+        if key:
+            reason = f"workflow {key!r} ended {status}" + (f": {reason}" if reason else "")
+        super().__init__(reason)
         self.key = key
         self.status = status

@@ -31,6 +31,21 @@ class WorkflowEnded:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class WorkflowWaiting:
+    """Unloaded to wait for a signal, a timer or a child workflow."""
+
+    run_id: str
+    key: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SignalSent:
+    run_id: str
+    key: str
+    name: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class StepRecorded:
     run_id: str
     call_id: str
@@ -38,4 +53,11 @@ class StepRecorded:
     status: str
 
 
-Event = WorkflowStarted | WorkflowSuspended | WorkflowEnded | StepRecorded
+Event = (
+    WorkflowStarted
+    | WorkflowSuspended
+    | WorkflowEnded
+    | WorkflowWaiting
+    | SignalSent
+    | StepRecorded
+)

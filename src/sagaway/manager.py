@@ -25,7 +25,9 @@ from sagaway.clock import Clock, SystemClock
 from sagaway.recovery import RecoveryWorker
 from sagaway.registry import ActivityDef, Queue, Registry
 from sagaway.retry import RetryPolicy
+from sagaway.signals import Signal
 from sagaway.store import open_store, resolve_url
+from sagaway.store.records import SignalRecord
 from sagaway.worker import Worker
 from sagaway.workflow import (
     ActivityCall,
@@ -249,6 +251,10 @@ class Manager:
         """A start of a registered workflow; run it with ``execute``/``execute_get``."""
         return WorkflowCall(self, fn, args, kwargs)
 
+    def signal(self, name: str) -> Signal:
+        """A named signal: ``send(key, payload)`` from anywhere, ``receive(Type)`` in a workflow."""
+        return Signal(self, name)
+
     async def sleep(self, seconds: float) -> None:
         """A durable timer inside a workflow: a resumed workflow sleeps only what is left."""
         if seconds < 0:
@@ -272,6 +278,12 @@ class Manager:
         engine = self._require_engine()
         records = await engine.store.list_workflows(status=status, limit=limit)
         return [_describe(r, []) for r in records]
+
+    async def list_signals(self, key: str) -> list[SignalRecord]:
+        """Signals sent to the current workflow under ``key``, delivered or not, in order."""
+        engine = self._require_engine()
+        record = await engine.get(key)
+        return await engine.store.list_signals(record.run_id)
 
     async def count_workflows(self) -> dict[WorkflowStatus, int]:
         """How many current workflows are in each status."""

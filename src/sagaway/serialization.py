@@ -270,6 +270,8 @@ def error_from_record(text: str, marshaler: ErrorMarshaler) -> BaseException:
     data = record.get("marshaled")
     if data is not None:
         return marshaler.unmarshal_completable_error(base64.b64decode(data))
+    if record.get("kind") == "cancelled":
+        return errors.WorkflowCancelled("", "CANCELLED", str(record.get("message", "")))
     return errors.CompletableError(str(record.get("message", "")))
 
 

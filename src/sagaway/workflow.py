@@ -16,6 +16,7 @@ from sagaway.store.records import StepRecord, WorkflowRecord
 
 if TYPE_CHECKING:
     from sagaway.manager import Manager
+    from sagaway.registry import WorkflowDef
 
 R = TypeVar("R")
 
@@ -59,6 +60,10 @@ class WorkflowDescription:
     next_run_at: float | None
     suspend_count: int
     steps: list[StepDescription]
+    children: list[str] = dataclasses.field(default_factory=list)
+    """Keys of the child workflows it started."""
+    waiting_for: str | None = None
+    """While WAITING: 'signal:<name>', 'timer' or 'child:<key>' (from its last step)."""
 
 
 def _describe(record: WorkflowRecord, steps: list[StepRecord]) -> WorkflowDescription:
@@ -76,6 +81,12 @@ def _describe(record: WorkflowRecord, steps: list[StepRecord]) -> WorkflowDescri
         owner=record.lease_owner,
         next_run_at=record.next_run_at,
         suspend_count=record.suspend_count,
+        children=[
+            serialization._load(s.result, "child key")
+            for s in steps
+            if s.kind is StepKind.CHILD and s.result is not None
+        ],
+        waiting_for=_waiting_for(record, steps),
         steps=[
             StepDescription(
                 call_id=s.call_id,
@@ -92,14 +103,35 @@ def _describe(record: WorkflowRecord, steps: list[StepRecord]) -> WorkflowDescri
     )
 
 
+def _waiting_for(record: WorkflowRecord, steps: list[StepRecord]) -> str | None:
+    if record.status is not WorkflowStatus.WAITING or not steps:
+        return None
+    last = max(steps, key=lambda s: s.started_at)
+    if last.kind is StepKind.SIGNAL:
+        return f"signal:{last.name}"
+    if last.kind is StepKind.SLEEP:
+        return "timer"
+    if last.kind is StepKind.CHILD:
+        return f"child:{serialization._load(last.result, 'child key')}" if last.result else None
+    return None
+
+
 class WorkflowHandle(Generic[R]):
     """A workflow execution, named by its key."""
 
-    def __init__(self, manager: Manager, key: str, run_id: str | None = None) -> None:
+    def __init__(
+        self,
+        manager: Manager,
+        key: str,
+        run_id: str | None = None,
+        *,
+        child_of: WorkflowDef | None = None,
+    ) -> None:
         self._manager = manager
         self.key = key
         self.run_id = run_id
         """The execution this handle was started for (None: whatever is current under key)."""
+        self._child_def = child_of
 
     def __repr__(self) -> str:
         return f"WorkflowHandle(key={self.key!r})"
@@ -132,6 +164,17 @@ class WorkflowHandle(Generic[R]):
             WorkflowCancelled: when it was cancelled or terminated.
             TimeoutError: when ``timeout`` seconds passed first.
         """
+        execution = context.current_execution()
+        if execution is not None:
+            # Inside a workflow: a durable wait for a child (unloads the parent while it waits).
+            if self._child_def is None:
+                raise errors.SagawayError(
+                    "inside a workflow, wait for a child with the handle its execute() returned "
+                    "or with manager.workflow(...).execute_get()"
+                )
+            _, call_id, _ = context.next_call_id()
+            result: R = await execution.call_child_result(self._child_def, self.key, call_id)
+            return result
         engine = self._manager._require_engine()
         record = await self._record()
         if not record.status.ended:
@@ -244,7 +287,7 @@ class WorkflowCall(Generic[R]):
             args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
             _, call_id, _ = context.next_call_id()
             key = await execution.call_child(defn, args_json, idempotency_key, call_id)
-            return WorkflowHandle(manager, key)
+            return WorkflowHandle(manager, key, child_of=defn)
         engine = manager._require_engine()
         defn = engine.registry.workflow(self._fn)
         args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)

@@ -518,21 +518,23 @@ async def test_cancel_stops_a_running_workflow(db_url: str) -> None:
         assert not await handle.cancel()
 
 
-async def test_durable_sleep_uses_the_clock(db_url: str) -> None:
+async def test_short_durable_sleep_stays_in_the_worker(db_url: str) -> None:
     clock = FakeClock()
     manager = make_manager(db_url, clock=clock)
 
     @manager.register_workflow
-    async def nap() -> float:
-        start = clock.now()
-        await manager.sleep(3 * 86400)
-        return clock.now() - start
+    async def nap() -> str:
+        await manager.sleep(0.5)  # under a second: sleeps in the worker, still recorded
+        return "rested"
 
     async with manager:
         handle = await manager.workflow(nap).execute()
-        await clock.wait_for_sleep(3 * 86400)
-        await clock.advance(3 * 86400)
-        assert await handle.result(timeout=10) == 3 * 86400
+        await clock.wait_for_sleep(0.5)
+        assert await handle.status() is sw.WorkflowStatus.RUNNING
+        await clock.advance(0.5)
+        assert await handle.result(timeout=10) == "rested"
+        steps = (await handle.describe()).steps
+    assert [(s.kind, s.status) for s in steps] == [(sw.StepKind.SLEEP, sw.StepStatus.COMPLETED)]
 
 
 async def test_queue_limits_concurrency(db_url: str) -> None:

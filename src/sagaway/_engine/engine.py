@@ -15,12 +15,12 @@ import socket
 import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sagaway import errors, events, retry, serialization
 from sagaway._engine.states import WorkflowStatus
 from sagaway.channel import Channel
-from sagaway.clock import Clock
+from sagaway.clock import Clock, wait_event_or_sleep
 from sagaway.registry import Queue, Registry, WorkflowDef
 from sagaway.store.base import Store
 from sagaway.store.records import Lease, NewWorkflow, WorkflowRecord
@@ -227,7 +227,7 @@ class Engine:
                             f"(status {record.status.value})"
                         )
                     wait = min(wait, left)
-                await _wait_event_or_sleep(waiter, self.clock, wait)
+                await wait_event_or_sleep(waiter, self.clock, wait)
                 delay = min(delay * 2, self.poll_interval)
         finally:
             self.channel.unwatch(run_id, waiter)
@@ -250,6 +250,27 @@ class Engine:
             self.worker.cancel_local(run_id)
         self.channel.publish(events.WorkflowEnded(run_id, key, status))
 
+    async def send_signal(self, key: str, name: str, payload: Any, dedupe_id: str | None) -> bool:
+        """Store a signal for the workflow under ``key``; False if ``dedupe_id`` was seen."""
+        data = serialization.encode_value(
+            payload, f"payload of signal {name!r}", self.payload_limit
+        )
+        record, stored = await self.store.send_signal(
+            key, name=name, payload=data, dedupe_id=dedupe_id, now=self.clock.now()
+        )
+        if record is None:
+            raise errors.WorkflowNotFound(key)
+        if record.status.ended:
+            raise errors.SagawayError(
+                f"workflow {key!r} has ended ({record.status.value}); signal {name!r} was not "
+                "delivered"
+            )
+        if stored:
+            self.channel.publish(events.SignalSent(record.run_id, key, name))
+            if self.worker is not None:
+                self.worker.wake_recovery()
+        return stored
+
     async def retry_now(self, key: str) -> bool:
         """Make a SUSPENDED workflow due now; False if it is not suspended."""
         record = await self.get(key)
@@ -257,13 +278,3 @@ class Engine:
         if changed and self.worker is not None:
             self.worker.wake_recovery()
         return changed
-
-
-async def _wait_event_or_sleep(event: asyncio.Event, clock: Clock, seconds: float) -> None:
-    waiter = asyncio.ensure_future(event.wait())
-    sleeper = asyncio.ensure_future(clock.sleep(seconds))
-    try:
-        await asyncio.wait({waiter, sleeper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
-        sleeper.cancel()

@@ -24,10 +24,14 @@ import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
+import pydantic
+import pydantic_core
+
 from sagaway import activity as activity_mod
 from sagaway import errors, events, retry, serialization
 from sagaway._engine import context
 from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
+from sagaway.clock import wait_event_or_sleep
 from sagaway.store.records import Lease, StepRecord, WorkflowRecord
 
 if TYPE_CHECKING:
@@ -35,6 +39,16 @@ if TYPE_CHECKING:
     from sagaway.registry import ActivityDef, WorkflowDef
 
 logger = logging.getLogger(__name__)
+
+_WAIT_IN_PROCESS = 1.0
+"""Timers shorter than this (seconds) sleep in the worker instead of unloading the workflow."""
+
+
+class _Unload(BaseException):
+    """Unwinds a workflow that now waits durably (WAITING): it is re-run when the wait ends.
+
+    A BaseException so workflow code's ``except Exception`` cannot stop the unwinding.
+    """
 
 
 class Execution:
@@ -56,6 +70,10 @@ class Execution:
         self.doomed: BaseException | None = None
         """First incompletable failure; the run will be suspended with it."""
         self.cancel_requested = False
+        self.inflight = 0
+        """Durable calls running now (activities, in-worker waits): a workflow is unloaded to
+        wait durably only when nothing else of it is running."""
+        self.unloading = False
 
     @property
     def key(self) -> str:
@@ -73,6 +91,9 @@ class Execution:
                 value = await self.defn.fn(*args, **kwargs)
             except errors.Cancelled:
                 return  # ownership lost or workflow ended by request; the new owner carries on
+            except _Unload:
+                engine.channel.publish(events.WorkflowWaiting(self.record.run_id, self.key))
+                return  # WAITING was committed with the wait; the wait's end re-runs it
             except asyncio.CancelledError:
                 if self.cancel_requested:
                     return
@@ -162,6 +183,8 @@ class Execution:
         return step
 
     def _check_usable(self) -> None:
+        if self.unloading:
+            raise _Unload()
         if self.doomed is not None:
             # Workflow code swallowed an incompletable error; nothing more may run.
             raise self.doomed
@@ -215,10 +238,12 @@ class Execution:
             local_attempt += 1
             total += 1
             info = dataclasses.replace(info_base, attempt=total)
+            self.inflight += 1
             try:
                 value = await self._invoke(defn, args, kwargs, info, timeout)
                 result = defn.codec.encode_result(value, engine.payload_limit)
             except Exception as exc:
+                self.inflight -= 1
                 outcome = self._classify(exc, compensation)
                 step = StepRecord(
                     run_id=self.record.run_id,
@@ -252,6 +277,10 @@ class Execution:
                 self.doomed = exc
                 await self._record(dataclasses.replace(step, status=StepStatus.ERROR))
                 raise
+            except BaseException:
+                self.inflight -= 1
+                raise
+            self.inflight -= 1
             step = StepRecord(
                 run_id=self.record.run_id,
                 call_id=call_id,
@@ -305,32 +334,161 @@ class Execution:
             activity_mod._current.reset(info_token)
 
     async def call_sleep(self, seconds: float, call_id: str) -> None:
-        """A durable timer: the wake-up time is recorded, so a resumed workflow sleeps the rest."""
+        """A durable timer: the wake-up time is recorded, so a resumed workflow sleeps the rest.
+
+        Long sleeps unload the workflow (WAITING, no worker task, no lease) and the Recovery
+        Worker re-runs it when the time comes; short ones sleep in the worker.
+        """
         self._check_usable()
         engine = self.engine
         previous = self._replayed(call_id, StepKind.SLEEP, "sleep")
+        now = engine.clock.now()
+        step: StepRecord | None = None
         if previous is not None and previous.result is not None:
             wake_at = float(previous.result)
         else:
-            now = engine.clock.now()
             wake_at = now + seconds
-            await self._record(
-                StepRecord(
-                    run_id=self.record.run_id,
-                    call_id=call_id,
-                    kind=StepKind.SLEEP,
-                    name="sleep",
-                    status=StepStatus.COMPLETED,
-                    attempts=1,
-                    result=repr(wake_at),
-                    error=None,
-                    started_at=now,
-                    ended_at=wake_at,
-                )
+            step = StepRecord(
+                run_id=self.record.run_id,
+                call_id=call_id,
+                kind=StepKind.SLEEP,
+                name="sleep",
+                status=StepStatus.COMPLETED,
+                attempts=1,
+                result=repr(wake_at),
+                error=None,
+                started_at=now,
+                ended_at=wake_at,
             )
-        remaining = wake_at - engine.clock.now()
+        remaining = wake_at - now
+        if remaining >= _WAIT_IN_PROCESS and self.inflight == 0:
+            if step is not None:
+                self.recorded[call_id] = step
+            await self._wait(waiting_for="timer", next_run_at=wake_at, step=step)
+        if step is not None:
+            await self._record(step)
         if remaining > 0:
-            await engine.clock.sleep(remaining)
+            self.inflight += 1
+            try:
+                await engine.clock.sleep(remaining)
+            finally:
+                self.inflight -= 1
+
+    async def _wait(
+        self, *, waiting_for: str, next_run_at: float | None, step: StepRecord | None
+    ) -> None:
+        """Commit WAITING and unload the workflow (raises _Unload)."""
+        engine = self.engine
+        try:
+            await engine.store.wait_workflow(
+                self.record.run_id,
+                token=self.lease.token,
+                waiting_for=waiting_for,
+                next_run_at=next_run_at,
+                step=step,
+                now=engine.clock.now(),
+            )
+        except errors.LeaseLost:
+            raise errors.Cancelled(f"lost ownership of workflow {self.key!r}") from None
+        self.unloading = True
+        raise _Unload()
+
+    async def call_receive(
+        self, name: str, adapter: pydantic.TypeAdapter[Any], timeout: float | None, call_id: str
+    ) -> Any:
+        """Receive the next signal ``name`` (durably waiting for it), decoded as ``adapter``."""
+        self._check_usable()
+        engine = self.engine
+        previous = self._replayed(call_id, StepKind.SIGNAL, name)
+        if previous is not None:
+            if previous.status is StepStatus.COMPLETED:
+                return _decode_signal(adapter, previous.result)
+            if previous.status is StepStatus.FAILED:
+                message = serialization.error_summary(previous.error) or {}
+                raise errors.SignalTimeout(str(message.get("message", f"no signal {name!r}")))
+        now = engine.clock.now()
+        started_at = previous.started_at if previous else now
+        if previous is not None:
+            deadline = previous.ended_at
+        else:
+            deadline = None if timeout is None else now + timeout
+
+        def accept(payload: str) -> str | None:
+            try:
+                _decode_signal(adapter, payload)
+            except errors.PayloadError as exc:
+                return str(exc)
+            return None
+
+        watcher = engine.channel.watch_signals(self.record.run_id)
+        try:
+            while True:
+                now = engine.clock.now()
+                expired = deadline is not None and now >= deadline
+                unload = self.inflight == 0 and not expired
+                try:
+                    payload = await engine.store.receive_signal(
+                        self.record.run_id,
+                        token=self.lease.token,
+                        name=name,
+                        call_id=call_id,
+                        started_at=started_at,
+                        deadline=deadline,
+                        wait=unload,
+                        accept=accept,
+                        now=now,
+                    )
+                except errors.LeaseLost:
+                    raise errors.Cancelled(f"lost ownership of workflow {self.key!r}") from None
+                if payload is not None:
+                    self.recorded[call_id] = StepRecord(
+                        run_id=self.record.run_id,
+                        call_id=call_id,
+                        kind=StepKind.SIGNAL,
+                        name=name,
+                        status=StepStatus.COMPLETED,
+                        attempts=1,
+                        result=payload,
+                        error=None,
+                        started_at=started_at,
+                        ended_at=now,
+                    )
+                    return _decode_signal(adapter, payload)
+                if expired:
+                    waited = now - started_at
+                    timeout_error = errors.SignalTimeout(
+                        f"no signal {name!r} arrived within {waited:.1f}s"
+                    )
+                    await self._record(
+                        StepRecord(
+                            run_id=self.record.run_id,
+                            call_id=call_id,
+                            kind=StepKind.SIGNAL,
+                            name=name,
+                            status=StepStatus.FAILED,
+                            attempts=1,
+                            result=None,
+                            error=self._describe(timeout_error, "timeout"),
+                            started_at=started_at,
+                            ended_at=now,
+                        )
+                    )
+                    raise timeout_error
+                if unload:
+                    self.unloading = True
+                    raise _Unload()
+                # Another branch is busy: wait here, woken by a local send or by polling.
+                wait = engine.poll_interval
+                if deadline is not None:
+                    wait = min(wait, max(deadline - now, 0.0))
+                self.inflight += 1
+                try:
+                    watcher.clear()
+                    await wait_event_or_sleep(watcher, engine.clock, wait)
+                finally:
+                    self.inflight -= 1
+        finally:
+            engine.channel.unwatch_signals(self.record.run_id, watcher)
 
     async def call_child(
         self, defn: WorkflowDef, args_json: str, key: str | None, call_id: str
@@ -361,6 +519,77 @@ class Execution:
             )
         )
         return child_key
+
+    async def call_child_result(self, defn: WorkflowDef, child_key: str, call_id: str) -> Any:
+        """Wait durably for a child workflow's end; its result, or its error raised."""
+        self._check_usable()
+        engine = self.engine
+        previous = self._replayed(call_id, StepKind.CHILD_RESULT, defn.name)
+        if previous is not None:
+            if previous.status is StepStatus.COMPLETED:
+                return defn.codec.decode_result(previous.result)
+            if previous.status is StepStatus.FAILED:
+                assert previous.error is not None
+                raise serialization.error_from_record(previous.error, engine.marshaler)
+        started_at = engine.clock.now()
+        while True:
+            unload = self.inflight == 0
+            try:
+                child = await engine.store.wait_for_child(
+                    self.record.run_id,
+                    token=self.lease.token,
+                    child_key=child_key,
+                    wait=unload,
+                    now=engine.clock.now(),
+                )
+            except errors.LeaseLost:
+                raise errors.Cancelled(f"lost ownership of workflow {self.key!r}") from None
+            if child is None:
+                raise errors.WorkflowNotFound(child_key)
+            if child.status.ended:
+                break
+            if unload:
+                self.unloading = True
+                raise _Unload()
+            self.inflight += 1
+            try:
+                await engine.wait_for_end(child.run_id, child_key, None)
+            finally:
+                self.inflight -= 1
+        status = (
+            StepStatus.COMPLETED if child.status is WorkflowStatus.COMPLETED else StepStatus.FAILED
+        )
+        error = child.error
+        if child.status in (WorkflowStatus.CANCELLED, WorkflowStatus.TERMINATED):
+            error = self._describe(
+                errors.WorkflowCancelled(child_key, child.status.value, "child workflow"),
+                "cancelled",
+            )
+        step = StepRecord(
+            run_id=self.record.run_id,
+            call_id=call_id,
+            kind=StepKind.CHILD_RESULT,
+            name=defn.name,
+            status=status,
+            attempts=1,
+            result=child.result,
+            error=error if status is StepStatus.FAILED else None,
+            started_at=started_at,
+            ended_at=engine.clock.now(),
+        )
+        await self._record(step)
+        if status is StepStatus.COMPLETED:
+            return defn.codec.decode_result(child.result)
+        assert step.error is not None
+        raise serialization.error_from_record(step.error, engine.marshaler)
+
+
+def _decode_signal(adapter: pydantic.TypeAdapter[Any], payload: str | None) -> Any:
+    try:
+        data = None if payload is None else pydantic_core.from_json(payload)
+        return adapter.validate_python(data)
+    except (ValueError, pydantic.ValidationError) as exc:
+        raise errors.PayloadError(f"signal payload does not fit {adapter}: {exc}") from None
 
 
 async def _with_timeout(work: Any, timeout: float, engine: Engine, name: str) -> Any:

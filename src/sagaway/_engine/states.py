@@ -54,6 +54,8 @@ class StepStatus(enum.StrEnum):
     """Failed an attempt and will be tried again."""
     ERROR = "ERROR"
     """Failed with an incompletable error; the workflow was suspended and will run it again."""
+    WAITING = "WAITING"
+    """A signal receive the workflow is waiting on (``ended_at`` is its deadline)."""
 
 
 class StepKind(enum.StrEnum):
@@ -62,5 +64,8 @@ class StepKind(enum.StrEnum):
     ACTIVITY = "activity"
     COMPENSATION = "compensation"
     CHILD = "child"
+    """Start of a child workflow (result: the child's key)."""
+    CHILD_RESULT = "child_result"
+    """Waiting for a child workflow's result."""
     SIGNAL = "signal"
     SLEEP = "sleep"

@@ -123,6 +123,8 @@ def _summary_json(d: sw.WorkflowDescription) -> dict[str, Any]:
         "ended_at": d.ended_at,
         "error": d.error,
         "result": d.result,
+        "children": d.children,
+        "waiting_for": d.waiting_for,
     }
 
 
@@ -163,6 +165,11 @@ def show(url: str | None, key: str, as_json: bool, show_tb: bool) -> None:
     )
     if d.parent_key:
         console.print(f"parent   {d.parent_key}")
+    if d.children:
+        console.print(f"children {', '.join(d.children)}")
+    if d.waiting_for:
+        until = f" (until {_ts(d.next_run_at)})" if d.next_run_at else ""
+        console.print(f"waiting  for {d.waiting_for}{until}")
     if d.owner:
         console.print(f"owner    {d.owner}")
     if d.status is sw.WorkflowStatus.SUSPENDED:
@@ -235,6 +242,29 @@ def cancel(url: str | None, key: str, reason: str) -> None:
     else:
         err_console.print(f"{key} had already ended ({status.value})")
         sys.exit(1)
+
+
+@cli.command("signal")
+@_url_option
+@click.argument("key")
+@click.argument("name")
+@click.argument("payload", default="null")
+@click.option("--dedupe-id", help="Deliver at most once per workflow for this id.")
+def signal_cmd(url: str | None, key: str, name: str, payload: str, dedupe_id: str | None) -> None:
+    """Send signal NAME with a JSON PAYLOAD to the workflow KEY."""
+    try:
+        data = json.loads(payload)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"PAYLOAD must be JSON ({exc}); e.g. '{{\"ok\": true}}'") from exc
+
+    async def go() -> bool:
+        async with sw.Manager(url).connect() as manager:
+            return await manager.signal(name).send(key, data, dedupe_id=dedupe_id)
+
+    if _run(go()):
+        console.print(f"{key}: signal {name!r} sent")
+    else:
+        console.print(f"{key}: signal {name!r} with dedupe id {dedupe_id!r} was already sent")
 
 
 # ---------------------------------------------------------------------------- worker

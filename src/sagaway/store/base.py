@@ -9,11 +9,11 @@ cancelled) can never overwrite the work of the new owner.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Protocol
 
 from sagaway._engine.states import WorkflowStatus
-from sagaway.store.records import Lease, NewWorkflow, StepRecord, WorkflowRecord
+from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -127,3 +127,61 @@ class Store(Protocol):
         ...
 
     async def count_by_status(self) -> dict[WorkflowStatus, int]: ...
+
+    # ------------------------------------------------------------ durable waits (schema v2)
+
+    async def send_signal(
+        self, key: str, *, name: str, payload: str, dedupe_id: str | None, now: float
+    ) -> tuple[WorkflowRecord | None, bool]:
+        """Store a signal for the current execution under ``key`` unless it has ended.
+
+        Returns the execution (None: no such key) and whether the signal was stored (False when
+        the execution has ended or the dedupe_id was seen before). An execution WAITING for this
+        signal becomes due at once.
+        """
+        ...
+
+    async def receive_signal(
+        self,
+        run_id: str,
+        *,
+        token: str,
+        name: str,
+        call_id: str,
+        started_at: float,
+        deadline: float | None,
+        wait: bool,
+        accept: Callable[[str], str | None],
+        now: float,
+    ) -> str | None:
+        """Consume the oldest undelivered signal ``name`` of an owned execution (fenced).
+
+        ``accept(payload)`` returns None for a well-formed payload, else why it is not; rejected
+        signals are marked with the reason (kept, never delivered). A delivered signal is recorded
+        as the COMPLETED step ``call_id`` in the same transaction. With none to deliver and
+        ``wait``, the step is recorded WAITING (``ended_at`` = deadline) and the execution becomes
+        WAITING until a signal arrives or ``deadline``, its lease released.
+        """
+        ...
+
+    async def wait_workflow(
+        self,
+        run_id: str,
+        *,
+        token: str,
+        waiting_for: str,
+        next_run_at: float | None,
+        step: StepRecord | None,
+        now: float,
+    ) -> None:
+        """Make an owned execution WAITING until ``next_run_at`` (fenced), recording ``step``."""
+        ...
+
+    async def wait_for_child(
+        self, run_id: str, *, token: str, child_key: str, wait: bool, now: float
+    ) -> WorkflowRecord | None:
+        """The child execution under ``child_key``; if it has not ended and ``wait``, the owned
+        parent becomes WAITING until the child ends (its end makes the parent due)."""
+        ...
+
+    async def list_signals(self, run_id: str) -> list[SignalRecord]: ...

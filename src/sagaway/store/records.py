@@ -49,6 +49,22 @@ class StepRecord:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class SignalRecord:
+    """A signal sent to a workflow execution."""
+
+    id: int
+    name: str
+    payload: str
+    dedupe_id: str | None
+    created_at: float
+    consumed_call: str | None
+    """The durable call that received it."""
+    consumed_at: float | None
+    rejected: str | None
+    """Why it was not delivered (its payload did not fit the receiver's type)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class NewWorkflow:
     """What is needed to create a workflow execution."""
 

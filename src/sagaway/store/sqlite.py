@@ -25,7 +25,7 @@ from sagaway import errors
 from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store import migrations as _migrations
 from sagaway.store.base import CreateResult
-from sagaway.store.records import Lease, NewWorkflow, StepRecord, WorkflowRecord
+from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
 from sagaway.store.sql import queries
 
 T = TypeVar("T")
@@ -293,6 +293,8 @@ class SQLiteStore:
             if conn.execute(_Q["insert_workflow"], params).rowcount == 1:
                 return CreateResult(_get_current(conn, new.key), created=True)
             existing = _get_current(conn, new.key)
+            if existing.run_id == new.run_id:  # our own earlier attempt
+                return CreateResult(existing, created=True)
             if replace_live and not existing.status.ended:
                 conn.execute(
                     _Q["supersede"],
@@ -372,10 +374,11 @@ class SQLiteStore:
         step_params = _step_params(final_step) if final_step else None
 
         def op(conn: sqlite3.Connection) -> None:
-            if step_params is not None:
-                conn.execute(_Q["upsert_step"], step_params)
             if conn.execute(_Q["finish_owned"], params).rowcount != 1:
                 raise errors.LeaseLost(f"lost ownership of run {run_id}")
+            if step_params is not None:
+                conn.execute(_Q["upsert_step"], step_params)
+            conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
 
         await self._call(op)
 
@@ -466,7 +469,10 @@ class SQLiteStore:
         params = {"run_id": run_id, "status": status.value, "error": error, "now": now}
 
         def op(conn: sqlite3.Connection) -> bool:
-            return bool(conn.execute(_Q["end_by_request"], params).rowcount == 1)
+            if conn.execute(_Q["end_by_request"], params).rowcount != 1:
+                return False
+            conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
+            return True
 
         return await self._call(op)
 
@@ -482,6 +488,170 @@ class SQLiteStore:
             return {WorkflowStatus(status): count for status, count in rows}
 
         return await self._call(op)
+
+    # ------------------------------------------------------------ durable waits
+
+    async def send_signal(
+        self, key: str, *, name: str, payload: str, dedupe_id: str | None, now: float
+    ) -> tuple[WorkflowRecord | None, bool]:
+        def op(conn: sqlite3.Connection) -> tuple[WorkflowRecord | None, bool]:
+            row = conn.execute(_Q["signal_target"], {"key": key}).fetchone()
+            if row is None:
+                return None, False
+            record = _row_to_workflow(row)
+            if record.status.ended:
+                return record, False
+            params = {
+                "run_id": record.run_id,
+                "name": name,
+                "payload": payload,
+                "dedupe_id": dedupe_id,
+                "now": now,
+            }
+            stored = conn.execute(_Q["insert_signal"], params).rowcount == 1
+            if stored:
+                conn.execute(
+                    _Q["wake_waiting"],
+                    {"run_id": record.run_id, "now": now, "waiting_for": f"signal:{name}"},
+                )
+            return record, stored
+
+        return await self._call(op)
+
+    async def receive_signal(
+        self,
+        run_id: str,
+        *,
+        token: str,
+        name: str,
+        call_id: str,
+        started_at: float,
+        deadline: float | None,
+        wait: bool,
+        accept: Callable[[str], str | None],
+        now: float,
+    ) -> str | None:
+        def op(conn: sqlite3.Connection) -> str | None:
+            _check_owner(conn, run_id, token)
+            pending = conn.execute(_Q["pending_signals"], {"run_id": run_id, "name": name})
+            for signal_id, payload in pending.fetchall():
+                problem = accept(payload)
+                if problem is not None:
+                    conn.execute(
+                        _Q["reject_signal"], {"id": signal_id, "now": now, "error": problem}
+                    )
+                    continue
+                conn.execute(
+                    _Q["consume_signal"], {"id": signal_id, "call_id": call_id, "now": now}
+                )
+                conn.execute(
+                    _Q["upsert_step"],
+                    _signal_step(
+                        run_id, call_id, name, StepStatus.COMPLETED, payload, started_at, now
+                    ),
+                )
+                return str(payload)
+            if wait:
+                conn.execute(
+                    _Q["upsert_step"],
+                    _signal_step(
+                        run_id, call_id, name, StepStatus.WAITING, None, started_at, deadline
+                    ),
+                )
+                conn.execute(
+                    _Q["wait_owned"],
+                    {
+                        "run_id": run_id,
+                        "token": token,
+                        "waiting_for": f"signal:{name}",
+                        "next_run_at": deadline,
+                        "now": now,
+                    },
+                )
+            return None
+
+        return await self._call(op)
+
+    async def wait_workflow(
+        self,
+        run_id: str,
+        *,
+        token: str,
+        waiting_for: str,
+        next_run_at: float | None,
+        step: StepRecord | None,
+        now: float,
+    ) -> None:
+        params = {
+            "run_id": run_id,
+            "token": token,
+            "waiting_for": waiting_for,
+            "next_run_at": next_run_at,
+            "now": now,
+        }
+        step_params = _step_params(step) if step else None
+
+        def op(conn: sqlite3.Connection) -> None:
+            if conn.execute(_Q["wait_owned"], params).rowcount != 1:
+                raise errors.LeaseLost(f"lost ownership of run {run_id}")
+            if step_params is not None:
+                conn.execute(_Q["upsert_step"], step_params)
+
+        await self._call(op)
+
+    async def wait_for_child(
+        self, run_id: str, *, token: str, child_key: str, wait: bool, now: float
+    ) -> WorkflowRecord | None:
+        def op(conn: sqlite3.Connection) -> WorkflowRecord | None:
+            _check_owner(conn, run_id, token)
+            row = conn.execute(_Q["get_current"], {"key": child_key}).fetchone()
+            child = _row_to_workflow(row) if row else None
+            if child is not None and not child.status.ended and wait:
+                conn.execute(
+                    _Q["wait_owned"],
+                    {
+                        "run_id": run_id,
+                        "token": token,
+                        "waiting_for": f"child:{child_key}",
+                        "next_run_at": None,
+                        "now": now,
+                    },
+                )
+            return child
+
+        return await self._call(op)
+
+    async def list_signals(self, run_id: str) -> list[SignalRecord]:
+        def op(conn: sqlite3.Connection) -> list[SignalRecord]:
+            rows = conn.execute(_Q["list_signals"], {"run_id": run_id}).fetchall()
+            return [SignalRecord(*row) for row in rows]
+
+        return await self._call(op)
+
+
+def _signal_step(
+    run_id: str,
+    call_id: str,
+    name: str,
+    status: StepStatus,
+    result: str | None,
+    started_at: float,
+    ended_at: float | None,
+) -> dict[str, Any]:
+    return _step_params(
+        StepRecord(
+            run_id=run_id,
+            call_id=call_id,
+            kind=StepKind.SIGNAL,
+            name=name,
+            status=status,
+            attempts=1,
+            result=result,
+            error=None,
+            started_at=started_at,
+            ended_at=ended_at,
+        )
+    )
 
 
 def _get_current(conn: sqlite3.Connection, key: str) -> WorkflowRecord:

@@ -89,7 +89,7 @@ WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING'
 -- name: claim
 UPDATE workflows
 SET status = 'RUNNING', lease_token = :new_token, lease_owner = :owner,
-    lease_expires_at = :expires_at, updated_at = :now
+    lease_expires_at = :expires_at, updated_at = :now, waiting_for = NULL
 WHERE run_id = :run_id AND lease_token IS :old_token
   AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
 
@@ -105,3 +105,44 @@ WHERE run_id = :run_id AND status = 'SUSPENDED'
 
 -- name: count_by_status
 SELECT status, COUNT(*) FROM workflows WHERE is_current = 1 GROUP BY status
+
+-- name: signal_target
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+FROM workflows WHERE key = :key AND is_current = 1
+
+-- name: insert_signal
+INSERT INTO signals (run_id, name, payload, dedupe_id, created_at)
+VALUES (:run_id, :name, :payload, :dedupe_id, :now)
+ON CONFLICT (run_id, name, dedupe_id) WHERE dedupe_id IS NOT NULL DO NOTHING
+
+-- name: wake_waiting
+UPDATE workflows SET next_run_at = :now, updated_at = :now
+WHERE run_id = :run_id AND status = 'WAITING' AND waiting_for = :waiting_for
+
+-- name: pending_signals
+SELECT id, payload FROM signals
+WHERE run_id = :run_id AND name = :name AND consumed_at IS NULL
+ORDER BY id
+
+-- name: consume_signal
+UPDATE signals SET consumed_call = :call_id, consumed_at = :now WHERE id = :id
+
+-- name: reject_signal
+UPDATE signals SET consumed_at = :now, rejected = :error WHERE id = :id
+
+-- name: wait_owned
+UPDATE workflows
+SET status = 'WAITING', waiting_for = :waiting_for, next_run_at = :next_run_at,
+    updated_at = :now, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
+WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING'
+
+-- name: wake_parent
+UPDATE workflows SET next_run_at = :now, updated_at = :now
+WHERE is_current = 1 AND status = 'WAITING'
+  AND key = (SELECT parent_key FROM workflows WHERE run_id = :run_id)
+  AND waiting_for = 'child:' || (SELECT key FROM workflows WHERE run_id = :run_id)
+
+-- name: list_signals
+SELECT id, name, payload, dedupe_id, created_at, consumed_call, consumed_at, rejected
+FROM signals WHERE run_id = :run_id ORDER BY id

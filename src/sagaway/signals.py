@@ -1,0 +1,84 @@
+"""Durable workflow signals: ``manager.signal(name).send(key, payload)`` and ``.receive(Type)``.
+
+(Not OS signals: those are handled by ``sagaway worker``.) A signal is stored with the workflow
+execution it was sent to; ``receive`` takes the oldest undelivered one of its name, so signals
+sent early are kept, a repeated ``dedupe_id`` is delivered once, and several signals reach
+successive ``receive`` calls in the order sent. A workflow with nothing to receive is unloaded
+(WAITING: no worker task, no lease) until a signal or its timeout arrives.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+import pydantic
+
+from sagaway import errors
+from sagaway._engine import context
+
+if TYPE_CHECKING:
+    from sagaway.manager import Manager
+
+T = TypeVar("T")
+
+MAX_NAME = 200
+
+
+@functools.cache
+def _adapter(tp: Any) -> pydantic.TypeAdapter[Any]:
+    return pydantic.TypeAdapter(tp)
+
+
+class Signal:
+    """A named signal: ``manager.signal("approval")``."""
+
+    def __init__(self, manager: Manager, name: str) -> None:
+        if not isinstance(name, str) or not name or len(name) > MAX_NAME:
+            raise ValueError(
+                f"a signal name is a non-empty string of at most {MAX_NAME} characters"
+            )
+        self._manager = manager
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Signal({self.name!r})"
+
+    async def send(self, key: str, payload: Any = None, *, dedupe_id: str | None = None) -> bool:
+        """Send ``payload`` (JSON-serialisable) to the workflow under ``key``.
+
+        Returns False when ``dedupe_id`` was already delivered (nothing sent again).
+
+        Raises:
+            WorkflowNotFound: no workflow has this key.
+            SagawayError: the workflow has ended.
+            PayloadError: the payload cannot be serialised or is too large.
+        """
+        if dedupe_id is not None and (not isinstance(dedupe_id, str) or not dedupe_id):
+            raise ValueError("dedupe_id must be a non-empty string")
+        engine = self._manager._require_engine()
+        return await engine.send_signal(key, self.name, payload, dedupe_id)
+
+    @overload
+    async def receive(self, type_: type[T], *, timeout: float | None = None) -> T: ...
+
+    @overload
+    async def receive(self, type_: None = None, *, timeout: float | None = None) -> Any: ...
+
+    async def receive(self, type_: Any = None, *, timeout: float | None = None) -> Any:
+        """Inside a workflow: wait durably for the next signal of this name, decoded as ``type_``.
+
+        Raises:
+            SignalTimeout: nothing arrived within ``timeout`` seconds (in the workflow).
+        """
+        execution = context.current_execution()
+        if execution is None:
+            raise errors.SagawayError(
+                "signal(...).receive() waits durably inside a workflow; outside one, send with "
+                "signal(...).send(key, payload)"
+            )
+        if timeout is not None and timeout < 0:
+            raise ValueError("timeout must be >= 0 seconds")
+        adapter = _adapter(Any if type_ is None else type_)
+        _, call_id, _ = context.next_call_id()
+        return await execution.call_receive(self.name, adapter, timeout, call_id)

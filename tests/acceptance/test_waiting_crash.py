@@ -1,0 +1,70 @@
+"""Long waits outlive processes: kill -9 a waiting workflow's process, or a running child's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = Path(__file__).with_name("waiting_app.py")
+
+
+def _spawn(db_url: str, mode: str, key: str, **env: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(APP), db_url, mode, key],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env},
+    )
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.slow
+async def test_waiting_workflow_survives_kill_and_resumes_on_signal(db_url: str) -> None:
+    victim = _spawn(db_url, "wait", "kyc-7")
+    assert victim.stdout is not None
+    line = victim.stdout.readline()
+    assert line == "WAITING\n", victim.stderr.read() if victim.stderr else line
+    _kill(victim)
+
+    sys.path.insert(0, str(APP.parent))
+    import waiting_app
+
+    waiting_app.manager.url = db_url
+    async with waiting_app.manager as manager:
+        handle = manager.get_workflow("kyc-7")
+        assert (await handle.describe()).status.value == "WAITING"
+        await manager.signal("approval").send("kyc-7", waiting_app.Approval(ok=True))
+        assert await handle.result(timeout=30) == "alice: approved"
+
+
+@pytest.mark.slow
+async def test_killed_child_is_recovered_after_the_parent_answered(db_url: str) -> None:
+    victim = _spawn(db_url, "parent", "line-9", BLOCK_CHILD="1")
+    assert victim.stdout is not None
+    first = victim.stdout.readline()
+    second = victim.stdout.readline()
+    # The parent's fire-and-forget start returned before the child finished.
+    assert first == "PARENT_DONE accepted\n" and second == "CHILD_RUNNING\n", (first, second)
+    _kill(victim)
+
+    sys.path.insert(0, str(APP.parent))
+    import waiting_app
+
+    waiting_app.manager.url = db_url
+    async with waiting_app.manager as manager:
+        child = manager.get_workflow("line-9/1")
+        assert (await child.describe()).parent_key == "line-9"
+        assert await child.result(timeout=30) == "published 080-1"
+        assert (await manager.get_workflow("line-9").status()).value == "COMPLETED"

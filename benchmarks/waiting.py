@@ -1,0 +1,107 @@
+"""Many workflows WAITING at once: what they cost a worker, and how fast signals finish them.
+
+    .venv/bin/python -m benchmarks.waiting [--n 10000] [--db sqlite|postgres]
+
+A client process starts N workflows that each wait for an `approval` signal; one worker process
+(`sagaway worker benchmarks.waiting_app:manager`) runs them until they are all WAITING. The
+worker's resident memory is read from /proc then (VmRSS) and at the end (VmHWM, the peak). The
+client then sends the N signals and measures the time until all N are COMPLETED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import sagaway as sw
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _proc_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+async def _count(manager: sw.Manager, status: sw.WorkflowStatus) -> int:
+    return (await manager.count_workflows()).get(status, 0)
+
+
+async def run(n: int, url: str) -> dict[str, float]:
+    os.environ["BENCH_WAITING_DB_URL"] = url
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import waiting_app
+
+    manager = waiting_app.manager
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    async with manager.connect():
+        t0 = time.perf_counter()
+        for i in range(n):
+            await manager.workflow(waiting_app.await_approval, i).execute(idempotency_key=f"w{i}")
+        started = time.perf_counter() - t0
+        # Started once, outside any hot loop: blocking for a fork here is fine.
+        worker = subprocess.Popen(  # noqa: ASYNC220
+            [sys.executable, "-m", "sagaway", "worker", "benchmarks.waiting_app:manager"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            t1 = time.perf_counter()
+            # The worker is another process: its progress is only seen in the database.
+            while await _count(manager, sw.WorkflowStatus.WAITING) < n:  # noqa: ASYNC110
+                await asyncio.sleep(0.2)
+            to_waiting = time.perf_counter() - t1
+            await asyncio.sleep(1.0)  # let the worker settle before reading its memory
+            rss_waiting = _proc_kb(worker.pid, "VmRSS") / 1024
+            t2 = time.perf_counter()
+            for i in range(n):
+                await manager.signal("approval").send(f"w{i}", 1)
+            sent = time.perf_counter() - t2
+            while await _count(manager, sw.WorkflowStatus.COMPLETED) < n:  # noqa: ASYNC110
+                await asyncio.sleep(0.1)
+            to_completed = time.perf_counter() - t2
+            peak = _proc_kb(worker.pid, "VmHWM") / 1024
+        finally:
+            worker.terminate()
+            worker.wait(60)
+    return {
+        "n": n,
+        "start_s": round(started, 2),
+        "all_waiting_s": round(to_waiting, 2),
+        "worker_rss_while_waiting_mb": round(rss_waiting, 1),
+        "signals_sent_s": round(sent, 2),
+        "signal_to_all_completed_s": round(to_completed, 2),
+        "worker_peak_rss_mb": round(peak, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10_000)
+    parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.db == "sqlite":
+            url = f"sqlite:///{tmp}/waiting.db"
+        else:
+            base = os.environ.get(
+                "SAGAWAY_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+            )
+            url = f"{base}?schema=bench_wait_{uuid.uuid4().hex[:8]}"
+        result = asyncio.run(run(args.n, url))
+    for key, value in result.items():
+        print(f"{key:>30}: {value}")
+
+
+if __name__ == "__main__":
+    main()

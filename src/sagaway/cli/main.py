@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 import sagaway as sw
+from sagaway.cli.lab import lab as lab_command
 from sagaway.cli.lint import lint
 from sagaway.store import resolve_url
 
@@ -320,10 +321,16 @@ def worker(target: str, drain: float, verbose: bool) -> None:
 # ---------------------------------------------------------------------------- demo
 
 
-@cli.command()
+@cli.group(invoke_without_command=True)
 @_url_option
-def demo(url: str | None) -> None:
-    """Run the crypto purchase saga twice: once to completion, once compensated."""
+@click.pass_context
+def demo(ctx: click.Context, url: str | None) -> None:
+    """Run the crypto purchase saga twice: once to completion, once compensated.
+
+    `sagaway demo lab` runs the order lab of source document 001 instead.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
     from sagaway.demo import crypto_purchase as cp
 
     async def go() -> None:
@@ -376,6 +383,7 @@ def demo(url: str | None) -> None:
 
 
 cli.add_command(lint)
+demo.add_command(lab_command)
 
 
 def main() -> None:

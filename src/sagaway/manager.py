@@ -116,7 +116,8 @@ class Manager:
         self._recovery_interval = recovery_interval
         self._lease_timeout = lease_timeout
         self._poll_interval = poll_interval
-        self._concurrency = concurrency
+        self.concurrency = concurrency
+        """Workflow executions run at once by this process (read when the Manager opens)."""
         self._activity_threads = activity_threads
         self._payload_limit = payload_limit
         self.clock: Clock = clock or SystemClock()
@@ -326,7 +327,7 @@ class Manager:
         await store.open()
         self._engine = engine
         if run_workers:
-            worker = Worker(engine, self._concurrency)
+            worker = Worker(engine, self.concurrency)
             recovery = RecoveryWorker(engine, worker)
             engine.worker = worker
             worker.start(recovery.wake)
@@ -336,8 +337,9 @@ class Manager:
         else:
             self.state = ManagerState.CONNECTED
 
-    async def close(self, drain_timeout: float = 0.0) -> None:
-        """Stop workers (running executions get ``drain_timeout`` s, then are released)."""
+    async def close(self, drain_timeout: float = 0.0, force: asyncio.Event | None = None) -> None:
+        """Stop workers (running executions get ``drain_timeout`` s, or until ``force`` is set,
+        then are released)."""
         engine = self._engine
         if engine is None:
             return
@@ -345,7 +347,7 @@ class Manager:
             if self._recovery is not None:
                 await self._recovery.stop()
             if self._worker is not None:
-                await self._worker.stop(drain_timeout)
+                await self._worker.stop(drain_timeout, force)
         finally:
             engine.worker = None
             engine.close_thread_pool()
@@ -374,10 +376,13 @@ class Manager:
         finally:
             await self.close()
 
-    async def serve(self, stop: asyncio.Event, drain_timeout: float = 30.0) -> None:
-        """Run Workers until ``stop`` is set, then drain for ``drain_timeout`` s and close."""
+    async def serve(
+        self, stop: asyncio.Event, drain_timeout: float = 30.0, force: asyncio.Event | None = None
+    ) -> None:
+        """Run Workers until ``stop`` is set, then drain for ``drain_timeout`` s (cut short when
+        ``force`` is set) and close."""
         await self._open(run_workers=True)
         try:
             await stop.wait()
         finally:
-            await self.close(drain_timeout)
+            await self.close(drain_timeout, force)

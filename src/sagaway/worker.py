@@ -55,12 +55,21 @@ class Worker:
         self._recovery_wake = recovery_wake
         self._heartbeat = asyncio.create_task(self._heartbeat_loop(), name="sagaway-heartbeat")
 
-    async def stop(self, drain_timeout: float = 0.0) -> None:
-        """Stop taking work; let running executions finish for ``drain_timeout`` s, then cancel."""
+    async def stop(self, drain_timeout: float = 0.0, force: asyncio.Event | None = None) -> None:
+        """Stop taking work; let running executions finish for ``drain_timeout`` s (or until
+        ``force`` is set), then cancel them and release their leases."""
         self.accepting = False
         if self._running and drain_timeout > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._idle.wait(), drain_timeout)
+            waits = [asyncio.ensure_future(self._idle.wait())]
+            if force is not None:
+                waits.append(asyncio.ensure_future(force.wait()))
+            try:
+                await asyncio.wait(
+                    waits, timeout=drain_timeout, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                for waiter in waits:
+                    waiter.cancel()
         tasks = [entry.task for entry in self._running.values() if entry.task is not None]
         for task in tasks:
             task.cancel()

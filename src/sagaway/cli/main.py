@@ -294,25 +294,47 @@ def _load_manager(target: str) -> sw.Manager:
     show_default=True,
     help="Seconds to let running workflows finish on SIGTERM.",
 )
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    help="Workflows run at once (default: the Manager's).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log every recovery and state change.")
-def worker(target: str, drain: float, verbose: bool) -> None:
-    """Run the workers of an application's Manager until SIGTERM/SIGINT."""
+def worker(target: str, drain: float, concurrency: int | None, verbose: bool) -> None:
+    """Run the workers of an application's Manager until SIGTERM/SIGINT.
+
+    SIGTERM (or Ctrl-C) stops taking work, lets running workflows finish for --drain seconds,
+    then releases the rest so other workers take them over at once. A second signal skips the
+    wait.
+    """
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     manager = _load_manager(target)
+    if concurrency is not None:
+        manager.concurrency = concurrency
 
     async def go() -> None:
-        stop = asyncio.Event()
+        stop, force = asyncio.Event(), asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            if stop.is_set():
+                force.set()
+            else:
+                stop.set()
+                err_console.print(
+                    f"sagaway worker: draining for up to {drain:g}s (again to stop now)"
+                )
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal)
         console.print(
             f"sagaway worker: {target} on {manager.url} "
             f"({len(manager.registry.names())} functions registered)"
         )
-        await manager.serve(stop, drain_timeout=drain)
+        await manager.serve(stop, drain_timeout=drain, force=force)
         console.print("sagaway worker: stopped")
 
     _run(go())

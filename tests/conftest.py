@@ -52,12 +52,7 @@ def _drop_schema(schema: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A URL of an empty database: a SQLite file in tmp_path, or a fresh PostgreSQL schema."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/sagaway.db"
-        return
+def _fresh_postgres_url() -> Iterator[str]:
     require_postgres()
     schema = f"t_{uuid.uuid4().hex[:12]}"
     sep = "&" if "?" in POSTGRES_URL else "?"
@@ -65,6 +60,21 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"{POSTGRES_URL}{sep}schema={schema}"
     finally:
         _drop_schema(schema)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL of an empty database: a SQLite file in tmp_path, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/sagaway.db"
+        return
+    yield from _fresh_postgres_url()
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL schema, for behaviour only a server has (dropped connections)."""
+    yield from _fresh_postgres_url()
 
 
 @pytest.fixture

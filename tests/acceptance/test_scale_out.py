@@ -47,7 +47,9 @@ async def test_three_workers_one_killed(db_url: str, tmp_path: Path) -> None:
     from tests.acceptance import scale_app
 
     scale_app.init_ledger(str(ledger))
+    scale_app.LEDGER = str(ledger)
     client = scale_app.manager  # the fourth process's role: start and watch, no workers
+    client.url = db_url  # the module may have been imported for another backend's run
     async with client.connect():
         workers = [_worker(env) for _ in range(3)]
         try:
@@ -70,8 +72,9 @@ async def test_three_workers_one_killed(db_url: str, tmp_path: Path) -> None:
             )
             statuses = Counter([(await client.get_workflow(k).status()).value for k in keys])
         finally:
-            for w in workers[1:]:
-                w.send_signal(signal.SIGTERM)
+            for w in workers:
+                if w.poll() is None:
+                    w.send_signal(signal.SIGTERM)
             for w in workers:
                 w.communicate(timeout=60)
     assert victim.returncode == -signal.SIGKILL

@@ -8,7 +8,10 @@ implicit transaction: one round trip). Many processes share one database:
 - fenced writes check the lease token and RUNNING status in the statement that writes (or under
   a row lock taken in the same transaction) and raise ``errors.LeaseLost`` otherwise;
 - ``create_workflow`` relies on the partial unique index of current keys
-  (``INSERT ... ON CONFLICT DO NOTHING``), so concurrent creates of one key make one row.
+  (``INSERT ... ON CONFLICT DO NOTHING``), so concurrent creates of one key make one row;
+- durable waits cannot miss their wake-up: a receiver and a sender of a signal lock the
+  execution's row before they look or write, and a parent share-locks its child's row before it
+  decides to wait for it (locks are taken child first, then parent, as the child's end does).
 
 Transient failures (``psycopg.OperationalError``: server restart, terminated backend, deadlock,
 serialization failure) retry the whole transaction a few times. An attempt may have committed
@@ -31,7 +34,7 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any, TypeVar
+from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -42,14 +45,22 @@ from sagaway import errors
 from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store import migrations as _migrations
 from sagaway.store.base import CreateResult
-from sagaway.store.records import Lease, NewWorkflow, StepRecord, WorkflowRecord
+from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
 from sagaway.store.sql import queries
 
 T = TypeVar("T")
 Conn = psycopg.AsyncConnection[TupleRow]
 Op = Callable[[Conn, bool], Awaitable[T]]
 
-_Q = queries("postgres")
+
+def _without_comments(query: LiteralString) -> LiteralString:
+    # The SQL file documents its queries with whole-line comments; the server needs none of them
+    # (they would travel with every unprepared execution and clutter pg_stat_activity).
+    lines = [line for line in query.splitlines() if not line.lstrip().startswith("--")]
+    return "\n".join(lines).strip()
+
+
+_Q = {name: _without_comments(query) for name, query in queries("postgres").items()}
 _DIALECT = "postgres"
 _DEFAULT_SCHEMA = "sagaway"
 _DEFAULT_POOL_SIZE = 10
@@ -427,12 +438,13 @@ class PostgresStore:
         async def op(conn: Conn, retried: bool) -> None:
             if (await conn.execute(_Q["finish_owned"], params)).rowcount != 1:
                 if retried and await _exists(conn, "finished_as", params):
-                    return  # the lost attempt committed (with its final step)
+                    return  # the lost attempt committed (with its final step and wake-up)
                 raise errors.LeaseLost(f"lost ownership of run {run_id}")
             if step_params is not None:
                 await conn.execute(_Q["upsert_step"], step_params)
+            await conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
 
-        await self._run(op, transaction=step_params is not None)
+        await self._run(op)
 
     async def suspend_workflow(
         self, run_id: str, *, token: str, error: str, now: float, next_run_at: float
@@ -536,11 +548,12 @@ class PostgresStore:
         params = {"run_id": run_id, "status": status.value, "error": error, "now": now}
 
         async def op(conn: Conn, retried: bool) -> bool:
-            if (await conn.execute(_Q["end_by_request"], params)).rowcount == 1:
-                return True
-            return retried and await _exists(conn, "ended_as", params)
+            if (await conn.execute(_Q["end_by_request"], params)).rowcount != 1:
+                return retried and await _exists(conn, "ended_as", params)
+            await conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
+            return True
 
-        return await self._run(op, transaction=False)
+        return await self._run(op)
 
     async def retry_now(self, run_id: str, *, now: float) -> bool:
         params = {"run_id": run_id, "now": now}
@@ -558,6 +571,202 @@ class PostgresStore:
             return {WorkflowStatus(status): int(count) for status, count in await cur.fetchall()}
 
         return await self._run(op, transaction=False)
+
+    # ------------------------------------------------------------------ durable waits
+
+    async def send_signal(
+        self, key: str, *, name: str, payload: str, dedupe_id: str | None, now: float
+    ) -> tuple[WorkflowRecord | None, bool]:
+        async def op(conn: Conn, retried: bool) -> tuple[WorkflowRecord | None, bool]:
+            for _ in range(_CREATE_ROUNDS):
+                # Locked: a receiver deciding to wait and this send are serialised (no lost
+                # wake-up), and the execution cannot end between the check and the insert.
+                row = await (await conn.execute(_Q["signal_target"], {"key": key})).fetchone()
+                if row is not None:
+                    break
+                # Nothing, or the current execution was replaced while we waited for its lock.
+                if await (await conn.execute(_Q["get_current"], {"key": key})).fetchone() is None:
+                    return None, False
+            else:
+                raise errors.SagawayError(f"key {key!r} kept changing while sending a signal")
+            record = _row_to_workflow(row)
+            if record.status.ended:
+                return record, False
+            params = {
+                "run_id": record.run_id,
+                "name": name,
+                "payload": payload,
+                "dedupe_id": dedupe_id,
+                "now": now,
+            }
+            if retried and dedupe_id is None and await _exists(conn, "signal_sent_as", params):
+                return record, True  # the lost attempt stored it (and woke the receiver)
+            stored = (await conn.execute(_Q["insert_signal"], params)).rowcount == 1
+            if stored:
+                await conn.execute(
+                    _Q["wake_waiting"],
+                    {"run_id": record.run_id, "now": now, "waiting_for": f"signal:{name}"},
+                )
+            return record, stored
+
+        return await self._run(op)
+
+    async def receive_signal(
+        self,
+        run_id: str,
+        *,
+        token: str,
+        name: str,
+        call_id: str,
+        started_at: float,
+        deadline: float | None,
+        wait: bool,
+        accept: Callable[[str], str | None],
+        now: float,
+    ) -> str | None:
+        waiting_for = f"signal:{name}"
+
+        async def op(conn: Conn, retried: bool) -> str | None:
+            owner = {"run_id": run_id, "token": token}
+            if not await _exists(conn, "lock_owned", owner):
+                wait_params = {"run_id": run_id, "waiting_for": waiting_for, "now": now}
+                if retried and wait and await _exists(conn, "waiting_as", wait_params):
+                    return None  # the lost attempt started the wait
+                raise errors.LeaseLost(f"lost ownership of run {run_id}")
+            if retried:
+                cur = await conn.execute(_Q["consumed_by"], {"run_id": run_id, "call_id": call_id})
+                delivered = await cur.fetchone()
+                if delivered is not None:  # the lost attempt delivered this one
+                    return str(delivered[0])
+            cur = await conn.execute(_Q["pending_signals"], {"run_id": run_id, "name": name})
+            for signal_id, payload in await cur.fetchall():
+                problem = accept(payload)
+                if problem is not None:
+                    await conn.execute(
+                        _Q["reject_signal"], {"id": signal_id, "now": now, "error": problem}
+                    )
+                    continue
+                await conn.execute(
+                    _Q["consume_signal"], {"id": signal_id, "call_id": call_id, "now": now}
+                )
+                await conn.execute(
+                    _Q["upsert_step"],
+                    _signal_step(
+                        run_id, call_id, name, StepStatus.COMPLETED, payload, started_at, now
+                    ),
+                )
+                return str(payload)
+            if wait:
+                await conn.execute(
+                    _Q["upsert_step"],
+                    _signal_step(
+                        run_id, call_id, name, StepStatus.WAITING, None, started_at, deadline
+                    ),
+                )
+                await conn.execute(
+                    _Q["wait_owned"],
+                    {
+                        "run_id": run_id,
+                        "token": token,
+                        "waiting_for": waiting_for,
+                        "next_run_at": deadline,
+                        "now": now,
+                    },
+                )
+            return None
+
+        return await self._run(op)
+
+    async def wait_workflow(
+        self,
+        run_id: str,
+        *,
+        token: str,
+        waiting_for: str,
+        next_run_at: float | None,
+        step: StepRecord | None,
+        now: float,
+    ) -> None:
+        params = {
+            "run_id": run_id,
+            "token": token,
+            "waiting_for": waiting_for,
+            "next_run_at": next_run_at,
+            "now": now,
+        }
+        step_params = _step_params(step) if step else None
+
+        async def op(conn: Conn, retried: bool) -> None:
+            if (await conn.execute(_Q["wait_owned"], params)).rowcount != 1:
+                if retried and await _exists(conn, "waiting_as", params):
+                    return
+                raise errors.LeaseLost(f"lost ownership of run {run_id}")
+            if step_params is not None:
+                await conn.execute(_Q["upsert_step"], step_params)
+
+        await self._run(op, transaction=step_params is not None)
+
+    async def wait_for_child(
+        self, run_id: str, *, token: str, child_key: str, wait: bool, now: float
+    ) -> WorkflowRecord | None:
+        waiting_for = f"child:{child_key}"
+
+        async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:
+            # Child first, then parent: the order in which the child's end takes them.
+            cur = await conn.execute(_Q["get_current_shared"], {"key": child_key})
+            row = await cur.fetchone()
+            child = _row_to_workflow(row) if row else None
+            if not await _exists(conn, "lock_owned", {"run_id": run_id, "token": token}):
+                wait_params = {"run_id": run_id, "waiting_for": waiting_for, "now": now}
+                if retried and wait and await _exists(conn, "waiting_as", wait_params):
+                    return child  # the lost attempt started the wait
+                raise errors.LeaseLost(f"lost ownership of run {run_id}")
+            if child is not None and not child.status.ended and wait:
+                await conn.execute(
+                    _Q["wait_owned"],
+                    {
+                        "run_id": run_id,
+                        "token": token,
+                        "waiting_for": waiting_for,
+                        "next_run_at": None,
+                        "now": now,
+                    },
+                )
+            return child
+
+        return await self._run(op)
+
+    async def list_signals(self, run_id: str) -> list[SignalRecord]:
+        async def op(conn: Conn, retried: bool) -> list[SignalRecord]:
+            cur = await conn.execute(_Q["list_signals"], {"run_id": run_id})
+            return [SignalRecord(*row) for row in await cur.fetchall()]
+
+        return await self._run(op, transaction=False)
+
+
+def _signal_step(
+    run_id: str,
+    call_id: str,
+    name: str,
+    status: StepStatus,
+    result: str | None,
+    started_at: float,
+    ended_at: float | None,
+) -> dict[str, Any]:
+    return _step_params(
+        StepRecord(
+            run_id=run_id,
+            call_id=call_id,
+            kind=StepKind.SIGNAL,
+            name=name,
+            status=status,
+            attempts=1,
+            result=result,
+            error=None,
+            started_at=started_at,
+            ended_at=ended_at,
+        )
+    )
 
 
 async def _exists(conn: Conn, query: str, params: dict[str, Any]) -> bool:

@@ -151,6 +151,7 @@ class SQLiteStore:
             Path(self._path).parent.mkdir(parents=True, exist_ok=True)
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         loop = asyncio.get_running_loop()
+        self._jobs = queue.SimpleQueue()  # a fresh queue: no stop signal left from before
         self._thread = threading.Thread(
             target=self._run, args=(loop, ready), name=f"sagaway-sqlite:{self._path}", daemon=True
         )
@@ -158,8 +159,10 @@ class SQLiteStore:
         try:
             await ready
         except BaseException:
-            self._thread.join()
-            self._thread = None
+            # Failed or cancelled: stop the thread (it may have opened fine) without blocking.
+            thread, self._thread = self._thread, None
+            self._jobs.put(None)
+            await asyncio.shield(asyncio.to_thread(thread.join))
             raise
 
     async def close(self) -> None:
@@ -173,7 +176,17 @@ class SQLiteStore:
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        # Switching a new file to WAL takes an exclusive lock without waiting on busy_timeout:
+        # processes that open one file at once retry here instead.
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                break
+            except sqlite3.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
         return conn

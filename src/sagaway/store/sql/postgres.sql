@@ -176,7 +176,7 @@ WITH due AS (
 )
 UPDATE workflows AS w
 SET status = 'RUNNING', lease_token = (%(tokens)s::text[])[numbered.n], lease_owner = %(owner)s,
-    lease_expires_at = %(expires_at)s, updated_at = %(now)s
+    lease_expires_at = %(expires_at)s, updated_at = %(now)s, waiting_for = NULL
 FROM numbered
 WHERE w.run_id = numbered.run_id
 RETURNING numbered.n, w.lease_token,
@@ -222,3 +222,84 @@ WHERE run_id = %(run_id)s AND status = 'SUSPENDED'
 SELECT 1 FROM workflows
 WHERE run_id = %(run_id)s AND status = 'SUSPENDED' AND next_run_at = %(now)s
   AND updated_at = %(now)s
+
+-- name: wake_parent
+-- The parent WAITING for this execution (as its child) becomes due at once.
+UPDATE workflows SET next_run_at = %(now)s, updated_at = %(now)s
+WHERE is_current AND status = 'WAITING'
+  AND key = (SELECT parent_key FROM workflows WHERE run_id = %(run_id)s)
+  AND waiting_for = 'child:' || (SELECT key FROM workflows WHERE run_id = %(run_id)s)
+
+-- ---------------------------------------------------------------- durable waits (schema v2)
+-- Lost wake-ups are prevented by row locks on the waiting execution: a receiver locks its own
+-- row (FOR NO KEY UPDATE) before it looks for signals, and a sender locks the same row before
+-- it stores one, so one of them sees the other's committed work. A parent share-locks its
+-- child's row before deciding to wait for it, so the child's end waits for that decision (and
+-- then wakes the parent) or the parent sees the end. Locks are taken child before parent, as
+-- the child's end does, so the two never deadlock.
+
+-- name: signal_target
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+FROM workflows WHERE key = %(key)s AND is_current
+FOR NO KEY UPDATE
+
+-- name: insert_signal
+INSERT INTO signals (run_id, name, payload, dedupe_id, created_at)
+VALUES (%(run_id)s, %(name)s, %(payload)s, %(dedupe_id)s, %(now)s)
+ON CONFLICT (run_id, name, dedupe_id) WHERE dedupe_id IS NOT NULL DO NOTHING
+
+-- name: signal_sent_as
+-- After a retried send without dedupe_id: did the attempt whose acknowledgement was lost store it?
+SELECT 1 FROM signals
+WHERE run_id = %(run_id)s AND name = %(name)s AND payload = %(payload)s
+  AND dedupe_id IS NULL AND created_at = %(now)s
+
+-- name: wake_waiting
+UPDATE workflows SET next_run_at = %(now)s, updated_at = %(now)s
+WHERE run_id = %(run_id)s AND status = 'WAITING' AND waiting_for = %(waiting_for)s
+
+-- name: lock_owned
+SELECT 1 FROM workflows
+WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
+FOR NO KEY UPDATE
+
+-- name: pending_signals
+SELECT id, payload FROM signals
+WHERE run_id = %(run_id)s AND name = %(name)s AND consumed_at IS NULL
+ORDER BY id
+
+-- name: consumed_by
+-- After a retried receive: the signal an attempt whose acknowledgement was lost delivered.
+SELECT payload FROM signals
+WHERE run_id = %(run_id)s AND consumed_call = %(call_id)s AND rejected IS NULL
+ORDER BY id
+LIMIT 1
+
+-- name: consume_signal
+UPDATE signals SET consumed_call = %(call_id)s, consumed_at = %(now)s WHERE id = %(id)s
+
+-- name: reject_signal
+UPDATE signals SET consumed_at = %(now)s, rejected = %(error)s WHERE id = %(id)s
+
+-- name: wait_owned
+UPDATE workflows
+SET status = 'WAITING', waiting_for = %(waiting_for)s, next_run_at = %(next_run_at)s,
+    updated_at = %(now)s, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
+WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
+
+-- name: waiting_as
+-- After a retried wait: did the attempt whose acknowledgement was lost start the wait?
+SELECT 1 FROM workflows
+WHERE run_id = %(run_id)s AND status = 'WAITING' AND waiting_for = %(waiting_for)s
+  AND updated_at = %(now)s
+
+-- name: get_current_shared
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+FROM workflows WHERE key = %(key)s AND is_current
+FOR SHARE
+
+-- name: list_signals
+SELECT id, name, payload, dedupe_id, created_at, consumed_call, consumed_at, rejected
+FROM signals WHERE run_id = %(run_id)s ORDER BY id

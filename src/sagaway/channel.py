@@ -25,7 +25,9 @@ class Channel:
         self._subscribers: list[asyncio.Queue[events.Event]] = []
 
     def publish(self, event: events.Event) -> None:
-        if isinstance(event, events.WorkflowEnded | events.WorkflowSuspended):
+        if isinstance(
+            event, events.WorkflowEnded | events.WorkflowSuspended | events.WorkflowChanged
+        ):
             for waiter in self._end_waiters.get(event.run_id, ()):
                 waiter.set()
         elif isinstance(event, events.SignalSent):

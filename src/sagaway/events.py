@@ -46,6 +46,13 @@ class SignalSent:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class WorkflowChanged:
+    """Another process changed this execution (it may have ended): waiters re-read it."""
+
+    run_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class StepRecorded:
     run_id: str
     call_id: str
@@ -58,6 +65,7 @@ Event = (
     | WorkflowSuspended
     | WorkflowEnded
     | WorkflowWaiting
+    | WorkflowChanged
     | SignalSent
     | StepRecorded
 )

@@ -325,6 +325,7 @@ class Manager:
             activity_threads=self._activity_threads,
         )
         await store.open()
+        await store.listen(engine.on_notification)
         self._engine = engine
         if run_workers:
             worker = Worker(engine, self.concurrency)

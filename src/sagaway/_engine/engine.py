@@ -250,6 +250,16 @@ class Engine:
             self.worker.cancel_local(run_id)
         self.channel.publish(events.WorkflowEnded(run_id, key, status))
 
+    def on_notification(self, payload: str) -> None:
+        """A change made by another process (or this one), announced by the store."""
+        kind, _, detail = payload.partition(":")
+        if kind == "ended":
+            self.channel.publish(events.WorkflowChanged(detail))
+            if self.worker is not None:
+                self.worker.cancel_local(detail)  # ended elsewhere (cancelled) while running here
+        elif kind == "ready" and self.worker is not None:
+            self.worker.wake_recovery()
+
     async def send_signal(self, key: str, name: str, payload: Any, dedupe_id: str | None) -> bool:
         """Store a signal for the workflow under ``key``; False if ``dedupe_id`` was seen."""
         data = serialization.encode_value(

@@ -37,6 +37,14 @@ class Store(Protocol):
 
     async def close(self) -> None: ...
 
+    async def listen(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(payload)`` when another process changes something worth a look:
+        ``"ended:<run_id>"`` (an execution ended) or ``"ready:..."`` (work may be due).
+
+        Optional speed-up: backends without notifications do nothing, and polling finds it all.
+        """
+        ...
+
     async def create_workflow(
         self, new: NewWorkflow, *, now: float, lease: Lease | None, replace_live: bool
     ) -> CreateResult:

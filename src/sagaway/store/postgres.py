@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import re
 import time
 import urllib.parse
@@ -49,6 +50,7 @@ from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, 
 from sagaway.store.sql import queries
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 Conn = psycopg.AsyncConnection[TupleRow]
 Op = Callable[[Conn, bool], Awaitable[T]]
 
@@ -187,6 +189,9 @@ class PostgresStore:
         self.pool_size = pool_size
         self._conninfo = conninfo
         self._pool: AsyncConnectionPool[Conn] | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self.channel = ("sagaway_" + schema)[:63]
+        """The LISTEN/NOTIFY channel of this schema (see migration 0003)."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -216,11 +221,61 @@ class PostgresStore:
             raise
 
     async def close(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
         pool = self._pool
         if pool is None:
             return
         self._pool = None
         await pool.close()
+
+    async def listen(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(payload)`` for every notification of this schema's channel.
+
+        One dedicated connection, outside the pool; it reconnects with backoff, and calls
+        ``callback("ready:")`` after reconnecting, since notifications sent meanwhile are lost.
+        Returns once listening (or after 5 s of failing to: polling covers the gap).
+        """
+        if self._listener is not None:
+            return
+        listening: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._listener = asyncio.create_task(
+            self._listen(callback, listening), name=f"sagaway-listen:{self.schema}"
+        )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(listening), 5.0)
+
+    async def _listen(
+        self, callback: Callable[[str], None], listening: asyncio.Future[None]
+    ) -> None:
+        delay = 0.1
+        reconnected = False
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+                async with conn:
+                    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                    if not listening.done():
+                        listening.set_result(None)
+                    delay = 0.1
+                    if reconnected:
+                        callback("ready:")
+                    async for note in conn.notifies():
+                        callback(note.payload)
+            except psycopg.Error as exc:
+                logger.warning(
+                    "notification connection to %s lost (%s); reconnecting in %.1fs",
+                    self.url,
+                    exc,
+                    delay,
+                    extra={"action": "listen"},
+                )
+            reconnected = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
     async def _configure(self, conn: Conn) -> None:
         # Runs once per new pooled connection (autocommit): every query is unqualified.

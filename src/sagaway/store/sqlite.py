@@ -283,6 +283,9 @@ class SQLiteStore:
         self._jobs.put(_Job(fn, future, loop))
         return await future
 
+    async def listen(self, callback: Callable[[str], None]) -> None:
+        """SQLite has no notifications: other processes' changes are seen by polling."""
+
     # ------------------------------------------------------------------ verbs
 
     async def create_workflow(

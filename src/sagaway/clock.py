@@ -42,3 +42,22 @@ class SystemClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(seconds, 0.0))
+
+
+class OffsetClock:
+    """Another clock's time plus an offset: the database server's time, read locally.
+
+    Lease expiries and timers are compared across machines; taking them all from the database
+    server's clock means a worker whose own clock is off can neither steal a live lease nor fire
+    a timer early. Waiting still goes through the local clock (only durations matter there).
+    """
+
+    def __init__(self, local: Clock, offset: float) -> None:
+        self.local = local
+        self.offset = offset
+
+    def now(self) -> float:
+        return self.local.now() + self.offset
+
+    async def sleep(self, seconds: float) -> None:
+        await self.local.sleep(seconds)

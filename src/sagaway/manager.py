@@ -21,12 +21,12 @@ from sagaway import errors, serialization
 from sagaway._engine import context
 from sagaway._engine.engine import Engine
 from sagaway._engine.states import WorkflowStatus
-from sagaway.clock import Clock, SystemClock
+from sagaway.clock import Clock, OffsetClock, SystemClock
 from sagaway.recovery import RecoveryWorker
 from sagaway.registry import ActivityDef, Queue, Registry
 from sagaway.retry import RetryPolicy
 from sagaway.signals import Signal
-from sagaway.store import open_store, resolve_url
+from sagaway.store import Store, open_store, resolve_url
 from sagaway.store.records import SignalRecord
 from sagaway.worker import Worker
 from sagaway.workflow import (
@@ -126,6 +126,7 @@ class Manager:
         self._engine: Engine | None = None
         self._worker: Worker | None = None
         self._recovery: RecoveryWorker | None = None
+        self._clock_task: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"Manager({self.url!r}, state={self.state.value})"
@@ -325,6 +326,7 @@ class Manager:
             activity_threads=self._activity_threads,
         )
         await store.open()
+        await self._use_server_clock(engine)
         await store.listen(engine.on_notification)
         self._engine = engine
         if run_workers:
@@ -338,12 +340,26 @@ class Manager:
         else:
             self.state = ManagerState.CONNECTED
 
+    async def _use_server_clock(self, engine: Engine) -> None:
+        """On a shared server, take every time from the server's clock (see OffsetClock)."""
+        offset = await _measure_offset(engine.store, self.clock)
+        if offset is None:
+            return
+        clock = OffsetClock(self.clock, offset)
+        engine.clock = clock
+        if isinstance(self.clock, SystemClock):
+            # Local clocks drift and get stepped by NTP: measure again now and then.
+            self._clock_task = asyncio.create_task(_refresh_offset(engine.store, clock))
+
     async def close(self, drain_timeout: float = 0.0, force: asyncio.Event | None = None) -> None:
         """Stop workers (running executions get ``drain_timeout`` s, or until ``force`` is set,
         then are released)."""
         engine = self._engine
         if engine is None:
             return
+        if self._clock_task is not None:
+            self._clock_task.cancel()
+            self._clock_task = None
         try:
             if self._recovery is not None:
                 await self._recovery.stop()
@@ -387,3 +403,22 @@ class Manager:
             await stop.wait()
         finally:
             await self.close(drain_timeout, force)
+
+
+async def _measure_offset(store: Store, local: Clock) -> float | None:
+    before = local.now()
+    server = await store.server_time()
+    after = local.now()
+    return None if server is None else server - (before + after) / 2
+
+
+async def _refresh_offset(store: Store, clock: OffsetClock, every: float = 60.0) -> None:
+    while True:
+        await clock.local.sleep(every)
+        try:
+            offset = await _measure_offset(store, clock.local)
+        except Exception:
+            logger.warning("could not read the database clock; keeping the last offset")
+            continue
+        if offset is not None:
+            clock.offset = offset

@@ -37,6 +37,10 @@ class Store(Protocol):
 
     async def close(self) -> None: ...
 
+    async def server_time(self) -> float | None:
+        """The database server's clock (epoch seconds), or None when it shares ours (SQLite)."""
+        ...
+
     async def listen(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(payload)`` when another process changes something worth a look:
         ``"ended:<run_id>"`` (an execution ended) or ``"ready:..."`` (work may be due).

@@ -232,6 +232,14 @@ class PostgresStore:
         self._pool = None
         await pool.close()
 
+    async def server_time(self) -> float | None:
+        async def op(conn: Conn, retried: bool) -> float:
+            row = await (await conn.execute(_Q["server_time"])).fetchone()
+            assert row is not None
+            return float(row[0])
+
+        return await self._run(op, transaction=False)
+
     async def listen(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(payload)`` for every notification of this schema's channel.
 

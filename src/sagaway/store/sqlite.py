@@ -283,6 +283,10 @@ class SQLiteStore:
         self._jobs.put(_Job(fn, future, loop))
         return await future
 
+    async def server_time(self) -> float | None:
+        """None: an SQLite file is used from one machine, whose clock every process shares."""
+        return None
+
     async def listen(self, callback: Callable[[str], None]) -> None:
         """SQLite has no notifications: other processes' changes are seen by polling."""
 

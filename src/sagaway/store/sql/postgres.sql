@@ -303,3 +303,6 @@ FOR SHARE
 -- name: list_signals
 SELECT id, name, payload, dedupe_id, created_at, consumed_call, consumed_at, rejected
 FROM signals WHERE run_id = %(run_id)s ORDER BY id
+
+-- name: server_time
+SELECT extract(epoch FROM clock_timestamp())::double precision

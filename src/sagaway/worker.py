@@ -107,6 +107,12 @@ class Worker:
         self._idle.clear()
         entry.task = asyncio.create_task(self._run(entry, steps), name=f"sagaway-wf:{record.key}")
 
+    def ended_elsewhere(self, run_id: str) -> None:
+        """Another process reports ``run_id`` ended: stop it here unless it is ending itself."""
+        entry = self._running.get(run_id)
+        if entry is not None and not (entry.execution is not None and entry.execution.finishing):
+            self.cancel_local(run_id)
+
     def cancel_local(self, run_id: str) -> None:
         """Stop an execution that was ended elsewhere (cancel, terminate)."""
         entry = self._running.get(run_id)

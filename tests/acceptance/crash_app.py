@@ -138,6 +138,9 @@ async def main() -> None:
         except ShippingRefused as exc:
             result = {"failed": exc.code}
         print("RESULT " + json.dumps(result), flush=True)
+        # The end is visible before the worker's write returns: let the worker reach its
+        # boundary (after the last write) instead of cancelling it on the way out.
+        await manager.close(drain_timeout=30)
 
 
 asyncio.run(main())

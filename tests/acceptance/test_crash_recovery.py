@@ -62,21 +62,26 @@ def _run_case(
     ledger = tmp_path / "ledger.db"
     key = "order-1"
     victim = _spawn(db_url, ledger, key, fail, crash)
-    assert victim.stdout is not None
-    # Explicit synchronisation: the victim is parked at the boundary. After the last write its
-    # own result may be printed first (the end is announced as soon as it commits).
-    line = victim.stdout.readline()
-    if line.startswith("RESULT"):
+    recovery: subprocess.Popen[str] | None = None
+    try:
+        assert victim.stdout is not None
+        # Explicit synchronisation: the victim is parked at the boundary. After the last write
+        # its own result may be printed first (the end is announced as soon as it commits).
         line = victim.stdout.readline()
-    assert line.startswith("BOUNDARY"), (
-        f"victim did not reach {crash}: {line!r} {victim.stderr.read() if victim.stderr else ''}"
-    )
-    victim.send_signal(signal.SIGKILL)
-    victim.communicate(timeout=10)
-    assert victim.returncode == -signal.SIGKILL
-    recovery = _spawn(db_url, ledger, key, fail, "none")
-    out, err = recovery.communicate(timeout=90)
-    assert recovery.returncode == 0, err
+        if line.startswith("RESULT"):
+            line = victim.stdout.readline()
+        assert line.startswith("BOUNDARY"), f"victim did not reach {crash}: {line!r}"
+        victim.send_signal(signal.SIGKILL)
+        victim.communicate(timeout=10)
+        assert victim.returncode == -signal.SIGKILL
+        recovery = _spawn(db_url, ledger, key, fail, "none")
+        out, err = recovery.communicate(timeout=90)
+        assert recovery.returncode == 0, err
+    finally:
+        for proc in (victim, recovery):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10)
     result_line = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
     assert result_line, f"no result: {out!r} {err!r}"
     return json.loads(result_line[0][7:]), _ledger(ledger)

@@ -256,7 +256,7 @@ class Engine:
         if kind == "ended":
             self.channel.publish(events.WorkflowChanged(detail))
             if self.worker is not None:
-                self.worker.cancel_local(detail)  # ended elsewhere (cancelled) while running here
+                self.worker.ended_elsewhere(detail)  # cancelled elsewhere while running here
         elif kind == "ready" and self.worker is not None:
             self.worker.wake_recovery()
 

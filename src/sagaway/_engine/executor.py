@@ -74,6 +74,8 @@ class Execution:
         """Durable calls running now (activities, in-worker waits): a workflow is unloaded to
         wait durably only when nothing else of it is running."""
         self.unloading = False
+        self.finishing = False
+        """Its end is being written: an "ended" notice for it is its own, not a cancel."""
 
     @property
     def key(self) -> str:
@@ -128,6 +130,7 @@ class Execution:
 
     async def _finish(self, status: WorkflowStatus, result: str | None, error: str | None) -> None:
         engine = self.engine
+        self.finishing = True
         await engine.store.finish_workflow(
             self.record.run_id,
             token=self.lease.token,

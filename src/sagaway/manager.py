@@ -118,6 +118,8 @@ class Manager:
         self._poll_interval = poll_interval
         self.concurrency = concurrency
         """Workflow executions run at once by this process (read when the Manager opens)."""
+        self.workflow_queues: frozenset[str] | None = None
+        """Workflow queues this process's Worker runs (None: every queue)."""
         self._activity_threads = activity_threads
         self._payload_limit = payload_limit
         self.clock: Clock = clock or SystemClock()
@@ -204,16 +206,20 @@ class Manager:
 
     @overload
     def register_workflow(
-        self, fn: None = None, /, *, name: str | None = None
+        self, fn: None = None, /, *, name: str | None = None, queue: str = "default"
     ) -> Callable[[F], F]: ...
 
     def register_workflow(
-        self, fn: F | None = None, /, *, name: str | None = None
+        self, fn: F | None = None, /, *, name: str | None = None, queue: str = "default"
     ) -> F | Callable[[F], F]:
-        """Register an ``async def`` workflow, bare or ``(name="...")``."""
+        """Register an ``async def`` workflow, bare or ``(name="...", queue="...")``.
+
+        ``queue`` lets workers specialise: a Manager with ``workflow_queues`` set (or
+        ``sagaway worker --queues``) runs only workflows of those queues.
+        """
 
         def decorate(func: F) -> F:
-            self.registry.register_workflow(func, name=name)
+            self.registry.register_workflow(func, name=name, queue=queue)
             return func
 
         return decorate(fn) if fn is not None else decorate
@@ -330,7 +336,7 @@ class Manager:
         await store.listen(engine.on_notification)
         self._engine = engine
         if run_workers:
-            worker = Worker(engine, self.concurrency)
+            worker = Worker(engine, self.concurrency, self.workflow_queues)
             recovery = RecoveryWorker(engine, worker)
             engine.worker = worker
             worker.start(recovery.wake)

@@ -57,6 +57,7 @@ class RecoveryWorker:
             lease_timeout=engine.lease_timeout,
             limit=limit,
             exclude=worker.running_ids,
+            queues=worker.queues,
         )
         for record, lease in claimed:
             logger.info(
@@ -77,7 +78,9 @@ class RecoveryWorker:
                 if claimed >= _BATCH:
                     continue
                 delay = engine.poll_interval
-                next_due = await engine.store.next_due(owner=engine.owner)
+                next_due = await engine.store.next_due(
+                    owner=engine.owner, queues=self.worker.queues
+                )
                 if next_due is not None:
                     delay = min(delay, max(next_due - engine.clock.now(), 0.0))
                 if self.worker.free_slots == 0:

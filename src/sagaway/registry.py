@@ -43,6 +43,8 @@ class WorkflowDef:
     name: str
     fn: Callable[..., Any]
     codec: FunctionCodec
+    queue: str = "default"
+    """Workers started with a queue list run only workflows of those queues."""
 
 
 def default_name(fn: Callable[..., Any]) -> str:
@@ -102,15 +104,22 @@ class Registry:
         self._add(defn)
         return defn
 
-    def register_workflow(self, fn: Callable[..., Any], *, name: str | None) -> WorkflowDef:
+    def register_workflow(
+        self, fn: Callable[..., Any], *, name: str | None, queue: str = "default"
+    ) -> WorkflowDef:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(
                 f"workflow {default_name(fn)!r} must be an async function (async def): "
                 "workflows await durable calls"
             )
+        if not isinstance(queue, str) or not queue:
+            raise ValueError("a workflow queue is a non-empty string")
         workflow_name = name or default_name(fn)
         defn = WorkflowDef(
-            name=workflow_name, fn=fn, codec=FunctionCodec(fn, f"workflow {workflow_name!r}")
+            name=workflow_name,
+            fn=fn,
+            codec=FunctionCodec(fn, f"workflow {workflow_name!r}"),
+            queue=queue,
         )
         self._add(defn)
         return defn

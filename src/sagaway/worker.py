@@ -34,11 +34,15 @@ class _Running:
 class Worker:
     """Executes owned workflows as asyncio tasks."""
 
-    def __init__(self, engine: Engine, concurrency: int) -> None:
+    def __init__(
+        self, engine: Engine, concurrency: int, queues: frozenset[str] | None = None
+    ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         self.engine = engine
         self.concurrency = concurrency
+        self.queues = queues
+        """Workflow queues this worker runs (None: all)."""
         self.accepting = False
         self._slots = asyncio.Semaphore(concurrency)
         self._running: dict[str, _Running] = {}
@@ -82,6 +86,9 @@ class Worker:
             self._heartbeat = None
 
     # ------------------------------------------------------------------ work
+
+    def serves(self, queue: str) -> bool:
+        return self.queues is None or queue in self.queues
 
     @property
     def running_ids(self) -> set[str]:

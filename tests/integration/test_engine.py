@@ -574,3 +574,34 @@ async def _wait_for(handle: sw.WorkflowHandle[Any], predicate: Any, timeout: flo
             await asyncio.sleep(0.01)
 
     await asyncio.wait_for(poll(), timeout)
+
+
+async def test_workers_run_only_their_workflow_queues(db_url: str) -> None:
+    ran_by: dict[str, str] = {}
+    billing = make_manager(db_url)
+    billing.workflow_queues = frozenset({"billing"})
+    general = make_manager(db_url)
+    general.workflow_queues = frozenset({"default"})
+    client = make_manager(db_url)
+    for label, manager in (("billing", billing), ("general", general), ("client", client)):
+
+        def define(m: sw.Manager, who: str) -> None:
+            @m.register_workflow(name="invoice", queue="billing")
+            async def invoice(n: int) -> str:
+                ran_by[f"invoice-{n}"] = who
+                return who
+
+            @m.register_workflow(name="greet")
+            async def greet(n: int) -> str:
+                ran_by[f"greet-{n}"] = who
+                return who
+
+        define(manager, label)
+
+    async with general, billing, client.connect():
+        # Each is started where it must not run: the start hands it over through the database.
+        results = await asyncio.gather(
+            *(general.workflow("invoice", n).execute_get(timeout=10) for n in range(5)),
+            *(billing.workflow("greet", n).execute_get(timeout=10) for n in range(5)),
+        )
+    assert results == ["billing"] * 5 + ["general"] * 5

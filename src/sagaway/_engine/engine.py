@@ -154,9 +154,11 @@ class Engine:
             args=args_json,
             args_hash=serialization.args_hash(args_json),
             parent_key=parent_key,
+            queue=defn.queue,
         )
         worker = self.worker
-        lease = self.new_lease() if worker is not None and worker.accepting else None
+        runs_here = worker is not None and worker.accepting and worker.serves(defn.queue)
+        lease = self.new_lease() if runs_here else None
         result = await self.store.create_workflow(
             new,
             now=self.clock.now(),

@@ -299,8 +299,14 @@ def _load_manager(target: str) -> sw.Manager:
     type=click.IntRange(min=1),
     help="Workflows run at once (default: the Manager's).",
 )
+@click.option(
+    "--queues",
+    help="Comma-separated workflow queues to run (default: all), e.g. billing,default.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log every recovery and state change.")
-def worker(target: str, drain: float, concurrency: int | None, verbose: bool) -> None:
+def worker(
+    target: str, drain: float, concurrency: int | None, queues: str | None, verbose: bool
+) -> None:
     """Run the workers of an application's Manager until SIGTERM/SIGINT.
 
     SIGTERM (or Ctrl-C) stops taking work, lets running workflows finish for --drain seconds,
@@ -314,6 +320,11 @@ def worker(target: str, drain: float, concurrency: int | None, verbose: bool) ->
     manager = _load_manager(target)
     if concurrency is not None:
         manager.concurrency = concurrency
+    if queues is not None:
+        names = frozenset(q.strip() for q in queues.split(",") if q.strip())
+        if not names:
+            raise click.BadParameter("give at least one queue name", param_hint="--queues")
+        manager.workflow_queues = names
 
     async def go() -> None:
         stop, force = asyncio.Event(), asyncio.Event()

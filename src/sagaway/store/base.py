@@ -116,16 +116,17 @@ class Store(Protocol):
         lease_timeout: float,
         limit: int,
         exclude: Collection[str],
+        queues: Collection[str] | None = None,
     ) -> list[tuple[WorkflowRecord, Lease]]:
-        """Take ownership of executions that should run now.
+        """Take ownership of executions that should run now (of ``queues``; None: any queue).
 
         Due are: PENDING or RUNNING executions whose lease is absent or expired (a crashed
         owner), and SUSPENDED or WAITING ones whose ``next_run_at`` has come.
         """
         ...
 
-    async def next_due(self, *, owner: str) -> float | None:
-        """The earliest time another execution not owned by ``owner`` may become due."""
+    async def next_due(self, *, owner: str, queues: Collection[str] | None = None) -> float | None:
+        """The earliest time an execution of ``queues`` not owned by ``owner`` may become due."""
         ...
 
     async def end_workflow(

@@ -374,6 +374,7 @@ class PostgresStore:
             "args_hash": new.args_hash,
             "status": (WorkflowStatus.RUNNING if lease else WorkflowStatus.PENDING).value,
             "parent_key": new.parent_key,
+            "queue": new.queue,
             "now": now,
             "lease_token": lease.token if lease else None,
             "lease_owner": lease.owner if lease else None,
@@ -557,6 +558,7 @@ class PostgresStore:
         lease_timeout: float,
         limit: int,
         exclude: Collection[str],
+        queues: Collection[str] | None = None,
     ) -> list[tuple[WorkflowRecord, Lease]]:
         if limit <= 0:
             return []
@@ -585,6 +587,8 @@ class PostgresStore:
                     "now": now,
                     "exclude": excluded,
                     "limit": limit - len(claimed),
+                    "any_queue": queues is None,
+                    "queues": sorted(queues or ()),
                     "tokens": free,
                     "owner": owner,
                     "expires_at": expires_at,
@@ -598,9 +602,10 @@ class PostgresStore:
 
         return await self._run(op, transaction=True)
 
-    async def next_due(self, *, owner: str) -> float | None:
+    async def next_due(self, *, owner: str, queues: Collection[str] | None = None) -> float | None:
         async def op(conn: Conn, retried: bool) -> float | None:
-            row = await (await conn.execute(_Q["next_due"], {"owner": owner})).fetchone()
+            params = {"owner": owner, "any_queue": queues is None, "queues": sorted(queues or ())}
+            row = await (await conn.execute(_Q["next_due"], params)).fetchone()
             return None if row is None or row[0] is None else float(row[0])
 
         return await self._run(op, transaction=False)

@@ -74,6 +74,7 @@ class NewWorkflow:
     args: str
     args_hash: str
     parent_key: str | None = None
+    queue: str = "default"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import queue
 import sqlite3
 import threading
@@ -303,6 +304,7 @@ class SQLiteStore:
             "args_hash": new.args_hash,
             "status": (WorkflowStatus.RUNNING if lease else WorkflowStatus.PENDING).value,
             "parent_key": new.parent_key,
+            "queue": new.queue,
             "now": now,
             "lease_token": lease.token if lease else None,
             "lease_owner": lease.owner if lease else None,
@@ -446,12 +448,14 @@ class SQLiteStore:
         lease_timeout: float,
         limit: int,
         exclude: Collection[str],
+        queues: Collection[str] | None = None,
     ) -> list[tuple[WorkflowRecord, Lease]]:
         excluded = set(exclude)
 
         def op(conn: sqlite3.Connection) -> list[tuple[WorkflowRecord, Lease]]:
             rows = conn.execute(
-                _Q["due_candidates"], {"now": now, "limit": limit + len(excluded)}
+                _Q["due_candidates"],
+                {"now": now, "limit": limit + len(excluded), **_queue_params(queues)},
             ).fetchall()
             claimed: list[tuple[WorkflowRecord, Lease]] = []
             for run_id, old_token in rows:
@@ -476,9 +480,11 @@ class SQLiteStore:
 
         return await self._call(op)
 
-    async def next_due(self, *, owner: str) -> float | None:
+    async def next_due(self, *, owner: str, queues: Collection[str] | None = None) -> float | None:
         def op(conn: sqlite3.Connection) -> float | None:
-            value = conn.execute(_Q["next_due"], {"owner": owner}).fetchone()[0]
+            value = conn.execute(
+                _Q["next_due"], {"owner": owner, **_queue_params(queues)}
+            ).fetchone()[0]
             return None if value is None else float(value)
 
         return await self._call(op)
@@ -672,6 +678,10 @@ def _signal_step(
             ended_at=ended_at,
         )
     )
+
+
+def _queue_params(queues: Collection[str] | None) -> dict[str, Any]:
+    return {"any_queue": queues is None, "queues": json.dumps(sorted(queues or ()))}
 
 
 def _get_current(conn: sqlite3.Connection, key: str) -> WorkflowRecord:

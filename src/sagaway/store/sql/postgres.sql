@@ -44,9 +44,10 @@ FROM workflows WHERE run_id = %(run_id)s
 -- name: insert_workflow
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at)
+                       next_run_at, queue)
 VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s, %(parent_key)s,
-        %(now)s, %(now)s, %(lease_token)s, %(lease_owner)s, %(lease_expires_at)s, %(now)s)
+        %(now)s, %(now)s, %(lease_token)s, %(lease_owner)s, %(lease_expires_at)s, %(now)s,
+        %(queue)s)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
@@ -168,6 +169,7 @@ WITH due AS (
             AND next_run_at <= %(now)s)
         OR (status IN ('SUSPENDED', 'WAITING') AND next_run_at <= %(now)s))
       AND run_id <> ALL(%(exclude)s::text[])
+      AND (%(any_queue)s OR queue = ANY(%(queues)s::text[]))
     ORDER BY next_run_at, run_id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -200,6 +202,7 @@ SELECT MIN(CASE
 FROM workflows
 WHERE is_current AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
   AND lease_owner IS DISTINCT FROM %(owner)s
+  AND (%(any_queue)s OR queue = ANY(%(queues)s::text[]))
 
 -- ---------------------------------------------------------------- operator requests
 

@@ -9,9 +9,9 @@ SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, cr
 -- name: insert_workflow
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at)
+                       next_run_at, queue)
 VALUES (:run_id, :key, 1, :name, :args, :args_hash, :status, :parent_key, :now, :now,
-        :lease_token, :lease_owner, :lease_expires_at, :now)
+        :lease_token, :lease_owner, :lease_expires_at, :now, :queue)
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
 
 -- name: supersede
@@ -75,6 +75,7 @@ WHERE is_current = 1 AND (
         AND (lease_expires_at IS NULL OR lease_expires_at <= :now)
         AND next_run_at <= :now)
     OR (status IN ('SUSPENDED', 'WAITING') AND next_run_at <= :now))
+  AND (:any_queue OR queue IN (SELECT value FROM json_each(:queues)))
 ORDER BY next_run_at
 LIMIT :limit
 
@@ -85,6 +86,7 @@ SELECT MIN(CASE
 FROM workflows
 WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
   AND (lease_owner IS NULL OR lease_owner != :owner)
+  AND (:any_queue OR queue IN (SELECT value FROM json_each(:queues)))
 
 -- name: claim
 UPDATE workflows

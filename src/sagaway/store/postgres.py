@@ -44,6 +44,7 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from sagaway import errors
 from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
+from sagaway.store import _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store.base import CreateResult
 from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
@@ -74,65 +75,6 @@ _BACKOFF = 0.05
 """Seconds before the first retry; doubles each time."""
 _CREATE_ROUNDS = 16
 """Bound on re-reads when the current row of a key changes under ``create_workflow``."""
-
-
-def _row_to_workflow(row: TupleRow) -> WorkflowRecord:
-    return WorkflowRecord(
-        run_id=row[0],
-        key=row[1],
-        name=row[2],
-        args=row[3],
-        args_hash=row[4],
-        status=WorkflowStatus(row[5]),
-        result=row[6],
-        error=row[7],
-        parent_key=row[8],
-        created_at=row[9],
-        updated_at=row[10],
-        ended_at=row[11],
-        lease_owner=row[12],
-        lease_expires_at=row[13],
-        next_run_at=row[14],
-        suspend_count=row[15],
-    )
-
-
-def _row_to_step(row: TupleRow) -> StepRecord:
-    return StepRecord(
-        run_id=row[0],
-        call_id=row[1],
-        kind=StepKind(row[2]),
-        name=row[3],
-        status=StepStatus(row[4]),
-        attempts=row[5],
-        result=row[6],
-        error=row[7],
-        started_at=row[8],
-        ended_at=row[9],
-    )
-
-
-def _step_params(step: StepRecord) -> dict[str, Any]:
-    return {
-        "run_id": step.run_id,
-        "call_id": step.call_id,
-        "kind": step.kind.value,
-        "name": step.name,
-        "status": step.status.value,
-        "attempts": step.attempts,
-        "result": step.result,
-        "error": step.error,
-        "started_at": step.started_at,
-        "ended_at": step.ended_at,
-    }
-
-
-def _replaced_error(new_run_id: str) -> str:
-    # Same text as the SQLite store's.
-    return (
-        '{"kind": "terminated", "type": "sagaway.TERMINATE_EXISTING", '
-        f'"message": "replaced by run {new_run_id} (OnConflict.TERMINATE_EXISTING)"}}'
-    )
 
 
 def _param_name(part: str) -> str:
@@ -380,11 +322,11 @@ class PostgresStore:
             "lease_owner": lease.owner if lease else None,
             "lease_expires_at": lease.expires_at if lease else None,
         }
-        replaced_error = _replaced_error(new.run_id)
+        replaced_error = _rows.replaced_error(new.run_id)
 
         async def insert(conn: Conn) -> WorkflowRecord | None:
             row = await (await conn.execute(_Q["insert_workflow"], params)).fetchone()
-            return _row_to_workflow(row) if row else None
+            return _rows.workflow_from_row(row) if row else None
 
         async def fast(conn: Conn, retried: bool) -> WorkflowRecord | None:
             # The common case, a free key: one statement, one round trip.
@@ -401,7 +343,7 @@ class PostgresStore:
                 row = await (await conn.execute(query, {"key": new.key})).fetchone()
                 if row is None:  # superseded since our insert looked: look again
                     continue
-                existing = _row_to_workflow(row)
+                existing = _rows.workflow_from_row(row)
                 if existing.run_id == new.run_id:
                     # Our own creation: this is a retry whose first commit was not acknowledged.
                     cur = await conn.execute(
@@ -431,14 +373,14 @@ class PostgresStore:
     async def get_workflow(self, key: str) -> WorkflowRecord | None:
         async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:
             row = await (await conn.execute(_Q["get_current"], {"key": key})).fetchone()
-            return _row_to_workflow(row) if row else None
+            return _rows.workflow_from_row(row) if row else None
 
         return await self._run(op, transaction=False)
 
     async def get_run(self, run_id: str) -> WorkflowRecord | None:
         async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:
             row = await (await conn.execute(_Q["get_run"], {"run_id": run_id})).fetchone()
-            return _row_to_workflow(row) if row else None
+            return _rows.workflow_from_row(row) if row else None
 
         return await self._run(op, transaction=False)
 
@@ -455,19 +397,19 @@ class PostgresStore:
                 cur = await conn.execute(
                     _Q["list_workflows_by_status"], {"limit": bound, "status": status.value}
                 )
-            return [_row_to_workflow(r) for r in await cur.fetchall()]
+            return [_rows.workflow_from_row(r) for r in await cur.fetchall()]
 
         return await self._run(op, transaction=False)
 
     async def load_steps(self, run_id: str) -> list[StepRecord]:
         async def op(conn: Conn, retried: bool) -> list[StepRecord]:
             cur = await conn.execute(_Q["load_steps"], {"run_id": run_id})
-            return [_row_to_step(r) for r in await cur.fetchall()]
+            return [_rows.step_from_row(r) for r in await cur.fetchall()]
 
         return await self._run(op, transaction=False)
 
     async def record_step(self, step: StepRecord, *, token: str) -> None:
-        params = {**_step_params(step), "token": token}
+        params = {**_rows.step_params(step), "token": token}
 
         async def op(conn: Conn, retried: bool) -> None:
             # Idempotent: a retry after a lost acknowledgement writes the same row again (the
@@ -497,7 +439,7 @@ class PostgresStore:
             "error": error,
             "now": now,
         }
-        step_params = _step_params(final_step) if final_step else None
+        step_params = _rows.step_params(final_step) if final_step else None
 
         async def op(conn: Conn, retried: bool) -> None:
             if (await conn.execute(_Q["finish_owned"], params)).rowcount != 1:
@@ -574,7 +516,7 @@ class PostgresStore:
             if retried:
                 cur = await conn.execute(_Q["claimed_with"], {"tokens": tokens})
                 for row in await cur.fetchall():
-                    record = _row_to_workflow(row)
+                    record = _rows.workflow_from_row(row)
                     assert record.lease_expires_at is not None
                     claimed.append((record, Lease(row[16], owner, record.lease_expires_at)))
                 taken = {lease.token for _, lease in claimed}
@@ -596,7 +538,7 @@ class PostgresStore:
             )
             rows = sorted(await cur.fetchall(), key=lambda r: int(r[0]))
             claimed.extend(
-                (_row_to_workflow(row[2:]), Lease(row[1], owner, expires_at)) for row in rows
+                (_rows.workflow_from_row(row[2:]), Lease(row[1], owner, expires_at)) for row in rows
             )
             return claimed
 
@@ -657,7 +599,7 @@ class PostgresStore:
                     return None, False
             else:
                 raise errors.SagawayError(f"key {key!r} kept changing while sending a signal")
-            record = _row_to_workflow(row)
+            record = _rows.workflow_from_row(row)
             if record.status.ended:
                 return record, False
             params = {
@@ -762,7 +704,7 @@ class PostgresStore:
             "next_run_at": next_run_at,
             "now": now,
         }
-        step_params = _step_params(step) if step else None
+        step_params = _rows.step_params(step) if step else None
 
         async def op(conn: Conn, retried: bool) -> None:
             if (await conn.execute(_Q["wait_owned"], params)).rowcount != 1:
@@ -783,7 +725,7 @@ class PostgresStore:
             # Child first, then parent: the order in which the child's end takes them.
             cur = await conn.execute(_Q["get_current_shared"], {"key": child_key})
             row = await cur.fetchone()
-            child = _row_to_workflow(row) if row else None
+            child = _rows.workflow_from_row(row) if row else None
             if not await _exists(conn, "lock_owned", {"run_id": run_id, "token": token}):
                 wait_params = {"run_id": run_id, "waiting_for": waiting_for, "now": now}
                 if retried and wait and await _exists(conn, "waiting_as", wait_params):
@@ -821,7 +763,7 @@ def _signal_step(
     started_at: float,
     ended_at: float | None,
 ) -> dict[str, Any]:
-    return _step_params(
+    return _rows.step_params(
         StepRecord(
             run_id=run_id,
             call_id=call_id,

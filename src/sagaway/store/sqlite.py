@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from sagaway import errors
 from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
+from sagaway.store import _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store.base import CreateResult
 from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
@@ -34,57 +35,6 @@ T = TypeVar("T")
 _Q = queries("sqlite")
 _MAX_BATCH = 512
 _SYNCHRONOUS = {"off", "normal", "full", "extra"}
-
-
-def _row_to_workflow(row: sqlite3.Row | tuple[Any, ...]) -> WorkflowRecord:
-    return WorkflowRecord(
-        run_id=row[0],
-        key=row[1],
-        name=row[2],
-        args=row[3],
-        args_hash=row[4],
-        status=WorkflowStatus(row[5]),
-        result=row[6],
-        error=row[7],
-        parent_key=row[8],
-        created_at=row[9],
-        updated_at=row[10],
-        ended_at=row[11],
-        lease_owner=row[12],
-        lease_expires_at=row[13],
-        next_run_at=row[14],
-        suspend_count=row[15],
-    )
-
-
-def _row_to_step(row: tuple[Any, ...]) -> StepRecord:
-    return StepRecord(
-        run_id=row[0],
-        call_id=row[1],
-        kind=StepKind(row[2]),
-        name=row[3],
-        status=StepStatus(row[4]),
-        attempts=row[5],
-        result=row[6],
-        error=row[7],
-        started_at=row[8],
-        ended_at=row[9],
-    )
-
-
-def _step_params(step: StepRecord) -> dict[str, Any]:
-    return {
-        "run_id": step.run_id,
-        "call_id": step.call_id,
-        "kind": step.kind.value,
-        "name": step.name,
-        "status": step.status.value,
-        "attempts": step.attempts,
-        "result": step.result,
-        "error": step.error,
-        "started_at": step.started_at,
-        "ended_at": step.ended_at,
-    }
 
 
 class _Job:
@@ -320,7 +270,11 @@ class SQLiteStore:
             if replace_live and not existing.status.ended:
                 conn.execute(
                     _Q["supersede"],
-                    {"run_id": existing.run_id, "now": now, "error": _replaced_error(new.run_id)},
+                    {
+                        "run_id": existing.run_id,
+                        "now": now,
+                        "error": _rows.replaced_error(new.run_id),
+                    },
                 )
                 conn.execute(_Q["insert_workflow"], params)
                 return CreateResult(
@@ -333,14 +287,14 @@ class SQLiteStore:
     async def get_workflow(self, key: str) -> WorkflowRecord | None:
         def op(conn: sqlite3.Connection) -> WorkflowRecord | None:
             row = conn.execute(_Q["get_current"], {"key": key}).fetchone()
-            return _row_to_workflow(row) if row else None
+            return _rows.workflow_from_row(row) if row else None
 
         return await self._call(op)
 
     async def get_run(self, run_id: str) -> WorkflowRecord | None:
         def op(conn: sqlite3.Connection) -> WorkflowRecord | None:
             row = conn.execute(_Q["get_run"], {"run_id": run_id}).fetchone()
-            return _row_to_workflow(row) if row else None
+            return _rows.workflow_from_row(row) if row else None
 
         return await self._call(op)
 
@@ -354,19 +308,19 @@ class SQLiteStore:
                 rows = conn.execute(
                     _Q["list_workflows_by_status"], {"limit": limit, "status": status.value}
                 ).fetchall()
-            return [_row_to_workflow(r) for r in rows]
+            return [_rows.workflow_from_row(r) for r in rows]
 
         return await self._call(op)
 
     async def load_steps(self, run_id: str) -> list[StepRecord]:
         def op(conn: sqlite3.Connection) -> list[StepRecord]:
             rows = conn.execute(_Q["load_steps"], {"run_id": run_id}).fetchall()
-            return [_row_to_step(r) for r in rows]
+            return [_rows.step_from_row(r) for r in rows]
 
         return await self._call(op)
 
     async def record_step(self, step: StepRecord, *, token: str) -> None:
-        params = _step_params(step)
+        params = _rows.step_params(step)
 
         def op(conn: sqlite3.Connection) -> None:
             _check_owner(conn, step.run_id, token)
@@ -393,7 +347,7 @@ class SQLiteStore:
             "error": error,
             "now": now,
         }
-        step_params = _step_params(final_step) if final_step else None
+        step_params = _rows.step_params(final_step) if final_step else None
 
         def op(conn: sqlite3.Connection) -> None:
             if conn.execute(_Q["finish_owned"], params).rowcount != 1:
@@ -475,7 +429,7 @@ class SQLiteStore:
                 )
                 if cur.rowcount == 1:
                     row = conn.execute(_Q["get_run"], {"run_id": run_id}).fetchone()
-                    claimed.append((_row_to_workflow(row), lease))
+                    claimed.append((_rows.workflow_from_row(row), lease))
             return claimed
 
         return await self._call(op)
@@ -524,7 +478,7 @@ class SQLiteStore:
             row = conn.execute(_Q["signal_target"], {"key": key}).fetchone()
             if row is None:
                 return None, False
-            record = _row_to_workflow(row)
+            record = _rows.workflow_from_row(row)
             if record.status.ended:
                 return record, False
             params = {
@@ -615,7 +569,7 @@ class SQLiteStore:
             "next_run_at": next_run_at,
             "now": now,
         }
-        step_params = _step_params(step) if step else None
+        step_params = _rows.step_params(step) if step else None
 
         def op(conn: sqlite3.Connection) -> None:
             if conn.execute(_Q["wait_owned"], params).rowcount != 1:
@@ -631,7 +585,7 @@ class SQLiteStore:
         def op(conn: sqlite3.Connection) -> WorkflowRecord | None:
             _check_owner(conn, run_id, token)
             row = conn.execute(_Q["get_current"], {"key": child_key}).fetchone()
-            child = _row_to_workflow(row) if row else None
+            child = _rows.workflow_from_row(row) if row else None
             if child is not None and not child.status.ended and wait:
                 conn.execute(
                     _Q["wait_owned"],
@@ -664,7 +618,7 @@ def _signal_step(
     started_at: float,
     ended_at: float | None,
 ) -> dict[str, Any]:
-    return _step_params(
+    return _rows.step_params(
         StepRecord(
             run_id=run_id,
             call_id=call_id,
@@ -687,19 +641,12 @@ def _queue_params(queues: Collection[str] | None) -> dict[str, Any]:
 def _get_current(conn: sqlite3.Connection, key: str) -> WorkflowRecord:
     row = conn.execute(_Q["get_current"], {"key": key}).fetchone()
     assert row is not None
-    return _row_to_workflow(row)
+    return _rows.workflow_from_row(row)
 
 
 def _check_owner(conn: sqlite3.Connection, run_id: str, token: str) -> None:
     if conn.execute(_Q["check_owner"], {"run_id": run_id, "token": token}).fetchone() is None:
         raise errors.LeaseLost(f"lost ownership of run {run_id}")
-
-
-def _replaced_error(new_run_id: str) -> str:
-    return (
-        '{"kind": "terminated", "type": "sagaway.TERMINATE_EXISTING", '
-        f'"message": "replaced by run {new_run_id} (OnConflict.TERMINATE_EXISTING)"}}'
-    )
 
 
 def _split_statements(sql: str) -> list[str]:

@@ -1,0 +1,70 @@
+"""Row <-> record conversion shared by the SQL stores (both select columns in the same order)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
+from sagaway.store.records import StepRecord, WorkflowRecord
+
+
+def workflow_from_row(row: Sequence[Any]) -> WorkflowRecord:
+    """A ``WorkflowRecord`` from the columns run_id .. suspend_count of the named queries."""
+    return WorkflowRecord(
+        run_id=row[0],
+        key=row[1],
+        name=row[2],
+        args=row[3],
+        args_hash=row[4],
+        status=WorkflowStatus(row[5]),
+        result=row[6],
+        error=row[7],
+        parent_key=row[8],
+        created_at=row[9],
+        updated_at=row[10],
+        ended_at=row[11],
+        lease_owner=row[12],
+        lease_expires_at=row[13],
+        next_run_at=row[14],
+        suspend_count=row[15],
+    )
+
+
+def step_from_row(row: Sequence[Any]) -> StepRecord:
+    return StepRecord(
+        run_id=row[0],
+        call_id=row[1],
+        kind=StepKind(row[2]),
+        name=row[3],
+        status=StepStatus(row[4]),
+        attempts=row[5],
+        result=row[6],
+        error=row[7],
+        started_at=row[8],
+        ended_at=row[9],
+    )
+
+
+def step_params(step: StepRecord) -> dict[str, Any]:
+    """Named parameters of ``upsert_step`` and its fenced variants."""
+    return {
+        "run_id": step.run_id,
+        "call_id": step.call_id,
+        "kind": step.kind.value,
+        "name": step.name,
+        "status": step.status.value,
+        "attempts": step.attempts,
+        "result": step.result,
+        "error": step.error,
+        "started_at": step.started_at,
+        "ended_at": step.ended_at,
+    }
+
+
+def replaced_error(new_run_id: str) -> str:
+    """The error recorded on an execution replaced by OnConflict.TERMINATE_EXISTING."""
+    return (
+        '{"kind": "terminated", "type": "sagaway.TERMINATE_EXISTING", '
+        f'"message": "replaced by run {new_run_id} (OnConflict.TERMINATE_EXISTING)"}}'
+    )

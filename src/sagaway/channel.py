@@ -12,15 +12,24 @@ import collections
 import logging
 
 from sagaway import events
+from sagaway.store.records import WorkflowRecord
 
 logger = logging.getLogger(__name__)
+
+
+class Watch(asyncio.Event):
+    """Set on a change of one execution; ``record`` holds its end when this process wrote it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.record: WorkflowRecord | None = None
 
 
 class Channel:
     """Publish/subscribe of engine events within one process."""
 
     def __init__(self) -> None:
-        self._end_waiters: dict[str, set[asyncio.Event]] = collections.defaultdict(set)
+        self._end_waiters: dict[str, set[Watch]] = collections.defaultdict(set)
         self._signal_waiters: dict[str, set[asyncio.Event]] = collections.defaultdict(set)
         self._subscribers: list[asyncio.Queue[events.Event]] = []
 
@@ -28,8 +37,10 @@ class Channel:
         if isinstance(
             event, events.WorkflowEnded | events.WorkflowSuspended | events.WorkflowChanged
         ):
-            for waiter in self._end_waiters.get(event.run_id, ()):
-                waiter.set()
+            for watch in self._end_waiters.get(event.run_id, ()):
+                if isinstance(event, events.WorkflowEnded) and event.record is not None:
+                    watch.record = event.record
+                watch.set()
         elif isinstance(event, events.SignalSent):
             for waiter in self._signal_waiters.get(event.run_id, ()):
                 waiter.set()
@@ -38,13 +49,14 @@ class Channel:
                 queue.get_nowait()  # drop the oldest: observers must not stall workflows
             queue.put_nowait(event)
 
-    def watch(self, run_id: str) -> asyncio.Event:
-        """An Event set when ``run_id`` ends or is suspended; release it with ``unwatch``."""
-        waiter = asyncio.Event()
-        self._end_waiters[run_id].add(waiter)
-        return waiter
+    def watch(self, run_id: str) -> Watch:
+        """A Watch set when ``run_id`` ends, is suspended or changes in another process;
+        release it with ``unwatch``."""
+        watch = Watch()
+        self._end_waiters[run_id].add(watch)
+        return watch
 
-    def unwatch(self, run_id: str, waiter: asyncio.Event) -> None:
+    def unwatch(self, run_id: str, waiter: Watch) -> None:
         waiters = self._end_waiters.get(run_id)
         if waiters is not None:
             waiters.discard(waiter)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from sagaway._engine.states import WorkflowStatus
+from sagaway.store.records import WorkflowRecord
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -28,6 +29,8 @@ class WorkflowEnded:
     run_id: str
     key: str
     status: WorkflowStatus
+    record: WorkflowRecord | None = None
+    """The ended execution as written, when the writer knows it (saves waiters a read)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

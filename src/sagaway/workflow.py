@@ -176,9 +176,13 @@ class WorkflowHandle(Generic[R]):
             result: R = await execution.call_child_result(self._child_def, self.key, call_id)
             return result
         engine = self._manager._require_engine()
-        record = await self._record()
-        if not record.status.ended:
-            record = await engine.wait_for_end(record.run_id, self.key, timeout)
+        if self.run_id is not None:
+            # Started here: watch first, then read (an end in between is not missed).
+            record = await engine.wait_for_end(self.run_id, self.key, timeout)
+        else:
+            record = await self._record()
+            if not record.status.ended:
+                record = await engine.wait_for_end(record.run_id, self.key, timeout)
         if record.status is WorkflowStatus.COMPLETED:
             try:
                 defn = engine.registry.workflow(record.name)

@@ -215,6 +215,8 @@ class Engine:
         try:
             while True:
                 waiter.clear()
+                if waiter.record is not None:
+                    return waiter.record  # ended in this process: no need to read it back
                 record = await self.store.get_run(run_id)
                 if record is None:
                     raise errors.WorkflowNotFound(key)

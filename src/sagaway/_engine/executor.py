@@ -131,13 +131,15 @@ class Execution:
     async def _finish(self, status: WorkflowStatus, result: str | None, error: str | None) -> None:
         engine = self.engine
         self.finishing = True
+        now = engine.clock.now()
         await engine.store.finish_workflow(
             self.record.run_id,
             token=self.lease.token,
             status=status,
             result=result,
             error=error,
-            now=engine.clock.now(),
+            now=now,
+            has_parent=self.record.parent_key is not None,
         )
         logger.debug(
             "workflow %s %s",
@@ -145,7 +147,18 @@ class Execution:
             status.value,
             extra={"action": "workflow_ended", "workflow_id": self.key, "status": status.value},
         )
-        engine.channel.publish(events.WorkflowEnded(self.record.run_id, self.key, status))
+        ended = dataclasses.replace(
+            self.record,
+            status=status,
+            result=result,
+            error=error,
+            ended_at=now,
+            updated_at=now,
+            lease_owner=None,
+            lease_expires_at=None,
+            next_run_at=None,
+        )
+        engine.channel.publish(events.WorkflowEnded(self.record.run_id, self.key, status, ended))
 
     async def _suspend(self, exc: BaseException) -> None:
         engine = self.engine

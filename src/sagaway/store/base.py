@@ -87,10 +87,13 @@ class Store(Protocol):
         error: str | None,
         now: float,
         final_step: StepRecord | None = None,
+        has_parent: bool = True,
     ) -> None:
         """End an owned execution as COMPLETED or FAILED (fenced).
 
-        ``final_step``, if given, is recorded in the same transaction.
+        ``final_step``, if given, is recorded in the same transaction. A parent waiting for it
+        becomes due in the same transaction; ``has_parent=False`` (a top-level workflow) lets a
+        store skip that.
         """
         ...
 

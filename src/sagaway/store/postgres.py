@@ -430,6 +430,7 @@ class PostgresStore:
         error: str | None,
         now: float,
         final_step: StepRecord | None = None,
+        has_parent: bool = True,
     ) -> None:
         params = {
             "run_id": run_id,
@@ -448,9 +449,11 @@ class PostgresStore:
                 raise errors.LeaseLost(f"lost ownership of run {run_id}")
             if step_params is not None:
                 await conn.execute(_Q["upsert_step"], step_params)
-            await conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
+            if has_parent:
+                await conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
 
-        await self._run(op)
+        # A top-level end is one statement: autocommit, one round trip instead of four.
+        await self._run(op, transaction=has_parent or step_params is not None)
 
     async def suspend_workflow(
         self, run_id: str, *, token: str, error: str, now: float, next_run_at: float

@@ -338,6 +338,7 @@ class SQLiteStore:
         error: str | None,
         now: float,
         final_step: StepRecord | None = None,
+        has_parent: bool = True,
     ) -> None:
         params = {
             "run_id": run_id,

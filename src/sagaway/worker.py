@@ -87,6 +87,9 @@ class Worker:
 
     # ------------------------------------------------------------------ work
 
+    def is_running(self, run_id: str) -> bool:
+        return run_id in self._running
+
     def serves(self, queue: str) -> bool:
         return self.queues is None or queue in self.queues
 

@@ -8,6 +8,7 @@ the Recovery Worker, the Manager and the gRPC server all go through it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import enum
 import os
@@ -27,6 +28,10 @@ from sagaway.store.records import Lease, NewWorkflow, WorkflowRecord
 
 if TYPE_CHECKING:
     from sagaway.worker import Worker
+
+
+_RECENT_ENDS = 10_000
+"""Ended executions kept in memory for result() (a few hundred bytes each)."""
 
 
 class OnConflict(enum.Enum):
@@ -96,6 +101,8 @@ class Engine:
             maximum_attempts=0,
         )
         self.channel = Channel()
+        self.recent_ends: collections.OrderedDict[str, WorkflowRecord] = collections.OrderedDict()
+        """Executions that ended in this process lately, by run id: result() needs no read."""
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.worker: Worker | None = None
         self._queues = {name: _QueueLimiter(q, clock) for name, q in queues.items()}
@@ -127,6 +134,11 @@ class Engine:
         if isinstance(exc, errors.CompletableError):
             return True
         return self.marshaler.marshal_completable_error(exc) is not None
+
+    def remember_end(self, record: WorkflowRecord) -> None:
+        self.recent_ends[record.run_id] = record
+        while len(self.recent_ends) > _RECENT_ENDS:
+            self.recent_ends.popitem(last=False)
 
     def new_lease(self) -> Lease:
         return Lease(uuid.uuid4().hex, self.owner, self.clock.now() + self.lease_timeout)
@@ -212,11 +224,17 @@ class Engine:
         deadline = None if timeout is None else self.clock.now() + timeout
         waiter = self.channel.watch(run_id)
         delay = 0.02
+        local = self.worker is not None and self.worker.is_running(run_id)
         try:
             while True:
                 waiter.clear()
-                if waiter.record is not None:
-                    return waiter.record  # ended in this process: no need to read it back
+                ended = waiter.record or self.recent_ends.get(run_id)
+                if ended is not None:
+                    return ended  # ended in this process: no need to read it back
+                if local and self.worker is not None and self.worker.is_running(run_id):
+                    # Running here: its end will be published on the Channel.
+                    await wait_event_or_sleep(waiter, self.clock, self.poll_interval)
+                    continue
                 record = await self.store.get_run(run_id)
                 if record is None:
                     raise errors.WorkflowNotFound(key)

@@ -158,6 +158,7 @@ class Execution:
             lease_expires_at=None,
             next_run_at=None,
         )
+        engine.remember_end(ended)
         engine.channel.publish(events.WorkflowEnded(self.record.run_id, self.key, status, ended))
 
     async def _suspend(self, exc: BaseException) -> None:

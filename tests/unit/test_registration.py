@@ -76,3 +76,5 @@ def test_unsupported_url() -> None:
 
     with pytest.raises(ValueError, match="unsupported database URL"):
         open_store("mysql://x")
+    with pytest.raises(NotImplementedError, match="Engine Server"):
+        open_store("grpc://127.0.0.1:7233")

@@ -32,6 +32,11 @@ def open_store(url: str) -> Store:
                 "the PostgreSQL backend needs psycopg 3: pip install 'sagaway[postgres]'"
             ) from exc
         return PostgresStore(url)
+    if scheme == "grpc":
+        raise NotImplementedError(
+            "grpc:// URLs go through the Engine Server (`sagaway server`), which is not built "
+            "yet; use sqlite:///path.db or postgresql://user@host/db"
+        )
     raise ValueError(
         f"unsupported database URL {url!r}: use sqlite:///path.db or postgresql://user@host/db"
     )

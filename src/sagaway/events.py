@@ -55,14 +55,6 @@ class WorkflowChanged:
     run_id: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class StepRecorded:
-    run_id: str
-    call_id: str
-    name: str
-    status: str
-
-
 Event = (
     WorkflowStarted
     | WorkflowSuspended
@@ -70,5 +62,4 @@ Event = (
     | WorkflowWaiting
     | WorkflowChanged
     | SignalSent
-    | StepRecorded
 )

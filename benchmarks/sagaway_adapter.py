@@ -1,7 +1,12 @@
 """Sagaway's side of the order-saga workload: the workflow, its activities, open/start/result.
 
 WORKLOAD.md §5 adapter shape: ``open()``, ``start(wf_id, fail_step)`` (a durable start under that
-id: the workflow id is Sagaway's idempotency key), ``result(handle)``, ``close()``.
+id: the workflow id is Sagaway's idempotency key), ``result(handle)``, ``wait_all(ids)`` (recovery:
+a Manager with workers in a new process waits for each id's handle, never starting anything; the
+Recovery Worker takes the dead process's workflows over when their lease expires), ``close()``.
+
+The benchmark uses ``lease_timeout=5`` s (``LEASE_TIMEOUT``) in every scenario, so that scenario C
+measures a take-over after a 5 s lease rather than the 30 s default.
 
 Activities: sync or async
 -------------------------
@@ -27,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import sagaway as sw
@@ -45,12 +50,25 @@ class PaymentDeclined(sw.CompletableError):
     """The payment was declined (a business error: completable, never retried)."""
 
 
+LEASE_TIMEOUT = 5.0
+"""Seconds: the benchmark's ``Manager(lease_timeout=...)`` (default 30 s)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ManagerSettings:
     """The Manager arguments the benchmark uses; everything not listed is the default."""
 
     url: str
     activities: str = "async"
+    lease_timeout: float = LEASE_TIMEOUT
+    poll_interval: float | None = None
+    """None: the Manager's default."""
+
+    def manager(self) -> sw.Manager:
+        kwargs: dict[str, Any] = {"lease_timeout": self.lease_timeout}
+        if self.poll_interval is not None:
+            kwargs["poll_interval"] = self.poll_interval
+        return sw.Manager(self.url, **kwargs)
 
     def as_record(self) -> dict[str, Any]:
         """The settings that matter, for the JSON results (defaults read from the signature)."""
@@ -62,6 +80,9 @@ class ManagerSettings:
             and p.default is not inspect.Parameter.empty
         }
         record: dict[str, Any] = {"url": _display_url(self.url), **defaults}
+        record["lease_timeout"] = self.lease_timeout
+        if self.poll_interval is not None:
+            record["poll_interval"] = self.poll_interval
         record["activities"] = self.activities
         record["activity_retry"] = dataclasses.asdict(RETRY)
         record["error_marshaler"] = "default"
@@ -97,7 +118,7 @@ def build(manager: sw.Manager, services: Services, activities: str = "async") ->
             return manager.register_activity(name=step, retry=RETRY)(sync_activity)
 
         async def async_activity(wf_id: str) -> None:
-            await asyncio.to_thread(services.perform, step, wf_id)
+            await services.aperform(step, wf_id)
 
         async_activity.__name__ = step
         return manager.register_activity(name=step, retry=RETRY)(async_activity)
@@ -125,7 +146,7 @@ def build(manager: sw.Manager, services: Services, activities: str = "async") ->
         async def charge_payment_async(wf_id: str, fail: bool) -> None:
             if fail:
                 raise PaymentDeclined(f"payment of {wf_id} declined", code="DECLINED")
-            await asyncio.to_thread(services.perform, "charge_payment", wf_id)
+            await services.aperform("charge_payment", wf_id)
 
         charge_payment = manager.register_activity(name="charge_payment", retry=RETRY)(
             charge_payment_async
@@ -164,15 +185,34 @@ def build(manager: sw.Manager, services: Services, activities: str = "async") ->
 
 
 class SagawayAdapter:
-    """Open a Manager (store + Worker + Recovery Worker in this process), start, wait, close."""
+    """Open a Manager (store + Worker + Recovery Worker in this process), start, wait, close.
 
-    def __init__(self, settings: ManagerSettings, services: Services) -> None:
-        self.settings = settings
-        self.manager = sw.Manager(settings.url)
-        self.workflow = build(self.manager, services, settings.activities)
+    ``config``: ``url``, optionally ``activities`` (``async``/``sync``), ``lease_timeout``,
+    ``poll_interval`` and ``client_only`` (open with ``manager.connect()``: no workers here, the
+    3-worker-process variant).
+    """
 
-    async def open(self) -> None:
-        await self.manager.__aenter__()
+    name = "sagaway"
+
+    def __init__(self, config: dict[str, Any], services: Services) -> None:
+        self.settings = ManagerSettings(
+            url=config["url"],
+            activities=config.get("activities", "async"),
+            lease_timeout=config.get("lease_timeout", LEASE_TIMEOUT),
+            poll_interval=config.get("poll_interval"),
+        )
+        self.client_only: bool = config.get("client_only", False)
+        self.manager = self.settings.manager()
+        self.workflow = build(self.manager, services, self.settings.activities)
+        self._connection: Any = None
+
+    async def open(self, recover: bool = False) -> None:
+        # Recovery needs nothing special: a Manager with workers claims what is due.
+        if self.client_only:
+            self._connection = self.manager.connect()
+            await self._connection.__aenter__()
+        else:
+            await self.manager.__aenter__()
 
     async def start(self, wf_id: str, fail_step: str | None) -> sw.WorkflowHandle[dict[str, Any]]:
         return await self.manager.workflow(self.workflow, wf_id, fail_step).execute(
@@ -182,10 +222,32 @@ class SagawayAdapter:
     async def result(self, handle: sw.WorkflowHandle[dict[str, Any]]) -> dict[str, Any]:
         return await handle.result()
 
+    async def wait_all(self, ids: Sequence[str]) -> dict[str, Any]:
+        """Wait for every id (never start one); id -> result, or the error as a string."""
+
+        async def one(wf_id: str) -> Any:
+            try:
+                return await self.manager.get_workflow(wf_id).result()
+            except Exception as exc:
+                return f"{type(exc).__name__}: {exc}"
+
+        results = await asyncio.gather(*(one(i) for i in ids))
+        return dict(zip(ids, results, strict=True))
+
     async def counts(self) -> dict[str, int]:
         """Workflows per status in the engine's database."""
         by_status = await self.manager.count_workflows()
         return {status.value: n for status, n in by_status.items()}
 
+    def describe(self) -> dict[str, Any]:
+        record = self.settings.as_record()
+        record["version"] = sw.__version__
+        record["client_only"] = self.client_only
+        return record
+
     async def close(self) -> None:
-        await self.manager.close()
+        if self._connection is not None:
+            await self._connection.__aexit__(None, None, None)
+            self._connection = None
+        else:
+            await self.manager.close()

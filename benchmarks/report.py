@@ -1,0 +1,422 @@
+"""Tables, ratios and goal checks from the records of ``benchmarks.compare`` / ``benchmarks.run``.
+
+Records: ``results[target_key][scenario] -> dict`` as written by ``benchmarks.orchestrate``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from benchmarks.sagaway_adapter import LEASE_TIMEOUT
+
+Results = dict[str, dict[str, dict[str, Any]]]
+
+
+def ok(record: dict[str, Any] | None) -> bool:
+    return bool(record) and "failed" not in record  # type: ignore[operator]
+
+
+def clean(record: dict[str, Any] | None) -> bool:
+    """Ran, with no wrong result, no error and exact service tables."""
+    if not ok(record):
+        return False
+    assert record is not None
+    return (
+        not record.get("wrong_results")
+        and not record.get("errors")
+        and bool(record.get("service_check", {}).get("ok"))
+    )
+
+
+def metric(results: Results, key: str, name: str) -> float | None:
+    """A_seq -> p50 ms; A_thr / B_thr -> wf/s; C -> recovery s (spawn -> all done)."""
+    record = results.get(key, {}).get(name)
+    if not ok(record):
+        return None
+    assert record is not None
+    if name == "A_seq":
+        return float(record["latency_ms"]["p50"])
+    if name in ("A_thr", "B_thr"):
+        return float(record["throughput_wf_s"])
+    if name == "C":
+        value = record.get("recovery_s")
+        return None if value is None else float(value)
+    return None
+
+
+def pick_median(records: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """The run with the median primary metric (lower median); the others' values attached."""
+    measured = [(value, r) for r in records if (value := _value(r, name)) is not None]
+    if not measured:
+        chosen = dict(records[0])
+    else:
+        measured.sort(key=lambda pair: pair[0])
+        chosen = dict(measured[(len(measured) - 1) // 2][1])
+    chosen["repeat_values"] = [_value(r, name) for r in records]
+    chosen["repeat_failed"] = [r.get("failed") for r in records if "failed" in r]
+    chosen["repeat_clean"] = [clean(r) for r in records]
+    return chosen
+
+
+def _value(record: dict[str, Any], name: str) -> float | None:
+    return metric({"k": {name: record}}, "k", name)
+
+
+def _range(record: dict[str, Any] | None, digits: int = 1) -> str:
+    """`` (lo-hi)`` over the repeated runs, if there were several."""
+    if not record:
+        return ""
+    values = [v for v in record.get("repeat_values", []) if v is not None]
+    if len(record.get("repeat_values", [])) < 2 or not values:
+        return ""
+    failed = len(record["repeat_values"]) - len(values)
+    text = f" ({min(values):.{digits}f}-{max(values):.{digits}f}"
+    return text + (f", {failed} failed)" if failed else ")")
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{value:.{digits}f}"
+
+
+def _cpu(process: dict[str, Any] | None) -> float | None:
+    if not process or process.get("cpu_user_s") is None:
+        return None
+    return float(process["cpu_user_s"]) + float(process["cpu_sys_s"])
+
+
+def _mark(record: dict[str, Any] | None) -> str:
+    if not ok(record):
+        return " (FAILED)"
+    if not clean(record) or not all(record.get("repeat_clean", [True])):  # type: ignore[union-attr]
+        return " (!)"
+    return ""
+
+
+# ---------------------------------------------------------------------- tables
+
+
+def summary_table(results: Results, labels: dict[str, str]) -> str:
+    """The WORKLOAD.md-style table (markdown)."""
+    lines = [
+        "| engine / backend | A_seq p50 ms | A_thr wf/s (N=1000, C=100) | B_thr wf/s | "
+        "C recovery s (spawn → all done) | C READY → all done s | C re-executed effects |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key, label in labels.items():
+        if key not in results:
+            continue
+        rec = results[key]
+        c = rec.get("C")
+        if "C" not in rec:
+            c_cells = ["n/a", "n/a", "n/a"]
+        elif not ok(c):
+            c_cells = ["FAILED", "—", "—"]
+        else:
+            assert c is not None
+            c_cells = [
+                _fmt(c.get("recovery_s")) + _range(c, 2) + _mark(c),
+                _fmt(c.get("ready_to_done_s")),
+                str(c.get("service_check", {}).get("reexecuted_effects", "—")),
+            ]
+        cells = [
+            label,
+            _fmt(metric(results, key, "A_seq"), 2)
+            + _range(rec.get("A_seq"), 2)
+            + _mark(rec.get("A_seq")),
+            _fmt(metric(results, key, "A_thr"))
+            + _range(rec.get("A_thr"))
+            + _mark(rec.get("A_thr")),
+            _fmt(metric(results, key, "B_thr"))
+            + _range(rec.get("B_thr"))
+            + _mark(rec.get("B_thr")),
+            *c_cells,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def detail_table(results: Results, labels: dict[str, str]) -> str:
+    """Every scenario: latency, checks, process and server CPU (markdown)."""
+    lines = [
+        "| engine / backend | scen. | N | C | wf/s | p50 ms | p90 ms | p99 ms | max ms | wrong | "
+        "errors | service rows | re-exec | proc CPU s | proc RSS MB | server CPU s | "
+        "server RSS MB | other CPU s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key, label in labels.items():
+        for name, r in results.get(key, {}).items():
+            if not ok(r):
+                lines.append(f"| {label} | {name} | FAILED: {r.get('failed', '?')} |" + " |" * 15)
+                continue
+            chk = r.get("service_check", {})
+            proc = r.get("process", {})
+            cpu = _cpu(proc)
+            workers = r.get("worker_processes") or []
+            if workers:
+                cpu = (cpu or 0.0) + sum(_cpu(w) or 0.0 for w in workers)
+            if name == "C":
+                cpu = (cpu or 0.0) + (_cpu(r.get("phase1_process")) or 0.0)
+            ext = r.get("external") or []
+            server_cpu = sum(e.get("cpu_s") or 0.0 for e in ext) if ext else None
+            server_rss = next((e.get("peak_rss_mb") for e in ext if e.get("peak_rss_mb")), None)
+            lat = r.get("latency_ms") or {}
+            n = r.get("n")
+            clients = r.get("clients") if name != "C" else "—"
+            cells = [
+                label,
+                name,
+                str(n),
+                str(clients),
+                _fmt(r.get("throughput_wf_s")) if name != "C" else "—",
+                _fmt(lat.get("p50"), 2),
+                _fmt(lat.get("p90"), 2),
+                _fmt(lat.get("p99"), 2),
+                _fmt(lat.get("max"), 2),
+                str(r.get("wrong_results", "—")),
+                str(r.get("errors", "—")),
+                f"{chk.get('rows')}/{chk.get('expected_rows')} {'ok' if chk.get('ok') else 'BAD'}",
+                str(chk.get("reexecuted_effects", "—")),
+                _fmt(cpu),
+                _fmt(proc.get("peak_rss_mb"), 0),
+                _fmt(server_cpu),
+                _fmt(server_rss, 0),
+                _fmt((r.get("machine_cpu") or {}).get("other_cpu_s")),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def crash_table(results: Results, labels: dict[str, str]) -> str:
+    lines = [
+        "| engine / backend | shipped at kill | "
+        "rows at kill (orders/inventory/payments/shipping) | "
+        "SUBMITTED → kill s | spawn → READY s | READY → all done s | spawn → all done s | "
+        "re-executed effects (per step) | wrong | tables |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key, label in labels.items():
+        c = results.get(key, {}).get("C")
+        if c is None:
+            continue
+        if not ok(c):
+            lines.append(f"| {label} | FAILED: {c.get('failed')} |" + " |" * 8)
+            continue
+        rows = c.get("rows_at_kill", {})
+        chk = c.get("service_check", {})
+        per_step = ", ".join(f"{k} {v}" for k, v in chk.get("reexecuted_per_step", {}).items())
+        cells = [
+            label,
+            f"{c.get('shipped_at_kill')}/{c.get('n')}",
+            "/".join(
+                str(rows.get(s, "?")) for s in ("orders", "inventory", "payments", "shipping")
+            ),
+            _fmt(c.get("phase1_submitted_to_kill_s"), 2),
+            _fmt(c.get("spawn_to_ready_s"), 2),
+            _fmt(c.get("ready_to_done_s"), 2),
+            _fmt(c.get("recovery_s"), 2),
+            f"{chk.get('reexecuted_effects')} ({per_step or 'none'})",
+            str(c.get("wrong_results")),
+            f"{chk.get('rows')}/{chk.get('expected_rows')} {'ok' if chk.get('ok') else 'BAD'}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- ratios and goals
+
+SAGAWAY = {"sqlite": "sagaway/sqlite", "postgres": "sagaway/postgres"}
+PEERS = {
+    "sqlite": ["dbos/sqlite", "dbos/sqlite-wal", "temporal/dev-server", "checkpoint/sqlite"],
+    "postgres": ["dbos/postgres", "temporal/dev-server", "checkpoint/postgres"],
+}
+
+
+def ratio(results: Results, sagaway: str, peer: str, name: str) -> float | None:
+    """> 1: Sagaway is better. Latency and recovery: peer / Sagaway; throughput: Sagaway / peer."""
+    s, p = metric(results, sagaway, name), metric(results, peer, name)
+    if s is None or p is None or s <= 0 or p <= 0:
+        return None
+    return p / s if name in ("A_seq", "C") else s / p
+
+
+def ratio_table(results: Results, labels: dict[str, str]) -> str:
+    lines = [
+        "| Sagaway on | vs | A_seq p50 (peer p50 / Sagaway p50) | A_thr (Sagaway / peer) | "
+        "B_thr (Sagaway / peer) | C recovery (peer s / Sagaway s) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for backend, sagaway in SAGAWAY.items():
+        if sagaway not in results:
+            continue
+        for peer in PEERS[backend]:
+            if peer not in results:
+                continue
+            cells = [
+                labels.get(sagaway, sagaway),
+                labels.get(peer, peer),
+                *(
+                    _x(ratio(results, sagaway, peer, name))
+                    for name in ("A_seq", "A_thr", "B_thr", "C")
+                ),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _x(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.2f}x" if value < 10 else f"{value:.0f}x"
+
+
+def goals(results: Results) -> list[dict[str, Any]]:
+    """Issue 4's goals, each with the measured value, the bar and met / missed."""
+    found: list[dict[str, Any]] = []
+
+    def add(goal: str, value: float | None, bar: float, unit: str, higher: bool = True) -> None:
+        if value is None:
+            found.append({"goal": goal, "value": None, "bar": bar, "met": None, "detail": "n/a"})
+            return
+        met = value >= bar if higher else value <= bar
+        digits = 2 if unit else 3
+        if higher:
+            detail = f"{value:.{digits}f}{unit} vs ≥ {bar:.3g}{unit}: " + (
+                f"met ({value / bar:.2f}x the bar)" if met else f"missed by {bar / value:.2f}x"
+            )
+        else:
+            detail = f"{value:.{digits}f}{unit} vs ≤ {bar:.3g}{unit}: " + (
+                f"met ({bar - value:.2f}{unit} to spare)"
+                if met
+                else f"missed by {value - bar:.2f}{unit}"
+            )
+        found.append({"goal": goal, "value": value, "bar": bar, "met": met, "detail": detail})
+
+    def worst(*values: float | None) -> float | None:
+        present = [v for v in values if v is not None]
+        return min(present) if present else None
+
+    for name in ("A_thr", "B_thr"):
+        add(
+            f"{name} ≥ 10x DBOS on SQLite (vs the faster of DBOS default journal / WAL)",
+            worst(
+                ratio(results, SAGAWAY["sqlite"], "dbos/sqlite", name),
+                ratio(results, SAGAWAY["sqlite"], "dbos/sqlite-wal", name),
+            ),
+            10,
+            "x",
+        )
+        add(
+            f"{name} ≥ 10x DBOS on PostgreSQL",
+            ratio(results, SAGAWAY["postgres"], "dbos/postgres", name),
+            10,
+            "x",
+        )
+    for backend in ("sqlite", "postgres"):
+        for name in ("A_thr", "B_thr"):
+            add(
+                f"{name} ≥ 50x Temporal (Sagaway on {backend})",
+                ratio(results, SAGAWAY[backend], "temporal/dev-server", name),
+                50,
+                "x",
+            )
+    for backend in ("sqlite", "postgres"):
+        for name in ("A_thr", "B_thr"):
+            add(
+                f"{name} within 2x of minimal checkpointing on {backend} (Sagaway / minimal ≥ 0.5)",
+                ratio(results, SAGAWAY[backend], f"checkpoint/{backend}", name),
+                0.5,
+                "x",
+            )
+    add(
+        "A_seq p50 ≥ 5x lower than DBOS on SQLite (vs the faster DBOS SQLite variant)",
+        worst(
+            ratio(results, SAGAWAY["sqlite"], "dbos/sqlite", "A_seq"),
+            ratio(results, SAGAWAY["sqlite"], "dbos/sqlite-wal", "A_seq"),
+        ),
+        5,
+        "x",
+    )
+    add(
+        "A_seq p50 ≥ 5x lower than DBOS on PostgreSQL",
+        ratio(results, SAGAWAY["postgres"], "dbos/postgres", "A_seq"),
+        5,
+        "x",
+    )
+    for backend, key in SAGAWAY.items():
+        a, b = metric(results, key, "A_thr"), metric(results, key, "B_thr")
+        add(
+            f"B_thr ≥ A_thr / 1.3 on {backend} (B_thr / A_thr ≥ 0.77)",
+            None if a is None or b is None else b / a,
+            1 / 1.3,
+            "",
+        )
+    for backend, key in SAGAWAY.items():
+        c = results.get(key, {}).get("C")
+        value = c.get("ready_to_done_s") if ok(c) else None  # type: ignore[union-attr]
+        lease = LEASE_TIMEOUT
+        if ok(c):
+            assert c is not None
+            lease = float(c.get("engine_settings", {}).get("lease_timeout", LEASE_TIMEOUT))
+        add(
+            f"C on {backend}: READY → all done ≤ lease_timeout + 2 s = {lease + 2:g} s",
+            value,
+            lease + 2,
+            " s",
+            higher=False,
+        )
+    return found
+
+
+def goals_table(items: list[dict[str, Any]]) -> str:
+    lines = ["| goal | measured | met? |", "|---|---|---|"]
+    for g in items:
+        met = "n/a" if g["met"] is None else ("**met**" if g["met"] else "**missed**")
+        lines.append(f"| {g['goal']} | {g['detail']} | {met} |")
+    return "\n".join(lines)
+
+
+def multiproc_table(results: Results, one: str, variants: list[str], labels: dict[str, str]) -> str:
+    lines = [
+        "| variant | A_thr wf/s | p50 ms | p99 ms | wrong | errors | tables | "
+        "CPU s (all processes) | PG cluster CPU s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key in (one, *variants):
+        r = results.get(key, {}).get("A_thr")
+        if r is None:
+            continue
+        if not ok(r):
+            lines.append(f"| {labels.get(key, key)} | FAILED: {r.get('failed')} |" + " |" * 7)
+            continue
+        cpu = (_cpu(r.get("process")) or 0.0) + sum(
+            _cpu(w) or 0.0 for w in r.get("worker_processes") or []
+        )
+        ext = r.get("external") or []
+        lat = r["latency_ms"]
+        chk = r["service_check"]
+        cells = [
+            labels.get(key, key),
+            _fmt(r["throughput_wf_s"]),
+            _fmt(lat["p50"]),
+            _fmt(lat["p99"]),
+            str(r["wrong_results"]),
+            str(r["errors"]),
+            f"{chk['rows']}/{chk['expected_rows']} {'ok' if chk['ok'] else 'BAD'}",
+            _fmt(cpu),
+            _fmt(sum(e.get("cpu_s") or 0.0 for e in ext) if ext else None),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    a = metric(results, one, "A_thr")
+    notes = []
+    for key in variants:
+        b = metric(results, key, "A_thr")
+        if a and b:
+            notes.append(
+                f"* {labels.get(key, key)} / 1 process: **{b / a:.2f}x** A_thr throughput."
+            )
+    if notes:
+        lines += ["", *notes]
+    return "\n".join(lines)

@@ -73,6 +73,8 @@ _ATTEMPTS = 4
 """Tries of one transaction when it fails with a transient (operational) error."""
 _BACKOFF = 0.05
 """Seconds before the first retry; doubles each time."""
+_STEP_BATCH = 200
+"""Steps written by one statement at most."""
 _CREATE_ROUNDS = 16
 """Bound on re-reads when the current row of a key changes under ``create_workflow``."""
 
@@ -132,6 +134,8 @@ class PostgresStore:
         self._conninfo = conninfo
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._listener: asyncio.Task[None] | None = None
+        self._steps: list[tuple[StepRecord, str, asyncio.Future[None]]] = []
+        self._step_writer: asyncio.Task[None] | None = None
         self.channel = ("sagaway_" + schema)[:63]
         """The LISTEN/NOTIFY channel of this schema (see migration 0003)."""
 
@@ -409,16 +413,41 @@ class PostgresStore:
         return await self._run(op, transaction=False)
 
     async def record_step(self, step: StepRecord, *, token: str) -> None:
-        params = {**_rows.step_params(step), "token": token}
+        # Steps recorded while a batch is being written wait and go in the next one, written in
+        # one statement: under load many workflows share a round trip (group commit).
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._steps.append((step, token, future))
+        if self._step_writer is None or self._step_writer.done():
+            self._step_writer = asyncio.create_task(self._write_steps())
+        await future
 
-        async def op(conn: Conn, retried: bool) -> None:
-            # Idempotent: a retry after a lost acknowledgement writes the same row again (the
-            # lease is not given up by recording a step).
-            cur = await conn.execute(_Q["record_step_owned"], params)
-            if cur.rowcount != 1:
-                raise errors.LeaseLost(f"lost ownership of run {step.run_id}")
-
-        await self._run(op, transaction=False)
+    async def _write_steps(self) -> None:
+        while self._steps:
+            batch: list[tuple[StepRecord, str, asyncio.Future[None]]] = []
+            later: list[tuple[StepRecord, str, asyncio.Future[None]]] = []
+            keys: set[tuple[str, str]] = set()
+            for item in self._steps:
+                key = (item[0].run_id, item[0].call_id)
+                # One statement cannot upsert a row twice; a repeat goes in the next batch.
+                (later if key in keys or len(batch) >= _STEP_BATCH else batch).append(item)
+                keys.add(key)
+            self._steps = later
+            try:
+                written = await self._run(_steps_op(batch), transaction=False)
+            except BaseException as exc:
+                for _, _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for step, _, future in batch:
+                if future.done():
+                    continue
+                if (step.run_id, step.call_id) in written:
+                    future.set_result(None)
+                else:
+                    future.set_exception(errors.LeaseLost(f"lost ownership of run {step.run_id}"))
 
     async def finish_workflow(
         self,
@@ -785,3 +814,30 @@ def _signal_step(
 async def _exists(conn: Conn, query: str, params: dict[str, Any]) -> bool:
     cur = await conn.execute(_Q[query], params)
     return await cur.fetchone() is not None
+
+
+def _steps_op(
+    batch: list[tuple[StepRecord, str, asyncio.Future[None]]],
+) -> Op[set[tuple[str, str]]]:
+    steps = [step for step, _, _ in batch]
+    params = {
+        "run_ids": [s.run_id for s in steps],
+        "tokens": [token for _, token, _ in batch],
+        "call_ids": [s.call_id for s in steps],
+        "kinds": [s.kind.value for s in steps],
+        "names": [s.name for s in steps],
+        "statuses": [s.status.value for s in steps],
+        "attempts": [s.attempts for s in steps],
+        "results": [s.result for s in steps],
+        "errors": [s.error for s in steps],
+        "started": [s.started_at for s in steps],
+        "ended": [s.ended_at for s in steps],
+    }
+
+    async def op(conn: Conn, retried: bool) -> set[tuple[str, str]]:
+        # Idempotent: a retry after a lost acknowledgement writes the same rows again (recording
+        # a step does not give the lease up).
+        cur = await conn.execute(_Q["record_steps_owned"], params)
+        return {(row[0], row[1]) for row in await cur.fetchall()}
+
+    return op

@@ -89,24 +89,33 @@ SELECT run_id, call_id, kind, name, status, attempts, result, error, started_at,
 FROM steps WHERE run_id = %(run_id)s
 ORDER BY started_at, call_id
 
--- name: record_step_owned
--- One statement: the owner row is share-locked (a concurrent end/claim waits for us, or we see
--- its result) and the step is written only if the token still owns a RUNNING execution.
-WITH owned AS (
-    SELECT run_id FROM workflows
-    WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
+-- name: record_steps_owned
+-- A fenced upsert of many steps at once (group commit across workflows): one round trip.
+-- Owner rows are share-locked in run_id order, so two batches never wait on each other in a
+-- cycle; each step is written only if its token still owns a RUNNING execution.
+WITH input AS (
+    SELECT * FROM unnest(
+        %(run_ids)s::text[], %(tokens)s::text[], %(call_ids)s::text[], %(kinds)s::text[],
+        %(names)s::text[], %(statuses)s::text[], %(attempts)s::integer[], %(results)s::text[],
+        %(errors)s::text[], %(started)s::double precision[], %(ended)s::double precision[]
+    ) AS i (run_id, token, call_id, kind, name, status, attempts, result, error, started_at,
+            ended_at)
+), owned AS (
+    SELECT run_id, lease_token FROM workflows
+    WHERE run_id = ANY(%(run_ids)s::text[]) AND status = 'RUNNING'
+    ORDER BY run_id
     FOR SHARE
 )
 INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at,
                    ended_at)
-SELECT owned.run_id, %(call_id)s::text, %(kind)s::text, %(name)s::text, %(status)s::text,
-       %(attempts)s::integer, %(result)s::text, %(error)s::text,
-       %(started_at)s::double precision, %(ended_at)s::double precision
-FROM owned
+SELECT i.run_id, i.call_id, i.kind, i.name, i.status, i.attempts, i.result, i.error,
+       i.started_at, i.ended_at
+FROM input AS i JOIN owned AS o ON o.run_id = i.run_id AND o.lease_token = i.token
 ON CONFLICT (run_id, call_id) DO UPDATE SET
     kind = excluded.kind, name = excluded.name, status = excluded.status,
     attempts = excluded.attempts, result = excluded.result, error = excluded.error,
     ended_at = excluded.ended_at
+RETURNING run_id, call_id
 
 -- name: upsert_step
 INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at,

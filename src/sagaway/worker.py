@@ -152,6 +152,10 @@ class Worker:
                 await execution.run()
         except asyncio.CancelledError:
             if not entry.cancelled:
+                if entry.execution is not None:
+                    # Keep what finished (shutdown): the next owner does not run it again.
+                    with contextlib.suppress(Exception, errors.Cancelled):
+                        await entry.execution.flush()
                 await self._release(entry)
         except errors.LeaseLost:
             pass

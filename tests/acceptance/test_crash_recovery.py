@@ -21,10 +21,11 @@ import pytest
 
 APP = Path(__file__).with_name("crash_app.py")
 
-# Durable writes of a full run: create + 4 steps + finish; with the failing last step:
-# create + 3 steps + the FAILED step + 3 compensations + finish.
-SUCCESS_WRITES = 6
-FAILURE_WRITES = 9
+# Durable writes of a full run. A step's outcome is written before the next durable action, and
+# the last one together with the end: create + 3 steps + (4th step + finish). With the failing
+# last step: create + 3 steps + the FAILED step + 2 compensations + (3rd compensation + finish).
+SUCCESS_WRITES = 5
+FAILURE_WRITES = 8
 
 EXPECTED = {
     "none": ["create_order", "reserve_stock", "charge_payment", "arrange_shipping"],

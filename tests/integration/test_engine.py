@@ -438,6 +438,90 @@ async def test_parallel_branches_replay_without_running_again(db_url: str) -> No
     assert {s.call_id for s in d.steps} == {"1/1", "1/2", "2/1", "2/2", "1"}
 
 
+async def test_each_effect_runs_after_every_earlier_outcome_is_durable(db_url: str) -> None:
+    """Outcomes are written with the next durable action, never later: an activity (here, of
+    parallel branches too) sees every outcome the workflow returned before it committed, as a
+    second process reading the database would; the last one commits with the end."""
+    manager = make_manager(db_url)
+    seen: dict[str, set[str]] = {}
+    writes: list[str] = []
+
+    @manager.register_activity
+    async def step(name: str) -> str:
+        info = sw.activity_info()
+        async with sw.Manager(db_url).connect() as reader:  # another process's view
+            described = await reader.get_workflow(info.workflow_key).describe()
+        seen[name] = {s.call_id for s in described.steps if s.status.value == "COMPLETED"}
+        return name
+
+    async def branch(prefix: str) -> list[str]:
+        return [await step(f"{prefix}1"), await step(f"{prefix}2")]
+
+    @manager.register_workflow
+    async def ordered() -> list[Any]:
+        first = await step("s1")
+        both = await asyncio.gather(branch("a"), branch("b"))
+        return [first, *both, await step("s2")]
+
+    async with manager:
+        store = manager._require_engine().store
+        for verb in ("record_step", "finish_workflow"):
+            original = getattr(store, verb)
+
+            async def counted(*args: Any, _verb: str = verb, _f: Any = original, **kw: Any) -> Any:
+                writes.append(_verb)
+                return await _f(*args, **kw)
+
+            setattr(store, verb, counted)
+        handle = await manager.workflow(ordered).execute()
+        assert await handle.result(timeout=20) == ["s1", ["a1", "a2"], ["b1", "b2"], "s2"]
+        d = await handle.describe()
+
+    # Call ids: "1" (s1), "1/1" "1/2" (branch a), "2/1" "2/2" (branch b), "2" (s2).
+    assert seen["s1"] == set()
+    assert {"1"} <= seen["a1"] and {"1"} <= seen["b1"]
+    assert {"1", "1/1"} <= seen["a2"] and {"1", "2/1"} <= seen["b2"]
+    assert seen["s2"] == {"1", "1/1", "1/2", "2/1", "2/2"}
+    assert {s.call_id for s in d.steps} == {"1", "1/1", "1/2", "2/1", "2/2", "2"}
+    # Six outcomes, five step writes at most: the last outcome went with the end.
+    assert writes.count("finish_workflow") == 1 and writes.count("record_step") == 5
+
+
+async def test_shutdown_keeps_outcomes_not_written_yet(db_url: str) -> None:
+    """A finished activity whose outcome waits for the next durable action is written when the
+    worker shuts down, so the next owner does not run it again."""
+    runs: list[str] = []
+    parked = asyncio.Event()
+
+    def build() -> tuple[sw.Manager, Any, asyncio.Event]:
+        manager = make_manager(db_url)
+        go_on = asyncio.Event()
+
+        @manager.register_activity
+        async def charge() -> str:
+            runs.append("charge")
+            return "charged"
+
+        @manager.register_workflow
+        async def pay() -> str:
+            charged = await charge()
+            parked.set()
+            await go_on.wait()  # not durable: nothing written before the shutdown
+            return charged
+
+        return manager, pay, go_on
+
+    first, pay, _ = build()
+    async with first:
+        await first.workflow(pay).execute(idempotency_key="pay-1")
+        await asyncio.wait_for(parked.wait(), 10)
+    second, _, go_on = build()
+    go_on.set()
+    async with second:
+        assert await second.get_workflow("pay-1").result(timeout=20) == "charged"
+    assert runs == ["charge"]
+
+
 async def test_idempotency_key_is_stable_across_retries(db_url: str) -> None:
     clock = FakeClock()
     manager = make_manager(db_url, clock=clock)

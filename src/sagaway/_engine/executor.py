@@ -76,6 +76,12 @@ class Execution:
         self.unloading = False
         self.finishing = False
         """Its end is being written: an "ended" notice for it is its own, not a cancel."""
+        self.unrecorded: list[StepRecord] = []
+        """Outcomes of finished activities not written yet. Each is written before the workflow's
+        next durable action (another activity, a wait, a child, its end, a suspension), so a
+        crash can only re-run an activity whose completion no later step depended on; the last
+        one before the end goes in the same transaction as the end."""
+        self._flush_lock = asyncio.Lock()
 
     @property
     def key(self) -> str:
@@ -119,7 +125,7 @@ class Execution:
                 await self._suspend(exc)
                 return
             await self._finish(WorkflowStatus.COMPLETED, result, None)
-        except errors.LeaseLost:
+        except (errors.LeaseLost, errors.Cancelled):
             logger.info(
                 "lost ownership of workflow %s; another worker continues it",
                 self.key,
@@ -131,16 +137,21 @@ class Execution:
     async def _finish(self, status: WorkflowStatus, result: str | None, error: str | None) -> None:
         engine = self.engine
         self.finishing = True
-        now = engine.clock.now()
-        await engine.store.finish_workflow(
-            self.record.run_id,
-            token=self.lease.token,
-            status=status,
-            result=result,
-            error=error,
-            now=now,
-            has_parent=self.record.parent_key is not None,
-        )
+        async with self._flush_lock:
+            final_step = self.unrecorded.pop() if self.unrecorded else None
+            await self._write(self.unrecorded)  # more than one: parallel branches ended together
+            self.unrecorded = []
+            now = engine.clock.now()
+            await engine.store.finish_workflow(
+                self.record.run_id,
+                token=self.lease.token,
+                status=status,
+                result=result,
+                error=error,
+                now=now,
+                final_step=final_step,
+                has_parent=self.record.parent_key is not None,
+            )
         logger.debug(
             "workflow %s %s",
             self.key,
@@ -163,6 +174,7 @@ class Execution:
 
     async def _suspend(self, exc: BaseException) -> None:
         engine = self.engine
+        await self.flush()  # what did finish stays done
         error = self._describe(exc, "incompletable")
         now = engine.clock.now()
         delay = engine.suspend_backoff.interval(self.record.suspend_count + 1)
@@ -206,12 +218,35 @@ class Execution:
             # Workflow code swallowed an incompletable error; nothing more may run.
             raise self.doomed
 
-    async def _record(self, step: StepRecord) -> None:
+    async def _record(self, step: StepRecord, *, defer: bool = False) -> None:
+        """Record ``step``: now, or (``defer``) with the next durable action (see unrecorded)."""
         self.recorded[step.call_id] = step
+        if defer:
+            self.unrecorded.append(step)
+            return
+        await self.flush()
+        await self._write([step])
+
+    async def _write(self, steps: list[StepRecord]) -> None:
+        store, token = self.engine.store, self.lease.token
         try:
-            await self.engine.store.record_step(step, token=self.lease.token)
+            if len(steps) == 1:
+                await store.record_step(steps[0], token=token)
+            elif steps:
+                await asyncio.gather(*(store.record_step(s, token=token) for s in steps))
         except errors.LeaseLost:
             raise errors.Cancelled(f"lost ownership of workflow {self.key!r}") from None
+
+    async def flush(self) -> None:
+        """Write the outcomes of finished activities not written yet (see unrecorded)."""
+        if not self.unrecorded and not self._flush_lock.locked():
+            return
+        # The lock makes a flush wait for one another branch started: nothing runs past a
+        # flush before every earlier outcome is committed.
+        async with self._flush_lock:
+            while self.unrecorded:
+                steps, self.unrecorded = self.unrecorded, []
+                await self._write(steps)
 
     async def call_activity(
         self,
@@ -236,6 +271,7 @@ class Execution:
                 assert previous.error is not None
                 raise serialization.error_from_record(previous.error, self.engine.marshaler)
         engine = self.engine
+        await self.flush()  # an effect runs only once every earlier outcome is durable
         if compensation:
             policy = dataclasses.replace(policy, maximum_attempts=0)  # until it succeeds
         total = previous.attempts if previous else 0
@@ -275,7 +311,7 @@ class Execution:
                     ended_at=engine.clock.now(),
                 )
                 if outcome is StepStatus.FAILED:
-                    await self._record(step)
+                    await self._record(step, defer=True)
                     raise
                 if outcome is StepStatus.RETRYING and policy.allows(local_attempt + 1):
                     await self._record(step)
@@ -310,7 +346,7 @@ class Execution:
                 started_at=started_at,
                 ended_at=engine.clock.now(),
             )
-            await self._record(step)
+            await self._record(step, defer=True)
             # Return what replay will return, so the first run and every replay agree.
             return defn.codec.decode_result(result)
 
@@ -359,6 +395,7 @@ class Execution:
         self._check_usable()
         engine = self.engine
         previous = self._replayed(call_id, StepKind.SLEEP, "sleep")
+        await self.flush()
         now = engine.clock.now()
         step: StepRecord | None = None
         if previous is not None and previous.result is not None:
@@ -423,6 +460,7 @@ class Execution:
             if previous.status is StepStatus.FAILED:
                 message = serialization.error_summary(previous.error) or {}
                 raise errors.SignalTimeout(str(message.get("message", f"no signal {name!r}")))
+        await self.flush()
         now = engine.clock.now()
         started_at = previous.started_at if previous else now
         if previous is not None:
@@ -519,6 +557,7 @@ class Execution:
             child_key: str = serialization._load(previous.result, "child key")
             return child_key
         child_key = key or f"{self.key}/{call_id}"
+        await self.flush()
         now = engine.clock.now()
         await engine.start_child(defn, args_json, key=child_key, parent_key=self.key)
         await self._record(
@@ -548,6 +587,7 @@ class Execution:
             if previous.status is StepStatus.FAILED:
                 assert previous.error is not None
                 raise serialization.error_from_record(previous.error, engine.marshaler)
+        await self.flush()
         started_at = engine.clock.now()
         while True:
             unload = self.inflight == 0

@@ -518,6 +518,100 @@ async def test_stale_token_after_takeover(store: Store, other: Store) -> None:
     assert [s.call_id for s in await store.load_steps(run_id)] == ["c1", "c2"]
 
 
+async def test_concurrent_starts_and_ends_are_each_decided_alone(store: Store) -> None:
+    """Starts and ends made at once (grouped where the store batches them) get the answer each
+    would get alone: one execution per key, and only the owner ends a run."""
+    wanted = [new(f"k{i}") for i in range(8)] + [new("k3"), new("k5")]
+    leases = [lease() for _ in wanted]
+    results = await asyncio.gather(
+        *(
+            store.create_workflow(w, now=T0, lease=held, replace_live=False)
+            for w, held in zip(wanted, leases, strict=True)
+        )
+    )
+    by_key: dict[str, list[Any]] = {}
+    for w, held, result in zip(wanted, leases, results, strict=True):
+        by_key.setdefault(w.key, []).append((w, held, result))
+    owners: list[tuple[str, Lease]] = []
+    for key, tries in by_key.items():
+        assert sum(r.created for _, _, r in tries) == 1, key
+        winner = next((w, held) for w, held, r in tries if r.created)
+        assert all(r.record.run_id == winner[0].run_id for _, _, r in tries)
+        assert (await run_of(store, key)).status is WorkflowStatus.RUNNING
+        owners.append((winner[0].run_id, winner[1]))
+
+    async def end(i: int, run_id: str, held: Lease) -> str:
+        token = held.token if i % 2 else "stale-token"
+        try:
+            await store.finish_workflow(
+                run_id,
+                token=token,
+                status=WorkflowStatus.COMPLETED,
+                result=f'"done-{i}"',
+                error=None,
+                now=T0 + 1,
+                final_step=step(run_id, "last", T0 + 0.5, result=f'"{i}"') if i % 4 else None,
+                has_parent=False,
+            )
+        except errors.LeaseLost:
+            return "lost"
+        return "ended"
+
+    outcomes = await asyncio.gather(*(end(i, r, h) for i, (r, h) in enumerate(owners)))
+    for i, ((run_id, _), outcome) in enumerate(zip(owners, outcomes, strict=True)):
+        record = await store.get_run(run_id)
+        assert record is not None
+        steps = await store.load_steps(run_id)
+        if i % 2 == 0:
+            assert outcome == "lost" and record.status is WorkflowStatus.RUNNING and steps == []
+            continue
+        assert outcome == "ended" and record.status is WorkflowStatus.COMPLETED
+        assert record.result == f'"done-{i}"' and record.ended_at == T0 + 1
+        assert [(s.call_id, s.result) for s in steps] == ([("last", f'"{i}"')] if i % 4 else [])
+
+
+async def test_concurrent_step_writes_keep_every_outcome_and_fence_each(store: Store) -> None:
+    """Many steps written at once (grouped into shared statements where the store batches):
+    each owned step lands exactly as given, each one with a stale token fails alone, and a
+    repeated call id keeps its last write."""
+    runs: list[tuple[str, str]] = []
+    for i in range(12):
+        held = await running(store, f"k{i}")
+        runs.append(((await run_of(store, f"k{i}")).run_id, held.token))
+    odd = '{"text": "quote \' backslash \\\\ unicode é ✓", "n": 1.5e-300}'
+
+    async def write(run_id: str, token: str, call_id: str, result: str) -> str:
+        try:
+            await store.record_step(
+                step(run_id, call_id, T0 + 0.125, result=result, ended_at=T0 + 0.25),
+                token=token,
+            )
+        except errors.LeaseLost:
+            return "lost"
+        return "ok"
+
+    writes = []
+    for i, (run_id, token) in enumerate(runs):
+        good = token if i % 3 else "stale-token"
+        writes += [write(run_id, good, f"c{j}", f'"{i}-{j}"') for j in range(5)]
+        writes.append(write(run_id, good, "c0", odd))  # the same call id again, last wins
+    outcomes = await asyncio.gather(*writes)
+
+    for i, (run_id, _) in enumerate(runs):
+        mine = outcomes[i * 6 : i * 6 + 6]
+        steps = await store.load_steps(run_id)
+        if i % 3 == 0:
+            assert mine == ["lost"] * 6
+            assert steps == []
+            continue
+        assert mine == ["ok"] * 6
+        assert {s.call_id: s.result for s in steps} == {
+            "c0": odd,
+            **{f"c{j}": f'"{i}-{j}"' for j in range(1, 5)},
+        }
+        assert all(s.started_at == T0 + 0.125 and s.ended_at == T0 + 0.25 for s in steps)
+
+
 async def test_finish_completed_records_result_and_final_step(store: Store) -> None:
     held = await running(store, "k1")
     run_id = (await run_of(store, "k1")).run_id
@@ -1774,6 +1868,52 @@ async def test_postgres_retries_after_lost_acknowledgements(store: Store) -> Non
     assert not await store.end_workflow(
         r1.run_id, status=WorkflowStatus.CANCELLED, error=None, now=T0 + 22
     )
+
+
+@pytest.mark.postgres
+@postgres_only
+async def test_postgres_grouped_writes_survive_lost_acknowledgements(store: Store) -> None:
+    # Concurrent calls are written together in one statement, whose acknowledgement is lost
+    # after its COMMIT.
+    wanted = [new(f"g{i}") for i in range(6)]
+    leases = [lease() for _ in wanted]
+    with transient_failure(store, use=1):
+        results = await asyncio.gather(
+            *(
+                store.create_workflow(w, now=T0, lease=held, replace_live=False)
+                for w, held in zip(wanted, leases, strict=True)
+            )
+        )
+    assert all(r.created for r in results)
+    assert [r.record.run_id for r in results] == [w.run_id for w in wanted]
+
+    with transient_failure(store, use=1):
+        await asyncio.gather(
+            *(
+                store.record_step(step(w.run_id, "s1", T0 + 1), token=held.token)
+                for w, held in zip(wanted, leases, strict=True)
+            )
+        )
+    with transient_failure(store, use=1):
+        await asyncio.gather(
+            *(
+                store.finish_workflow(
+                    w.run_id,
+                    token=held.token,
+                    status=WorkflowStatus.COMPLETED,
+                    result='"r"',
+                    error=None,
+                    now=T0 + 2,
+                    final_step=step(w.run_id, "s2", T0 + 2),
+                    has_parent=False,
+                )
+                for w, held in zip(wanted, leases, strict=True)
+            )
+        )
+    for w in wanted:
+        record = await store.get_run(w.run_id)
+        assert record is not None and record.status is WorkflowStatus.COMPLETED
+        assert [s.call_id for s in await store.load_steps(w.run_id)] == ["s1", "s2"]
 
 
 @pytest.mark.postgres

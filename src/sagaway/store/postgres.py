@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import logging
 import re
 import time
@@ -46,6 +47,7 @@ from sagaway import errors
 from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store import _rows
 from sagaway.store import migrations as _migrations
+from sagaway.store._group_commit import GroupCommit
 from sagaway.store.base import CreateResult
 from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
 from sagaway.store.sql import queries
@@ -75,6 +77,12 @@ _BACKOFF = 0.05
 """Seconds before the first retry; doubles each time."""
 _STEP_BATCH = 200
 """Steps written by one statement at most."""
+_CREATE_BATCH = 100
+"""Starts written by one statement at most."""
+_FINISH_BATCH = 100
+"""Ends written by one statement at most."""
+_BATCHED_PAYLOAD = 64 * 1024
+"""Payloads (arguments, results) larger than this are written alone, not in a shared batch."""
 _CREATE_ROUNDS = 16
 """Bound on re-reads when the current row of a key changes under ``create_workflow``."""
 
@@ -134,8 +142,17 @@ class PostgresStore:
         self._conninfo = conninfo
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._listener: asyncio.Task[None] | None = None
-        self._steps: list[tuple[StepRecord, str, asyncio.Future[None]]] = []
-        self._step_writer: asyncio.Task[None] | None = None
+        # Group commit (see _group_commit): under load, the starts, steps and ends of many
+        # workflows share statements.
+        self._step_commits: GroupCommit[tuple[StepRecord, str], None] = GroupCommit(
+            self._write_steps, max_batch=_STEP_BATCH, unique=lambda item: _step_key(item[0])
+        )
+        self._create_commits: GroupCommit[dict[str, Any], WorkflowRecord | None] = GroupCommit(
+            self._insert_workflows, max_batch=_CREATE_BATCH
+        )
+        self._finish_commits: GroupCommit[dict[str, Any], None] = GroupCommit(
+            self._finish_many, max_batch=_FINISH_BATCH, unique=lambda item: item["run_id"]
+        )
         self.channel = ("sagaway_" + schema)[:63]
         """The LISTEN/NOTIFY channel of this schema (see migration 0003)."""
 
@@ -332,10 +349,6 @@ class PostgresStore:
             row = await (await conn.execute(_Q["insert_workflow"], params)).fetchone()
             return _rows.workflow_from_row(row) if row else None
 
-        async def fast(conn: Conn, retried: bool) -> WorkflowRecord | None:
-            # The common case, a free key: one statement, one round trip.
-            return None if retried else await insert(conn)
-
         async def op(conn: Conn, retried: bool) -> CreateResult:
             for _ in range(_CREATE_ROUNDS):
                 inserted = await insert(conn)
@@ -369,10 +382,28 @@ class PostgresStore:
                 return CreateResult(existing, created=False)
             raise errors.SagawayError(f"key {new.key!r} kept changing while creating a workflow")
 
-        created = await self._run(fast, transaction=False)
-        if created is not None:
-            return CreateResult(created, created=True)
+        # The common case, a free key: one insert, shared with concurrent starts.
+        if len(new.args) <= _BATCHED_PAYLOAD:
+            created = await self._create_commits.submit(params)
+            if created is not None:
+                return CreateResult(created, created=True)
         return await self._run(op)
+
+    async def _insert_workflows(
+        self, batch: list[dict[str, Any]]
+    ) -> list[WorkflowRecord | BaseException | None]:
+        async def op(conn: Conn, retried: bool) -> dict[str, WorkflowRecord]:
+            if retried:
+                return {}  # the slow path recognises what the lost attempt inserted
+            if len(batch) == 1:
+                cur = await conn.execute(_Q["insert_workflow"], batch[0])
+            else:
+                cur = await conn.execute(_Q["insert_workflows"], {"batch": json.dumps(batch)})
+            records = [_rows.workflow_from_row(row) for row in await cur.fetchall()]
+            return {record.run_id: record for record in records}
+
+        inserted = await self._run(op, transaction=False)
+        return [inserted.get(params["run_id"]) for params in batch]
 
     async def get_workflow(self, key: str) -> WorkflowRecord | None:
         async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:
@@ -415,39 +446,21 @@ class PostgresStore:
     async def record_step(self, step: StepRecord, *, token: str) -> None:
         # Steps recorded while a batch is being written wait and go in the next one, written in
         # one statement: under load many workflows share a round trip (group commit).
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._steps.append((step, token, future))
-        if self._step_writer is None or self._step_writer.done():
-            self._step_writer = asyncio.create_task(self._write_steps())
-        await future
+        if len(step.result or "") + len(step.error or "") > _BATCHED_PAYLOAD:
+            [outcome] = await self._write_steps([(step, token)])
+            if outcome is not None:
+                raise outcome
+            return
+        await self._step_commits.submit((step, token))
 
-    async def _write_steps(self) -> None:
-        while self._steps:
-            batch: list[tuple[StepRecord, str, asyncio.Future[None]]] = []
-            later: list[tuple[StepRecord, str, asyncio.Future[None]]] = []
-            keys: set[tuple[str, str]] = set()
-            for item in self._steps:
-                key = (item[0].run_id, item[0].call_id)
-                # One statement cannot upsert a row twice; a repeat goes in the next batch.
-                (later if key in keys or len(batch) >= _STEP_BATCH else batch).append(item)
-                keys.add(key)
-            self._steps = later
-            try:
-                written = await self._run(_steps_op(batch), transaction=False)
-            except BaseException as exc:
-                for _, _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                if not isinstance(exc, Exception):
-                    raise
-                continue
-            for step, _, future in batch:
-                if future.done():
-                    continue
-                if (step.run_id, step.call_id) in written:
-                    future.set_result(None)
-                else:
-                    future.set_exception(errors.LeaseLost(f"lost ownership of run {step.run_id}"))
+    async def _write_steps(self, batch: list[tuple[StepRecord, str]]) -> list[BaseException | None]:
+        written = await self._run(_steps_op(batch), transaction=False)
+        return [
+            None
+            if _step_key(step) in written
+            else errors.LeaseLost(f"lost ownership of run {step.run_id}")
+            for step, _ in batch
+        ]
 
     async def finish_workflow(
         self,
@@ -470,6 +483,17 @@ class PostgresStore:
             "now": now,
         }
         step_params = _rows.step_params(final_step) if final_step else None
+        size = len(result or "") + len(error or "")
+        if final_step is not None:
+            size += len(final_step.result or "") + len(final_step.error or "")
+
+        if not has_parent and size <= _BATCHED_PAYLOAD:
+            # The usual end of a top-level workflow: its last step and its end in one statement,
+            # shared with the ends of other workflows.
+            if step_params is not None:
+                params.update({f"step_{name}": value for name, value in step_params.items()})
+            await self._finish_commits.submit(params)
+            return
 
         async def op(conn: Conn, retried: bool) -> None:
             if (await conn.execute(_Q["finish_owned"], params)).rowcount != 1:
@@ -483,6 +507,31 @@ class PostgresStore:
 
         # A top-level end is one statement: autocommit, one round trip instead of four.
         await self._run(op, transaction=has_parent or step_params is not None)
+
+    async def _finish_many(self, batch: list[dict[str, Any]]) -> list[BaseException | None]:
+        async def op(conn: Conn, retried: bool) -> set[str]:
+            if len(batch) == 1:
+                params = batch[0]
+                query = "finish_owned_with_step" if "step_call_id" in params else "finish_owned"
+                cur = await conn.execute(_Q[query], params)
+                ended = {params["run_id"]} if cur.rowcount == 1 else set()
+            else:
+                rows = [_finish_row(params) for params in batch]
+                cur = await conn.execute(_Q["finish_owned_many"], {"batch": json.dumps(rows)})
+                ended = {row[0] for row in await cur.fetchall()}
+            if retried:
+                for params in batch:
+                    if params["run_id"] not in ended and await _exists(conn, "finished_as", params):
+                        ended.add(params["run_id"])  # the lost attempt committed it
+            return ended
+
+        ended = await self._run(op, transaction=False)
+        return [
+            None
+            if params["run_id"] in ended
+            else errors.LeaseLost(f"lost ownership of run {params['run_id']}")
+            for params in batch
+        ]
 
     async def suspend_workflow(
         self, run_id: str, *, token: str, error: str, now: float, next_run_at: float
@@ -816,28 +865,50 @@ async def _exists(conn: Conn, query: str, params: dict[str, Any]) -> bool:
     return await cur.fetchone() is not None
 
 
-def _steps_op(
-    batch: list[tuple[StepRecord, str, asyncio.Future[None]]],
-) -> Op[set[tuple[str, str]]]:
-    steps = [step for step, _, _ in batch]
-    params = {
-        "run_ids": [s.run_id for s in steps],
-        "tokens": [token for _, token, _ in batch],
-        "call_ids": [s.call_id for s in steps],
-        "kinds": [s.kind.value for s in steps],
-        "names": [s.name for s in steps],
-        "statuses": [s.status.value for s in steps],
-        "attempts": [s.attempts for s in steps],
-        "results": [s.result for s in steps],
-        "errors": [s.error for s in steps],
-        "started": [s.started_at for s in steps],
-        "ended": [s.ended_at for s in steps],
-    }
+def _step_key(step: StepRecord) -> tuple[str, str]:
+    return step.run_id, step.call_id
+
+
+_FINISH_STEP_COLUMNS = {
+    "step_call_id": "call_id",
+    "step_kind": "kind",
+    "step_name": "name",
+    "step_status": "step_status",
+    "step_attempts": "attempts",
+    "step_result": "step_result",
+    "step_error": "step_error",
+    "step_started_at": "started_at",
+    "step_ended_at": "ended_at",
+}
+
+
+def _finish_row(params: dict[str, Any]) -> dict[str, Any]:
+    """One row of finish_owned_many from the parameters of finish_owned(_with_step)."""
+    row = {name: params[name] for name in ("run_id", "token", "status", "result", "error", "now")}
+    for param, column in _FINISH_STEP_COLUMNS.items():
+        if param in params:
+            row[column] = params[param]
+    return row
+
+
+def _steps_op(batch: list[tuple[StepRecord, str]]) -> Op[set[tuple[str, str]]]:
+    query: str
+    if len(batch) == 1:
+        step, token = batch[0]
+        query, params = "record_step_owned", _rows.step_params(step)
+        params["token"] = token
+    else:
+        rows = []
+        for step, token in batch:
+            row = _rows.step_params(step)
+            row["token"] = token
+            rows.append(row)
+        query, params = "record_steps_owned", {"batch": json.dumps(rows)}
 
     async def op(conn: Conn, retried: bool) -> set[tuple[str, str]]:
         # Idempotent: a retry after a lost acknowledgement writes the same rows again (recording
         # a step does not give the lease up).
-        cur = await conn.execute(_Q["record_steps_owned"], params)
+        cur = await conn.execute(_Q[query], params)
         return {(row[0], row[1]) for row in await cur.fetchall()}
 
     return op

@@ -52,6 +52,22 @@ ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
 
+-- name: insert_workflows
+-- insert_workflow for many executions at once (group commit of starts): one JSON parameter.
+-- A key already taken (or taken twice in the batch) inserts nothing and returns no row.
+INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
+                       created_at, updated_at, lease_token, lease_owner, lease_expires_at,
+                       next_run_at, queue)
+SELECT run_id, key, TRUE, name, args, args_hash, status, parent_key, now, now, lease_token,
+       lease_owner, lease_expires_at, now, queue
+FROM json_to_recordset(%(batch)s::json)
+    AS i (run_id text, key text, name text, args text, args_hash text, status text,
+          parent_key text, now double precision, lease_token text, lease_owner text,
+          lease_expires_at double precision, queue text)
+ON CONFLICT (key) WHERE is_current DO NOTHING
+RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+          updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+
 -- name: supersede
 UPDATE workflows
 SET status = 'TERMINATED', is_current = FALSE, ended_at = %(now)s, updated_at = %(now)s,
@@ -91,18 +107,20 @@ ORDER BY started_at, call_id
 
 -- name: record_steps_owned
 -- A fenced upsert of many steps at once (group commit across workflows): one round trip.
--- Owner rows are share-locked in run_id order, so two batches never wait on each other in a
--- cycle; each step is written only if its token still owns a RUNNING execution.
+-- The batch travels as one JSON array of objects (one text parameter: cheap to encode, where
+-- eleven array parameters cost more client CPU than the statement itself). Owner rows are
+-- share-locked in run_id order, so two batches never wait on each other in a cycle; each step is
+-- written only if its token still owns a RUNNING execution.
 WITH input AS (
-    SELECT * FROM unnest(
-        %(run_ids)s::text[], %(tokens)s::text[], %(call_ids)s::text[], %(kinds)s::text[],
-        %(names)s::text[], %(statuses)s::text[], %(attempts)s::integer[], %(results)s::text[],
-        %(errors)s::text[], %(started)s::double precision[], %(ended)s::double precision[]
-    ) AS i (run_id, token, call_id, kind, name, status, attempts, result, error, started_at,
-            ended_at)
+    SELECT * FROM json_to_recordset(%(batch)s::json)
+        AS i (run_id text, token text, call_id text, kind text, name text, status text,
+              attempts integer, result text, error text, started_at double precision,
+              ended_at double precision)
 ), owned AS (
-    SELECT run_id, lease_token FROM workflows
-    WHERE run_id = ANY(%(run_ids)s::text[]) AND status = 'RUNNING'
+    -- Looked up by primary key only (the status is checked in the join): with the statistics of
+    -- a young table the planner would otherwise scan every RUNNING row through workflows_live.
+    SELECT run_id, lease_token, status FROM workflows
+    WHERE run_id = ANY(ARRAY(SELECT run_id FROM input))
     ORDER BY run_id
     FOR SHARE
 )
@@ -110,7 +128,27 @@ INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error,
                    ended_at)
 SELECT i.run_id, i.call_id, i.kind, i.name, i.status, i.attempts, i.result, i.error,
        i.started_at, i.ended_at
-FROM input AS i JOIN owned AS o ON o.run_id = i.run_id AND o.lease_token = i.token
+FROM input AS i
+JOIN owned AS o ON o.run_id = i.run_id AND o.lease_token = i.token AND o.status = 'RUNNING'
+ON CONFLICT (run_id, call_id) DO UPDATE SET
+    kind = excluded.kind, name = excluded.name, status = excluded.status,
+    attempts = excluded.attempts, result = excluded.result, error = excluded.error,
+    ended_at = excluded.ended_at
+RETURNING run_id, call_id
+
+-- name: record_step_owned
+-- record_steps_owned for a batch of one (the usual case under light load): plain parameters and
+-- a primary-key lookup, cheaper to encode and to plan.
+WITH owned AS (
+    SELECT 1 FROM workflows
+    WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
+    FOR SHARE
+)
+INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at,
+                   ended_at)
+SELECT %(run_id)s, %(call_id)s, %(kind)s, %(name)s, %(status)s, %(attempts)s, %(result)s,
+       %(error)s, %(started_at)s, %(ended_at)s
+WHERE EXISTS (SELECT 1 FROM owned)
 ON CONFLICT (run_id, call_id) DO UPDATE SET
     kind = excluded.kind, name = excluded.name, status = excluded.status,
     attempts = excluded.attempts, result = excluded.result, error = excluded.error,
@@ -135,6 +173,62 @@ SET status = %(status)s, result = %(result)s, error = %(error)s, ended_at = %(no
     updated_at = %(now)s,
     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL
 WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
+
+-- name: finish_owned_with_step
+-- finish_owned and the final step in one statement (a top-level workflow: no parent to wake).
+WITH ended AS (
+    UPDATE workflows
+    SET status = %(status)s, result = %(result)s, error = %(error)s, ended_at = %(now)s,
+        updated_at = %(now)s,
+        lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL
+    WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
+    RETURNING run_id
+), step AS (
+    INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at,
+                       ended_at)
+    SELECT run_id, %(step_call_id)s, %(step_kind)s, %(step_name)s, %(step_status)s,
+           %(step_attempts)s, %(step_result)s, %(step_error)s, %(step_started_at)s,
+           %(step_ended_at)s
+    FROM ended
+    ON CONFLICT (run_id, call_id) DO UPDATE SET
+        kind = excluded.kind, name = excluded.name, status = excluded.status,
+        attempts = excluded.attempts, result = excluded.result, error = excluded.error,
+        ended_at = excluded.ended_at
+)
+SELECT run_id FROM ended
+
+-- name: finish_owned_many
+-- finish_owned_with_step for many top-level executions at once (group commit of ends); a row
+-- without call_id has no final step. Returns the run ids that were ended.
+WITH input AS (
+    SELECT * FROM json_to_recordset(%(batch)s::json)
+        AS i (run_id text, token text, status text, result text, error text,
+              now double precision, call_id text, kind text, name text, step_status text,
+              attempts integer, step_result text, step_error text, started_at double precision,
+              ended_at double precision)
+), ended AS (
+    UPDATE workflows AS w
+    SET status = i.status, result = i.result, error = i.error, ended_at = i.now,
+        updated_at = i.now,
+        lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL
+    FROM input AS i
+    -- The ANY keeps the lookup on the primary key whatever the table's statistics say.
+    WHERE w.run_id = ANY(ARRAY(SELECT run_id FROM input)) AND w.run_id = i.run_id
+      AND w.lease_token = i.token AND w.status = 'RUNNING'
+    RETURNING w.run_id
+), step AS (
+    INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at,
+                       ended_at)
+    SELECT i.run_id, i.call_id, i.kind, i.name, i.step_status, i.attempts, i.step_result,
+           i.step_error, i.started_at, i.ended_at
+    FROM input AS i JOIN ended AS e ON e.run_id = i.run_id
+    WHERE i.call_id IS NOT NULL
+    ON CONFLICT (run_id, call_id) DO UPDATE SET
+        kind = excluded.kind, name = excluded.name, status = excluded.status,
+        attempts = excluded.attempts, result = excluded.result, error = excluded.error,
+        ended_at = excluded.ended_at
+)
+SELECT run_id FROM ended
 
 -- name: finished_as
 -- After a retried finish: did the attempt whose acknowledgement was lost commit?

@@ -1,0 +1,81 @@
+"""Group commit: requests that arrive while a batch is being written go together in the next one.
+
+Under light load every request is written at once, alone (no added latency); under load, the
+requests of many workflows share one statement and one round trip. The writer is one asyncio task
+per kind of request, started by the first request that finds none running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Generic, TypeVar
+
+Item = TypeVar("Item")
+Outcome = TypeVar("Outcome")
+
+WriteBatch = Callable[[list[Item]], Awaitable[list[Outcome | BaseException]]]
+"""Writes a batch; returns, per item and in order, its outcome or the error to raise for it."""
+
+
+class GroupCommit(Generic[Item, Outcome]):
+    """Batches concurrent requests of one kind into single writes."""
+
+    def __init__(
+        self,
+        write: WriteBatch[Item, Outcome],
+        *,
+        max_batch: int,
+        unique: Callable[[Item], Hashable] | None = None,
+    ) -> None:
+        """``unique(item)``: items with equal keys never share a batch (a statement cannot
+        write one row twice); a repeat waits for the next batch, so order is kept."""
+        self._write = write
+        self._max = max_batch
+        self._unique = unique
+        self._queue: list[tuple[Item, asyncio.Future[Outcome]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def submit(self, item: Item) -> Outcome:
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self._queue.append((item, future))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._drain())
+        return await future
+
+    def _next_batch(self) -> list[tuple[Item, asyncio.Future[Outcome]]]:
+        if self._unique is None and len(self._queue) <= self._max:
+            everything, self._queue = self._queue, []
+            return everything
+        batch: list[tuple[Item, asyncio.Future[Outcome]]] = []
+        later: list[tuple[Item, asyncio.Future[Outcome]]] = []
+        keys: set[Hashable] = set()
+        for entry in self._queue:
+            key = self._unique(entry[0]) if self._unique is not None else None
+            if len(batch) >= self._max or (key is not None and key in keys):
+                later.append(entry)
+            else:
+                batch.append(entry)
+            keys.add(key)
+        self._queue = later
+        return batch
+
+    async def _drain(self) -> None:
+        while self._queue:
+            batch = self._next_batch()
+            try:
+                outcomes = await self._write([item for item, _ in batch])
+            except BaseException as exc:
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for (_, future), outcome in zip(batch, outcomes, strict=True):
+                if future.done():
+                    continue  # its caller gave up (cancelled)
+                if isinstance(outcome, BaseException):
+                    future.set_exception(outcome)
+                else:
+                    future.set_result(outcome)

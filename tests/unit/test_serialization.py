@@ -89,3 +89,44 @@ def test_default_marshaler_rebuilds_known_classes_only() -> None:
     rebuilt = marshaler.unmarshal_completable_error(forged)
     assert type(rebuilt) is sw.CompletableError  # never imports or evaluates stored names
     assert rebuilt.original_type == "os:system"  # type: ignore[attr-defined]
+
+
+def _raise_inner() -> None:
+    raise ValueError("inner")
+
+
+def _raise_caused() -> None:
+    try:
+        _raise_inner()
+    except ValueError as exc:
+        raise KeyError("outer") from exc
+
+
+def _raise_during_handling() -> None:
+    try:
+        _raise_caused()
+    except KeyError:
+        {}["missing"]  # raises while handling the KeyError
+
+
+def test_recorded_traceback_is_pythons_without_position_markers() -> None:
+    import json
+    import traceback
+
+    from sagaway import serialization
+
+    try:
+        _raise_during_handling()
+    except KeyError as exc:
+        error = exc
+    standard = "".join(traceback.format_exception(error))
+    without_markers = "".join(
+        line
+        for line in standard.splitlines(keepends=True)
+        if not (line.strip() and set(line.strip()) <= set("^~"))
+    )
+    assert serialization.format_traceback(error) == without_markers
+    assert "During handling" in without_markers and "direct cause" in without_markers
+    recorded = json.loads(serialization.describe_error(error, "error"))
+    assert recorded["traceback"] == without_markers
+    assert recorded["type"] == "builtins.KeyError" and recorded["message"] == "'missing'"

@@ -15,6 +15,7 @@ import contextlib
 import logging
 
 from sagaway._engine.engine import Engine
+from sagaway.store.records import StepRecord
 from sagaway.worker import Worker
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,14 @@ class RecoveryWorker:
             exclude=worker.running_ids,
             queues=worker.queues,
         )
+        # One read for the steps of everything claimed, not one per execution. If it fails, each
+        # execution reads its own when it starts (what is claimed must run, not wait for expiry).
+        steps: dict[str, list[StepRecord]] | None = None
+        if claimed:
+            try:
+                steps = await engine.store.load_steps_many([r.run_id for r, _ in claimed])
+            except Exception:
+                logger.exception("reading the steps of claimed executions failed; retrying each")
         for record, lease in claimed:
             logger.info(
                 "resuming workflow %s (%s)",
@@ -66,7 +75,9 @@ class RecoveryWorker:
                 record.status.value,
                 extra={"action": "recover", "workflow_id": record.key},
             )
-            worker.dispatch(record, lease, steps=None)
+            worker.dispatch(
+                record, lease, steps=None if steps is None else steps.get(record.run_id, [])
+            )
         return len(claimed)
 
     async def _loop(self) -> None:

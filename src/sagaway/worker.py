@@ -217,6 +217,8 @@ class Worker:
                 logger.exception("lease heartbeat failed; retrying", extra={"action": "heartbeat"})
                 continue
             for entry in entries:
+                if entry.execution is not None and entry.execution.finishing:
+                    continue  # its end was written (or is): it is not lost, it is over
                 if entry.lease.token not in kept and entry.record.run_id in self._running:
                     logger.warning(
                         "lease of workflow %s lost; stopping it here",

@@ -64,3 +64,50 @@ async def test_cancel_from_another_process_stops_the_running_workflow(postgres_u
         # Without the notification the worker would notice at its next heartbeat, in 20 min.
         await asyncio.wait_for(stopped(), 10)
         assert await handle.status() is sw.WorkflowStatus.CANCELLED
+
+
+async def test_starts_made_together_wake_listeners_once(postgres_url: str) -> None:
+    """A batch of starts no process owns is one 'ready:' notice (PostgreSQL drops repeats of a
+    transaction), not one per start: every listening process would otherwise wake per start."""
+    from sagaway._engine.states import WorkflowStatus
+    from sagaway.store import open_store
+    from sagaway.store.records import Lease, NewWorkflow
+
+    store = open_store(postgres_url)
+    await store.open()
+    notices: list[str] = []
+    marker = asyncio.Event()
+
+    def heard(payload: str) -> None:
+        notices.append(payload)
+        if payload.startswith("ended:"):
+            marker.set()
+
+    try:
+        await store.listen(heard)
+        starts = [
+            NewWorkflow(run_id=f"r{i}", key=f"k{i}", name="flow", args="[1]", args_hash="h")
+            for i in range(10)
+        ]
+        await asyncio.gather(
+            *(
+                store.create_workflow(s, now=1.0 + i / 100, lease=None, replace_live=False)
+                for i, s in enumerate(starts)
+            )
+        )
+        # A notice sent after all of them: once it is heard, every earlier one has been too.
+        owned = Lease("t", "me", 99.0)
+        await store.create_workflow(
+            NewWorkflow(run_id="m", key="m", name="flow", args="[1]", args_hash="h"),
+            now=2.0,
+            lease=owned,
+            replace_live=False,
+        )
+        await store.finish_workflow(
+            "m", token="t", status=WorkflowStatus.COMPLETED, result="1", error=None, now=3.0
+        )
+        await asyncio.wait_for(marker.wait(), 10)
+    finally:
+        await store.close()
+    ready = [n for n in notices if n.startswith("ready:")]
+    assert ready == ["ready:"]  # the ten starts went in one statement, one transaction

@@ -416,6 +416,24 @@ async def test_record_step_upserts_and_load_steps_orders(store: Store) -> None:
 # ---------------------------------------------------------------------------- fencing
 
 
+async def test_load_steps_many_reads_each_execution_in_order(store: Store) -> None:
+    runs = []
+    for key in ("k1", "k2", "k3"):
+        held = await running(store, key)
+        runs.append(((await run_of(store, key)).run_id, held))
+    (r1, l1), (r2, l2), (r3, _) = runs
+    await store.record_step(step(r1, "2", T0 + 2), token=l1.token)
+    await store.record_step(step(r1, "1", T0 + 1), token=l1.token)
+    await store.record_step(step(r2, "1", T0 + 3, result='"two"'), token=l2.token)
+
+    found = await store.load_steps_many([r1, r2, r3, "no-such-run"])
+    assert set(found) == {r1, r2}  # no steps, no entry
+    assert found[r1] == await store.load_steps(r1)
+    assert [s.call_id for s in found[r1]] == ["1", "2"]
+    assert [(s.call_id, s.result) for s in found[r2]] == [("1", '"two"')]
+    assert await store.load_steps_many([]) == {}
+
+
 async def test_fenced_writes_with_a_wrong_token_write_nothing(store: Store) -> None:
     await running(store, "k1")
     before = await run_of(store, "k1")

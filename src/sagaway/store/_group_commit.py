@@ -2,7 +2,8 @@
 
 Under light load every request is written at once, alone (no added latency); under load, the
 requests of many workflows share one statement and one round trip. The writer is one asyncio task
-per kind of request, started by the first request that finds none running.
+per kind of request, started by the first request that finds none running. Reads of one kind
+(many clients waiting for results) are batched the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ WriteBatch = Callable[[list[Item]], Awaitable[list[Outcome | BaseException]]]
 
 
 class GroupCommit(Generic[Item, Outcome]):
-    """Batches concurrent requests of one kind into single writes."""
+    """Batches concurrent requests of one kind into single statements."""
 
     def __init__(
         self,

@@ -73,6 +73,10 @@ class Store(Protocol):
 
     async def load_steps(self, run_id: str) -> list[StepRecord]: ...
 
+    async def load_steps_many(self, run_ids: Collection[str]) -> dict[str, list[StepRecord]]:
+        """``load_steps`` of several executions in one read (those without steps are absent)."""
+        ...
+
     async def record_step(self, step: StepRecord, *, token: str) -> None:
         """Insert or replace the outcome of one durable call (fenced)."""
         ...

@@ -81,6 +81,8 @@ _CREATE_BATCH = 100
 """Starts written by one statement at most."""
 _FINISH_BATCH = 100
 """Ends written by one statement at most."""
+_READ_BATCH = 200
+"""Executions read by one statement at most."""
 _BATCHED_PAYLOAD = 64 * 1024
 """Payloads (arguments, results) larger than this are written alone, not in a shared batch."""
 _CREATE_ROUNDS = 16
@@ -152,6 +154,9 @@ class PostgresStore:
         )
         self._finish_commits: GroupCommit[dict[str, Any], None] = GroupCommit(
             self._finish_many, max_batch=_FINISH_BATCH, unique=lambda item: item["run_id"]
+        )
+        self._run_reads: GroupCommit[str, WorkflowRecord | None] = GroupCommit(
+            self._get_runs, max_batch=_READ_BATCH
         )
         self.channel = ("sagaway_" + schema)[:63]
         """The LISTEN/NOTIFY channel of this schema (see migration 0003)."""
@@ -413,11 +418,20 @@ class PostgresStore:
         return await self._run(op, transaction=False)
 
     async def get_run(self, run_id: str) -> WorkflowRecord | None:
-        async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:
-            row = await (await conn.execute(_Q["get_run"], {"run_id": run_id})).fetchone()
-            return _rows.workflow_from_row(row) if row else None
+        # Reads made at once (many clients waiting for results) share one statement.
+        return await self._run_reads.submit(run_id)
 
-        return await self._run(op, transaction=False)
+    async def _get_runs(self, run_ids: list[str]) -> list[WorkflowRecord | BaseException | None]:
+        async def op(conn: Conn, retried: bool) -> dict[str, WorkflowRecord]:
+            if len(run_ids) == 1:
+                cur = await conn.execute(_Q["get_run"], {"run_id": run_ids[0]})
+            else:
+                cur = await conn.execute(_Q["get_runs"], {"run_ids": run_ids})
+            records = [_rows.workflow_from_row(row) for row in await cur.fetchall()]
+            return {record.run_id: record for record in records}
+
+        found = await self._run(op, transaction=False)
+        return [found.get(run_id) for run_id in run_ids]
 
     async def list_workflows(
         self, *, status: WorkflowStatus | None, limit: int
@@ -441,6 +455,21 @@ class PostgresStore:
             cur = await conn.execute(_Q["load_steps"], {"run_id": run_id})
             return [_rows.step_from_row(r) for r in await cur.fetchall()]
 
+        return await self._run(op, transaction=False)
+
+    async def load_steps_many(self, run_ids: Collection[str]) -> dict[str, list[StepRecord]]:
+        ids = list(run_ids)
+
+        async def op(conn: Conn, retried: bool) -> dict[str, list[StepRecord]]:
+            found: dict[str, list[StepRecord]] = {}
+            cur = await conn.execute(_Q["load_steps_many"], {"run_ids": ids})
+            for row in await cur.fetchall():
+                step = _rows.step_from_row(row)
+                found.setdefault(step.run_id, []).append(step)
+            return found
+
+        if not ids:
+            return {}
         return await self._run(op, transaction=False)
 
     async def record_step(self, step: StepRecord, *, token: str) -> None:

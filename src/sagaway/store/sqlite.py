@@ -319,6 +319,18 @@ class SQLiteStore:
 
         return await self._call(op)
 
+    async def load_steps_many(self, run_ids: Collection[str]) -> dict[str, list[StepRecord]]:
+        ids = json.dumps(list(run_ids))
+
+        def op(conn: sqlite3.Connection) -> dict[str, list[StepRecord]]:
+            found: dict[str, list[StepRecord]] = {}
+            for row in conn.execute(_Q["load_steps_many"], {"run_ids": ids}):
+                step = _rows.step_from_row(row)
+                found.setdefault(step.run_id, []).append(step)
+            return found
+
+        return await self._call(op)
+
     async def record_step(self, step: StepRecord, *, token: str) -> None:
         params = _rows.step_params(step)
 

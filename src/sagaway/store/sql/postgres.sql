@@ -105,6 +105,16 @@ SELECT run_id, call_id, kind, name, status, attempts, result, error, started_at,
 FROM steps WHERE run_id = %(run_id)s
 ORDER BY started_at, call_id
 
+-- name: load_steps_many
+SELECT run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at
+FROM steps WHERE run_id = ANY(%(run_ids)s::text[])
+ORDER BY run_id, started_at, call_id
+
+-- name: get_runs
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+FROM workflows WHERE run_id = ANY(%(run_ids)s::text[])
+
 -- name: record_steps_owned
 -- A fenced upsert of many steps at once (group commit across workflows): one round trip.
 -- The batch travels as one JSON array of objects (one text parameter: cheap to encode, where

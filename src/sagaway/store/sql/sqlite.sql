@@ -34,6 +34,11 @@ WHERE is_current = 1 AND status = :status ORDER BY created_at DESC, run_id LIMIT
 SELECT run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at
 FROM steps WHERE run_id = :run_id ORDER BY started_at, call_id
 
+-- name: load_steps_many
+SELECT run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at
+FROM steps WHERE run_id IN (SELECT value FROM json_each(:run_ids))
+ORDER BY run_id, started_at, call_id
+
 -- name: check_owner
 SELECT 1 FROM workflows WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING'
 

@@ -13,6 +13,7 @@ import contextlib
 import enum
 import functools
 import logging
+import math
 from collections.abc import AsyncIterator, Callable, Coroutine
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
@@ -265,8 +266,8 @@ class Manager:
 
     async def sleep(self, seconds: float) -> None:
         """A durable timer inside a workflow: a resumed workflow sleeps only what is left."""
-        if seconds < 0:
-            raise ValueError("sleep seconds must be >= 0")
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f"sleep seconds must be a finite number >= 0, not {seconds!r}")
         execution = context.current_execution()
         if execution is None:
             raise errors.SagawayError(

@@ -268,10 +268,24 @@ _CAUSE = "\nThe above exception was the direct cause of the following exception:
 _CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
 
 
+def _has_group(err: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        if isinstance(current, BaseExceptionGroup):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def format_traceback(err: BaseException) -> str:
     """The traceback as Python prints it, chained exceptions included, without the ``^^^``
     position markers: those make the standard formatter parse the source of every frame, which
     cost more than the rest of a failing activity call (business errors are frequent)."""
+    if _has_group(err):
+        # Exception groups print as trees; rare enough for the standard formatter.
+        return "".join(traceback.format_exception(err))
     chain: list[tuple[BaseException, str]] = []
     seen: set[int] = set()
     current: BaseException | None = err
@@ -291,9 +305,11 @@ def format_traceback(err: BaseException) -> str:
         if tb is not None:
             parts.append("Traceback (most recent call last):\n")
         while tb is not None:
-            code = tb.tb_frame.f_code
+            frame = tb.tb_frame
+            code = frame.f_code
             parts.append(f'  File "{code.co_filename}", line {tb.tb_lineno}, in {code.co_name}\n')
-            line = linecache.getline(code.co_filename, tb.tb_lineno).strip()
+            linecache.lazycache(code.co_filename, frame.f_globals)  # sources in zips, too
+            line = linecache.getline(code.co_filename, tb.tb_lineno or 0).strip()
             if line:
                 parts.append(f"    {line}\n")
             tb = tb.tb_next

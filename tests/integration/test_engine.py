@@ -522,6 +522,112 @@ async def test_shutdown_keeps_outcomes_not_written_yet(db_url: str) -> None:
     assert runs == ["charge"]
 
 
+async def test_an_outcome_pending_when_a_wait_unloads_is_written_first(db_url: str) -> None:
+    """A receive waiting beside a running activity unloads once the activity is done; the
+    activity's outcome must be committed before the lease is given up, or it runs again."""
+    manager = make_manager(db_url)
+    runs: list[str] = []
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    @manager.register_activity
+    async def charge() -> str:
+        runs.append("charge")
+        entered.set()
+        await release.wait()
+        return "charged"
+
+    @manager.register_workflow
+    async def pay() -> list[str]:
+        charged, go = await asyncio.gather(charge(), manager.signal("go").receive(str))
+        return [charged, go]
+
+    async with manager:
+        handle = await manager.workflow(pay).execute(idempotency_key="pay-1")
+        await asyncio.wait_for(entered.wait(), 10)
+        release.set()
+        for _ in range(400):  # explicit: wait until the workflow has unloaded itself
+            if await handle.status() is sw.WorkflowStatus.WAITING:
+                break
+            await asyncio.sleep(0.025)
+        assert await handle.status() is sw.WorkflowStatus.WAITING
+        await manager.signal("go").send("pay-1", "now")
+        assert await handle.result(timeout=20) == ["charged", "now"]
+    assert runs == ["charge"]
+
+
+async def test_nothing_runs_past_an_outcome_that_could_not_be_written(db_url: str) -> None:
+    """When writing a pending outcome fails, no branch starts another activity; recovery then
+    runs the unwritten ones again and the workflow completes."""
+    runs: list[str] = []
+    b1_started, b1_may_finish, b1_done = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    def build(lease_timeout: float) -> tuple[sw.Manager, Any]:
+        manager = make_manager(db_url, lease_timeout=lease_timeout)
+
+        @manager.register_activity
+        async def act(name: str) -> str:
+            runs.append(name)
+            if name == "a1":
+                await b1_started.wait()  # b1 is running when a1's outcome fails to be written
+            if name == "b1":
+                b1_started.set()
+                await b1_may_finish.wait()
+                b1_done.set()
+            return name
+
+        async def branch(prefix: str) -> list[str]:
+            return [await act(f"{prefix}1"), await act(f"{prefix}2")]
+
+        @manager.register_workflow
+        async def two() -> list[Any]:
+            return list(await asyncio.gather(branch("a"), branch("b")))
+
+        return manager, two
+
+    first, two = build(lease_timeout=0.6)
+    async with first:
+        store = first._require_engine().store
+        original = store.record_step
+        failed = asyncio.Event()
+
+        async def failing(step: Any, *, token: str) -> None:
+            if step.call_id == "1/1":  # a1's outcome
+                failed.set()
+                raise sw.SagawayError("simulated: the database refused the write")
+            await original(step, token=token)
+
+        store.record_step = failing  # type: ignore[method-assign]
+        await first.workflow(two).execute(idempotency_key="two-1")
+        await asyncio.wait_for(failed.wait(), 10)
+        b1_may_finish.set()  # b1 ends after a1's outcome failed to be written
+        await asyncio.wait_for(b1_done.wait(), 10)
+        # Branch b would start b2 at once (nothing it awaits can block); give it the chance.
+        await asyncio.sleep(0.2)
+    assert sorted(runs) == ["a1", "b1"]  # neither a2 nor b2 ran past an unwritten outcome
+
+    second, _ = build(lease_timeout=0.6)
+    async with second:
+        result = await second.get_workflow("two-1").result(timeout=20)
+    assert result == [["a1", "a2"], ["b1", "b2"]]
+    assert sorted(runs) == ["a1", "a1", "a2", "b1", "b1", "b2"]
+
+
+async def test_unusable_keys_and_sleeps_are_refused(db_url: str) -> None:
+    manager = make_manager(db_url)
+
+    @manager.register_workflow
+    async def nap(seconds: float) -> None:
+        await manager.sleep(seconds)
+
+    async with manager:
+        with pytest.raises(ValueError, match="NUL"):
+            await manager.workflow(nap, 0.0).execute(idempotency_key="bad\x00key")
+        for seconds in (float("inf"), float("nan"), -1.0):
+            with pytest.raises(ValueError, match="finite number >= 0"):
+                await manager.sleep(seconds)
+        assert await manager.list_workflows() == []
+
+
 async def test_idempotency_key_is_stable_across_retries(db_url: str) -> None:
     clock = FakeClock()
     manager = make_manager(db_url, clock=clock)

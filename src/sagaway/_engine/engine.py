@@ -159,6 +159,8 @@ class Engine:
             raise ValueError("idempotency_key must be a non-empty string")
         if len(key) > 512:
             raise ValueError("idempotency_key must be at most 512 characters")
+        if "\x00" in key:
+            raise ValueError("idempotency_key must not contain NUL characters (\\x00)")
         new = NewWorkflow(
             run_id=uuid.uuid4().hex,
             key=key,

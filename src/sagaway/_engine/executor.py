@@ -82,6 +82,8 @@ class Execution:
         crash can only re-run an activity whose completion no later step depended on; the last
         one before the end goes in the same transaction as the end."""
         self._flush_lock = asyncio.Lock()
+        self._write_error: BaseException | None = None
+        """Why pending outcomes could not be written: nothing may run past them (sticky)."""
 
     @property
     def key(self) -> str:
@@ -139,8 +141,12 @@ class Execution:
         self.finishing = True
         async with self._flush_lock:
             final_step = self.unrecorded.pop() if self.unrecorded else None
-            await self._write(self.unrecorded)  # more than one: parallel branches ended together
-            self.unrecorded = []
+            try:
+                await self._write_pending()  # more than one: parallel branches ended together
+            except BaseException:
+                if final_step is not None:
+                    self.unrecorded.append(final_step)
+                raise
             now = engine.clock.now()
             await engine.store.finish_workflow(
                 self.record.run_id,
@@ -239,14 +245,38 @@ class Execution:
 
     async def flush(self) -> None:
         """Write the outcomes of finished activities not written yet (see unrecorded)."""
-        if not self.unrecorded and not self._flush_lock.locked():
+        if self._write_error is None and not self.unrecorded and not self._flush_lock.locked():
             return
         # The lock makes a flush wait for one another branch started: nothing runs past a
         # flush before every earlier outcome is committed.
         async with self._flush_lock:
-            while self.unrecorded:
-                steps, self.unrecorded = self.unrecorded, []
+            await self._write_pending()
+
+    async def _write_pending(self) -> None:
+        # Called with the flush lock held.
+        if self._write_error is not None:
+            raise self._write_error
+        while self.unrecorded:
+            steps, self.unrecorded = self.unrecorded, []
+            try:
                 await self._write(steps)
+            except asyncio.CancelledError:
+                # This branch was cancelled: the outcomes stay pending for the next flush
+                # (another branch's, or the worker's at shutdown); rewriting one is harmless.
+                self.unrecorded[:0] = steps
+                raise
+            except BaseException as exc:
+                self.unrecorded[:0] = steps
+                self._write_error = exc
+                raise
+
+    async def _before_durable_action(self) -> None:
+        """Flush, then check the run may still act: a flush can wait, and meanwhile another
+        branch may have unloaded the workflow, doomed it, or ended it."""
+        await self.flush()
+        self._check_usable()
+        if self.finishing:
+            raise errors.Cancelled(f"workflow {self.key!r} has ended")
 
     async def call_activity(
         self,
@@ -271,7 +301,8 @@ class Execution:
                 assert previous.error is not None
                 raise serialization.error_from_record(previous.error, self.engine.marshaler)
         engine = self.engine
-        await self.flush()  # an effect runs only once every earlier outcome is durable
+        # An effect runs only once every earlier outcome is durable.
+        await self._before_durable_action()
         if compensation:
             policy = dataclasses.replace(policy, maximum_attempts=0)  # until it succeeds
         total = previous.attempts if previous else 0
@@ -395,7 +426,7 @@ class Execution:
         self._check_usable()
         engine = self.engine
         previous = self._replayed(call_id, StepKind.SLEEP, "sleep")
-        await self.flush()
+        await self._before_durable_action()
         now = engine.clock.now()
         step: StepRecord | None = None
         if previous is not None and previous.result is not None:
@@ -460,7 +491,6 @@ class Execution:
             if previous.status is StepStatus.FAILED:
                 message = serialization.error_summary(previous.error) or {}
                 raise errors.SignalTimeout(str(message.get("message", f"no signal {name!r}")))
-        await self.flush()
         now = engine.clock.now()
         started_at = previous.started_at if previous else now
         if previous is not None:
@@ -478,6 +508,9 @@ class Execution:
         watcher = engine.channel.watch_signals(self.record.run_id)
         try:
             while True:
+                # Every pending outcome is written before a wait may unload the workflow (an
+                # unload gives the lease up: nothing could be written afterwards).
+                await self._before_durable_action()
                 now = engine.clock.now()
                 expired = deadline is not None and now >= deadline
                 unload = self.inflight == 0 and not expired
@@ -557,7 +590,7 @@ class Execution:
             child_key: str = serialization._load(previous.result, "child key")
             return child_key
         child_key = key or f"{self.key}/{call_id}"
-        await self.flush()
+        await self._before_durable_action()
         now = engine.clock.now()
         await engine.start_child(defn, args_json, key=child_key, parent_key=self.key)
         await self._record(
@@ -587,9 +620,9 @@ class Execution:
             if previous.status is StepStatus.FAILED:
                 assert previous.error is not None
                 raise serialization.error_from_record(previous.error, engine.marshaler)
-        await self.flush()
         started_at = engine.clock.now()
         while True:
+            await self._before_durable_action()  # as in call_receive: before a possible unload
             unload = self.inflight == 0
             try:
                 child = await engine.store.wait_for_child(

@@ -36,12 +36,14 @@ class GroupCommit(Generic[Item, Outcome]):
         self._unique = unique
         self._queue: list[tuple[Item, asyncio.Future[Outcome]]] = []
         self._writer: asyncio.Task[None] | None = None
+        self._inflight: list[tuple[Item, asyncio.Future[Outcome]]] = []
 
     async def submit(self, item: Item) -> Outcome:
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         self._queue.append((item, future))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._drain())
+            self._writer.add_done_callback(self._writer_done)
         return await future
 
     def _next_batch(self) -> list[tuple[Item, asyncio.Future[Outcome]]]:
@@ -63,20 +65,52 @@ class GroupCommit(Generic[Item, Outcome]):
 
     async def _drain(self) -> None:
         while self._queue:
-            batch = self._next_batch()
+            self._inflight = self._next_batch()
+            batch = self._inflight
             try:
                 outcomes = await self._write([item for item, _ in batch])
-            except BaseException as exc:
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                if not isinstance(exc, Exception):
-                    raise
-                continue
-            for (_, future), outcome in zip(batch, outcomes, strict=True):
-                if future.done():
-                    continue  # its caller gave up (cancelled)
-                if isinstance(outcome, BaseException):
-                    future.set_exception(outcome)
+            except Exception as exc:
+                if len(batch) == 1:
+                    outcomes = [exc]
                 else:
-                    future.set_result(outcome)
+                    # One bad request (a value the database refuses) must not fail the others:
+                    # write each alone, so each gets its own answer.
+                    outcomes = [await self._write_alone(item) for item, _ in batch]
+            self._inflight = []
+            self._deliver(batch, outcomes)
+
+    def _writer_done(self, task: asyncio.Task[None]) -> None:
+        # The writer was stopped (cancelled, event loop closing) or broke: nobody would answer
+        # the requests it held or that were waiting, so answer them now.
+        if not task.cancelled() and task.exception() is None:
+            return
+        error: BaseException | None = None if task.cancelled() else task.exception()
+        pending, self._inflight = self._inflight + self._queue, []
+        self._queue = []
+        for _, future in pending:
+            if future.done():
+                continue
+            if error is None:
+                future.cancel()
+            else:
+                future.set_exception(error)
+
+    async def _write_alone(self, item: Item) -> Outcome | BaseException:
+        try:
+            [outcome] = await self._write([item])
+        except Exception as exc:
+            return exc
+        return outcome
+
+    @staticmethod
+    def _deliver(
+        batch: list[tuple[Item, asyncio.Future[Outcome]]],
+        outcomes: list[Outcome | BaseException],
+    ) -> None:
+        for (_, future), outcome in zip(batch, outcomes, strict=True):
+            if future.done():
+                continue  # its caller gave up (cancelled)
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)

@@ -403,7 +403,10 @@ class PostgresStore:
             if len(batch) == 1:
                 cur = await conn.execute(_Q["insert_workflow"], batch[0])
             else:
-                cur = await conn.execute(_Q["insert_workflows"], {"batch": json.dumps(batch)})
+                # In key order: two processes inserting overlapping keys wait on each other in
+                # the same order, never in a cycle.
+                ordered = sorted(batch, key=lambda params: str(params["key"]))
+                cur = await conn.execute(_Q["insert_workflows"], {"batch": _json(ordered)})
             records = [_rows.workflow_from_row(row) for row in await cur.fetchall()]
             return {record.run_id: record for record in records}
 
@@ -546,7 +549,7 @@ class PostgresStore:
                 ended = {params["run_id"]} if cur.rowcount == 1 else set()
             else:
                 rows = [_finish_row(params) for params in batch]
-                cur = await conn.execute(_Q["finish_owned_many"], {"batch": json.dumps(rows)})
+                cur = await conn.execute(_Q["finish_owned_many"], {"batch": _json(rows)})
                 ended = {row[0] for row in await cur.fetchall()}
             if retried:
                 for params in batch:
@@ -894,6 +897,12 @@ async def _exists(conn: Conn, query: str, params: dict[str, Any]) -> bool:
     return await cur.fetchone() is not None
 
 
+def _json(rows: list[dict[str, Any]]) -> str:
+    # NaN/Infinity are not JSON: refuse them here; the batch is then written item by item,
+    # where plain parameters carry them.
+    return json.dumps(rows, allow_nan=False)
+
+
 def _step_key(step: StepRecord) -> tuple[str, str]:
     return step.run_id, step.call_id
 
@@ -932,7 +941,7 @@ def _steps_op(batch: list[tuple[StepRecord, str]]) -> Op[set[tuple[str, str]]]:
             row = _rows.step_params(step)
             row["token"] = token
             rows.append(row)
-        query, params = "record_steps_owned", {"batch": json.dumps(rows)}
+        query, params = "record_steps_owned", {"batch": _json(rows)}
 
     async def op(conn: Conn, retried: bool) -> set[tuple[str, str]]:
         # Idempotent: a retry after a lost acknowledgement writes the same rows again (recording

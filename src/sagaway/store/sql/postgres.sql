@@ -216,14 +216,20 @@ WITH input AS (
               now double precision, call_id text, kind text, name text, step_status text,
               attempts integer, step_result text, step_error text, started_at double precision,
               ended_at double precision)
+), locked AS (
+    -- Locked in run_id order (as renew_leases and record_steps_owned do), looked up by primary
+    -- key whatever the table's statistics say.
+    SELECT run_id FROM workflows
+    WHERE run_id = ANY(ARRAY(SELECT run_id FROM input))
+    ORDER BY run_id
+    FOR UPDATE
 ), ended AS (
     UPDATE workflows AS w
     SET status = i.status, result = i.result, error = i.error, ended_at = i.now,
         updated_at = i.now,
         lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL
-    FROM input AS i
-    -- The ANY keeps the lookup on the primary key whatever the table's statistics say.
-    WHERE w.run_id = ANY(ARRAY(SELECT run_id FROM input)) AND w.run_id = i.run_id
+    FROM input AS i, locked AS l
+    WHERE w.run_id = l.run_id AND w.run_id = i.run_id
       AND w.lease_token = i.token AND w.status = 'RUNNING'
     RETURNING w.run_id
 ), step AS (
@@ -265,9 +271,18 @@ SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at
 WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
 
 -- name: renew_leases
-UPDATE workflows SET lease_expires_at = %(expires_at)s
-WHERE status = 'RUNNING' AND lease_token = ANY(%(tokens)s::text[])
-RETURNING lease_token
+-- Rows are locked in run_id order, as by the grouped step and end writes of the same process, so
+-- a heartbeat and a batch never wait on each other in a cycle.
+WITH mine AS (
+    SELECT run_id FROM workflows
+    WHERE status = 'RUNNING' AND lease_token = ANY(%(tokens)s::text[])
+    ORDER BY run_id
+    FOR UPDATE
+)
+UPDATE workflows AS w SET lease_expires_at = %(expires_at)s
+FROM mine
+WHERE w.run_id = mine.run_id AND w.status = 'RUNNING'
+RETURNING w.lease_token
 
 -- ---------------------------------------------------------------- recovery
 

@@ -16,9 +16,11 @@ class Recorder:
         self.batches: list[list[str]] = []
         self.gate = asyncio.Event()
         self.gate.set()
+        self.writing = asyncio.Event()
 
     async def write(self, batch: list[str]) -> list[str | BaseException]:
         self.batches.append(list(batch))
+        self.writing.set()
         await self.gate.wait()
         if any(item.startswith("bad") for item in batch):
             raise ValueError("the database refused the batch")
@@ -89,8 +91,8 @@ async def test_a_stopped_writer_answers_every_waiting_request(writing: bool) -> 
     recorder.gate.clear()
     waiting = [asyncio.ensure_future(commits.submit(x)) for x in ("a", "b", "c")]
     await asyncio.sleep(0)
-    while writing and not recorder.batches:
-        await asyncio.sleep(0)
+    if writing:
+        await recorder.writing.wait()
     assert commits._writer is not None
     commits._writer.cancel()  # as when the event loop shuts down
     results = await asyncio.gather(*waiting, return_exceptions=True)

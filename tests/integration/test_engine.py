@@ -584,7 +584,9 @@ async def test_nothing_runs_past_an_outcome_that_could_not_be_written(db_url: st
 
         return manager, two
 
-    first, two = build(lease_timeout=0.6)
+    # The first process's lease is short, so the second takes over soon after it stops; the
+    # second's is long, so a slow machine does not make it lose the run midway.
+    first, two = build(lease_timeout=1.5)
     async with first:
         store = first._require_engine().store
         original = store.record_step
@@ -605,7 +607,7 @@ async def test_nothing_runs_past_an_outcome_that_could_not_be_written(db_url: st
         await asyncio.sleep(0.2)
     assert sorted(runs) == ["a1", "b1"]  # neither a2 nor b2 ran past an unwritten outcome
 
-    second, _ = build(lease_timeout=0.6)
+    second, _ = build(lease_timeout=30.0)
     async with second:
         result = await second.get_workflow("two-1").result(timeout=20)
     assert result == [["a1", "a2"], ["b1", "b2"]]

@@ -588,6 +588,44 @@ async def test_concurrent_starts_and_ends_are_each_decided_alone(store: Store) -
         assert [(s.call_id, s.result) for s in steps] == ([("last", f'"{i}"')] if i % 4 else [])
 
 
+async def test_large_payloads_are_written_alone_and_fenced(store: Store) -> None:
+    """Steps and ends whose payload is too large to share a batch take their own statement,
+    with the same fencing."""
+    big = '"' + "x" * 100_000 + '"'
+    held = await running(store, "k1")
+    run_id = (await run_of(store, "k1")).run_id
+    with pytest.raises(errors.LeaseLost):
+        await store.record_step(step(run_id, "c1", T0, result=big), token="stale-token")
+    await store.record_step(step(run_id, "c1", T0, result=big), token=held.token)
+    with pytest.raises(errors.LeaseLost):
+        await store.finish_workflow(
+            run_id,
+            token="stale-token",
+            status=WorkflowStatus.COMPLETED,
+            result=big,
+            error=None,
+            now=T0 + 1,
+            has_parent=False,
+        )
+    await store.finish_workflow(
+        run_id,
+        token=held.token,
+        status=WorkflowStatus.COMPLETED,
+        result=big,
+        error=None,
+        now=T0 + 1,
+        final_step=step(run_id, "c2", T0 + 1, result=big),
+        has_parent=False,
+    )
+    record = await store.get_run(run_id)
+    assert record is not None and record.status is WorkflowStatus.COMPLETED
+    assert record.result == big
+    assert [(s.call_id, s.result) for s in await store.load_steps(run_id)] == [
+        ("c1", big),
+        ("c2", big),
+    ]
+
+
 async def test_concurrent_step_writes_keep_every_outcome_and_fence_each(store: Store) -> None:
     """Many steps written at once (grouped into shared statements where the store batches):
     each owned step lands exactly as given, each one with a stale token fails alone, and a

@@ -201,6 +201,10 @@ class Execution:
         )
         engine.channel.publish(events.WorkflowSuspended(self.record.run_id, self.key, error))
 
+    def _lost(self) -> errors.Cancelled:
+        """What stops the workflow code once a fenced write found the lease gone."""
+        return errors.Cancelled(f"lost ownership of workflow {self.key!r}")
+
     def _describe(self, exc: BaseException, kind: str) -> str:
         return serialization.describe_error(exc, kind, self.engine.marshaler)
 
@@ -241,7 +245,7 @@ class Execution:
             elif steps:
                 await asyncio.gather(*(store.record_step(s, token=token) for s in steps))
         except errors.LeaseLost:
-            raise errors.Cancelled(f"lost ownership of workflow {self.key!r}") from None
+            raise self._lost() from None
 
     async def flush(self) -> None:
         """Write the outcomes of finished activities not written yet (see unrecorded)."""
@@ -474,7 +478,7 @@ class Execution:
                 now=engine.clock.now(),
             )
         except errors.LeaseLost:
-            raise errors.Cancelled(f"lost ownership of workflow {self.key!r}") from None
+            raise self._lost() from None
         self.unloading = True
         raise _Unload()
 
@@ -527,7 +531,7 @@ class Execution:
                         now=now,
                     )
                 except errors.LeaseLost:
-                    raise errors.Cancelled(f"lost ownership of workflow {self.key!r}") from None
+                    raise self._lost() from None
                 if payload is not None:
                     self.recorded[call_id] = StepRecord(
                         run_id=self.record.run_id,
@@ -633,7 +637,7 @@ class Execution:
                     now=engine.clock.now(),
                 )
             except errors.LeaseLost:
-                raise errors.Cancelled(f"lost ownership of workflow {self.key!r}") from None
+                raise self._lost() from None
             if child is None:
                 raise errors.WorkflowNotFound(child_key)
             if child.status.ended:

@@ -38,7 +38,14 @@ class GroupCommit(Generic[Item, Outcome]):
         self._writer: asyncio.Task[None] | None = None
         self._inflight: list[tuple[Item, asyncio.Future[Outcome]]] = []
 
-    async def submit(self, item: Item) -> Outcome:
+    async def submit(self, item: Item, *, alone: bool = False) -> Outcome:
+        """The outcome of writing ``item``; ``alone``: at once in a statement of its own (a
+        large payload, kept out of shared batches)."""
+        if alone:
+            outcome = await self._write_alone(item)
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         self._queue.append((item, future))
         if self._writer is None or self._writer.done():

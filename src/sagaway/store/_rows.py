@@ -62,6 +62,32 @@ def step_params(step: StepRecord) -> dict[str, Any]:
     }
 
 
+def signal_step_params(
+    run_id: str,
+    call_id: str,
+    name: str,
+    status: StepStatus,
+    result: str | None,
+    started_at: float,
+    ended_at: float | None,
+) -> dict[str, Any]:
+    """``step_params`` of the step a signal receive records."""
+    return step_params(
+        StepRecord(
+            run_id=run_id,
+            call_id=call_id,
+            kind=StepKind.SIGNAL,
+            name=name,
+            status=status,
+            attempts=1,
+            result=result,
+            error=None,
+            started_at=started_at,
+            ended_at=ended_at,
+        )
+    )
+
+
 def replaced_error(new_run_id: str) -> str:
     """The error recorded on an execution replaced by OnConflict.TERMINATE_EXISTING."""
     return (

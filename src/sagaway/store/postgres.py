@@ -44,7 +44,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from sagaway import errors
-from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
+from sagaway._engine.states import StepStatus, WorkflowStatus
 from sagaway.store import _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store._group_commit import GroupCommit
@@ -478,12 +478,8 @@ class PostgresStore:
     async def record_step(self, step: StepRecord, *, token: str) -> None:
         # Steps recorded while a batch is being written wait and go in the next one, written in
         # one statement: under load many workflows share a round trip (group commit).
-        if len(step.result or "") + len(step.error or "") > _BATCHED_PAYLOAD:
-            [outcome] = await self._write_steps([(step, token)])
-            if outcome is not None:
-                raise outcome
-            return
-        await self._step_commits.submit((step, token))
+        alone = len(step.result or "") + len(step.error or "") > _BATCHED_PAYLOAD
+        await self._step_commits.submit((step, token), alone=alone)
 
     async def _write_steps(self, batch: list[tuple[StepRecord, str]]) -> list[BaseException | None]:
         written = await self._run(_steps_op(batch), transaction=False)
@@ -519,26 +515,25 @@ class PostgresStore:
         if final_step is not None:
             size += len(final_step.result or "") + len(final_step.error or "")
 
-        if not has_parent and size <= _BATCHED_PAYLOAD:
+        if not has_parent:
             # The usual end of a top-level workflow: its last step and its end in one statement,
             # shared with the ends of other workflows.
             if step_params is not None:
                 params.update({f"step_{name}": value for name, value in step_params.items()})
-            await self._finish_commits.submit(params)
+            await self._finish_commits.submit(params, alone=size > _BATCHED_PAYLOAD)
             return
 
         async def op(conn: Conn, retried: bool) -> None:
+            # A child's end also wakes its parent: one transaction.
             if (await conn.execute(_Q["finish_owned"], params)).rowcount != 1:
                 if retried and await _exists(conn, "finished_as", params):
                     return  # the lost attempt committed (with its final step and wake-up)
                 raise errors.LeaseLost(f"lost ownership of run {run_id}")
             if step_params is not None:
                 await conn.execute(_Q["upsert_step"], step_params)
-            if has_parent:
-                await conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
+            await conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
 
-        # A top-level end is one statement: autocommit, one round trip instead of four.
-        await self._run(op, transaction=has_parent or step_params is not None)
+        await self._run(op)
 
     async def _finish_many(self, batch: list[dict[str, Any]]) -> list[BaseException | None]:
         async def op(conn: Conn, retried: bool) -> set[str]:
@@ -548,8 +543,7 @@ class PostgresStore:
                 cur = await conn.execute(_Q[query], params)
                 ended = {params["run_id"]} if cur.rowcount == 1 else set()
             else:
-                rows = [_finish_row(params) for params in batch]
-                cur = await conn.execute(_Q["finish_owned_many"], {"batch": _json(rows)})
+                cur = await conn.execute(_Q["finish_owned_many"], {"batch": _json(batch)})
                 ended = {row[0] for row in await cur.fetchall()}
             if retried:
                 for params in batch:
@@ -774,7 +768,7 @@ class PostgresStore:
                 )
                 await conn.execute(
                     _Q["upsert_step"],
-                    _signal_step(
+                    _rows.signal_step_params(
                         run_id, call_id, name, StepStatus.COMPLETED, payload, started_at, now
                     ),
                 )
@@ -782,7 +776,7 @@ class PostgresStore:
             if wait:
                 await conn.execute(
                     _Q["upsert_step"],
-                    _signal_step(
+                    _rows.signal_step_params(
                         run_id, call_id, name, StepStatus.WAITING, None, started_at, deadline
                     ),
                 )
@@ -867,31 +861,6 @@ class PostgresStore:
         return await self._run(op, transaction=False)
 
 
-def _signal_step(
-    run_id: str,
-    call_id: str,
-    name: str,
-    status: StepStatus,
-    result: str | None,
-    started_at: float,
-    ended_at: float | None,
-) -> dict[str, Any]:
-    return _rows.step_params(
-        StepRecord(
-            run_id=run_id,
-            call_id=call_id,
-            kind=StepKind.SIGNAL,
-            name=name,
-            status=status,
-            attempts=1,
-            result=result,
-            error=None,
-            started_at=started_at,
-            ended_at=ended_at,
-        )
-    )
-
-
 async def _exists(conn: Conn, query: str, params: dict[str, Any]) -> bool:
     cur = await conn.execute(_Q[query], params)
     return await cur.fetchone() is not None
@@ -905,28 +874,6 @@ def _json(rows: list[dict[str, Any]]) -> str:
 
 def _step_key(step: StepRecord) -> tuple[str, str]:
     return step.run_id, step.call_id
-
-
-_FINISH_STEP_COLUMNS = {
-    "step_call_id": "call_id",
-    "step_kind": "kind",
-    "step_name": "name",
-    "step_status": "step_status",
-    "step_attempts": "attempts",
-    "step_result": "step_result",
-    "step_error": "step_error",
-    "step_started_at": "started_at",
-    "step_ended_at": "ended_at",
-}
-
-
-def _finish_row(params: dict[str, Any]) -> dict[str, Any]:
-    """One row of finish_owned_many from the parameters of finish_owned(_with_step)."""
-    row = {name: params[name] for name in ("run_id", "token", "status", "result", "error", "now")}
-    for param, column in _FINISH_STEP_COLUMNS.items():
-        if param in params:
-            row[column] = params[param]
-    return row
 
 
 def _steps_op(batch: list[tuple[StepRecord, str]]) -> Op[set[tuple[str, str]]]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sagaway import errors
-from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
+from sagaway._engine.states import StepStatus, WorkflowStatus
 from sagaway.store import _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store.base import CreateResult
@@ -539,7 +539,7 @@ class SQLiteStore:
                 )
                 conn.execute(
                     _Q["upsert_step"],
-                    _signal_step(
+                    _rows.signal_step_params(
                         run_id, call_id, name, StepStatus.COMPLETED, payload, started_at, now
                     ),
                 )
@@ -547,7 +547,7 @@ class SQLiteStore:
             if wait:
                 conn.execute(
                     _Q["upsert_step"],
-                    _signal_step(
+                    _rows.signal_step_params(
                         run_id, call_id, name, StepStatus.WAITING, None, started_at, deadline
                     ),
                 )
@@ -620,31 +620,6 @@ class SQLiteStore:
             return [SignalRecord(*row) for row in rows]
 
         return await self._call(op)
-
-
-def _signal_step(
-    run_id: str,
-    call_id: str,
-    name: str,
-    status: StepStatus,
-    result: str | None,
-    started_at: float,
-    ended_at: float | None,
-) -> dict[str, Any]:
-    return _rows.step_params(
-        StepRecord(
-            run_id=run_id,
-            call_id=call_id,
-            kind=StepKind.SIGNAL,
-            name=name,
-            status=status,
-            attempts=1,
-            result=result,
-            error=None,
-            started_at=started_at,
-            ended_at=ended_at,
-        )
-    )
 
 
 def _queue_params(queues: Collection[str] | None) -> dict[str, Any]:

@@ -209,13 +209,14 @@ SELECT run_id FROM ended
 
 -- name: finish_owned_many
 -- finish_owned_with_step for many top-level executions at once (group commit of ends); a row
--- without call_id has no final step. Returns the run ids that were ended.
+-- without step_call_id has no final step (rows are the parameters of finish_owned_with_step).
+-- Returns the run ids that were ended.
 WITH input AS (
     SELECT * FROM json_to_recordset(%(batch)s::json)
         AS i (run_id text, token text, status text, result text, error text,
-              now double precision, call_id text, kind text, name text, step_status text,
-              attempts integer, step_result text, step_error text, started_at double precision,
-              ended_at double precision)
+              now double precision, step_call_id text, step_kind text, step_name text,
+              step_status text, step_attempts integer, step_result text, step_error text,
+              step_started_at double precision, step_ended_at double precision)
 ), locked AS (
     -- Locked in run_id order (as renew_leases and record_steps_owned do), looked up by primary
     -- key whatever the table's statistics say.
@@ -235,10 +236,10 @@ WITH input AS (
 ), step AS (
     INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at,
                        ended_at)
-    SELECT i.run_id, i.call_id, i.kind, i.name, i.step_status, i.attempts, i.step_result,
-           i.step_error, i.started_at, i.ended_at
+    SELECT i.run_id, i.step_call_id, i.step_kind, i.step_name, i.step_status, i.step_attempts,
+           i.step_result, i.step_error, i.step_started_at, i.step_ended_at
     FROM input AS i JOIN ended AS e ON e.run_id = i.run_id
-    WHERE i.call_id IS NOT NULL
+    WHERE i.step_call_id IS NOT NULL
     ON CONFLICT (run_id, call_id) DO UPDATE SET
         kind = excluded.kind, name = excluded.name, status = excluded.status,
         attempts = excluded.attempts, result = excluded.result, error = excluded.error,

@@ -1816,24 +1816,25 @@ def transient_failure(store: Store, *, use: int, after_commit: bool = True) -> I
     import psycopg
 
     pool = store._pool  # type: ignore[attr-defined]
-    original = pool.connection
+    original_get, original_put = pool.getconn, pool.putconn
     uses = [0]
 
-    @contextlib.asynccontextmanager
-    async def connection(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+    async def getconn(*args: Any, **kwargs: Any) -> Any:
         uses[0] += 1
         if uses[0] == use and not after_commit:
             raise psycopg.OperationalError("simulated: connection lost")
-        async with original(*args, **kwargs) as conn:
-            yield conn
-        if uses[0] == use:
+        return await original_get(*args, **kwargs)
+
+    async def putconn(conn: Any) -> None:
+        await original_put(conn)
+        if uses[0] == use and after_commit:
             raise psycopg.OperationalError("simulated: connection lost after COMMIT")
 
-    pool.connection = connection
+    pool.getconn, pool.putconn = getconn, putconn
     try:
         yield
     finally:
-        del pool.connection
+        del pool.getconn, pool.putconn
     assert uses[0] > use, "the transient failure was not retried"
 
 

@@ -1,9 +1,10 @@
 """Group commit: requests that arrive while a batch is being written go together in the next one.
 
-Under light load every request is written at once, alone (no added latency); under load, the
-requests of many workflows share one statement and one round trip. The writer is one asyncio task
-per kind of request, started by the first request that finds none running. Reads of one kind
-(many clients waiting for results) are batched the same way.
+Under light load every request is written at once, alone, by the task that made it (no added
+latency, no task hop); under load, the requests of many workflows share one statement and one round
+trip. Requests that arrive while a write is under way queue; one asyncio writer task per kind of
+request drains the queue in batches. Reads of one kind (many clients waiting for results) are
+batched the same way.
 """
 
 from __future__ import annotations
@@ -37,21 +38,41 @@ class GroupCommit(Generic[Item, Outcome]):
         self._queue: list[tuple[Item, asyncio.Future[Outcome]]] = []
         self._writer: asyncio.Task[None] | None = None
         self._inflight: list[tuple[Item, asyncio.Future[Outcome]]] = []
+        self._inline = False  # a request is being written alone by its own task
 
     async def submit(self, item: Item, *, alone: bool = False) -> Outcome:
         """The outcome of writing ``item``; ``alone``: at once in a statement of its own (a
         large payload, kept out of shared batches)."""
         if alone:
             outcome = await self._write_alone(item)
-            if isinstance(outcome, BaseException):
-                raise outcome
-            return outcome
-        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        self._queue.append((item, future))
+        elif self._idle():
+            # Nothing else is being written: write it now, in this task.
+            self._inline = True
+            try:
+                outcome = await self._write_alone(item)
+            finally:
+                self._inline = False
+                if self._queue:  # what arrived meanwhile goes in the next batch
+                    self._start_writer()
+        else:
+            future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+            self._queue.append((item, future))
+            if not self._inline:
+                self._start_writer()
+            return await future
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def _idle(self) -> bool:
+        return (
+            not self._inline and not self._queue and (self._writer is None or self._writer.done())
+        )
+
+    def _start_writer(self) -> None:
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._drain())
             self._writer.add_done_callback(self._writer_done)
-        return await future
 
     def _next_batch(self) -> list[tuple[Item, asyncio.Future[Outcome]]]:
         if self._unique is None and len(self._queue) <= self._max:

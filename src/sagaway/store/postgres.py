@@ -307,11 +307,17 @@ class PostgresStore:
         attempt = 0
         while True:
             try:
-                async with pool.connection() as conn:
+                # getconn/putconn rather than pool.connection(): the same for these autocommit
+                # connections (putconn discards one left broken or inside a transaction), without
+                # a generator-based context manager on every statement.
+                conn = await pool.getconn()
+                try:
                     if not transaction:
                         return await op(conn, attempt > 0)
                     async with conn.transaction():
                         return await op(conn, attempt > 0)
+                finally:
+                    await pool.putconn(conn)
             except PoolClosed as exc:
                 raise errors.ManagerStateError("the PostgreSQL store is closed") from exc
             except PoolTimeout as exc:

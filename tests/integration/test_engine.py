@@ -555,6 +555,52 @@ async def test_an_outcome_pending_when_a_wait_unloads_is_written_first(db_url: s
     assert runs == ["charge"]
 
 
+async def test_a_heartbeat_while_the_end_is_written_does_not_stop_the_workflow(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The end clears the lease, so a heartbeat that runs while the end's write is being
+    acknowledged does not renew it: that is an execution finishing, not a lost lease."""
+    clock = FakeClock()
+    manager = make_manager(db_url, clock=clock, lease_timeout=30.0)
+    committed, go_on, renewed = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    @manager.register_activity
+    async def charge() -> str:
+        return "charged"
+
+    @manager.register_workflow
+    async def pay() -> str:
+        return await charge()
+
+    async with manager:
+        engine = manager._require_engine()
+        store = engine.store
+        finish, renew = store.finish_workflow, store.renew_leases
+
+        async def slow_acknowledgement(*args: Any, **kwargs: Any) -> None:
+            await finish(*args, **kwargs)  # committed: the row holds no lease any more
+            committed.set()
+            await go_on.wait()
+
+        async def observed_renewal(*args: Any, **kwargs: Any) -> set[str]:
+            kept = await renew(*args, **kwargs)
+            renewed.set()
+            return kept
+
+        store.finish_workflow = slow_acknowledgement  # type: ignore[method-assign]
+        store.renew_leases = observed_renewal  # type: ignore[method-assign]
+        handle = await manager.workflow(pay).execute(idempotency_key="pay-1")
+        await asyncio.wait_for(committed.wait(), 10)
+        await clock.wait_for_sleep(10.0)  # the heartbeat, every lease_timeout / 3
+        await clock.advance(10.0)
+        await asyncio.wait_for(renewed.wait(), 10)
+        await asyncio.sleep(0)  # let the heartbeat act on what it renewed
+        go_on.set()
+        assert await handle.result(timeout=10) == "charged"
+        assert handle.run_id in engine.recent_ends  # it ended here, it was not cancelled
+    assert not [r for r in caplog.records if getattr(r, "action", None) == "lease_lost"]
+
+
 async def test_nothing_runs_past_an_outcome_that_could_not_be_written(db_url: str) -> None:
     """When writing a pending outcome fails, no branch starts another activity; recovery then
     runs the unwritten ones again and the workflow completes."""

@@ -59,6 +59,14 @@ TARGETS: list[Target] = [
 ]
 MULTI: list[Target] = [
     Target(
+        "sagaway/postgres-1worker",
+        "sagaway",
+        "postgres",
+        "Sagaway / PostgreSQL, 1 worker process + client process",
+        crash=False,
+        workers=1,
+    ),
+    Target(
         "sagaway/postgres-3proc",
         "sagaway",
         "postgres",
@@ -271,7 +279,7 @@ def render(doc: dict[str, Any]) -> str:
         "",
         report.crash_table(results, main_labels),
         "",
-        "#### Sagaway on PostgreSQL: 3 worker processes (A_thr)",
+        "#### Sagaway on PostgreSQL: separate worker processes (A_thr)",
         "",
         report.multiproc_table(results, "sagaway/postgres", MULTI_KEYS, labels),
         "",
@@ -318,7 +326,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.compar
     parser.add_argument(
         "--scenario", action="append", choices=tuple(SCENARIOS), help="only these scenarios"
     )
-    parser.add_argument("--no-multiproc", action="store_true", help="skip the 3-process variant")
+    parser.add_argument(
+        "--no-multiproc", action="store_true", help="skip the worker-process variants"
+    )
     parser.add_argument(
         "--repeat",
         type=int,

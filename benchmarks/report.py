@@ -410,12 +410,20 @@ def multiproc_table(results: Results, one: str, variants: list[str], labels: dic
         ]
         lines.append("| " + " | ".join(cells) + " |")
     a = metric(results, one, "A_thr")
+    # Like for like: a worker process and a client process, 1 worker against 3.
+    single = next((k for k in variants if "1worker" in k), None)
+    a1 = metric(results, single, "A_thr") if single else None
     notes = []
     for key in variants:
         b = metric(results, key, "A_thr")
         if a and b:
             notes.append(
                 f"* {labels.get(key, key)} / 1 process: **{b / a:.2f}x** A_thr throughput."
+            )
+        if a1 and b and key != single:
+            notes.append(
+                f"* {labels.get(key, key)} / 1 worker process + client process: "
+                f"**{b / a1:.2f}x** A_thr throughput."
             )
     if notes:
         lines += ["", *notes]

@@ -49,6 +49,12 @@ class Channel:
                 queue.get_nowait()  # drop the oldest: observers must not stall workflows
             queue.put_nowait(event)
 
+    def wake_all(self) -> None:
+        """Wake every end waiter (they look again): changes elsewhere may have gone unheard."""
+        for watches in self._end_waiters.values():
+            for watch in watches:
+                watch.set()
+
     def watch(self, run_id: str) -> Watch:
         """A Watch set when ``run_id`` ends, is suspended or changes in another process;
         release it with ``unwatch``."""

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
+from typing import Any
+
+import psycopg
 
 import sagaway as sw
+from sagaway.testing import FakeClock
+from tests.conftest import POSTGRES_URL
 
 SLOW_POLL = 3600.0  # polling alone would take an hour: only notifications can be this fast
 
@@ -113,3 +119,92 @@ async def test_starts_made_together_wake_listeners_once(postgres_url: str) -> No
     # The first start found nothing under way and went alone; the nine made meanwhile went in
     # one statement, one transaction, one notice (not nine).
     assert ready == ["ready:", "ready:"]
+
+
+def _define_gated(manager: sw.Manager, entered: asyncio.Event, gate: asyncio.Event) -> None:
+    @manager.register_activity(name="gated_step")
+    async def gated_step(x: int) -> int:
+        entered.set()
+        await gate.wait()
+        return x + 1
+
+    @manager.register_workflow(name="gated")
+    async def gated(x: int) -> int:
+        return await gated_step(x)
+
+
+def _count_reads(manager: sw.Manager) -> list[str]:
+    store = manager._require_engine().store
+    reads: list[str] = []
+    original = store.get_run
+
+    async def counted(run_id: str) -> Any:
+        reads.append(run_id)
+        return await original(run_id)
+
+    store.get_run = counted  # type: ignore[method-assign]
+    return reads
+
+
+async def test_a_client_waits_for_a_result_on_the_notice_not_by_polling(
+    postgres_url: str,
+) -> None:
+    """While notifications flow, a waiting client reads the run once, then sleeps until the
+    end's notice (poll_interval is only a safety net): no read every few milliseconds."""
+    entered, gate = asyncio.Event(), asyncio.Event()
+    clock = FakeClock()  # the client's waits: what it sleeps for is visible
+    client = sw.Manager(postgres_url, poll_interval=30.0, clock=clock)
+    worker = sw.Manager(postgres_url, poll_interval=SLOW_POLL)
+    _define_gated(client, entered, gate)
+    _define_gated(worker, entered, gate)
+    async with worker, client.connect():
+        assert client._require_engine().notifications
+        reads = _count_reads(client)
+        handle = await client.workflow("gated", 1).execute()
+        await asyncio.wait_for(entered.wait(), 10)
+        waiting = asyncio.ensure_future(handle.result())
+        try:
+            await clock.wait_for_sleep(30.0)  # polling would sleep 0.02 s, then 0.04 s, ...
+            assert reads == [handle.run_id]
+            gate.set()
+            assert await asyncio.wait_for(waiting, 10) == 2  # woken by the notice, not the clock
+        finally:
+            waiting.cancel()
+    assert len(reads) == 2
+
+
+async def test_waiters_poll_while_notifications_are_down(postgres_url: str) -> None:
+    """When the notification connection drops, every waiter looks again and polls until it is
+    back: an end announced meanwhile is not missed."""
+    entered, gate = asyncio.Event(), asyncio.Event()
+    app = f"sagaway_deaf_{uuid.uuid4().hex[:8]}"
+    clock = FakeClock()
+    client = sw.Manager(f"{postgres_url}&application_name={app}", poll_interval=30.0, clock=clock)
+    worker = sw.Manager(postgres_url, poll_interval=SLOW_POLL)
+    _define_gated(client, entered, gate)
+    _define_gated(worker, entered, gate)
+    async with worker, client.connect():
+        engine = client._require_engine()
+        handle = await client.workflow("gated", 1).execute(idempotency_key="deaf-1")
+        await asyncio.wait_for(entered.wait(), 10)
+        waiting = asyncio.ensure_future(handle.result())
+        try:
+            await clock.wait_for_sleep(30.0)
+
+            store: Any = engine.store
+            store._conninfo = "host=127.0.0.1 port=1 connect_timeout=2"  # it cannot come back
+            with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = %s",
+                    (app,),
+                )
+            await clock.wait_for_sleep(lambda seconds: seconds < 1.0)  # woken, now polling
+            assert not engine.notifications and not waiting.done()
+
+            gate.set()  # ends in the worker; its notice cannot reach the client
+            assert await worker.get_workflow("deaf-1").result(timeout=10) == 2
+            await clock.advance(1.0)
+            assert await asyncio.wait_for(waiting, 10) == 2
+        finally:
+            waiting.cancel()

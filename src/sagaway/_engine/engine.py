@@ -101,6 +101,8 @@ class Engine:
             maximum_attempts=0,
         )
         self.channel = Channel()
+        self.notifications = False
+        """True while the store's notifications reach this process (see ``Store.listen``)."""
         self.recent_ends: collections.OrderedDict[str, WorkflowRecord] = collections.OrderedDict()
         """Executions that ended in this process lately, by run id: result() needs no read."""
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -220,8 +222,10 @@ class Engine:
     async def wait_for_end(self, run_id: str, key: str, timeout: float | None) -> WorkflowRecord:
         """Wait until the execution is COMPLETED, FAILED, CANCELLED or TERMINATED.
 
-        In-process ends wake the waiter through the Channel; ends in other processes are seen
-        by polling, from 20 ms up to ``poll_interval``.
+        In-process ends wake the waiter through the Channel. Ends in other processes wake it
+        through the store's notifications when it has them (PostgreSQL), with a read every
+        ``poll_interval`` as a safety net; without them (SQLite, or while the notification
+        connection is down) they are seen by polling, from 20 ms up to ``poll_interval``.
         """
         deadline = None if timeout is None else self.clock.now() + timeout
         waiter = self.channel.watch(run_id)
@@ -242,7 +246,7 @@ class Engine:
                     raise errors.WorkflowNotFound(key)
                 if record.status.ended:
                     return record
-                wait = delay
+                wait = self.poll_interval if self.notifications else delay
                 if deadline is not None:
                     left = deadline - self.clock.now()
                     if left <= 0:
@@ -283,6 +287,12 @@ class Engine:
                 self.worker.ended_elsewhere(detail)  # cancelled elsewhere while running here
         elif kind == "ready" and self.worker is not None:
             self.worker.wake_recovery()
+        elif kind in ("listening", "deaf"):
+            # Notices may have been missed (or will be): everyone waiting looks again now.
+            self.notifications = kind == "listening"
+            self.channel.wake_all()
+            if self.worker is not None:
+                self.worker.wake_recovery()
 
     async def send_signal(self, key: str, name: str, payload: Any, dedupe_id: str | None) -> bool:
         """Store a signal for the workflow under ``key``; False if ``dedupe_id`` was seen."""

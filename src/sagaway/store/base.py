@@ -43,7 +43,9 @@ class Store(Protocol):
 
     async def listen(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(payload)`` when another process changes something worth a look:
-        ``"ended:<run_id>"`` (an execution ended) or ``"ready:..."`` (work may be due).
+        ``"ended:<run_id>"`` (an execution ended) or ``"ready:..."`` (work may be due); and
+        ``"listening:"`` once notifications flow (again: anything sent while they did not was
+        lost), ``"deaf:"`` when they stop.
 
         Optional speed-up: backends without notifications do nothing, and polling finds it all.
         """

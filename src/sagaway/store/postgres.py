@@ -211,8 +211,9 @@ class PostgresStore:
     async def listen(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(payload)`` for every notification of this schema's channel.
 
-        One dedicated connection, outside the pool; it reconnects with backoff, and calls
-        ``callback("ready:")`` after reconnecting, since notifications sent meanwhile are lost.
+        One dedicated connection, outside the pool; it reconnects with backoff. It calls
+        ``callback("listening:")`` each time LISTEN takes effect (notices sent before that are
+        lost: look again) and ``callback("deaf:")`` when the connection drops.
         Returns once listening (or after 5 s of failing to: polling covers the gap).
         """
         if self._listener is not None:
@@ -228,8 +229,8 @@ class PostgresStore:
         self, callback: Callable[[str], None], listening: asyncio.Future[None]
     ) -> None:
         delay = 0.1
-        reconnected = False
         while True:
+            heard = False
             try:
                 conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
                 async with conn:
@@ -237,8 +238,8 @@ class PostgresStore:
                     if not listening.done():
                         listening.set_result(None)
                     delay = 0.1
-                    if reconnected:
-                        callback("ready:")
+                    heard = True
+                    callback("listening:")
                     async for note in conn.notifies():
                         callback(note.payload)
             except psycopg.Error as exc:
@@ -249,7 +250,9 @@ class PostgresStore:
                     delay,
                     extra={"action": "listen"},
                 )
-            reconnected = True
+            finally:
+                if heard:
+                    callback("deaf:")
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 

@@ -1,6 +1,7 @@
 """Profile Sagaway's hot path on the order-saga workload, in this process.
 
-``python -m benchmarks.profile [--db sqlite|postgres] [--scenario A_thr] [--n N] [--clients C]``
+``python -m benchmarks.profile [--db sqlite|postgres] [--scenario A_thr] [--n N] [--clients C]
+[--activities async|sync]``
 runs one scenario of WORKLOAD.md (20 warm-up workflows, then N measured) with the engine, the
 client and the activities in this one process, and prints throughput, p50 latency and the CPU
 this process spent per workflow (user and system, all threads). Options:
@@ -92,7 +93,7 @@ async def profile(args: argparse.Namespace) -> None:
             services = workload.Services({"kind": "sqlite", "dir": f"{tmp}/services"})
             engine_url = f"sqlite:///{tmp}/engine.db"
         services.create()
-        adapter = SagawayAdapter({"url": engine_url}, services)
+        adapter = SagawayAdapter({"url": engine_url, "activities": args.activities}, services)
         await adapter.open()
         stats: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
         if args.trace:
@@ -153,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--n", type=int, help="measured workflows (default: the scenario's N)")
     parser.add_argument("--clients", type=int, help="concurrent clients (default: the scenario's)")
+    parser.add_argument(
+        "--activities", choices=("async", "sync"), default="async", help="as in benchmarks.run"
+    )
     parser.add_argument("--trace", action="store_true", help="count Store calls and latency")
     parser.add_argument("--cprofile", metavar="PATH", type=Path, help="cProfile the measured part")
     args = parser.parse_args(argv)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 from typing import Protocol
 
@@ -28,7 +29,7 @@ async def wait_event_or_sleep(event: asyncio.Event, clock: Clock, seconds: float
     """Return when ``event`` is set or ``seconds`` of ``clock`` time have passed."""
     if event.is_set():
         return
-    if _real_time(clock):
+    if _TIMEOUT_OK and _real_time(clock):
         # The common case (every result() waits here): a timer on this task, no extra tasks.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(max(seconds, 0.0)):
@@ -41,6 +42,10 @@ async def wait_event_or_sleep(event: asyncio.Event, clock: Clock, seconds: float
     finally:
         waiter.cancel()
         sleeper.cancel()
+
+
+# asyncio.timeout() mishandles a task that was cancelled and uncancelled before 3.11.3.
+_TIMEOUT_OK = sys.version_info >= (3, 11, 3)
 
 
 def _real_time(clock: Clock) -> bool:

@@ -522,6 +522,43 @@ async def test_shutdown_keeps_outcomes_not_written_yet(db_url: str) -> None:
     assert runs == ["charge"]
 
 
+async def test_shutdown_during_the_end_write_keeps_the_last_outcome(db_url: str) -> None:
+    """The last outcome travels with the end; if shutdown cancels that write, the outcome is
+    pending again, so the shutdown flush records it and the next owner does not re-run it."""
+    runs: list[str] = []
+    stuck = asyncio.Event()
+
+    def build() -> tuple[sw.Manager, Any]:
+        manager = make_manager(db_url)
+
+        @manager.register_activity
+        async def charge() -> str:
+            runs.append("charge")
+            return "charged"
+
+        @manager.register_workflow
+        async def pay() -> str:
+            return await charge()
+
+        return manager, pay
+
+    first, pay = build()
+    async with first:
+        store = first._require_engine().store
+
+        async def hangs(*args: Any, **kwargs: Any) -> None:
+            stuck.set()
+            await asyncio.Event().wait()  # the end's write never finishes
+
+        store.finish_workflow = hangs  # type: ignore[method-assign]
+        await first.workflow(pay).execute(idempotency_key="pay-1")
+        await asyncio.wait_for(stuck.wait(), 10)
+    second, _ = build()
+    async with second:
+        assert await second.get_workflow("pay-1").result(timeout=20) == "charged"
+    assert runs == ["charge"]
+
+
 async def test_an_outcome_pending_when_a_wait_unloads_is_written_first(db_url: str) -> None:
     """A receive waiting beside a running activity unloads once the activity is done; the
     activity's outcome must be committed before the lease is given up, or it runs again."""

@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 import psycopg
+import pytest
 
 import sagaway as sw
 from sagaway.testing import FakeClock
@@ -208,3 +209,67 @@ async def test_waiters_poll_while_notifications_are_down(postgres_url: str) -> N
             assert await asyncio.wait_for(waiting, 10) == 2
         finally:
             waiting.cancel()
+
+
+async def test_notices_that_never_arrive_leave_waiters_polling(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """LISTEN can succeed and deliver nothing (a pooler in transaction mode): the listener's own
+    probe notice never comes back, so the process is not counted as notified and polls."""
+    from sagaway.store import postgres
+
+    async def lost(self: Any, conn: Any, probe: str) -> None:
+        return None  # as if the notice went to a server connection we are not on
+
+    monkeypatch.setattr(postgres.PostgresStore, "_send_probe", lost)
+    monkeypatch.setattr(postgres, "_PROBE_WAIT", 0.2)
+    entered, gate = asyncio.Event(), asyncio.Event()
+    clock = FakeClock()
+    client = sw.Manager(postgres_url, poll_interval=30.0, clock=clock)
+    worker = sw.Manager(postgres_url, poll_interval=SLOW_POLL)
+    _define_gated(client, entered, gate)
+    _define_gated(worker, entered, gate)
+    async with worker, client.connect():
+        assert not client._require_engine().notifications
+        assert [r for r in caplog.records if "do not arrive" in r.getMessage()]
+        handle = await client.workflow("gated", 1).execute(idempotency_key="silent-1")
+        await asyncio.wait_for(entered.wait(), 10)
+        waiting = asyncio.ensure_future(handle.result())
+        try:
+            await clock.wait_for_sleep(lambda seconds: seconds < 1.0)  # polling, not 30 s
+            gate.set()
+            assert await worker.get_workflow("silent-1").result(timeout=10) == 2
+            await clock.advance(1.0)
+            assert await asyncio.wait_for(waiting, 10) == 2
+        finally:
+            waiting.cancel()
+
+
+async def _until(condition: Any, seconds: float = 10.0) -> None:
+    """Wait for a state another task changes (bounded; fails the test on timeout)."""
+    async with asyncio.timeout(seconds):
+        while not condition():  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+
+
+async def test_an_unanswered_probe_makes_the_listener_reconnect(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listening connection that stops delivering (half-open, say) is found by its next probe:
+    the process stops counting on notices, reconnects, and counts on them again once heard."""
+    from sagaway.store import postgres
+
+    monkeypatch.setattr(postgres, "_PROBE_EVERY", 0.2)
+    manager = sw.Manager(postgres_url, poll_interval=SLOW_POLL)
+    async with manager.connect():
+        engine = manager._require_engine()
+        assert engine.notifications
+        send = postgres.PostgresStore._send_probe
+
+        async def lost(self: Any, conn: Any, probe: str) -> None:
+            return None
+
+        monkeypatch.setattr(postgres.PostgresStore, "_send_probe", lost)
+        await _until(lambda: not engine.notifications)
+        monkeypatch.setattr(postgres.PostgresStore, "_send_probe", send)
+        await _until(lambda: engine.notifications)

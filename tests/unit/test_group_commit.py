@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -17,11 +18,13 @@ class Recorder:
         self.gate = asyncio.Event()
         self.gate.set()
         self.writing = asyncio.Event()
+        self.after_write: Callable[[], object] = lambda: None
 
     async def write(self, batch: list[str]) -> list[str | BaseException]:
         self.batches.append(list(batch))
         self.writing.set()
         await self.gate.wait()
+        self.after_write()
         if any(item.startswith("bad") for item in batch):
             raise ValueError("the database refused the batch")
         return [ValueError(f"{i} refused") if i.startswith("no") else i.upper() for i in batch]
@@ -112,13 +115,40 @@ async def test_a_stopped_writer_answers_every_waiting_request(writing: bool) -> 
     await recorder.writing.wait()
     waiting = [asyncio.ensure_future(commits.submit(x)) for x in ("b", "c")]
     await asyncio.sleep(0)
-    recorder.writing.clear()
-    commits._start_writer()  # what the end of the write of "a" does
+    assert commits._writer is None  # they wait for the write of "a" to end
+    loop = asyncio.get_running_loop()
+
+    def stop_writer() -> None:  # as when the event loop shuts down
+        assert commits._writer is not None
+        commits._writer.cancel()
+
     if writing:
-        await recorder.writing.wait()
-    assert commits._writer is not None
-    commits._writer.cancel()  # as when the event loop shuts down
+        recorder.writing.clear()
+        recorder.gate.set()  # lets "a" through (its waiter is already woken)...
+        recorder.gate.clear()  # ...but not what comes next
+        assert await first == "A"  # its end started the writer, which writes "b"...
+        await recorder.writing.wait()  # ...and is held at the gate
+        stop_writer()
+    else:
+        # Runs right after the write of "a" returns: before the writer it starts has run.
+        recorder.after_write = lambda: loop.call_soon(stop_writer)
+        recorder.gate.set()
+        assert await first == "A"
     results = await asyncio.gather(*waiting, return_exceptions=True)
     assert all(isinstance(r, asyncio.CancelledError) for r in results)
+    assert recorder.batches == ([["a"], ["b"]] if writing else [["a"]])
+
+
+async def test_a_failed_write_alone_still_starts_the_writer_for_what_queued() -> None:
+    recorder = Recorder()
+    commits = GroupCommit(recorder.write, max_batch=10)
+    recorder.gate.clear()
+    first = asyncio.ensure_future(commits.submit("bad-a"))
+    await recorder.writing.wait()
+    rest = asyncio.gather(*(commits.submit(x) for x in ("b", "c")))
+    await asyncio.sleep(0)
     recorder.gate.set()
-    assert await first == "A"
+    with pytest.raises(ValueError, match="refused the batch"):
+        await first
+    assert await rest == ["B", "C"]
+    assert recorder.batches == [["bad-a"], ["b", "c"]]

@@ -246,7 +246,11 @@ class Engine:
                     raise errors.WorkflowNotFound(key)
                 if record.status.ended:
                     return record
-                wait = self.poll_interval if self.notifications else delay
+                if self.notifications:
+                    # The end's notice will wake us; the read is only a safety net.
+                    wait, delay = self.poll_interval, 0.02
+                else:
+                    wait, delay = delay, min(delay * 2, self.poll_interval)
                 if deadline is not None:
                     left = deadline - self.clock.now()
                     if left <= 0:
@@ -256,7 +260,6 @@ class Engine:
                         )
                     wait = min(wait, left)
                 await wait_event_or_sleep(waiter, self.clock, wait)
-                delay = min(delay * 2, self.poll_interval)
         finally:
             self.channel.unwatch(run_id, waiter)
 

@@ -148,16 +148,24 @@ class Execution:
                     self.unrecorded.append(final_step)
                 raise
             now = engine.clock.now()
-            await engine.store.finish_workflow(
-                self.record.run_id,
-                token=self.lease.token,
-                status=status,
-                result=result,
-                error=error,
-                now=now,
-                final_step=final_step,
-                has_parent=self.record.parent_key is not None,
-            )
+            try:
+                await engine.store.finish_workflow(
+                    self.record.run_id,
+                    token=self.lease.token,
+                    status=status,
+                    result=result,
+                    error=error,
+                    now=now,
+                    final_step=final_step,
+                    has_parent=self.record.parent_key is not None,
+                )
+            except BaseException:
+                # Not known to be written (a cancelled write may have been aborted): the last
+                # outcome stays pending, so a shutdown flush still records it. If the end did
+                # commit, that fenced write is refused harmlessly.
+                if final_step is not None:
+                    self.unrecorded.append(final_step)
+                raise
         logger.debug(
             "workflow %s %s",
             self.key,

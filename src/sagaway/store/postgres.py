@@ -40,6 +40,7 @@ from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
@@ -75,6 +76,12 @@ _ATTEMPTS = 4
 """Tries of one transaction when it fails with a transient (operational) error."""
 _BACKOFF = 0.05
 """Seconds before the first retry; doubles each time."""
+_PROBE_WAIT = 2.0
+"""Seconds the listener waits for its first probe notice before it reports notices missing."""
+_PROBE_EVERY = 30.0
+"""Seconds between probes of a listening connection (one unanswered probe: reconnect)."""
+_LISTEN_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10}
+"""TCP keepalives of the notification connection, unless the URL sets them: it sits idle."""
 _STEP_BATCH = 200
 """Steps written by one statement at most."""
 _CREATE_BATCH = 100
@@ -212,9 +219,11 @@ class PostgresStore:
         """Call ``callback(payload)`` for every notification of this schema's channel.
 
         One dedicated connection, outside the pool; it reconnects with backoff. It calls
-        ``callback("listening:")`` each time LISTEN takes effect (notices sent before that are
-        lost: look again) and ``callback("deaf:")`` when the connection drops.
-        Returns once listening (or after 5 s of failing to: polling covers the gap).
+        ``callback("listening:")`` once a probe notice it sent itself has come back (notices
+        sent before that are lost: look again), and ``callback("deaf:")`` when the connection
+        drops or a later probe goes unanswered. A pooler in transaction mode lets LISTEN succeed
+        and then delivers nothing: the probe never comes back, and polling does the work.
+        Returns once notices are heard (or after ``_PROBE_WAIT`` s of not hearing them).
         """
         if self._listener is not None:
             return
@@ -223,26 +232,47 @@ class PostgresStore:
             self._listen(callback, listening), name=f"sagaway-listen:{self.schema}"
         )
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(listening), 5.0)
+            await asyncio.wait_for(asyncio.shield(listening), _PROBE_WAIT + 5.0)
 
     async def _listen(
         self, callback: Callable[[str], None], listening: asyncio.Future[None]
     ) -> None:
         delay = 0.1
+        warned = False
         while True:
             heard = False
             try:
-                conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+                given = conninfo_to_dict(self._conninfo)
+                conninfo = make_conninfo(
+                    self._conninfo,
+                    **{k: v for k, v in _LISTEN_KEEPALIVES.items() if k not in given},
+                )
+                conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
                 async with conn:
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
-                    if not listening.done():
-                        listening.set_result(None)
                     delay = 0.1
-                    heard = True
-                    callback("listening:")
-                    async for note in conn.notifies():
-                        callback(note.payload)
-            except psycopg.Error as exc:
+                    seconds = _PROBE_WAIT
+                    while True:
+                        answered = await self._listen_round(conn, callback, seconds, not heard)
+                        seconds = _PROBE_EVERY
+                        if answered and not heard:
+                            heard = True
+                            callback("listening:")
+                        if not listening.done():
+                            listening.set_result(None)
+                        if answered:
+                            continue
+                        if heard:
+                            raise psycopg.OperationalError("a probe notice did not come back")
+                        if not warned:
+                            warned = True
+                            logger.warning(
+                                "notifications on %s do not arrive (a connection pooler in "
+                                "transaction mode?); polling instead",
+                                self.url,
+                                extra={"action": "listen"},
+                            )
+            except (psycopg.Error, TimeoutError) as exc:
                 logger.warning(
                     "notification connection to %s lost (%s); reconnecting in %.1fs",
                     self.url,
@@ -255,6 +285,30 @@ class PostgresStore:
                     callback("deaf:")
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+    async def _listen_round(
+        self, conn: Conn, callback: Callable[[str], None], seconds: float, first: bool
+    ) -> bool:
+        """Send a probe notice and pass on every other notice for ``seconds`` (``first``: only
+        until the probe is back); True if it came back. A hung (half-open) connection fails
+        with TimeoutError."""
+        probe = f"probe:{uuid.uuid4().hex}"
+        answered = False
+        async with asyncio.timeout(seconds + 10.0):
+            await self._send_probe(conn, probe)
+            # aclosing: the generator holds the connection's lock until it is closed.
+            async with contextlib.aclosing(conn.notifies(timeout=seconds)) as notes:
+                async for note in notes:
+                    if note.payload == probe:
+                        answered = True
+                        if first:
+                            break
+                    elif not note.payload.startswith("probe:"):  # others' probes: not ours
+                        callback(note.payload)
+        return answered
+
+    async def _send_probe(self, conn: Conn, probe: str) -> None:
+        await conn.execute("SELECT pg_notify(%s, %s)", (self.channel, probe))
 
     async def _configure(self, conn: Conn) -> None:
         # Runs once per new pooled connection (autocommit): every query is unqualified.
@@ -311,8 +365,8 @@ class PostgresStore:
         while True:
             try:
                 # getconn/putconn rather than pool.connection(): the same for these autocommit
-                # connections (putconn discards one left broken or inside a transaction), without
-                # a generator-based context manager on every statement.
+                # connections (putconn rolls back one left inside a transaction and replaces one
+                # left broken), without a generator-based context manager on every statement.
                 conn = await pool.getconn()
                 try:
                     if not transaction:

@@ -143,12 +143,7 @@ class Execution:
             final_step = self.unrecorded.pop() if self.unrecorded else None
             try:
                 await self._write_pending()  # more than one: parallel branches ended together
-            except BaseException:
-                if final_step is not None:
-                    self.unrecorded.append(final_step)
-                raise
-            now = engine.clock.now()
-            try:
+                now = engine.clock.now()
                 await engine.store.finish_workflow(
                     self.record.run_id,
                     token=self.lease.token,

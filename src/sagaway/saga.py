@@ -21,7 +21,7 @@ class Saga:
 
     def __init__(self) -> None:
         self._compensations: list[
-            tuple[Callable[..., Any] | str, tuple[Any, ...], dict[str, Any]]
+            tuple[float, Callable[..., Any] | str, tuple[Any, ...], dict[str, Any]]
         ] = []
 
     def add_compensation(self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> None:
@@ -32,7 +32,10 @@ class Saga:
         execution = context.current_execution()
         if execution is not None:
             execution.engine.registry.activity(fn)  # unknown functions fail here, not at undo time
-        self._compensations.append((fn, args, kwargs))
+        # Ordered by the completion of the step just done, not by when this line runs: parallel
+        # branches reach it in another order on a replay (recorded calls return at once), and
+        # the compensations must run in the same order on every run.
+        self._compensations.append((context.causal_completion(), fn, args, kwargs))
 
     @property
     def pending(self) -> int:
@@ -47,8 +50,9 @@ class Saga:
                 "Saga.execute() runs compensations as durable activities: call it inside a workflow"
             )
         registry = execution.engine.registry
+        self._compensations.sort(key=lambda entry: entry[0])  # stable: ties keep their order
         while self._compensations:
-            fn, args, kwargs = self._compensations.pop()
+            _, fn, args, kwargs = self._compensations.pop()
             defn = registry.activity(fn)
             _, call_id, seq = context.next_call_id()
             await execution.call_activity(
@@ -79,6 +83,10 @@ class Saga:
         if (
             execution is not None
             and execution.doomed is None
-            and execution.engine.is_completable(exc)
+            and (
+                execution.engine.is_completable(exc)
+                # A child it waited for was cancelled or terminated: the workflow ends CANCELLED.
+                or isinstance(exc, errors.WorkflowCancelled)
+            )
         ):
             await self.execute()

@@ -21,13 +21,16 @@ if TYPE_CHECKING:
 class Branch:
     """Numbering state of one task of a workflow."""
 
-    __slots__ = ("branches", "calls", "prefix", "task")
+    __slots__ = ("branches", "calls", "done", "prefix", "subbranches", "task")
 
     def __init__(self, task: asyncio.Task[object] | None, prefix: str) -> None:
         self.task = task
         self.prefix = prefix
         self.calls = 0
         self.branches = 0
+        self.done = 0.0
+        """Completion order (see ``note_completion``) of the last outcome this branch received."""
+        self.subbranches: list[Branch] = []
 
     def next_call(self) -> tuple[str, int]:
         self.calls += 1
@@ -35,7 +38,16 @@ class Branch:
 
     def child(self, task: asyncio.Task[object] | None) -> Branch:
         self.branches += 1
-        return Branch(task, f"{self.prefix}{self.branches}/")
+        branch = Branch(task, f"{self.prefix}{self.branches}/")
+        self.subbranches.append(branch)
+        return branch
+
+    def latest_completion(self) -> float:
+        """The latest completion this branch and the branches it spawned have received."""
+        latest = self.done
+        for branch in self.subbranches:
+            latest = max(latest, branch.latest_completion())
+        return latest
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -80,3 +92,22 @@ def next_call_id() -> tuple[Execution, str, int]:
         _current.set(_State(state.execution, branch))
     call_id, seq = branch.next_call()
     return state.execution, call_id, seq
+
+
+def note_completion(order: float) -> None:
+    """Record that the current branch received an outcome completed at ``order``.
+
+    ``order`` is the step's recorded completion time, strictly increasing within an execution
+    (see ``Execution.completion_time``), so it orders completions the same way on every replay,
+    although a replay returns recorded outcomes at once and in another interleaving.
+    """
+    state = _current.get()
+    if state is not None:
+        state.branch.done = max(state.branch.done, order)
+
+
+def causal_completion() -> float:
+    """The latest completion the current branch has seen, its spawned branches included: the
+    position of "the step just done" in completion order (0.0 outside a workflow)."""
+    state = _current.get()
+    return 0.0 if state is None else state.branch.latest_completion()

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from sagaway import errors, events, retry, serialization
+from sagaway._engine import keys
 from sagaway._engine.states import WorkflowStatus
 from sagaway.channel import Channel
 from sagaway.clock import Clock, wait_event_or_sleep
@@ -163,14 +164,18 @@ class Engine:
             raise ValueError("idempotency_key must be at most 512 characters")
         if "\x00" in key:
             raise ValueError("idempotency_key must not contain NUL characters (\\x00)")
+        run_id = uuid.uuid4().hex
         new = NewWorkflow(
-            run_id=uuid.uuid4().hex,
+            run_id=run_id,
             key=key,
             name=defn.name,
             args=args_json,
             args_hash=serialization.args_hash(args_json),
             parent_key=parent_key,
             queue=defn.queue,
+            key_space=keys.key_space(
+                key, run_id, replacing=on_conflict is OnConflict.TERMINATE_EXISTING
+            ),
         )
         worker = self.worker
         runs_here = worker is not None and worker.accepting and worker.serves(defn.queue)

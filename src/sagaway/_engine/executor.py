@@ -29,7 +29,7 @@ import pydantic_core
 
 from sagaway import activity as activity_mod
 from sagaway import errors, events, retry, serialization
-from sagaway._engine import context
+from sagaway._engine import context, keys
 from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.clock import wait_event_or_sleep
 from sagaway.store.records import Lease, StepRecord, WorkflowRecord
@@ -42,6 +42,15 @@ logger = logging.getLogger(__name__)
 
 _WAIT_IN_PROCESS = 1.0
 """Timers shorter than this (seconds) sleep in the worker instead of unloading the workflow."""
+
+
+_FINAL = frozenset({StepStatus.COMPLETED, StepStatus.FAILED})
+"""Outcomes a replay returns without running the call again."""
+
+_ORDERED_KINDS = frozenset(
+    {StepKind.ACTIVITY, StepKind.COMPENSATION, StepKind.SIGNAL, StepKind.CHILD_RESULT}
+)
+"""Steps whose recorded end is the moment the workflow received their outcome."""
 
 
 class _Unload(BaseException):
@@ -84,10 +93,22 @@ class Execution:
         self._flush_lock = asyncio.Lock()
         self._write_error: BaseException | None = None
         """Why pending outcomes could not be written: nothing may run past them (sticky)."""
+        self._last_completion = max(
+            (s.ended_at or 0.0 for s in steps if s.kind in _ORDERED_KINDS), default=0.0
+        )
+        """Completion time of the latest outcome received (see ``completion_time``)."""
 
     @property
     def key(self) -> str:
         return self.record.key
+
+    def completion_time(self) -> float:
+        """Now, as the recorded completion time of an outcome: strictly after every earlier
+        completion of this execution (in any process, whatever its clock), so recorded times
+        give the order in which the workflow received its outcomes; replays rebuild the order
+        of compensations from them (``context.note_completion``)."""
+        self._last_completion = max(self.engine.clock.now(), self._last_completion + 1e-6)
+        return self._last_completion
 
     # ------------------------------------------------------------------ top level
 
@@ -114,6 +135,12 @@ class Execution:
                 elif engine.is_completable(exc):
                     await self._finish(
                         WorkflowStatus.FAILED, None, self._describe(exc, "completable")
+                    )
+                elif isinstance(exc, errors.WorkflowCancelled):
+                    # A child it waited for was cancelled or terminated: the parent ends too
+                    # (after its Saga compensated), instead of replaying that end forever.
+                    await self._finish(
+                        WorkflowStatus.CANCELLED, None, self._describe(exc, "cancelled")
                     )
                 else:
                     await self._suspend(exc)
@@ -216,12 +243,14 @@ class Execution:
     def _replayed(self, call_id: str, kind: StepKind, name: str) -> StepRecord | None:
         step = self.recorded.get(call_id)
         if step is not None and (step.name != name or step.kind is not kind):
-            raise errors.NonDeterminismError(
+            # Doomed, so workflow code that catches it cannot complete on a fallback.
+            self.doomed = errors.NonDeterminismError(
                 f"workflow {self.defn.name!r} ({self.key}): durable call {call_id} was recorded "
                 f"as {step.kind.value} {step.name!r}, but the code now calls {kind.value} "
                 f"{name!r}; workflow code must make the same durable calls in the same order "
                 "on every run (deploy changes only for new workflows, or finish old ones first)"
             )
+            raise self.doomed
         return step
 
     def _check_usable(self) -> None:
@@ -301,12 +330,12 @@ class Execution:
         self._check_usable()
         kind = StepKind.COMPENSATION if compensation else StepKind.ACTIVITY
         previous = self._replayed(call_id, kind, defn.name)
-        if previous is not None:
+        if previous is not None and previous.status in _FINAL:
+            context.note_completion(previous.ended_at or 0.0)
             if previous.status is StepStatus.COMPLETED:
                 return defn.codec.decode_result(previous.result)
-            if previous.status is StepStatus.FAILED:
-                assert previous.error is not None
-                raise serialization.error_from_record(previous.error, self.engine.marshaler)
+            assert previous.error is not None
+            raise serialization.error_from_record(previous.error, self.engine.marshaler)
         engine = self.engine
         # An effect runs only once every earlier outcome is durable.
         await self._before_durable_action()
@@ -321,7 +350,7 @@ class Execution:
             call_id=call_id,
             sequence=seq,
             attempt=0,
-            idempotency_key=f"{self.key}/{call_id}",
+            idempotency_key=keys.derived_key(self.record, call_id),
             is_compensation=compensation,
         )
         local_attempt = 0
@@ -349,6 +378,8 @@ class Execution:
                     ended_at=engine.clock.now(),
                 )
                 if outcome is StepStatus.FAILED:
+                    step = dataclasses.replace(step, ended_at=self.completion_time())
+                    context.note_completion(step.ended_at or 0.0)
                     await self._record(step, defer=True)
                     raise
                 if outcome is StepStatus.RETRYING and policy.allows(local_attempt + 1):
@@ -382,8 +413,9 @@ class Execution:
                 result=result,
                 error=None,
                 started_at=started_at,
-                ended_at=engine.clock.now(),
+                ended_at=self.completion_time(),
             )
+            context.note_completion(step.ended_at or 0.0)
             await self._record(step, defer=True)
             # Return what replay will return, so the first run and every replay agree.
             return defn.codec.decode_result(result)
@@ -494,6 +526,7 @@ class Execution:
         previous = self._replayed(call_id, StepKind.SIGNAL, name)
         if previous is not None:
             if previous.status is StepStatus.COMPLETED:
+                context.note_completion(previous.ended_at or 0.0)
                 return _decode_signal(adapter, previous.result)
             if previous.status is StepStatus.FAILED:
                 message = serialization.error_summary(previous.error) or {}
@@ -520,6 +553,8 @@ class Execution:
                 await self._before_durable_action()
                 now = engine.clock.now()
                 expired = deadline is not None and now >= deadline
+                if not expired:
+                    now = self.completion_time()  # a signal received now is recorded at ``now``
                 unload = self.inflight == 0 and not expired
                 try:
                     payload = await engine.store.receive_signal(
@@ -548,6 +583,7 @@ class Execution:
                         started_at=started_at,
                         ended_at=now,
                     )
+                    context.note_completion(now)
                     return _decode_signal(adapter, payload)
                 if expired:
                     waited = now - started_at
@@ -596,7 +632,7 @@ class Execution:
             assert previous.result is not None
             child_key: str = serialization._load(previous.result, "child key")
             return child_key
-        child_key = key or f"{self.key}/{call_id}"
+        child_key = key or keys.derived_key(self.record, call_id)
         await self._before_durable_action()
         now = engine.clock.now()
         await engine.start_child(defn, args_json, key=child_key, parent_key=self.key)
@@ -621,12 +657,12 @@ class Execution:
         self._check_usable()
         engine = self.engine
         previous = self._replayed(call_id, StepKind.CHILD_RESULT, defn.name)
-        if previous is not None:
+        if previous is not None and previous.status in _FINAL:
+            context.note_completion(previous.ended_at or 0.0)
             if previous.status is StepStatus.COMPLETED:
                 return defn.codec.decode_result(previous.result)
-            if previous.status is StepStatus.FAILED:
-                assert previous.error is not None
-                raise serialization.error_from_record(previous.error, engine.marshaler)
+            assert previous.error is not None
+            raise serialization.error_from_record(previous.error, engine.marshaler)
         started_at = engine.clock.now()
         while True:
             await self._before_durable_action()  # as in call_receive: before a possible unload
@@ -672,8 +708,9 @@ class Execution:
             result=child.result,
             error=error if status is StepStatus.FAILED else None,
             started_at=started_at,
-            ended_at=engine.clock.now(),
+            ended_at=self.completion_time(),
         )
+        context.note_completion(step.ended_at or 0.0)
         await self._record(step)
         if status is StepStatus.COMPLETED:
             return defn.codec.decode_result(child.result)

@@ -10,7 +10,7 @@ from sagaway.store.records import StepRecord, WorkflowRecord
 
 
 def workflow_from_row(row: Sequence[Any]) -> WorkflowRecord:
-    """A ``WorkflowRecord`` from the columns run_id .. suspend_count of the named queries."""
+    """A ``WorkflowRecord`` from the columns run_id .. key_space of the named queries."""
     return WorkflowRecord(
         run_id=row[0],
         key=row[1],
@@ -28,6 +28,7 @@ def workflow_from_row(row: Sequence[Any]) -> WorkflowRecord:
         lease_expires_at=row[13],
         next_run_at=row[14],
         suspend_count=row[15],
+        key_space=row[16],
     )
 
 

@@ -406,6 +406,7 @@ class PostgresStore:
             "status": (WorkflowStatus.RUNNING if lease else WorkflowStatus.PENDING).value,
             "parent_key": new.parent_key,
             "queue": new.queue,
+            "key_space": new.key_space,
             "now": now,
             "lease_token": lease.token if lease else None,
             "lease_owner": lease.owner if lease else None,
@@ -688,7 +689,7 @@ class PostgresStore:
                 for row in await cur.fetchall():
                     record = _rows.workflow_from_row(row)
                     assert record.lease_expires_at is not None
-                    claimed.append((record, Lease(row[16], owner, record.lease_expires_at)))
+                    claimed.append((record, Lease(row[17], owner, record.lease_expires_at)))
                 taken = {lease.token for _, lease in claimed}
                 free = [t for t in tokens if t not in taken]
             if len(claimed) >= limit:

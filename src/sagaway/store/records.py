@@ -30,6 +30,9 @@ class WorkflowRecord:
     lease_expires_at: float | None
     next_run_at: float | None
     suspend_count: int
+    key_space: str | None = None
+    """Prefix of the idempotency keys this execution derives (``sagaway._engine.keys``); None
+    for an execution created before key spaces existed (its keys are ``<key>/<call id>``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -75,6 +78,8 @@ class NewWorkflow:
     args_hash: str
     parent_key: str | None = None
     queue: str = "default"
+    key_space: str | None = None
+    """See ``WorkflowRecord.key_space``."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -255,6 +255,7 @@ class SQLiteStore:
             "status": (WorkflowStatus.RUNNING if lease else WorkflowStatus.PENDING).value,
             "parent_key": new.parent_key,
             "queue": new.queue,
+            "key_space": new.key_space,
             "now": now,
             "lease_token": lease.token if lease else None,
             "lease_owner": lease.owner if lease else None,

@@ -27,46 +27,46 @@ VALUES (%(version)s, %(name)s, %(applied_at)s)
 
 -- name: get_current
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
 FROM workflows WHERE key = %(key)s AND is_current
 
 -- name: get_current_for_update
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
 FROM workflows WHERE key = %(key)s AND is_current
 FOR UPDATE
 
 -- name: get_run
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
 FROM workflows WHERE run_id = %(run_id)s
 
 -- name: insert_workflow
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue)
+                       next_run_at, queue, key_space)
 VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s, %(parent_key)s,
         %(now)s, %(now)s, %(lease_token)s, %(lease_owner)s, %(lease_expires_at)s, %(now)s,
-        %(queue)s)
+        %(queue)s, %(key_space)s)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-          updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+          updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
 
 -- name: insert_workflows
 -- insert_workflow for many executions at once (group commit of starts): one JSON parameter.
 -- A key already taken (or taken twice in the batch) inserts nothing and returns no row.
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue)
+                       next_run_at, queue, key_space)
 SELECT run_id, key, TRUE, name, args, args_hash, status, parent_key, now, now, lease_token,
-       lease_owner, lease_expires_at, now, queue
+       lease_owner, lease_expires_at, now, queue, key_space
 FROM json_to_recordset(%(batch)s::json)
     AS i (run_id text, key text, name text, args text, args_hash text, status text,
           parent_key text, now double precision, lease_token text, lease_owner text,
-          lease_expires_at double precision, queue text)
+          lease_expires_at double precision, queue text, key_space text)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-          updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+          updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
 
 -- name: supersede
 UPDATE workflows
@@ -83,14 +83,14 @@ LIMIT 1
 
 -- name: list_workflows
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
 FROM workflows WHERE is_current
 ORDER BY created_at DESC, run_id
 LIMIT %(limit)s
 
 -- name: list_workflows_by_status
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
 FROM workflows WHERE is_current AND status = %(status)s
 ORDER BY created_at DESC, run_id
 LIMIT %(limit)s
@@ -112,7 +112,7 @@ ORDER BY run_id, started_at, call_id
 
 -- name: get_runs
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
 FROM workflows WHERE run_id = ANY(%(run_ids)s::text[])
 
 -- name: record_steps_owned
@@ -313,12 +313,12 @@ WHERE w.run_id = numbered.run_id
 RETURNING numbered.n, w.lease_token,
           w.run_id, w.key, w.name, w.args, w.args_hash, w.status, w.result, w.error,
           w.parent_key, w.created_at, w.updated_at, w.ended_at, w.lease_owner,
-          w.lease_expires_at, w.next_run_at, w.suspend_count
+          w.lease_expires_at, w.next_run_at, w.suspend_count, w.key_space
 
 -- name: claimed_with
 -- After a retried claim: the executions an attempt whose acknowledgement was lost did take.
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
        lease_token
 FROM workflows
 WHERE status = 'RUNNING' AND lease_token = ANY(%(tokens)s::text[])
@@ -372,7 +372,7 @@ WHERE is_current AND status = 'WAITING'
 
 -- name: signal_target
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
 FROM workflows WHERE key = %(key)s AND is_current
 FOR NO KEY UPDATE
 
@@ -428,7 +428,7 @@ WHERE run_id = %(run_id)s AND status = 'WAITING' AND waiting_for = %(waiting_for
 
 -- name: get_current_shared
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
 FROM workflows WHERE key = %(key)s AND is_current
 FOR SHARE
 

@@ -1,17 +1,17 @@
 -- name: get_current
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count FROM workflows WHERE key = :key AND is_current = 1
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: get_run
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count FROM workflows WHERE run_id = :run_id
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space FROM workflows WHERE run_id = :run_id
 
 -- name: insert_workflow
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue)
+                       next_run_at, queue, key_space)
 VALUES (:run_id, :key, 1, :name, :args, :args_hash, :status, :parent_key, :now, :now,
-        :lease_token, :lease_owner, :lease_expires_at, :now, :queue)
+        :lease_token, :lease_owner, :lease_expires_at, :now, :queue, :key_space)
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
 
 -- name: supersede
@@ -23,11 +23,11 @@ WHERE run_id = :run_id
 
 -- name: list_workflows
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count FROM workflows WHERE is_current = 1 ORDER BY created_at DESC, run_id LIMIT :limit
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space FROM workflows WHERE is_current = 1 ORDER BY created_at DESC, run_id LIMIT :limit
 
 -- name: list_workflows_by_status
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count FROM workflows
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space FROM workflows
 WHERE is_current = 1 AND status = :status ORDER BY created_at DESC, run_id LIMIT :limit
 
 -- name: load_steps
@@ -115,7 +115,7 @@ SELECT status, COUNT(*) FROM workflows WHERE is_current = 1 GROUP BY status
 
 -- name: signal_target
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
 FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: insert_signal

@@ -1,0 +1,36 @@
+"""Idempotency keys derived by an execution: its activities' keys and its children's default keys.
+
+Both are ``<key space>/<call id>``. The key space is the workflow key with ``%``, ``/`` and ``@``
+percent-escaped, so it contains no ``/``: a derived key splits back into exactly one key space and
+one call id, and two different durable calls can never share a key:
+
+* a parent's call ``1/1`` (a gather branch) gives ``order-7/1/1``, while its child ``order-7/1``
+  derives ``order-7%2F1/1``;
+* a user key containing ``/`` is escaped the same way, so it cannot imitate another's calls.
+
+An execution started with ``OnConflict.TERMINATE_EXISTING`` replaces a run under the same key, so
+its key space also names the run (``order-7@<run id>``): the new run never reuses the old run's
+keys, which a payment API would deduplicate away.
+"""
+
+from __future__ import annotations
+
+from sagaway.store.records import WorkflowRecord
+
+_ESCAPES = str.maketrans({"%": "%25", "/": "%2F", "@": "%40"})
+
+
+def key_space(key: str, run_id: str, *, replacing: bool) -> str:
+    """The key space of a new execution under ``key``."""
+    escaped = key.translate(_ESCAPES)
+    return f"{escaped}@{run_id}" if replacing else escaped
+
+
+def derived_key(record: WorkflowRecord, call_id: str) -> str:
+    """The idempotency key of ``record``'s durable call ``call_id``.
+
+    Executions created before key spaces existed keep their ``<key>/<call id>`` keys, so an
+    upgrade never changes the key of a call in flight.
+    """
+    space = record.key_space if record.key_space is not None else record.key
+    return f"{space}/{call_id}"

@@ -1,0 +1,271 @@
+"""Features combined: promises each feature keeps alone must hold together (SQLite, PostgreSQL).
+
+Each test reproduces, through the public API, a way the engine broke a promise when features
+were combined: parallel sagas restarted mid-compensation, keys of workflow trees, a replacement
+run's keys, a swallowed NonDeterminismError, a cancelled child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from typing import Any
+
+import pytest
+
+import sagaway as sw
+
+
+def make_manager(db_url: str, **options: Any) -> sw.Manager:
+    options.setdefault("poll_interval", 0.05)
+    return sw.Manager(db_url, **options)
+
+
+async def wait_until(handle: sw.WorkflowHandle[Any], check: Any) -> sw.WorkflowDescription:
+    """Poll ``describe()`` until ``check(description)`` holds (10 s bound, no fixed sleep)."""
+
+    async def poll() -> sw.WorkflowDescription:
+        while True:
+            description = await handle.describe()
+            if check(description):
+                return description
+            await asyncio.sleep(0.01)
+
+    return await asyncio.wait_for(poll(), 10)
+
+
+class Declined(sw.CompletableError):
+    """The card was declined."""
+
+
+async def test_parallel_saga_keeps_its_compensation_order_across_a_restart(db_url: str) -> None:
+    """Branch b finishes before branch a; a compensation fails once and the process restarts
+    while it waits for its retry. The replay returns both recorded calls at once, in start
+    order, but must compensate in the recorded order (a, then b), not report divergence."""
+    undone: list[str] = []
+    undo_attempts: collections.Counter[str] = collections.Counter()
+    first_attempt_failed = asyncio.Event()
+    b_done = asyncio.Event()
+
+    def build() -> sw.Manager:
+        manager = make_manager(db_url, lease_timeout=5)
+
+        @manager.register_activity
+        async def reserve(name: str) -> str:
+            if name == "a":
+                await b_done.wait()  # a completes after b
+            else:
+                b_done.set()
+            return name
+
+        @manager.register_activity(
+            retry=sw.RetryPolicy(initial_interval=3600, maximum_interval=3600)
+        )
+        async def undo(name: str) -> None:
+            undo_attempts[name] += 1
+            if name == "a" and undo_attempts[name] == 1:
+                first_attempt_failed.set()
+                raise RuntimeError("refund service down")
+            undone.append(name)
+
+        @manager.register_activity
+        async def charge() -> None:
+            raise Declined("no funds", code="DECLINED")
+
+        @manager.register_workflow(name="order")
+        async def order() -> None:
+            async with sw.Saga() as saga:
+
+                async def branch(name: str) -> None:
+                    await reserve(name)
+                    saga.add_compensation(undo, name)
+
+                await asyncio.gather(branch("a"), branch("b"))
+                await charge()
+
+        return manager
+
+    first = build()
+    async with first:
+        handle = await first.workflow("order").execute(idempotency_key="order-1")
+        await asyncio.wait_for(first_attempt_failed.wait(), 10)
+        await wait_until(handle, lambda d: any(s.status is sw.StepStatus.RETRYING for s in d.steps))
+    # The process is gone mid-compensation; another one takes the workflow over.
+    second = build()
+    async with second:
+        with pytest.raises(Declined):
+            await second.get_workflow("order-1").result(timeout=10)
+        description = await second.get_workflow("order-1").describe()
+    assert description.status is sw.WorkflowStatus.FAILED
+    assert undone == ["a", "b"]  # reverse order of completion, each once
+    compensations = [s.name for s in description.steps if s.kind is sw.StepKind.COMPENSATION]
+    assert len(compensations) == 2
+
+
+async def test_idempotency_keys_are_unique_across_a_workflow_tree(db_url: str) -> None:
+    """A child keyed 'P/1' and the parent's gather branch (call 1/1) used to share the activity
+    key 'P/1/1'; a grandchild's default key 'P/2/2' matched a child started from branch 2."""
+    manager = make_manager(db_url)
+    keys: list[tuple[str, str]] = []
+
+    @manager.register_activity
+    async def effect(label: str) -> None:
+        keys.append((label, sw.activity_info().idempotency_key))
+
+    @manager.register_workflow
+    async def grandchild(label: str) -> None:
+        await effect(label)
+
+    @manager.register_workflow
+    async def child(label: str) -> None:
+        await effect(label)  # call 1
+        await manager.workflow(grandchild, f"{label}.grandchild").execute_get()  # call 2
+
+    @manager.register_workflow
+    async def parent() -> None:
+        async def branch(n: int) -> None:
+            await effect(f"branch-{n}")  # call "n/1": once keyed "P/n/1"
+            await manager.workflow(grandchild, f"branch-{n}.child").execute_get()  # "P/n/2"
+
+        await asyncio.gather(branch(1), branch(2))
+        # root call 1: a user key with '/' whose first activity was once keyed "P/1/1"
+        await manager.workflow(child, "user-keyed").execute_get(idempotency_key="P/1")
+        # root call 2: default key "P/2", whose grandchild was once keyed "P/2/2" too
+        await manager.workflow(child, "default-keyed").execute_get()
+
+    async with manager:
+        await manager.workflow(parent).execute_get(idempotency_key="P", timeout=20)
+        listed = await manager.list_workflows()
+    workflow_keys = [w.key for w in listed]
+    assert len(workflow_keys) == len(set(workflow_keys)) == 7
+    activity_keys = [key for _, key in keys]
+    assert len(keys) == 8
+    assert len(set(activity_keys)) == len(activity_keys), keys
+
+
+async def test_terminate_existing_starts_a_new_key_space(db_url: str) -> None:
+    """The replacement run's charge(250) must not carry the terminated charge(100)'s key, and its
+    child must not attach to the old run's child."""
+    manager = make_manager(db_url)
+    charges: list[tuple[int, str]] = []
+    children: list[tuple[int, str]] = []
+
+    @manager.register_activity
+    async def charge(amount: int) -> None:
+        charges.append((amount, sw.activity_info().idempotency_key))
+
+    @manager.register_activity
+    async def mail(amount: int) -> None:
+        children.append((amount, sw.activity_info().workflow_key))
+
+    @manager.register_workflow
+    async def notify(amount: int) -> None:
+        await mail(amount)
+
+    @manager.register_workflow
+    async def pay(amount: int) -> None:
+        await charge(amount)
+        await manager.workflow(notify, amount).execute()
+        await manager.signal("confirm").receive(str)
+
+    async with manager:
+        first = await manager.workflow(pay, 100).execute(idempotency_key="order-9")
+        await wait_until(first, lambda d: d.status is sw.WorkflowStatus.WAITING)
+        second = await manager.workflow(pay, 250).execute(
+            idempotency_key="order-9", on_conflict=sw.OnConflict.TERMINATE_EXISTING
+        )
+        await wait_until(second, lambda d: d.status is sw.WorkflowStatus.WAITING)
+        for handle in (first, second):
+            for key in (await handle.describe()).children:
+                await manager.get_workflow(key).result(timeout=10)
+    assert [amount for amount, _ in charges] == [100, 250]
+    assert charges[0][1] != charges[1][1]
+    mailed = sorted(amount for amount, _ in children)
+    assert mailed == [100, 250]  # the new run's child ran; it did not attach to the old one
+    assert len({key for _, key in children}) == 2
+
+
+async def test_swallowed_nondeterminism_error_keeps_the_workflow_suspended(db_url: str) -> None:
+    """v2 renames a call and wraps it in ``except Exception``: the replay must not complete on
+    the fallback."""
+    v1 = make_manager(db_url)
+
+    @v1.register_activity(name="reserve")
+    async def reserve_v1() -> str:
+        return "reserved"
+
+    @v1.register_workflow(name="flow")
+    async def flow_v1() -> str:
+        await reserve_v1()
+        return await v1.signal("go").receive(str)
+
+    async with v1:
+        handle = await v1.workflow(flow_v1).execute(idempotency_key="nd-1")
+        await wait_until(handle, lambda d: d.status is sw.WorkflowStatus.WAITING)
+
+    v2 = make_manager(db_url)
+
+    @v2.register_activity(name="reserve_renamed")
+    async def reserve_v2() -> str:
+        return "reserved"
+
+    @v2.register_workflow(name="flow")
+    async def flow_v2() -> str:
+        try:
+            await reserve_v2()
+        except Exception:
+            return "fallback"
+        return await v2.signal("go").receive(str)
+
+    async with v2:
+        await v2.signal("go").send("nd-1", "now")
+        handle = v2.get_workflow("nd-1")
+        description = await wait_until(
+            handle, lambda d: d.status is not sw.WorkflowStatus.WAITING and d.error is not None
+        )
+    assert description.status is sw.WorkflowStatus.SUSPENDED
+    assert description.error is not None
+    assert description.error["type"].endswith("NonDeterminismError")
+
+
+@pytest.mark.parametrize("end", ["cancel", "terminate"])
+async def test_a_cancelled_child_ends_its_parent_after_compensation(db_url: str, end: str) -> None:
+    manager = make_manager(db_url)
+    undone: list[str] = []
+
+    @manager.register_activity
+    async def reserve() -> str:
+        return "r-1"
+
+    @manager.register_activity
+    async def release(reservation: str) -> None:
+        undone.append(reservation)
+
+    @manager.register_workflow
+    async def approval() -> str:
+        return await manager.signal("decision").receive(str)
+
+    @manager.register_workflow
+    async def order() -> str:
+        async with sw.Saga() as saga:
+            reservation = await reserve()
+            saga.add_compensation(release, reservation)
+            return await manager.workflow(approval).execute_get(idempotency_key="approval-1")
+
+    async with manager:
+        parent = await manager.workflow(order).execute(idempotency_key="order-c")
+        child = manager.get_workflow("approval-1")
+        await wait_until(
+            parent,
+            lambda d: d.status is sw.WorkflowStatus.WAITING and d.waiting_for is not None,
+        )
+        await wait_until(child, lambda d: d.status is sw.WorkflowStatus.WAITING)
+        if end == "cancel":
+            assert await child.cancel("customer withdrew")
+        else:
+            assert await manager.terminate("approval-1", "operator")
+        with pytest.raises(sw.WorkflowCancelled):
+            await parent.result(timeout=10)
+        description = await parent.describe()
+    assert description.status is sw.WorkflowStatus.CANCELLED
+    assert undone == ["r-1"]

@@ -140,7 +140,10 @@ class FunctionCodec:
                     f"argument {name!r} of {self.label} cannot be serialised "
                     f"({type(value).__name__}): {_why(exc)}"
                 ) from None
-        return _dump(out, f"arguments of {self.label}", limit)
+        text = _dump(out, f"arguments of {self.label}", limit)
+        if _spells_non_finite(text):
+            _read_back(self.decode_args, text, f"arguments of {self.label}")
+        return text
 
     def decode_args(self, text: str) -> tuple[list[Any], dict[str, Any]]:
         """Decode stored arguments into call arguments of the annotated types."""
@@ -179,7 +182,10 @@ class FunctionCodec:
             raise errors.PayloadError(
                 f"result of {self.label} cannot be serialised ({type(value).__name__}): {_why(exc)}"
             ) from None
-        return _dump(data, f"result of {self.label}", limit)
+        text = _dump(data, f"result of {self.label}", limit)
+        if _spells_non_finite(text):
+            _read_back(self.decode_result, text, f"result of {self.label}")
+        return text
 
     def decode_result(self, text: str | None) -> Any:
         self._adapters()
@@ -209,6 +215,22 @@ def _dump(data: Any, what: str, limit: int) -> str:
     if "NaN" in text or "Infinity" in text or text.count("[") + text.count("{") > MAX_DEPTH:
         _check_readable(text, what)
     return text
+
+
+def _spells_non_finite(text: str) -> bool:
+    return "NaN" in text or "Infinity" in text
+
+
+def _read_back(decode: Callable[[str], Any], text: str, what: str) -> None:
+    """Decode ``text`` as the workflow will: a ``Decimal("NaN")`` is written as the string
+    "NaN", which a ``Decimal`` annotation then refuses to read."""
+    try:
+        decode(text)
+    except errors.PayloadError as exc:
+        raise errors.PayloadError(
+            f"{what} could not be read back once stored, so it is not stored ({exc}); "
+            "NaN and Infinity (float or Decimal) are not payloads: send None or a string instead"
+        ) from None
 
 
 def _why(exc: ValueError | TypeError) -> str:

@@ -8,10 +8,11 @@ resumed or a signal that can never be received:
 
 * nesting deeper than the JSON decoder reads (``MAX_DEPTH`` levels of lists/objects, the
   arguments object included);
-* NaN and Infinity. JSON has no such numbers, and they cannot be kept unchanged: pydantic writes
-  an untyped NaN as ``null``, and other JSON readers (the CLI's ``--json``, PostgreSQL's ``jsonb``,
-  other languages behind the Engine Server) reject or alter the constants. Rejecting them is the
-  only choice that never changes a value silently; send ``None``, a string, or a ``Decimal``.
+* NaN and Infinity, float or ``Decimal``. JSON has no such numbers, and they cannot be kept
+  unchanged: pydantic writes an untyped NaN as ``null`` and a ``Decimal`` annotation refuses to
+  read back the "NaN" it wrote, and other JSON readers (JavaScript, PostgreSQL's ``jsonb``, other
+  languages behind the Engine Server) reject or alter the constants. Refusing them is the only
+  choice that never changes a value silently; send ``None`` or a string instead.
   (A pydantic model reached through an ``Any`` annotation serialises with its own config: give it
   ``ser_json_inf_nan="constants"`` for NaN in its untyped fields to be refused rather than nulled.)
 * strings that are not valid Unicode (lone surrogates such as ``"\\ud800"``).
@@ -55,25 +56,34 @@ encode can see it and refuse it instead of storing a changed value."""
 class _Adapter:
     """Validates one annotation, and serialises it with ``_SERIALISE_CONFIG``.
 
-    Serialising goes through ``list[annotation]``: pydantic refuses a config for a model or
-    dataclass type itself, but the outermost config is what governs the untyped values inside.
+    Pydantic refuses a config for a model or dataclass type itself; those serialise through
+    ``list[annotation]``, as the outermost config is what governs the untyped values inside.
     """
 
-    __slots__ = ("_dump", "_validate")
+    __slots__ = ("_dump", "_validate", "_wrapped")
 
     def __init__(self, annotation: Any) -> None:
         self._validate = pydantic.TypeAdapter(annotation)
-        self._dump = pydantic.TypeAdapter(list[annotation], config=_SERIALISE_CONFIG)
+        try:
+            self._dump = pydantic.TypeAdapter(annotation, config=_SERIALISE_CONFIG)
+            self._wrapped = False
+        except pydantic.PydanticUserError:
+            self._dump = pydantic.TypeAdapter(list[annotation], config=_SERIALISE_CONFIG)
+            self._wrapped = True
 
     def validate_python(self, data: Any) -> Any:
         return self._validate.validate_python(data)
 
     def dump_python(self, value: Any) -> Any:
-        return self._dump.dump_python([value], mode="json")[0]
+        if self._wrapped:
+            return self._dump.dump_python([value], mode="json")[0]
+        return self._dump.dump_python(value, mode="json")
 
     def dump_many(self, values: list[Any]) -> list[Any]:
-        dumped: list[Any] = self._dump.dump_python(values, mode="json")
-        return dumped
+        if self._wrapped:
+            dumped: list[Any] = self._dump.dump_python(values, mode="json")
+            return dumped
+        return [self._dump.dump_python(v, mode="json") for v in values]
 
 
 def _adapter_for(annotation: Any) -> _Adapter:

@@ -19,6 +19,7 @@ Errors raised by user code tell the engine what a failure means::
           ├── RetriesExhausted        a RetryableError persisted through every attempt
           ├── LeaseLost               another process owns the workflow now (internal fencing)
           ├── WorkflowCancelled       result() of a cancelled or terminated workflow
+          ├── CorruptRecord           a database row holds a value this version cannot read
           └── ManagerStateError       the Manager was used in the wrong lifecycle state
     BaseException
      └── Cancelled             cancelled or terminated; workflow code must not swallow it
@@ -118,6 +119,21 @@ class LeaseLost(SagawayError):
 
 class ManagerStateError(SagawayError):
     """The Manager is not in a state that allows this operation."""
+
+
+class CorruptRecord(SagawayError):
+    """A database row holds a value this version of Sagaway cannot read.
+
+    Raised for that row only (the rest of the database keeps being served): ``what`` names the
+    row (workflow key or run id, step call id), ``field`` the column and ``value`` what it holds.
+    """
+
+    def __init__(self, what: str, field: str, value: Any, hint: str = "") -> None:
+        message = f"{what}: column {field!r} holds {value!r}, which this version cannot read"
+        super().__init__(message + (f"; {hint}" if hint else ""))
+        self.what = what
+        self.field = field
+        self.value = value
 
 
 class Cancelled(BaseException):

@@ -1,6 +1,24 @@
 """Payloads as JSON, typed by the functions' annotations; domain errors through an ErrorMarshaler.
 
 Never pickle: stored data is decoded only into the types the registered function declares.
+
+What is stored must be readable again, so an encode refuses (``PayloadError``, before anything is
+recorded) what the decoder would refuse later, instead of leaving a workflow that can never be
+resumed or a signal that can never be received:
+
+* nesting deeper than the JSON decoder reads (``MAX_DEPTH`` levels of lists/objects, the
+  arguments object included);
+* NaN and Infinity, float or ``Decimal``. JSON has no such numbers, and they cannot be kept
+  unchanged: pydantic writes an untyped NaN as ``null`` and a ``Decimal`` annotation refuses to
+  read back the "NaN" it wrote, and other JSON readers (JavaScript, PostgreSQL's ``jsonb``, other
+  languages behind the Engine Server) reject or alter the constants. Refusing them is the only
+  choice that never changes a value silently; send ``None`` or a string instead.
+  (A pydantic model reached through an ``Any`` annotation serialises with its own config: give it
+  ``ser_json_inf_nan="constants"`` for NaN in its untyped fields to be refused rather than nulled.)
+* strings that are not valid Unicode (lone surrogates such as ``"\\ud800"``).
+
+These checks cost nothing on the usual payload: the decoder is run over the text only when it
+could hold such a value (more than ``MAX_DEPTH`` brackets, or the letters ``NaN``/``Infinity``).
 """
 
 from __future__ import annotations
@@ -27,10 +45,51 @@ _HINT = "payloads are JSON: use dataclasses, pydantic models, str/int/float/bool
 _HINT += "datetime, UUID, Enum, and lists/dicts/tuples of these"
 
 
-def _adapter_for(annotation: Any) -> pydantic.TypeAdapter[Any]:
+MAX_DEPTH = 200
+"""Levels of nested lists/objects the JSON decoder (``pydantic_core.from_json``) reads back."""
+
+_SERIALISE_CONFIG = pydantic.ConfigDict(ser_json_inf_nan="constants")
+"""Keeps an untyped NaN/Infinity as the number (pydantic's default writes ``null``), so the
+encode can see it and refuse it instead of storing a changed value."""
+
+
+class _Adapter:
+    """Validates one annotation, and serialises it with ``_SERIALISE_CONFIG``.
+
+    Pydantic refuses a config for a model or dataclass type itself; those serialise through
+    ``list[annotation]``, as the outermost config is what governs the untyped values inside.
+    """
+
+    __slots__ = ("_dump", "_validate", "_wrapped")
+
+    def __init__(self, annotation: Any) -> None:
+        self._validate = pydantic.TypeAdapter(annotation)
+        try:
+            self._dump = pydantic.TypeAdapter(annotation, config=_SERIALISE_CONFIG)
+            self._wrapped = False
+        except pydantic.PydanticUserError:
+            self._dump = pydantic.TypeAdapter(list[annotation], config=_SERIALISE_CONFIG)
+            self._wrapped = True
+
+    def validate_python(self, data: Any) -> Any:
+        return self._validate.validate_python(data)
+
+    def dump_python(self, value: Any) -> Any:
+        if self._wrapped:
+            return self._dump.dump_python([value], mode="json")[0]
+        return self._dump.dump_python(value, mode="json")
+
+    def dump_many(self, values: list[Any]) -> list[Any]:
+        if self._wrapped:
+            dumped: list[Any] = self._dump.dump_python(values, mode="json")
+            return dumped
+        return [self._dump.dump_python(v, mode="json") for v in values]
+
+
+def _adapter_for(annotation: Any) -> _Adapter:
     if annotation is inspect.Parameter.empty:
         annotation = Any
-    return pydantic.TypeAdapter(annotation)
+    return _Adapter(annotation)
 
 
 class FunctionCodec:
@@ -40,10 +99,8 @@ class FunctionCodec:
         self._fn = fn
         self.label = label
         self.signature = inspect.signature(fn)
-        self._params: dict[str, tuple[inspect._ParameterKind, pydantic.TypeAdapter[Any]]] | None = (
-            None
-        )
-        self._result: pydantic.TypeAdapter[Any] | None = None
+        self._params: dict[str, tuple[inspect._ParameterKind, _Adapter]] | None = None
+        self._result: _Adapter | None = None
 
     def _resolve(self) -> None:
         # Resolved lazily: with `from __future__ import annotations`, a type may be defined
@@ -63,7 +120,7 @@ class FunctionCodec:
         self._result = _adapter_for(ret)
         self._params = params
 
-    def _adapters(self) -> dict[str, tuple[inspect._ParameterKind, pydantic.TypeAdapter[Any]]]:
+    def _adapters(self) -> dict[str, tuple[inspect._ParameterKind, _Adapter]]:
         if self._params is None:
             self._resolve()
         assert self._params is not None
@@ -82,17 +139,21 @@ class FunctionCodec:
             kind, adapter = adapters[name]
             try:
                 if kind is inspect.Parameter.VAR_POSITIONAL:
-                    out[name] = [adapter.dump_python(v, mode="json") for v in value]
+                    out[name] = adapter.dump_many(list(value))
                 elif kind is inspect.Parameter.VAR_KEYWORD:
-                    out[name] = {k: adapter.dump_python(v, mode="json") for k, v in value.items()}
+                    dumped = adapter.dump_many(list(value.values()))
+                    out[name] = dict(zip(value, dumped, strict=True))
                 else:
-                    out[name] = adapter.dump_python(value, mode="json")
+                    out[name] = adapter.dump_python(value)
             except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as exc:
                 raise errors.PayloadError(
                     f"argument {name!r} of {self.label} cannot be serialised "
-                    f"({type(value).__name__}): {exc}; {_HINT}"
+                    f"({type(value).__name__}): {_why(exc)}"
                 ) from None
-        return _dump(out, f"arguments of {self.label}", limit)
+        text = _dump(out, f"arguments of {self.label}", limit)
+        if _spells_non_finite(text):
+            _read_back(self.decode_args, text, f"arguments of {self.label}")
+        return text
 
     def decode_args(self, text: str) -> tuple[list[Any], dict[str, Any]]:
         """Decode stored arguments into call arguments of the annotated types."""
@@ -126,13 +187,15 @@ class FunctionCodec:
         self._adapters()
         assert self._result is not None
         try:
-            data = self._result.dump_python(value, mode="json")
+            data = self._result.dump_python(value)
         except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as exc:
             raise errors.PayloadError(
-                f"result of {self.label} cannot be serialised "
-                f"({type(value).__name__}): {exc}; {_HINT}"
+                f"result of {self.label} cannot be serialised ({type(value).__name__}): {_why(exc)}"
             ) from None
-        return _dump(data, f"result of {self.label}", limit)
+        text = _dump(data, f"result of {self.label}", limit)
+        if _spells_non_finite(text):
+            _read_back(self.decode_result, text, f"result of {self.label}")
+        return text
 
     def decode_result(self, text: str | None) -> Any:
         self._adapters()
@@ -147,14 +210,68 @@ class FunctionCodec:
 
 
 def _dump(data: Any, what: str, limit: int) -> str:
-    text = pydantic_core.to_json(data).decode()
+    try:
+        text = pydantic_core.to_json(data).decode()
+    except ValueError as exc:  # PydanticSerializationError is a ValueError
+        raise errors.PayloadError(f"{what} cannot be serialised: {_why(exc)}") from None
     # len(text) <= byte length <= 4 * len(text): only encode when it could matter.
     if len(text) > limit // 4 and len(text.encode()) > limit:
         raise errors.PayloadError(
             f"{what} is {len(text.encode())} bytes of JSON, over the {limit}-byte payload limit; "
             "store large data elsewhere and pass a reference (or raise payload_limit)"
         )
+    # Fast filters (C string scans) before the exact check, the decoder itself: nesting can be
+    # no deeper than the number of brackets, and a non-finite number is spelt with these letters.
+    if "NaN" in text or "Infinity" in text or text.count("[") + text.count("{") > MAX_DEPTH:
+        _check_readable(text, what)
     return text
+
+
+def _spells_non_finite(text: str) -> bool:
+    return "NaN" in text or "Infinity" in text
+
+
+def _read_back(decode: Callable[[str], Any], text: str, what: str) -> None:
+    """Decode ``text`` as the workflow will: a ``Decimal("NaN")`` is written as the string
+    "NaN", which a ``Decimal`` annotation then refuses to read."""
+    try:
+        decode(text)
+    except errors.PayloadError as exc:
+        raise errors.PayloadError(
+            f"{what} could not be read back once stored, so it is not stored ({exc}); "
+            "NaN and Infinity (float or Decimal) are not payloads: send None or a string instead"
+        ) from None
+
+
+def _why(exc: ValueError | TypeError) -> str:
+    message = str(exc)
+    if "surrogate" in message:
+        return (
+            f"{message}; strings must be valid Unicode (a lone surrogate such as '\\ud800' "
+            "cannot be stored): fix the text, or send bytes as base64"
+        )
+    if "depth" in message or "recursion" in message:
+        return f"{message}; {_DEPTH_HINT}"
+    return f"{message}; {_HINT}"
+
+
+_DEPTH_HINT = (
+    f"at most {MAX_DEPTH} levels of nested lists/objects can be read back (the object holding a "
+    "function's arguments is one): flatten the data"
+)
+
+
+def _check_readable(text: str, what: str) -> None:
+    """Refuse JSON that ``_load`` could not read back, or only with NaN/Infinity."""
+    try:
+        pydantic_core.from_json(text, allow_inf_nan=False)
+    except ValueError as exc:
+        if "recursion limit" in str(exc):
+            raise errors.PayloadError(f"{what} is nested too deeply: {_DEPTH_HINT}") from None
+        raise errors.PayloadError(
+            f"{what} holds NaN or Infinity ({exc}); JSON has no such numbers and Sagaway stores "
+            "values unchanged or not at all: send None, a string, or a Decimal instead"
+        ) from None
 
 
 def _load(text: str, what: str) -> Any:
@@ -164,13 +281,16 @@ def _load(text: str, what: str) -> Any:
         raise errors.PayloadError(f"stored {what} is not valid JSON: {exc}") from None
 
 
+_ANY = _Adapter(Any)
+
+
 def encode_value(value: Any, what: str, limit: int = DEFAULT_PAYLOAD_LIMIT) -> str:
     """Encode a value with no declared type (signals, user-facing JSON)."""
     try:
-        data = pydantic.TypeAdapter(Any).dump_python(value, mode="json")
+        data = _ANY.dump_python(value)
     except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as exc:
         raise errors.PayloadError(
-            f"{what} cannot be serialised ({type(value).__name__}): {exc}; {_HINT}"
+            f"{what} cannot be serialised ({type(value).__name__}): {_why(exc)}"
         ) from None
     return _dump(data, what, limit)
 
@@ -226,7 +346,12 @@ class DefaultErrorMarshaler:
             "code": err.code,
             "details": err.details,
         }
-        return pydantic_core.to_json(payload, fallback=str)
+        try:
+            return pydantic_core.to_json(payload, fallback=str)
+        except ValueError:
+            # Text that is not valid Unicode (a lone surrogate in the message): the standard
+            # encoder escapes it, and json.loads gives the same string back.
+            return json.dumps(payload, default=str).encode()
 
     def unmarshal_completable_error(self, data: bytes) -> BaseException:
         payload = json.loads(data)
@@ -320,18 +445,48 @@ def format_traceback(err: BaseException) -> str:
 
 def error_from_record(text: str, marshaler: ErrorMarshaler) -> BaseException:
     """Rebuild a recorded completable error."""
-    record = json.loads(text)
+    record = _error_record(text)
+    if record is None:
+        raise errors.PayloadError(
+            f"the recorded error is not the JSON Sagaway writes ({text[:200]!r}); the row was "
+            "altered outside Sagaway: repair it, or start the workflow anew"
+        )
     data = record.get("marshaled")
     if data is not None:
-        return marshaler.unmarshal_completable_error(base64.b64decode(data))
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (ValueError, TypeError):
+            raise errors.PayloadError(
+                f"the recorded error's marshaled data is not base64 ({str(data)[:200]!r}); the "
+                "row was altered outside Sagaway"
+            ) from None
+        return marshaler.unmarshal_completable_error(raw)
     if record.get("kind") == "cancelled":
         return errors.WorkflowCancelled("", "CANCELLED", str(record.get("message", "")))
     return errors.CompletableError(str(record.get("message", "")))
 
 
+def _error_record(text: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def error_summary(text: str | None) -> dict[str, Any] | None:
-    """The recorded error as a dict (for describe())."""
+    """The recorded error as a dict (for describe()).
+
+    A record that is not Sagaway's JSON (altered outside it) is described, not raised: one bad
+    row must not stop ``describe()`` or ``sagaway show`` from printing the rest.
+    """
     if text is None:
         return None
-    data: dict[str, Any] = json.loads(text)
+    data = _error_record(text)
+    if data is None:
+        return {
+            "kind": "unreadable",
+            "type": "sagaway.CorruptRecord",
+            "message": f"the recorded error is not valid Sagaway JSON: {text[:200]!r}",
+        }
     return data

@@ -16,6 +16,7 @@ import pydantic
 
 from sagaway import errors
 from sagaway._engine import context
+from sagaway._engine.engine import check_text
 
 if TYPE_CHECKING:
     from sagaway.manager import Manager
@@ -38,6 +39,7 @@ class Signal:
             raise ValueError(
                 f"a signal name is a non-empty string of at most {MAX_NAME} characters"
             )
+        check_text(name, "a signal name")
         self._manager = manager
         self.name = name
 
@@ -56,6 +58,8 @@ class Signal:
         """
         if dedupe_id is not None and (not isinstance(dedupe_id, str) or not dedupe_id):
             raise ValueError("dedupe_id must be a non-empty string")
+        if dedupe_id is not None:
+            check_text(dedupe_id, "dedupe_id")
         engine = self._manager._require_engine()
         return await engine.send_signal(key, self.name, payload, dedupe_id)
 

@@ -13,7 +13,7 @@ import contextlib
 import dataclasses
 import logging
 
-from sagaway import errors
+from sagaway import errors, serialization
 from sagaway._engine.engine import Engine
 from sagaway._engine.executor import Execution
 from sagaway.store.records import Lease, StepRecord, WorkflowRecord
@@ -145,7 +145,11 @@ class Worker:
                     await self._suspend_unknown(entry, exc)
                     return
                 if steps is None:
-                    steps = await engine.store.load_steps(record.run_id)
+                    try:
+                        steps = await engine.store.load_steps(record.run_id)
+                    except errors.CorruptRecord as exc:
+                        await self._suspend_corrupt(entry, exc)
+                        return
                 execution = Execution(engine, defn, record, entry.lease, steps)
                 execution.cancel_requested = entry.cancelled
                 entry.execution = execution
@@ -175,15 +179,31 @@ class Worker:
                 self.capacity_freed.set()  # was full: the Recovery Worker may claim again
 
     async def _suspend_unknown(self, entry: _Running, exc: errors.NotRegistered) -> None:
-        engine = self.engine
         record = entry.record
         error = errors.NotRegistered(
             f"workflow {record.name!r} of {record.key!r} is recorded in the database but not "
             f"registered in this process ({exc}); deploy code that registers it, then "
             "`sagaway retry KEY`"
         )
-        from sagaway import serialization
+        await self._suspend_unrunnable(entry, error, "not_registered")
 
+    async def _suspend_corrupt(self, entry: _Running, exc: errors.CorruptRecord) -> None:
+        # Without this the error would end the task as an engine error: the lease expires, the
+        # workflow is claimed again and fails again, RUNNING forever with no error shown.
+        error = errors.CorruptRecord(
+            f"workflow {entry.record.key!r}: {exc.what}",
+            exc.field,
+            exc.value,
+            "repair or delete the step row, then `sagaway retry KEY`",
+        )
+        await self._suspend_unrunnable(entry, error, "corrupt_record")
+
+    async def _suspend_unrunnable(
+        self, entry: _Running, error: errors.SagawayError, action: str
+    ) -> None:
+        """SUSPEND a claimed workflow that cannot run here, with ``error`` recorded."""
+        engine = self.engine
+        record = entry.record
         now = engine.clock.now()
         await engine.store.suspend_workflow(
             record.run_id,
@@ -192,7 +212,7 @@ class Worker:
             now=now,
             next_run_at=now + engine.suspend_backoff.interval(record.suspend_count + 1),
         )
-        logger.error(str(error), extra={"action": "not_registered", "workflow_id": record.key})
+        logger.error(str(error), extra={"action": action, "workflow_id": record.key})
 
     async def _release(self, entry: _Running) -> None:
         with contextlib.suppress(Exception):

@@ -64,15 +64,28 @@ class WorkflowDescription:
     """Keys of the child workflows it started."""
     waiting_for: str | None = None
     """While WAITING: 'signal:<name>', 'timer' or 'child:<key>' (from its last step)."""
+    problems: list[str] = dataclasses.field(default_factory=list)
+    """What could not be read (rows altered outside Sagaway), each saying where and why; the
+    rest is described all the same."""
 
 
-def _describe(record: WorkflowRecord, steps: list[StepRecord]) -> WorkflowDescription:
+def _describe(
+    record: WorkflowRecord, steps: list[StepRecord], problems: list[str] | None = None
+) -> WorkflowDescription:
+    problems = [] if problems is None else problems
+    result = None
+    if record.result is not None:
+        try:
+            result = serialization._load(record.result, "result")
+        except errors.PayloadError as exc:
+            problems.append(f"workflow {record.key!r}: {exc}")
     return WorkflowDescription(
         key=record.key,
         run_id=record.run_id,
         name=record.name,
         status=record.status,
-        result=None if record.result is None else serialization._load(record.result, "result"),
+        result=result,
+        problems=problems,
         error=serialization.error_summary(record.error),
         parent_key=record.parent_key,
         created_at=record.created_at,
@@ -82,9 +95,7 @@ def _describe(record: WorkflowRecord, steps: list[StepRecord]) -> WorkflowDescri
         next_run_at=record.next_run_at,
         suspend_count=record.suspend_count,
         children=[
-            serialization._load(s.result, "child key")
-            for s in steps
-            if s.kind is StepKind.CHILD and s.result is not None
+            _child_key(s.result) for s in steps if s.kind is StepKind.CHILD and s.result is not None
         ],
         waiting_for=_waiting_for(record, steps),
         steps=[
@@ -103,6 +114,13 @@ def _describe(record: WorkflowRecord, steps: list[StepRecord]) -> WorkflowDescri
     )
 
 
+def _child_key(text: str) -> str:
+    try:
+        return str(serialization._load(text, "child key"))
+    except errors.PayloadError:
+        return f"<unreadable child key {text[:80]!r}>"
+
+
 def _waiting_for(record: WorkflowRecord, steps: list[StepRecord]) -> str | None:
     if record.status is not WorkflowStatus.WAITING or not steps:
         return None
@@ -112,7 +130,7 @@ def _waiting_for(record: WorkflowRecord, steps: list[StepRecord]) -> str | None:
     if last.kind is StepKind.SLEEP:
         return "timer"
     if last.kind is StepKind.CHILD:
-        return f"child:{serialization._load(last.result, 'child key')}" if last.result else None
+        return f"child:{_child_key(last.result)}" if last.result else None
     return None
 
 
@@ -151,7 +169,11 @@ class WorkflowHandle(Generic[R]):
     async def describe(self) -> WorkflowDescription:
         engine = self._manager._require_engine()
         record = await self._record()
-        steps = await engine.store.load_steps(record.run_id)
+        try:
+            steps = await engine.store.load_steps(record.run_id)
+        except errors.CorruptRecord as exc:
+            # Describe what can be read: the workflow, and why its steps are not shown.
+            return _describe(record, [], [f"steps not shown: {exc}"])
         return _describe(record, steps)
 
     async def result(self, timeout: float | None = None) -> R:

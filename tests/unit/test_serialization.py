@@ -130,3 +130,164 @@ def test_recorded_traceback_is_pythons_without_position_markers() -> None:
     recorded = json.loads(serialization.describe_error(error, "error"))
     assert recorded["traceback"] == without_markers
     assert recorded["type"] == "builtins.KeyError" and recorded["message"] == "'missing'"
+
+
+# --------------------------------------------------------------- what can be stored is readable
+
+
+def _nested(depth: int, inner: Any, *, as_dict: bool = False) -> Any:
+    value = inner
+    for _ in range(depth):
+        value = {"a": value} if as_dict else [value]
+    return value
+
+
+@pytest.mark.parametrize("as_dict", [False, True])
+@pytest.mark.parametrize("inner", [1, [], "x"])
+def test_whatever_deep_payload_is_accepted_can_be_read_back(inner: Any, as_dict: bool) -> None:
+    from sagaway import serialization
+
+    def takes(x: Any) -> Any: ...
+
+    codec = FunctionCodec(takes, "workflow 'takes'")
+    accepted = 0
+    for depth in range(190, 300):
+        value = _nested(depth, inner, as_dict=as_dict)
+        for encode, decode in (
+            (lambda v: codec.encode_args((v,), {}, 10_000_000), codec.decode_args),
+            (lambda v: codec.encode_result(v, 10_000_000), codec.decode_result),
+            (lambda v: serialization.encode_value(v, "signal"), _decode_any),
+        ):
+            try:
+                text = encode(value)
+            except sw.PayloadError as exc:
+                assert "nested too deeply" in str(exc) or "depth" in str(exc)
+                continue
+            decode(text)  # never a PayloadError: what is stored can be decoded again
+            accepted += 1
+    assert accepted  # the shallower ones are stored
+
+
+def _decode_any(text: str) -> Any:
+    import pydantic_core
+
+    return pydantic_core.from_json(text)
+
+
+def test_depth_limit_is_the_decoders_200_levels() -> None:
+    from sagaway import serialization
+
+    assert serialization.encode_value(_nested(200, 1), "v").count("[") == 200
+    with pytest.raises(sw.PayloadError, match=r"nested too deeply.*200 levels"):
+        serialization.encode_value(_nested(201, 1), "v")
+    # A function's arguments are an object: one level of the 200 is theirs.
+    codec = FunctionCodec(lambda x: None, "activity 'a'")
+    assert codec.decode_args(codec.encode_args((_nested(199, 1),), {}, 10_000_000)) == (
+        [_nested(199, 1)],
+        {},
+    )
+    with pytest.raises(sw.PayloadError, match=r"argument|nested too deeply"):
+        codec.encode_args((_nested(200, 1),), {}, 10_000_000)
+    # Many brackets but shallow: accepted (the decoder checks it, and it is fine).
+    wide = [[i] for i in range(1000)]
+    assert codec.decode_args(codec.encode_args((wide,), {}, 10_000_000)) == ([wide], {})
+
+
+@dataclasses.dataclass
+class Reading:
+    value: float
+    extra: Any = None
+
+
+class ReadingModel(pydantic.BaseModel):
+    value: float
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(
+    ("annotation", "value"),
+    [
+        (Any, NAN),
+        (Any, INF),
+        (Any, [1.0, -INF]),
+        (Any, {"a": NAN}),
+        (float, NAN),
+        (float, INF),
+        (list[float], [0.5, NAN]),
+        (dict[str, Any], {"a": INF}),
+        (Reading, Reading(NAN)),
+        (Reading, Reading(1.0, extra=[INF])),
+        (ReadingModel, ReadingModel(value=-INF)),
+        (Any, Reading(1.0, extra={"x": NAN})),
+    ],
+)
+def test_nan_and_infinity_are_refused_never_changed(annotation: Any, value: Any) -> None:
+    from sagaway import serialization
+
+    def takes(x: Any) -> Any: ...
+
+    takes.__annotations__ = {"x": annotation, "return": annotation}
+    codec = FunctionCodec(takes, "activity 'takes'")
+    with pytest.raises(sw.PayloadError, match="NaN or Infinity"):
+        codec.encode_args((value,), {}, 10_000)
+    with pytest.raises(sw.PayloadError, match="NaN or Infinity"):
+        codec.encode_result(value, 10_000)
+    if annotation is Any:
+        with pytest.raises(sw.PayloadError, match="NaN or Infinity"):
+            serialization.encode_value(value, "payload of signal 's'")
+
+
+def test_text_that_spells_nan_round_trips_and_decimal_nan_is_refused() -> None:
+    def takes(x: Any, d: Decimal) -> Decimal: ...
+
+    codec = FunctionCodec(takes, "activity 'takes'")
+    args = (["NaN", "Infinity", {"NaN": "-Infinity"}], Decimal("1.5"))
+    assert codec.decode_args(codec.encode_args(args, {}, 10_000)) == (list(args), {})
+    # Written as the string "NaN", which a Decimal annotation refuses to read back.
+    for bad in (Decimal("NaN"), Decimal("-Infinity")):
+        with pytest.raises(sw.PayloadError, match="could not be read back"):
+            codec.encode_args((None, bad), {}, 10_000)
+        with pytest.raises(sw.PayloadError, match="could not be read back"):
+            codec.encode_result(bad, 10_000)
+
+
+def test_lone_surrogates_are_a_payload_error_on_every_encode_path() -> None:
+    from sagaway import serialization
+
+    def takes(x: Any) -> Any: ...
+
+    codec = FunctionCodec(takes, "activity 'takes'")
+    for encode in (
+        lambda: codec.encode_args(("a\ud800b",), {}, 10_000),
+        lambda: codec.encode_args(({"k\udfff": 1},), {}, 10_000),
+        lambda: codec.encode_result(["\ud800"], 10_000),
+        lambda: serialization.encode_value("\ud800", "payload of signal 's'"),
+    ):
+        with pytest.raises(sw.PayloadError, match="valid Unicode"):
+            encode()
+
+
+def test_errors_with_lone_surrogates_are_recorded_and_rebuilt() -> None:
+    import json
+
+    from sagaway import serialization
+
+    marshaler = DefaultErrorMarshaler()
+    error = OutOfStock("sold \ud800 out", code="OOS")
+    text = serialization.describe_error(error, "completable", marshaler)
+    assert json.loads(text)["message"].endswith("sold \ud800 out")
+    rebuilt = serialization.error_from_record(text, marshaler)
+    assert type(rebuilt) is OutOfStock and rebuilt.message == "sold \ud800 out"
+
+
+@pytest.mark.parametrize("garbage", ["not json {[/x]", "[1, 2]", '"text"', "{"])
+def test_unreadable_recorded_errors_are_described_not_raised(garbage: str) -> None:
+    from sagaway import serialization
+
+    summary = serialization.error_summary(garbage)
+    assert summary is not None and summary["kind"] == "unreadable"
+    assert repr(garbage[:20]).strip("'\"")[:5] in summary["message"]
+    with pytest.raises(sw.PayloadError, match="recorded error is not the JSON Sagaway writes"):
+        serialization.error_from_record(garbage, DefaultErrorMarshaler())

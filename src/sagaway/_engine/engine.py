@@ -8,7 +8,6 @@ the Recovery Worker, the Manager and the gRPC server all go through it.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import enum
 import os
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from sagaway import errors, events, retry, serialization
 from sagaway._engine import keys
+from sagaway._engine.recent import RecentEnds
 from sagaway._engine.states import WorkflowStatus
 from sagaway.channel import Channel
 from sagaway.clock import Clock, wait_event_or_sleep
@@ -31,8 +31,17 @@ if TYPE_CHECKING:
     from sagaway.worker import Worker
 
 
-_RECENT_ENDS = 10_000
-"""Ended executions kept in memory for result() (a few hundred bytes each)."""
+def check_text(value: str, what: str) -> None:
+    """Refuse a key or name that a database cannot store as text (``ValueError``)."""
+    if "\x00" in value:
+        raise ValueError(f"{what} must not contain NUL characters (\\x00): {value!r}")
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"{what} must be valid Unicode (no lone surrogates such as '\\ud800'): {value!r}"
+            ) from None
 
 
 class OnConflict(enum.Enum):
@@ -104,7 +113,7 @@ class Engine:
         self.channel = Channel()
         self.notifications = False
         """True while the store's notifications reach this process (see ``Store.listen``)."""
-        self.recent_ends: collections.OrderedDict[str, WorkflowRecord] = collections.OrderedDict()
+        self.recent_ends = RecentEnds()
         """Executions that ended in this process lately, by run id: result() needs no read."""
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.worker: Worker | None = None
@@ -139,9 +148,7 @@ class Engine:
         return self.marshaler.marshal_completable_error(exc) is not None
 
     def remember_end(self, record: WorkflowRecord) -> None:
-        self.recent_ends[record.run_id] = record
-        while len(self.recent_ends) > _RECENT_ENDS:
-            self.recent_ends.popitem(last=False)
+        self.recent_ends.add(record)
 
     def new_lease(self) -> Lease:
         return Lease(uuid.uuid4().hex, self.owner, self.clock.now() + self.lease_timeout)
@@ -162,8 +169,7 @@ class Engine:
             raise ValueError("idempotency_key must be a non-empty string")
         if len(key) > 512:
             raise ValueError("idempotency_key must be at most 512 characters")
-        if "\x00" in key:
-            raise ValueError("idempotency_key must not contain NUL characters (\\x00)")
+        check_text(key, "idempotency_key")
         run_id = uuid.uuid4().hex
         new = NewWorkflow(
             run_id=run_id,
@@ -304,6 +310,11 @@ class Engine:
 
     async def send_signal(self, key: str, name: str, payload: Any, dedupe_id: str | None) -> bool:
         """Store a signal for the workflow under ``key``; False if ``dedupe_id`` was seen."""
+        # Checked here, before the database: PostgreSQL refuses NUL in text with a raw
+        # DataError (SQLite stores it), and neither can store a lone surrogate.
+        check_text(name, "signal name")
+        if dedupe_id is not None:
+            check_text(dedupe_id, "dedupe_id")
         data = serialization.encode_value(
             payload, f"payload of signal {name!r}", self.payload_limit
         )

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 import sagaway as sw
@@ -105,7 +106,11 @@ def list_cmd(url: str | None, status: str | None, limit: int, as_json: bool) -> 
         table.add_column(column)
     for row in rows:
         table.add_row(
-            row.key, row.name, _styled(row.status.value), _ts(row.created_at), _ts(row.updated_at)
+            escape(row.key),
+            escape(row.name),
+            _styled(row.status.value),
+            _ts(row.created_at),
+            _ts(row.updated_at),
         )
     console.print(table)
     if not rows:
@@ -126,6 +131,7 @@ def _summary_json(d: sw.WorkflowDescription) -> dict[str, Any]:
         "result": d.result,
         "children": d.children,
         "waiting_for": d.waiting_for,
+        "problems": d.problems,
     }
 
 
@@ -159,7 +165,7 @@ def show(url: str | None, key: str, as_json: bool, show_tb: bool) -> None:
         ]
         click.echo(json.dumps(data, indent=2))
         return
-    console.print(f"[bold]{d.key}[/bold]  workflow {d.name}  run {d.run_id}")
+    console.print(f"[bold]{escape(d.key)}[/bold]  workflow {escape(d.name)}  run {d.run_id}")
     console.print(f"status   {_styled(d.status.value)}")
     console.print(
         f"created  {_ts(d.created_at)}   updated {_ts(d.updated_at)}   ended {_ts(d.ended_at)}"
@@ -178,10 +184,13 @@ def show(url: str | None, key: str, as_json: bool, show_tb: bool) -> None:
             f"retry at {_ts(d.next_run_at)} (suspended {d.suspend_count}x; "
             f"`sagaway retry {d.key}` to retry now)"
         )
+    for problem in d.problems:
+        console.print(f"[red]unreadable[/red] {escape(problem)}", highlight=False)
     if d.result is not None:
         console.print(f"result   {json.dumps(d.result)}")
     if d.error:
-        console.print(f"error    [red]{d.error.get('type')}[/red]: {d.error.get('message')}")
+        kind, message = escape(str(d.error.get("type"))), escape(str(d.error.get("message")))
+        console.print(f"error    [red]{kind}[/red]: {message}")
         if show_tb and d.error.get("traceback"):
             console.print(d.error["traceback"], markup=False, highlight=False)
     table = Table(title="steps")
@@ -193,11 +202,11 @@ def show(url: str | None, key: str, as_json: bool, show_tb: bool) -> None:
             if s.duration is None or s.kind is sw.StepKind.SLEEP
             else f"{s.duration * 1000:.1f} ms"
         )
-        error = f"{s.error.get('type')}: {s.error.get('message')}" if s.error else ""
+        error = escape(f"{s.error.get('type')}: {s.error.get('message')}") if s.error else ""
         table.add_row(
             s.call_id,
             s.kind.value,
-            s.name,
+            escape(s.name),
             _styled(s.status.value),
             str(s.attempts),
             duration,

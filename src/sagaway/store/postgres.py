@@ -489,13 +489,18 @@ class PostgresStore:
         return await self._run_reads.submit(run_id)
 
     async def _get_runs(self, run_ids: list[str]) -> list[WorkflowRecord | BaseException | None]:
-        async def op(conn: Conn, retried: bool) -> dict[str, WorkflowRecord]:
+        async def op(conn: Conn, retried: bool) -> dict[str, WorkflowRecord | BaseException]:
             if len(run_ids) == 1:
                 cur = await conn.execute(_Q["get_run"], {"run_id": run_ids[0]})
             else:
                 cur = await conn.execute(_Q["get_runs"], {"run_ids": run_ids})
-            records = [_rows.workflow_from_row(row) for row in await cur.fetchall()]
-            return {record.run_id: record for record in records}
+            found: dict[str, WorkflowRecord | BaseException] = {}
+            for row in await cur.fetchall():
+                try:
+                    found[row[0]] = _rows.workflow_from_row(row)
+                except errors.CorruptRecord as exc:
+                    found[row[0]] = exc  # this reader's error only, not the whole batch's
+            return found
 
         found = await self._run(op, transaction=False)
         return [found.get(run_id) for run_id in run_ids]
@@ -513,7 +518,7 @@ class PostgresStore:
                 cur = await conn.execute(
                     _Q["list_workflows_by_status"], {"limit": bound, "status": status.value}
                 )
-            return [_rows.workflow_from_row(r) for r in await cur.fetchall()]
+            return _rows.readable_workflows(await cur.fetchall())
 
         return await self._run(op, transaction=False)
 
@@ -749,7 +754,7 @@ class PostgresStore:
     async def count_by_status(self) -> dict[WorkflowStatus, int]:
         async def op(conn: Conn, retried: bool) -> dict[WorkflowStatus, int]:
             cur = await conn.execute(_Q["count_by_status"])
-            return {WorkflowStatus(status): int(count) for status, count in await cur.fetchall()}
+            return _rows.readable_counts(await cur.fetchall())
 
         return await self._run(op, transaction=False)
 

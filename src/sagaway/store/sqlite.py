@@ -309,7 +309,7 @@ class SQLiteStore:
                 rows = conn.execute(
                     _Q["list_workflows_by_status"], {"limit": limit, "status": status.value}
                 ).fetchall()
-            return [_rows.workflow_from_row(r) for r in rows]
+            return _rows.readable_workflows(rows)
 
         return await self._call(op)
 
@@ -479,7 +479,7 @@ class SQLiteStore:
     async def count_by_status(self) -> dict[WorkflowStatus, int]:
         def op(conn: sqlite3.Connection) -> dict[WorkflowStatus, int]:
             rows = conn.execute(_Q["count_by_status"]).fetchall()
-            return {WorkflowStatus(status): count for status, count in rows}
+            return _rows.readable_counts(rows)
 
         return await self._call(op)
 

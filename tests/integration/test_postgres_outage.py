@@ -1,9 +1,14 @@
-"""PostgreSQL connections dropped mid-run: the engine reconnects and loses nothing."""
+"""PostgreSQL failures mid-run: the engine reconnects, loses nothing and keeps its promises.
+
+Faults come from terminating our own backends or from a TCP proxy in front of the server
+(tests/faults.py): the shared server itself is never stopped.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import urllib.parse
 import uuid
 
 import psycopg
@@ -11,6 +16,7 @@ import pytest
 
 import sagaway as sw
 from tests.conftest import POSTGRES_URL
+from tests.faults import PgProxy
 
 N = 60
 
@@ -83,3 +89,47 @@ async def test_backends_terminated_during_a_run(postgres_url: str) -> None:
     per_workflow = collections.Counter(key.split("/")[0] for key in effects)
     assert all(per_workflow[f"s{i}"] in (4, 6) for i in range(N))
     assert len(effects) == sum(6 if i % 5 == 0 else 4 for i in range(N))
+
+
+def _schema(url: str) -> str:
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+    return query["schema"][0]
+
+
+def _signals(url: str) -> list[tuple[str, str | None]]:
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        rows = conn.execute(
+            psycopg.sql.SQL("SELECT payload, dedupe_id FROM {}.signals ORDER BY id").format(
+                psycopg.sql.Identifier(_schema(url))
+            )
+        ).fetchall()
+    return [(str(payload), dedupe_id) for payload, dedupe_id in rows]
+
+
+@pytest.mark.postgres
+async def test_a_send_whose_commit_acknowledgement_is_lost_reports_its_own_signal(
+    postgres_url: str,
+) -> None:
+    """The retried insert meets the row its lost attempt committed: that is this send's signal,
+    stored once, not a duplicate of an earlier send (issue 12, defect 14)."""
+    async with PgProxy(postgres_url) as proxy:
+        manager = sw.Manager(proxy.url(postgres_url))
+
+        @manager.register_workflow
+        async def waits() -> str:
+            return str(await manager.signal("go").receive(str))
+
+        # connect(): no workers, so the sends are the only transactions that COMMIT.
+        async with manager.connect():
+            handle = await manager.workflow(waits).execute(idempotency_key="w")
+
+            lost = proxy.lose_next_commit_ack()
+            assert await manager.signal("go").send("w", "a", dedupe_id="d1") is True
+            assert lost.is_set(), "the acknowledgement was not lost: the test tested nothing"
+            assert await manager.signal("go").send("w", "a", dedupe_id="d1") is False
+
+            lost = proxy.lose_next_commit_ack()
+            assert await manager.signal("go").send("w", "b") is True
+            assert lost.is_set()
+            assert await handle.status() is sw.WorkflowStatus.PENDING
+    assert _signals(postgres_url) == [('"a"', "d1"), ('"b"', None)]

@@ -757,6 +757,10 @@ class PostgresStore:
     async def send_signal(
         self, key: str, *, name: str, payload: str, dedupe_id: str | None, now: float
     ) -> tuple[WorkflowRecord | None, bool]:
+        # Chosen once for all attempts: a retry after a lost acknowledgement finds the row the
+        # lost attempt stored by it (a dedupe_id alone cannot tell that row from an earlier send's).
+        sender = uuid.uuid4().hex
+
         async def op(conn: Conn, retried: bool) -> tuple[WorkflowRecord | None, bool]:
             for _ in range(_CREATE_ROUNDS):
                 # Locked: a receiver deciding to wait and this send are serialised (no lost
@@ -778,10 +782,15 @@ class PostgresStore:
                 "payload": payload,
                 "dedupe_id": dedupe_id,
                 "now": now,
+                "sender": sender,
             }
             if retried and dedupe_id is None and await _exists(conn, "signal_sent_as", params):
                 return record, True  # the lost attempt stored it (and woke the receiver)
             stored = (await conn.execute(_Q["insert_signal"], params)).rowcount == 1
+            if not stored and retried:
+                row = await (await conn.execute(_Q["deduped_by"], params)).fetchone()
+                if row is not None and row[0] == sender:
+                    return record, True  # the lost attempt stored it (and woke the receiver)
             if stored:
                 await conn.execute(
                     _Q["wake_waiting"],

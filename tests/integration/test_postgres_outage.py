@@ -133,3 +133,50 @@ async def test_a_send_whose_commit_acknowledgement_is_lost_reports_its_own_signa
             assert lost.is_set()
             assert await handle.status() is sw.WorkflowStatus.PENDING
     assert _signals(postgres_url) == [('"a"', "d1"), ('"b"', None)]
+
+
+@pytest.mark.postgres
+async def test_a_black_holed_listening_connection_is_noticed_at_its_next_probe(
+    postgres_url: str,
+) -> None:
+    """A socket that swallows everything answers neither the probe's statement nor its cancel;
+    the listener must not wait for their timeouts (40 s + 5 s) but give up at the probe's own
+    (issue 12, defect 15)."""
+    from sagaway.store.postgres import PostgresStore
+
+    heard, deaf = asyncio.Event(), asyncio.Event()
+
+    def on_notice(payload: str) -> None:
+        if payload == "listening:":
+            heard.set()
+        elif payload == "deaf:":
+            deaf.set()
+
+    async with PgProxy(postgres_url) as proxy:
+        store = PostgresStore(f"{proxy.url(postgres_url)}&probe_interval=0.5&probe_timeout=0.5")
+        await store.open()
+        try:
+            await store.listen(on_notice)
+            await asyncio.wait_for(heard.wait(), 10)
+            heard.clear()
+            proxy.blackhole()
+            # Next probe within 0.5 s, given up 0.5 s later; the old wait was over 10 s.
+            await asyncio.wait_for(deaf.wait(), 5)
+            proxy.restore()
+            await asyncio.wait_for(heard.wait(), 10)  # and it listens again
+        finally:
+            await store.close()
+
+
+def test_timing_url_parameters_are_sagaways_own_and_checked() -> None:
+    from sagaway.store.postgres import PostgresStore, Timing, parse_postgres_url
+
+    url = "postgresql://u@h/db?pool_timeout=1.5&reconnect_delay=0.2&probe_interval=3"
+    url += "&sslmode=require"
+    assert parse_postgres_url(url)[0] == "postgresql://u@h/db?sslmode=require"
+    timing = PostgresStore(url).timing
+    assert (timing.pool_timeout, timing.reconnect_delay, timing.probe_interval) == (1.5, 0.2, 3.0)
+    assert timing.probe_timeout == Timing().probe_timeout == 5.0
+    for bad in ("0", "-1", "soon", "nan", "inf"):
+        with pytest.raises(ValueError, match="pool_timeout must be a positive number of seconds"):
+            PostgresStore(f"postgresql://u@h/db?pool_timeout={bad}")

@@ -19,19 +19,32 @@ although its acknowledgement was lost, so every verb is written to give the same
 again: ``create_workflow`` recognises its own ``run_id``, ``claim_due`` reuses its lease tokens
 and finds what the lost attempt took, and the fenced/ending verbs recognise their own outcome.
 
+Outages: while the server is unreachable a statement waits up to ``pool_timeout`` seconds for
+a connection, then fails with ``StoreUnavailable``. The pool tries to reconnect at most
+``reconnect_delay`` seconds apart (psycopg_pool alone doubles its pause up to a minute, so work
+would stall for about as long as the outage again after the server is back), and the listener's
+reconnection makes the pool look again at once. The listening connection sends itself a probe
+notice every ``probe_interval`` seconds; when the probe is not back within ``probe_timeout``
+seconds the socket is shut down (a dead peer answers neither the probe nor a cancel) and the
+listener reconnects.
+
 URL: ``postgresql://user:password@host:5432/db?schema=sagaway&pool_size=10`` plus any libpq
-parameter. ``schema`` (default ``sagaway``) and ``pool_size`` (default 10) are Sagaway's own and
-are not passed to libpq.
+parameter. Sagaway's own parameters, not passed to libpq: ``schema`` (default ``sagaway``),
+``pool_size`` (default 10), ``pool_timeout`` (default 30), ``reconnect_delay`` (default 2),
+``probe_interval`` (default 30) and ``probe_timeout`` (default 5), the last four in seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
+import math
 import re
+import socket
 import time
 import urllib.parse
 import uuid
@@ -43,13 +56,14 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool.pool_async import AddConnection, MaintenanceTask
 
 from sagaway import errors
 from sagaway._engine.states import StepStatus, WorkflowStatus
 from sagaway.store import _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store._group_commit import GroupCommit
-from sagaway.store.base import CreateResult
+from sagaway.store.base import CreateResult, StoreUnavailable
 from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
 from sagaway.store.sql import queries
 
@@ -71,7 +85,8 @@ _DIALECT = "postgres"
 _DEFAULT_SCHEMA = "sagaway"
 _DEFAULT_POOL_SIZE = 10
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-_OWN_PARAMS = frozenset({"schema", "pool_size"})
+_SECONDS_PARAMS = ("pool_timeout", "reconnect_delay", "probe_interval", "probe_timeout")
+_OWN_PARAMS = frozenset({"schema", "pool_size", *_SECONDS_PARAMS})
 _ATTEMPTS = 4
 """Tries of one transaction when it fails with a transient (operational) error."""
 _BACKOFF = 0.05
@@ -80,8 +95,20 @@ _PROBE_WAIT = 2.0
 """Seconds the listener waits for its first probe notice before it reports notices missing."""
 _PROBE_EVERY = 30.0
 """Seconds between probes of a listening connection (one unanswered probe: reconnect)."""
-_LISTEN_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10}
-"""TCP keepalives of the notification connection, unless the URL sets them: it sits idle."""
+_PROBE_TIMEOUT = 5.0
+"""Seconds a probe of a listening connection that delivered notices before may take."""
+_POOL_TIMEOUT = 30.0
+"""Seconds a statement waits for a pooled connection (all busy, or the server unreachable)."""
+_RECONNECT_DELAY = 2.0
+"""Longest pause between attempts to reconnect (pool and listener)."""
+_LISTEN_DEFAULTS = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "connect_timeout": 10,
+}
+"""libpq options of the notification connection unless the URL sets them: TCP keepalives (it
+sits idle), and a bound on reconnecting through a network that drops what it is sent."""
 _STEP_BATCH = 200
 """Steps written by one statement at most."""
 _CREATE_BATCH = 100
@@ -100,10 +127,50 @@ def _param_name(part: str) -> str:
     return urllib.parse.unquote_plus(part.partition("=")[0])
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Timing:
+    """How long the store waits for the server, and how often it looks (URL parameters)."""
+
+    pool_timeout: float = _POOL_TIMEOUT
+    """Seconds a statement waits for a pooled connection before ``StoreUnavailable``."""
+    reconnect_delay: float = _RECONNECT_DELAY
+    """Longest pause between reconnection attempts of the pool and of the listener."""
+    probe_interval: float = _PROBE_EVERY
+    """Seconds between probe notices on the listening connection."""
+    probe_timeout: float = _PROBE_TIMEOUT
+    """Seconds a probe may take before the listening connection is taken for dead."""
+
+
+def parse_timing(url: str) -> Timing:
+    """The ``Timing`` parameters of a Sagaway PostgreSQL URL (defaults for those not given)."""
+    given: dict[str, float] = {}
+    for part in filter(None, urllib.parse.urlsplit(url).query.split("&")):
+        name = _param_name(part)
+        if name not in _SECONDS_PARAMS:
+            continue
+        value = urllib.parse.unquote_plus(part.partition("=")[2])
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = math.nan
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+        given[name] = seconds
+    # Defaults read now, not at import: a test may lower a module constant first.
+    defaults = {
+        "pool_timeout": _POOL_TIMEOUT,
+        "reconnect_delay": _RECONNECT_DELAY,
+        "probe_interval": _PROBE_EVERY,
+        "probe_timeout": _PROBE_TIMEOUT,
+    }
+    return Timing(**(defaults | given))
+
+
 def parse_postgres_url(url: str) -> tuple[str, str, int, str]:
     """Split a Sagaway PostgreSQL URL into (conninfo for libpq, schema, pool size, display URL).
 
     The display URL is the URL without its password (in the user info or as a parameter).
+    See ``parse_timing`` for the other parameters of Sagaway's own.
     """
     parts = urllib.parse.urlsplit(url)
     if parts.scheme.lower() not in ("postgresql", "postgres"):
@@ -119,7 +186,7 @@ def parse_postgres_url(url: str) -> tuple[str, str, int, str]:
         value = urllib.parse.unquote_plus(part.partition("=")[2])
         if name == "schema":
             schema = value
-        else:
+        elif name == "pool_size":
             try:
                 pool_size = int(value)
             except ValueError:
@@ -140,6 +207,25 @@ def parse_postgres_url(url: str) -> tuple[str, str, int, str]:
     return conninfo, schema, pool_size, display
 
 
+class _Pool(AsyncConnectionPool[Conn]):
+    """psycopg's pool, with reconnection attempts at most ``reconnect_delay`` seconds apart.
+
+    psycopg_pool doubles the pause after each failed attempt (1, 2, 4, ... 60 s and more): after
+    a long outage its next attempt can come a minute after the server is back, and every
+    statement waits for it.
+    """
+
+    def __init__(self, conninfo: str, *, reconnect_delay: float, **kwargs: Any) -> None:
+        super().__init__(conninfo, **kwargs)
+        self._reconnect_delay = reconnect_delay
+
+    async def schedule_task(self, task: MaintenanceTask, delay: float) -> None:
+        # Only reconnections: the pool also schedules its shrinking, max_idle apart.
+        if isinstance(task, AddConnection):
+            delay = min(delay, self._reconnect_delay)
+        await super().schedule_task(task, delay)
+
+
 class PostgresStore:
     """Store in one schema of a PostgreSQL database."""
 
@@ -148,8 +234,10 @@ class PostgresStore:
         self.url = display
         self.schema = schema
         self.pool_size = pool_size
+        self.timing = parse_timing(url)
         self._conninfo = conninfo
         self._pool: AsyncConnectionPool[Conn] | None = None
+        self._pool_check: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
         # Group commit (see _group_commit): under load, the starts, steps and ends of many
         # workflows share statements.
@@ -173,10 +261,12 @@ class PostgresStore:
     async def open(self) -> None:
         if self._pool is not None:
             return
-        pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+        pool: AsyncConnectionPool[Conn] = _Pool(
             self._conninfo,
+            reconnect_delay=self.timing.reconnect_delay,
             min_size=1,
             max_size=self.pool_size,
+            timeout=self.timing.pool_timeout,
             kwargs={"autocommit": True},
             configure=self._configure,
             name=f"sagaway:{self.schema}",
@@ -201,6 +291,11 @@ class PostgresStore:
             listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await listener
+        check, self._pool_check = self._pool_check, None
+        if check is not None:
+            check.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await check
         pool = self._pool
         if pool is None:
             return
@@ -239,22 +334,28 @@ class PostgresStore:
     ) -> None:
         delay = 0.1
         warned = False
+        reconnecting = False
         while True:
             heard = False
+            conn: Conn | None = None
             try:
                 given = conninfo_to_dict(self._conninfo)
                 conninfo = make_conninfo(
                     self._conninfo,
-                    **{k: v for k, v in _LISTEN_KEEPALIVES.items() if k not in given},
+                    **{k: v for k, v in _LISTEN_DEFAULTS.items() if k not in given},
                 )
                 conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
                 async with conn:
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
                     delay = 0.1
+                    if reconnecting:
+                        # The server answers again: so does it for the pool, now, not at its
+                        # next scheduled reconnection attempt or a statement's first failure.
+                        self._wake_pool()
                     seconds = _PROBE_WAIT
                     while True:
                         answered = await self._listen_round(conn, callback, seconds, not heard)
-                        seconds = _PROBE_EVERY
+                        seconds = self.timing.probe_interval
                         if answered and not heard:
                             heard = True
                             callback("listening:")
@@ -281,30 +382,59 @@ class PostgresStore:
                     extra={"action": "listen"},
                 )
             finally:
+                if conn is not None:
+                    conn.pgconn.finish()  # a connection found broken is not closed by psycopg
                 if heard:
                     callback("deaf:")
+            reconnecting = True
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            delay = min(delay * 2, self.timing.reconnect_delay)
+
+    def _wake_pool(self) -> None:
+        """Check the pool's connections now: replace those an outage broke, connect if none."""
+        pool = self._pool
+        if pool is None or (self._pool_check is not None and not self._pool_check.done()):
+            return
+
+        async def check() -> None:
+            try:
+                await pool.check()
+            except Exception as exc:  # the next statement finds out again
+                logger.info("checking the pool of %s failed: %s", self.url, exc)
+
+        self._pool_check = asyncio.create_task(check(), name=f"sagaway-pool-check:{self.schema}")
 
     async def _listen_round(
         self, conn: Conn, callback: Callable[[str], None], seconds: float, first: bool
     ) -> bool:
         """Send a probe notice and pass on every other notice for ``seconds`` (``first``: only
-        until the probe is back); True if it came back. A hung (half-open) connection fails
-        with TimeoutError."""
+        until the probe is back); True if it came back.
+
+        A dead peer (a black-holed socket) answers neither the probe's statement nor a cancel
+        of it, and psycopg waits for both: if the statement is not done within
+        ``probe_timeout``, or (on a connection that has delivered notices) the probe notice not
+        back, the socket is shut down, so every wait on it fails at once with OperationalError.
+        """
         probe = f"probe:{uuid.uuid4().hex}"
         answered = False
-        async with asyncio.timeout(seconds + 10.0):
-            await self._send_probe(conn, probe)
-            # aclosing: the generator holds the connection's lock until it is closed.
-            async with contextlib.aclosing(conn.notifies(timeout=seconds)) as notes:
-                async for note in notes:
-                    if note.payload == probe:
-                        answered = True
-                        if first:
-                            break
-                    elif not note.payload.startswith("probe:"):  # others' probes: not ours
-                        callback(note.payload)
+        guard = asyncio.get_running_loop().call_later(self.timing.probe_timeout, _shut_down, conn)
+        try:
+            async with asyncio.timeout(seconds + 10.0):  # a last resort
+                await self._send_probe(conn, probe)
+                if first:
+                    guard.cancel()  # notices never heard yet: a missing probe is no sign of death
+                # aclosing: the generator holds the connection's lock until it is closed.
+                async with contextlib.aclosing(conn.notifies(timeout=seconds)) as notes:
+                    async for note in notes:
+                        if note.payload == probe:
+                            answered = True
+                            guard.cancel()
+                            if first:
+                                break
+                        elif not note.payload.startswith("probe:"):  # others' probes: not ours
+                            callback(note.payload)
+        finally:
+            guard.cancel()
         return answered
 
     async def _send_probe(self, conn: Conn, probe: str) -> None:
@@ -378,13 +508,13 @@ class PostgresStore:
             except PoolClosed as exc:
                 raise errors.ManagerStateError("the PostgreSQL store is closed") from exc
             except PoolTimeout as exc:
-                raise errors.SagawayError(
+                raise StoreUnavailable(
                     f"no PostgreSQL connection available for {self.url}: {exc}"
                 ) from exc
             except psycopg.OperationalError as exc:
                 attempt += 1
                 if attempt >= _ATTEMPTS:
-                    raise errors.SagawayError(
+                    raise StoreUnavailable(
                         f"PostgreSQL transaction failed on {self.url}: {exc}"
                     ) from exc
                 # Other idle connections may be dead too (server restart): replace them.
@@ -931,6 +1061,20 @@ class PostgresStore:
             return [SignalRecord(*row) for row in await cur.fetchall()]
 
         return await self._run(op, transaction=False)
+
+
+def _shut_down(conn: Conn) -> None:
+    """End every wait on ``conn``'s socket now (it reads end-of-file).
+
+    Shut down, not closed: the descriptor stays ours until psycopg closes the connection, so
+    its number cannot pass to another socket while a wait still watches it.
+    """
+    with contextlib.suppress(OSError, psycopg.Error):
+        sock = socket.socket(fileno=conn.pgconn.socket)
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.detach()
 
 
 async def _exists(conn: Conn, query: str, params: dict[str, Any]) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import urllib.parse
 import uuid
 
@@ -180,3 +181,99 @@ def test_timing_url_parameters_are_sagaways_own_and_checked() -> None:
     for bad in ("0", "-1", "soon", "nan", "inf"):
         with pytest.raises(ValueError, match="pool_timeout must be a positive number of seconds"):
             PostgresStore(f"postgresql://u@h/db?pool_timeout={bad}")
+
+
+class _LogEvent(logging.Handler):
+    """Sets an event when a record with the given ``action`` is logged (same thread)."""
+
+    def __init__(self, action: str) -> None:
+        super().__init__()
+        self.action = action
+        self.seen = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "action", None) == self.action:
+            self.seen.set()
+
+
+@pytest.mark.postgres
+async def test_result_keeps_waiting_through_an_outage(postgres_url: str) -> None:
+    """A client's result() outlives a database outage longer than its statements wait for a
+    connection, and returns once the workflow ends (issue 12, defect 13)."""
+    entered, gate = asyncio.Event(), asyncio.Event()
+    read_failed = _LogEvent("wait_unavailable")
+    engine_log = logging.getLogger("sagaway._engine.engine")
+    engine_log.addHandler(read_failed)
+
+    def define(manager: sw.Manager) -> None:
+        @manager.register_activity(name="gated")
+        async def gated(x: int) -> int:
+            entered.set()
+            await gate.wait()
+            return 2 * x
+
+        @manager.register_workflow(name="flow")
+        async def flow(x: int) -> int:
+            return await gated(x)
+
+    try:
+        async with PgProxy(postgres_url) as proxy:
+            # Only the client goes through the proxy; the worker's connection stays up.
+            client = sw.Manager(
+                f"{proxy.url(postgres_url)}&pool_timeout=0.3&reconnect_delay=0.1",
+                poll_interval=0.1,
+            )
+            worker = sw.Manager(postgres_url, poll_interval=0.1)
+            define(client)
+            define(worker)
+            async with worker, client.connect():
+                handle = await client.workflow("flow", 21).execute(idempotency_key="r")
+                await asyncio.wait_for(entered.wait(), 10)
+                result = asyncio.ensure_future(handle.result(timeout=60))
+                proxy.outage()
+                # Until a read has failed for want of a connection (or result() gave up).
+                seen = asyncio.ensure_future(read_failed.seen.wait())
+                await asyncio.wait({result, seen}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+                seen.cancel()
+                assert not result.done(), f"result() ended during the outage: {result!r}"
+                assert read_failed.seen.is_set()
+                proxy.restore()
+                gate.set()
+                assert await asyncio.wait_for(result, 30) == 42
+    finally:
+        engine_log.removeHandler(read_failed)
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+async def test_an_idle_worker_runs_new_work_soon_after_an_outage(postgres_url: str) -> None:
+    """Reconnection attempts stay at most reconnect_delay apart however long the outage: the
+    pool's own backoff doubles them (about 1, 3, 7, 15 s after the first failure), so work
+    stalled after the database was back for about as long as it had been down (issue 12,
+    defect 13)."""
+
+    def define(manager: sw.Manager) -> None:
+        @manager.register_workflow(name="quick")
+        async def quick(x: int) -> int:
+            return x + 1
+
+    async with PgProxy(postgres_url) as proxy:
+        # pool_size=1: one chain of reconnection attempts, so their times are known.
+        worker = sw.Manager(
+            f"{proxy.url(postgres_url)}&pool_size=1&pool_timeout=1&reconnect_delay=0.2",
+            poll_interval=0.2,
+        )
+        client = sw.Manager(postgres_url, poll_interval=0.1)
+        define(worker)
+        define(client)
+        async with worker, client.connect():
+            assert await client.workflow("quick", 1).execute_get(timeout=10) == 2
+            proxy.outage()
+            await asyncio.wait_for(proxy.refusal.wait(), 10)  # the worker found it out
+            # The fault is an outage of this length, not a race: a doubling backoff would make
+            # its next attempt at least 13.5 s after the first failure (jitter included).
+            await asyncio.sleep(9.5)
+            proxy.restore()
+            handle = await client.workflow("quick", 2).execute()
+            # The client is not behind the proxy: only the worker's reconnection can be slow.
+            assert await asyncio.wait_for(handle.result(), 2.5) == 3

@@ -277,3 +277,50 @@ async def test_an_idle_worker_runs_new_work_soon_after_an_outage(postgres_url: s
             handle = await client.workflow("quick", 2).execute()
             # The client is not behind the proxy: only the worker's reconnection can be slow.
             assert await asyncio.wait_for(handle.result(), 2.5) == 3
+
+
+@pytest.mark.postgres
+async def test_an_engine_error_caught_by_workflow_code_cannot_complete_the_run(
+    postgres_url: str,
+) -> None:
+    """Writing a retry's RETRYING step fails for want of a database; workflow code catching
+    ``Exception`` sees that error, but the run is doomed: it must not complete on its fallback,
+    and resumes from its last record, where the activity is retried (issue 12, defect 12)."""
+    entered, outage_on, caught, restored = (asyncio.Event() for _ in range(4))
+    calls = 0
+    async with PgProxy(postgres_url) as proxy:
+        manager = sw.Manager(
+            f"{proxy.url(postgres_url)}&pool_timeout=0.3&reconnect_delay=0.1",
+            poll_interval=0.1,
+            recovery_interval=0.2,
+        )
+
+        @manager.register_activity(retry=sw.RetryPolicy(initial_interval=0.01, maximum_attempts=5))
+        async def flaky() -> str:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                entered.set()
+                await outage_on.wait()
+                raise sw.RetryableError("try again")
+            return "charged"
+
+        @manager.register_workflow
+        async def pay() -> str:
+            try:
+                return await flaky()
+            except Exception:
+                caught.set()
+                await restored.wait()  # the database is back before the workflow goes on
+                return "fallback"
+
+        async with manager:
+            handle = await manager.workflow(pay).execute(idempotency_key="pay-1")
+            await asyncio.wait_for(entered.wait(), 10)
+            proxy.outage()
+            outage_on.set()
+            await asyncio.wait_for(caught.wait(), 30)
+            proxy.restore()
+            restored.set()
+            assert await asyncio.wait_for(handle.result(), 30) == "charged"
+            assert calls == 2

@@ -239,6 +239,7 @@ class PostgresStore:
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._pool_check: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
+        self._listen_conn: Conn | None = None
         # Group commit (see _group_commit): under load, the starts, steps and ends of many
         # workflows share statements.
         self._step_commits: GroupCommit[tuple[StepRecord, str], None] = GroupCommit(
@@ -288,6 +289,10 @@ class PostgresStore:
     async def close(self) -> None:
         listener, self._listener = self._listener, None
         if listener is not None:
+            if self._listen_conn is not None:
+                # Its peer may be dead: a cancelled statement would wait for a cancel request
+                # it never answers. With the socket shut down every wait on it ends at once.
+                _shut_down(self._listen_conn)
             listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await listener
@@ -344,9 +349,18 @@ class PostgresStore:
                     self._conninfo,
                     **{k: v for k, v in _LISTEN_DEFAULTS.items() if k not in given},
                 )
-                conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+                conn = self._listen_conn = await psycopg.AsyncConnection.connect(
+                    conninfo, autocommit=True
+                )
                 async with conn:
-                    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                    listen = sql.SQL("LISTEN {}").format(sql.Identifier(self.channel))
+                    guard = asyncio.get_running_loop().call_later(
+                        self.timing.probe_timeout, _shut_down, conn
+                    )
+                    try:
+                        await conn.execute(listen)
+                    finally:
+                        guard.cancel()
                     delay = 0.1
                     if reconnecting:
                         # The server answers again: so does it for the pool, now, not at its
@@ -382,6 +396,7 @@ class PostgresStore:
                     extra={"action": "listen"},
                 )
             finally:
+                self._listen_conn = None
                 if conn is not None:
                     conn.pgconn.finish()  # a connection found broken is not closed by psycopg
                 if heard:

@@ -17,7 +17,8 @@ Transient failures (``psycopg.OperationalError``: server restart, terminated bac
 serialization failure) retry the whole transaction a few times. An attempt may have committed
 although its acknowledgement was lost, so every verb is written to give the same answer when run
 again: ``create_workflow`` recognises its own ``run_id``, ``claim_due`` reuses its lease tokens
-and finds what the lost attempt took, and the fenced/ending verbs recognise their own outcome.
+and finds what the lost attempt took, ``send_signal`` finds its row by the sender token it chose
+once, and the fenced/ending verbs recognise their own outcome.
 
 Outages: while the server is unreachable a statement waits up to ``pool_timeout`` seconds for
 a connection, then fails with ``StoreUnavailable``. The pool tries to reconnect at most
@@ -26,7 +27,7 @@ would stall for about as long as the outage again after the server is back), and
 reconnection makes the pool look again at once. The listening connection sends itself a probe
 notice every ``probe_interval`` seconds; when the probe is not back within ``probe_timeout``
 seconds the socket is shut down (a dead peer answers neither the probe nor a cancel) and the
-listener reconnects.
+listener reconnects (see ``_pg_listener``).
 
 URL: ``postgresql://user:password@host:5432/db?schema=sagaway&pool_size=10`` plus any libpq
 parameter. Sagaway's own parameters, not passed to libpq: ``schema`` (default ``sagaway``),
@@ -44,7 +45,6 @@ import json
 import logging
 import math
 import re
-import socket
 import time
 import urllib.parse
 import uuid
@@ -53,14 +53,13 @@ from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from psycopg_pool.pool_async import AddConnection, MaintenanceTask
 
 from sagaway import errors
 from sagaway._engine.states import StepStatus, WorkflowStatus
-from sagaway.store import _rows
+from sagaway.store import _pg_listener, _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store._group_commit import GroupCommit
 from sagaway.store.base import CreateResult, StoreUnavailable
@@ -91,8 +90,6 @@ _ATTEMPTS = 4
 """Tries of one transaction when it fails with a transient (operational) error."""
 _BACKOFF = 0.05
 """Seconds before the first retry; doubles each time."""
-_PROBE_WAIT = 2.0
-"""Seconds the listener waits for its first probe notice before it reports notices missing."""
 _PROBE_EVERY = 30.0
 """Seconds between probes of a listening connection (one unanswered probe: reconnect)."""
 _PROBE_TIMEOUT = 5.0
@@ -101,14 +98,6 @@ _POOL_TIMEOUT = 30.0
 """Seconds a statement waits for a pooled connection (all busy, or the server unreachable)."""
 _RECONNECT_DELAY = 2.0
 """Longest pause between attempts to reconnect (pool and listener)."""
-_LISTEN_DEFAULTS = {
-    "keepalives": 1,
-    "keepalives_idle": 30,
-    "keepalives_interval": 10,
-    "connect_timeout": 10,
-}
-"""libpq options of the notification connection unless the URL sets them: TCP keepalives (it
-sits idle), and a bound on reconnecting through a network that drops what it is sent."""
 _STEP_BATCH = 200
 """Steps written by one statement at most."""
 _CREATE_BATCH = 100
@@ -238,8 +227,7 @@ class PostgresStore:
         self._conninfo = conninfo
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._pool_check: asyncio.Task[None] | None = None
-        self._listener: asyncio.Task[None] | None = None
-        self._listen_conn: Conn | None = None
+        self._listener: _pg_listener.Listener | None = None
         # Group commit (see _group_commit): under load, the starts, steps and ends of many
         # workflows share statements.
         self._step_commits: GroupCommit[tuple[StepRecord, str], None] = GroupCommit(
@@ -289,13 +277,7 @@ class PostgresStore:
     async def close(self) -> None:
         listener, self._listener = self._listener, None
         if listener is not None:
-            if self._listen_conn is not None:
-                # Its peer may be dead: a cancelled statement would wait for a cancel request
-                # it never answers. With the socket shut down every wait on it ends at once.
-                _shut_down(self._listen_conn)
-            listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await listener
+            await listener.close()
         check, self._pool_check = self._pool_check, None
         if check is not None:
             check.cancel()
@@ -318,92 +300,22 @@ class PostgresStore:
     async def listen(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(payload)`` for every notification of this schema's channel.
 
-        One dedicated connection, outside the pool; it reconnects with backoff. It calls
-        ``callback("listening:")`` once a probe notice it sent itself has come back (notices
-        sent before that are lost: look again), and ``callback("deaf:")`` when the connection
-        drops or a later probe goes unanswered. A pooler in transaction mode lets LISTEN succeed
-        and then delivers nothing: the probe never comes back, and polling does the work.
-        Returns once notices are heard (or after ``_PROBE_WAIT`` s of not hearing them).
+        See ``_pg_listener.Listener``: ``callback("listening:")`` once notices are known to
+        arrive, ``callback("deaf:")`` when they stop. Returns once notices are heard (or after a
+        few seconds of not hearing them).
         """
         if self._listener is not None:
             return
-        listening: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._listener = asyncio.create_task(
-            self._listen(callback, listening), name=f"sagaway-listen:{self.schema}"
+        self._listener = _pg_listener.Listener(
+            self._conninfo,
+            channel=self.channel,
+            url=self.url,
+            probe_interval=self.timing.probe_interval,
+            probe_timeout=self.timing.probe_timeout,
+            reconnect_delay=self.timing.reconnect_delay,
+            on_reconnect=self._wake_pool,
         )
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(listening), _PROBE_WAIT + 5.0)
-
-    async def _listen(
-        self, callback: Callable[[str], None], listening: asyncio.Future[None]
-    ) -> None:
-        delay = 0.1
-        warned = False
-        reconnecting = False
-        while True:
-            heard = False
-            conn: Conn | None = None
-            try:
-                given = conninfo_to_dict(self._conninfo)
-                conninfo = make_conninfo(
-                    self._conninfo,
-                    **{k: v for k, v in _LISTEN_DEFAULTS.items() if k not in given},
-                )
-                conn = self._listen_conn = await psycopg.AsyncConnection.connect(
-                    conninfo, autocommit=True
-                )
-                async with conn:
-                    listen = sql.SQL("LISTEN {}").format(sql.Identifier(self.channel))
-                    guard = asyncio.get_running_loop().call_later(
-                        self.timing.probe_timeout, _shut_down, conn
-                    )
-                    try:
-                        await conn.execute(listen)
-                    finally:
-                        guard.cancel()
-                    delay = 0.1
-                    if reconnecting:
-                        # The server answers again: so does it for the pool, now, not at its
-                        # next scheduled reconnection attempt or a statement's first failure.
-                        self._wake_pool()
-                    seconds = _PROBE_WAIT
-                    while True:
-                        answered = await self._listen_round(conn, callback, seconds, not heard)
-                        seconds = self.timing.probe_interval
-                        if answered and not heard:
-                            heard = True
-                            callback("listening:")
-                        if not listening.done():
-                            listening.set_result(None)
-                        if answered:
-                            continue
-                        if heard:
-                            raise psycopg.OperationalError("a probe notice did not come back")
-                        if not warned:
-                            warned = True
-                            logger.warning(
-                                "notifications on %s do not arrive (a connection pooler in "
-                                "transaction mode?); polling instead",
-                                self.url,
-                                extra={"action": "listen"},
-                            )
-            except (psycopg.Error, TimeoutError) as exc:
-                logger.warning(
-                    "notification connection to %s lost (%s); reconnecting in %.1fs",
-                    self.url,
-                    exc,
-                    delay,
-                    extra={"action": "listen"},
-                )
-            finally:
-                self._listen_conn = None
-                if conn is not None:
-                    conn.pgconn.finish()  # a connection found broken is not closed by psycopg
-                if heard:
-                    callback("deaf:")
-            reconnecting = True
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self.timing.reconnect_delay)
+        await self._listener.start(callback)
 
     def _wake_pool(self) -> None:
         """Check the pool's connections now: replace those an outage broke, connect if none."""
@@ -418,42 +330,6 @@ class PostgresStore:
                 logger.info("checking the pool of %s failed: %s", self.url, exc)
 
         self._pool_check = asyncio.create_task(check(), name=f"sagaway-pool-check:{self.schema}")
-
-    async def _listen_round(
-        self, conn: Conn, callback: Callable[[str], None], seconds: float, first: bool
-    ) -> bool:
-        """Send a probe notice and pass on every other notice for ``seconds`` (``first``: only
-        until the probe is back); True if it came back.
-
-        A dead peer (a black-holed socket) answers neither the probe's statement nor a cancel
-        of it, and psycopg waits for both: if the statement is not done within
-        ``probe_timeout``, or (on a connection that has delivered notices) the probe notice not
-        back, the socket is shut down, so every wait on it fails at once with OperationalError.
-        """
-        probe = f"probe:{uuid.uuid4().hex}"
-        answered = False
-        guard = asyncio.get_running_loop().call_later(self.timing.probe_timeout, _shut_down, conn)
-        try:
-            async with asyncio.timeout(seconds + 10.0):  # a last resort
-                await self._send_probe(conn, probe)
-                if first:
-                    guard.cancel()  # notices never heard yet: a missing probe is no sign of death
-                # aclosing: the generator holds the connection's lock until it is closed.
-                async with contextlib.aclosing(conn.notifies(timeout=seconds)) as notes:
-                    async for note in notes:
-                        if note.payload == probe:
-                            answered = True
-                            guard.cancel()
-                            if first:
-                                break
-                        elif not note.payload.startswith("probe:"):  # others' probes: not ours
-                            callback(note.payload)
-        finally:
-            guard.cancel()
-        return answered
-
-    async def _send_probe(self, conn: Conn, probe: str) -> None:
-        await conn.execute("SELECT pg_notify(%s, %s)", (self.channel, probe))
 
     async def _configure(self, conn: Conn) -> None:
         # Runs once per new pooled connection (autocommit): every query is unqualified.
@@ -1076,20 +952,6 @@ class PostgresStore:
             return [SignalRecord(*row) for row in await cur.fetchall()]
 
         return await self._run(op, transaction=False)
-
-
-def _shut_down(conn: Conn) -> None:
-    """End every wait on ``conn``'s socket now (it reads end-of-file).
-
-    Shut down, not closed: the descriptor stays ours until psycopg closes the connection, so
-    its number cannot pass to another socket while a wait still watches it.
-    """
-    with contextlib.suppress(OSError, psycopg.Error):
-        sock = socket.socket(fileno=conn.pgconn.socket)
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        finally:
-            sock.detach()
 
 
 async def _exists(conn: Conn, query: str, params: dict[str, Any]) -> bool:

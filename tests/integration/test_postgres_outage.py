@@ -293,6 +293,7 @@ async def test_an_engine_error_caught_by_workflow_code_cannot_complete_the_run(
             f"{proxy.url(postgres_url)}&pool_timeout=0.3&reconnect_delay=0.1",
             poll_interval=0.1,
             recovery_interval=0.2,
+            lease_timeout=2,  # if even the suspension cannot be written, the lease lapses soon
         )
 
         @manager.register_activity(retry=sw.RetryPolicy(initial_interval=0.01, maximum_attempts=5))

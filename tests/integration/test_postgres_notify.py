@@ -216,13 +216,13 @@ async def test_notices_that_never_arrive_leave_waiters_polling(
 ) -> None:
     """LISTEN can succeed and deliver nothing (a pooler in transaction mode): the listener's own
     probe notice never comes back, so the process is not counted as notified and polls."""
-    from sagaway.store import postgres
+    from sagaway.store import _pg_listener
 
     async def lost(self: Any, conn: Any, probe: str) -> None:
         return None  # as if the notice went to a server connection we are not on
 
-    monkeypatch.setattr(postgres.PostgresStore, "_send_probe", lost)
-    monkeypatch.setattr(postgres, "_PROBE_WAIT", 0.2)
+    monkeypatch.setattr(_pg_listener.Listener, "_send_probe", lost)
+    monkeypatch.setattr(_pg_listener, "_PROBE_WAIT", 0.2)
     entered, gate = asyncio.Event(), asyncio.Event()
     clock = FakeClock()
     client = sw.Manager(postgres_url, poll_interval=30.0, clock=clock)
@@ -257,19 +257,19 @@ async def test_an_unanswered_probe_makes_the_listener_reconnect(
 ) -> None:
     """A listening connection that stops delivering (half-open, say) is found by its next probe:
     the process stops counting on notices, reconnects, and counts on them again once heard."""
-    from sagaway.store import postgres
+    from sagaway.store import _pg_listener, postgres
 
     monkeypatch.setattr(postgres, "_PROBE_EVERY", 0.2)
     manager = sw.Manager(postgres_url, poll_interval=SLOW_POLL)
     async with manager.connect():
         engine = manager._require_engine()
         assert engine.notifications
-        send = postgres.PostgresStore._send_probe
+        send = _pg_listener.Listener._send_probe
 
         async def lost(self: Any, conn: Any, probe: str) -> None:
             return None
 
-        monkeypatch.setattr(postgres.PostgresStore, "_send_probe", lost)
+        monkeypatch.setattr(_pg_listener.Listener, "_send_probe", lost)
         await _until(lambda: not engine.notifications)
-        monkeypatch.setattr(postgres.PostgresStore, "_send_probe", send)
+        monkeypatch.setattr(_pg_listener.Listener, "_send_probe", send)
         await _until(lambda: engine.notifications)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import logging
 import os
 import socket
 import uuid
@@ -24,11 +25,14 @@ from sagaway._engine.states import WorkflowStatus
 from sagaway.channel import Channel
 from sagaway.clock import Clock, wait_event_or_sleep
 from sagaway.registry import Queue, Registry, WorkflowDef
-from sagaway.store.base import Store
+from sagaway.store.base import Store, StoreUnavailable
 from sagaway.store.records import Lease, NewWorkflow, WorkflowRecord
 
 if TYPE_CHECKING:
     from sagaway.worker import Worker
+
+
+logger = logging.getLogger(__name__)
 
 
 def check_text(value: str, what: str) -> None:
@@ -237,6 +241,8 @@ class Engine:
         through the store's notifications when it has them (PostgreSQL), with a read every
         ``poll_interval`` as a safety net; without them (SQLite, or while the notification
         connection is down) they are seen by polling, from 20 ms up to ``poll_interval``.
+        While the database is unavailable it keeps waiting (an outage is no answer), until
+        ``timeout``.
         """
         deadline = None if timeout is None else self.clock.now() + timeout
         waiter = self.channel.watch(run_id)
@@ -252,22 +258,35 @@ class Engine:
                     # Running here: its end will be published on the Channel.
                     await wait_event_or_sleep(waiter, self.clock, self.poll_interval)
                     continue
-                record = await self.store.get_run(run_id)
-                if record is None:
-                    raise errors.WorkflowNotFound(key)
-                if record.status.ended:
-                    return record
-                if self.notifications:
-                    # The end's notice will wake us; the read is only a safety net.
-                    wait, delay = self.poll_interval, 0.02
-                else:
+                try:
+                    record = await self.store.get_run(run_id)
+                except StoreUnavailable as exc:
+                    logger.warning(
+                        "cannot read workflow %s (%s); still waiting for its end",
+                        key,
+                        exc,
+                        extra={"action": "wait_unavailable", "workflow_id": key},
+                    )
+                    status = "unknown: the database is unavailable"
+                    # The read itself waited for a connection; the listener's return (or the
+                    # next poll) wakes us to look again.
                     wait, delay = delay, min(delay * 2, self.poll_interval)
+                else:
+                    if record is None:
+                        raise errors.WorkflowNotFound(key)
+                    if record.status.ended:
+                        return record
+                    status = record.status.value
+                    if self.notifications:
+                        # The end's notice will wake us; the read is only a safety net.
+                        wait, delay = self.poll_interval, 0.02
+                    else:
+                        wait, delay = delay, min(delay * 2, self.poll_interval)
                 if deadline is not None:
                     left = deadline - self.clock.now()
                     if left <= 0:
                         raise TimeoutError(
-                            f"workflow {key!r} did not end within {timeout}s "
-                            f"(status {record.status.value})"
+                            f"workflow {key!r} did not end within {timeout}s (status {status})"
                         )
                     wait = min(wait, left)
                 await wait_event_or_sleep(waiter, self.clock, wait)

@@ -13,6 +13,8 @@ Error semantics (BRIEF, "Errors that mean different things"):
 * anything else, timeouts included: the run is *doomed*. The error is recorded and the workflow is
   SUSPENDED for the Recovery Worker, even if workflow code catches the exception, so an
   unexpected failure can never complete a saga.
+* a failed store call (the database unreachable, say) dooms the run too (see ``_store_call``):
+  the call has no answer, so the run may not go on as if it had one.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import contextvars
 import dataclasses
 import functools
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pydantic
 import pydantic_core
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
     from sagaway.registry import ActivityDef, WorkflowDef
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _WAIT_IN_PROCESS = 1.0
 """Timers shorter than this (seconds) sleep in the worker instead of unloading the workflow."""
@@ -171,15 +175,17 @@ class Execution:
             try:
                 await self._write_pending()  # more than one: parallel branches ended together
                 now = engine.clock.now()
-                await engine.store.finish_workflow(
-                    self.record.run_id,
-                    token=self.lease.token,
-                    status=status,
-                    result=result,
-                    error=error,
-                    now=now,
-                    final_step=final_step,
-                    has_parent=self.record.parent_key is not None,
+                await self._store_call(
+                    engine.store.finish_workflow(
+                        self.record.run_id,
+                        token=self.lease.token,
+                        status=status,
+                        result=result,
+                        error=error,
+                        now=now,
+                        final_step=final_step,
+                        has_parent=self.record.parent_key is not None,
+                    )
                 )
             except BaseException:
                 # Not known to be written (a cancelled write may have been aborted): the last
@@ -238,6 +244,29 @@ class Execution:
     def _describe(self, exc: BaseException, kind: str) -> str:
         return serialization.describe_error(exc, kind, self.engine.marshaler)
 
+    async def _store_call(
+        self, call: Awaitable[T], *, answers: tuple[type[Exception], ...] = ()
+    ) -> T:
+        """Await a store call of this run.
+
+        LeaseLost: another owner carries on, so the workflow stops here. Any other failure
+        (the database unreachable, a transaction that kept failing) dooms the run, as an
+        incompletable error does: workflow code may catch the exception, but nothing more runs
+        and the run cannot complete; it is suspended (or, if that cannot be written either, its
+        lease lapses) and resumes from its last record. ``answers`` are errors that are the
+        call's answer rather than its failure (a child start's IdempotencyConflict).
+        """
+        try:
+            return await call
+        except errors.LeaseLost:
+            raise self._lost() from None
+        except answers:
+            raise
+        except Exception as exc:
+            if self.doomed is None:
+                self.doomed = exc
+            raise
+
     # ------------------------------------------------------------------ durable calls
 
     def _replayed(self, call_id: str, kind: StepKind, name: str) -> StepRecord | None:
@@ -271,13 +300,12 @@ class Execution:
 
     async def _write(self, steps: list[StepRecord]) -> None:
         store, token = self.engine.store, self.lease.token
-        try:
-            if len(steps) == 1:
-                await store.record_step(steps[0], token=token)
-            elif steps:
-                await asyncio.gather(*(store.record_step(s, token=token) for s in steps))
-        except errors.LeaseLost:
-            raise self._lost() from None
+        if len(steps) == 1:
+            await self._store_call(store.record_step(steps[0], token=token))
+        elif steps:
+            await self._store_call(
+                asyncio.gather(*(store.record_step(s, token=token) for s in steps))
+            )
 
     async def flush(self) -> None:
         """Write the outcomes of finished activities not written yet (see unrecorded)."""
@@ -503,8 +531,8 @@ class Execution:
     ) -> None:
         """Commit WAITING and unload the workflow (raises _Unload)."""
         engine = self.engine
-        try:
-            await engine.store.wait_workflow(
+        await self._store_call(
+            engine.store.wait_workflow(
                 self.record.run_id,
                 token=self.lease.token,
                 waiting_for=waiting_for,
@@ -512,8 +540,7 @@ class Execution:
                 step=step,
                 now=engine.clock.now(),
             )
-        except errors.LeaseLost:
-            raise self._lost() from None
+        )
         self.unloading = True
         raise _Unload()
 
@@ -556,8 +583,8 @@ class Execution:
                 if not expired:
                     now = self.completion_time()  # a signal received now is recorded at ``now``
                 unload = self.inflight == 0 and not expired
-                try:
-                    payload = await engine.store.receive_signal(
+                payload = await self._store_call(
+                    engine.store.receive_signal(
                         self.record.run_id,
                         token=self.lease.token,
                         name=name,
@@ -568,8 +595,7 @@ class Execution:
                         accept=accept,
                         now=now,
                     )
-                except errors.LeaseLost:
-                    raise self._lost() from None
+                )
                 if payload is not None:
                     self.recorded[call_id] = StepRecord(
                         run_id=self.record.run_id,
@@ -635,7 +661,10 @@ class Execution:
         child_key = key or keys.derived_key(self.record, call_id)
         await self._before_durable_action()
         now = engine.clock.now()
-        await engine.start_child(defn, args_json, key=child_key, parent_key=self.key)
+        await self._store_call(
+            engine.start_child(defn, args_json, key=child_key, parent_key=self.key),
+            answers=(errors.IdempotencyConflict, errors.WorkflowAlreadyExists, ValueError),
+        )
         await self._record(
             StepRecord(
                 run_id=self.record.run_id,
@@ -667,16 +696,15 @@ class Execution:
         while True:
             await self._before_durable_action()  # as in call_receive: before a possible unload
             unload = self.inflight == 0
-            try:
-                child = await engine.store.wait_for_child(
+            child = await self._store_call(
+                engine.store.wait_for_child(
                     self.record.run_id,
                     token=self.lease.token,
                     child_key=child_key,
                     wait=unload,
                     now=engine.clock.now(),
                 )
-            except errors.LeaseLost:
-                raise self._lost() from None
+            )
             if child is None:
                 raise errors.WorkflowNotFound(child_key)
             if child.status.ended:

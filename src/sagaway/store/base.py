@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable, Collection
 from typing import Protocol
 
+from sagaway import errors
 from sagaway._engine.states import WorkflowStatus
 from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
 
@@ -23,6 +24,15 @@ class CreateResult:
     created: bool
     replaced_run_id: str | None = None
     """The live execution that was terminated to make room (replace_live=True)."""
+
+
+class StoreUnavailable(errors.SagawayError):
+    """The database cannot be reached now (server down, network cut, no connection in time).
+
+    Transient: the same call may succeed later. A client waiting for a result keeps waiting; a
+    workflow run that meets it is doomed (it must not go on as if the call had an answer) and
+    resumes from its last record.
+    """
 
 
 class Store(Protocol):

@@ -17,20 +17,33 @@ Transient failures (``psycopg.OperationalError``: server restart, terminated bac
 serialization failure) retry the whole transaction a few times. An attempt may have committed
 although its acknowledgement was lost, so every verb is written to give the same answer when run
 again: ``create_workflow`` recognises its own ``run_id``, ``claim_due`` reuses its lease tokens
-and finds what the lost attempt took, and the fenced/ending verbs recognise their own outcome.
+and finds what the lost attempt took, ``send_signal`` finds its row by the sender token it chose
+once, and the fenced/ending verbs recognise their own outcome.
+
+Outages: while the server is unreachable a statement waits up to ``pool_timeout`` seconds for
+a connection, then fails with ``StoreUnavailable``. The pool tries to reconnect at most
+``reconnect_delay`` seconds apart (psycopg_pool alone doubles its pause up to a minute, so work
+would stall for about as long as the outage again after the server is back), and the listener's
+reconnection makes the pool look again at once. The listening connection sends itself a probe
+notice every ``probe_interval`` seconds; when the probe is not back within ``probe_timeout``
+seconds the socket is shut down (a dead peer answers neither the probe nor a cancel) and the
+listener reconnects (see ``_pg_listener``).
 
 URL: ``postgresql://user:password@host:5432/db?schema=sagaway&pool_size=10`` plus any libpq
-parameter. ``schema`` (default ``sagaway``) and ``pool_size`` (default 10) are Sagaway's own and
-are not passed to libpq.
+parameter. Sagaway's own parameters, not passed to libpq: ``schema`` (default ``sagaway``),
+``pool_size`` (default 10), ``pool_timeout`` (default 30), ``reconnect_delay`` (default 2),
+``probe_interval`` (default 30) and ``probe_timeout`` (default 5), the last four in seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
+import math
 import re
 import time
 import urllib.parse
@@ -40,16 +53,16 @@ from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool.pool_async import AddConnection, MaintenanceTask
 
 from sagaway import errors
 from sagaway._engine.states import StepStatus, WorkflowStatus
-from sagaway.store import _rows
+from sagaway.store import _pg_listener, _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store._group_commit import GroupCommit
-from sagaway.store.base import CreateResult
+from sagaway.store.base import CreateResult, StoreUnavailable
 from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
 from sagaway.store.sql import queries
 
@@ -71,17 +84,20 @@ _DIALECT = "postgres"
 _DEFAULT_SCHEMA = "sagaway"
 _DEFAULT_POOL_SIZE = 10
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-_OWN_PARAMS = frozenset({"schema", "pool_size"})
+_SECONDS_PARAMS = ("pool_timeout", "reconnect_delay", "probe_interval", "probe_timeout")
+_OWN_PARAMS = frozenset({"schema", "pool_size", *_SECONDS_PARAMS})
 _ATTEMPTS = 4
 """Tries of one transaction when it fails with a transient (operational) error."""
 _BACKOFF = 0.05
 """Seconds before the first retry; doubles each time."""
-_PROBE_WAIT = 2.0
-"""Seconds the listener waits for its first probe notice before it reports notices missing."""
 _PROBE_EVERY = 30.0
 """Seconds between probes of a listening connection (one unanswered probe: reconnect)."""
-_LISTEN_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10}
-"""TCP keepalives of the notification connection, unless the URL sets them: it sits idle."""
+_PROBE_TIMEOUT = 5.0
+"""Seconds a probe of a listening connection that delivered notices before may take."""
+_POOL_TIMEOUT = 30.0
+"""Seconds a statement waits for a pooled connection (all busy, or the server unreachable)."""
+_RECONNECT_DELAY = 2.0
+"""Longest pause between attempts to reconnect (pool and listener)."""
 _STEP_BATCH = 200
 """Steps written by one statement at most."""
 _CREATE_BATCH = 100
@@ -100,10 +116,50 @@ def _param_name(part: str) -> str:
     return urllib.parse.unquote_plus(part.partition("=")[0])
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Timing:
+    """How long the store waits for the server, and how often it looks (URL parameters)."""
+
+    pool_timeout: float = _POOL_TIMEOUT
+    """Seconds a statement waits for a pooled connection before ``StoreUnavailable``."""
+    reconnect_delay: float = _RECONNECT_DELAY
+    """Longest pause between reconnection attempts of the pool and of the listener."""
+    probe_interval: float = _PROBE_EVERY
+    """Seconds between probe notices on the listening connection."""
+    probe_timeout: float = _PROBE_TIMEOUT
+    """Seconds a probe may take before the listening connection is taken for dead."""
+
+
+def parse_timing(url: str) -> Timing:
+    """The ``Timing`` parameters of a Sagaway PostgreSQL URL (defaults for those not given)."""
+    given: dict[str, float] = {}
+    for part in filter(None, urllib.parse.urlsplit(url).query.split("&")):
+        name = _param_name(part)
+        if name not in _SECONDS_PARAMS:
+            continue
+        value = urllib.parse.unquote_plus(part.partition("=")[2])
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = math.nan
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+        given[name] = seconds
+    # Defaults read now, not at import: a test may lower a module constant first.
+    defaults = {
+        "pool_timeout": _POOL_TIMEOUT,
+        "reconnect_delay": _RECONNECT_DELAY,
+        "probe_interval": _PROBE_EVERY,
+        "probe_timeout": _PROBE_TIMEOUT,
+    }
+    return Timing(**(defaults | given))
+
+
 def parse_postgres_url(url: str) -> tuple[str, str, int, str]:
     """Split a Sagaway PostgreSQL URL into (conninfo for libpq, schema, pool size, display URL).
 
     The display URL is the URL without its password (in the user info or as a parameter).
+    See ``parse_timing`` for the other parameters of Sagaway's own.
     """
     parts = urllib.parse.urlsplit(url)
     if parts.scheme.lower() not in ("postgresql", "postgres"):
@@ -119,7 +175,7 @@ def parse_postgres_url(url: str) -> tuple[str, str, int, str]:
         value = urllib.parse.unquote_plus(part.partition("=")[2])
         if name == "schema":
             schema = value
-        else:
+        elif name == "pool_size":
             try:
                 pool_size = int(value)
             except ValueError:
@@ -140,6 +196,25 @@ def parse_postgres_url(url: str) -> tuple[str, str, int, str]:
     return conninfo, schema, pool_size, display
 
 
+class _Pool(AsyncConnectionPool[Conn]):
+    """psycopg's pool, with reconnection attempts at most ``reconnect_delay`` seconds apart.
+
+    psycopg_pool doubles the pause after each failed attempt (1, 2, 4, ... 60 s and more): after
+    a long outage its next attempt can come a minute after the server is back, and every
+    statement waits for it.
+    """
+
+    def __init__(self, conninfo: str, *, reconnect_delay: float, **kwargs: Any) -> None:
+        super().__init__(conninfo, **kwargs)
+        self._reconnect_delay = reconnect_delay
+
+    async def schedule_task(self, task: MaintenanceTask, delay: float) -> None:
+        # Only reconnections: the pool also schedules its shrinking, max_idle apart.
+        if isinstance(task, AddConnection):
+            delay = min(delay, self._reconnect_delay)
+        await super().schedule_task(task, delay)
+
+
 class PostgresStore:
     """Store in one schema of a PostgreSQL database."""
 
@@ -148,9 +223,11 @@ class PostgresStore:
         self.url = display
         self.schema = schema
         self.pool_size = pool_size
+        self.timing = parse_timing(url)
         self._conninfo = conninfo
         self._pool: AsyncConnectionPool[Conn] | None = None
-        self._listener: asyncio.Task[None] | None = None
+        self._pool_check: asyncio.Task[None] | None = None
+        self._listener: _pg_listener.Listener | None = None
         # Group commit (see _group_commit): under load, the starts, steps and ends of many
         # workflows share statements.
         self._step_commits: GroupCommit[tuple[StepRecord, str], None] = GroupCommit(
@@ -173,10 +250,12 @@ class PostgresStore:
     async def open(self) -> None:
         if self._pool is not None:
             return
-        pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+        pool: AsyncConnectionPool[Conn] = _Pool(
             self._conninfo,
+            reconnect_delay=self.timing.reconnect_delay,
             min_size=1,
             max_size=self.pool_size,
+            timeout=self.timing.pool_timeout,
             kwargs={"autocommit": True},
             configure=self._configure,
             name=f"sagaway:{self.schema}",
@@ -198,9 +277,12 @@ class PostgresStore:
     async def close(self) -> None:
         listener, self._listener = self._listener, None
         if listener is not None:
-            listener.cancel()
+            await listener.close()
+        check, self._pool_check = self._pool_check, None
+        if check is not None:
+            check.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await listener
+                await check
         pool = self._pool
         if pool is None:
             return
@@ -218,97 +300,36 @@ class PostgresStore:
     async def listen(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(payload)`` for every notification of this schema's channel.
 
-        One dedicated connection, outside the pool; it reconnects with backoff. It calls
-        ``callback("listening:")`` once a probe notice it sent itself has come back (notices
-        sent before that are lost: look again), and ``callback("deaf:")`` when the connection
-        drops or a later probe goes unanswered. A pooler in transaction mode lets LISTEN succeed
-        and then delivers nothing: the probe never comes back, and polling does the work.
-        Returns once notices are heard (or after ``_PROBE_WAIT`` s of not hearing them).
+        See ``_pg_listener.Listener``: ``callback("listening:")`` once notices are known to
+        arrive, ``callback("deaf:")`` when they stop. Returns once notices are heard (or after a
+        few seconds of not hearing them).
         """
         if self._listener is not None:
             return
-        listening: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._listener = asyncio.create_task(
-            self._listen(callback, listening), name=f"sagaway-listen:{self.schema}"
+        self._listener = _pg_listener.Listener(
+            self._conninfo,
+            channel=self.channel,
+            url=self.url,
+            probe_interval=self.timing.probe_interval,
+            probe_timeout=self.timing.probe_timeout,
+            reconnect_delay=self.timing.reconnect_delay,
+            on_reconnect=self._wake_pool,
         )
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(listening), _PROBE_WAIT + 5.0)
+        await self._listener.start(callback)
 
-    async def _listen(
-        self, callback: Callable[[str], None], listening: asyncio.Future[None]
-    ) -> None:
-        delay = 0.1
-        warned = False
-        while True:
-            heard = False
+    def _wake_pool(self) -> None:
+        """Check the pool's connections now: replace those an outage broke, connect if none."""
+        pool = self._pool
+        if pool is None or (self._pool_check is not None and not self._pool_check.done()):
+            return
+
+        async def check() -> None:
             try:
-                given = conninfo_to_dict(self._conninfo)
-                conninfo = make_conninfo(
-                    self._conninfo,
-                    **{k: v for k, v in _LISTEN_KEEPALIVES.items() if k not in given},
-                )
-                conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
-                async with conn:
-                    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
-                    delay = 0.1
-                    seconds = _PROBE_WAIT
-                    while True:
-                        answered = await self._listen_round(conn, callback, seconds, not heard)
-                        seconds = _PROBE_EVERY
-                        if answered and not heard:
-                            heard = True
-                            callback("listening:")
-                        if not listening.done():
-                            listening.set_result(None)
-                        if answered:
-                            continue
-                        if heard:
-                            raise psycopg.OperationalError("a probe notice did not come back")
-                        if not warned:
-                            warned = True
-                            logger.warning(
-                                "notifications on %s do not arrive (a connection pooler in "
-                                "transaction mode?); polling instead",
-                                self.url,
-                                extra={"action": "listen"},
-                            )
-            except (psycopg.Error, TimeoutError) as exc:
-                logger.warning(
-                    "notification connection to %s lost (%s); reconnecting in %.1fs",
-                    self.url,
-                    exc,
-                    delay,
-                    extra={"action": "listen"},
-                )
-            finally:
-                if heard:
-                    callback("deaf:")
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+                await pool.check()
+            except Exception as exc:  # the next statement finds out again
+                logger.info("checking the pool of %s failed: %s", self.url, exc)
 
-    async def _listen_round(
-        self, conn: Conn, callback: Callable[[str], None], seconds: float, first: bool
-    ) -> bool:
-        """Send a probe notice and pass on every other notice for ``seconds`` (``first``: only
-        until the probe is back); True if it came back. A hung (half-open) connection fails
-        with TimeoutError."""
-        probe = f"probe:{uuid.uuid4().hex}"
-        answered = False
-        async with asyncio.timeout(seconds + 10.0):
-            await self._send_probe(conn, probe)
-            # aclosing: the generator holds the connection's lock until it is closed.
-            async with contextlib.aclosing(conn.notifies(timeout=seconds)) as notes:
-                async for note in notes:
-                    if note.payload == probe:
-                        answered = True
-                        if first:
-                            break
-                    elif not note.payload.startswith("probe:"):  # others' probes: not ours
-                        callback(note.payload)
-        return answered
-
-    async def _send_probe(self, conn: Conn, probe: str) -> None:
-        await conn.execute("SELECT pg_notify(%s, %s)", (self.channel, probe))
+        self._pool_check = asyncio.create_task(check(), name=f"sagaway-pool-check:{self.schema}")
 
     async def _configure(self, conn: Conn) -> None:
         # Runs once per new pooled connection (autocommit): every query is unqualified.
@@ -378,13 +399,13 @@ class PostgresStore:
             except PoolClosed as exc:
                 raise errors.ManagerStateError("the PostgreSQL store is closed") from exc
             except PoolTimeout as exc:
-                raise errors.SagawayError(
+                raise StoreUnavailable(
                     f"no PostgreSQL connection available for {self.url}: {exc}"
                 ) from exc
             except psycopg.OperationalError as exc:
                 attempt += 1
                 if attempt >= _ATTEMPTS:
-                    raise errors.SagawayError(
+                    raise StoreUnavailable(
                         f"PostgreSQL transaction failed on {self.url}: {exc}"
                     ) from exc
                 # Other idle connections may be dead too (server restart): replace them.
@@ -763,6 +784,10 @@ class PostgresStore:
     async def send_signal(
         self, key: str, *, name: str, payload: str, dedupe_id: str | None, now: float
     ) -> tuple[WorkflowRecord | None, bool]:
+        # Chosen once for all attempts: a retry after a lost acknowledgement finds the row the
+        # lost attempt stored by it (a dedupe_id alone cannot tell that row from an earlier send's).
+        sender = uuid.uuid4().hex
+
         async def op(conn: Conn, retried: bool) -> tuple[WorkflowRecord | None, bool]:
             for _ in range(_CREATE_ROUNDS):
                 # Locked: a receiver deciding to wait and this send are serialised (no lost
@@ -784,10 +809,15 @@ class PostgresStore:
                 "payload": payload,
                 "dedupe_id": dedupe_id,
                 "now": now,
+                "sender": sender,
             }
             if retried and dedupe_id is None and await _exists(conn, "signal_sent_as", params):
                 return record, True  # the lost attempt stored it (and woke the receiver)
             stored = (await conn.execute(_Q["insert_signal"], params)).rowcount == 1
+            if not stored and retried:
+                row = await (await conn.execute(_Q["deduped_by"], params)).fetchone()
+                if row is not None and row[0] == sender:
+                    return record, True  # the lost attempt stored it (and woke the receiver)
             if stored:
                 await conn.execute(
                     _Q["wake_waiting"],

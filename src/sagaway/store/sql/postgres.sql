@@ -377,15 +377,21 @@ FROM workflows WHERE key = %(key)s AND is_current
 FOR NO KEY UPDATE
 
 -- name: insert_signal
-INSERT INTO signals (run_id, name, payload, dedupe_id, created_at)
-VALUES (%(run_id)s, %(name)s, %(payload)s, %(dedupe_id)s, %(now)s)
+-- sender: a token the send chose once for all its attempts (see signal_sent_as, deduped_by).
+INSERT INTO signals (run_id, name, payload, dedupe_id, created_at, sender)
+VALUES (%(run_id)s, %(name)s, %(payload)s, %(dedupe_id)s, %(now)s, %(sender)s)
 ON CONFLICT (run_id, name, dedupe_id) WHERE dedupe_id IS NOT NULL DO NOTHING
 
 -- name: signal_sent_as
 -- After a retried send without dedupe_id: did the attempt whose acknowledgement was lost store it?
 SELECT 1 FROM signals
-WHERE run_id = %(run_id)s AND name = %(name)s AND payload = %(payload)s
-  AND dedupe_id IS NULL AND created_at = %(now)s
+WHERE run_id = %(run_id)s AND name = %(name)s AND dedupe_id IS NULL AND sender = %(sender)s
+
+-- name: deduped_by
+-- After a retried send with a dedupe_id: who stored the row holding it (the lost attempt itself,
+-- or an earlier send)? Found through the unique index signals_dedupe.
+SELECT sender FROM signals
+WHERE run_id = %(run_id)s AND name = %(name)s AND dedupe_id = %(dedupe_id)s
 
 -- name: wake_waiting
 UPDATE workflows SET next_run_at = %(now)s, updated_at = %(now)s

@@ -1,0 +1,212 @@
+"""The LISTEN connection of a PostgreSQL store: notices from other processes, and whether they
+arrive at all.
+
+One dedicated connection, outside the pool, reconnecting with backoff. Whether notices arrive
+is never assumed: the listener sends itself a probe notice and counts on notices only once it
+has come back (a pooler in transaction mode lets LISTEN succeed and then delivers nothing).
+It probes again every ``probe_interval`` seconds, so a connection that silently stopped
+delivering is found out by the next probe.
+
+A dead peer (a black-holed socket: bytes accepted, nothing delivered, no reset) answers neither
+a statement nor the cancel request psycopg sends when the statement is abandoned, and psycopg
+waits for both. So nothing here is abandoned by cancelling: when the probe is not back within
+``probe_timeout`` the socket is shut down, every wait on it ends at once with an
+OperationalError, and the listener reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import uuid
+from collections.abc import Callable
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import TupleRow
+
+logger = logging.getLogger(__name__)
+Conn = psycopg.AsyncConnection[TupleRow]
+
+_PROBE_WAIT = 2.0
+"""Seconds the listener waits for its first probe notice before it reports notices missing."""
+_LISTEN_DEFAULTS = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "connect_timeout": 10,
+}
+"""libpq options of the notification connection unless the URL sets them: TCP keepalives (it
+sits idle), and a bound on reconnecting through a network that drops what it is sent."""
+
+
+class Listener:
+    """Passes the notices of one channel to a callback, and says when they can be counted on.
+
+    ``callback("listening:")`` once a probe notice it sent itself has come back (notices sent
+    before that are lost: look again), ``callback("deaf:")`` when the connection drops or a
+    later probe goes unanswered; every other notice's payload as it comes.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        channel: str,
+        url: str,
+        probe_interval: float,
+        probe_timeout: float,
+        reconnect_delay: float,
+        on_reconnect: Callable[[], None],
+    ) -> None:
+        self._conninfo = conninfo
+        self.channel = channel
+        self._url = url
+        self._probe_interval = probe_interval
+        self._probe_timeout = probe_timeout
+        self._reconnect_delay = reconnect_delay
+        self._on_reconnect = on_reconnect
+        """Called when a connection is made again after one was lost: the server is back."""
+        self._task: asyncio.Task[None] | None = None
+        self._conn: Conn | None = None
+
+    async def start(self, callback: Callable[[str], None]) -> None:
+        """Start listening; returns once notices are heard (or after a few seconds without)."""
+        if self._task is not None:
+            return
+        listening: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(
+            self._listen(callback, listening), name=f"sagaway-listen:{self.channel}"
+        )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(listening), _PROBE_WAIT + 5.0)
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is None:
+            return
+        if self._conn is not None:
+            # Its peer may be dead: a cancelled statement would wait for a cancel request it
+            # never answers. With the socket shut down every wait on it ends at once.
+            shut_down(self._conn)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def _listen(
+        self, callback: Callable[[str], None], listening: asyncio.Future[None]
+    ) -> None:
+        delay = 0.1
+        warned = False
+        reconnecting = False
+        while True:
+            heard = False
+            conn: Conn | None = None
+            try:
+                given = conninfo_to_dict(self._conninfo)
+                conninfo = make_conninfo(
+                    self._conninfo,
+                    **{k: v for k, v in _LISTEN_DEFAULTS.items() if k not in given},
+                )
+                conn = self._conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+                async with conn:
+                    listen = sql.SQL("LISTEN {}").format(sql.Identifier(self.channel))
+                    guard = asyncio.get_running_loop().call_later(
+                        self._probe_timeout, shut_down, conn
+                    )
+                    try:
+                        await conn.execute(listen)
+                    finally:
+                        guard.cancel()
+                    delay = 0.1
+                    if reconnecting:
+                        self._on_reconnect()
+                    seconds = _PROBE_WAIT
+                    while True:
+                        answered = await self._listen_round(conn, callback, seconds, not heard)
+                        seconds = self._probe_interval
+                        if answered and not heard:
+                            heard = True
+                            callback("listening:")
+                        if not listening.done():
+                            listening.set_result(None)
+                        if answered:
+                            continue
+                        if heard:
+                            raise psycopg.OperationalError("a probe notice did not come back")
+                        if not warned:
+                            warned = True
+                            logger.warning(
+                                "notifications on %s do not arrive (a connection pooler in "
+                                "transaction mode?); polling instead",
+                                self._url,
+                                extra={"action": "listen"},
+                            )
+            except (psycopg.Error, TimeoutError) as exc:
+                logger.warning(
+                    "notification connection to %s lost (%s); reconnecting in %.1fs",
+                    self._url,
+                    exc,
+                    delay,
+                    extra={"action": "listen"},
+                )
+            finally:
+                self._conn = None
+                if conn is not None:
+                    conn.pgconn.finish()  # a connection found broken is not closed by psycopg
+                if heard:
+                    callback("deaf:")
+            reconnecting = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self._reconnect_delay)
+
+    async def _listen_round(
+        self, conn: Conn, callback: Callable[[str], None], seconds: float, first: bool
+    ) -> bool:
+        """Send a probe notice and pass on every other notice for ``seconds`` (``first``: only
+        until the probe is back); True if it came back.
+
+        The socket is shut down if the probe's statement is not done within ``probe_timeout``,
+        or, on a connection that has delivered notices (not ``first``), the probe is not back.
+        """
+        probe = f"probe:{uuid.uuid4().hex}"
+        answered = False
+        guard = asyncio.get_running_loop().call_later(self._probe_timeout, shut_down, conn)
+        try:
+            async with asyncio.timeout(seconds + 10.0):  # a last resort
+                await self._send_probe(conn, probe)
+                if first:
+                    guard.cancel()  # notices never heard yet: a missing probe is no sign of death
+                # aclosing: the generator holds the connection's lock until it is closed.
+                async with contextlib.aclosing(conn.notifies(timeout=seconds)) as notes:
+                    async for note in notes:
+                        if note.payload == probe:
+                            answered = True
+                            guard.cancel()
+                            if first:
+                                break
+                        elif not note.payload.startswith("probe:"):  # others' probes: not ours
+                            callback(note.payload)
+        finally:
+            guard.cancel()
+        return answered
+
+    async def _send_probe(self, conn: Conn, probe: str) -> None:
+        await conn.execute("SELECT pg_notify(%s, %s)", (self.channel, probe))
+
+
+def shut_down(conn: Conn) -> None:
+    """End every wait on ``conn``'s socket now (it reads end-of-file).
+
+    Shut down, not closed: the descriptor stays ours until psycopg closes the connection, so
+    its number cannot pass to another socket while a wait still watches it.
+    """
+    with contextlib.suppress(OSError, psycopg.Error):
+        sock = socket.socket(fileno=conn.pgconn.socket)
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.detach()

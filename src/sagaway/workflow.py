@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -12,9 +13,13 @@ from sagaway._engine import context
 from sagaway._engine.engine import OnConflict
 from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.retry import RetryPolicy
+from sagaway.store.base import StoreUnavailable
 from sagaway.store.records import StepRecord, WorkflowRecord
 
+logger = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
+    from sagaway._engine.engine import Engine
     from sagaway.manager import Manager
     from sagaway.registry import WorkflowDef
 
@@ -202,7 +207,7 @@ class WorkflowHandle(Generic[R]):
             # Started here: watch first, then read (an end in between is not missed).
             record = await engine.wait_for_end(self.run_id, self.key, timeout)
         else:
-            record = await self._record()
+            record = await self._read_through_outages(engine, timeout)
             if not record.status.ended:
                 record = await engine.wait_for_end(record.run_id, self.key, timeout)
         if record.status is WorkflowStatus.COMPLETED:
@@ -221,6 +226,29 @@ class WorkflowHandle(Generic[R]):
             raise serialization.error_from_record(record.error, engine.marshaler)
         reason = (serialization.error_summary(record.error) or {}).get("message", "")
         raise errors.WorkflowCancelled(self.key, record.status.value, str(reason))
+
+    async def _read_through_outages(self, engine: Engine, timeout: float | None) -> WorkflowRecord:
+        """The current record; while the database is unreachable, keep trying (a waiter waits
+        through an outage, as ``wait_for_end`` does) until ``timeout``."""
+        deadline = None if timeout is None else engine.clock.now() + timeout
+        delay = 0.05
+        while True:
+            try:
+                return await self._record()
+            except StoreUnavailable as exc:
+                if deadline is not None and engine.clock.now() + delay > deadline:
+                    raise TimeoutError(
+                        f"workflow {self.key!r}: the database stayed unreachable for {timeout}s "
+                        f"({exc})"
+                    ) from exc
+                logger.warning(
+                    "cannot read workflow %s (%s); still waiting for it",
+                    self.key,
+                    exc,
+                    extra={"action": "wait_unavailable", "workflow_id": self.key},
+                )
+                await engine.clock.sleep(delay)
+                delay = min(delay * 2, engine.poll_interval)
 
     async def cancel(self, reason: str = "cancelled by request") -> bool:
         """End the workflow as CANCELLED where it stands; False if it had already ended.

@@ -134,6 +134,12 @@ class Manager:
     def __repr__(self) -> str:
         return f"Manager({self.url!r}, state={self.state.value})"
 
+    @property
+    def worker(self) -> Worker | None:
+        """This process's Worker while the Manager runs (``async with manager``), else None:
+        its ``executions()`` and ``free_slots`` show what it runs and what it can take."""
+        return self._worker
+
     # ------------------------------------------------------------------ registration
 
     @overload

@@ -18,11 +18,13 @@ Error semantics (BRIEF, "Errors that mean different things"):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import functools
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic
 import pydantic_core
@@ -51,6 +53,21 @@ class _Unload(BaseException):
     """
 
 
+class WorkerSlot(Protocol):
+    """One of the Worker's ``concurrency`` slots, as the execution holding it sees it.
+
+    An execution holds its slot while its code or an activity of it runs, and gives it back
+    while it only waits in the worker (a child's end, a signal, a short timer): otherwise
+    parents waiting on children could hold every slot while the children wait for one.
+    """
+
+    async def acquire(self) -> None:
+        """Hold the slot (no-op if held); waits while every slot is taken."""
+
+    def release(self) -> None:
+        """Give the slot back (no-op if not held)."""
+
+
 class Execution:
     """One attempt at running a workflow execution, owned through ``lease``."""
 
@@ -61,6 +78,7 @@ class Execution:
         record: WorkflowRecord,
         lease: Lease,
         steps: list[StepRecord],
+        slot: WorkerSlot | None = None,
     ) -> None:
         self.engine = engine
         self.defn = defn
@@ -73,6 +91,12 @@ class Execution:
         self.inflight = 0
         """Durable calls running now (activities, in-worker waits): a workflow is unloaded to
         wait durably only when nothing else of it is running."""
+        self.slot = slot
+        self.activities = 0
+        """Activity attempts running now; each needs the worker slot."""
+        self.waiting = 0
+        """Branches waiting in the worker now (a child's end, a signal, a short timer). While
+        some wait and no activity runs, the workflow only waits: it holds no slot."""
         self.unloading = False
         self.finishing = False
         """Its end is being written: an "ended" notice for it is its own, not a cancel."""
@@ -406,12 +430,15 @@ class Execution:
         timeout: float | None,
     ) -> Any:
         engine = self.engine
+        if self.slot is not None:
+            await self.slot.acquire()  # given back while the workflow only waited
+        self.activities += 1
         info_token = activity_mod._current.set(info)
         wf_token = context.suspend_workflow_context()
         try:
             async with engine.queue_slot(defn.queue):
                 if defn.is_async:
-                    work: Any = defn.fn(*args, **kwargs)
+                    work: Awaitable[Any] = defn.fn(*args, **kwargs)
                 else:
                     call = functools.partial(
                         contextvars.copy_context().run, defn.fn, *args, **kwargs
@@ -423,6 +450,22 @@ class Execution:
         finally:
             context.leave(wf_token)
             activity_mod._current.reset(info_token)
+            self.activities -= 1
+            if self.activities == 0 and self.waiting and self.slot is not None:
+                self.slot.release()  # the last activity ended while branches wait
+
+    @contextlib.contextmanager
+    def _waiting_here(self) -> Iterator[None]:
+        """A branch waits in the worker: with no activity running, the slot is given back."""
+        self.inflight += 1
+        self.waiting += 1
+        if self.activities == 0 and self.slot is not None:
+            self.slot.release()
+        try:
+            yield
+        finally:
+            self.inflight -= 1
+            self.waiting -= 1
 
     async def call_sleep(self, seconds: float, call_id: str) -> None:
         """A durable timer: the wake-up time is recorded, so a resumed workflow sleeps the rest.
@@ -460,11 +503,8 @@ class Execution:
         if step is not None:
             await self._record(step)
         if remaining > 0:
-            self.inflight += 1
-            try:
+            with self._waiting_here():
                 await engine.clock.sleep(remaining)
-            finally:
-                self.inflight -= 1
 
     async def _wait(
         self, *, waiting_for: str, next_run_at: float | None, step: StepRecord | None
@@ -576,12 +616,9 @@ class Execution:
                 wait = engine.poll_interval
                 if deadline is not None:
                     wait = min(wait, max(deadline - now, 0.0))
-                self.inflight += 1
-                try:
+                with self._waiting_here():
                     watcher.clear()
                     await wait_event_or_sleep(watcher, engine.clock, wait)
-                finally:
-                    self.inflight -= 1
         finally:
             engine.channel.unwatch_signals(self.record.run_id, watcher)
 
@@ -648,11 +685,8 @@ class Execution:
             if unload:
                 self.unloading = True
                 raise _Unload()
-            self.inflight += 1
-            try:
+            with self._waiting_here():
                 await engine.wait_for_end(child.run_id, child_key, None)
-            finally:
-                self.inflight -= 1
         status = (
             StepStatus.COMPLETED if child.status is WorkflowStatus.COMPLETED else StepStatus.FAILED
         )

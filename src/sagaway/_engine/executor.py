@@ -441,9 +441,10 @@ class Execution:
                     work: Awaitable[Any] = defn.fn(*args, **kwargs)
                 else:
                     call = functools.partial(
-                        contextvars.copy_context().run, defn.fn, *args, **kwargs
+                        contextvars.copy_context().run, _sync_contained, defn, *args, **kwargs
                     )
                     work = asyncio.get_running_loop().run_in_executor(engine.thread_pool, call)
+                work = _contained(work, defn.name)
                 if timeout is None:
                     return await work
                 return await _with_timeout(work, timeout, engine, defn.name)
@@ -721,6 +722,51 @@ def _decode_signal(adapter: pydantic.TypeAdapter[Any], payload: str | None) -> A
         return adapter.validate_python(data)
     except (ValueError, pydantic.ValidationError) as exc:
         raise errors.PayloadError(f"signal payload does not fit {adapter}: {exc}") from None
+
+
+async def _contained(work: Awaitable[Any], name: str) -> Any:
+    """Await an activity attempt; a BaseException its code raised becomes ActivityAborted.
+
+    Left alone, SystemExit or KeyboardInterrupt would stop the event loop and the process (and
+    every process that claims the workflow next), and a CancelledError would look like a
+    cancel of the workflow, which is then released and run again, forever. A CancelledError
+    while this task is being cancelled (workflow cancelled, lease lost, shutdown, timeout) is a
+    real cancel and goes on.
+    """
+    try:
+        return await work
+    except Exception:
+        raise
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        raise _aborted(name, exc) from exc
+    except BaseException as exc:
+        raise _aborted(name, exc) from exc
+
+
+def _sync_contained(defn: ActivityDef, /, *args: Any, **kwargs: Any) -> Any:
+    """Run a sync activity attempt (in a thread); a BaseException becomes ActivityAborted.
+
+    Converted here, in the thread, rather than in the event loop: a GeneratorExit set on the
+    future would be thrown into the workflow's task, which Python treats as closing every
+    coroutine on the way (see _contained for the rest).
+    """
+    try:
+        return defn.fn(*args, **kwargs)
+    except Exception:
+        raise
+    except BaseException as exc:
+        raise _aborted(defn.name, exc) from exc
+
+
+def _aborted(name: str, exc: BaseException) -> errors.ActivityAborted:
+    return errors.ActivityAborted(
+        f"activity {name!r} raised {type(exc).__name__}({exc!s}), a BaseException: it is "
+        "recorded as an incompletable error and the workflow is suspended; an activity must "
+        "fail with an Exception (fix it, then `sagaway retry KEY`)"
+    )
 
 
 async def _with_timeout(work: Any, timeout: float, engine: Engine, name: str) -> Any:

@@ -16,6 +16,7 @@ Errors raised by user code tell the engine what a failure means::
           ├── SignalTimeout           a signal did not arrive within its timeout
           ├── IdempotencyConflict     the same key was used with different arguments
           ├── ActivityTimeout         an activity attempt ran past its timeout
+          ├── ActivityAborted         an activity raised a BaseException (sys.exit(), ...)
           ├── RetriesExhausted        a RetryableError persisted through every attempt
           ├── LeaseLost               another process owns the workflow now (internal fencing)
           ├── WorkflowCancelled       result() of a cancelled or terminated workflow
@@ -107,6 +108,15 @@ class IdempotencyConflict(SagawayError):
 
 class ActivityTimeout(SagawayError):
     """An activity attempt ran longer than its timeout."""
+
+
+class ActivityAborted(SagawayError):
+    """An activity raised a BaseException (SystemExit, KeyboardInterrupt, CancelledError, ...).
+
+    Left alone it would stop the worker process (or make the workflow run again in a loop), so
+    the engine records it, with the original as ``__cause__``, as the activity's incompletable
+    error: the workflow is suspended and the process keeps serving the others.
+    """
 
 
 class RetriesExhausted(SagawayError):

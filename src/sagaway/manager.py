@@ -70,7 +70,9 @@ class Manager:
             workflow over.
         poll_interval: seconds between scans for work started by other processes, and the
             longest wait between checks of a workflow running in another process.
-        concurrency: workflow executions run at once by this process.
+        concurrency: workflow executions working at once in this process (running code or an
+            activity); one that only waits in the worker (a child's end, a signal, a short
+            timer) holds no slot, so waiting parents cannot starve their children.
         activity_threads: threads for synchronous activities.
         payload_limit: bytes of JSON allowed for arguments or a result.
         clock: time source (``sagaway.testing.FakeClock`` in tests).
@@ -133,6 +135,12 @@ class Manager:
 
     def __repr__(self) -> str:
         return f"Manager({self.url!r}, state={self.state.value})"
+
+    @property
+    def worker(self) -> Worker | None:
+        """This process's Worker while the Manager runs (``async with manager``), else None:
+        its ``executions()`` and ``free_slots`` show what it runs and what it can take."""
+        return self._worker
 
     # ------------------------------------------------------------------ registration
 

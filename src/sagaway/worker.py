@@ -1,5 +1,13 @@
 """Worker: runs workflow executions this process owns, under a concurrency limit.
 
+``concurrency`` bounds the executions that *work* at once, not those that exist: an execution
+holds one of the slots while its code or an activity of it runs, and gives it back while it
+only waits in the worker (for a child's end, a signal, a short timer; see ``Execution``), taking
+one again before its next activity. Otherwise parents waiting on their children could hold every
+slot while the children wait for one, and nothing would ever end. ``free_slots`` counts the
+slots neither held nor asked for, so the Recovery Worker keeps claiming work (children, say)
+while the executions it claimed earlier wait.
+
 Every execution it runs is owned through a lease; one heartbeat task renews all of them in one
 transaction. An execution whose lease could not be renewed (another process took it over after
 a pause, or it was cancelled) is stopped at once. On shutdown, executions still running are
@@ -21,10 +29,74 @@ from sagaway.store.records import Lease, StepRecord, WorkflowRecord
 logger = logging.getLogger(__name__)
 
 
+class _Slot:
+    """One execution's claim on a Worker slot (the ``executor.WorkerSlot`` it is given)."""
+
+    __slots__ = ("_lock", "_worker", "held", "wanted")
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+        self._lock = asyncio.Lock()  # two branches asking at once take one slot
+        self.held = False
+        self.wanted = False
+        """Counted in the worker's demand: held, or asked for."""
+
+    def want(self) -> None:
+        if not self.wanted:
+            self.wanted = True
+            self._worker._demand += 1
+
+    async def acquire(self) -> None:
+        if self.held:
+            return
+        async with self._lock:
+            if self.held:
+                return
+            self.want()
+            try:
+                await self._worker._slots.acquire()
+            except BaseException:
+                self._unwant()
+                raise
+            self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._worker._slots.release()
+        self._unwant()
+
+    def _unwant(self) -> None:
+        if self.wanted:
+            self.wanted = False
+            self._worker._demand -= 1
+            if self._worker._demand == self._worker.concurrency - 1:
+                self._worker.capacity_freed.set()  # was full: the Recovery Worker may claim
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ExecutionState:
+    """What one execution of a Worker is doing, as far as slots are concerned."""
+
+    run_id: str
+    key: str
+    holds_slot: bool
+    activities: int
+    """Activity attempts running now."""
+    waiting: int
+    """Branches waiting in this process (a child's end, a signal, a short timer)."""
+
+    @property
+    def only_waits(self) -> bool:
+        """It waits and runs nothing: it must not hold a slot."""
+        return self.waiting > 0 and self.activities == 0
+
+
 @dataclasses.dataclass(slots=True, eq=False)
 class _Running:
     record: WorkflowRecord
     lease: Lease
+    slot: _Slot
     task: asyncio.Task[None] | None = None
     execution: Execution | None = None
     cancelled: bool = False
@@ -45,6 +117,8 @@ class Worker:
         """Workflow queues this worker runs (None: all)."""
         self.accepting = False
         self._slots = asyncio.Semaphore(concurrency)
+        self._demand = 0
+        """Executions holding a slot or waiting for one (see _Slot)."""
         self._running: dict[str, _Running] = {}
         self._heartbeat: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
@@ -99,7 +173,31 @@ class Worker:
 
     @property
     def free_slots(self) -> int:
-        return max(self.concurrency - len(self._running), 0)
+        """Slots neither held nor asked for: how much more work this worker can take now.
+
+        Executions that only wait are not counted (they gave their slot back).
+        """
+        return max(self.concurrency - self._demand, 0)
+
+    @property
+    def slots_held(self) -> int:
+        return sum(1 for entry in self._running.values() if entry.slot.held)
+
+    def executions(self) -> list[ExecutionState]:
+        """A snapshot of every execution this worker owns (for monitoring and tests)."""
+        states = []
+        for entry in self._running.values():
+            execution = entry.execution
+            states.append(
+                ExecutionState(
+                    run_id=entry.record.run_id,
+                    key=entry.record.key,
+                    holds_slot=entry.slot.held,
+                    activities=0 if execution is None else execution.activities,
+                    waiting=0 if execution is None else execution.waiting,
+                )
+            )
+        return states
 
     def wake_recovery(self) -> None:
         if self._recovery_wake is not None:
@@ -112,10 +210,13 @@ class Worker:
         if record.run_id in self._running:
             logger.error("run %s dispatched twice; ignoring the second", record.run_id)
             return
-        entry = _Running(record, lease)
+        entry = _Running(record, lease, _Slot(self))
+        entry.slot.want()  # counted at once: the Recovery Worker must not claim past it
         self._running[record.run_id] = entry
         self._idle.clear()
         entry.task = asyncio.create_task(self._run(entry, steps), name=f"sagaway-wf:{record.key}")
+        # A callback, not a finally: it also runs for a task cancelled before it started.
+        entry.task.add_done_callback(lambda _: self._done(entry))
 
     def ended_elsewhere(self, run_id: str) -> None:
         """Another process reports ``run_id`` ended: stop it here unless it is ending itself."""
@@ -138,22 +239,22 @@ class Worker:
         engine = self.engine
         record = entry.record
         try:
-            async with self._slots:
+            await entry.slot.acquire()
+            try:
+                defn = engine.registry.workflow(record.name)
+            except errors.NotRegistered as exc:
+                await self._suspend_unknown(entry, exc)
+                return
+            if steps is None:
                 try:
-                    defn = engine.registry.workflow(record.name)
-                except errors.NotRegistered as exc:
-                    await self._suspend_unknown(entry, exc)
+                    steps = await engine.store.load_steps(record.run_id)
+                except errors.CorruptRecord as exc:
+                    await self._suspend_corrupt(entry, exc)
                     return
-                if steps is None:
-                    try:
-                        steps = await engine.store.load_steps(record.run_id)
-                    except errors.CorruptRecord as exc:
-                        await self._suspend_corrupt(entry, exc)
-                        return
-                execution = Execution(engine, defn, record, entry.lease, steps)
-                execution.cancel_requested = entry.cancelled
-                entry.execution = execution
-                await execution.run()
+            execution = Execution(engine, defn, record, entry.lease, steps, slot=entry.slot)
+            execution.cancel_requested = entry.cancelled
+            entry.execution = execution
+            await execution.run()
         except asyncio.CancelledError:
             if not entry.cancelled:
                 if entry.execution is not None:
@@ -171,12 +272,13 @@ class Worker:
                 record.key,
                 extra={"action": "engine_error", "workflow_id": record.key},
             )
-        finally:
-            del self._running[record.run_id]
-            if not self._running:
-                self._idle.set()
-            if len(self._running) == self.concurrency - 1:
-                self.capacity_freed.set()  # was full: the Recovery Worker may claim again
+
+    def _done(self, entry: _Running) -> None:
+        entry.slot.release()
+        if self._running.get(entry.record.run_id) is entry:
+            del self._running[entry.record.run_id]
+        if not self._running:
+            self._idle.set()
 
     async def _suspend_unknown(self, entry: _Running, exc: errors.NotRegistered) -> None:
         record = entry.record

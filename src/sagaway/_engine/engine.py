@@ -15,13 +15,13 @@ import os
 import socket
 import uuid
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from sagaway import errors, events, retry, serialization
 from sagaway._engine import keys
 from sagaway._engine.recent import RecentEnds
 from sagaway._engine.states import WorkflowStatus
+from sagaway._engine.threads import DaemonThreadPool
 from sagaway.channel import Channel
 from sagaway.clock import Clock, wait_event_or_sleep
 from sagaway.registry import Queue, Registry, WorkflowDef
@@ -123,15 +123,16 @@ class Engine:
         self.worker: Worker | None = None
         self._queues = {name: _QueueLimiter(q, clock) for name, q in queues.items()}
         self._threads = activity_threads
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: DaemonThreadPool | None = None
         self._default_marshaler = serialization.DefaultErrorMarshaler()
 
     # ------------------------------------------------------------------ resources
 
     @property
-    def thread_pool(self) -> ThreadPoolExecutor:
+    def thread_pool(self) -> DaemonThreadPool:
+        """Threads for sync activities; daemons, so process exit does not wait for them."""
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="sagaway-activity")
+            self._pool = DaemonThreadPool(self._threads, thread_name_prefix="sagaway-activity")
         return self._pool
 
     def close_thread_pool(self) -> None:

@@ -20,12 +20,13 @@ Error semantics (BRIEF, "Errors that mean different things"):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import functools
 import logging
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pydantic
 import pydantic_core
@@ -64,6 +65,21 @@ class _Unload(BaseException):
     """
 
 
+class WorkerSlot(Protocol):
+    """One of the Worker's ``concurrency`` slots, as the execution holding it sees it.
+
+    An execution holds its slot while its code or an activity of it runs, and gives it back
+    while it only waits in the worker (a child's end, a signal, a short timer): otherwise
+    parents waiting on children could hold every slot while the children wait for one.
+    """
+
+    async def acquire(self) -> None:
+        """Hold the slot (no-op if held); waits while every slot is taken."""
+
+    def release(self) -> None:
+        """Give the slot back (no-op if not held)."""
+
+
 class Execution:
     """One attempt at running a workflow execution, owned through ``lease``."""
 
@@ -74,6 +90,7 @@ class Execution:
         record: WorkflowRecord,
         lease: Lease,
         steps: list[StepRecord],
+        slot: WorkerSlot | None = None,
     ) -> None:
         self.engine = engine
         self.defn = defn
@@ -86,6 +103,12 @@ class Execution:
         self.inflight = 0
         """Durable calls running now (activities, in-worker waits): a workflow is unloaded to
         wait durably only when nothing else of it is running."""
+        self.slot = slot
+        self.activities = 0
+        """Activity attempts running now; each needs the worker slot."""
+        self.waiting = 0
+        """Branches waiting in the worker now (a child's end, a signal, a short timer). While
+        some wait and no activity runs, the workflow only waits: it holds no slot."""
         self.unloading = False
         self.finishing = False
         """Its end is being written: an "ended" notice for it is its own, not a cancel."""
@@ -466,23 +489,43 @@ class Execution:
         timeout: float | None,
     ) -> Any:
         engine = self.engine
+        if self.slot is not None:
+            await self.slot.acquire()  # given back while the workflow only waited
+        self.activities += 1
         info_token = activity_mod._current.set(info)
         wf_token = context.suspend_workflow_context()
         try:
             async with engine.queue_slot(defn.queue):
                 if defn.is_async:
-                    work: Any = defn.fn(*args, **kwargs)
+                    work: Awaitable[Any] = defn.fn(*args, **kwargs)
                 else:
                     call = functools.partial(
-                        contextvars.copy_context().run, defn.fn, *args, **kwargs
+                        contextvars.copy_context().run, _sync_contained, defn, *args, **kwargs
                     )
                     work = asyncio.get_running_loop().run_in_executor(engine.thread_pool, call)
+                work = _contained(work, defn.name)
                 if timeout is None:
                     return await work
                 return await _with_timeout(work, timeout, engine, defn.name)
         finally:
             context.leave(wf_token)
             activity_mod._current.reset(info_token)
+            self.activities -= 1
+            if self.activities == 0 and self.waiting and self.slot is not None:
+                self.slot.release()  # the last activity ended while branches wait
+
+    @contextlib.contextmanager
+    def _waiting_here(self) -> Iterator[None]:
+        """A branch waits in the worker: with no activity running, the slot is given back."""
+        self.inflight += 1
+        self.waiting += 1
+        if self.activities == 0 and self.slot is not None:
+            self.slot.release()
+        try:
+            yield
+        finally:
+            self.inflight -= 1
+            self.waiting -= 1
 
     async def call_sleep(self, seconds: float, call_id: str) -> None:
         """A durable timer: the wake-up time is recorded, so a resumed workflow sleeps the rest.
@@ -520,11 +563,8 @@ class Execution:
         if step is not None:
             await self._record(step)
         if remaining > 0:
-            self.inflight += 1
-            try:
+            with self._waiting_here():
                 await engine.clock.sleep(remaining)
-            finally:
-                self.inflight -= 1
 
     async def _wait(
         self, *, waiting_for: str, next_run_at: float | None, step: StepRecord | None
@@ -638,12 +678,9 @@ class Execution:
                 wait = engine.poll_interval
                 if deadline is not None:
                     wait = min(wait, max(deadline - now, 0.0))
-                self.inflight += 1
-                try:
+                with self._waiting_here():
                     watcher.clear()
                     await wait_event_or_sleep(watcher, engine.clock, wait)
-                finally:
-                    self.inflight -= 1
         finally:
             engine.channel.unwatch_signals(self.record.run_id, watcher)
 
@@ -712,11 +749,8 @@ class Execution:
             if unload:
                 self.unloading = True
                 raise _Unload()
-            self.inflight += 1
-            try:
+            with self._waiting_here():
                 await engine.wait_for_end(child.run_id, child_key, None)
-            finally:
-                self.inflight -= 1
         status = (
             StepStatus.COMPLETED if child.status is WorkflowStatus.COMPLETED else StepStatus.FAILED
         )
@@ -752,6 +786,51 @@ def _decode_signal(adapter: pydantic.TypeAdapter[Any], payload: str | None) -> A
         return adapter.validate_python(data)
     except (ValueError, pydantic.ValidationError) as exc:
         raise errors.PayloadError(f"signal payload does not fit {adapter}: {exc}") from None
+
+
+async def _contained(work: Awaitable[Any], name: str) -> Any:
+    """Await an activity attempt; a BaseException its code raised becomes ActivityAborted.
+
+    Left alone, SystemExit or KeyboardInterrupt would stop the event loop and the process (and
+    every process that claims the workflow next), and a CancelledError would look like a
+    cancel of the workflow, which is then released and run again, forever. A CancelledError
+    while this task is being cancelled (workflow cancelled, lease lost, shutdown, timeout) is a
+    real cancel and goes on.
+    """
+    try:
+        return await work
+    except Exception:
+        raise
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        raise _aborted(name, exc) from exc
+    except BaseException as exc:
+        raise _aborted(name, exc) from exc
+
+
+def _sync_contained(defn: ActivityDef, /, *args: Any, **kwargs: Any) -> Any:
+    """Run a sync activity attempt (in a thread); a BaseException becomes ActivityAborted.
+
+    Converted here, in the thread, rather than in the event loop: a GeneratorExit set on the
+    future would be thrown into the workflow's task, which Python treats as closing every
+    coroutine on the way (see _contained for the rest).
+    """
+    try:
+        return defn.fn(*args, **kwargs)
+    except Exception:
+        raise
+    except BaseException as exc:
+        raise _aborted(defn.name, exc) from exc
+
+
+def _aborted(name: str, exc: BaseException) -> errors.ActivityAborted:
+    return errors.ActivityAborted(
+        f"activity {name!r} raised {type(exc).__name__}({exc!s}), a BaseException: it is "
+        "recorded as an incompletable error and the workflow is suspended; an activity must "
+        "fail with an Exception (fix it, then `sagaway retry KEY`)"
+    )
 
 
 async def _with_timeout(work: Any, timeout: float, engine: Engine, name: str) -> Any:

@@ -1,0 +1,305 @@
+"""Worker slots: a workflow that only waits holds none, so waiting parents cannot starve children.
+
+The shape that deadlocked: a parent ``gather``s a slow activity with a child's ``execute_get()``.
+While the activity runs, the child's wait stays in the worker; when the activity ended, the
+parent kept its slot while waiting, and with every slot held that way the children never ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+import sagaway as sw
+from sagaway.testing import FakeClock
+from sagaway.worker import ExecutionState, Worker
+
+
+def make_manager(db_url: str, **options: Any) -> sw.Manager:
+    options.setdefault("poll_interval", 0.05)
+    return sw.Manager(db_url, **options)
+
+
+def worker_of(manager: sw.Manager) -> Worker:
+    assert manager.worker is not None
+    return manager.worker
+
+
+def violations(worker: Worker) -> list[ExecutionState]:
+    """Executions holding a slot while they only wait: the invariant says there are none."""
+    return [s for s in worker.executions() if s.holds_slot and s.only_waits]
+
+
+async def until(
+    worker: Worker, predicate: Callable[[list[ExecutionState]], bool], timeout: float = 10.0
+) -> list[ExecutionState]:
+    """Wait (bounded) until the worker's executions satisfy ``predicate``."""
+
+    async def poll() -> list[ExecutionState]:
+        while True:
+            states = worker.executions()
+            if predicate(states):
+                return states
+            await asyncio.sleep(0.005)
+
+    return await asyncio.wait_for(poll(), timeout)
+
+
+@contextlib.asynccontextmanager
+async def watching_invariant(worker: Worker) -> AsyncIterator[list[ExecutionState]]:
+    """Check the slot invariant at every turn of the event loop while the block runs."""
+    seen: list[ExecutionState] = []
+
+    async def watch() -> None:
+        while True:
+            seen.extend(violations(worker))
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(watch())
+    try:
+        yield seen
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def by_key(states: list[ExecutionState], key: str) -> ExecutionState | None:
+    return next((s for s in states if s.key == key), None)
+
+
+async def test_a_parent_waiting_on_its_child_gives_its_slot_back(db_url: str) -> None:
+    manager = make_manager(db_url, concurrency=1)
+    parent_gate, child_gate = asyncio.Event(), asyncio.Event()
+
+    @manager.register_activity
+    async def slow() -> str:
+        await parent_gate.wait()
+        return "slow"
+
+    @manager.register_activity
+    async def child_work() -> str:
+        await child_gate.wait()
+        return "child"
+
+    @manager.register_workflow
+    async def child() -> str:
+        return await child_work()
+
+    @manager.register_workflow
+    async def parent() -> list[str]:
+        results = await asyncio.gather(
+            slow(), manager.workflow(child).execute_get(idempotency_key="kid")
+        )
+        return list(results)
+
+    async with manager:
+        worker = worker_of(manager)
+        async with watching_invariant(worker) as seen:
+            handle = await manager.workflow(parent).execute(idempotency_key="p")
+
+            # The parent's activity runs (it holds the only slot) while its other branch waits
+            # for the child, which has been started and waits for a slot.
+            def activity_and_wait(states: list[ExecutionState]) -> bool:
+                p, kid = by_key(states, "p"), by_key(states, "kid")
+                return p is not None and p.activities == 1 and p.waiting == 1 and kid is not None
+
+            states = await until(worker, activity_and_wait)
+            assert worker.slots_held == 1
+            assert [s.key for s in states if s.holds_slot] == ["p"]
+            assert worker.free_slots == 0
+
+            # The activity ends: the parent only waits now, so the child gets the slot.
+            parent_gate.set()
+
+            def child_runs(states: list[ExecutionState]) -> bool:
+                kid = by_key(states, "kid")
+                return kid is not None and kid.holds_slot and kid.activities == 1
+
+            states = await until(worker, child_runs)
+            p = by_key(states, "p")
+            assert p is not None and p.only_waits and not p.holds_slot
+            assert worker.slots_held == 1
+
+            child_gate.set()
+            assert await handle.result(timeout=10) == ["slow", "child"]
+        assert seen == []
+        assert worker.slots_held == 0
+
+
+@pytest.mark.parametrize(
+    ("parents", "concurrency"),
+    [(6, 4), pytest.param(150, None, marks=pytest.mark.slow, id="150-default")],
+)
+async def test_parents_holding_every_slot_still_let_their_children_finish(
+    db_url: str, parents: int, concurrency: int | None
+) -> None:
+    options = {} if concurrency is None else {"concurrency": concurrency}
+    manager = make_manager(db_url, **options)
+    slots = manager.concurrency
+    assert parents > slots
+    gate = asyncio.Event()
+
+    @manager.register_activity
+    async def slow(i: int) -> int:
+        await gate.wait()
+        return i
+
+    @manager.register_activity
+    async def double(i: int) -> int:
+        return 2 * i
+
+    @manager.register_workflow
+    async def child(i: int) -> int:
+        return await double(i)
+
+    @manager.register_workflow
+    async def parent(i: int) -> int:
+        a, b = await asyncio.gather(slow(i), manager.workflow(child, i).execute_get())
+        return a + b
+
+    # Started by a process without workers: the Recovery Worker claims a slot's worth of
+    # parents at once, so every slot goes to a parent before any child exists.
+    client = make_manager(db_url)
+    client.registry = manager.registry
+    async with client.connect():
+        for i in range(parents):
+            await client.workflow(parent, i).execute(idempotency_key=f"p{i}")
+
+    async with manager:
+        worker = worker_of(manager)
+        async with watching_invariant(worker) as seen:
+            # Every slot is held by a parent whose activity runs and whose child waits.
+            def saturated(states: list[ExecutionState]) -> bool:
+                busy = [s for s in states if s.holds_slot and s.activities and s.waiting]
+                return len(busy) == slots
+
+            await until(worker, saturated, timeout=60)
+            assert worker.free_slots == 0
+            gate.set()
+            handles = [manager.get_workflow(f"p{i}") for i in range(parents)]
+            results = await asyncio.wait_for(
+                asyncio.gather(*(h.result() for h in handles)), timeout=60
+            )
+        assert results == [3 * i for i in range(parents)]
+        assert seen == []
+
+
+async def test_recovery_claims_children_while_the_parents_it_claimed_wait(db_url: str) -> None:
+    clock = FakeClock()
+    broken = {"on": True}
+    gate = asyncio.Event()
+
+    def build(concurrency: int) -> tuple[sw.Manager, Any]:
+        manager = make_manager(db_url, clock=clock, concurrency=concurrency)
+
+        @manager.register_activity
+        async def slow() -> str:
+            await gate.wait()
+            return "slow"
+
+        @manager.register_activity
+        async def child_work() -> str:
+            if broken["on"]:
+                raise RuntimeError("not yet")
+            return "child"
+
+        @manager.register_workflow
+        async def child() -> str:
+            return await child_work()
+
+        @manager.register_workflow
+        async def parent() -> list[str]:
+            return list(await asyncio.gather(slow(), manager.workflow(child).execute_get()))
+
+        return manager, parent
+
+    keys = ["p0", "p1"]
+
+    def parents_wait_with_activity(states: list[ExecutionState]) -> bool:
+        mine = [s for s in states if s.key in keys]
+        return len(mine) == 2 and all(s.activities == 1 and s.waiting == 1 for s in mine)
+
+    # A first process: the parents started their children, which were suspended (retried by
+    # recovery 10 s later); it stops while the parents' activities run.
+    first, parent = build(10)
+    async with first:
+        for key in keys:
+            await first.workflow(parent).execute(idempotency_key=key)
+        await until(worker_of(first), parents_wait_with_activity)
+
+        async def children_suspended() -> None:
+            suspended = sw.WorkflowStatus.SUSPENDED
+            while len(await first.list_workflows(status=suspended)) < 2:  # noqa: ASYNC110 - a database state
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(children_suspended(), 10)
+
+    # A second process with two slots: recovery claims the two parents (the children are not
+    # due yet); their activities run again while they wait for their children.
+    second, _ = build(2)
+    async with second:
+        worker = worker_of(second)
+        async with watching_invariant(worker) as seen:
+            states = await until(worker, parents_wait_with_activity)
+            assert all(s.holds_slot for s in states) and worker.free_slots == 0
+            broken["on"] = False
+            gate.set()
+            # Activities done, the parents only wait: both slots are free for the children.
+            await until(worker, lambda states: all(s.only_waits for s in states))
+            assert worker.free_slots == 2 and worker.slots_held == 0
+            handles = [second.get_workflow(key) for key in keys]
+            results = await clock.run_until(
+                asyncio.gather(*(h.result() for h in handles)), timeout=30
+            )
+        assert results == [["slow", "child"]] * 2
+        assert seen == []
+
+
+@pytest.mark.parametrize("wait", ["short timer", "signal beside an activity"])
+async def test_a_workflow_waiting_in_the_worker_lets_another_run(db_url: str, wait: str) -> None:
+    clock = FakeClock()  # never advanced until the end: the waits below last until then
+    manager = make_manager(db_url, clock=clock, concurrency=1)
+    gate = asyncio.Event()
+
+    @manager.register_activity
+    async def slow() -> str:
+        await gate.wait()
+        return "slow"
+
+    @manager.register_workflow
+    async def waits() -> str:
+        if wait == "short timer":
+            await manager.sleep(0.5)  # under a second: sleeps in the worker
+            return "rested"
+        _, note = await asyncio.gather(slow(), manager.signal("note").receive(str))
+        return note
+
+    @manager.register_workflow
+    async def other() -> str:
+        return "other"
+
+    async with manager:
+        worker = worker_of(manager)
+        async with watching_invariant(worker) as seen:
+            waiting = await manager.workflow(waits).execute(idempotency_key="w")
+            if wait == "short timer":
+                await clock.wait_for_sleep(0.5)
+            else:
+                await until(worker, lambda s: any(x.activities and x.waiting for x in s))
+                gate.set()  # the activity ends; the receive still waits in the worker
+            await until(worker, lambda s: any(x.only_waits for x in s))
+            # The only slot is free while "w" waits: another workflow runs to its end.
+            other_run = manager.workflow(other).execute_get(idempotency_key="o")
+            assert await asyncio.wait_for(other_run, 10) == "other"
+            if wait == "short timer":
+                await clock.advance(0.5)
+            else:
+                await manager.signal("note").send("w", "hello")
+            expected = "rested" if wait == "short timer" else "hello"
+            assert await clock.run_until(waiting.result()) == expected
+        assert seen == []

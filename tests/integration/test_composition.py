@@ -269,3 +269,37 @@ async def test_a_cancelled_child_ends_its_parent_after_compensation(db_url: str,
         description = await parent.describe()
     assert description.status is sw.WorkflowStatus.CANCELLED
     assert undone == ["r-1"]
+
+
+async def test_a_sibling_wait_does_not_unload_a_branch_between_retries(db_url: str) -> None:
+    """One branch's activity fails once and backs off; the other branch waits for a signal.
+    The wait used to see nothing in flight during the backoff and unload the workflow, so the
+    orphaned branch ran its next attempt unrecorded, and the replay ran it once more."""
+    manager = make_manager(db_url)
+    calls: list[int] = []
+
+    @manager.register_activity(
+        retry=sw.RetryPolicy(initial_interval=0.5, maximum_interval=0.5, maximum_attempts=3)
+    )
+    async def flaky() -> str:
+        calls.append(sw.activity_info().attempt)
+        if len(calls) == 1:
+            raise sw.RetryableError("busy")
+        return "done"
+
+    @manager.register_workflow
+    async def flow() -> list[str]:
+        return list(await asyncio.gather(flaky(), manager.signal("go").receive(str)))
+
+    async with manager:
+        handle = await manager.workflow(flow).execute(idempotency_key="retry-wait")
+        await wait_until(
+            handle,
+            lambda d: (
+                d.status is sw.WorkflowStatus.WAITING
+                and any(s.status is sw.StepStatus.COMPLETED for s in d.steps)
+            ),
+        )
+        await manager.signal("go").send("retry-wait", "now")
+        assert await handle.result(timeout=10) == ["done", "now"]
+    assert calls == [1, 2]

@@ -405,71 +405,72 @@ class Execution:
             is_compensation=compensation,
         )
         local_attempt = 0
-        while True:
-            local_attempt += 1
-            total += 1
-            info = dataclasses.replace(info_base, attempt=total)
-            self.inflight += 1
-            try:
-                value = await self._invoke(defn, args, kwargs, info, timeout)
-                result = defn.codec.encode_result(value, engine.payload_limit)
-            except Exception as exc:
-                self.inflight -= 1
-                outcome = self._classify(exc, compensation)
+        # In flight for the whole call, the writes and backoff sleeps between attempts included:
+        # a sibling branch must not unload the workflow while this one will try again.
+        self.inflight += 1
+        try:
+            while True:
+                local_attempt += 1
+                total += 1
+                info = dataclasses.replace(info_base, attempt=total)
+                try:
+                    value = await self._invoke(defn, args, kwargs, info, timeout)
+                    result = defn.codec.encode_result(value, engine.payload_limit)
+                except Exception as exc:
+                    outcome = self._classify(exc, compensation)
+                    step = StepRecord(
+                        run_id=self.record.run_id,
+                        call_id=call_id,
+                        kind=kind,
+                        name=defn.name,
+                        status=outcome,
+                        attempts=total,
+                        result=None,
+                        error=self._describe(exc, outcome.value.lower()),
+                        started_at=started_at,
+                        ended_at=engine.clock.now(),
+                    )
+                    if outcome is StepStatus.FAILED:
+                        step = dataclasses.replace(step, ended_at=self.completion_time())
+                        context.note_completion(step.ended_at or 0.0)
+                        await self._record(step, defer=True)
+                        raise
+                    if outcome is StepStatus.RETRYING and policy.allows(local_attempt + 1):
+                        await self._record(step)
+                        with self._waiting_here():  # a backoff holds no worker slot
+                            await engine.clock.sleep(policy.interval(local_attempt))
+                        continue
+                    if outcome is StepStatus.RETRYING:
+                        exhausted = errors.RetriesExhausted(
+                            f"activity {defn.name!r} failed {local_attempt} times with a "
+                            f"retryable error (policy allows {policy.maximum_attempts}): {exc}"
+                        )
+                        exhausted.__cause__ = exc
+                        step = dataclasses.replace(step, error=self._describe(exhausted, "error"))
+                        self.doomed = exhausted
+                        await self._record(dataclasses.replace(step, status=StepStatus.ERROR))
+                        raise exhausted from exc
+                    self.doomed = exc
+                    await self._record(dataclasses.replace(step, status=StepStatus.ERROR))
+                    raise
                 step = StepRecord(
                     run_id=self.record.run_id,
                     call_id=call_id,
                     kind=kind,
                     name=defn.name,
-                    status=outcome,
+                    status=StepStatus.COMPLETED,
                     attempts=total,
-                    result=None,
-                    error=self._describe(exc, outcome.value.lower()),
+                    result=result,
+                    error=None,
                     started_at=started_at,
-                    ended_at=engine.clock.now(),
+                    ended_at=self.completion_time(),
                 )
-                if outcome is StepStatus.FAILED:
-                    step = dataclasses.replace(step, ended_at=self.completion_time())
-                    context.note_completion(step.ended_at or 0.0)
-                    await self._record(step, defer=True)
-                    raise
-                if outcome is StepStatus.RETRYING and policy.allows(local_attempt + 1):
-                    await self._record(step)
-                    await engine.clock.sleep(policy.interval(local_attempt))
-                    continue
-                if outcome is StepStatus.RETRYING:
-                    exhausted = errors.RetriesExhausted(
-                        f"activity {defn.name!r} failed {local_attempt} times with a retryable "
-                        f"error (policy allows {policy.maximum_attempts}): {exc}"
-                    )
-                    exhausted.__cause__ = exc
-                    step = dataclasses.replace(step, error=self._describe(exhausted, "error"))
-                    self.doomed = exhausted
-                    await self._record(dataclasses.replace(step, status=StepStatus.ERROR))
-                    raise exhausted from exc
-                self.doomed = exc
-                await self._record(dataclasses.replace(step, status=StepStatus.ERROR))
-                raise
-            except BaseException:
-                self.inflight -= 1
-                raise
+                context.note_completion(step.ended_at or 0.0)
+                await self._record(step, defer=True)
+                # Return what replay will return, so the first run and every replay agree.
+                return defn.codec.decode_result(result)
+        finally:
             self.inflight -= 1
-            step = StepRecord(
-                run_id=self.record.run_id,
-                call_id=call_id,
-                kind=kind,
-                name=defn.name,
-                status=StepStatus.COMPLETED,
-                attempts=total,
-                result=result,
-                error=None,
-                started_at=started_at,
-                ended_at=self.completion_time(),
-            )
-            context.note_completion(step.ended_at or 0.0)
-            await self._record(step, defer=True)
-            # Return what replay will return, so the first run and every replay agree.
-            return defn.codec.decode_result(result)
 
     def _classify(self, exc: BaseException, compensation: bool) -> StepStatus:
         if compensation:

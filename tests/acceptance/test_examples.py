@@ -106,7 +106,8 @@ async def test_line_activation_answers_before_the_child_publishes(db_url: str) -
         assert backend.events == {}  # the broker is down: the child keeps retrying on its own
         backend.broker_up = True
         await clock.run_until(manager.get_workflow("act-1/2").result())
-    assert backend.events == {"act-1/2/1": "LineActivated 080"}
+    # the child "act-1/2" derives its keys from its escaped key: "act-1%2F2/<call id>"
+    assert backend.events == {"act-1%2F2/1": "LineActivated 080"}
 
 
 async def test_checkout_compensates_in_reverse_when_the_partner_refuses(db_url: str) -> None:

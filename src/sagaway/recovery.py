@@ -15,6 +15,7 @@ import contextlib
 import logging
 
 from sagaway._engine.engine import Engine
+from sagaway.store.base import StoreUnavailable
 from sagaway.store.records import StepRecord
 from sagaway.worker import Worker
 
@@ -32,6 +33,8 @@ class RecoveryWorker:
         self.wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._store_down = False
+        """The last scan found the database unreachable (logged once per outage)."""
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="sagaway-recovery")
@@ -96,9 +99,24 @@ class RecoveryWorker:
                     delay = min(delay, max(next_due - engine.clock.now(), 0.0))
                 if self.worker.free_slots == 0:
                     delay = engine.poll_interval  # woken early when capacity frees
+            except StoreUnavailable as exc:
+                # An outage: one line when it starts, not a traceback at every poll.
+                if not self._store_down:
+                    logger.warning(
+                        "recovery paused: %s; retrying every %.1fs",
+                        exc,
+                        engine.poll_interval,
+                        extra={"action": "recover"},
+                    )
+                self._store_down = True
+                delay = engine.poll_interval
             except Exception:
                 logger.exception("recovery scan failed; retrying", extra={"action": "recover"})
                 delay = engine.poll_interval
+            else:
+                if self._store_down:
+                    logger.warning("recovery resumed: the database answers again")
+                self._store_down = False
             await self._sleep(max(delay, 0.005))
 
     async def _sleep(self, seconds: float) -> None:

@@ -22,6 +22,7 @@ import dataclasses
 import logging
 
 from sagaway import errors, serialization
+from sagaway._engine import context
 from sagaway._engine.engine import Engine
 from sagaway._engine.executor import Execution
 from sagaway.store.records import Lease, StepRecord, WorkflowRecord
@@ -129,6 +130,8 @@ class Worker:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self, recovery_wake: asyncio.Event | None = None) -> None:
+        # Workflow code's tasks are numbered when created (deterministic call ids on replay).
+        context.install_task_factory(asyncio.get_running_loop())
         self.accepting = True
         self._recovery_wake = recovery_wake
         self._heartbeat = asyncio.create_task(self._heartbeat_loop(), name="sagaway-heartbeat")

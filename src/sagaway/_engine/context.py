@@ -1,18 +1,26 @@
 """The one ContextVar holding the workflow execution the current task belongs to.
 
 Durable calls are numbered per *branch*: the workflow's own task is the root branch, and every
-task it spawns (``asyncio.gather``, ``create_task``) becomes a child branch at its first durable
-call, numbered in the order branches make their first call. A call's id is its branch path plus
-its position in the branch ("3", "2/1", "2/1/4"), so ids do not depend on the order in which
-concurrent activities happen to finish, and replay assigns every call the id it had before.
+task its code spawns (``asyncio.gather``, ``create_task``, a ``TaskGroup``) is a child branch,
+numbered in the order the tasks are *created*: that order is the program's, the same on every
+run, while the order in which branches reach their first durable call depends on timing (a
+replay returns recorded calls at once). A call's id is its branch path plus its position in the
+branch ("3", "2/1", "2/1/4"), so ids do not depend on the order in which concurrent activities
+happen to finish, and replay assigns every call the id it had before.
+
+Tasks are numbered at creation by a task factory installed on the worker's event loop
+(``install_task_factory``). Tasks the engine creates while serving a durable call (store
+writes, timers, waits) are not workflow branches and take no number (``engine_code``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine, Iterator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sagaway._engine.executor import Execution
@@ -21,13 +29,16 @@ if TYPE_CHECKING:
 class Branch:
     """Numbering state of one task of a workflow."""
 
-    __slots__ = ("branches", "calls", "done", "prefix", "subbranches", "task")
+    __slots__ = ("branches", "calls", "done", "engine_depth", "prefix", "subbranches", "task")
 
-    def __init__(self, task: asyncio.Task[object] | None, prefix: str) -> None:
+    def __init__(self, task: asyncio.Task[Any] | None, prefix: str) -> None:
         self.task = task
         self.prefix = prefix
         self.calls = 0
         self.branches = 0
+        self.engine_depth = 0
+        """Durable calls of this branch being served now: tasks created meanwhile are the
+        engine's, not workflow branches."""
         self.done = 0.0
         """Completion order (see ``note_completion``) of the last outcome this branch received."""
         self.subbranches: list[Branch] = []
@@ -36,7 +47,7 @@ class Branch:
         self.calls += 1
         return f"{self.prefix}{self.calls}", self.calls
 
-    def child(self, task: asyncio.Task[object] | None) -> Branch:
+    def child(self, task: asyncio.Task[Any] | None) -> Branch:
         self.branches += 1
         branch = Branch(task, f"{self.prefix}{self.branches}/")
         self.subbranches.append(branch)
@@ -80,6 +91,59 @@ def current_execution() -> Execution | None:
     return None if state is None else state.execution
 
 
+@contextlib.contextmanager
+def engine_code() -> Iterator[None]:
+    """The current branch is inside a durable call: tasks the engine creates take no number."""
+    state = _current.get()
+    if state is None:
+        yield
+        return
+    branch = state.branch
+    branch.engine_depth += 1
+    try:
+        yield
+    finally:
+        branch.engine_depth -= 1
+
+
+def install_task_factory(loop: asyncio.AbstractEventLoop) -> None:
+    """Number the tasks workflow code creates on ``loop`` at creation (idempotent).
+
+    The loop's existing factory, if any, still creates the tasks.
+    """
+    previous = loop.get_task_factory()
+    if getattr(previous, "_sagaway_numbering", False):
+        return
+
+    def create(
+        loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
+    ) -> asyncio.Future[Any]:
+        state = _current.get()
+        branch: Branch | None = None
+        if (
+            state is not None
+            and kwargs.get("context") is None
+            and not state.branch.engine_depth
+            and state.branch.task is asyncio.current_task(loop)
+        ):
+            # Created by workflow code: a branch, numbered now, in program order.
+            branch = state.branch.child(None)
+            context = contextvars.copy_context()
+            context.run(_current.set, _State(state.execution, branch))
+            kwargs["context"] = context
+        task: asyncio.Future[Any]
+        if previous is None:
+            task = asyncio.Task(coro, loop=loop, **kwargs)
+        else:
+            task = previous(loop, coro, **kwargs)
+        if branch is not None:
+            branch.task = task  # type: ignore[assignment]  # a Task, whatever factory made it
+        return task
+
+    create._sagaway_numbering = True  # type: ignore[attr-defined]
+    loop.set_task_factory(create)  # type: ignore[arg-type]
+
+
 def next_call_id() -> tuple[Execution, str, int]:
     """The execution and the id of the durable call being made now."""
     state = _current.get()
@@ -88,6 +152,7 @@ def next_call_id() -> tuple[Execution, str, int]:
     task = asyncio.current_task()
     branch = state.branch
     if branch.task is not task:
+        # A task not numbered at creation (another task factory replaced ours): numbered now.
         branch = branch.child(task)
         _current.set(_State(state.execution, branch))
     call_id, seq = branch.next_call()

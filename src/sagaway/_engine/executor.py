@@ -25,8 +25,8 @@ import contextvars
 import dataclasses
 import functools
 import logging
-from collections.abc import Awaitable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 import pydantic
 import pydantic_core
@@ -63,6 +63,23 @@ class _Unload(BaseException):
 
     A BaseException so workflow code's ``except Exception`` cannot stop the unwinding.
     """
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _engine_code(
+    method: Callable[_P, Coroutine[Any, Any, _R]],
+) -> Callable[_P, Coroutine[Any, Any, _R]]:
+    """A durable call: tasks the engine creates while serving it are not workflow branches."""
+
+    @functools.wraps(method)
+    async def serve(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with context.engine_code():
+            return await method(*args, **kwargs)
+
+    return serve
 
 
 class WorkerSlot(Protocol):
@@ -365,6 +382,7 @@ class Execution:
         if self.finishing:
             raise errors.Cancelled(f"workflow {self.key!r} has ended")
 
+    @_engine_code
     async def call_activity(
         self,
         defn: ActivityDef,
@@ -528,6 +546,7 @@ class Execution:
             self.inflight -= 1
             self.waiting -= 1
 
+    @_engine_code
     async def call_sleep(self, seconds: float, call_id: str) -> None:
         """A durable timer: the wake-up time is recorded, so a resumed workflow sleeps the rest.
 
@@ -585,6 +604,7 @@ class Execution:
         self.unloading = True
         raise _Unload()
 
+    @_engine_code
     async def call_receive(
         self, name: str, adapter: pydantic.TypeAdapter[Any], timeout: float | None, call_id: str
     ) -> Any:
@@ -685,6 +705,7 @@ class Execution:
         finally:
             engine.channel.unwatch_signals(self.record.run_id, watcher)
 
+    @_engine_code
     async def call_child(
         self, defn: WorkflowDef, args_json: str, key: str | None, call_id: str
     ) -> str:
@@ -719,6 +740,7 @@ class Execution:
         )
         return child_key
 
+    @_engine_code
     async def call_child_result(self, defn: WorkflowDef, child_key: str, call_id: str) -> Any:
         """Wait durably for a child workflow's end; its result, or its error raised."""
         self._check_usable()

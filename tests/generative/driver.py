@@ -285,7 +285,13 @@ class Driver:
             quiet = 0 if self._busy() else quiet + 1
             if quiet >= 5:
                 return
-        raise AssertionError("the engine never went idle (a store call or activity hangs)")
+        calls = {
+            n: +store.calls_in_flight for n, store in self._stores.items() if store.inflight
+        }
+        raise AssertionError(
+            "the engine never went idle: store calls in flight by process "
+            f"{calls}, synchronous activities running: {self.world.sync_running}"
+        )
 
     async def settle(self, done: Callable[[], Awaitable[bool]], budget: float) -> bool:
         """Run until ``done()`` holds at an idle moment, or ``budget`` virtual seconds pass."""
@@ -296,6 +302,10 @@ class Driver:
                 continue
             if self.frozen is not None and self.jumps - self.frozen[1] >= STALL_JUMPS:
                 self._unfreeze()
+                continue
+            pending = self.clock.pending()
+            if pending and pending[0][0] <= self.clock.now():
+                await self.clock.advance(0)  # overdue sleepers (registered during a jump) wake
                 continue
             if await done():
                 if self.frozen is not None:
@@ -309,7 +319,6 @@ class Driver:
                     self._unfreeze()
                     continue
                 return False
-            pending = self.clock.pending()
             if not pending:
                 return False
             jump = max(pending[0][0] - self.clock.now(), 0.0) + next(self.overshoots)
@@ -324,32 +333,52 @@ class Driver:
     async def check_idle_slots(self) -> None:
         """Nothing can happen until the clock moves: a RUNNING workflow holds a worker slot,
         so it must be doing something (an activity, a retry backoff, a short in-process
-        sleep), not only waiting."""
+        sleep), not only waiting. Seen twice, a while apart, to be sure it is not a thread's
+        result still on its way to the event loop."""
+        suspects = await self._slot_holders()
+        if not suspects:
+            return
+        await asyncio.sleep(0.05)
+        await self.wait_idle()
+        again = await self._slot_holders()
+        for run_id, what in again.items():
+            if suspects.get(run_id) == what:
+                self.idle_violations[run_id] = what
+
+    async def _slot_holders(self) -> dict[str, str]:
         assert self.observer is not None
         now = self.clock.now()
+        found = {}
         for record in await self.observer.list_workflows(
             status=sw.WorkflowStatus.RUNNING, limit=1000
         ):
             if record.run_id in self.idle_violations:
                 continue
-            if record.lease_owner not in self.live_owners():
-                continue  # a dead or stalled owner's lease runs out; checked at the end
+            owner = next(
+                (x.process for x in self.live if x.process.owner == record.lease_owner), None
+            )
+            if owner is None or owner.dead:
+                continue  # a dead owner's lease runs out; checked at the end
+            program = self.world.runs[record.run_id].program
+            if not self.world.interpreting.get((owner.number, program)):
+                continue  # claimed but not run (a lost acknowledgement): its lease runs out
             if self.world.executing.get(record.run_id, 0):
                 continue
             steps = await self.observer.load_steps(record.run_id)
             if any(s.status is sw.StepStatus.RETRYING for s in steps):
                 continue
             if any(
-                s.kind is sw.StepKind.SLEEP and s.ended_at is not None and 0 < s.ended_at - now <= 1
+                s.kind is sw.StepKind.SLEEP and s.ended_at is not None and s.ended_at - now <= 1
                 for s in steps
             ):
                 continue
-            last = max(steps, key=lambda s: s.started_at, default=None)
+            last = max(steps, key=lambda s: (s.started_at, s.call_id), default=None)
             what = "nothing recorded" if last is None else f"{last.kind.value} {last.name}"
-            self.idle_violations[record.run_id] = (
+            found[record.run_id] = (
                 f"run {record.run_id[:8]} ({record.key}) holds a worker slot (RUNNING, owner "
-                f"alive) while only waiting; last step: {what}"
+                f"alive) while only waiting; last step: {what} ({len(steps)} steps)"
             )
+        return found
 
     async def statuses(self) -> dict[str, Any]:
         assert self.observer is not None

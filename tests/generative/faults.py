@@ -85,6 +85,7 @@ class FaultyStore:
         self.process = process
         self._world = world
         self.inflight = 0
+        self.calls_in_flight: Counter[str] = Counter()
         self.url = inner.url
 
     async def open(self) -> None:
@@ -129,6 +130,7 @@ class FaultyStore:
         if process.dead:
             raise ProcessDead(f"process {process.number} is dead ({name})")
         self.inflight += 1
+        self.calls_in_flight[name] += 1
         try:
             await process.wait_unfrozen()
             if process.dead:
@@ -160,6 +162,7 @@ class FaultyStore:
             return result
         finally:
             self.inflight -= 1
+            self.calls_in_flight[name] -= 1
 
     def _observe(self, name: str, args: tuple[Any, ...], kw: dict[str, Any], result: Any) -> None:
         world = self._world

@@ -237,11 +237,11 @@ def _node(
 ) -> st.SearchStrategy[Node]:
     compensable = (s.saga_with or s.saga_explicit) and (not in_gather or s.compensated_gather)
     options: list[st.SearchStrategy[Node]] = [_act(s, labels, compensable)]
+    waits = not in_gather or s.waits_beside_activities
     if s.timers:
-        options.append(
-            st.sampled_from([0.5, 30.0, 3600.0]).map(lambda sec: Sleep(labels("t"), sec))
-        )
-    if s.signals and top:
+        seconds = [0.5, 30.0, 3600.0] if waits else [0.5]
+        options.append(st.sampled_from(seconds).map(lambda sec: Sleep(labels("t"), sec)))
+    if s.signals and top and waits:
         options.append(
             st.sampled_from([None, 86400.0]).map(lambda t: Receive(labels("r"), t))
         )
@@ -249,7 +249,7 @@ def _node(
         if s.gather:
             options.append(_gather(s, labels, depth - 1 if s.nested_gather else 0, top))
         if s.children_get or s.children_start:
-            options.append(_child(s, labels, depth - 1))
+            options.append(_child(s, labels, depth - 1, waits))
     return st.one_of(options)
 
 
@@ -262,12 +262,12 @@ def _gather(draw: st.DrawFn, s: GenSettings, labels: _Labels, depth: int, top: b
 
 
 @st.composite
-def _child(draw: st.DrawFn, s: GenSettings, labels: _Labels, depth: int) -> Child:
+def _child(draw: st.DrawFn, s: GenSettings, labels: _Labels, depth: int, wait: bool) -> Child:
     label = labels("c")
     modes: list[Literal["get", "start_then_result", "start"]] = []
-    if s.children_get:
+    if s.children_get and wait:
         modes += ["get", "start_then_result"]
-    if s.children_start:
+    if s.children_start or not modes:
         modes.append("start")
     mode = draw(st.sampled_from(modes))
     keys: list[Literal["default", "user", "slash"]] = ["default"]

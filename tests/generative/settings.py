@@ -57,6 +57,13 @@ class GenSettings:
     """Async activities that take (virtual) time, gathered beside child waits. Off: defect 4
     (a parent waiting for a child in a branch holds its worker slot; with every slot held the
     children never run)."""
+    waits_beside_activities: bool = False
+    """Gather branches that wait (a timer of 1 s or more, a signal, a child's result) beside
+    branches that run activities. Off: such a wait, begun while another branch's activity runs,
+    is done inside the worker and keeps its slot after that activity ends: for a child's result
+    until the child ends (defect 4, the deadlock), for a timer until it fires (found by this
+    test: test_found_defects.py::test_gather_timer_beside_activity_holds_worker_slot), for a
+    signal until the next poll."""
     base_exceptions: bool = False
     """``SystemExit`` from a sync activity, ``asyncio.CancelledError`` from an async one.
     Off: defect 5 (the first kills the test's event loop, the second re-runs the activity

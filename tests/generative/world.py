@@ -79,6 +79,8 @@ class World:
         self.executing: dict[str, int] = {}
         """Activities running now, by run id."""
         self.sync_running = 0
+        self.interpreting: dict[tuple[int, str], int] = {}
+        """(process number, program label) -> workflow functions running it there now."""
         self.commits: dict[tuple[str, str], int] = {}
         """(run id, call id) -> seq at which the store acknowledged its COMPLETED outcome."""
         self.runs: dict[str, RunInfo] = {}
@@ -212,7 +214,12 @@ def install(manager: sw.Manager, world: World, process: Process) -> None:
     @manager.register_workflow(name="interp")
     async def interp(program: dict[str, Any], own_key: str | None = None) -> list[Any]:
         prog: Program = from_json(program)
-        return await Interpreter(manager, own_key, act_sync, act_async, interp).run(prog)
+        where = (process.number, prog.label)
+        world.interpreting[where] = world.interpreting.get(where, 0) + 1
+        try:
+            return await Interpreter(manager, own_key, act_sync, act_async, interp).run(prog)
+        finally:
+            world.interpreting[where] -= 1
 
 
 class Interpreter:

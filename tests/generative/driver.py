@@ -33,9 +33,9 @@ T = TypeVar("T")
 LEASE = 600.0
 POLL = 600.0
 RECOVERY = 10.0
-FIRST_BUDGET = 2 * 3600.0
-FINAL_BUDGET = 3 * 86400.0
-MAX_JUMPS = 600
+FIRST_BUDGET = 1800.0
+FINAL_BUDGET = 2 * 86400.0
+MAX_JUMPS = 1500
 STALL_JUMPS = 4
 """Clock jumps a stalled process stays frozen (its lease expires at the first)."""
 
@@ -194,7 +194,7 @@ class Driver:
         stalled = self.injector.stall_requested
         if stalled is not None:
             self.injector.stall_requested = None
-            if stalled.number == 0 or stalled.dead:
+            if stalled.number == 0 or stalled.dead or self.frozen is not None:
                 if stalled.stalled is not None:
                     stalled.stalled.set()
                     stalled.stalled = None

@@ -144,8 +144,9 @@ class FaultyStore:
                 process.dead = True
                 raise ProcessDead(f"process {process.number} crashed before {name}")
             if kind == "stall":
-                self._injector.stall_requested = process
-                process.stalled = asyncio.Event()
+                if process.stalled is None:
+                    self._injector.stall_requested = process
+                    process.stalled = asyncio.Event()
                 await process.wait_unfrozen()
             result = await method(*args, **kwargs)
             self._observe(name, args, kwargs, result)

@@ -232,31 +232,47 @@ def _act(draw: st.DrawFn, s: GenSettings, labels: _Labels, compensable: bool) ->
     return Act(labels("a"), sync, kind, fails, compensate, catch, delay)
 
 
-def _node(
-    s: GenSettings, labels: _Labels, depth: int, in_gather: bool, top: bool
-) -> st.SearchStrategy[Node]:
-    compensable = (s.saga_with or s.saga_explicit) and (not in_gather or s.compensated_gather)
+@dataclasses.dataclass(frozen=True)
+class _Ctx:
+    """Where a node is generated."""
+
+    labels: _Labels
+    depth: int
+    in_gather: bool
+    top: bool
+    """In a top-level program (the client sends signals only to those)."""
+    gather_ok: bool
+    children_ok: bool
+
+    def deeper(self, **changes: Any) -> _Ctx:
+        return dataclasses.replace(self, depth=self.depth - 1, **changes)
+
+
+def _node(s: GenSettings, ctx: _Ctx) -> st.SearchStrategy[Node]:
+    labels = ctx.labels
+    compensable = (s.saga_with or s.saga_explicit) and (not ctx.in_gather or s.compensated_gather)
     options: list[st.SearchStrategy[Node]] = [_act(s, labels, compensable)]
-    waits = not in_gather or s.waits_beside_activities
+    waits = not ctx.in_gather or s.waits_beside_activities
     if s.timers:
         seconds = [0.5, 30.0, 3600.0] if waits else [0.5]
         options.append(st.sampled_from(seconds).map(lambda sec: Sleep(labels("t"), sec)))
-    if s.signals and top and waits:
-        options.append(
-            st.sampled_from([None, 86400.0]).map(lambda t: Receive(labels("r"), t))
-        )
-    if depth > 0:
-        if s.gather:
-            options.append(_gather(s, labels, depth - 1 if s.nested_gather else 0, top))
-        if s.children_get or s.children_start:
-            options.append(_child(s, labels, depth - 1, waits))
+    if s.signals and ctx.top and waits:
+        options.append(st.sampled_from([None, 7200.0]).map(lambda t: Receive(labels("r"), t)))
+    if ctx.depth > 0:
+        if s.gather and ctx.gather_ok:
+            inner = ctx.deeper(in_gather=True)
+            if not s.nested_gather:
+                inner = dataclasses.replace(inner, depth=0)
+            options.append(_gather(s, inner))
+        if (s.children_get or s.children_start) and ctx.children_ok:
+            options.append(_child(s, labels, ctx.depth - 1, waits))
     return st.one_of(options)
 
 
 @st.composite
-def _gather(draw: st.DrawFn, s: GenSettings, labels: _Labels, depth: int, top: bool) -> Gather:
-    label = labels("g")
-    branch = st.lists(_node(s, labels, depth, True, top), min_size=1, max_size=3).map(tuple)
+def _gather(draw: st.DrawFn, s: GenSettings, ctx: _Ctx) -> Gather:
+    label = ctx.labels("g")
+    branch = st.lists(_node(s, ctx), min_size=1, max_size=3).map(tuple)
     branches = draw(st.lists(branch, min_size=2, max_size=3).map(tuple))
     return Gather(label, branches)
 
@@ -286,7 +302,12 @@ def _program(draw: st.DrawFn, s: GenSettings, labels: _Labels, depth: int, top: 
     if s.saga_explicit:
         sagas.append("explicit")
     saga = draw(st.sampled_from(sagas))
-    body = draw(st.lists(_node(s, labels, depth, False, top), min_size=1, max_size=5))
+    gather_ok = children_ok = True
+    if not s.children_beside_gather:
+        gather_ok = draw(st.booleans())
+        children_ok = not gather_ok
+    ctx = _Ctx(labels, depth, False, top, gather_ok, children_ok)
+    body = draw(st.lists(_node(s, ctx), min_size=1, max_size=5))
     return Program(labels.prefix.rstrip("."), saga, tuple(body))
 
 
@@ -331,7 +352,7 @@ def scenarios(draw: st.DrawFn, s: GenSettings) -> Scenario:
     if kinds:
         drawn = draw(
             st.lists(
-                st.tuples(st.integers(0, 80), st.sampled_from(kinds)),
+                st.tuples(st.integers(0, 40), st.sampled_from(kinds)),
                 max_size=3,
                 unique_by=lambda f: f[0],
             )

@@ -50,6 +50,11 @@ class GenSettings:
     user_child_keys: bool = False
     """Child keys chosen by the workflow, including ``<own key>/<n>``. Off: defect 2 (keys of
     activities in the child and in the parent's branches collide)."""
+    children_beside_gather: bool = False
+    """A workflow that both starts children and gathers branches. Off: defect 2 again, with
+    the engine's default child keys: the child started by call ``n`` has key ``<key>/<n>``, so
+    its activity ``m`` has key ``<key>/<n>/<m>``, the key of the parent's activity ``m`` in
+    gather branch ``n``."""
     terminate_restart: bool = False
     """``OnConflict.TERMINATE_EXISTING`` on a live workflow. Off: defect 3 (the new run reuses the
     old run's activity keys)."""

@@ -180,9 +180,11 @@ def install(manager: sw.Manager, world: World, process: Process) -> None:
 
     @manager.register_activity(name="act_async", retry=RETRY)
     async def act_async(label: str) -> str:
-        await process.wait_unfrozen()
+        # Begun before a freeze takes effect: the engine had decided to run it, and a pause
+        # can always come between that decision and the effect (at-least-once).
         execution = world.begin(process, label)
         try:
+            await process.wait_unfrozen()
             delay = world.acts[label].delay
             if delay and not execution.compensation:
                 await world.clock.sleep(delay)

@@ -36,6 +36,8 @@ RECOVERY = 10.0
 FIRST_BUDGET = 1800.0
 FINAL_BUDGET = 2 * 86400.0
 MAX_JUMPS = 1500
+IDLE_TIMEOUT = 60.0
+"""Real seconds a store call or activity may take before the run is declared hung."""
 STALL_JUMPS = 4
 """Clock jumps a stalled process stays frozen (its lease expires at the first)."""
 
@@ -137,6 +139,11 @@ class Driver:
         else:
             await manager.__aenter__()
             self.processes_opened += 1
+        # On PostgreSQL the engine takes its times from the server's clock (an offset measured
+        # when it opens); the record's times are in that clock.
+        assert self.observer is not None
+        server = await self.observer.server_time()
+        process.offset = 0.0 if server is None else server - self.clock.now()
         return _Live(process, manager, self._stores[process.number], connection)
 
     async def open_process(self) -> _Live:
@@ -279,9 +286,15 @@ class Driver:
         return self.world.busy()
 
     async def wait_idle(self) -> None:
-        quiet = 0
-        for _ in range(20_000):
-            await asyncio.sleep(0 if quiet < 3 else 0.001)
+        """Until nothing runs: no store call in flight and no synchronous activity, five
+        looks in a row (a store call is a thread's work: it can take a while on a busy
+        machine)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + IDLE_TIMEOUT
+        quiet = spins = 0
+        while loop.time() < deadline:
+            spins += 1
+            await asyncio.sleep(0 if spins % 4 else 0.001)
             quiet = 0 if self._busy() else quiet + 1
             if quiet >= 5:
                 return
@@ -347,7 +360,6 @@ class Driver:
 
     async def _slot_holders(self) -> dict[str, str]:
         assert self.observer is not None
-        now = self.clock.now()
         found = {}
         for record in await self.observer.list_workflows(
             status=sw.WorkflowStatus.RUNNING, limit=1000
@@ -364,6 +376,7 @@ class Driver:
                 continue  # claimed but not run (a lost acknowledgement): its lease runs out
             if self.world.executing.get(record.run_id, 0):
                 continue
+            now = self.clock.now() + owner.offset
             steps = await self.observer.load_steps(record.run_id)
             if any(s.status is sw.StepStatus.RETRYING for s in steps):
                 continue

@@ -138,7 +138,6 @@ def _owners(driver: Driver, records: dict[str, Any]) -> list[str]:
     """Nothing stays RUNNING without a live owner."""
     out = []
     owners = driver.live_owners()
-    now = driver.clock.now()
     for run_id, record in records.items():
         if record.status is not sw.WorkflowStatus.RUNNING:
             continue

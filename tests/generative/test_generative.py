@@ -46,8 +46,12 @@ def _explain(scenario: Scenario, report: Report, seed: int | None) -> str:
     lines += [f"  - {p}" for p in report.problems]
     lines.append(f"faults injected: {', '.join(report.fault_log) or 'none'}")
     lines.append(f"seed: {seed}   replay this scenario with:")
-    lines.append(f"  --gen-replay='{json.dumps(scenario.to_json(), separators=(',', ':'))}'")
+    lines.append(f"  --gen-replay='{_compact(scenario)}'")
     return "\n".join(lines)
+
+
+def _compact(scenario: Scenario) -> str:
+    return json.dumps(scenario.to_json(), separators=(",", ":"))
 
 
 def _check_batch(
@@ -63,7 +67,13 @@ def _check_batch(
     @hypothesis.seed(seed)
     @given(scenario=scenarios(settings))
     def check(scenario: Scenario) -> None:
-        report = _run_one(backend, root, scenario, settings)
+        try:
+            report = _run_one(backend, root, scenario, settings)
+        except Exception as exc:
+            raise AssertionError(
+                f"the scenario could not run: {exc!r}\nseed: {seed}   replay it with:\n"
+                f"  --gen-replay='{_compact(scenario)}'"
+            ) from exc
         if report.problems:
             raise AssertionError(_explain(scenario, report, seed))
 

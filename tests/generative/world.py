@@ -165,6 +165,8 @@ class Process:
     """Set while the process runs; cleared while it is frozen (see the stall fault)."""
     owner: str | None = None
     """The engine's lease owner name, learnt from its claims."""
+    offset: float = 0.0
+    """The engine's clock minus the FakeClock (PostgreSQL: the server's clock is used)."""
 
     async def wait_unfrozen(self) -> None:
         if self.stalled is not None:

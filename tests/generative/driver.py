@@ -89,6 +89,8 @@ class Driver:
         """top-level key -> its current run id."""
         self.frozen: tuple[Process, int] | None = None
         self.jumps = 0
+        self.delayed = 0
+        """Clock jumps that went past the next deadline (delayed wake-ups)."""
         self.idle_violations: dict[str, str] = {}
         self.overshoots = itertools.cycle(scenario.faults.overshoot or (0.0,))
         self.processes_opened = 0
@@ -334,7 +336,9 @@ class Driver:
                 return False
             if not pending:
                 return False
-            jump = max(pending[0][0] - self.clock.now(), 0.0) + next(self.overshoots)
+            overshoot = next(self.overshoots)
+            self.delayed += overshoot > 0
+            jump = max(pending[0][0] - self.clock.now(), 0.0) + overshoot
             self.jumps += 1
             await self.clock.advance(jump)
 

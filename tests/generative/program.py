@@ -352,8 +352,8 @@ def scenarios(draw: st.DrawFn, s: GenSettings) -> Scenario:
     if kinds:
         drawn = draw(
             st.lists(
-                st.tuples(st.integers(0, 40), st.sampled_from(kinds)),
-                max_size=3,
+                st.tuples(st.integers(0, 30), st.sampled_from(kinds)),
+                max_size=4,
                 unique_by=lambda f: f[0],
             )
         )

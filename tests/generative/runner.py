@@ -15,6 +15,7 @@ from tests.generative.settings import GenSettings
 class Report:
     problems: list[str]
     faults: Counter[str]
+    """Store faults injected, by kind, and ``delayed_wakeup`` clock jumps."""
     runs: int
     processes: int
     store_calls: int
@@ -57,7 +58,7 @@ async def run_scenario(scenario: Scenario, settings: GenSettings, url: str) -> R
         problems = await invariants.check(driver)
     return Report(
         problems=problems,
-        faults=driver.injector.injected,
+        faults=driver.injector.injected + Counter(delayed_wakeup=driver.delayed),
         runs=len(driver.world.runs),
         processes=driver.processes_opened,
         store_calls=driver.injector.calls,

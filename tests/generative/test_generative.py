@@ -29,7 +29,7 @@ from tests.generative.runner import Report, run_scenario
 from tests.generative.settings import GenSettings
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-CI_EXAMPLES = {"sqlite": 60, "postgres": 40}
+CI_EXAMPLES = {"sqlite": 300, "postgres": 200}
 CI_SEED = 20260512
 
 
@@ -69,7 +69,9 @@ def _check_batch(
     def check(scenario: Scenario) -> None:
         try:
             report = _run_one(backend, root, scenario, settings)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit from an activity must not end the session
             raise AssertionError(
                 f"the scenario could not run: {exc!r}\nseed: {seed}   replay it with:\n"
                 f"  --gen-replay='{_compact(scenario)}'"

@@ -34,13 +34,13 @@ class Stats:
     faults: Counter[str] = dataclasses.field(default_factory=Counter)
     processes: Counter[str] = dataclasses.field(default_factory=Counter)
     failing: Counter[str] = dataclasses.field(default_factory=Counter)
-    seconds: Counter[str] = dataclasses.field(default_factory=Counter)
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def add(self, backend: str, report: Report, seconds: float) -> None:
         self.programs[backend] += 1
         self.runs[backend] += report.runs
         self.processes[backend] += report.processes
-        self.seconds[backend] += seconds
+        self.seconds[backend] = self.seconds.get(backend, 0.0) + seconds
         for kind, n in report.faults.items():
             self.faults[f"{backend}:{kind}"] += n
         if report.problems:
@@ -95,5 +95,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"{backend}: {programs} programs ({STATS.failing[backend]} failing), "
             f"{STATS.runs[backend]} workflow runs, {STATS.processes[backend]} processes, "
             f"{sum(faults.values())} faults {dict(sorted(faults.items()))}, "
-            f"{STATS.seconds[backend]:.1f}s"
+            f"{STATS.seconds.get(backend, 0.0):.1f}s"
         )

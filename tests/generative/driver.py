@@ -300,9 +300,7 @@ class Driver:
             quiet = 0 if self._busy() else quiet + 1
             if quiet >= 5:
                 return
-        calls = {
-            n: +store.calls_in_flight for n, store in self._stores.items() if store.inflight
-        }
+        calls = {n: +store.calls_in_flight for n, store in self._stores.items() if store.inflight}
         raise AssertionError(
             "the engine never went idle: store calls in flight by process "
             f"{calls}, synchronous activities running: {self.world.sync_running}"
@@ -436,4 +434,3 @@ class Driver:
             records[r].status not in (sw.WorkflowStatus.RUNNING, sw.WorkflowStatus.PENDING)
             for r in self.top_runs.values()
         )
-

@@ -11,8 +11,8 @@ ends by request), which the invariants need.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import dataclasses
+import inspect
 import json
 from collections import Counter
 from collections.abc import Callable

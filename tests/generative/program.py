@@ -222,7 +222,9 @@ def _act(draw: st.DrawFn, s: GenSettings, labels: _Labels, compensable: bool) ->
     kind = draw(st.sampled_from(["ok", *_act_kinds(s)]))
     comp_choices: list[Literal["none", "ok", "fail_once"]] = ["none"]
     if compensable:
-        comp_choices += ["ok", "ok"] + (["fail_once"] if s.failing_compensations else [])
+        comp_choices += ["ok", "ok"]  # twice: most compensations succeed at once
+        if s.failing_compensations:
+            comp_choices.append("fail_once")
     compensate = draw(st.sampled_from(comp_choices))
     catch = s.catch_all and draw(st.booleans())
     delay = 0.0
@@ -328,10 +330,13 @@ def scenarios(draw: st.DrawFn, s: GenSettings) -> Scenario:
     for i in range(count):
         program = draw(_program(s, _Labels(f"w{i}."), 2, top=True))
         receives = [n for n in walk(program.body) if isinstance(n, Receive)]
+        when: st.SearchStrategy[Literal["before", "after", "never"]] = st.sampled_from(
+            ["before", "after", "never"]
+        )
         signals = tuple(
             (
                 r.label,
-                draw(st.sampled_from(["before", "after", "never"])),
+                draw(when),
                 s.signal_dedupe and draw(st.booleans()),
             )
             for r in receives

@@ -27,9 +27,11 @@ async def wait_for_status(
     """Poll (real time, bounded) until the workflow is in one of ``statuses``."""
 
     async def poll() -> sw.WorkflowStatus:
-        while (status := await handle.status()) not in statuses:
+        while True:
+            status = await handle.status()
+            if status in statuses:
+                return status
             await asyncio.sleep(0.01)
-        return status
 
     return await asyncio.wait_for(poll(), timeout)
 

@@ -54,9 +54,7 @@ def _compact(scenario: Scenario) -> str:
     return json.dumps(scenario.to_json(), separators=(",", ":"))
 
 
-def _check_batch(
-    backend: str, root: Path, settings: GenSettings, examples: int, seed: int
-) -> None:
+def _check_batch(backend: str, root: Path, settings: GenSettings, examples: int, seed: int) -> None:
     @hypothesis.settings(
         max_examples=examples,
         deadline=None,

@@ -36,6 +36,8 @@ RECOVERY = 10.0
 FIRST_BUDGET = 1800.0
 FINAL_BUDGET = 2 * 86400.0
 MAX_JUMPS = 1500
+CLOSE_TIMEOUT = 30.0
+"""Real seconds ``Manager.close()`` may take."""
 IDLE_TIMEOUT = 60.0
 """Real seconds a store call or activity may take before the run is declared hung."""
 STALL_JUMPS = 4
@@ -94,6 +96,8 @@ class Driver:
         self.idle_violations: dict[str, str] = {}
         self.overshoots = itertools.cycle(scenario.faults.overshoot or (0.0,))
         self.processes_opened = 0
+        self.problems: list[str] = []
+        """Broken promises seen while running (the invariants add theirs at the end)."""
 
     # ------------------------------------------------------------------ processes
 
@@ -164,15 +168,32 @@ class Driver:
                 live.process.stalled = None
         for live in everyone:
             with contextlib.suppress(Exception):
-                await live.close()
+                await self._close(live)
         self.live = []
         self.client_live = None
+
+    async def _close(self, live: _Live) -> None:
+        """Close a process's Manager; one that does not return in time is a finding."""
+        task = asyncio.ensure_future(live.close())
+        done, _ = await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
+        if not done:
+            self.problems.append(
+                f"closing process {live.process.number}'s Manager did not return within "
+                f"{CLOSE_TIMEOUT:.0f} s (tasks: {_stuck_tasks()})"
+            )
+            return
+        task.result()
 
     async def _replace(self, live: _Live, *, hard: bool) -> None:
         self.live.remove(live)
         if hard:
             live.process.dead = True
-        await live.close()
+        if self.frozen is not None and self.frozen[0] is live.process:
+            self._unfreeze()  # it crashed (or restarts) while frozen: its calls end now
+        elif live.process.stalled is not None:
+            live.process.stalled.set()
+            live.process.stalled = None
+        await self._close(live)
         await self.open_process()
         if hard:
             # Nothing released the dead process's leases: they expire.
@@ -434,3 +455,15 @@ class Driver:
             records[r].status not in (sw.WorkflowStatus.RUNNING, sw.WorkflowStatus.PENDING)
             for r in self.top_runs.values()
         )
+
+
+def _stuck_tasks() -> str:
+    """Where every other task of the loop waits, for a report of a hang."""
+    lines = []
+    for task in asyncio.all_tasks():
+        if task is asyncio.current_task():
+            continue
+        frames = task.get_stack(limit=1)
+        where = f"{frames[-1].f_code.co_filename}:{frames[-1].f_lineno}" if frames else "?"
+        lines.append(f"{task.get_name()} at {where}")
+    return "; ".join(sorted(lines)[:10])

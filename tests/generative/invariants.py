@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 async def check(driver: Driver) -> list[str]:
     records = await driver.statuses()
-    problems: list[str] = []
+    problems = list(driver.problems)
     problems += _outcomes(driver, records)
     problems += _keys(driver)
     problems += _no_rerun(driver)

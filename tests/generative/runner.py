@@ -56,6 +56,8 @@ async def run_scenario(scenario: Scenario, settings: GenSettings, url: str) -> R
                     await driver.end(children[0].key, cancel=True)
         settled = await driver.settle(driver.all_as_expected, FINAL_BUDGET)
         problems = await invariants.check(driver)
+        seen = len(driver.problems)
+    problems += driver.problems[seen:]  # found while closing the processes
     return Report(
         problems=problems,
         faults=driver.injector.injected + Counter(delayed_wakeup=driver.delayed),

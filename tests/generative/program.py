@@ -275,8 +275,17 @@ def _node(s: GenSettings, ctx: _Ctx) -> st.SearchStrategy[Node]:
 def _gather(draw: st.DrawFn, s: GenSettings, ctx: _Ctx) -> Gather:
     label = ctx.labels("g")
     branch = st.lists(_node(s, ctx), min_size=1, max_size=3).map(tuple)
+    if not s.branches_opening_with_gather:
+        branch = branch.map(lambda b: _opened(b, ctx.labels))
     branches = draw(st.lists(branch, min_size=2, max_size=3).map(tuple))
     return Gather(label, branches)
+
+
+def _opened(branch: tuple[Node, ...], labels: _Labels) -> tuple[Node, ...]:
+    """The branch, with an activity first if it would open with an inner gather."""
+    if isinstance(branch[0], Gather):
+        return (Act(labels("a"), sync=False), *branch)
+    return branch
 
 
 @st.composite

@@ -50,6 +50,11 @@ class GenSettings:
     user_child_keys: bool = False
     """Child keys chosen by the workflow, including ``<own key>/<n>``. Off: defect 2 (keys of
     activities in the child and in the parent's branches collide)."""
+    branches_opening_with_gather: bool = False
+    """Gather branches whose first step is an inner gather. Off: found by this test
+    (test_found_defects.py::test_replayed_branches_get_their_own_recorded_results): such a
+    branch is numbered at its first own durable call, after the inner gather, in an order set
+    by timing; replay numbers it otherwise and hands a call another call's recorded result."""
     children_beside_gather: bool = False
     """A workflow that both starts children and gathers branches. Off: defect 2 again, with
     the engine's default child keys: the child started by call ``n`` has key ``<key>/<n>``, so

@@ -31,6 +31,8 @@ from tests.generative.settings import GenSettings
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 CI_EXAMPLES = {"sqlite": 300, "postgres": 200}
 CI_SEED = 20260512
+SOAK_BATCH = 100
+"""Programs per seed in soak mode (hypothesis starts each seed with small programs)."""
 
 
 def _run_one(backend: str, root: Path, scenario: Scenario, settings: GenSettings) -> Report:
@@ -105,7 +107,7 @@ def test_soak(backend: str, gen_config: GenConfig, tmp_path: Path) -> None:
     while time.monotonic() < deadline:
         seed = rng.randrange(2**32)
         print(f"soak {backend}: seed {seed}")
-        _check_batch(backend, tmp_path, gen_config.settings, 20, seed)
+        _check_batch(backend, tmp_path, gen_config.settings, SOAK_BATCH, seed)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

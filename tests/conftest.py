@@ -21,6 +21,31 @@ _pg_error: str | None = None
 _pg_checked = False
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # Options of tests/generative, declared here because only the root conftest's options are
+    # known to pytest however the run is started.
+    group = parser.getgroup("generative", "the generative engine test (tests/generative)")
+    group.addoption(
+        "--soak",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="run the generative test for this long, in batches of fresh seeds (0: off)",
+    )
+    group.addoption(
+        "--gen-examples", type=int, default=None, help="programs per backend in the CI-size run"
+    )
+    group.addoption("--gen-seed", type=int, default=None, help="seed of the CI-size run")
+    group.addoption(
+        "--gen-enable",
+        default="",
+        help="generator switches to turn on (comma-separated; 'all'; '-name' turns one off)",
+    )
+    group.addoption(
+        "--gen-replay", default=None, help="a failing scenario's JSON (or a file holding it)"
+    )
+
+
 def _postgres_unavailable() -> str | None:
     global _pg_checked, _pg_error
     if not _pg_checked:

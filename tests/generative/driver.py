@@ -1,0 +1,469 @@
+"""Runs one scenario: processes (Managers on one database), the client's actions, the faults.
+
+Time is a FakeClock. The driver lets the system run until nothing can happen before the clock
+moves (no store call in flight, no synchronous activity running), then jumps the clock to the
+next deadline (plus an overshoot when the plan delays wake-ups), until every run stands where
+the model says or the time budget is spent. Restarts, crashes and stalls requested by the
+faulty store are carried out between jumps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+from unittest import mock
+
+import sagaway as sw
+import sagaway.manager
+from sagaway.store import Store, open_store
+from sagaway.testing import FakeClock, time_skipping_manager
+from tests.generative import model
+from tests.generative.faults import FaultyStore, Injector
+from tests.generative.program import Act, Child, Program, Scenario, TopLevel, to_json, walk
+from tests.generative.settings import GenSettings
+from tests.generative.world import InjectedDbError, Process, ProcessDead, World, install
+
+T = TypeVar("T")
+
+LEASE = 600.0
+POLL = 600.0
+RECOVERY = 10.0
+FIRST_BUDGET = 1800.0
+FINAL_BUDGET = 2 * 86400.0
+MAX_JUMPS = 1500
+CLOSE_TIMEOUT = 30.0
+"""Real seconds ``Manager.close()`` may take."""
+IDLE_TIMEOUT = 60.0
+"""Real seconds a store call or activity may take before the run is declared hung."""
+STALL_JUMPS = 4
+"""Clock jumps a stalled process stays frozen (its lease expires at the first)."""
+
+
+@dataclasses.dataclass(eq=False)
+class _Live:
+    process: Process
+    manager: sw.Manager
+    store: FaultyStore
+    client: contextlib.AbstractAsyncContextManager[sw.Manager] | None = None
+    """The ``manager.connect()`` context of a client process (kept open by this reference)."""
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.__aexit__(None, None, None)
+        else:
+            await self.manager.close()
+
+
+class Driver:
+    """One scenario's processes, client, clock and record."""
+
+    def __init__(self, scenario: Scenario, settings: GenSettings, url: str) -> None:
+        self.scenario = scenario
+        self.settings = settings
+        self.url = url
+        self.clock = FakeClock()
+        self.programs: dict[str, Program] = {}
+        acts: dict[str, Act] = {}
+        for top in scenario.workflows:
+            self.programs[top.program.label] = top.program
+            for node in walk(top.program.body):
+                if isinstance(node, Act):
+                    acts[node.label] = node
+                elif isinstance(node, Child):
+                    self.programs[node.program.label] = node.program
+        self.world = World(self.clock, acts)
+        self.injector = Injector(dict(scenario.faults.faults))
+        self.live: list[_Live] = []
+        self.client_live: _Live | None = None
+        self.separate_client = any(k == "stall" for _, k in scenario.faults.faults)
+        self._opening: tuple[Process, bool] | None = None
+        self._stores: dict[int, FaultyStore] = {}
+        self._numbers = itertools.count(1)
+        self.observer: Store | None = None
+        self.sent: dict[str, set[str]] = {}
+        """run id -> receive labels whose signal was sent to it."""
+        self.top_runs: dict[str, str] = {}
+        """top-level key -> its current run id."""
+        self.frozen: tuple[Process, int] | None = None
+        self.jumps = 0
+        self.delayed = 0
+        """Clock jumps that went past the next deadline (delayed wake-ups)."""
+        self.idle_violations: dict[str, str] = {}
+        self.overshoots = itertools.cycle(scenario.faults.overshoot or (0.0,))
+        self.processes_opened = 0
+        self.problems: list[str] = []
+        """Broken promises seen while running (the invariants add theirs at the end)."""
+
+    # ------------------------------------------------------------------ processes
+
+    def _open_store(self, url: str) -> Any:
+        assert self._opening is not None
+        process, client = self._opening
+        store = FaultyStore(open_store(url), self.injector, process, self.world, client=client)
+        self._stores[process.number] = store
+        return store
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Driver]:
+        # Injected faults make the engine log tracebacks by design; keep the output readable.
+        engine_log = logging.getLogger("sagaway")
+        level = engine_log.level
+        engine_log.setLevel(logging.CRITICAL)
+        with mock.patch.object(sagaway.manager, "open_store", self._open_store):
+            self.observer = open_store(self.url)
+            await self.observer.open()
+            try:
+                await self.open_process()
+                if self.separate_client:
+                    self.client_live = await self._open(Process(0), client=True)
+                yield self
+            finally:
+                await self.close_all()
+                await self.observer.close()
+                engine_log.setLevel(level)
+
+    async def _open(self, process: Process, *, client: bool = False) -> _Live:
+        manager = time_skipping_manager(
+            self.url,
+            self.clock,
+            lease_timeout=LEASE,
+            poll_interval=POLL,
+            recovery_interval=RECOVERY,
+            concurrency=self.scenario.faults.concurrency,
+        )
+        install(manager, self.world, process)
+        self._opening = (process, client)
+        connection = None
+        if client:
+            connection = manager.connect()
+            await connection.__aenter__()
+        else:
+            await manager.__aenter__()
+            self.processes_opened += 1
+        # On PostgreSQL the engine takes its times from the server's clock (an offset measured
+        # when it opens); the record's times are in that clock.
+        assert self.observer is not None
+        server = await self.observer.server_time()
+        process.offset = 0.0 if server is None else server - self.clock.now()
+        return _Live(process, manager, self._stores[process.number], connection)
+
+    async def open_process(self) -> _Live:
+        live = await self._open(Process(next(self._numbers)))
+        self.live.append(live)
+        return live
+
+    async def close_all(self) -> None:
+        if self.frozen is not None:
+            self._unfreeze()
+        everyone = [*self.live, *([self.client_live] if self.client_live else [])]
+        for live in everyone:
+            live.process.dead = True  # no more faults, no more effects: we are shutting down
+            if live.process.stalled is not None:
+                live.process.stalled.set()
+                live.process.stalled = None
+        for live in everyone:
+            with contextlib.suppress(Exception):
+                await self._close(live)
+        self.live = []
+        self.client_live = None
+
+    async def _close(self, live: _Live) -> None:
+        """Close a process's Manager; one that does not return in time is a finding."""
+        task = asyncio.ensure_future(live.close())
+        done, _ = await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
+        if not done:
+            self.problems.append(
+                f"closing process {live.process.number}'s Manager did not return within "
+                f"{CLOSE_TIMEOUT:.0f} s (tasks: {_stuck_tasks()})"
+            )
+            return
+        task.result()
+
+    async def _replace(self, live: _Live, *, hard: bool) -> None:
+        self.live.remove(live)
+        if hard:
+            live.process.dead = True
+        if self.frozen is not None and self.frozen[0] is live.process:
+            self._unfreeze()  # it crashed (or restarts) while frozen: its calls end now
+        elif live.process.stalled is not None:
+            live.process.stalled.set()
+            live.process.stalled = None
+        await self._close(live)
+        await self.open_process()
+        if hard:
+            # Nothing released the dead process's leases: they expire.
+            await self.clock.advance(LEASE + 1.0)
+
+    def _unfreeze(self) -> None:
+        assert self.frozen is not None
+        process, _ = self.frozen
+        self.frozen = None
+        if process.stalled is not None:
+            process.stalled.set()
+            process.stalled = None
+
+    async def handle_requests(self) -> bool:
+        """Carry out crashes, restarts and stalls the faulty stores asked for; True if any."""
+        acted = False
+        for live in list(self.live):
+            if live.process.dead:
+                await self._replace(live, hard=True)
+                acted = True
+        requested = self.injector.restart_requested
+        if requested is not None:
+            self.injector.restart_requested = None
+            for live in list(self.live):
+                if live.process is requested and not requested.dead:
+                    await self._replace(live, hard=False)
+                    acted = True
+        stalled = self.injector.stall_requested
+        if stalled is not None:
+            self.injector.stall_requested = None
+            if stalled.number == 0 or stalled.dead or self.frozen is not None:
+                if stalled.stalled is not None:
+                    stalled.stalled.set()
+                    stalled.stalled = None
+            else:
+                if len([x for x in self.live if x.process is not stalled]) == 0:
+                    await self.open_process()  # the process that takes the work over
+                self.frozen = (stalled, self.jumps)
+                await self.clock.advance(LEASE + 1.0)
+            acted = True
+        return acted
+
+    # ------------------------------------------------------------------ client
+
+    async def client(self, op: Callable[[sw.Manager], Awaitable[T]]) -> T:
+        """Run a client call, retrying it after injected errors as an application would."""
+        for _ in range(30):
+            await self.handle_requests()
+            live = self.client_live or self.live[-1]
+            try:
+                return await op(live.manager)
+            except (InjectedDbError, ProcessDead):
+                await self.wait_idle()
+        raise AssertionError("a client call failed 30 times in a row")
+
+    async def start(self, top: TopLevel, *, replace: bool = False) -> None:
+        on_conflict = sw.OnConflict.TERMINATE_EXISTING if replace else sw.OnConflict.ATTACH
+        before = set(self.world.runs)
+        call_args = (to_json(top.program), top.key)
+
+        async def op(manager: sw.Manager) -> str | None:
+            # A retried TERMINATE_EXISTING whose first try committed must not replace again.
+            mine = [r for r in self.world.runs if r not in before and self._is_top(r, top.key)]
+            if replace and mine:
+                return mine[0]
+            try:
+                handle = await manager.workflow("interp", *call_args).execute(
+                    idempotency_key=top.key, on_conflict=on_conflict
+                )
+            except sw.WorkflowAlreadyExists:
+                return None  # it had ended: nothing to replace
+            return handle.run_id
+
+        run_id = await self.client(op)
+        if run_id is not None:
+            self.top_runs[top.key] = run_id
+            self.sent.setdefault(run_id, set())
+
+    def _is_top(self, run_id: str, key: str) -> bool:
+        info = self.world.runs[run_id]
+        return info.key == key and info.parent_key is None
+
+    async def send(self, top: TopLevel, label: str, dup: bool, round_: int) -> None:
+        run_id = self.top_runs[top.key]
+        dedupe = f"{label}-{round_}" if dup else None
+        for _ in range(2 if dup else 1):
+
+            async def op(manager: sw.Manager) -> None:
+                try:
+                    await manager.signal(label).send(top.key, f"sig:{label}", dedupe_id=dedupe)
+                except sw.SagawayError as exc:
+                    if "has ended" not in str(exc):
+                        raise  # ended: the signal is not delivered, as documented
+
+            await self.client(op)
+        self.sent[run_id].add(label)
+
+    async def end(self, key: str, cancel: bool) -> None:
+        async def op(manager: sw.Manager) -> None:
+            if cancel:
+                await manager.get_workflow(key).cancel()
+            else:
+                await manager.terminate(key)
+
+        await self.client(op)
+
+    # ------------------------------------------------------------------ time
+
+    def _busy(self) -> bool:
+        # A frozen process's calls wait for the thaw: they are not work in progress.
+        if any(s.inflight for s in self._stores.values() if s.process.stalled is None):
+            return True
+        return self.world.busy()
+
+    async def wait_idle(self) -> None:
+        """Until nothing runs: no store call in flight and no synchronous activity, five
+        looks in a row (a store call is a thread's work: it can take a while on a busy
+        machine)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + IDLE_TIMEOUT
+        quiet = spins = 0
+        while loop.time() < deadline:
+            spins += 1
+            await asyncio.sleep(0 if spins % 4 else 0.001)
+            quiet = 0 if self._busy() else quiet + 1
+            if quiet >= 5:
+                return
+        calls = {n: +store.calls_in_flight for n, store in self._stores.items() if store.inflight}
+        raise AssertionError(
+            "the engine never went idle: store calls in flight by process "
+            f"{calls}, synchronous activities running: {self.world.sync_running}"
+        )
+
+    async def settle(self, done: Callable[[], Awaitable[bool]], budget: float) -> bool:
+        """Run until ``done()`` holds at an idle moment, or ``budget`` virtual seconds pass."""
+        start = self.clock.now()
+        while True:
+            await self.wait_idle()
+            if await self.handle_requests():
+                continue
+            if self.frozen is not None and self.jumps - self.frozen[1] >= STALL_JUMPS:
+                self._unfreeze()
+                continue
+            pending = self.clock.pending()
+            if pending and pending[0][0] <= self.clock.now():
+                await self.clock.advance(0)  # overdue sleepers (registered during a jump) wake
+                continue
+            if await done():
+                if self.frozen is not None:
+                    self._unfreeze()
+                    continue
+                return True
+            if self.settings.idle_slot_check and self.frozen is None:
+                await self.check_idle_slots()
+            if self.clock.now() - start > budget or self.jumps > MAX_JUMPS:
+                if self.frozen is not None:
+                    self._unfreeze()
+                    continue
+                return False
+            if not pending:
+                return False
+            overshoot = next(self.overshoots)
+            self.delayed += overshoot > 0
+            jump = max(pending[0][0] - self.clock.now(), 0.0) + overshoot
+            self.jumps += 1
+            await self.clock.advance(jump)
+
+    # ------------------------------------------------------------------ observations
+
+    def live_owners(self) -> set[str]:
+        return {x.process.owner for x in self.live if x.process.owner and not x.process.dead}
+
+    async def check_idle_slots(self) -> None:
+        """Nothing can happen until the clock moves: a RUNNING workflow holds a worker slot,
+        so it must be doing something (an activity, a retry backoff, a short in-process
+        sleep), not only waiting. Seen twice, a while apart, to be sure it is not a thread's
+        result still on its way to the event loop."""
+        suspects = await self._slot_holders()
+        if not suspects:
+            return
+        await asyncio.sleep(0.05)
+        await self.wait_idle()
+        again = await self._slot_holders()
+        for run_id, what in again.items():
+            if suspects.get(run_id) == what:
+                self.idle_violations[run_id] = what
+
+    async def _slot_holders(self) -> dict[str, str]:
+        assert self.observer is not None
+        found = {}
+        for record in await self.observer.list_workflows(
+            status=sw.WorkflowStatus.RUNNING, limit=1000
+        ):
+            if record.run_id in self.idle_violations:
+                continue
+            owner = next(
+                (x.process for x in self.live if x.process.owner == record.lease_owner), None
+            )
+            if owner is None or owner.dead:
+                continue  # a dead owner's lease runs out; checked at the end
+            program = self.world.runs[record.run_id].program
+            if not self.world.interpreting.get((owner.number, program)):
+                continue  # claimed but not run (a lost acknowledgement): its lease runs out
+            if self.world.executing.get(record.run_id, 0):
+                continue
+            now = self.clock.now() + owner.offset
+            steps = await self.observer.load_steps(record.run_id)
+            if any(s.status is sw.StepStatus.RETRYING for s in steps):
+                continue
+            if any(
+                s.kind is sw.StepKind.SLEEP and s.ended_at is not None and s.ended_at - now <= 1
+                for s in steps
+            ):
+                continue
+            last = max(steps, key=lambda s: (s.started_at, s.call_id), default=None)
+            what = "nothing recorded" if last is None else f"{last.kind.value} {last.name}"
+            found[record.run_id] = (
+                f"run {record.run_id[:8]} ({record.key}) holds a worker slot (RUNNING, owner "
+                f"alive) while only waiting; last step: {what} ({len(steps)} steps)"
+            )
+        return found
+
+    async def statuses(self) -> dict[str, Any]:
+        assert self.observer is not None
+        out = {}
+        for run_id in self.world.runs:
+            record = await self.observer.get_run(run_id)
+            assert record is not None, f"run {run_id} was created but cannot be read"
+            out[run_id] = record
+        return out
+
+    def expectation(self, run_id: str) -> model.Expect:
+        world = self.world
+        info = world.runs[run_id]
+        by_request = world.ended_by_request.get(run_id)
+        if run_id in world.replaced or by_request == "TERMINATED":
+            return model.Expect(frozenset({"TERMINATED"}), compensated=None)
+        if by_request == "CANCELLED":
+            return model.Expect(frozenset({"CANCELLED"}), compensated=None)
+        cancelled_children = frozenset(
+            child.program
+            for child in world.runs.values()
+            if child.parent_key == info.key
+            and world.ended_by_request.get(child.run_id) == "CANCELLED"
+        )
+        env = model.Env(frozenset(self.sent.get(run_id, ())), cancelled_children)
+        return model.expect(self.programs[info.program], env)
+
+    async def all_as_expected(self) -> bool:
+        records = await self.statuses()
+        for run_id, record in records.items():
+            if record.status.value not in self.expectation(run_id).statuses:
+                return False
+        return True
+
+    async def first_phase_done(self) -> bool:
+        records = await self.statuses()
+        return all(
+            records[r].status not in (sw.WorkflowStatus.RUNNING, sw.WorkflowStatus.PENDING)
+            for r in self.top_runs.values()
+        )
+
+
+def _stuck_tasks() -> str:
+    """Where every other task of the loop waits, for a report of a hang."""
+    lines = []
+    for task in asyncio.all_tasks():
+        if task is asyncio.current_task():
+            continue
+        frames = task.get_stack(limit=1)
+        where = f"{frames[-1].f_code.co_filename}:{frames[-1].f_lineno}" if frames else "?"
+        lines.append(f"{task.get_name()} at {where}")
+    return "; ".join(sorted(lines)[:10])

@@ -1,0 +1,195 @@
+"""Faults injected at the Store boundary: a Store that wraps the real one.
+
+Every store verb a process calls gets a number, counted over the whole scenario; the fault plan
+names the numbers it hits and how: raise before the call reaches the database, raise after it
+committed (a lost acknowledgement), crash the process before or after the call, restart it
+gracefully after the call, or freeze it inside the call (a stall, so its lease expires). The
+wrapper also tells the World what the database acknowledged (committed steps, created runs,
+ends by request), which the invariants need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import json
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from sagaway._engine.states import StepKind, StepStatus
+from sagaway.store import Store
+from tests.generative.world import InjectedDbError, Process, ProcessDead, World
+
+_WRITES = frozenset(
+    {
+        "create_workflow",
+        "record_step",
+        "finish_workflow",
+        "suspend_workflow",
+        "release_workflow",
+        "renew_leases",
+        "claim_due",
+        "end_workflow",
+        "retry_now",
+        "send_signal",
+        "receive_signal",
+        "wait_workflow",
+        "wait_for_child",
+    }
+)
+"""Store verbs that change the database: the durable boundaries faults are aimed at."""
+
+_CLIENT_FAULTS: dict[str, str | None] = {
+    "crash_before": "error_before",
+    "crash_after": "lost_ack",
+    "stall": None,
+    "restart_after": None,
+}
+
+
+@dataclasses.dataclass
+class Injector:
+    """The fault plan of one scenario and what it did."""
+
+    faults: dict[int, str]
+    calls: int = 0
+    injected: Counter[str] = dataclasses.field(default_factory=Counter)
+    log: list[str] = dataclasses.field(default_factory=list)
+    restart_requested: Process | None = None
+    stall_requested: Process | None = None
+
+    def take(self, method: str) -> str | None:
+        index = self.calls
+        self.calls += 1
+        kind = self.faults.get(index)
+        if kind is not None:
+            self.injected[kind] += 1
+            self.log.append(f"{kind}@{index}:{method}")
+        return kind
+
+
+class FaultyStore:
+    """Delegates every verb of ``inner``; injects the planned faults; reports to the World."""
+
+    def __init__(
+        self, inner: Store, injector: Injector, process: Process, world: World, *, client: bool
+    ) -> None:
+        self._inner = inner
+        self._client = client
+        """The client's store (a process without workers): it never crashes or stalls, its
+        crash faults become plain errors."""
+        self._injector = injector
+        self._process = process
+        self.process = process
+        self._world = world
+        self.inflight = 0
+        self.calls_in_flight: Counter[str] = Counter()
+        self.url = inner.url
+
+    async def open(self) -> None:
+        await self._inner.open()
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+    async def server_time(self) -> float | None:
+        return await self._inner.server_time()
+
+    async def listen(self, callback: Callable[[str], None]) -> None:
+        process = self._process
+
+        def deliver(payload: str) -> None:
+            if not process.dead:  # a dead process hears nothing
+                callback(payload)
+
+        await self._inner.listen(deliver)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name.startswith("_") or not inspect.iscoroutinefunction(attr):
+            return attr
+        # Reads are not fault targets: faults land on durable boundaries.
+        target = name in _WRITES
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await self._call(name, attr, args, kwargs, target)
+
+        return call
+
+    async def _call(
+        self,
+        name: str,
+        method: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        target: bool,
+    ) -> Any:
+        process = self._process
+        if process.dead:
+            raise ProcessDead(f"process {process.number} is dead ({name})")
+        self.inflight += 1
+        self.calls_in_flight[name] += 1
+        try:
+            await process.wait_unfrozen()
+            if process.dead:
+                raise ProcessDead(f"process {process.number} is dead ({name})")
+            kind = self._injector.take(name) if target else None
+            if self._client and kind is not None:
+                kind = _CLIENT_FAULTS.get(kind, kind)
+            if kind == "error_before":
+                raise InjectedDbError(f"injected: {name} failed before reaching the database")
+            if kind == "crash_before":
+                process.dead = True
+                raise ProcessDead(f"process {process.number} crashed before {name}")
+            if kind == "stall":
+                if process.stalled is None:
+                    self._injector.stall_requested = process
+                    process.stalled = asyncio.Event()
+                await process.wait_unfrozen()
+            result = await method(*args, **kwargs)
+            self._observe(name, args, kwargs, result)
+            if kind == "lost_ack":
+                raise InjectedDbError(f"injected: {name} committed, its acknowledgement was lost")
+            if kind == "crash_after":
+                process.dead = True
+                raise ProcessDead(f"process {process.number} crashed after {name}")
+            if kind == "restart_after":
+                self._injector.restart_requested = process
+            if process.dead:
+                # It died while the call was in flight: the caller never hears back.
+                raise ProcessDead(f"process {process.number} died during {name}")
+            return result
+        finally:
+            self.inflight -= 1
+            self.calls_in_flight[name] -= 1
+
+    def _observe(self, name: str, args: tuple[Any, ...], kw: dict[str, Any], result: Any) -> None:
+        world = self._world
+        steps = []
+        if name == "record_step":
+            steps.append(args[0] if args else kw["step"])
+        elif name in ("finish_workflow", "wait_workflow"):
+            key = "final_step" if name == "finish_workflow" else "step"
+            if kw.get(key) is not None:
+                steps.append(kw[key])
+        for step in steps:
+            if step.status is StepStatus.COMPLETED and step.kind in (
+                StepKind.ACTIVITY,
+                StepKind.COMPENSATION,
+            ):
+                world.committed(step.run_id, step.call_id)
+        if name == "create_workflow":
+            new = args[0] if args else kw["new"]
+            if result.created:
+                program = json.loads(new.args)["program"]["label"]
+                world.created(new.run_id, new.key, new.parent_key, program)
+                if result.replaced_run_id is not None:
+                    world.replaced[result.replaced_run_id] = new.run_id
+        elif name == "end_workflow" and result:
+            world.ended_by_request[args[0] if args else kw["run_id"]] = kw["status"].value
+        if name == "claim_due":
+            self._process.owner = kw["owner"]
+        elif name == "create_workflow" and kw.get("lease") is not None:
+            self._process.owner = kw["lease"].owner

@@ -1,0 +1,148 @@
+"""The promises checked after every scenario, on the World's record and the database."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+import sagaway as sw
+
+if TYPE_CHECKING:
+    from tests.generative.driver import Driver
+    from tests.generative.world import Execution
+
+
+async def check(driver: Driver) -> list[str]:
+    records = await driver.statuses()
+    problems = list(driver.problems)
+    problems += _outcomes(driver, records)
+    problems += _keys(driver)
+    problems += _no_rerun(driver)
+    problems += _compensations(driver, records)
+    problems += _owners(driver, records)
+    problems += list(driver.idle_violations.values())
+    return problems
+
+
+def _name(driver: Driver, run_id: str) -> str:
+    info = driver.world.runs[run_id]
+    return f"{info.key} [{info.program}, run {run_id[:8]}]"
+
+
+def _outcomes(driver: Driver, records: dict[str, Any]) -> list[str]:
+    """Each run ends as the model says, or waits/is suspended where it says."""
+    out = []
+    for run_id, record in records.items():
+        want = driver.expectation(run_id)
+        status = record.status.value
+        got = status
+        if status == "COMPLETED":
+            got += f" result={json.loads(record.result)!r}"
+        elif record.error:
+            err = json.loads(record.error)
+            got += f" error={err.get('type')}: {str(err.get('message'))[:300]!r}"
+        wrong = status not in want.statuses
+        if not wrong and status == "COMPLETED":
+            wrong = json.loads(record.result) != want.result
+        if not wrong and status == "FAILED" and want.error is not None:
+            wrong = want.error not in str(json.loads(record.error or "{}").get("message", ""))
+        if wrong:
+            out.append(f"{_name(driver, run_id)}: expected {want.describe()}, got {got}")
+    return out
+
+
+def _keys(driver: Driver) -> list[str]:
+    """One idempotency key per logical activity call; no key shared by two logical calls."""
+    keys_of: dict[tuple[str, str, bool], set[str]] = defaultdict(set)
+    calls_of: dict[str, set[tuple[str, str, bool]]] = defaultdict(set)
+    for e in driver.world.executions:
+        logical = (e.run_id, e.label, e.compensation)
+        keys_of[logical].add(e.key)
+        calls_of[e.key].add(logical)
+    out = []
+    for (run_id, label, comp), keys in keys_of.items():
+        if len(keys) > 1:
+            what = "compensation" if comp else "activity"
+            out.append(f"{what} {label} of {_name(driver, run_id)} ran under keys {sorted(keys)}")
+    for key, calls in calls_of.items():
+        if len(calls) > 1:
+            described = sorted(
+                f"{'undo ' if c else ''}{label} of {_name(driver, r)}" for r, label, c in calls
+            )
+            out.append(f"idempotency key {key!r} shared by {len(calls)} calls: {described}")
+    return out
+
+
+def _no_rerun(driver: Driver) -> list[str]:
+    """An activity whose completion was committed never executes again."""
+    out = []
+    for e in driver.world.executions:
+        committed = driver.world.commits.get((e.run_id, e.call_id))
+        if committed is not None and e.seq > committed:
+            what = "compensation" if e.compensation else "activity"
+            out.append(
+                f"{what} {e.label} (call {e.call_id}) of {_name(driver, e.run_id)} ran again "
+                f"(attempt {e.attempt}, process {e.process}) after its completion was committed"
+            )
+    return out
+
+
+def _compensations(driver: Driver, records: dict[str, Any]) -> list[str]:
+    """Compensations of completed steps run exactly once, in reverse order of completion."""
+    out = []
+    by_run: dict[str, list[Execution]] = defaultdict(list)
+    for e in driver.world.executions:
+        by_run[e.run_id].append(e)
+    for run_id, record in records.items():
+        want = driver.expectation(run_id)
+        runs = by_run.get(run_id, [])
+        done = [e for e in runs if e.outcome == "ok"]
+        undone_first: dict[str, int] = {}
+        for e in done:
+            if e.compensation:
+                undone_first.setdefault(e.label, e.seq)
+        completed_last: dict[str, int] = {}
+        for e in done:
+            if not e.compensation:
+                completed_last[e.label] = e.seq
+        expected = want.compensated
+        if record.status is sw.WorkflowStatus.CANCELLED and driver.settings.cancel_compensates:
+            expected = frozenset(
+                label
+                for label in completed_last
+                if driver.world.acts[label].compensate != "none"
+                and driver.programs[driver.world.runs[run_id].program].saga != "none"
+            )
+        if expected is None or record.status.value not in want.statuses:
+            continue  # the outcome check reports it
+        got = set(undone_first)
+        if got != expected:
+            out.append(
+                f"{_name(driver, run_id)} ({record.status.value}): compensated {sorted(got)}, "
+                f"expected {sorted(expected)}"
+            )
+            continue
+        order = sorted(got, key=lambda label: undone_first[label])
+        forward = sorted(got, key=lambda label: completed_last.get(label, -1), reverse=True)
+        if order != forward:
+            out.append(
+                f"{_name(driver, run_id)}: compensations ran in order {order}, the steps "
+                f"completed in order {forward[::-1]}"
+            )
+    return out
+
+
+def _owners(driver: Driver, records: dict[str, Any]) -> list[str]:
+    """Nothing stays RUNNING without a live owner."""
+    out = []
+    owners = driver.live_owners()
+    for run_id, record in records.items():
+        if record.status is not sw.WorkflowStatus.RUNNING:
+            continue
+        if record.lease_owner not in owners:
+            out.append(
+                f"{_name(driver, run_id)} is RUNNING, owner {record.lease_owner} is not a live "
+                f"process (lease expires {record.lease_expires_at})"
+            )
+    return out

@@ -1,0 +1,70 @@
+"""One scenario from start to checks: the client's actions in order, then the invariants."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+from tests.generative import invariants
+from tests.generative.driver import FINAL_BUDGET, FIRST_BUDGET, Driver
+from tests.generative.program import Scenario
+from tests.generative.settings import GenSettings
+
+
+@dataclasses.dataclass
+class Report:
+    problems: list[str]
+    faults: Counter[str]
+    """Store faults injected, by kind, and ``delayed_wakeup`` clock jumps."""
+    runs: int
+    processes: int
+    store_calls: int
+    jumps: int
+    settled: bool
+    fault_log: list[str]
+
+
+async def run_scenario(scenario: Scenario, settings: GenSettings, url: str) -> Report:
+    driver = Driver(scenario, settings, url)
+    async with driver.running():
+        for top in scenario.workflows:
+            await driver.start(top)
+        for top in scenario.workflows:
+            for label, when, dup in top.signals:
+                if when == "before":
+                    await driver.send(top, label, dup, 1)
+        await driver.settle(driver.first_phase_done, FIRST_BUDGET)
+        for top in scenario.workflows:
+            for label, when, dup in top.signals:
+                if when == "after":
+                    await driver.send(top, label, dup, 1)
+            if top.cancel:
+                await driver.end(top.key, cancel=True)
+            if top.restart:
+                old = driver.top_runs[top.key]
+                await driver.start(top, replace=True)
+                if driver.top_runs[top.key] != old:
+                    for label, when, dup in top.signals:
+                        if when != "never":
+                            await driver.send(top, label, dup, 2)
+            if top.cancel_child:
+                children = sorted(
+                    (r for r in driver.world.runs.values() if r.parent_key == top.key),
+                    key=lambda r: r.seq,
+                )
+                if children:
+                    await driver.end(children[0].key, cancel=True)
+        settled = await driver.settle(driver.all_as_expected, FINAL_BUDGET)
+        problems = await invariants.check(driver)
+        seen = len(driver.problems)
+    problems += driver.problems[seen:]  # found while closing the processes
+    return Report(
+        problems=problems,
+        faults=driver.injector.injected + Counter(delayed_wakeup=driver.delayed),
+        runs=len(driver.world.runs),
+        processes=driver.processes_opened,
+        store_calls=driver.injector.calls,
+        jumps=driver.jumps,
+        settled=settled,
+        fault_log=driver.injector.log,
+    )

@@ -1,0 +1,322 @@
+"""The world outside the engine: what activities did, and the workflow that interprets programs.
+
+Activities and the interpreter are registered on every Manager ("process") of a scenario; they
+close over that process, so a dead process runs no effects. The World records every activity
+execution (with its idempotency key and the order of events), every committed step the store
+acknowledged, and every execution the store created; the invariants are checked on that record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+from typing import TYPE_CHECKING, Any
+
+import sagaway as sw
+from tests.generative.program import (
+    RETRY_ATTEMPTS,
+    Act,
+    Child,
+    Gather,
+    Node,
+    Program,
+    Receive,
+    Sleep,
+    from_json,
+)
+
+if TYPE_CHECKING:
+    from sagaway.testing import FakeClock
+
+
+class ProcessDead(Exception):
+    """The simulated process has crashed: nothing it does reaches the database or the world."""
+
+
+class InjectedDbError(Exception):
+    """A database error injected at the Store boundary (before or after the call committed)."""
+
+
+class ActivityFailure(Exception):
+    """An incompletable failure of an activity (any exception that is not a sagaway error)."""
+
+
+@dataclasses.dataclass
+class Execution:
+    seq: int
+    process: int
+    run_id: str
+    call_id: str
+    label: str
+    key: str
+    attempt: int
+    compensation: bool
+    outcome: str = "running"
+    """running, ok (the effect happened), error, dead."""
+    end_seq: int = -1
+
+
+@dataclasses.dataclass
+class RunInfo:
+    run_id: str
+    key: str
+    parent_key: str | None
+    program: str
+    """Label of the program it runs."""
+    seq: int
+
+
+class World:
+    """Everything that happened outside the engine's own state, in one order (``seq``)."""
+
+    def __init__(self, clock: FakeClock, acts: dict[str, Act]) -> None:
+        self.clock = clock
+        self.acts = acts
+        self._seq = itertools.count()
+        self.executions: list[Execution] = []
+        self.attempts: dict[tuple[str, str, bool], int] = {}
+        self.executing: dict[str, int] = {}
+        """Activities running now, by run id."""
+        self.sync_running = 0
+        self.interpreting: dict[tuple[int, str], int] = {}
+        """(process number, program label) -> workflow functions running it there now."""
+        self.commits: dict[tuple[str, str], int] = {}
+        """(run id, call id) -> seq at which the store acknowledged its COMPLETED outcome."""
+        self.runs: dict[str, RunInfo] = {}
+        self.replaced: dict[str, str] = {}
+        """run id -> the run that replaced it (TERMINATE_EXISTING)."""
+        self.ended_by_request: dict[str, str] = {}
+        """run id -> CANCELLED/TERMINATED, when end_workflow said it changed the run."""
+
+    def tick(self) -> int:
+        return next(self._seq)
+
+    def busy(self) -> bool:
+        return self.sync_running > 0
+
+    # ------------------------------------------------------------------ activities
+
+    def begin(self, process: Process, label: str) -> Execution:
+        if process.dead:
+            raise ProcessDead(f"process {process.number} is dead")
+        info = sw.activity_info()
+        slot = (info.run_id, label, info.is_compensation)
+        attempt = self.attempts[slot] = self.attempts.get(slot, 0) + 1
+        execution = Execution(
+            self.tick(),
+            process.number,
+            info.run_id,
+            info.call_id,
+            label,
+            info.idempotency_key,
+            attempt,
+            info.is_compensation,
+        )
+        self.executions.append(execution)
+        self.executing[info.run_id] = self.executing.get(info.run_id, 0) + 1
+        return execution
+
+    def end(self, process: Process, execution: Execution, outcome: str) -> None:
+        self.executing[execution.run_id] -= 1
+        execution.outcome = "dead" if process.dead else outcome
+        execution.end_seq = self.tick()
+
+    def behave(self, execution: Execution) -> str:
+        """Raise what the activity's spec says for this attempt, or return its value."""
+        act = self.acts[execution.label]
+        n = execution.attempt
+        if execution.compensation:
+            if act.compensate == "fail_once" and n == 1:
+                raise sw.RetryableError(f"undo {execution.label} failed once")
+            return f"undone:{execution.label}"
+        kind = act.kind
+        if kind == "completable":
+            raise sw.CompletableError(execution.label, code=execution.label)
+        if kind == "retry_ok" and n <= act.fails:
+            raise sw.RetryableError(f"{execution.label} busy")
+        if kind == "retry_exhaust":
+            raise sw.RetryableError(f"{execution.label} always busy")
+        if (kind == "fail_once" and n == 1) or kind == "fail_always":
+            raise ActivityFailure(f"{execution.label} broke")
+        if kind == "base_once" and n == 1:
+            if act.sync:
+                raise SystemExit(f"{execution.label} called sys.exit")
+            raise asyncio.CancelledError(f"{execution.label} leaked a CancelledError")
+        return execution.label
+
+    # ------------------------------------------------------------------ store observations
+
+    def committed(self, run_id: str, call_id: str) -> None:
+        self.commits.setdefault((run_id, call_id), self.tick())
+
+    def created(self, run_id: str, key: str, parent_key: str | None, program: str) -> None:
+        if run_id not in self.runs:
+            self.runs[run_id] = RunInfo(run_id, key, parent_key, program, self.tick())
+
+
+@dataclasses.dataclass(eq=False)
+class Process:
+    """One simulated worker process: a Manager and the liveness of everything it runs."""
+
+    number: int
+    dead: bool = False
+    stalled: asyncio.Event | None = None
+    """Set while the process runs; cleared while it is frozen (see the stall fault)."""
+    owner: str | None = None
+    """The engine's lease owner name, learnt from its claims."""
+    offset: float = 0.0
+    """The engine's clock minus the FakeClock (PostgreSQL: the server's clock is used)."""
+
+    async def wait_unfrozen(self) -> None:
+        if self.stalled is not None:
+            await self.stalled.wait()
+
+
+RETRY = sw.RetryPolicy(initial_interval=1.0, backoff_coefficient=2.0, maximum_attempts=3)
+assert RETRY.maximum_attempts == RETRY_ATTEMPTS
+
+
+def install(manager: sw.Manager, world: World, process: Process) -> None:
+    """Register the activities and the program interpreter on ``manager``."""
+
+    @manager.register_activity(name="act_async", retry=RETRY)
+    async def act_async(label: str) -> str:
+        # Begun before a freeze takes effect: the engine had decided to run it, and a pause
+        # can always come between that decision and the effect (at-least-once).
+        execution = world.begin(process, label)
+        try:
+            await process.wait_unfrozen()
+            delay = world.acts[label].delay
+            if delay and not execution.compensation:
+                await world.clock.sleep(delay)
+                await process.wait_unfrozen()
+                if process.dead:
+                    raise ProcessDead(f"process {process.number} died during {label}")
+            value = world.behave(execution)
+        except BaseException:
+            world.end(process, execution, "error")
+            raise
+        world.end(process, execution, "ok")
+        return value
+
+    @manager.register_activity(name="act_sync", retry=RETRY)
+    def act_sync(label: str) -> str:
+        world.sync_running += 1
+        try:
+            execution = world.begin(process, label)
+            try:
+                value = world.behave(execution)
+            except BaseException:
+                world.end(process, execution, "error")
+                raise
+            world.end(process, execution, "ok")
+            return value
+        finally:
+            world.sync_running -= 1
+
+    @manager.register_workflow(name="interp")
+    async def interp(program: dict[str, Any], own_key: str | None = None) -> list[Any]:
+        prog: Program = from_json(program)
+        where = (process.number, prog.label)
+        world.interpreting[where] = world.interpreting.get(where, 0) + 1
+        try:
+            return await Interpreter(manager, own_key, act_sync, act_async, interp).run(prog)
+        finally:
+            world.interpreting[where] -= 1
+
+
+class Interpreter:
+    """Runs a program's nodes as durable calls (one instance per workflow run)."""
+
+    def __init__(
+        self, manager: sw.Manager, own_key: str | None, act_sync: Any, act_async: Any, wf: Any
+    ) -> None:
+        self.manager = manager
+        self.own_key = own_key
+        self.act_sync = act_sync
+        self.act_async = act_async
+        self.wf = wf
+        self.saga: sw.Saga | None = None
+        self.children = 0
+
+    async def run(self, program: Program) -> list[Any]:
+        out: list[Any] = []
+        if program.saga == "none":
+            await self.body(program.body, out)
+        elif program.saga == "with":
+            async with sw.Saga() as saga:
+                self.saga = saga
+                await self.body(program.body, out)
+        else:
+            self.saga = sw.Saga()
+            try:
+                await self.body(program.body, out)
+            except sw.CompletableError:
+                await self.saga.execute()
+                raise
+        return out
+
+    async def body(self, nodes: tuple[Node, ...], out: list[Any]) -> None:
+        for node in nodes:
+            await self.node(node, out)
+
+    async def node(self, node: Node, out: list[Any]) -> None:
+        manager = self.manager
+        if isinstance(node, Act):
+            fn = self.act_sync if node.sync else self.act_async
+            try:
+                value = await manager.activity(fn, node.label).execute_get()
+            except Exception:
+                if not node.catch:
+                    raise
+                value = f"caught:{node.label}"
+            else:
+                if self.saga is not None and node.compensate != "none":
+                    self.saga.add_compensation(fn, node.label)
+            out.append(value)
+        elif isinstance(node, Gather):
+            outs: list[list[Any]] = [[] for _ in node.branches]
+            results = await asyncio.gather(
+                *(self.body(b, o) for b, o in zip(node.branches, outs, strict=True)),
+                return_exceptions=True,
+            )
+            # Every branch has finished: raise the engine's own signals first, then the first
+            # branch's error in branch order, so the outcome does not depend on timing.
+            for r in results:
+                if isinstance(r, BaseException) and not isinstance(r, Exception):
+                    raise r
+            for r in results:
+                if isinstance(r, BaseException):
+                    raise r
+            for o in outs:
+                out.extend(o)
+        elif isinstance(node, Child):
+            await self.child(node, out)
+        elif isinstance(node, Receive):
+            try:
+                value = await manager.signal(node.label).receive(str, timeout=node.timeout)
+            except sw.SignalTimeout:
+                value = f"timeout:{node.label}"
+            out.append(value)
+        elif isinstance(node, Sleep):
+            await manager.sleep(node.seconds)
+
+    async def child(self, node: Child, out: list[Any]) -> None:
+        from tests.generative.program import to_json
+
+        self.children += 1
+        key: str | None = None
+        if node.key == "user":
+            key = f"child-{node.label}"
+        elif node.key == "slash" and self.own_key is not None:
+            key = f"{self.own_key}/{self.children}"
+        call = self.manager.workflow(self.wf, to_json(node.program), key)
+        if node.mode == "get":
+            out.append(await call.execute_get(idempotency_key=key))
+            return
+        handle = await call.execute(idempotency_key=key)
+        if node.mode == "start":
+            out.append(f"started:{node.label}")
+            return
+        out.append(await handle.result())

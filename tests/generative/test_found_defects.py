@@ -36,12 +36,6 @@ async def wait_for_status(
     return await asyncio.wait_for(poll(), timeout)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a gather branch's timer begun while another branch runs an activity is slept in "
-    "the worker and keeps its slot until it fires (found by the generative test; the "
-    "child-wait form is issue 12 defect 4)",
-)
 async def test_gather_timer_beside_activity_holds_worker_slot(db_url: str) -> None:
     clock = FakeClock()
     manager = make_manager(db_url, clock, concurrency=1)
@@ -76,12 +70,6 @@ async def test_gather_timer_beside_activity_holds_worker_slot(db_url: str) -> No
         assert await second.result(timeout=3) == "quick"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 12 defect 1: after a restart a parallel saga's recorded calls return in start "
-    "order, so the compensations run in another order, and one compensation reuses the call id "
-    "(and idempotency key) of another",
-)
 async def test_parallel_saga_compensates_in_completion_order_after_restart(db_url: str) -> None:
     clock = FakeClock()
     undone: list[tuple[str, str]] = []
@@ -135,11 +123,6 @@ async def test_parallel_saga_compensates_in_completion_order_after_restart(db_ur
     assert len({key for _, key in undone}) == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 12 defect 2: the engine's default child key <key>/<n> makes the child's "
-    "activity key <key>/<n>/<m> equal the parent's activity <m> in gather branch <n>",
-)
 async def test_default_child_key_does_not_collide_with_a_gather_branch(db_url: str) -> None:
     clock = FakeClock()
     manager = make_manager(db_url, clock)
@@ -163,11 +146,6 @@ async def test_default_child_key_does_not_collide_with_a_gather_branch(db_url: s
     assert len(set(keys.values())) == 3, keys
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 12 defect 3: the run started by OnConflict.TERMINATE_EXISTING reuses the "
-    "terminated run's activity keys",
-)
 async def test_terminate_existing_starts_a_new_key_space(db_url: str) -> None:
     clock = FakeClock()
     manager = make_manager(db_url, clock)
@@ -194,11 +172,6 @@ async def test_terminate_existing_starts_a_new_key_space(db_url: str) -> None:
     assert keys[0][1] != keys[1][1], keys
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 12 defect 7: a parent waiting for a cancelled child is SUSPENDED for ever "
-    "instead of ending with its compensations run",
-)
 async def test_parent_of_a_cancelled_child_ends_and_compensates(db_url: str) -> None:
     clock = FakeClock()
     manager = make_manager(db_url, clock)
@@ -276,13 +249,6 @@ async def test_cancel_runs_the_compensations_of_completed_steps(db_url: str) -> 
     assert undone == ["release"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by the generative test: a gather branch is numbered when it makes its first "
-    "own durable call, and a branch whose first calls are in an inner gather makes it only once "
-    "that gather ends, in an order set by timing; replay numbers it otherwise, so a call is "
-    "given another call's recorded result (same activity: no NonDeterminismError)",
-)
 async def test_replayed_branches_get_their_own_recorded_results(db_url: str) -> None:
     clock = FakeClock()
     manager = make_manager(db_url, clock)

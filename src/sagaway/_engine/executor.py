@@ -118,6 +118,9 @@ class Execution:
         """First incompletable failure; the run will be suspended with it."""
         self.cancel_requested = False
         self.inflight = 0
+        self._inflight_dropped = asyncio.Event()
+        """Set when a durable call stops being in flight: a timer waiting in the worker looks
+        again whether it is now all that runs, and can unload the workflow."""
         """Durable calls running now (activities, in-worker waits): a workflow is unloaded to
         wait durably only when nothing else of it is running."""
         self.slot = slot
@@ -489,6 +492,7 @@ class Execution:
                 return defn.codec.decode_result(result)
         finally:
             self.inflight -= 1
+            self._inflight_dropped.set()
 
     def _classify(self, exc: BaseException, compensation: bool) -> StepStatus:
         if compensation:
@@ -545,6 +549,7 @@ class Execution:
         finally:
             self.inflight -= 1
             self.waiting -= 1
+            self._inflight_dropped.set()
 
     @_engine_code
     async def call_sleep(self, seconds: float, call_id: str) -> None:
@@ -582,9 +587,20 @@ class Execution:
             await self._wait(waiting_for="timer", next_run_at=wake_at, step=step)
         if step is not None:
             await self._record(step)
-        if remaining > 0:
+        while True:
             with self._waiting_here():
-                await engine.clock.sleep(remaining)
+                while True:
+                    left = wake_at - engine.clock.now()
+                    if left <= 0:
+                        return
+                    if left >= _WAIT_IN_PROCESS and self.inflight == 1:
+                        break  # begun beside other work, which has ended: only this timer is left
+                    self._inflight_dropped.clear()
+                    await wait_event_or_sleep(self._inflight_dropped, engine.clock, left)
+            # Wait durably instead of holding a lease (and memory) until the timer fires.
+            await self._before_durable_action()
+            if self.inflight == 0:
+                await self._wait(waiting_for="timer", next_run_at=wake_at, step=None)
 
     async def _wait(
         self, *, waiting_for: str, next_run_at: float | None, step: StepRecord | None

@@ -43,15 +43,23 @@ class Saga:
         return len(self._compensations)
 
     async def execute(self) -> None:
-        """Run the compensations in reverse order, each durably, each until it succeeds."""
+        """Run the compensations in reverse order of completion, each durably, each until it
+        succeeds. Activities of the workflow still running in other branches (a gather whose
+        other branch failed) are waited for first: a step whose outcome is unknown cannot be
+        undone, and one that completes is undone before the steps that completed earlier."""
         execution = context.current_execution()
         if execution is None:
             raise errors.SagawayError(
                 "Saga.execute() runs compensations as durable activities: call it inside a workflow"
             )
         registry = execution.engine.registry
-        self._compensations.sort(key=lambda entry: entry[0])  # stable: ties keep their order
-        while self._compensations:
+        while True:
+            # Activities still running in other branches first: their steps may complete and
+            # must then be undone before the steps that completed earlier.
+            await execution.settle()
+            if not self._compensations:
+                break
+            self._compensations.sort(key=lambda entry: entry[0])  # stable: ties keep their order
             _, fn, args, kwargs = self._compensations.pop()
             defn = registry.activity(fn)
             _, call_id, seq = context.next_call_id()

@@ -19,7 +19,7 @@ async def check(driver: Driver) -> list[str]:
     problems += _outcomes(driver, records)
     problems += _keys(driver)
     problems += _no_rerun(driver)
-    problems += _compensations(driver, records)
+    problems += _compensations(driver, records, await _completion_times(driver, records))
     problems += _owners(driver, records)
     problems += list(driver.idle_violations.values())
     return problems
@@ -88,7 +88,27 @@ def _no_rerun(driver: Driver) -> list[str]:
     return out
 
 
-def _compensations(driver: Driver, records: dict[str, Any]) -> list[str]:
+async def _completion_times(
+    driver: Driver, records: dict[str, Any]
+) -> dict[tuple[str, str], float]:
+    """When each recorded step's outcome reached its workflow, by (run id, call id).
+
+    The order the promise is about is the order in which the workflow received the outcomes:
+    two activities finishing at nearly the same moment (one in a thread, one on the loop) can
+    reach it in either order, so the end of the activity function is not that order.
+    """
+    assert driver.observer is not None
+    times: dict[tuple[str, str], float] = {}
+    for run_id in records:
+        for step in await driver.observer.load_steps(run_id):
+            if step.ended_at is not None:
+                times[(run_id, step.call_id)] = step.ended_at
+    return times
+
+
+def _compensations(
+    driver: Driver, records: dict[str, Any], completed_at: dict[tuple[str, str], float]
+) -> list[str]:
     """Compensations of completed steps run exactly once, in reverse order of completion."""
     out = []
     by_run: dict[str, list[Execution]] = defaultdict(list)
@@ -102,10 +122,10 @@ def _compensations(driver: Driver, records: dict[str, Any]) -> list[str]:
         for e in done:
             if e.compensation:
                 undone_first.setdefault(e.label, e.seq)
-        completed_last: dict[str, int] = {}
+        completed_last: dict[str, float] = {}
         for e in done:
             if not e.compensation:
-                completed_last[e.label] = e.seq
+                completed_last[e.label] = completed_at.get((run_id, e.call_id), float(e.end_seq))
         expected = want.compensated
         if record.status is sw.WorkflowStatus.CANCELLED and driver.settings.cancel_compensates:
             expected = frozenset(

@@ -118,9 +118,13 @@ class Execution:
         """First incompletable failure; the run will be suspended with it."""
         self.cancel_requested = False
         self.inflight = 0
+        self.forward_calls = 0
+        """Activity calls (not compensations) being made now, retries included (``settle``)."""
         self._inflight_dropped = asyncio.Event()
-        """Set when a durable call stops being in flight: a timer waiting in the worker looks
-        again whether it is now all that runs, and can unload the workflow."""
+        self._wakers: set[asyncio.Event] = set()
+        """Set when a durable call stops being in flight: a wait in the worker (a timer, a
+        signal, a child's end) looks again whether it is now all that runs, and can unload the
+        workflow instead of holding its lease until the next poll."""
         """Durable calls running now (activities, in-worker waits): a workflow is unloaded to
         wait durably only when nothing else of it is running."""
         self.slot = slot
@@ -399,6 +403,42 @@ class Execution:
         compensation: bool = False,
     ) -> Any:
         """Run (or replay) one activity call and return its result."""
+        if compensation:
+            return await self._call_activity(
+                defn, args, kwargs, call_id, seq, policy=policy, timeout=timeout, compensation=True
+            )
+        self.forward_calls += 1
+        try:
+            return await self._call_activity(
+                defn, args, kwargs, call_id, seq, policy=policy, timeout=timeout
+            )
+        finally:
+            self.forward_calls -= 1
+            self._note_dropped()
+
+    async def settle(self) -> None:
+        """Wait until no activity of the workflow runs (compensations aside).
+
+        A saga compensates only steps whose outcome is known, in reverse order of completion:
+        when a gather branch fails, its siblings' activities still run, and their steps must
+        complete (and register their compensations) before the first compensation is chosen.
+        """
+        while self.forward_calls:
+            self._inflight_dropped.clear()
+            await self._inflight_dropped.wait()
+
+    async def _call_activity(
+        self,
+        defn: ActivityDef,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        call_id: str,
+        seq: int,
+        *,
+        policy: retry.RetryPolicy,
+        timeout: float | None,
+        compensation: bool = False,
+    ) -> Any:
         self._check_usable()
         kind = StepKind.COMPENSATION if compensation else StepKind.ACTIVITY
         previous = self._replayed(call_id, kind, defn.name)
@@ -492,7 +532,7 @@ class Execution:
                 return defn.codec.decode_result(result)
         finally:
             self.inflight -= 1
-            self._inflight_dropped.set()
+            self._note_dropped()
 
     def _classify(self, exc: BaseException, compensation: bool) -> StepStatus:
         if compensation:
@@ -537,6 +577,16 @@ class Execution:
             if self.activities == 0 and self.waiting and self.slot is not None:
                 self.slot.release()  # the last activity ended while branches wait
 
+    async def _inflight_dropped_wait(self) -> None:
+        self._inflight_dropped.clear()
+        await self._inflight_dropped.wait()
+
+    def _note_dropped(self) -> None:
+        """A durable call is no longer in flight: waits in the worker look again."""
+        self._inflight_dropped.set()
+        for waker in self._wakers:
+            waker.set()
+
     @contextlib.contextmanager
     def _waiting_here(self) -> Iterator[None]:
         """A branch waits in the worker: with no activity running, the slot is given back."""
@@ -549,7 +599,7 @@ class Execution:
         finally:
             self.inflight -= 1
             self.waiting -= 1
-            self._inflight_dropped.set()
+            self._note_dropped()
 
     @_engine_code
     async def call_sleep(self, seconds: float, call_id: str) -> None:
@@ -711,13 +761,20 @@ class Execution:
                 if unload:
                     self.unloading = True
                     raise _Unload()
+                if self.inflight == 0 and not expired:
+                    continue  # the other work ended during the read: unload now, not at a poll
                 # Another branch is busy: wait here, woken by a local send or by polling.
                 wait = engine.poll_interval
                 if deadline is not None:
                     wait = min(wait, max(deadline - now, 0.0))
                 with self._waiting_here():
                     watcher.clear()
-                    await wait_event_or_sleep(watcher, engine.clock, wait)
+                    # Woken too when the other work of the workflow ends: it may unload then.
+                    self._wakers.add(watcher)
+                    try:
+                        await wait_event_or_sleep(watcher, engine.clock, wait)
+                    finally:
+                        self._wakers.discard(watcher)
         finally:
             engine.channel.unwatch_signals(self.record.run_id, watcher)
 
@@ -788,8 +845,20 @@ class Execution:
             if unload:
                 self.unloading = True
                 raise _Unload()
+            if self.inflight == 0:
+                continue  # the other work ended during the read: unload now, not at a poll
             with self._waiting_here():
-                await engine.wait_for_end(child.run_id, child_key, None)
+                ended = asyncio.ensure_future(engine.wait_for_end(child.run_id, child_key, None))
+                dropped = asyncio.ensure_future(self._inflight_dropped_wait())
+                try:
+                    # Until the child ends, or the other work of this workflow does (then the
+                    # next turn unloads it to wait durably).
+                    await asyncio.wait({ended, dropped}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    ended.cancel()
+                    dropped.cancel()
+                if ended.done() and not ended.cancelled():
+                    ended.result()  # an engine error surfaces here
         status = (
             StepStatus.COMPLETED if child.status is WorkflowStatus.COMPLETED else StepStatus.FAILED
         )

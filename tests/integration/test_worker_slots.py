@@ -121,8 +121,9 @@ async def test_a_parent_waiting_on_its_child_gives_its_slot_back(db_url: str) ->
                 return kid is not None and kid.holds_slot and kid.activities == 1
 
             states = await until(worker, child_runs)
-            p = by_key(states, "p")
-            assert p is not None and p.only_waits and not p.holds_slot
+            # Only waiting, the parent holds no slot: it has unloaded (WAITING, no task here).
+            assert by_key(states, "p") is None
+            assert (await handle.describe()).waiting_for == "child:kid"
             assert worker.slots_held == 1
 
             child_gate.set()

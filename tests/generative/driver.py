@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -174,6 +175,7 @@ class Driver:
 
     async def _close(self, live: _Live) -> None:
         """Close a process's Manager; one that does not return in time is a finding."""
+        live.process.closing = True  # nothing to freeze it while it closes
         task = asyncio.ensure_future(live.close())
         done, _ = await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
         if not done:
@@ -383,6 +385,7 @@ class Driver:
 
     async def _slot_holders(self) -> dict[str, str]:
         assert self.observer is not None
+        await self.discover()
         found = {}
         for record in await self.observer.list_workflows(
             status=sw.WorkflowStatus.RUNNING, limit=1000
@@ -416,8 +419,18 @@ class Driver:
             )
         return found
 
+    async def discover(self) -> None:
+        """Learn runs whose creation the faulty store did not see complete (its caller was
+        cancelled while the insert committed, as a closing process's are)."""
+        assert self.observer is not None
+        for record in await self.observer.list_workflows(status=None, limit=10_000):
+            if record.run_id not in self.world.runs:
+                program = json.loads(record.args)["program"]["label"]
+                self.world.created(record.run_id, record.key, record.parent_key, program)
+
     async def statuses(self) -> dict[str, Any]:
         assert self.observer is not None
+        await self.discover()
         out = {}
         for run_id in self.world.runs:
             record = await self.observer.get_run(run_id)

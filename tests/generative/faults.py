@@ -143,7 +143,7 @@ class FaultyStore:
             if kind == "crash_before":
                 process.dead = True
                 raise ProcessDead(f"process {process.number} crashed before {name}")
-            if kind == "stall":
+            if kind == "stall" and not process.closing:
                 if process.stalled is None:
                     self._injector.stall_requested = process
                     process.stalled = asyncio.Event()

@@ -215,11 +215,16 @@ def _act_kinds(s: GenSettings) -> list[ActKind]:
 
 
 @st.composite
-def _act(draw: st.DrawFn, s: GenSettings, labels: _Labels, compensable: bool) -> Act:
+def _act(
+    draw: st.DrawFn, s: GenSettings, labels: _Labels, compensable: bool, in_gather: bool
+) -> Act:
     sync_choices = [b for b, on in ((True, s.sync_activities), (False, s.async_activities)) if on]
     sync = draw(st.sampled_from(sync_choices))
     # "ok" is listed twice: most steps succeed, as in real workflows.
-    kind = draw(st.sampled_from(["ok", *_act_kinds(s)]))
+    kinds = ["ok", *_act_kinds(s)]
+    if in_gather and not s.business_errors_in_gather:
+        kinds = [k for k in kinds if k != "completable"]
+    kind = draw(st.sampled_from(kinds))
     comp_choices: list[Literal["none", "ok", "fail_once"]] = ["none"]
     if compensable:
         comp_choices += ["ok", "ok"]  # twice: most compensations succeed at once
@@ -253,7 +258,7 @@ class _Ctx:
 def _node(s: GenSettings, ctx: _Ctx) -> st.SearchStrategy[Node]:
     labels = ctx.labels
     compensable = (s.saga_with or s.saga_explicit) and (not ctx.in_gather or s.compensated_gather)
-    options: list[st.SearchStrategy[Node]] = [_act(s, labels, compensable)]
+    options: list[st.SearchStrategy[Node]] = [_act(s, labels, compensable, ctx.in_gather)]
     waits = not ctx.in_gather or s.waits_beside_activities
     if s.timers:
         seconds = [0.5, 30.0, 3600.0] if waits else [0.5]

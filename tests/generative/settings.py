@@ -55,6 +55,11 @@ class GenSettings:
     (test_found_defects.py::test_replayed_branches_get_their_own_recorded_results): such a
     branch is numbered at its first own durable call, after the inner gather, in an order set
     by timing; replay numbers it otherwise and hands a call another call's recorded result."""
+    business_errors_in_gather: bool = False
+    """Completable errors inside gather branches. Off, with database faults on: defect 12 in
+    another shape (no ``except`` in workflow code): a store error raised into one branch (a
+    retry's RETRYING record failed) is dropped when another branch's business error is the
+    one raised, and the workflow ends FAILED instead of resuming."""
     children_beside_gather: bool = False
     """A workflow that both starts children and gathers branches. Off: defect 2 again, with
     the engine's default child keys: the child started by call ``n`` has key ``<key>/<n>``, so

@@ -163,6 +163,8 @@ class Process:
     dead: bool = False
     stalled: asyncio.Event | None = None
     """Set while the process runs; cleared while it is frozen (see the stall fault)."""
+    closing: bool = False
+    """Its Manager is closing (the driver waits for that: a stall would hang it)."""
     owner: str | None = None
     """The engine's lease owner name, learnt from its claims."""
     offset: float = 0.0

@@ -1,9 +1,10 @@
 """What the generator may build and which faults it may inject: one switch per building block.
 
-A switch is off by default only when a known, open engine defect makes every program that uses
-it fail; the reason is written next to it. Turn one on (``--gen-enable=NAME,...`` or the
-``SAGAWAY_GEN_ENABLE`` environment variable) when its fix lands, and flip its default once the
-generative run passes with it. ``--gen-enable=all`` turns everything on (expect failures).
+A switch is off by default only when a known, open engine defect (or a feature not built yet)
+makes every program that uses it fail; the reason is written next to it. Turn one on
+(``--gen-enable=NAME,...`` or the ``SAGAWAY_GEN_ENABLE`` environment variable) when its fix
+lands, and flip its default once the generative run passes with it. ``--gen-enable=all`` turns
+everything on.
 """
 
 from __future__ import annotations
@@ -42,56 +43,45 @@ class GenSettings:
     cancel: bool = True
     """``handle.cancel()`` of a top-level workflow at a random point."""
 
-    compensated_gather: bool = False
-    """Compensations added inside ``asyncio.gather`` branches. Off: issue 12 defect 1 (after a
-    restart the branches' recorded calls return in start order, so the compensations run in
-    another order than the steps completed; with one activity for every undo, a compensation is
-    skipped and another runs twice)."""
-    user_child_keys: bool = False
-    """Child keys chosen by the workflow, including ``<own key>/<n>``. Off: defect 2 (keys of
-    activities in the child and in the parent's branches collide)."""
-    branches_opening_with_gather: bool = False
-    """Gather branches whose first step is an inner gather. Off: found by this test
-    (test_found_defects.py::test_replayed_branches_get_their_own_recorded_results): such a
-    branch is numbered at its first own durable call, after the inner gather, in an order set
-    by timing; replay numbers it otherwise and hands a call another call's recorded result."""
-    business_errors_in_gather: bool = False
-    """Completable errors inside gather branches. Off, with database faults on: defect 12 in
-    another shape (no ``except`` in workflow code): a store error raised into one branch (a
-    retry's RETRYING record failed) is dropped when another branch's business error is the
-    one raised, and the workflow ends FAILED instead of resuming."""
-    children_beside_gather: bool = False
-    """A workflow that both starts children and gathers branches. Off: defect 2 again, with
-    the engine's default child keys: the child started by call ``n`` has key ``<key>/<n>``, so
-    its activity ``m`` has key ``<key>/<n>/<m>``, the key of the parent's activity ``m`` in
-    gather branch ``n``."""
-    terminate_restart: bool = False
-    """``OnConflict.TERMINATE_EXISTING`` on a live workflow. Off: defect 3 (the new run reuses the
-    old run's activity keys)."""
-    slow_activities: bool = False
-    """Async activities that take (virtual) time, gathered beside child waits. Off: defect 4
-    (a parent waiting for a child in a branch holds its worker slot; with every slot held the
-    children never run)."""
-    waits_beside_activities: bool = False
+    # Each switch below was off while the defect named with it was open (the reproduction is
+    # in test_found_defects.py or tests/integration/test_composition.py); all are fixed now.
+    compensated_gather: bool = True
+    """Compensations added inside ``asyncio.gather`` branches (issue 12 defect 1: after a
+    restart the compensations ran in another order than the steps completed)."""
+    user_child_keys: bool = True
+    """Child keys chosen by the workflow, including ``<own key>/<n>`` (defect 2: activity keys
+    of the child and of the parent's branches collided)."""
+    branches_opening_with_gather: bool = True
+    """Gather branches whose first step is an inner gather (found by this test: such a branch
+    was numbered by timing, and a replay handed a call another call's recorded result)."""
+    business_errors_in_gather: bool = True
+    """Completable errors inside gather branches (defect 12 without ``except``: a store error
+    raised into one branch was dropped for another branch's business error)."""
+    children_beside_gather: bool = True
+    """A workflow that both starts children and gathers branches (defect 2, with the engine's
+    default child keys)."""
+    terminate_restart: bool = True
+    """``OnConflict.TERMINATE_EXISTING`` on a live workflow (defect 3: the new run reused the old
+    run's activity keys)."""
+    slow_activities: bool = True
+    """Async activities that take (virtual) time, gathered beside child waits (defect 4: parents
+    waiting for children held every worker slot)."""
+    waits_beside_activities: bool = True
     """Gather branches that wait (a timer of 1 s or more, a signal, a child's result) beside
-    branches that run activities. Off: such a wait, begun while another branch's activity runs,
-    is done inside the worker and keeps its slot after that activity ends: for a child's result
-    until the child ends (defect 4, the deadlock), for a timer until it fires (found by this
-    test: test_found_defects.py::test_gather_timer_beside_activity_holds_worker_slot), for a
-    signal until the next poll."""
-    base_exceptions: bool = False
-    """``SystemExit`` from a sync activity, ``asyncio.CancelledError`` from an async one.
-    Off: defect 5 (the first kills the test's event loop, the second re-runs the activity
-    forever)."""
-    catch_all: bool = False
-    """Workflow code wrapping an activity in ``try/except Exception``. Off with database faults:
-    defect 12 (an engine error reaches workflow code, which completes on its fallback)."""
-    cancel_child: bool = False
-    """Cancel a child the parent waits for. Off: defect 7 (the parent is stranded SUSPENDED)."""
+    branches that run activities (defect 4, and a timer form found by this test: the wait kept
+    the workflow in the worker after the activity ended)."""
+    base_exceptions: bool = True
+    """``SystemExit`` from a sync activity, ``asyncio.CancelledError`` from an async one
+    (defect 5: the first ended the event loop, the second re-ran the activity forever)."""
+    catch_all: bool = True
+    """Workflow code wrapping an activity in ``try/except Exception`` (defect 12: an engine error
+    reached workflow code, which completed on its fallback)."""
+    cancel_child: bool = True
+    """Cancel a child the parent waits for (defect 7: the parent was stranded SUSPENDED)."""
     cancel_compensates: bool = False
     """Check that a cancelled workflow ran its compensations (DESIGN, contract additions:
-    cancellation is cooperative and compensates). Off: ``handle.cancel()`` ends the workflow
-    where it stands, without compensating."""
+    cancellation is cooperative and compensates). Off: not built yet (issue 14);
+    ``handle.cancel()`` ends the workflow where it stands, without compensating."""
 
     # ------------------------------------------------------------------ faults
     crash: bool = True

@@ -307,12 +307,6 @@ class _FirstRetryRecordFails:
         await self._inner.record_step(step, token=token)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 12 defect 12, without any except in workflow code: a store error raised into "
-    "one gather branch does not doom the run, so when the code raises another branch's "
-    "business error the workflow ends FAILED instead of resuming (found by the generative test)",
-)
 async def test_store_error_in_one_branch_is_not_dropped_for_another_branchs_business_error(
     db_url: str,
 ) -> None:

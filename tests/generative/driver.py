@@ -392,11 +392,18 @@ class Driver:
         ):
             if record.run_id in self.idle_violations:
                 continue
-            owner = next(
-                (x.process for x in self.live if x.process.owner == record.lease_owner), None
-            )
-            if owner is None or owner.dead:
+            live = next((x for x in self.live if x.process.owner == record.lease_owner), None)
+            owner = None if live is None else live.process
+            if live is None or owner is None or owner.dead:
                 continue  # a dead owner's lease runs out; checked at the end
+            worker = live.manager.worker
+            held = worker is not None and any(
+                state.run_id == record.run_id and state.holds_slot for state in worker.executions()
+            )
+            if not held:
+                # Several branches all waiting in the worker give the slot back but keep the
+                # lease until one of the waits ends (a workflow unloads with one wait left).
+                continue
             program = self.world.runs[record.run_id].program
             if not self.world.interpreting.get((owner.number, program)):
                 continue  # claimed but not run (a lost acknowledgement): its lease runs out
@@ -414,8 +421,8 @@ class Driver:
             last = max(steps, key=lambda s: (s.started_at, s.call_id), default=None)
             what = "nothing recorded" if last is None else f"{last.kind.value} {last.name}"
             found[record.run_id] = (
-                f"run {record.run_id[:8]} ({record.key}) holds a worker slot (RUNNING, owner "
-                f"alive) while only waiting; last step: {what} ({len(steps)} steps)"
+                f"run {record.run_id[:8]} ({record.key}) holds a worker slot while only "
+                f"waiting; last step: {what} ({len(steps)} steps)"
             )
         return found
 
@@ -450,6 +457,9 @@ class Driver:
             child.program
             for child in world.runs.values()
             if child.parent_key == info.key
+            # this run's children: a replaced run's default-keyed children (keys with '/', in
+            # its own key space) are not; a child under a key the program chose is shared
+            and (child.seq > info.seq or "/" not in child.key)
             and world.ended_by_request.get(child.run_id) == "CANCELLED"
         )
         env = model.Env(frozenset(self.sent.get(run_id, ())), cancelled_children)

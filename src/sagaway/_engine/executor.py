@@ -122,6 +122,9 @@ class Execution:
         """Activity calls (not compensations) being made now, retries included (``settle``)."""
         self._inflight_dropped = asyncio.Event()
         self._wakers: set[asyncio.Event] = set()
+        self._unload_write = asyncio.Event()
+        """Clear while a wait's store call that may unload the workflow is under way."""
+        self._unload_write.set()
         """Set when a durable call stops being in flight: a wait in the worker (a timer, a
         signal, a child's end) looks again whether it is now all that runs, and can unload the
         workflow instead of holding its lease until the next poll."""
@@ -381,10 +384,27 @@ class Execution:
                 self._write_error = exc
                 raise
 
+    async def _unload_guard(
+        self, unload: bool, call: Awaitable[T], *, unloads: Callable[[T], bool]
+    ) -> T:
+        """A store call that may commit WAITING and give the lease up (``unload``): while it
+        is under way no other branch may start an effect, and if it did unload, they see it."""
+        if not unload:
+            return await self._store_call(call)
+        self._unload_write.clear()
+        try:
+            result = await self._store_call(call)
+            if unloads(result):
+                self.unloading = True
+            return result
+        finally:
+            self._unload_write.set()
+
     async def _before_durable_action(self) -> None:
         """Flush, then check the run may still act: a flush can wait, and meanwhile another
         branch may have unloaded the workflow, doomed it, or ended it."""
         await self.flush()
+        await self._unload_write.wait()  # a wait's write that may give the lease up
         self._check_usable()
         if self.finishing:
             raise errors.Cancelled(f"workflow {self.key!r} has ended")
@@ -710,7 +730,8 @@ class Execution:
                 if not expired:
                     now = self.completion_time()  # a signal received now is recorded at ``now``
                 unload = self.inflight == 0 and not expired
-                payload = await self._store_call(
+                payload = await self._unload_guard(
+                    unload,
                     engine.store.receive_signal(
                         self.record.run_id,
                         token=self.lease.token,
@@ -721,7 +742,8 @@ class Execution:
                         wait=unload,
                         accept=accept,
                         now=now,
-                    )
+                    ),
+                    unloads=lambda found: found is None,
                 )
                 if payload is not None:
                     self.recorded[call_id] = StepRecord(
@@ -829,14 +851,16 @@ class Execution:
         while True:
             await self._before_durable_action()  # as in call_receive: before a possible unload
             unload = self.inflight == 0
-            child = await self._store_call(
+            child = await self._unload_guard(
+                unload,
                 engine.store.wait_for_child(
                     self.record.run_id,
                     token=self.lease.token,
                     child_key=child_key,
                     wait=unload,
                     now=engine.clock.now(),
-                )
+                ),
+                unloads=lambda found: found is not None and not found.status.ended,
             )
             if child is None:
                 raise errors.WorkflowNotFound(child_key)

@@ -97,3 +97,19 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"{sum(faults.values())} faults {dict(sorted(faults.items()))}, "
             f"{STATS.seconds.get(backend, 0.0):.1f}s"
         )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each mode runs only its own test: the soak and replay tests are not collected unless
+    asked for (they would only show as skipped), and asking for one leaves out the CI run."""
+    soak = bool(config.getoption("--soak"))
+    replay = config.getoption("--gen-replay") is not None
+    wanted = "test_soak" if soak else "test_replay" if replay else "test_generated_programs"
+    keep, drop = [], []
+    for item in items:
+        name = getattr(item, "originalname", item.name)
+        in_generative = item.nodeid.startswith("tests/generative/test_generative.py")
+        (drop if in_generative and name != wanted else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

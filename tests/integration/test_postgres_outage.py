@@ -197,13 +197,18 @@ class _LogEvent(logging.Handler):
 
 
 @pytest.mark.postgres
-async def test_result_keeps_waiting_through_an_outage(postgres_url: str) -> None:
+@pytest.mark.parametrize("handle_from", ["execute", "get_workflow"])
+async def test_result_keeps_waiting_through_an_outage(postgres_url: str, handle_from: str) -> None:
     """A client's result() outlives a database outage longer than its statements wait for a
-    connection, and returns once the workflow ends (issue 12, defect 13)."""
+    connection, and returns once the workflow ends (issue 12, defect 13): from the handle
+    ``execute()`` returned (it waits for the end), and from ``get_workflow(key)`` (it reads the
+    record first, during the outage)."""
     entered, gate = asyncio.Event(), asyncio.Event()
     read_failed = _LogEvent("wait_unavailable")
-    engine_log = logging.getLogger("sagaway._engine.engine")
-    engine_log.addHandler(read_failed)
+    log = logging.getLogger(
+        "sagaway._engine.engine" if handle_from == "execute" else "sagaway.workflow"
+    )
+    log.addHandler(read_failed)
 
     def define(manager: sw.Manager) -> None:
         @manager.register_activity(name="gated")
@@ -229,8 +234,12 @@ async def test_result_keeps_waiting_through_an_outage(postgres_url: str) -> None
             async with worker, client.connect():
                 handle = await client.workflow("flow", 21).execute(idempotency_key="r")
                 await asyncio.wait_for(entered.wait(), 10)
-                result = asyncio.ensure_future(handle.result(timeout=60))
-                proxy.outage()
+                if handle_from == "execute":
+                    result = asyncio.ensure_future(handle.result(timeout=60))
+                    proxy.outage()
+                else:
+                    proxy.outage()
+                    result = asyncio.ensure_future(client.get_workflow("r").result(timeout=60))
                 # Until a read has failed for want of a connection (or result() gave up).
                 seen = asyncio.ensure_future(read_failed.seen.wait())
                 await asyncio.wait({result, seen}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
@@ -241,7 +250,7 @@ async def test_result_keeps_waiting_through_an_outage(postgres_url: str) -> None
                 gate.set()
                 assert await asyncio.wait_for(result, 30) == 42
     finally:
-        engine_log.removeHandler(read_failed)
+        log.removeHandler(read_failed)
 
 
 @pytest.mark.postgres
@@ -325,48 +334,3 @@ async def test_an_engine_error_caught_by_workflow_code_cannot_complete_the_run(
             restored.set()
             assert await asyncio.wait_for(handle.result(), 30) == "charged"
             assert calls == 2
-
-
-@pytest.mark.postgres
-async def test_result_of_a_handle_by_key_waits_through_an_outage(postgres_url: str) -> None:
-    """``get_workflow(key).result()`` reads the record first: that read, made during an outage,
-    waits for the database instead of raising."""
-    entered, gate = asyncio.Event(), asyncio.Event()
-    read_failed = _LogEvent("wait_unavailable")
-    handle_log = logging.getLogger("sagaway.workflow")
-    handle_log.addHandler(read_failed)
-
-    def define(manager: sw.Manager) -> None:
-        @manager.register_activity(name="gated")
-        async def gated(x: int) -> int:
-            entered.set()
-            await gate.wait()
-            return 2 * x
-
-        @manager.register_workflow(name="flow")
-        async def flow(x: int) -> int:
-            return await gated(x)
-
-    try:
-        async with PgProxy(postgres_url) as proxy:
-            client = sw.Manager(
-                f"{proxy.url(postgres_url)}&pool_timeout=0.3&reconnect_delay=0.1",
-                poll_interval=0.1,
-            )
-            worker = sw.Manager(postgres_url, poll_interval=0.1)
-            define(client)
-            define(worker)
-            async with worker, client.connect():
-                await client.workflow("flow", 21).execute(idempotency_key="by-key")
-                await asyncio.wait_for(entered.wait(), 10)
-                proxy.outage()
-                result = asyncio.ensure_future(client.get_workflow("by-key").result(timeout=60))
-                seen = asyncio.ensure_future(read_failed.seen.wait())
-                await asyncio.wait({result, seen}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
-                seen.cancel()
-                assert not result.done(), f"result() ended during the outage: {result!r}"
-                proxy.restore()
-                gate.set()
-                assert await asyncio.wait_for(result, 30) == 42
-    finally:
-        handle_log.removeHandler(read_failed)

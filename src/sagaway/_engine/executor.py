@@ -597,10 +597,6 @@ class Execution:
             if self.activities == 0 and self.waiting and self.slot is not None:
                 self.slot.release()  # the last activity ended while branches wait
 
-    async def _inflight_dropped_wait(self) -> None:
-        self._inflight_dropped.clear()
-        await self._inflight_dropped.wait()
-
     def _note_dropped(self) -> None:
         """A durable call is no longer in flight: waits in the worker look again."""
         self._inflight_dropped.set()
@@ -869,20 +865,10 @@ class Execution:
             if unload:
                 self.unloading = True
                 raise _Unload()
-            if self.inflight == 0:
-                continue  # the other work ended during the read: unload now, not at a poll
+            # Begun beside other work, the wait stays here until the child ends (the slot is
+            # given back meanwhile): children usually end soon, and an unload costs a replay.
             with self._waiting_here():
-                ended = asyncio.ensure_future(engine.wait_for_end(child.run_id, child_key, None))
-                dropped = asyncio.ensure_future(self._inflight_dropped_wait())
-                try:
-                    # Until the child ends, or the other work of this workflow does (then the
-                    # next turn unloads it to wait durably).
-                    await asyncio.wait({ended, dropped}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    ended.cancel()
-                    dropped.cancel()
-                if ended.done() and not ended.cancelled():
-                    ended.result()  # an engine error surfaces here
+                await engine.wait_for_end(child.run_id, child_key, None)
         status = (
             StepStatus.COMPLETED if child.status is WorkflowStatus.COMPLETED else StepStatus.FAILED
         )

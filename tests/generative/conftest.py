@@ -104,7 +104,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     asked for (they would only show as skipped), and asking for one leaves out the CI run."""
     soak = bool(config.getoption("--soak"))
     replay = config.getoption("--gen-replay") is not None
-    wanted = "test_soak" if soak else "test_replay" if replay else "test_generated_programs"
+    wanted = (
+        "test_soak"
+        if soak
+        else "test_replay"
+        if replay
+        else "test_generated_programs_keep_every_promise"
+    )
     keep, drop = [], []
     for item in items:
         name = getattr(item, "originalname", item.name)

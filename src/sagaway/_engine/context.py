@@ -10,16 +10,15 @@ happen to finish, and replay assigns every call the id it had before.
 
 Tasks are numbered at creation by a task factory installed on the worker's event loop
 (``install_task_factory``). Tasks the engine creates while serving a durable call (store
-writes, timers, waits) are not workflow branches and take no number (``engine_code``).
+writes, timers, waits) are not workflow branches and take no number (``Branch.engine_depth``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import dataclasses
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -91,19 +90,14 @@ def current_execution() -> Execution | None:
     return None if state is None else state.execution
 
 
-@contextlib.contextmanager
-def engine_code() -> Iterator[None]:
-    """The current branch is inside a durable call: tasks the engine creates take no number."""
+def current_branch() -> Branch | None:
+    """The branch of the current task (None outside a workflow).
+
+    A durable call raises its ``engine_depth`` while it is served: tasks the engine creates
+    meanwhile take no number (``install_task_factory``).
+    """
     state = _current.get()
-    if state is None:
-        yield
-        return
-    branch = state.branch
-    branch.engine_depth += 1
-    try:
-        yield
-    finally:
-        branch.engine_depth -= 1
+    return None if state is None else state.branch
 
 
 def install_task_factory(loop: asyncio.AbstractEventLoop) -> None:

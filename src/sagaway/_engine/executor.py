@@ -76,8 +76,14 @@ def _engine_code(
 
     @functools.wraps(method)
     async def serve(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with context.engine_code():
+        branch = context.current_branch()
+        if branch is None:
             return await method(*args, **kwargs)
+        branch.engine_depth += 1  # a plain counter: this wraps every durable call
+        try:
+            return await method(*args, **kwargs)
+        finally:
+            branch.engine_depth -= 1
 
     return serve
 
@@ -404,7 +410,8 @@ class Execution:
         """Flush, then check the run may still act: a flush can wait, and meanwhile another
         branch may have unloaded the workflow, doomed it, or ended it."""
         await self.flush()
-        await self._unload_write.wait()  # a wait's write that may give the lease up
+        if not self._unload_write.is_set():
+            await self._unload_write.wait()  # a wait's write that may give the lease up
         self._check_usable()
         if self.finishing:
             raise errors.Cancelled(f"workflow {self.key!r} has ended")
@@ -423,18 +430,24 @@ class Execution:
         compensation: bool = False,
     ) -> Any:
         """Run (or replay) one activity call and return its result."""
-        if compensation:
-            return await self._call_activity(
-                defn, args, kwargs, call_id, seq, policy=policy, timeout=timeout, compensation=True
-            )
-        self.forward_calls += 1
+        forward = not compensation  # what a saga's compensation waits for (``settle``)
+        if forward:
+            self.forward_calls += 1
         try:
             return await self._call_activity(
-                defn, args, kwargs, call_id, seq, policy=policy, timeout=timeout
+                defn,
+                args,
+                kwargs,
+                call_id,
+                seq,
+                policy=policy,
+                timeout=timeout,
+                compensation=compensation,
             )
         finally:
-            self.forward_calls -= 1
-            self._note_dropped()
+            if forward:
+                self.forward_calls -= 1
+                self._note_dropped()
 
     async def settle(self) -> None:
         """Wait until no activity of the workflow runs (compensations aside).

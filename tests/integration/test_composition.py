@@ -303,3 +303,136 @@ async def test_a_sibling_wait_does_not_unload_a_branch_between_retries(db_url: s
         await manager.signal("go").send("retry-wait", "now")
         assert await handle.result(timeout=10) == ["done", "now"]
     assert calls == [1, 2]
+
+
+UNLOADING_WRITES = {"timer": "wait_workflow", "signal": "receive_signal", "child": "wait_for_child"}
+
+
+@pytest.mark.parametrize("wait", sorted(UNLOADING_WRITES))
+async def test_no_activity_starts_while_a_wait_gives_the_lease_up(db_url: str, wait: str) -> None:
+    """A branch's wait is all that is in flight, so it commits WAITING and gives the lease up.
+    A sibling branch that reaches an activity while that write is under way must not run it:
+    the workflow no longer owns its lease, so the outcome could never be recorded, and the
+    next run would run the activity again. Code that gathers with ``return_exceptions=True``
+    lets the sibling go on after the waiting branch has unwound, so the engine must stop it."""
+    clock = sw.testing.FakeClock()
+    manager = make_manager(db_url, clock=clock)
+    writing, release, go = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    runs: list[str] = []
+
+    @manager.register_activity
+    async def charge() -> str:
+        runs.append("charge")
+        return "charged"
+
+    @manager.register_workflow
+    async def stuck_child() -> str:
+        await manager.signal("never").receive(str)
+        return "child"
+
+    async def the_wait() -> Any:
+        if wait == "timer":
+            return await manager.sleep(3600)
+        if wait == "signal":
+            return await manager.signal("go").receive(str)
+        return await manager.workflow(stuck_child).execute_get(idempotency_key="kid")
+
+    async def later() -> str:
+        await go.wait()  # nothing durable in flight meanwhile: the wait unloads
+        return await charge()
+
+    @manager.register_workflow
+    async def flow() -> list[Any]:
+        results = await asyncio.gather(the_wait(), later(), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return list(results)
+
+    async with manager:
+        engine_store = manager._require_engine().store
+        write = getattr(engine_store, UNLOADING_WRITES[wait])
+
+        async def held_write(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("wait", True):  # the unloading form of the call
+                writing.set()
+                await release.wait()
+            return await write(*args, **kwargs)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(engine_store, UNLOADING_WRITES[wait], held_write)
+            handle = await manager.workflow(flow).execute(idempotency_key="orphan")
+            await asyncio.wait_for(writing.wait(), 10)
+            go.set()  # the sibling reaches its activity while the write is under way
+            for _ in range(50):
+                await asyncio.sleep(0)
+            release.set()
+            description = await wait_until(handle, lambda d: d.status is sw.WorkflowStatus.WAITING)
+        assert runs == [], "an activity ran while its workflow gave its lease up"
+        assert description.owner is None
+
+        # The wait ends: the next run replays it and runs the activity, once.
+        if wait == "timer":
+            await clock.advance(3600)
+        elif wait == "signal":
+            await manager.signal("go").send("orphan", "now")
+        else:
+            await manager.signal("never").send("kid", "now")
+        result = await clock.run_until(handle.result())
+        assert result[1] == "charged"
+        assert runs == ["charge"]
+
+
+async def test_no_branch_starts_an_effect_after_the_lease_was_lost(db_url: str) -> None:
+    """One branch's write finds the lease gone (another process took the workflow over). A
+    sibling branch that goes on (``gather(return_exceptions=True)``) must not start an activity:
+    the new owner runs it too, and this process could not record it anyway."""
+    manager = make_manager(db_url)
+    lost, go = asyncio.Event(), asyncio.Event()
+    runs: list[str] = []
+
+    @manager.register_activity(retry=sw.RetryPolicy(initial_interval=0.01, maximum_attempts=3))
+    async def reserve() -> str:
+        runs.append("reserve")
+        raise sw.RetryableError("busy")  # its RETRYING record is written at once
+
+    @manager.register_activity
+    async def charge() -> str:
+        runs.append("charge")
+        return "charged"
+
+    async def later() -> str:
+        await go.wait()
+        return await charge()
+
+    @manager.register_workflow
+    async def flow() -> list[Any]:
+        results = await asyncio.gather(reserve(), later(), return_exceptions=True)
+        return list(results)
+
+    async with manager:
+        engine_store = manager._require_engine().store
+        record_step = engine_store.record_step
+
+        async def taken_over(step: Any, *, token: str) -> None:
+            if step.name.endswith(".reserve"):
+                lost.set()
+                raise sw.LeaseLost(f"lost ownership of run {step.run_id}")
+            await record_step(step, token=token)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(engine_store, "record_step", taken_over)
+            await manager.workflow(flow).execute(idempotency_key="taken")
+            await asyncio.wait_for(lost.wait(), 10)
+            go.set()
+            worker = manager.worker
+            assert worker is not None
+
+            async def gone() -> None:
+                while worker.is_running(
+                    (await manager.get_workflow("taken").describe()).run_id
+                ):
+                    await asyncio.sleep(0.01)
+
+            await asyncio.wait_for(gone(), 10)
+        assert runs == ["reserve"], "a branch ran an activity after its lease was lost"

@@ -311,3 +311,61 @@ async def test_a_workflow_waiting_in_the_worker_lets_another_run(db_url: str, wa
             expected = "rested" if wait == "short timer" else "hello"
             assert await clock.run_until(waiting.result()) == expected
         assert seen == []
+
+
+async def test_a_wait_on_a_stuck_child_unloads_when_the_other_work_ends(db_url: str) -> None:
+    """A child wait begun beside an activity must not keep the parent loaded once the activity
+    ends: with the child suspended (it may stay so for days), the parent is WAITING, holds no
+    lease and runs nowhere, and the child's end after a retry wakes it from the store."""
+    manager = make_manager(db_url, concurrency=2)
+    gate = asyncio.Event()
+    broken = [True]
+
+    @manager.register_activity
+    async def slow() -> str:
+        await gate.wait()
+        return "slow"
+
+    @manager.register_activity
+    async def fragile() -> str:
+        if broken[0]:
+            raise RuntimeError("the service is down")  # not retryable: the child is SUSPENDED
+        return "child"
+
+    @manager.register_workflow
+    async def child() -> str:
+        return await fragile()
+
+    @manager.register_workflow
+    async def parent() -> list[str]:
+        results = await asyncio.gather(
+            slow(), manager.workflow(child).execute_get(idempotency_key="kid")
+        )
+        return list(results)
+
+    async with manager:
+        worker = worker_of(manager)
+        handle = await manager.workflow(parent).execute(idempotency_key="p")
+        kid = manager.get_workflow("kid")
+
+        async def suspended() -> None:
+            while True:
+                with contextlib.suppress(sw.WorkflowNotFound):
+                    if await kid.status() is sw.WorkflowStatus.SUSPENDED:
+                        return
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(suspended(), 10)
+        # The child wait began while the activity ran: it waits in the worker for now.
+        await until(worker, lambda s: (p := by_key(s, "p")) is not None and p.waiting == 1)
+        gate.set()  # the activity ends; the stuck child's wait is all that is left
+
+        await until(worker, lambda s: by_key(s, "p") is None)
+        record = await handle.describe()
+        assert record.status is sw.WorkflowStatus.WAITING
+        assert record.owner is None
+        assert record.waiting_for == "child:kid"
+
+        broken[0] = False
+        assert await manager.retry("kid")
+        assert await handle.result(timeout=10) == ["slow", "child"]

@@ -143,6 +143,8 @@ class Execution:
         """Branches waiting in the worker now (a child's end, a signal, a short timer). While
         some wait and no activity runs, the workflow only waits: it holds no slot."""
         self.unloading = False
+        self.lease_lost = False
+        """A fenced write found another owner: nothing more may run here."""
         self.finishing = False
         """Its end is being written: an "ended" notice for it is its own, not a cancel."""
         self.unrecorded: list[StepRecord] = []
@@ -183,13 +185,18 @@ class Execution:
             except errors.Cancelled:
                 return  # ownership lost or workflow ended by request; the new owner carries on
             except _Unload:
-                engine.channel.publish(events.WorkflowWaiting(self.record.run_id, self.key))
-                return  # WAITING was committed with the wait; the wait's end re-runs it
+                self._unloaded()
+                return
             except asyncio.CancelledError:
                 if self.cancel_requested:
                     return
                 raise
             except Exception as exc:
+                if self.unloading:
+                    # Code caught the unwinding (``gather(return_exceptions=True)``) and raised
+                    # something else: the wait is what counts.
+                    self._unloaded()
+                    return
                 if self.doomed is not None:
                     await self._suspend(self.doomed)
                 elif engine.is_completable(exc):
@@ -204,6 +211,11 @@ class Execution:
                     )
                 else:
                     await self._suspend(exc)
+                return
+            if self.unloading:
+                # Returned although a branch unwound to wait (code swallowed the unwinding):
+                # the lease is given up and nothing more may be written.
+                self._unloaded()
                 return
             if self.doomed is not None:
                 await self._suspend(self.doomed)
@@ -222,6 +234,10 @@ class Execution:
             )
         finally:
             context.leave(token)
+
+    def _unloaded(self) -> None:
+        """WAITING was committed with the wait, the lease given up: the wait's end re-runs it."""
+        self.engine.channel.publish(events.WorkflowWaiting(self.record.run_id, self.key))
 
     async def _finish(self, status: WorkflowStatus, result: str | None, error: str | None) -> None:
         engine = self.engine
@@ -294,7 +310,10 @@ class Execution:
         engine.channel.publish(events.WorkflowSuspended(self.record.run_id, self.key, error))
 
     def _lost(self) -> errors.Cancelled:
-        """What stops the workflow code once a fenced write found the lease gone."""
+        """What stops the workflow code once a fenced write found the lease gone (every
+        branch: one that goes on, as after ``gather(return_exceptions=True)``, must not start
+        an effect the new owner runs too)."""
+        self.lease_lost = True
         return errors.Cancelled(f"lost ownership of workflow {self.key!r}")
 
     def _describe(self, exc: BaseException, kind: str) -> str:
@@ -339,6 +358,8 @@ class Execution:
         return step
 
     def _check_usable(self) -> None:
+        if self.lease_lost:
+            raise self._lost()
         if self.unloading:
             raise _Unload()
         if self.doomed is not None:
@@ -533,6 +554,7 @@ class Execution:
                         await self._record(step)
                         with self._waiting_here():  # a backoff holds no worker slot
                             await engine.clock.sleep(policy.interval(local_attempt))
+                        self._check_usable()  # the lease may have been lost meanwhile
                         continue
                     if outcome is StepStatus.RETRYING:
                         exhausted = errors.RetriesExhausted(
@@ -684,9 +706,14 @@ class Execution:
     async def _wait(
         self, *, waiting_for: str, next_run_at: float | None, step: StepRecord | None
     ) -> None:
-        """Commit WAITING and unload the workflow (raises _Unload)."""
+        """Commit WAITING and unload the workflow (raises _Unload).
+
+        Called with nothing else in flight; the guard keeps it so while the write is under way
+        (a branch starting an activity meanwhile would run it after the lease is given up).
+        """
         engine = self.engine
-        await self._store_call(
+        await self._unload_guard(
+            True,
             engine.store.wait_workflow(
                 self.record.run_id,
                 token=self.lease.token,
@@ -694,9 +721,9 @@ class Execution:
                 next_run_at=next_run_at,
                 step=step,
                 now=engine.clock.now(),
-            )
+            ),
+            unloads=lambda _: True,
         )
-        self.unloading = True
         raise _Unload()
 
     @_engine_code
@@ -878,10 +905,18 @@ class Execution:
             if unload:
                 self.unloading = True
                 raise _Unload()
-            # Begun beside other work, the wait stays here until the child ends (the slot is
-            # given back meanwhile): children usually end soon, and an unload costs a replay.
+            # Begun beside other work, the wait stays here (the slot given back) until the
+            # child ends or the other work does: then it looks again, and unloads if it is
+            # all that is left (a child that never ends must not hold the lease forever).
             with self._waiting_here():
-                await engine.wait_for_end(child.run_id, child_key, None)
+                watcher = asyncio.Event()
+                self._wakers.add(watcher)
+                try:
+                    await _first_of(
+                        engine.wait_for_end(child.run_id, child_key, None), watcher.wait()
+                    )
+                finally:
+                    self._wakers.discard(watcher)
         status = (
             StepStatus.COMPLETED if child.status is WorkflowStatus.COMPLETED else StepStatus.FAILED
         )
@@ -978,3 +1013,15 @@ async def _with_timeout(work: Any, timeout: float, engine: Engine, name: str) ->
         return task.result()
     task.cancel()  # a thread cannot be stopped: a sync activity runs on, its result is discarded
     raise errors.ActivityTimeout(f"activity {name!r} did not finish within {timeout}s")
+
+
+async def _first_of(*waits: Awaitable[Any]) -> None:
+    """Until the first of ``waits`` ends (its error raised); the others are cancelled."""
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+    for task in done:
+        task.result()

@@ -87,6 +87,8 @@ class RecoveryWorker:
         engine = self.engine
         while not self._stopping:
             self.wake.clear()
+            self.worker.execution_left.clear()
+            held_here = False
             try:
                 claimed = await self.run_once()
                 if claimed >= _BATCH:
@@ -97,7 +99,11 @@ class RecoveryWorker:
                 )
                 if next_due is not None:
                     delay = min(delay, max(next_due - engine.clock.now(), 0.0))
-                if self.worker.free_slots == 0:
+                    # Due, yet nothing claimed: an execution of this process that has just
+                    # committed WAITING and is unwinding. Look again when it has left, rather
+                    # than spinning on it.
+                    held_here = claimed == 0 and delay == 0.0
+                if self.worker.free_slots == 0 or held_here:
                     delay = engine.poll_interval  # woken early when capacity frees
             except StoreUnavailable as exc:
                 # An outage: one line when it starts, not a traceback at every poll.
@@ -117,15 +123,19 @@ class RecoveryWorker:
                 if self._store_down:
                     logger.warning("recovery resumed: the database answers again")
                 self._store_down = False
-            await self._sleep(max(delay, 0.005))
+            await self._sleep(max(delay, 0.005), until_one_leaves=held_here)
 
-    async def _sleep(self, seconds: float) -> None:
-        sleeper = asyncio.ensure_future(self.engine.clock.sleep(seconds))
-        woken = asyncio.ensure_future(self.wake.wait())
-        freed = asyncio.ensure_future(self.worker.capacity_freed.wait())
+    async def _sleep(self, seconds: float, *, until_one_leaves: bool = False) -> None:
+        wakes = [
+            asyncio.ensure_future(self.engine.clock.sleep(seconds)),
+            asyncio.ensure_future(self.wake.wait()),
+            asyncio.ensure_future(self.worker.capacity_freed.wait()),
+        ]
+        if until_one_leaves:
+            wakes.append(asyncio.ensure_future(self.worker.execution_left.wait()))
         try:
-            await asyncio.wait({sleeper, woken, freed}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(wakes, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for fut in (sleeper, woken, freed):
+            for fut in wakes:
                 fut.cancel()
             self.worker.capacity_freed.clear()

@@ -125,6 +125,8 @@ class Worker:
         self._idle = asyncio.Event()
         self._idle.set()
         self.capacity_freed = asyncio.Event()
+        self.execution_left = asyncio.Event()
+        """Set whenever an execution leaves this worker (ended, unloaded, released)."""
         self._recovery_wake: asyncio.Event | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -280,6 +282,7 @@ class Worker:
         entry.slot.release()
         if self._running.get(entry.record.run_id) is entry:
             del self._running[entry.record.run_id]
+        self.execution_left.set()
         if not self._running:
             self._idle.set()
 

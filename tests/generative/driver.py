@@ -457,9 +457,9 @@ class Driver:
             child.program
             for child in world.runs.values()
             if child.parent_key == info.key
-            # this run's children: a replaced run's default-keyed children (keys with '/', in
-            # its own key space) are not; a child under a key the program chose is shared
-            and (child.seq > info.seq or "/" not in child.key)
+            # this run's children: a replaced run's default-keyed children (in its own key
+            # space) are not; a child under a key the program chose is shared
+            and (child.seq > info.seq or child.key in world.chosen_keys)
             and world.ended_by_request.get(child.run_id) == "CANCELLED"
         )
         env = model.Env(frozenset(self.sent.get(run_id, ())), cancelled_children)

@@ -81,6 +81,8 @@ class World:
         self.sync_running = 0
         self.interpreting: dict[tuple[int, str], int] = {}
         """(process number, program label) -> workflow functions running it there now."""
+        self.chosen_keys: set[str] = set()
+        """Child keys a program chose (shared by every run of its parent's key)."""
         self.commits: dict[tuple[str, str], int] = {}
         """(run id, call id) -> seq at which the store acknowledged its COMPLETED outcome."""
         self.runs: dict[str, RunInfo] = {}
@@ -223,7 +225,9 @@ def install(manager: sw.Manager, world: World, process: Process) -> None:
         where = (process.number, prog.label)
         world.interpreting[where] = world.interpreting.get(where, 0) + 1
         try:
-            return await Interpreter(manager, own_key, act_sync, act_async, interp).run(prog)
+            interpreter = Interpreter(manager, own_key, act_sync, act_async, interp)
+            interpreter.chosen_keys = world.chosen_keys
+            return await interpreter.run(prog)
         finally:
             world.interpreting[where] -= 1
 
@@ -241,6 +245,8 @@ class Interpreter:
         self.wf = wf
         self.saga: sw.Saga | None = None
         self.children = 0
+        self.chosen_keys: set[str] = set()
+        """Where to note the keys this program chose for its children."""
 
     async def run(self, program: Program) -> list[Any]:
         out: list[Any] = []
@@ -313,6 +319,8 @@ class Interpreter:
             key = f"child-{node.label}"
         elif node.key == "slash" and self.own_key is not None:
             key = f"{self.own_key}/{self.children}"
+        if key is not None:
+            self.chosen_keys.add(key)
         call = self.manager.workflow(self.wf, to_json(node.program), key)
         if node.mode == "get":
             out.append(await call.execute_get(idempotency_key=key))

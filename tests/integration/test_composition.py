@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import sagaway as sw
+from sagaway.testing import FakeClock
 
 
 def make_manager(db_url: str, **options: Any) -> sw.Manager:
@@ -315,7 +316,7 @@ async def test_no_activity_starts_while_a_wait_gives_the_lease_up(db_url: str, w
     the workflow no longer owns its lease, so the outcome could never be recorded, and the
     next run would run the activity again. Code that gathers with ``return_exceptions=True``
     lets the sibling go on after the waiting branch has unwound, so the engine must stop it."""
-    clock = sw.testing.FakeClock()
+    clock = FakeClock()
     manager = make_manager(db_url, clock=clock)
     writing, release, go = asyncio.Event(), asyncio.Event(), asyncio.Event()
     runs: list[str] = []
@@ -428,11 +429,55 @@ async def test_no_branch_starts_an_effect_after_the_lease_was_lost(db_url: str) 
             worker = manager.worker
             assert worker is not None
 
+            run_id = (await manager.get_workflow("taken").describe()).run_id
+
             async def gone() -> None:
-                while worker.is_running(
-                    (await manager.get_workflow("taken").describe()).run_id
-                ):
-                    await asyncio.sleep(0.01)
+                while True:
+                    worker.execution_left.clear()
+                    if not worker.is_running(run_id):
+                        return
+                    await worker.execution_left.wait()
 
             await asyncio.wait_for(gone(), 10)
         assert runs == ["reserve"], "a branch ran an activity after its lease was lost"
+
+
+async def test_recovery_waits_for_a_due_run_this_process_still_holds(db_url: str) -> None:
+    """A timer committed WAITING while a sibling branch still runs here (its code went on after
+    the unwinding, as ``gather(return_exceptions=True)`` allows). When the timer falls due the
+    run is due in the database but still held by this worker: recovery must neither spin on it
+    (it rescanned every 5 ms) nor forget it, and claim it as soon as the execution leaves."""
+    clock = FakeClock()
+    poll = 777.0  # a duration nothing else sleeps for
+    # Heartbeats far apart: the first one after the unload finds the lease gone and stops the
+    # execution here, which would end the hold this test is about.
+    manager = make_manager(db_url, clock=clock, poll_interval=poll, lease_timeout=600)
+    release = asyncio.Event()
+
+    async def later() -> str:
+        await release.wait()  # not durable: the timer alone is in flight, so it unloads
+        return "later"
+
+    @manager.register_workflow
+    async def flow() -> list[Any]:
+        results = await asyncio.gather(manager.sleep(5), later(), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return list(results)
+
+    async with manager:
+        worker = manager.worker
+        assert worker is not None
+        handle = await manager.workflow(flow).execute(idempotency_key="held")
+        await wait_until(handle, lambda d: d.status is sw.WorkflowStatus.WAITING)
+        assert worker.is_running(handle.run_id)
+
+        await clock.advance(6)  # the timer is due; the execution is still here
+        # Recovery sees it due but held here, and waits (a poll, or until an execution leaves).
+        await clock.wait_for_sleep(poll)
+        assert worker.is_running(handle.run_id)
+
+        release.set()  # the execution leaves: recovery claims the run at once
+        # The clock stands still: only the execution's leaving can wake recovery.
+        assert await asyncio.wait_for(handle.result(), 10) == [None, "later"]

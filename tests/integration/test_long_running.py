@@ -144,6 +144,26 @@ async def test_three_day_timer_fires_when_the_clock_gets_there(db_url: str) -> N
     assert clock.now() - started >= 3 * 86400
 
 
+async def test_a_timer_fires_on_time_whatever_the_poll_interval(db_url: str) -> None:
+    """Recovery planned its next scan a poll interval ahead when the workflow started; the
+    timer's unload must bring that scan forward, or the timer fires up to a poll late."""
+    clock = FakeClock()
+    manager = sw.Manager(db_url, clock=clock, poll_interval=3600)
+
+    @manager.register_workflow
+    async def remind() -> str:
+        await manager.sleep(5)
+        return "reminded"
+
+    async with manager:
+        handle = await manager.workflow(remind).execute()
+        await wait_status(handle, sw.WorkflowStatus.WAITING)
+        # Recovery now plans its scan for the timer's end (PostgreSQL: in server time).
+        await clock.wait_for_sleep(lambda s: 4.9 < s < 5.1)
+        await clock.advance(5)
+        assert await asyncio.wait_for(handle.result(), 10) == "reminded"
+
+
 async def test_child_fire_and_forget_and_durable_child_result(db_url: str) -> None:
     manager = make_manager(db_url)
     release = asyncio.Event()

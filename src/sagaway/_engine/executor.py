@@ -724,6 +724,8 @@ class Execution:
             ),
             unloads=lambda _: True,
         )
+        # Recovery may have planned its next scan for later than this timer's end.
+        engine.wake_recovery()
         raise _Unload()
 
     @_engine_code

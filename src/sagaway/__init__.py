@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from sagaway._engine.engine import OnConflict
-from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.activity import ActivityInfo, activity_info
 from sagaway.errors import (
     ActivityTimeout,
@@ -30,6 +28,7 @@ from sagaway.registry import Queue
 from sagaway.retry import RetryPolicy
 from sagaway.saga import Saga
 from sagaway.serialization import DefaultErrorMarshaler, ErrorMarshaler
+from sagaway.states import OnConflict, StepKind, StepStatus, WorkflowStatus
 from sagaway.workflow import StepDescription, WorkflowDescription, WorkflowHandle
 
 __version__ = "0.1.0"

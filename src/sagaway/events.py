@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from sagaway._engine.states import WorkflowStatus
+from sagaway.states import WorkflowStatus
 from sagaway.store.records import WorkflowRecord
 
 

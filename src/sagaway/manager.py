@@ -21,12 +21,12 @@ from typing import Any, ParamSpec, TypeVar, overload
 from sagaway import errors, serialization
 from sagaway._engine import context
 from sagaway._engine.engine import Engine
-from sagaway._engine.states import WorkflowStatus
 from sagaway.clock import Clock, OffsetClock, SystemClock
 from sagaway.recovery import RecoveryWorker
 from sagaway.registry import ActivityDef, Queue, Registry
 from sagaway.retry import RetryPolicy
 from sagaway.signals import Signal
+from sagaway.states import WorkflowStatus
 from sagaway.store import Store, open_store, resolve_url
 from sagaway.store.records import SignalRecord
 from sagaway.worker import Worker

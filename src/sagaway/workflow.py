@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sagaway import errors, serialization
 from sagaway._engine import context
-from sagaway._engine.engine import OnConflict
-from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.retry import RetryPolicy
+from sagaway.states import OnConflict, StepKind, StepStatus, WorkflowStatus
 from sagaway.store.base import StoreUnavailable
 from sagaway.store.records import StepRecord, WorkflowRecord
 

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from sagaway._engine.states import StepKind, StepStatus
+from sagaway.states import StepKind, StepStatus
 from sagaway.store import Store
 from tests.generative.world import InjectedDbError, Process, ProcessDead, World
 

@@ -76,7 +76,7 @@ async def test_cancel_from_another_process_stops_the_running_workflow(postgres_u
 async def test_starts_made_together_wake_listeners_once(postgres_url: str) -> None:
     """A batch of starts no process owns is one 'ready:' notice (PostgreSQL drops repeats of a
     transaction), not one per start: every listening process would otherwise wake per start."""
-    from sagaway._engine.states import WorkflowStatus
+    from sagaway.states import WorkflowStatus
     from sagaway.store import open_store
     from sagaway.store.records import Lease, NewWorkflow
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from sagaway import errors
-from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
+from sagaway.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store import Store, open_store
 from sagaway.store.migrations import latest_version
 from sagaway.store.records import (

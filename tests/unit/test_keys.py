@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sagaway._engine import keys
-from sagaway._engine.states import WorkflowStatus
+from sagaway.states import WorkflowStatus
 from sagaway.store.records import WorkflowRecord
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sagaway._engine.recent import RECORD_OVERHEAD, RecentEnds
-from sagaway._engine.states import WorkflowStatus
+from sagaway.states import WorkflowStatus
 from sagaway.store.records import WorkflowRecord
 
 

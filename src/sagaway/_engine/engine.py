@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import os
 import socket
@@ -20,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 from sagaway import errors, events, retry, serialization
 from sagaway._engine import keys
 from sagaway._engine.recent import RecentEnds
-from sagaway._engine.states import WorkflowStatus
 from sagaway._engine.threads import DaemonThreadPool
 from sagaway.channel import Channel
 from sagaway.clock import Clock, wait_event_or_sleep
 from sagaway.registry import Queue, Registry, WorkflowDef
+from sagaway.states import OnConflict, WorkflowStatus
 from sagaway.store.base import Store, StoreUnavailable
 from sagaway.store.records import Lease, NewWorkflow, WorkflowRecord
 
@@ -46,17 +45,6 @@ def check_text(value: str, what: str) -> None:
             raise ValueError(
                 f"{what} must be valid Unicode (no lone surrogates such as '\\ud800'): {value!r}"
             ) from None
-
-
-class OnConflict(enum.Enum):
-    """What a start does when its idempotency key is already in use."""
-
-    ATTACH = "attach"
-    """Return the existing execution (a client retry joins it). Default."""
-    FAIL = "fail"
-    """Raise ``WorkflowAlreadyExists``."""
-    TERMINATE_EXISTING = "terminate_existing"
-    """Terminate the live execution and start anew under the key."""
 
 
 class _QueueLimiter:

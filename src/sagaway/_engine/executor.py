@@ -34,8 +34,8 @@ import pydantic_core
 from sagaway import activity as activity_mod
 from sagaway import errors, events, retry, serialization
 from sagaway._engine import context, keys
-from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.clock import wait_event_or_sleep
+from sagaway.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store.records import Lease, StepRecord, WorkflowRecord
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from sagaway import errors, serialization
-from sagaway._engine.engine import OnConflict
 from sagaway.outbox._table import Message
+from sagaway.states import OnConflict
 
 if TYPE_CHECKING:
     from sagaway.manager import Manager

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from sagaway import errors
-from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
+from sagaway.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store.records import StepRecord, WorkflowRecord
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection
 from typing import Protocol
 
 from sagaway import errors
-from sagaway._engine.states import WorkflowStatus
+from sagaway.states import WorkflowStatus
 from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
 
 

@@ -58,7 +58,7 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from psycopg_pool.pool_async import AddConnection, MaintenanceTask
 
 from sagaway import errors
-from sagaway._engine.states import StepStatus, WorkflowStatus
+from sagaway.states import StepStatus, WorkflowStatus
 from sagaway.store import _pg_listener, _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store._group_commit import GroupCommit

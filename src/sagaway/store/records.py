@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from sagaway._engine.states import StepKind, StepStatus, WorkflowStatus
+from sagaway.states import StepKind, StepStatus, WorkflowStatus
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sagaway import errors
-from sagaway._engine.states import StepStatus, WorkflowStatus
+from sagaway.states import StepStatus, WorkflowStatus
 from sagaway.store import _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store.base import CreateResult

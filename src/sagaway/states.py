@@ -1,4 +1,8 @@
-"""Workflow and step states."""
+"""Workflow and step states, and what a start does on a key in use.
+
+A leaf: it imports nothing of the package, so the stores, the engine and the public API can
+all share these names without depending on one another.
+"""
 
 from __future__ import annotations
 
@@ -40,8 +44,6 @@ ENDED = frozenset(
     }
 )
 
-LIVE = frozenset(WorkflowStatus) - ENDED
-
 
 class StepStatus(enum.StrEnum):
     """Outcome of one durable call."""
@@ -69,3 +71,14 @@ class StepKind(enum.StrEnum):
     """Waiting for a child workflow's result."""
     SIGNAL = "signal"
     SLEEP = "sleep"
+
+
+class OnConflict(enum.Enum):
+    """What a start does when its idempotency key is already in use."""
+
+    ATTACH = "attach"
+    """Return the existing execution (a client retry joins it). Default."""
+    FAIL = "fail"
+    """Raise ``WorkflowAlreadyExists``."""
+    TERMINATE_EXISTING = "terminate_existing"
+    """Terminate the live execution and start anew under the key."""

@@ -34,6 +34,16 @@ _current: contextvars.ContextVar[ActivityInfo | None] = contextvars.ContextVar(
 )
 
 
+def enter(info: ActivityInfo) -> contextvars.Token[ActivityInfo | None]:
+    """Make ``info`` what ``activity_info()`` answers in this context (the engine, around an
+    attempt); undo with ``leave``."""
+    return _current.set(info)
+
+
+def leave(token: contextvars.Token[ActivityInfo | None]) -> None:
+    _current.reset(token)
+
+
 def activity_info() -> ActivityInfo:
     """Information about the activity being executed.
 

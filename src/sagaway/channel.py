@@ -1,8 +1,7 @@
 """Channel: in-process fan-out of state-transition events.
 
-Waiters for one workflow's end (``handle.result()``) are woken here without touching the
-database; other subscribers (logging, metrics, the UI) get every event through a bounded queue
-and lose the oldest ones rather than slow the engine down.
+Waiters for one workflow's end (``handle.result()``) and for its signals are woken here without
+touching the database.
 """
 
 from __future__ import annotations
@@ -26,12 +25,11 @@ class Watch(asyncio.Event):
 
 
 class Channel:
-    """Publish/subscribe of engine events within one process."""
+    """Fan-out of engine events to the waiters of this process."""
 
     def __init__(self) -> None:
         self._end_waiters: dict[str, set[Watch]] = collections.defaultdict(set)
         self._signal_waiters: dict[str, set[asyncio.Event]] = collections.defaultdict(set)
-        self._subscribers: list[asyncio.Queue[events.Event]] = []
 
     def publish(self, event: events.Event) -> None:
         if isinstance(
@@ -44,10 +42,6 @@ class Channel:
         elif isinstance(event, events.SignalSent):
             for waiter in self._signal_waiters.get(event.run_id, ()):
                 waiter.set()
-        for queue in self._subscribers:
-            if queue.full():
-                queue.get_nowait()  # drop the oldest: observers must not stall workflows
-            queue.put_nowait(event)
 
     def wake_all(self) -> None:
         """Wake every end waiter (they look again): changes elsewhere may have gone unheard."""
@@ -81,13 +75,3 @@ class Channel:
             waiters.discard(waiter)
             if not waiters:
                 del self._signal_waiters[run_id]
-
-    def subscribe(self, maxsize: int = 10_000) -> asyncio.Queue[events.Event]:
-        """A queue receiving every event from now on."""
-        queue: asyncio.Queue[events.Event] = asyncio.Queue(maxsize)
-        self._subscribers.append(queue)
-        return queue
-
-    def unsubscribe(self, queue: asyncio.Queue[events.Event]) -> None:
-        if queue in self._subscribers:
-            self._subscribers.remove(queue)

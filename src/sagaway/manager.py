@@ -20,14 +20,16 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from sagaway import errors, serialization
 from sagaway._engine import context
-from sagaway._engine.engine import Engine
-from sagaway.clock import Clock, OffsetClock, SystemClock
+from sagaway._engine.engine import Engine, EngineRef
+from sagaway._engine.options import EngineOptions
+from sagaway._engine.server_clock import server_clock
+from sagaway.clock import Clock, SystemClock
 from sagaway.recovery import RecoveryWorker
 from sagaway.registry import ActivityDef, Queue, Registry
 from sagaway.retry import RetryPolicy
 from sagaway.signals import Signal
 from sagaway.states import WorkflowStatus
-from sagaway.store import Store, open_store, resolve_url
+from sagaway.store import open_store, resolve_url
 from sagaway.store.records import SignalRecord
 from sagaway.worker import Worker
 from sagaway.workflow import (
@@ -92,43 +94,28 @@ class Manager:
         payload_limit: int = serialization.DEFAULT_PAYLOAD_LIMIT,
         clock: Clock | None = None,
     ) -> None:
-        for label, value in (
-            ("recovery_interval", recovery_interval),
-            ("lease_timeout", lease_timeout),
-            ("poll_interval", poll_interval),
-        ):
-            if not value > 0:
-                raise ValueError(f"{label} must be > 0 seconds, got {value!r}")
         if concurrency < 1 or activity_threads < 1:
             raise ValueError("concurrency and activity_threads must be >= 1")
-        if payload_limit < 1024:
-            raise ValueError("payload_limit must be at least 1024 bytes")
-        if error_marshaler is not None and not isinstance(
-            error_marshaler, serialization.ErrorMarshaler
-        ):
-            raise TypeError(
-                "error_marshaler must implement marshal_completable_error(err) -> bytes | None "
-                "and unmarshal_completable_error(data) -> BaseException"
-            )
         self.url = resolve_url(url)
-        self._marshaler = error_marshaler or serialization.DefaultErrorMarshaler()
-        self._queues = dict(queues or {})
-        for name, queue in self._queues.items():
-            if not isinstance(queue, Queue):
-                raise TypeError(f"queues[{name!r}] must be a sagaway.Queue")
-        self._recovery_interval = recovery_interval
-        self._lease_timeout = lease_timeout
-        self._poll_interval = poll_interval
+        self.options = EngineOptions(
+            recovery_interval=recovery_interval,
+            lease_timeout=lease_timeout,
+            poll_interval=poll_interval,
+            activity_threads=activity_threads,
+            payload_limit=payload_limit,
+            marshaler=error_marshaler or serialization.DefaultErrorMarshaler(),
+            queues=dict(queues or {}),
+        )
+        """The engine's settings, checked here (read-only)."""
         self.concurrency = concurrency
         """Workflow executions run at once by this process (read when the Manager opens)."""
         self.workflow_queues: frozenset[str] | None = None
         """Workflow queues this process's Worker runs (None: every queue)."""
-        self._activity_threads = activity_threads
-        self._payload_limit = payload_limit
         self.clock: Clock = clock or SystemClock()
         self.registry = Registry()
         self.state = ManagerState.CLOSED
-        self._engine: Engine | None = None
+        self._ref = EngineRef()
+        """The Engine while the Manager is open; handles, calls and signals share it."""
         self._worker: Worker | None = None
         self._recovery: RecoveryWorker | None = None
         self._clock_task: asyncio.Task[None] | None = None
@@ -174,7 +161,7 @@ class Manager:
         Inside a workflow, calling the returned function is a durable call; elsewhere (tests,
         other activities) it runs the function directly.
         """
-        if queue is not None and queue not in self._queues:
+        if queue is not None and queue not in self.options.queues:
             raise ValueError(
                 f"queue {queue!r} is not configured; pass queues={{{queue!r}: sagaway.Queue(...)}} "
                 "to the Manager"
@@ -197,7 +184,7 @@ class Manager:
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 if context.current_execution() is not None:
-                    return await ActivityCall[Any](self, defn.name, args, kwargs).execute_get()
+                    return await ActivityCall[Any](self._ref, defn.name, args, kwargs).execute_get()
                 return await func(*args, **kwargs)
 
             return async_wrapper
@@ -205,7 +192,7 @@ class Manager:
         @functools.wraps(func)
         def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
             if context.current_execution() is not None:
-                return ActivityCall[Any](self, defn.name, args, kwargs).execute_get()
+                return ActivityCall[Any](self._ref, defn.name, args, kwargs).execute_get()
             return func(*args, **kwargs)
 
         return sync_wrapper
@@ -252,7 +239,7 @@ class Manager:
         self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
     ) -> ActivityCall[Any]:
         """A durable call of a registered activity; run it with ``execute_get``/``execute_wait``."""
-        return ActivityCall(self, fn, args, kwargs)
+        return ActivityCall(self._ref, fn, args, kwargs)
 
     @overload
     def workflow(
@@ -266,11 +253,11 @@ class Manager:
         self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
     ) -> WorkflowCall[Any]:
         """A start of a registered workflow; run it with ``execute``/``execute_get``."""
-        return WorkflowCall(self, fn, args, kwargs)
+        return WorkflowCall(self._ref, fn, args, kwargs)
 
     def signal(self, name: str) -> Signal:
         """A named signal: ``send(key, payload)`` from anywhere, ``receive(Type)`` in a workflow."""
-        return Signal(self, name)
+        return Signal(self._ref, name)
 
     async def sleep(self, seconds: float) -> None:
         """A durable timer inside a workflow: a resumed workflow sleeps only what is left."""
@@ -286,90 +273,66 @@ class Manager:
 
     def get_workflow(self, key: str) -> WorkflowHandle[Any]:
         """A handle for the workflow under ``key`` (no I/O; methods raise WorkflowNotFound)."""
-        return WorkflowHandle(self, key)
+        return WorkflowHandle(self._ref, key)
 
     async def list_workflows(
         self, *, status: WorkflowStatus | None = None, limit: int = 100
     ) -> list[WorkflowDescription]:
         """Current workflows, newest first (steps not included)."""
-        engine = self._require_engine()
-        records = await engine.store.list_workflows(status=status, limit=limit)
+        records = await self._ref.require().list_workflows(status=status, limit=limit)
         return [_describe(r, []) for r in records]
 
     async def list_signals(self, key: str) -> list[SignalRecord]:
         """Signals sent to the current workflow under ``key``, delivered or not, in order."""
-        engine = self._require_engine()
-        record = await engine.get(key)
-        return await engine.store.list_signals(record.run_id)
+        return await self._ref.require().list_signals(key)
 
     async def count_workflows(self) -> dict[WorkflowStatus, int]:
         """How many current workflows are in each status."""
-        return await self._require_engine().store.count_by_status()
+        return await self._ref.require().count_by_status()
 
     async def retry(self, key: str) -> bool:
         """Make a SUSPENDED workflow due now; False if it is not suspended."""
-        return await self._require_engine().retry_now(key)
+        return await self._ref.require().retry_now(key)
 
     async def terminate(self, key: str, reason: str = "terminated by operator") -> bool:
         """End a live workflow as TERMINATED; False if it had already ended."""
-        return await self._require_engine().end(key, WorkflowStatus.TERMINATED, reason)
+        return await self._ref.require().end(key, WorkflowStatus.TERMINATED, reason)
 
     # ------------------------------------------------------------------ lifecycle
 
     def _require_engine(self) -> Engine:
-        if self._engine is None:
-            raise errors.ManagerStateError(
-                "the Manager is not open: use `async with manager:` (runs workers) or "
-                "`async with manager.connect():` (client only)"
-            )
-        return self._engine
+        return self._ref.require()
 
     async def _open(self, run_workers: bool) -> None:
         if self.state is not ManagerState.CLOSED:
             raise errors.ManagerStateError(f"the Manager is already open ({self.state.value})")
         store = open_store(self.url)
-        engine = Engine(
-            store,
-            clock=self.clock,
-            registry=self.registry,
-            marshaler=self._marshaler,
-            payload_limit=self._payload_limit,
-            lease_timeout=self._lease_timeout,
-            recovery_interval=self._recovery_interval,
-            poll_interval=self._poll_interval,
-            queues=self._queues,
-            activity_threads=self._activity_threads,
-        )
         await store.open()
-        await self._use_server_clock(engine)
-        await store.listen(engine.on_notification)
-        self._engine = engine
+        try:
+            clock, self._clock_task = await server_clock(store, self.clock)
+            engine = Engine(store, self.options, clock=clock, registry=self.registry)
+            await engine.listen()
+        except BaseException:
+            if self._clock_task is not None:
+                self._clock_task.cancel()
+                self._clock_task = None
+            await store.close()
+            raise
+        self._ref.engine = engine
         if run_workers:
             worker = Worker(engine, self.concurrency, self.workflow_queues)
             recovery = RecoveryWorker(engine, worker)
-            engine.worker = worker
-            worker.start(recovery.wake)
+            worker.start()
             recovery.start()
             self._worker, self._recovery = worker, recovery
             self.state = ManagerState.RUNNING
         else:
             self.state = ManagerState.CONNECTED
 
-    async def _use_server_clock(self, engine: Engine) -> None:
-        """On a shared server, take every time from the server's clock (see OffsetClock)."""
-        offset = await _measure_offset(engine.store, self.clock)
-        if offset is None:
-            return
-        clock = OffsetClock(self.clock, offset)
-        engine.clock = clock
-        if isinstance(self.clock, SystemClock):
-            # Local clocks drift and get stepped by NTP: measure again now and then.
-            self._clock_task = asyncio.create_task(_refresh_offset(engine.store, clock))
-
     async def close(self, drain_timeout: float = 0.0, force: asyncio.Event | None = None) -> None:
         """Stop workers (running executions get ``drain_timeout`` s, or until ``force`` is set,
         then are released)."""
-        engine = self._engine
+        engine = self._ref.engine
         if engine is None:
             return
         if self._clock_task is not None:
@@ -381,10 +344,9 @@ class Manager:
             if self._worker is not None:
                 await self._worker.stop(drain_timeout, force)
         finally:
-            engine.worker = None
-            engine.close_thread_pool()
-            await engine.store.close()
-            self._engine = self._worker = self._recovery = None
+            await engine.close()
+            self._ref.engine = None
+            self._worker = self._recovery = None
             self.state = ManagerState.CLOSED
 
     async def __aenter__(self) -> Manager:
@@ -418,22 +380,3 @@ class Manager:
             await stop.wait()
         finally:
             await self.close(drain_timeout, force)
-
-
-async def _measure_offset(store: Store, local: Clock) -> float | None:
-    before = local.now()
-    server = await store.server_time()
-    after = local.now()
-    return None if server is None else server - (before + after) / 2
-
-
-async def _refresh_offset(store: Store, clock: OffsetClock, every: float = 60.0) -> None:
-    while True:
-        await clock.local.sleep(every)
-        try:
-            offset = await _measure_offset(store, clock.local)
-        except Exception:
-            logger.warning("could not read the database clock; keeping the last offset")
-            continue
-        if offset is not None:
-            clock.offset = offset

@@ -30,7 +30,7 @@ class RecoveryWorker:
     def __init__(self, engine: Engine, worker: Worker) -> None:
         self.engine = engine
         self.worker = worker
-        self.wake = asyncio.Event()
+        self.wake = engine.recovery_wake
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._store_down = False
@@ -55,20 +55,15 @@ class RecoveryWorker:
         limit = min(worker.free_slots, _BATCH)
         if limit <= 0 or not worker.accepting:
             return 0
-        claimed = await engine.store.claim_due(
-            owner=engine.owner,
-            now=engine.clock.now(),
-            lease_timeout=engine.lease_timeout,
-            limit=limit,
-            exclude=worker.running_ids,
-            queues=worker.queues,
+        claimed = await engine.claim_due(
+            limit=limit, exclude=worker.running_ids, queues=worker.queues
         )
         # One read for the steps of everything claimed, not one per execution. If it fails, each
         # execution reads its own when it starts (what is claimed must run, not wait for expiry).
         steps: dict[str, list[StepRecord]] | None = None
         if claimed:
             try:
-                steps = await engine.store.load_steps_many([r.run_id for r, _ in claimed])
+                steps = await engine.load_steps_many([r.run_id for r, _ in claimed])
             except Exception:
                 logger.exception("reading the steps of claimed executions failed; retrying each")
         for record, lease in claimed:
@@ -94,9 +89,7 @@ class RecoveryWorker:
                 if claimed >= _BATCH:
                     continue
                 delay = engine.poll_interval
-                next_due = await engine.store.next_due(
-                    owner=engine.owner, queues=self.worker.queues
-                )
+                next_due = await engine.next_due(self.worker.queues)
                 if next_due is not None:
                     delay = min(delay, max(next_due - engine.clock.now(), 0.0))
                     # Due, yet nothing claimed: an execution of this process that has just

@@ -42,6 +42,3 @@ class RetryPolicy:
 
 DEFAULT = RetryPolicy()
 """Policy of activities registered without one."""
-
-COMPENSATION = RetryPolicy(maximum_attempts=0, maximum_interval=60.0)
-"""Compensations are retried until they succeed."""

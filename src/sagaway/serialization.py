@@ -157,7 +157,7 @@ class FunctionCodec:
 
     def decode_args(self, text: str) -> tuple[list[Any], dict[str, Any]]:
         """Decode stored arguments into call arguments of the annotated types."""
-        data = _load(text, f"arguments of {self.label}")
+        data = load_json(text, f"arguments of {self.label}")
         adapters = self._adapters()
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
@@ -200,7 +200,7 @@ class FunctionCodec:
     def decode_result(self, text: str | None) -> Any:
         self._adapters()
         assert self._result is not None
-        data = None if text is None else _load(text, f"result of {self.label}")
+        data = None if text is None else load_json(text, f"result of {self.label}")
         try:
             return self._result.validate_python(data)
         except pydantic.ValidationError as exc:
@@ -262,7 +262,7 @@ _DEPTH_HINT = (
 
 
 def _check_readable(text: str, what: str) -> None:
-    """Refuse JSON that ``_load`` could not read back, or only with NaN/Infinity."""
+    """Refuse JSON that ``load_json`` could not read back, or only with NaN/Infinity."""
     try:
         pydantic_core.from_json(text, allow_inf_nan=False)
     except ValueError as exc:
@@ -274,7 +274,8 @@ def _check_readable(text: str, what: str) -> None:
         ) from None
 
 
-def _load(text: str, what: str) -> Any:
+def load_json(text: str, what: str) -> Any:
+    """Parse stored JSON (``what`` names it in the error: a PayloadError, never a crash)."""
     try:
         return pydantic_core.from_json(text)
     except ValueError as exc:

@@ -10,16 +10,13 @@ successive ``receive`` calls in the order sent. A workflow with nothing to recei
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import pydantic
 
 from sagaway import errors
 from sagaway._engine import context
-from sagaway._engine.engine import check_text
-
-if TYPE_CHECKING:
-    from sagaway.manager import Manager
+from sagaway._engine.engine import EngineRef, check_text
 
 T = TypeVar("T")
 
@@ -34,13 +31,13 @@ def _adapter(tp: Any) -> pydantic.TypeAdapter[Any]:
 class Signal:
     """A named signal: ``manager.signal("approval")``."""
 
-    def __init__(self, manager: Manager, name: str) -> None:
+    def __init__(self, engines: EngineRef, name: str) -> None:
         if not isinstance(name, str) or not name or len(name) > MAX_NAME:
             raise ValueError(
                 f"a signal name is a non-empty string of at most {MAX_NAME} characters"
             )
         check_text(name, "a signal name")
-        self._manager = manager
+        self._engines = engines
         self.name = name
 
     def __repr__(self) -> str:
@@ -60,7 +57,7 @@ class Signal:
             raise ValueError("dedupe_id must be a non-empty string")
         if dedupe_id is not None:
             check_text(dedupe_id, "dedupe_id")
-        engine = self._manager._require_engine()
+        engine = self._engines.require()
         return await engine.send_signal(key, self.name, payload, dedupe_id)
 
     @overload

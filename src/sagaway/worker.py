@@ -21,7 +21,7 @@ import contextlib
 import dataclasses
 import logging
 
-from sagaway import errors, serialization
+from sagaway import errors
 from sagaway._engine import context
 from sagaway._engine.engine import Engine
 from sagaway._engine.executor import Execution
@@ -127,15 +127,14 @@ class Worker:
         self.capacity_freed = asyncio.Event()
         self.execution_left = asyncio.Event()
         """Set whenever an execution leaves this worker (ended, unloaded, released)."""
-        self._recovery_wake: asyncio.Event | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self, recovery_wake: asyncio.Event | None = None) -> None:
+    def start(self) -> None:
         # Workflow code's tasks are numbered when created (deterministic call ids on replay).
         context.install_task_factory(asyncio.get_running_loop())
         self.accepting = True
-        self._recovery_wake = recovery_wake
+        self.engine.attach_runner(self)
         self._heartbeat = asyncio.create_task(self._heartbeat_loop(), name="sagaway-heartbeat")
 
     async def stop(self, drain_timeout: float = 0.0, force: asyncio.Event | None = None) -> None:
@@ -172,6 +171,10 @@ class Worker:
     def serves(self, queue: str) -> bool:
         return self.queues is None or queue in self.queues
 
+    def accepts(self, queue: str) -> bool:
+        """Whether a workflow of ``queue`` started in this process may run here at once."""
+        return self.accepting and self.serves(queue)
+
     @property
     def running_ids(self) -> set[str]:
         return set(self._running)
@@ -204,10 +207,6 @@ class Worker:
             )
         return states
 
-    def wake_recovery(self) -> None:
-        if self._recovery_wake is not None:
-            self._recovery_wake.set()
-
     def dispatch(
         self, record: WorkflowRecord, lease: Lease, steps: list[StepRecord] | None
     ) -> None:
@@ -227,9 +226,9 @@ class Worker:
         """Another process reports ``run_id`` ended: stop it here unless it is ending itself."""
         entry = self._running.get(run_id)
         if entry is not None and not (entry.execution is not None and entry.execution.finishing):
-            self.cancel_local(run_id)
+            self.cancel(run_id)
 
-    def cancel_local(self, run_id: str) -> None:
+    def cancel(self, run_id: str) -> None:
         """Stop an execution that was ended elsewhere (cancel, terminate)."""
         entry = self._running.get(run_id)
         if entry is None:
@@ -252,7 +251,7 @@ class Worker:
                 return
             if steps is None:
                 try:
-                    steps = await engine.store.load_steps(record.run_id)
+                    steps = await engine.load_steps(record.run_id)
                 except errors.CorruptRecord as exc:
                     await self._suspend_corrupt(entry, exc)
                     return
@@ -310,23 +309,12 @@ class Worker:
         self, entry: _Running, error: errors.SagawayError, action: str
     ) -> None:
         """SUSPEND a claimed workflow that cannot run here, with ``error`` recorded."""
-        engine = self.engine
-        record = entry.record
-        now = engine.clock.now()
-        await engine.store.suspend_workflow(
-            record.run_id,
-            token=entry.lease.token,
-            error=serialization.describe_error(error, "incompletable"),
-            now=now,
-            next_run_at=now + engine.suspend_backoff.interval(record.suspend_count + 1),
-        )
-        logger.error(str(error), extra={"action": action, "workflow_id": record.key})
+        await self.engine.suspend(entry.record, entry.lease.token, error)
+        logger.error(str(error), extra={"action": action, "workflow_id": entry.record.key})
 
     async def _release(self, entry: _Running) -> None:
         with contextlib.suppress(Exception):
-            await self.engine.store.release_workflow(
-                entry.record.run_id, token=entry.lease.token, now=self.engine.clock.now()
-            )
+            await self.engine.release(entry.record.run_id, entry.lease.token)
 
     async def _heartbeat_loop(self) -> None:
         engine = self.engine
@@ -337,10 +325,7 @@ class Worker:
                 continue
             entries = list(self._running.values())
             try:
-                kept = await engine.store.renew_leases(
-                    [e.lease.token for e in entries],
-                    expires_at=engine.clock.now() + engine.lease_timeout,
-                )
+                kept = await engine.renew_leases([e.lease.token for e in entries])
             except Exception:
                 logger.exception("lease heartbeat failed; retrying", extra={"action": "heartbeat"})
                 continue
@@ -353,4 +338,4 @@ class Worker:
                         entry.record.key,
                         extra={"action": "lease_lost", "workflow_id": entry.record.key},
                     )
-                    self.cancel_local(entry.record.run_id)
+                    self.cancel(entry.record.run_id)

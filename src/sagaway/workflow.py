@@ -18,8 +18,7 @@ from sagaway.store.records import StepRecord, WorkflowRecord
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from sagaway._engine.engine import Engine
-    from sagaway.manager import Manager
+    from sagaway._engine.engine import Engine, EngineRef
     from sagaway.registry import WorkflowDef
 
 R = TypeVar("R")
@@ -80,7 +79,7 @@ def _describe(
     result = None
     if record.result is not None:
         try:
-            result = serialization._load(record.result, "result")
+            result = serialization.load_json(record.result, "result")
         except errors.PayloadError as exc:
             problems.append(f"workflow {record.key!r}: {exc}")
     return WorkflowDescription(
@@ -120,7 +119,7 @@ def _describe(
 
 def _child_key(text: str) -> str:
     try:
-        return str(serialization._load(text, "child key"))
+        return str(serialization.load_json(text, "child key"))
     except errors.PayloadError:
         return f"<unreadable child key {text[:80]!r}>"
 
@@ -143,13 +142,13 @@ class WorkflowHandle(Generic[R]):
 
     def __init__(
         self,
-        manager: Manager,
+        engines: EngineRef,
         key: str,
         run_id: str | None = None,
         *,
         child_of: WorkflowDef | None = None,
     ) -> None:
-        self._manager = manager
+        self._engines = engines
         self.key = key
         self.run_id = run_id
         """The execution this handle was started for (None: whatever is current under key)."""
@@ -159,9 +158,9 @@ class WorkflowHandle(Generic[R]):
         return f"WorkflowHandle(key={self.key!r})"
 
     async def _record(self) -> WorkflowRecord:
-        engine = self._manager._require_engine()
+        engine = self._engines.require()
         if self.run_id is not None:
-            record = await engine.store.get_run(self.run_id)
+            record = await engine.get_run(self.run_id)
             if record is None:
                 raise errors.WorkflowNotFound(self.key)
             return record
@@ -171,10 +170,10 @@ class WorkflowHandle(Generic[R]):
         return (await self._record()).status
 
     async def describe(self) -> WorkflowDescription:
-        engine = self._manager._require_engine()
+        engine = self._engines.require()
         record = await self._record()
         try:
-            steps = await engine.store.load_steps(record.run_id)
+            steps = await engine.load_steps(record.run_id)
         except errors.CorruptRecord as exc:
             # Describe what can be read: the workflow, and why its steps are not shown.
             return _describe(record, [], [f"steps not shown: {exc}"])
@@ -201,7 +200,7 @@ class WorkflowHandle(Generic[R]):
             _, call_id, _ = context.next_call_id()
             result: R = await execution.call_child_result(self._child_def, self.key, call_id)
             return result
-        engine = self._manager._require_engine()
+        engine = self._engines.require()
         if self.run_id is not None:
             # Started here: watch first, then read (an end in between is not missed).
             record = await engine.wait_for_end(self.run_id, self.key, timeout)
@@ -215,7 +214,9 @@ class WorkflowHandle(Generic[R]):
             except errors.NotRegistered:
                 # A client that does not register the workflow gets plain JSON back.
                 raw = (
-                    None if record.result is None else serialization._load(record.result, "result")
+                    None
+                    if record.result is None
+                    else serialization.load_json(record.result, "result")
                 )
                 return raw  # type: ignore[return-value]  # untyped client: plain JSON
             decoded: R = defn.codec.decode_result(record.result)
@@ -255,7 +256,7 @@ class WorkflowHandle(Generic[R]):
         A running execution is stopped at once in this process, or at its next durable call in
         another. Compensations are not run.
         """
-        engine = self._manager._require_engine()
+        engine = self._engines.require()
         return await engine.end(self.key, WorkflowStatus.CANCELLED, reason)
 
 
@@ -264,12 +265,12 @@ class ActivityCall(Generic[R]):
 
     def __init__(
         self,
-        manager: Manager,
+        engines: EngineRef,
         fn: Callable[..., Any] | str,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> None:
-        self._manager = manager
+        self._engines = engines
         self._fn = fn
         self._args = args
         self._kwargs = kwargs
@@ -312,12 +313,12 @@ class WorkflowCall(Generic[R]):
 
     def __init__(
         self,
-        manager: Manager,
+        engines: EngineRef,
         fn: Callable[..., Any] | str,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> None:
-        self._manager = manager
+        self._engines = engines
         self._fn = fn
         self._args = args
         self._kwargs = kwargs
@@ -332,7 +333,6 @@ class WorkflowCall(Generic[R]):
         """
         if not isinstance(on_conflict, OnConflict):
             raise TypeError("on_conflict must be a sagaway.OnConflict")
-        manager = self._manager
         execution = context.current_execution()
         if execution is not None:
             engine = execution.engine
@@ -340,13 +340,13 @@ class WorkflowCall(Generic[R]):
             args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
             _, call_id, _ = context.next_call_id()
             key = await execution.call_child(defn, args_json, idempotency_key, call_id)
-            return WorkflowHandle(manager, key, child_of=defn)
-        engine = manager._require_engine()
+            return WorkflowHandle(self._engines, key, child_of=defn)
+        engine = self._engines.require()
         defn = engine.registry.workflow(self._fn)
         args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
         key = idempotency_key if idempotency_key is not None else uuid.uuid4().hex
         record, _ = await engine.start(defn, args_json, key=key, on_conflict=on_conflict)
-        return WorkflowHandle(manager, key, record.run_id)
+        return WorkflowHandle(self._engines, key, record.run_id)
 
     async def execute_get(
         self,

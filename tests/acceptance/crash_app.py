@@ -129,7 +129,7 @@ async def main() -> None:
         )
     async with manager:
         if CRASH != "none":
-            install_crash_hook(manager._engine.store, CRASH)  # type: ignore[union-attr]
+            install_crash_hook(manager._require_engine().store, CRASH)
         handle = await manager.workflow(order_saga, KEY, FAIL == "ship").execute(
             idempotency_key=KEY
         )

@@ -1,8 +1,10 @@
-"""Engine: the source engine's server operations (create, complete, list, get, ...) over a Store.
+"""Engine: the durable operations on workflow executions (start, end, wait, list, ...).
 
-Each operation is one Store transaction; the Engine adds the rules (idempotency keys and their
-conflict policies, who may run what) and publishes state transitions on the Channel. The Worker,
-the Recovery Worker, the Manager and the gRPC server all go through it.
+It is the one gateway to the Store: the Manager, the handles, the Worker and the Recovery Worker
+all go through it. Each operation is one Store transaction; the Engine adds the rules
+(idempotency keys and their conflict policies, who may run what) and publishes state
+transitions on the Channel. What it needs of the Worker of its process, if there is one, is
+the small ``LocalRunner`` protocol below, attached when the Worker starts.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Collection
+from typing import Any, Protocol
 
 from sagaway import errors, events, retry, serialization
 from sagaway._engine import keys
+from sagaway._engine.options import EngineOptions
 from sagaway._engine.recent import RecentEnds
 from sagaway._engine.threads import DaemonThreadPool
 from sagaway.channel import Channel
@@ -25,11 +28,7 @@ from sagaway.clock import Clock, wait_event_or_sleep
 from sagaway.registry import Queue, Registry, WorkflowDef
 from sagaway.states import OnConflict, WorkflowStatus
 from sagaway.store.base import Store, StoreUnavailable
-from sagaway.store.records import Lease, NewWorkflow, WorkflowRecord
-
-if TYPE_CHECKING:
-    from sagaway.worker import Worker
-
+from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
 
 logger = logging.getLogger(__name__)
 
@@ -71,35 +70,50 @@ class _QueueLimiter:
             yield
 
 
+class LocalRunner(Protocol):
+    """What the Engine needs from the Worker of its process (the Worker implements it)."""
+
+    def accepts(self, queue: str) -> bool:
+        """Whether a workflow of ``queue`` started here may run here at once."""
+        ...
+
+    def dispatch(
+        self, record: WorkflowRecord, lease: Lease, steps: list[StepRecord] | None
+    ) -> None:
+        """Run an execution this process has just claimed."""
+        ...
+
+    def is_running(self, run_id: str) -> bool: ...
+
+    def cancel(self, run_id: str) -> None:
+        """Stop an execution that was ended by request (cancel, terminate)."""
+        ...
+
+    def ended_elsewhere(self, run_id: str) -> None:
+        """Another process reports ``run_id`` ended: stop it here unless it is ending itself."""
+        ...
+
+
 class Engine:
     """Durable operations on workflow executions, shared by every component of one Manager."""
 
     def __init__(
-        self,
-        store: Store,
-        *,
-        clock: Clock,
-        registry: Registry,
-        marshaler: serialization.ErrorMarshaler,
-        payload_limit: int,
-        lease_timeout: float,
-        recovery_interval: float,
-        poll_interval: float,
-        queues: dict[str, Queue],
-        activity_threads: int,
+        self, store: Store, options: EngineOptions, *, clock: Clock, registry: Registry
     ) -> None:
         self.store = store
+        self.options = options
         self.clock = clock
+        """Fixed for the Engine's life (on PostgreSQL, the server's clock: see OffsetClock)."""
         self.registry = registry
-        self.marshaler = marshaler
-        self.payload_limit = payload_limit
-        self.lease_timeout = lease_timeout
-        self.recovery_interval = recovery_interval
-        self.poll_interval = poll_interval
+        self.marshaler = options.marshaler
+        self.payload_limit = options.payload_limit
+        self.lease_timeout = options.lease_timeout
+        self.recovery_interval = options.recovery_interval
+        self.poll_interval = options.poll_interval
         self.suspend_backoff = retry.RetryPolicy(
-            initial_interval=recovery_interval,
+            initial_interval=options.recovery_interval,
             backoff_coefficient=2.0,
-            maximum_interval=max(recovery_interval, 300.0),
+            maximum_interval=max(options.recovery_interval, 300.0),
             maximum_attempts=0,
         )
         self.channel = Channel()
@@ -108,11 +122,21 @@ class Engine:
         self.recent_ends = RecentEnds()
         """Executions that ended in this process lately, by run id: result() needs no read."""
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.worker: Worker | None = None
-        self._queues = {name: _QueueLimiter(q, clock) for name, q in queues.items()}
-        self._threads = activity_threads
+        self.runner: LocalRunner | None = None
+        """This process's Worker while it runs (``attach_runner``)."""
+        self.recovery_wake = asyncio.Event()
+        """Set to make this process's Recovery Worker scan now."""
+        self._queues = {name: _QueueLimiter(q, clock) for name, q in options.queues.items()}
         self._pool: DaemonThreadPool | None = None
-        self._default_marshaler = serialization.DefaultErrorMarshaler()
+
+    def attach_runner(self, runner: LocalRunner | None) -> None:
+        """Run executions started or claimed here on ``runner`` (None: none any more)."""
+        self.runner = runner
+
+    def wake_recovery(self) -> None:
+        """Make this process's Recovery Worker scan now (something became due, or will be
+        before the time it planned to look again)."""
+        self.recovery_wake.set()
 
     # ------------------------------------------------------------------ resources
 
@@ -120,7 +144,9 @@ class Engine:
     def thread_pool(self) -> DaemonThreadPool:
         """Threads for sync activities; daemons, so process exit does not wait for them."""
         if self._pool is None:
-            self._pool = DaemonThreadPool(self._threads, thread_name_prefix="sagaway-activity")
+            self._pool = DaemonThreadPool(
+                self.options.activity_threads, thread_name_prefix="sagaway-activity"
+            )
         return self._pool
 
     def close_thread_pool(self) -> None:
@@ -131,9 +157,6 @@ class Engine:
     def queue_slot(self, queue: str | None) -> contextlib.AbstractAsyncContextManager[None]:
         limiter = self._queues.get(queue) if queue else None
         return limiter.slot() if limiter else contextlib.nullcontext()
-
-    def has_queue(self, name: str) -> bool:
-        return name in self._queues
 
     def is_completable(self, exc: BaseException) -> bool:
         if isinstance(exc, errors.CompletableError):
@@ -182,9 +205,8 @@ class Engine:
                 key, run_id, replacing=on_conflict is OnConflict.TERMINATE_EXISTING
             ),
         )
-        worker = self.worker
-        runs_here = worker is not None and worker.accepting and worker.serves(defn.queue)
-        lease = self.new_lease() if runs_here else None
+        runner = self.runner
+        lease = self.new_lease() if runner is not None and runner.accepts(defn.queue) else None
         result = await self.store.create_workflow(
             new,
             now=self.clock.now(),
@@ -196,8 +218,8 @@ class Engine:
             if result.replaced_run_id is not None:
                 self._ended_elsewhere(result.replaced_run_id, key, WorkflowStatus.TERMINATED)
             self.channel.publish(events.WorkflowStarted(record.run_id, key, defn.name))
-            if lease is not None and worker is not None:
-                worker.dispatch(record, lease, steps=[])
+            if lease is not None and runner is not None:
+                runner.dispatch(record, lease, steps=[])
             return record, True
         if on_conflict is OnConflict.FAIL:
             raise errors.WorkflowAlreadyExists(key, record.status.value)
@@ -242,14 +264,14 @@ class Engine:
         deadline = None if timeout is None else self.clock.now() + timeout
         waiter = self.channel.watch(run_id)
         delay = 0.02
-        local = self.worker is not None and self.worker.is_running(run_id)
+        local = self._runs_here(run_id)
         try:
             while True:
                 waiter.clear()
                 ended = waiter.record or self.recent_ends.get(run_id)
                 if ended is not None:
                     return ended  # ended in this process: no need to read it back
-                if local and self.worker is not None and self.worker.is_running(run_id):
+                if local and self._runs_here(run_id):
                     # Running here: its end will be published on the Channel.
                     await wait_event_or_sleep(waiter, self.clock, self.poll_interval)
                     continue
@@ -301,9 +323,12 @@ class Engine:
             self._ended_elsewhere(record.run_id, key, status)
         return changed
 
+    def _runs_here(self, run_id: str) -> bool:
+        return self.runner is not None and self.runner.is_running(run_id)
+
     def _ended_elsewhere(self, run_id: str, key: str, status: WorkflowStatus) -> None:
-        if self.worker is not None:
-            self.worker.cancel_local(run_id)
+        if self.runner is not None:
+            self.runner.cancel(run_id)
         self.channel.publish(events.WorkflowEnded(run_id, key, status))
 
     def on_notification(self, payload: str) -> None:
@@ -311,16 +336,15 @@ class Engine:
         kind, _, detail = payload.partition(":")
         if kind == "ended":
             self.channel.publish(events.WorkflowChanged(detail))
-            if self.worker is not None:
-                self.worker.ended_elsewhere(detail)  # cancelled elsewhere while running here
-        elif kind == "ready" and self.worker is not None:
-            self.worker.wake_recovery()
+            if self.runner is not None:
+                self.runner.ended_elsewhere(detail)  # cancelled elsewhere while running here
+        elif kind == "ready":
+            self.wake_recovery()
         elif kind in ("listening", "deaf"):
             # Notices may have been missed (or will be): everyone waiting looks again now.
             self.notifications = kind == "listening"
             self.channel.wake_all()
-            if self.worker is not None:
-                self.worker.wake_recovery()
+            self.wake_recovery()
 
     async def send_signal(self, key: str, name: str, payload: Any, dedupe_id: str | None) -> bool:
         """Store a signal for the workflow under ``key``; False if ``dedupe_id`` was seen."""
@@ -344,14 +368,105 @@ class Engine:
             )
         if stored:
             self.channel.publish(events.SignalSent(record.run_id, key, name))
-            if self.worker is not None:
-                self.worker.wake_recovery()
+            self.wake_recovery()
         return stored
 
     async def retry_now(self, key: str) -> bool:
         """Make a SUSPENDED workflow due now; False if it is not suspended."""
         record = await self.get(key)
         changed = await self.store.retry_now(record.run_id, now=self.clock.now())
-        if changed and self.worker is not None:
-            self.worker.wake_recovery()
+        if changed:
+            self.wake_recovery()
         return changed
+
+    # ------------------------------------------------------------------ reads
+
+    async def get_run(self, run_id: str) -> WorkflowRecord | None:
+        return await self.store.get_run(run_id)
+
+    async def load_steps(self, run_id: str) -> list[StepRecord]:
+        return await self.store.load_steps(run_id)
+
+    async def list_workflows(
+        self, *, status: WorkflowStatus | None, limit: int
+    ) -> list[WorkflowRecord]:
+        return await self.store.list_workflows(status=status, limit=limit)
+
+    async def list_signals(self, key: str) -> list[SignalRecord]:
+        """Signals sent to the current execution under ``key``, delivered or not, in order."""
+        record = await self.get(key)
+        return await self.store.list_signals(record.run_id)
+
+    async def count_by_status(self) -> dict[WorkflowStatus, int]:
+        return await self.store.count_by_status()
+
+    # ------------------------------------------------------------------ ownership
+
+    async def claim_due(
+        self, *, limit: int, exclude: Collection[str], queues: Collection[str] | None
+    ) -> list[tuple[WorkflowRecord, Lease]]:
+        """Take leases on up to ``limit`` executions due now (not those in ``exclude``)."""
+        return await self.store.claim_due(
+            owner=self.owner,
+            now=self.clock.now(),
+            lease_timeout=self.lease_timeout,
+            limit=limit,
+            exclude=exclude,
+            queues=queues,
+        )
+
+    async def load_steps_many(self, run_ids: Collection[str]) -> dict[str, list[StepRecord]]:
+        return await self.store.load_steps_many(run_ids)
+
+    async def next_due(self, queues: Collection[str] | None) -> float | None:
+        """When the next execution another process does not own falls due (None: none)."""
+        return await self.store.next_due(owner=self.owner, queues=queues)
+
+    async def renew_leases(self, tokens: Collection[str]) -> set[str]:
+        """Extend the leases of ``tokens``; the tokens still owned."""
+        return await self.store.renew_leases(
+            tokens, expires_at=self.clock.now() + self.lease_timeout
+        )
+
+    async def release(self, run_id: str, token: str) -> None:
+        """Give an owned execution up, due now (another process may take it at once)."""
+        await self.store.release_workflow(run_id, token=token, now=self.clock.now())
+
+    async def suspend(self, record: WorkflowRecord, token: str, error: errors.SagawayError) -> None:
+        """SUSPEND an owned execution that cannot run here, ``error`` recorded, retried later."""
+        now = self.clock.now()
+        await self.store.suspend_workflow(
+            record.run_id,
+            token=token,
+            error=serialization.describe_error(error, "incompletable"),
+            now=now,
+            next_run_at=now + self.suspend_backoff.interval(record.suspend_count + 1),
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def listen(self) -> None:
+        """Have the store's notifications (if it has any) reach this Engine."""
+        await self.store.listen(self.on_notification)
+
+    async def close(self) -> None:
+        self.runner = None
+        self.close_thread_pool()
+        await self.store.close()
+
+
+class EngineRef:
+    """Where handles, calls and signals find their Manager's Engine: there while it is open."""
+
+    __slots__ = ("engine",)
+
+    def __init__(self) -> None:
+        self.engine: Engine | None = None
+
+    def require(self) -> Engine:
+        if self.engine is None:
+            raise errors.ManagerStateError(
+                "the Manager is not open: use `async with manager:` (runs workers) or "
+                "`async with manager.connect():` (client only)"
+            )
+        return self.engine

@@ -610,7 +610,7 @@ class Execution:
         if self.slot is not None:
             await self.slot.acquire()  # given back while the workflow only waited
         self.activities += 1
-        info_token = activity_mod._current.set(info)
+        info_token = activity_mod.enter(info)
         wf_token = context.suspend_workflow_context()
         try:
             async with engine.queue_slot(defn.queue):
@@ -627,7 +627,7 @@ class Execution:
                 return await _with_timeout(work, timeout, engine, defn.name)
         finally:
             context.leave(wf_token)
-            activity_mod._current.reset(info_token)
+            activity_mod.leave(info_token)
             self.activities -= 1
             if self.activities == 0 and self.waiting and self.slot is not None:
                 self.slot.release()  # the last activity ended while branches wait
@@ -848,7 +848,7 @@ class Execution:
         previous = self._replayed(call_id, StepKind.CHILD, defn.name)
         if previous is not None and previous.status is StepStatus.COMPLETED:
             assert previous.result is not None
-            child_key: str = serialization._load(previous.result, "child key")
+            child_key: str = serialization.load_json(previous.result, "child key")
             return child_key
         child_key = key or keys.derived_key(self.record, call_id)
         await self._before_durable_action()

@@ -1,0 +1,45 @@
+"""The engine's settings: one frozen record, checked once, read by the Manager and the Engine."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from sagaway import serialization
+from sagaway.registry import Queue
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EngineOptions:
+    """How the engine of one Manager behaves (see ``Manager`` for what each setting means)."""
+
+    recovery_interval: float = 10.0
+    lease_timeout: float = 30.0
+    poll_interval: float = 1.0
+    activity_threads: int = 32
+    payload_limit: int = serialization.DEFAULT_PAYLOAD_LIMIT
+    marshaler: serialization.ErrorMarshaler = dataclasses.field(
+        default_factory=serialization.DefaultErrorMarshaler
+    )
+    queues: Mapping[str, Queue] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for label, value in (
+            ("recovery_interval", self.recovery_interval),
+            ("lease_timeout", self.lease_timeout),
+            ("poll_interval", self.poll_interval),
+        ):
+            if not value > 0:
+                raise ValueError(f"{label} must be > 0 seconds, got {value!r}")
+        if self.activity_threads < 1:
+            raise ValueError("activity_threads must be >= 1")
+        if self.payload_limit < 1024:
+            raise ValueError("payload_limit must be at least 1024 bytes")
+        if not isinstance(self.marshaler, serialization.ErrorMarshaler):
+            raise TypeError(
+                "error_marshaler must implement marshal_completable_error(err) -> bytes | None "
+                "and unmarshal_completable_error(data) -> BaseException"
+            )
+        for name, queue in self.queues.items():
+            if not isinstance(queue, Queue):
+                raise TypeError(f"queues[{name!r}] must be a sagaway.Queue")

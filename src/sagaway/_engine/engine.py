@@ -163,12 +163,6 @@ class Engine:
             return True
         return self.marshaler.marshal_completable_error(exc) is not None
 
-    def wake_recovery(self) -> None:
-        """Make this process's Recovery Worker scan now (something became due, or will be
-        before the time it planned to look again)."""
-        if self.worker is not None:
-            self.worker.wake_recovery()
-
     def remember_end(self, record: WorkflowRecord) -> None:
         self.recent_ends.add(record)
 

@@ -1,0 +1,306 @@
+"""Activity and compensation calls: run once, retried by policy, recorded before use.
+
+An attempt holds the worker slot while it runs; a ``BaseException`` its code raises becomes the
+activity's error (``ActivityAborted``) instead of stopping the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+import functools
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+from sagaway import activity as activity_mod
+from sagaway import errors, retry
+from sagaway._engine import context, keys
+from sagaway._engine.execution import FINAL, ExecutionBase, engine_code
+from sagaway.states import StepKind, StepStatus
+from sagaway.store.records import StepRecord
+
+if TYPE_CHECKING:
+    from sagaway._engine.engine import Engine
+    from sagaway.registry import ActivityDef
+
+
+@dataclasses.dataclass(slots=True)
+class _Call:
+    """One activity call being made: what its attempts share."""
+
+    defn: ActivityDef
+    kind: StepKind
+    policy: retry.RetryPolicy
+    info: activity_mod.ActivityInfo
+    """For the attempt being made (``attempt`` counts across processes)."""
+    started_at: float
+    local: int = 0
+    """Attempts made by this run (the retry policy counts these)."""
+
+
+class ActivityCalls(ExecutionBase):
+    """The activity calls of an execution."""
+
+    @engine_code
+    async def call_activity(
+        self,
+        defn: ActivityDef,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        call_id: str,
+        seq: int,
+        *,
+        policy: retry.RetryPolicy,
+        timeout: float | None,
+        compensation: bool = False,
+    ) -> Any:
+        """Run (or replay) one activity call and return its result."""
+        forward = not compensation  # what a saga's compensation waits for (``settle``)
+        if forward:
+            self.forward_calls += 1
+        try:
+            return await self._call_activity(
+                defn,
+                args,
+                kwargs,
+                call_id,
+                seq,
+                policy=policy,
+                timeout=timeout,
+                compensation=compensation,
+            )
+        finally:
+            if forward:
+                self.forward_calls -= 1
+                self._note_dropped()
+
+    async def settle(self) -> None:
+        """Wait until no activity of the workflow runs (compensations aside).
+
+        A saga compensates only steps whose outcome is known, in reverse order of completion:
+        when a gather branch fails, its siblings' activities still run, and their steps must
+        complete (and register their compensations) before the first compensation is chosen.
+        """
+        while self.forward_calls:
+            self._inflight_dropped.clear()
+            await self._inflight_dropped.wait()
+
+    async def _call_activity(
+        self,
+        defn: ActivityDef,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        call_id: str,
+        seq: int,
+        *,
+        policy: retry.RetryPolicy,
+        timeout: float | None,
+        compensation: bool = False,
+    ) -> Any:
+        self._check_usable()
+        kind = StepKind.COMPENSATION if compensation else StepKind.ACTIVITY
+        previous = self._replayed(call_id, kind, defn.name)
+        if previous is not None and previous.status in FINAL:
+            return self._replay_outcome(previous, defn.codec.decode_result)
+        # An effect runs only once every earlier outcome is durable.
+        await self._before_durable_action()
+        if compensation:
+            policy = dataclasses.replace(policy, maximum_attempts=0)  # until it succeeds
+        call = self._new_call(defn, kind, policy, call_id, seq, previous)
+        # In flight for the whole call, the writes and backoff sleeps between attempts included:
+        # a sibling branch must not unload the workflow while this one will try again.
+        with self._busy():
+            while True:
+                call.local += 1
+                call.info = dataclasses.replace(call.info, attempt=call.info.attempt + 1)
+                try:
+                    value = await self._invoke(defn, args, kwargs, call.info, timeout)
+                    result = defn.codec.encode_result(value, self.engine.payload_limit)
+                except Exception as exc:
+                    await self._attempt_failed(call, exc)  # raises, unless it is retried
+                    continue
+                step = self._step(
+                    call.info.call_id,
+                    kind,
+                    defn.name,
+                    StepStatus.COMPLETED,
+                    attempts=call.info.attempt,
+                    result=result,
+                    started_at=call.started_at,
+                    ended_at=self.completion_time(),
+                )
+                context.note_completion(step.ended_at or 0.0)
+                await self._record(step, defer=True)
+                # Return what replay will return, so the first run and every replay agree.
+                return defn.codec.decode_result(result)
+
+    def _new_call(
+        self,
+        defn: ActivityDef,
+        kind: StepKind,
+        policy: retry.RetryPolicy,
+        call_id: str,
+        seq: int,
+        previous: StepRecord | None,
+    ) -> _Call:
+        """A call about to make its first attempt here (``previous``: its attempts elsewhere)."""
+        return _Call(
+            defn=defn,
+            kind=kind,
+            policy=policy,
+            info=activity_mod.ActivityInfo(
+                workflow_key=self.key,
+                run_id=self.record.run_id,
+                activity_name=defn.name,
+                call_id=call_id,
+                sequence=seq,
+                attempt=previous.attempts if previous else 0,
+                idempotency_key=keys.derived_key(self.record, call_id),
+                is_compensation=kind is StepKind.COMPENSATION,
+            ),
+            started_at=previous.started_at if previous else self.engine.clock.now(),
+        )
+
+    async def _attempt_failed(self, call: _Call, exc: Exception) -> None:
+        """Record a failed attempt; return after the backoff if it is retried, else raise."""
+        engine, attempt = self.engine, call.info.attempt
+        outcome = self._classify(exc, call.kind is StepKind.COMPENSATION)
+        step = self._step(
+            call.info.call_id,
+            call.kind,
+            call.defn.name,
+            outcome,
+            attempts=attempt,
+            error=self._describe(exc, outcome.value.lower()),
+            started_at=call.started_at,
+            ended_at=engine.clock.now(),
+        )
+        if outcome is StepStatus.FAILED:
+            step = dataclasses.replace(step, ended_at=self.completion_time())
+            context.note_completion(step.ended_at or 0.0)
+            await self._record(step, defer=True)
+            raise exc
+        if outcome is StepStatus.RETRYING and call.policy.allows(call.local + 1):
+            await self._record(step)
+            with self._waiting_here():  # a backoff holds no worker slot
+                await engine.clock.sleep(call.policy.interval(call.local))
+            self._check_usable()  # the lease may have been lost meanwhile
+            return
+        if outcome is StepStatus.RETRYING:
+            exhausted = errors.RetriesExhausted(
+                f"activity {call.defn.name!r} failed {call.local} times with a retryable "
+                f"error (policy allows {call.policy.maximum_attempts}): {exc}"
+            )
+            exhausted.__cause__ = exc
+            self.doomed = exhausted
+            error = self._describe(exhausted, "error")
+            await self._record(dataclasses.replace(step, status=StepStatus.ERROR, error=error))
+            raise exhausted from exc
+        self.doomed = exc
+        await self._record(dataclasses.replace(step, status=StepStatus.ERROR))
+        raise exc
+
+    def _classify(self, exc: BaseException, compensation: bool) -> StepStatus:
+        if compensation:
+            return StepStatus.RETRYING  # compensations retry every failure until they succeed
+        if isinstance(exc, errors.RetryableError):
+            return StepStatus.RETRYING
+        if self.engine.is_completable(exc):
+            return StepStatus.FAILED
+        return StepStatus.ERROR
+
+    async def _invoke(
+        self,
+        defn: ActivityDef,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        info: activity_mod.ActivityInfo,
+        timeout: float | None,
+    ) -> Any:
+        engine = self.engine
+        if self.slot is not None:
+            await self.slot.acquire()  # given back while the workflow only waited
+        self.activities += 1
+        info_token = activity_mod.enter(info)
+        wf_token = context.suspend_workflow_context()
+        try:
+            async with engine.queue_slot(defn.queue):
+                if defn.is_async:
+                    work: Awaitable[Any] = defn.fn(*args, **kwargs)
+                else:
+                    call = functools.partial(
+                        contextvars.copy_context().run, _sync_contained, defn, *args, **kwargs
+                    )
+                    work = asyncio.get_running_loop().run_in_executor(engine.thread_pool, call)
+                work = _contained(work, defn.name)
+                if timeout is None:
+                    return await work
+                return await _with_timeout(work, timeout, engine, defn.name)
+        finally:
+            context.leave(wf_token)
+            activity_mod.leave(info_token)
+            self.activities -= 1
+            if self.activities == 0 and self.waiting and self.slot is not None:
+                self.slot.release()  # the last activity ended while branches wait
+
+
+async def _contained(work: Awaitable[Any], name: str) -> Any:
+    """Await an activity attempt; a BaseException its code raised becomes ActivityAborted.
+
+    Left alone, SystemExit or KeyboardInterrupt would stop the event loop and the process (and
+    every process that claims the workflow next), and a CancelledError would look like a
+    cancel of the workflow, which is then released and run again, forever. A CancelledError
+    while this task is being cancelled (workflow cancelled, lease lost, shutdown, timeout) is a
+    real cancel and goes on.
+    """
+    try:
+        return await work
+    except Exception:
+        raise
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        raise _aborted(name, exc) from exc
+    except BaseException as exc:
+        raise _aborted(name, exc) from exc
+
+
+def _sync_contained(defn: ActivityDef, /, *args: Any, **kwargs: Any) -> Any:
+    """Run a sync activity attempt (in a thread); a BaseException becomes ActivityAborted.
+
+    Converted here, in the thread, rather than in the event loop: a GeneratorExit set on the
+    future would be thrown into the workflow's task, which Python treats as closing every
+    coroutine on the way (see _contained for the rest).
+    """
+    try:
+        return defn.fn(*args, **kwargs)
+    except Exception:
+        raise
+    except BaseException as exc:
+        raise _aborted(defn.name, exc) from exc
+
+
+def _aborted(name: str, exc: BaseException) -> errors.ActivityAborted:
+    return errors.ActivityAborted(
+        f"activity {name!r} raised {type(exc).__name__}({exc!s}), a BaseException: it is "
+        "recorded as an incompletable error and the workflow is suspended; an activity must "
+        "fail with an Exception (fix it, then `sagaway retry KEY`)"
+    )
+
+
+async def _with_timeout(work: Any, timeout: float, engine: Engine, name: str) -> Any:
+    task = asyncio.ensure_future(work)
+    timer = asyncio.ensure_future(engine.clock.sleep(timeout))
+    try:
+        done, _ = await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        task.cancel()
+        timer.cancel()
+        raise
+    if task in done:
+        timer.cancel()
+        return task.result()
+    task.cancel()  # a thread cannot be stopped: a sync activity runs on, its result is discarded
+    raise errors.ActivityTimeout(f"activity {name!r} did not finish within {timeout}s")

@@ -1,0 +1,352 @@
+"""Durable waits: timers, signals, children.
+
+A wait that is all the workflow is doing commits WAITING and unloads the workflow (no task, no
+lease); the wait's end makes it due and the Recovery Worker runs it again. A wait begun beside
+other work waits in the worker, giving the slot back, and unloads when that work ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Iterator
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import pydantic
+import pydantic_core
+
+from sagaway import errors, serialization
+from sagaway._engine import context, keys
+from sagaway._engine.execution import FINAL, WAIT_IN_PROCESS, ExecutionBase, Unload, engine_code
+from sagaway.clock import wait_event_or_sleep
+from sagaway.states import StepKind, StepStatus, WorkflowStatus
+from sagaway.store.records import StepRecord, WorkflowRecord
+
+if TYPE_CHECKING:
+    from sagaway.registry import WorkflowDef
+
+
+class WaitCalls(ExecutionBase):
+    """The timers, signal receives and children of an execution."""
+
+    @engine_code
+    async def call_sleep(self, seconds: float, call_id: str) -> None:
+        """A durable timer: the wake-up time is recorded, so a resumed workflow sleeps the rest.
+
+        Long sleeps unload the workflow (WAITING, no worker task, no lease) and the Recovery
+        Worker re-runs it when the time comes; short ones sleep in the worker.
+        """
+        self._check_usable()
+        engine = self.engine
+        previous = self._replayed(call_id, StepKind.SLEEP, "sleep")
+        await self._before_durable_action()
+        now = engine.clock.now()
+        step: StepRecord | None = None
+        if previous is not None and previous.result is not None:
+            wake_at = float(previous.result)
+        else:
+            wake_at = now + seconds
+            step = self._step(
+                call_id,
+                StepKind.SLEEP,
+                "sleep",
+                StepStatus.COMPLETED,
+                result=repr(wake_at),
+                started_at=now,
+                ended_at=wake_at,
+            )
+        remaining = wake_at - now
+        if remaining >= WAIT_IN_PROCESS and self.inflight == 0:
+            if step is not None:
+                self.recorded[call_id] = step
+            await self._wait(waiting_for="timer", next_run_at=wake_at, step=step)
+        if step is not None:
+            await self._record(step)
+        while True:
+            with self._waiting_here():
+                while True:
+                    left = wake_at - engine.clock.now()
+                    if left <= 0:
+                        return
+                    if left >= WAIT_IN_PROCESS and self.inflight == 1:
+                        break  # begun beside other work, which has ended: only this timer is left
+                    self._inflight_dropped.clear()
+                    await wait_event_or_sleep(self._inflight_dropped, engine.clock, left)
+            # Wait durably instead of holding a lease (and memory) until the timer fires.
+            await self._before_durable_action()
+            if self.inflight == 0:
+                await self._wait(waiting_for="timer", next_run_at=wake_at, step=None)
+
+    async def _wait(
+        self, *, waiting_for: str, next_run_at: float | None, step: StepRecord | None
+    ) -> None:
+        """Commit WAITING and unload the workflow (raises Unload).
+
+        Called with nothing else in flight; the guard keeps it so while the write is under way
+        (a branch starting an activity meanwhile would run it after the lease is given up).
+        """
+        engine = self.engine
+        await self._unload_guard(
+            True,
+            engine.store.wait_workflow(
+                self.record.run_id,
+                token=self.lease.token,
+                waiting_for=waiting_for,
+                next_run_at=next_run_at,
+                step=step,
+                now=engine.clock.now(),
+            ),
+            unloads=lambda _: True,
+        )
+        # Recovery may have planned its next scan for later than this timer's end.
+        engine.wake_recovery()
+        raise Unload()
+
+    @engine_code
+    async def call_receive(
+        self, name: str, adapter: pydantic.TypeAdapter[Any], timeout: float | None, call_id: str
+    ) -> Any:
+        """Receive the next signal ``name`` (durably waiting for it), decoded as ``adapter``."""
+        self._check_usable()
+        engine = self.engine
+        previous = self._replayed(call_id, StepKind.SIGNAL, name)
+        if previous is not None and previous.status is StepStatus.COMPLETED:
+            context.note_completion(previous.ended_at or 0.0)
+            return _decode_signal(adapter, previous.result)
+        if previous is not None and previous.status is StepStatus.FAILED:
+            message = serialization.error_summary(previous.error) or {}
+            raise errors.SignalTimeout(str(message.get("message", f"no signal {name!r}")))
+        now = engine.clock.now()
+        started_at = previous.started_at if previous else now
+        if previous is not None:
+            deadline = previous.ended_at
+        else:
+            deadline = None if timeout is None else now + timeout
+        watcher = engine.channel.watch_signals(self.record.run_id)
+        try:
+            while True:
+                # Every pending outcome is written before a wait may unload the workflow (an
+                # unload gives the lease up: nothing could be written afterwards).
+                await self._before_durable_action()
+                now = engine.clock.now()
+                expired = deadline is not None and now >= deadline
+                if not expired:
+                    now = self.completion_time()  # a signal received now is recorded at ``now``
+                unload = self.inflight == 0 and not expired
+                payload = await self._take_signal(
+                    name, adapter, call_id, started_at, deadline, unload, now
+                )
+                if payload is not None:
+                    self.recorded[call_id] = self._step(
+                        call_id,
+                        StepKind.SIGNAL,
+                        name,
+                        StepStatus.COMPLETED,
+                        result=payload,
+                        started_at=started_at,
+                        ended_at=now,
+                    )
+                    context.note_completion(now)
+                    return _decode_signal(adapter, payload)
+                if expired:
+                    await self._signal_timed_out(name, call_id, started_at, now)
+                if unload:
+                    self.unloading = True
+                    raise Unload()
+                if self.inflight == 0:
+                    continue  # the other work ended during the read: unload now, not at a poll
+                # Another branch is busy: wait here, woken by a local send or by polling.
+                wait = engine.poll_interval
+                if deadline is not None:
+                    wait = min(wait, max(deadline - now, 0.0))
+                with self._waiting_beside(watcher):
+                    await wait_event_or_sleep(watcher, engine.clock, wait)
+        finally:
+            engine.channel.unwatch_signals(self.record.run_id, watcher)
+
+    async def _take_signal(
+        self,
+        name: str,
+        adapter: pydantic.TypeAdapter[Any],
+        call_id: str,
+        started_at: float,
+        deadline: float | None,
+        unload: bool,
+        now: float,
+    ) -> str | None:
+        """The next well-formed signal ``name``, recorded as received; None if there is none
+        (then, if ``unload``, the workflow was made WAITING for it)."""
+
+        def accept(payload: str) -> str | None:
+            try:
+                _decode_signal(adapter, payload)
+            except errors.PayloadError as exc:
+                return str(exc)
+            return None
+
+        store = self.engine.store
+        return await self._unload_guard(
+            unload,
+            store.receive_signal(
+                self.record.run_id,
+                token=self.lease.token,
+                name=name,
+                call_id=call_id,
+                started_at=started_at,
+                deadline=deadline,
+                wait=unload,
+                accept=accept,
+                now=now,
+            ),
+            unloads=lambda found: found is None,
+        )
+
+    async def _signal_timed_out(
+        self, name: str, call_id: str, started_at: float, now: float
+    ) -> NoReturn:
+        error = errors.SignalTimeout(f"no signal {name!r} arrived within {now - started_at:.1f}s")
+        await self._record(
+            self._step(
+                call_id,
+                StepKind.SIGNAL,
+                name,
+                StepStatus.FAILED,
+                error=self._describe(error, "timeout"),
+                started_at=started_at,
+                ended_at=now,
+            )
+        )
+        raise error
+
+    @contextlib.contextmanager
+    def _waiting_beside(self, watcher: asyncio.Event) -> Iterator[None]:
+        """Wait in the worker beside other work (see ``_waiting_here``); ``watcher`` is set
+        too when that work ends, so the wait looks again and can unload if it is all that is
+        left."""
+        with self._waiting_here():
+            watcher.clear()
+            self._wakers.add(watcher)
+            try:
+                yield
+            finally:
+                self._wakers.discard(watcher)
+
+    @engine_code
+    async def call_child(
+        self, defn: WorkflowDef, args_json: str, key: str | None, call_id: str
+    ) -> str:
+        """Start a child workflow once; returns its key."""
+        self._check_usable()
+        engine = self.engine
+        previous = self._replayed(call_id, StepKind.CHILD, defn.name)
+        if previous is not None and previous.status is StepStatus.COMPLETED:
+            assert previous.result is not None
+            child_key: str = serialization.load_json(previous.result, "child key")
+            return child_key
+        child_key = key or keys.derived_key(self.record, call_id)
+        await self._before_durable_action()
+        now = engine.clock.now()
+        await self._store_call(
+            engine.start_child(defn, args_json, key=child_key, parent_key=self.key),
+            answers=(errors.IdempotencyConflict, errors.WorkflowAlreadyExists, ValueError),
+        )
+        await self._record(
+            self._step(
+                call_id,
+                StepKind.CHILD,
+                defn.name,
+                StepStatus.COMPLETED,
+                result=serialization.encode_value(child_key, "child key"),
+                started_at=now,
+                ended_at=engine.clock.now(),
+            )
+        )
+        return child_key
+
+    @engine_code
+    async def call_child_result(self, defn: WorkflowDef, child_key: str, call_id: str) -> Any:
+        """Wait durably for a child workflow's end; its result, or its error raised."""
+        self._check_usable()
+        engine = self.engine
+        previous = self._replayed(call_id, StepKind.CHILD_RESULT, defn.name)
+        if previous is not None and previous.status in FINAL:
+            return self._replay_outcome(previous, defn.codec.decode_result)
+        started_at = engine.clock.now()
+        child = await self._child_end(child_key)
+        status = (
+            StepStatus.COMPLETED if child.status is WorkflowStatus.COMPLETED else StepStatus.FAILED
+        )
+        error = child.error
+        if child.status in (WorkflowStatus.CANCELLED, WorkflowStatus.TERMINATED):
+            error = self._describe(
+                errors.WorkflowCancelled(child_key, child.status.value, "child workflow"),
+                "cancelled",
+            )
+        step = self._step(
+            call_id,
+            StepKind.CHILD_RESULT,
+            defn.name,
+            status,
+            result=child.result,
+            error=error if status is StepStatus.FAILED else None,
+            started_at=started_at,
+            ended_at=self.completion_time(),
+        )
+        context.note_completion(step.ended_at or 0.0)
+        await self._record(step)
+        if status is StepStatus.COMPLETED:
+            return defn.codec.decode_result(child.result)
+        assert step.error is not None
+        raise serialization.error_from_record(step.error, engine.marshaler)
+
+    async def _child_end(self, child_key: str) -> WorkflowRecord:
+        """The child's record once it has ended (the workflow unloads meanwhile if this wait
+        is all it is doing)."""
+        engine = self.engine
+        while True:
+            await self._before_durable_action()  # as in call_receive: before a possible unload
+            unload = self.inflight == 0
+            child = await self._unload_guard(
+                unload,
+                engine.store.wait_for_child(
+                    self.record.run_id,
+                    token=self.lease.token,
+                    child_key=child_key,
+                    wait=unload,
+                    now=engine.clock.now(),
+                ),
+                unloads=lambda found: found is not None and not found.status.ended,
+            )
+            if child is None:
+                raise errors.WorkflowNotFound(child_key)
+            if child.status.ended:
+                return child
+            if unload:
+                self.unloading = True
+                raise Unload()
+            # Begun beside other work, the wait stays here (the slot given back) until the
+            # child ends or the other work does: then it looks again, and unloads if it is
+            # all that is left (a child that never ends must not hold the lease forever).
+            watcher = asyncio.Event()
+            with self._waiting_beside(watcher):
+                await _first_of(engine.wait_for_end(child.run_id, child_key, None), watcher.wait())
+
+
+def _decode_signal(adapter: pydantic.TypeAdapter[Any], payload: str | None) -> Any:
+    try:
+        data = None if payload is None else pydantic_core.from_json(payload)
+        return adapter.validate_python(data)
+    except (ValueError, pydantic.ValidationError) as exc:
+        raise errors.PayloadError(f"signal payload does not fit {adapter}: {exc}") from None
+
+
+async def _first_of(*waits: Awaitable[Any]) -> None:
+    """Until the first of ``waits`` ends (its error raised); the others are cancelled."""
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+    for task in done:
+        task.result()

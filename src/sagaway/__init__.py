@@ -28,7 +28,7 @@ from sagaway.registry import Queue
 from sagaway.retry import RetryPolicy
 from sagaway.saga import Saga
 from sagaway.serialization import DefaultErrorMarshaler, ErrorMarshaler
-from sagaway.states import OnConflict, StepKind, StepStatus, WorkflowStatus
+from sagaway.states import ErrorKind, OnConflict, StepKind, StepStatus, WorkflowStatus
 from sagaway.workflow import StepDescription, WorkflowDescription, WorkflowHandle
 
 __version__ = "0.1.0"
@@ -40,6 +40,7 @@ __all__ = [
     "Cancelled",
     "CompletableError",
     "DefaultErrorMarshaler",
+    "ErrorKind",
     "ErrorMarshaler",
     "IdempotencyConflict",
     "IncompletableError",

@@ -30,6 +30,7 @@ Every other exception raised by user code counts as incompletable.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -162,3 +163,10 @@ class WorkflowCancelled(SagawayError):
         super().__init__(reason)
         self.key = key
         self.status = status
+
+
+def error_record(kind: str, type_name: str, message: str, **extra: str) -> str:
+    """The JSON of an error as the database records it: what it meant (``kind``, an
+    ``ErrorKind``), its type and message, and ``extra`` fields (traceback, marshaled data).
+    The one encoder of error records: the engine and the stores write them through it."""
+    return json.dumps({"kind": str(kind), "type": type_name, "message": message, **extra})

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from sagaway.states import WorkflowStatus
-from sagaway.store.records import WorkflowRecord
+
+if TYPE_CHECKING:
+    from sagaway.store.records import WorkflowRecord
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 from sagaway import errors, serialization
 from sagaway._engine import context
 from sagaway._engine.engine import Engine, EngineRef
+from sagaway._engine.executor import current_execution
 from sagaway._engine.options import EngineOptions
 from sagaway._engine.server_clock import server_clock
 from sagaway.clock import Clock, SystemClock
@@ -183,7 +184,7 @@ class Manager:
 
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                if context.current_execution() is not None:
+                if current_execution() is not None:
                     return await ActivityCall[Any](self._ref, defn.name, args, kwargs).execute_get()
                 return await func(*args, **kwargs)
 
@@ -191,7 +192,7 @@ class Manager:
 
         @functools.wraps(func)
         def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-            if context.current_execution() is not None:
+            if current_execution() is not None:
                 return ActivityCall[Any](self._ref, defn.name, args, kwargs).execute_get()
             return func(*args, **kwargs)
 
@@ -263,12 +264,12 @@ class Manager:
         """A durable timer inside a workflow: a resumed workflow sleeps only what is left."""
         if not math.isfinite(seconds) or seconds < 0:
             raise ValueError(f"sleep seconds must be a finite number >= 0, not {seconds!r}")
-        execution = context.current_execution()
+        execution = current_execution()
         if execution is None:
             raise errors.SagawayError(
                 "manager.sleep() is a durable timer: call it inside a workflow"
             )
-        _, call_id, _ = context.next_call_id()
+        call_id, _ = context.next_call_id()
         await execution.call_sleep(float(seconds), call_id)
 
     def get_workflow(self, key: str) -> WorkflowHandle[Any]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from sagaway import errors
 from sagaway._engine import context
+from sagaway._engine.executor import current_execution
 
 
 class Saga:
@@ -29,7 +30,7 @@ class Saga:
 
         ``fn`` must be a registered activity (function or name).
         """
-        execution = context.current_execution()
+        execution = current_execution()
         if execution is not None:
             execution.engine.registry.activity(fn)  # unknown functions fail here, not at undo time
         # Ordered by the completion of the step just done, not by when this line runs: parallel
@@ -47,7 +48,7 @@ class Saga:
         succeeds. Activities of the workflow still running in other branches (a gather whose
         other branch failed) are waited for first: a step whose outcome is unknown cannot be
         undone, and one that completes is undone before the steps that completed earlier."""
-        execution = context.current_execution()
+        execution = current_execution()
         if execution is None:
             raise errors.SagawayError(
                 "Saga.execute() runs compensations as durable activities: call it inside a workflow"
@@ -62,7 +63,7 @@ class Saga:
             self._compensations.sort(key=lambda entry: entry[0])  # stable: ties keep their order
             _, fn, args, kwargs = self._compensations.pop()
             defn = registry.activity(fn)
-            _, call_id, seq = context.next_call_id()
+            call_id, seq = context.next_call_id()
             await execution.call_activity(
                 defn,
                 args,
@@ -87,7 +88,7 @@ class Saga:
     ) -> None:
         if exc is None or not isinstance(exc, Exception):
             return
-        execution = context.current_execution()
+        execution = current_execution()
         if (
             execution is not None
             and execution.doomed is None

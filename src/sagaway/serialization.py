@@ -37,6 +37,8 @@ import pydantic
 import pydantic_core
 
 from sagaway import errors
+from sagaway.errors import error_record
+from sagaway.states import ErrorKind
 
 DEFAULT_PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Bytes of JSON allowed for one payload (arguments or a result)."""
@@ -373,21 +375,21 @@ class DefaultErrorMarshaler:
 
 
 def describe_error(
-    err: BaseException, kind: str, marshaler: ErrorMarshaler | None = None, *, limit: int = 8000
+    err: BaseException,
+    kind: ErrorKind,
+    marshaler: ErrorMarshaler | None = None,
+    *,
+    limit: int = 8000,
 ) -> str:
     """JSON description of an error as recorded in the database."""
     cls = type(err)
-    record: dict[str, Any] = {
-        "kind": kind,
-        "type": f"{cls.__module__}.{cls.__qualname__}",
-        "message": str(err),
-    }
+    extra: dict[str, str] = {}
     if marshaler is not None:
         data = marshaler.marshal_completable_error(err)
         if data is not None:
-            record["marshaled"] = base64.b64encode(data).decode()
-    record["traceback"] = format_traceback(err)[-limit:]
-    return json.dumps(record)
+            extra["marshaled"] = base64.b64encode(data).decode()
+    extra["traceback"] = format_traceback(err)[-limit:]
+    return error_record(kind, f"{cls.__module__}.{cls.__qualname__}", str(err), **extra)
 
 
 _CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
@@ -462,7 +464,7 @@ def error_from_record(text: str, marshaler: ErrorMarshaler) -> BaseException:
                 "row was altered outside Sagaway"
             ) from None
         return marshaler.unmarshal_completable_error(raw)
-    if record.get("kind") == "cancelled":
+    if record.get("kind") == ErrorKind.CANCELLED:
         return errors.WorkflowCancelled("", "CANCELLED", str(record.get("message", "")))
     return errors.CompletableError(str(record.get("message", "")))
 
@@ -486,7 +488,7 @@ def error_summary(text: str | None) -> dict[str, Any] | None:
     data = _error_record(text)
     if data is None:
         return {
-            "kind": "unreadable",
+            "kind": ErrorKind.UNREADABLE.value,
             "type": "sagaway.CorruptRecord",
             "message": f"the recorded error is not valid Sagaway JSON: {text[:200]!r}",
         }

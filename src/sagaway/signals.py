@@ -17,6 +17,7 @@ import pydantic
 from sagaway import errors
 from sagaway._engine import context
 from sagaway._engine.engine import EngineRef, check_text
+from sagaway._engine.executor import current_execution
 
 T = TypeVar("T")
 
@@ -72,7 +73,7 @@ class Signal:
         Raises:
             SignalTimeout: nothing arrived within ``timeout`` seconds (in the workflow).
         """
-        execution = context.current_execution()
+        execution = current_execution()
         if execution is None:
             raise errors.SagawayError(
                 "signal(...).receive() waits durably inside a workflow; outside one, send with "
@@ -81,5 +82,5 @@ class Signal:
         if timeout is not None and timeout < 0:
             raise ValueError("timeout must be >= 0 seconds")
         adapter = _adapter(Any if type_ is None else type_)
-        _, call_id, _ = context.next_call_id()
+        call_id, _ = context.next_call_id()
         return await execution.call_receive(self.name, adapter, timeout, call_id)

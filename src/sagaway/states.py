@@ -73,6 +73,29 @@ class StepKind(enum.StrEnum):
     SLEEP = "sleep"
 
 
+class ErrorKind(enum.StrEnum):
+    """What a recorded error meant: the ``kind`` of an error record (workflow or step)."""
+
+    COMPLETABLE = "completable"
+    """A business error that ended the workflow FAILED."""
+    FAILED = "failed"
+    """An activity's business error, raised in the workflow (which may catch it)."""
+    RETRYING = "retrying"
+    """An activity attempt's retryable failure; another attempt follows."""
+    ERROR = "error"
+    """An activity's incompletable failure (retries exhausted included)."""
+    INCOMPLETABLE = "incompletable"
+    """What suspended the workflow."""
+    TIMEOUT = "timeout"
+    """A signal that did not arrive within its timeout."""
+    CANCELLED = "cancelled"
+    """The workflow (or a child it waited for) was cancelled."""
+    TERMINATED = "terminated"
+    """The workflow was terminated or replaced."""
+    UNREADABLE = "unreadable"
+    """A stored error record that could not be read back."""
+
+
 class OnConflict(enum.Enum):
     """What a start does when its idempotency key is already in use."""
 

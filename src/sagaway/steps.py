@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from sagaway import errors, retry
 from sagaway import saga as saga_mod
-from sagaway._engine import context
+from sagaway._engine.executor import current_execution
 
 if TYPE_CHECKING:
     from sagaway.manager import Manager
@@ -223,7 +223,7 @@ class SagaDefinition:
         return tuple(s for s in self.steps if isinstance(s, Retryable))
 
     def _check_registered(self) -> None:
-        execution = context.current_execution()
+        execution = current_execution()
         if execution is None:
             raise errors.SagawayError(
                 "SagaDefinition.run() makes durable calls: await it inside a function "
@@ -269,7 +269,7 @@ class SagaDefinition:
             try:
                 results.append(await call.execute_get(retry=step.retry, timeout=step.timeout))
             except Exception as exc:
-                execution = context.current_execution()
+                execution = current_execution()
                 if execution is not None and execution.engine.is_completable(exc):
                     raise errors.IncompletableError(
                         f"retryable step {step.label!r} failed with a completable error after "

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sagaway import errors, serialization
 from sagaway._engine import context
+from sagaway._engine.executor import current_execution
 from sagaway.retry import RetryPolicy
 from sagaway.states import OnConflict, StepKind, StepStatus, WorkflowStatus
 from sagaway.store.base import StoreUnavailable
@@ -189,7 +190,7 @@ class WorkflowHandle(Generic[R]):
             WorkflowCancelled: when it was cancelled or terminated.
             TimeoutError: when ``timeout`` seconds passed first.
         """
-        execution = context.current_execution()
+        execution = current_execution()
         if execution is not None:
             # Inside a workflow: a durable wait for a child (unloads the parent while it waits).
             if self._child_def is None:
@@ -197,7 +198,7 @@ class WorkflowHandle(Generic[R]):
                     "inside a workflow, wait for a child with the handle its execute() returned "
                     "or with manager.workflow(...).execute_get()"
                 )
-            _, call_id, _ = context.next_call_id()
+            call_id, _ = context.next_call_id()
             result: R = await execution.call_child_result(self._child_def, self.key, call_id)
             return result
         engine = self._engines.require()
@@ -279,7 +280,7 @@ class ActivityCall(Generic[R]):
         self, *, retry: RetryPolicy | None = None, timeout: float | None = None
     ) -> R:
         """Run the activity durably and return its result (replayed if already recorded)."""
-        execution = context.current_execution()
+        execution = current_execution()
         if execution is None:
             raise errors.SagawayError(
                 "activities run durably inside a workflow: call manager.activity(...) from a "
@@ -289,7 +290,7 @@ class ActivityCall(Generic[R]):
         defn = execution.engine.registry.activity(self._fn)
         if timeout is not None and timeout <= 0:
             raise ValueError("activity timeout must be > 0 seconds")
-        _, call_id, seq = context.next_call_id()
+        call_id, seq = context.next_call_id()
         result: R = await execution.call_activity(
             defn,
             self._args,
@@ -333,12 +334,12 @@ class WorkflowCall(Generic[R]):
         """
         if not isinstance(on_conflict, OnConflict):
             raise TypeError("on_conflict must be a sagaway.OnConflict")
-        execution = context.current_execution()
+        execution = current_execution()
         if execution is not None:
             engine = execution.engine
             defn = engine.registry.workflow(self._fn)
             args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
-            _, call_id, _ = context.next_call_id()
+            call_id, _ = context.next_call_id()
             key = await execution.call_child(defn, args_json, idempotency_key, call_id)
             return WorkflowHandle(self._engines, key, child_of=defn)
         engine = self._engines.require()

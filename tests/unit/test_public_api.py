@@ -6,8 +6,8 @@ import sagaway as sw
 
 EXPECTED = {
     "ActivityInfo", "ActivityTimeout", "AlreadyRegistered", "Cancelled", "CompletableError",
-    "DefaultErrorMarshaler", "ErrorMarshaler", "IdempotencyConflict", "IncompletableError",
-    "LeaseLost", "Manager", "ManagerState", "ManagerStateError", "NonDeterminismError",
+    "DefaultErrorMarshaler", "ErrorKind", "ErrorMarshaler", "IdempotencyConflict",
+    "IncompletableError", "LeaseLost", "Manager", "ManagerState", "ManagerStateError", "NonDeterminismError",
     "NotRegistered", "OnConflict", "PayloadError", "Queue", "RetriesExhausted", "RetryPolicy",
     "RetryableError", "Saga", "SagawayError", "SignalTimeout", "StepDescription", "StepKind",
     "StepStatus", "WorkflowAlreadyExists", "WorkflowCancelled", "WorkflowDescription",

@@ -17,7 +17,7 @@ from sagaway import activity as activity_mod
 from sagaway import errors, retry
 from sagaway._engine import context, keys
 from sagaway._engine.execution import FINAL, ExecutionBase, engine_code
-from sagaway.states import StepKind, StepStatus
+from sagaway.states import ErrorKind, StepKind, StepStatus
 from sagaway.store.records import StepRecord
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ class ActivityCalls(ExecutionBase):
             call.defn.name,
             outcome,
             attempts=attempt,
-            error=self._describe(exc, outcome.value.lower()),
+            error=self._describe(exc, ErrorKind(outcome.value.lower())),
             started_at=call.started_at,
             ended_at=engine.clock.now(),
         )
@@ -194,7 +194,7 @@ class ActivityCalls(ExecutionBase):
             )
             exhausted.__cause__ = exc
             self.doomed = exhausted
-            error = self._describe(exhausted, "error")
+            error = self._describe(exhausted, ErrorKind.ERROR)
             await self._record(dataclasses.replace(step, status=StepStatus.ERROR, error=error))
             raise exhausted from exc
         self.doomed = exc

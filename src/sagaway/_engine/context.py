@@ -19,10 +19,7 @@ import asyncio
 import contextvars
 import dataclasses
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from sagaway._engine.executor import Execution
+from typing import Any
 
 
 class Branch:
@@ -62,7 +59,8 @@ class Branch:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _State:
-    execution: Execution
+    execution: object
+    """The ``executor.Execution`` (typed there: ``executor.current_execution``)."""
     branch: Branch
 
 
@@ -71,7 +69,7 @@ _current: contextvars.ContextVar[_State | None] = contextvars.ContextVar(
 )
 
 
-def enter(execution: Execution) -> contextvars.Token[_State | None]:
+def enter(execution: object) -> contextvars.Token[_State | None]:
     """Mark the current task as running ``execution``'s workflow code."""
     return _current.set(_State(execution, Branch(asyncio.current_task(), "")))
 
@@ -85,7 +83,8 @@ def suspend_workflow_context() -> contextvars.Token[_State | None]:
     return _current.set(None)
 
 
-def current_execution() -> Execution | None:
+def current_owner() -> object | None:
+    """The execution whose workflow code runs in this task (see ``executor.current_execution``)."""
     state = _current.get()
     return None if state is None else state.execution
 
@@ -138,8 +137,8 @@ def install_task_factory(loop: asyncio.AbstractEventLoop) -> None:
     loop.set_task_factory(create)  # type: ignore[arg-type]
 
 
-def next_call_id() -> tuple[Execution, str, int]:
-    """The execution and the id of the durable call being made now."""
+def next_call_id() -> tuple[str, int]:
+    """The id and sequence number of the durable call being made now."""
     state = _current.get()
     if state is None:
         raise RuntimeError("not inside a workflow")
@@ -150,7 +149,7 @@ def next_call_id() -> tuple[Execution, str, int]:
         branch = branch.child(task)
         _current.set(_State(state.execution, branch))
     call_id, seq = branch.next_call()
-    return state.execution, call_id, seq
+    return call_id, seq
 
 
 def note_completion(order: float) -> None:

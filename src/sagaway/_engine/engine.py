@@ -26,7 +26,7 @@ from sagaway._engine.threads import DaemonThreadPool
 from sagaway.channel import Channel
 from sagaway.clock import Clock, wait_event_or_sleep
 from sagaway.registry import Queue, Registry, WorkflowDef
-from sagaway.states import OnConflict, WorkflowStatus
+from sagaway.states import ErrorKind, OnConflict, WorkflowStatus
 from sagaway.store.base import Store, StoreUnavailable
 from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
 
@@ -308,7 +308,7 @@ class Engine:
         """Cancel or terminate the live execution under ``key``; False if it had ended."""
         record = await self.get(key)
         error = serialization.describe_error(
-            errors.WorkflowCancelled(key, status.value, reason), "cancelled"
+            errors.WorkflowCancelled(key, status.value, reason), ErrorKind.CANCELLED
         )
         changed = await self.store.end_workflow(
             record.run_id, status=status, error=error, now=self.clock.now()
@@ -432,7 +432,7 @@ class Engine:
         await self.store.suspend_workflow(
             record.run_id,
             token=token,
-            error=serialization.describe_error(error, "incompletable"),
+            error=serialization.describe_error(error, ErrorKind.INCOMPLETABLE),
             now=now,
             next_run_at=now + self.suspend_backoff.interval(record.suspend_count + 1),
         )

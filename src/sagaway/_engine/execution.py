@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from sagaway import errors, serialization
 from sagaway._engine import context
-from sagaway.states import StepKind, StepStatus
+from sagaway.states import ErrorKind, StepKind, StepStatus
 from sagaway.store.records import Lease, StepRecord, WorkflowRecord
 
 if TYPE_CHECKING:
@@ -174,7 +174,7 @@ class ExecutionBase:
         self.lease_lost = True
         return errors.Cancelled(f"lost ownership of workflow {self.key!r}")
 
-    def _describe(self, exc: BaseException, kind: str) -> str:
+    def _describe(self, exc: BaseException, kind: ErrorKind) -> str:
         return serialization.describe_error(exc, kind, self.engine.marshaler)
 
     async def _store_call(

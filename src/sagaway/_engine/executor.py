@@ -16,9 +16,9 @@ from sagaway._engine import context
 from sagaway._engine.activities import ActivityCalls
 from sagaway._engine.execution import Unload, WorkerSlot
 from sagaway._engine.waits import WaitCalls
-from sagaway.states import WorkflowStatus
+from sagaway.states import ErrorKind, WorkflowStatus
 
-__all__ = ["Execution", "WorkerSlot"]
+__all__ = ["Execution", "WorkerSlot", "current_execution"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,13 +53,13 @@ class Execution(ActivityCalls, WaitCalls):
                     await self._suspend(self.doomed)
                 elif engine.is_completable(exc):
                     await self._finish(
-                        WorkflowStatus.FAILED, None, self._describe(exc, "completable")
+                        WorkflowStatus.FAILED, None, self._describe(exc, ErrorKind.COMPLETABLE)
                     )
                 elif isinstance(exc, errors.WorkflowCancelled):
                     # A child it waited for was cancelled or terminated: the parent ends too
                     # (after its Saga compensated), instead of replaying that end forever.
                     await self._finish(
-                        WorkflowStatus.CANCELLED, None, self._describe(exc, "cancelled")
+                        WorkflowStatus.CANCELLED, None, self._describe(exc, ErrorKind.CANCELLED)
                     )
                 else:
                     await self._suspend(exc)
@@ -141,7 +141,7 @@ class Execution(ActivityCalls, WaitCalls):
     async def _suspend(self, exc: BaseException) -> None:
         engine = self.engine
         await self.flush()  # what did finish stays done
-        error = self._describe(exc, "incompletable")
+        error = self._describe(exc, ErrorKind.INCOMPLETABLE)
         now = engine.clock.now()
         delay = engine.suspend_backoff.interval(self.record.suspend_count + 1)
         await engine.store.suspend_workflow(
@@ -160,3 +160,9 @@ class Execution(ActivityCalls, WaitCalls):
             extra={"action": "workflow_suspended", "workflow_id": self.key},
         )
         engine.channel.publish(events.WorkflowSuspended(self.record.run_id, self.key, error))
+
+
+def current_execution() -> Execution | None:
+    """The execution whose workflow code runs in this task (None outside a workflow)."""
+    owner = context.current_owner()
+    return owner if isinstance(owner, Execution) else None

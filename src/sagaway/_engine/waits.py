@@ -19,7 +19,7 @@ from sagaway import errors, serialization
 from sagaway._engine import context, keys
 from sagaway._engine.execution import FINAL, WAIT_IN_PROCESS, ExecutionBase, Unload, engine_code
 from sagaway.clock import wait_event_or_sleep
-from sagaway.states import StepKind, StepStatus, WorkflowStatus
+from sagaway.states import ErrorKind, StepKind, StepStatus, WorkflowStatus
 from sagaway.store.records import StepRecord, WorkflowRecord
 
 if TYPE_CHECKING:
@@ -211,7 +211,7 @@ class WaitCalls(ExecutionBase):
                 StepKind.SIGNAL,
                 name,
                 StepStatus.FAILED,
-                error=self._describe(error, "timeout"),
+                error=self._describe(error, ErrorKind.TIMEOUT),
                 started_at=started_at,
                 ended_at=now,
             )
@@ -280,7 +280,7 @@ class WaitCalls(ExecutionBase):
         if child.status in (WorkflowStatus.CANCELLED, WorkflowStatus.TERMINATED):
             error = self._describe(
                 errors.WorkflowCancelled(child_key, child.status.value, "child workflow"),
-                "cancelled",
+                ErrorKind.CANCELLED,
             )
         step = self._step(
             call_id,

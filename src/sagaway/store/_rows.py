@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from sagaway import errors
-from sagaway.states import StepKind, StepStatus, WorkflowStatus
+from sagaway.errors import error_record
+from sagaway.states import ErrorKind, StepKind, StepStatus, WorkflowStatus
 from sagaway.store.records import StepRecord, WorkflowRecord
 
 logger = logging.getLogger(__name__)
@@ -139,7 +140,8 @@ def signal_step_params(
 
 def replaced_error(new_run_id: str) -> str:
     """The error recorded on an execution replaced by OnConflict.TERMINATE_EXISTING."""
-    return (
-        '{"kind": "terminated", "type": "sagaway.TERMINATE_EXISTING", '
-        f'"message": "replaced by run {new_run_id} (OnConflict.TERMINATE_EXISTING)"}}'
+    return error_record(
+        ErrorKind.TERMINATED,
+        "sagaway.TERMINATE_EXISTING",
+        f"replaced by run {new_run_id} (OnConflict.TERMINATE_EXISTING)",
     )

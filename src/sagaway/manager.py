@@ -14,6 +14,7 @@ import enum
 import functools
 import logging
 import math
+import warnings
 from collections.abc import AsyncIterator, Callable, Coroutine
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
@@ -42,6 +43,8 @@ from sagaway.workflow import (
 )
 
 logger = logging.getLogger(__name__)
+
+_RENAMED_QUEUES = "Manager.workflow_queues is now Manager.task_queues"
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -110,8 +113,9 @@ class Manager:
         """The engine's settings, checked here (read-only)."""
         self.concurrency = concurrency
         """Workflow executions run at once by this process (read when the Manager opens)."""
-        self.workflow_queues: frozenset[str] | None = None
-        """Workflow queues this process's Worker runs (None: every queue)."""
+        self.task_queues: frozenset[str] | None = None
+        """Task queues whose workflows this process's Worker runs (None: all; read when the
+        Manager opens)."""
         self.clock: Clock = clock or SystemClock()
         self.registry = Registry()
         self.state = ManagerState.CLOSED
@@ -123,6 +127,17 @@ class Manager:
 
     def __repr__(self) -> str:
         return f"Manager({self.url!r}, state={self.state.value})"
+
+    @property
+    def workflow_queues(self) -> frozenset[str] | None:
+        """The old name of ``task_queues`` (deprecated)."""
+        warnings.warn(_RENAMED_QUEUES, DeprecationWarning, stacklevel=2)
+        return self.task_queues
+
+    @workflow_queues.setter
+    def workflow_queues(self, value: frozenset[str] | None) -> None:
+        warnings.warn(_RENAMED_QUEUES, DeprecationWarning, stacklevel=2)
+        self.task_queues = value
 
     @property
     def worker(self) -> Worker | None:
@@ -203,20 +218,44 @@ class Manager:
 
     @overload
     def register_workflow(
-        self, fn: None = None, /, *, name: str | None = None, queue: str = "default"
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        task_queue: str = "default",
+        queue: str | None = None,
     ) -> Callable[[F], F]: ...
 
     def register_workflow(
-        self, fn: F | None = None, /, *, name: str | None = None, queue: str = "default"
+        self,
+        fn: F | None = None,
+        /,
+        *,
+        name: str | None = None,
+        task_queue: str = "default",
+        queue: str | None = None,
     ) -> F | Callable[[F], F]:
-        """Register an ``async def`` workflow, bare or ``(name="...", queue="...")``.
+        """Register an ``async def`` workflow, bare or ``(name="...", task_queue="...")``.
 
-        ``queue`` lets workers specialise: a Manager with ``workflow_queues`` set (or
-        ``sagaway worker --queues``) runs only workflows of those queues.
+        ``task_queue`` lets workers specialise: a Manager with ``task_queues`` set (or
+        ``sagaway worker --task-queues``) runs only workflows of those task queues. (An
+        activity's ``queue`` is something else: a concurrency and rate limit, ``sagaway.Queue``.)
+        ``queue=`` is the old spelling of ``task_queue=``; it still works, with a warning.
         """
+        if queue is not None:
+            warnings.warn(
+                "register_workflow(queue=...) is now task_queue=...: `queue` names activity "
+                "limits (sagaway.Queue), task queues route workflows to workers",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            if task_queue not in ("default", queue):
+                raise ValueError(f"task_queue={task_queue!r} and queue={queue!r} disagree")
+            task_queue = queue
 
         def decorate(func: F) -> F:
-            self.registry.register_workflow(func, name=name, queue=queue)
+            self.registry.register_workflow(func, name=name, task_queue=task_queue)
             return func
 
         return decorate(fn) if fn is not None else decorate
@@ -321,7 +360,7 @@ class Manager:
             raise
         self._ref.engine = engine
         if run_workers:
-            worker = Worker(engine, self.concurrency, self.workflow_queues)
+            worker = Worker(engine, self.concurrency, self.task_queues)
             recovery = RecoveryWorker(engine, worker)
             worker.start()
             recovery.start()

@@ -43,8 +43,9 @@ class WorkflowDef:
     name: str
     fn: Callable[..., Any]
     codec: FunctionCodec
-    queue: str = "default"
-    """Workers started with a queue list run only workflows of those queues."""
+    task_queue: str = "default"
+    """Which workers run it: a worker given a list of task queues runs only workflows of
+    those (not to be confused with an activity's ``queue``, a concurrency and rate limit)."""
 
 
 def default_name(fn: Callable[..., Any]) -> str:
@@ -105,21 +106,21 @@ class Registry:
         return defn
 
     def register_workflow(
-        self, fn: Callable[..., Any], *, name: str | None, queue: str = "default"
+        self, fn: Callable[..., Any], *, name: str | None, task_queue: str = "default"
     ) -> WorkflowDef:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(
                 f"workflow {default_name(fn)!r} must be an async function (async def): "
                 "workflows await durable calls"
             )
-        if not isinstance(queue, str) or not queue:
-            raise ValueError("a workflow queue is a non-empty string")
+        if not isinstance(task_queue, str) or not task_queue:
+            raise ValueError("a workflow's task_queue is a non-empty string")
         workflow_name = name or default_name(fn)
         defn = WorkflowDef(
             name=workflow_name,
             fn=fn,
             codec=FunctionCodec(fn, f"workflow {workflow_name!r}"),
-            queue=queue,
+            task_queue=task_queue,
         )
         self._add(defn)
         return defn

@@ -108,14 +108,14 @@ class Worker:
     """Executes owned workflows as asyncio tasks."""
 
     def __init__(
-        self, engine: Engine, concurrency: int, queues: frozenset[str] | None = None
+        self, engine: Engine, concurrency: int, task_queues: frozenset[str] | None = None
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         self.engine = engine
         self.concurrency = concurrency
-        self.queues = queues
-        """Workflow queues this worker runs (None: all)."""
+        self.task_queues = task_queues
+        """Task queues whose workflows this worker runs (None: all)."""
         self.accepting = False
         self._slots = asyncio.Semaphore(concurrency)
         self._demand = 0
@@ -168,12 +168,12 @@ class Worker:
     def is_running(self, run_id: str) -> bool:
         return run_id in self._running
 
-    def serves(self, queue: str) -> bool:
-        return self.queues is None or queue in self.queues
+    def serves(self, task_queue: str) -> bool:
+        return self.task_queues is None or task_queue in self.task_queues
 
-    def accepts(self, queue: str) -> bool:
-        """Whether a workflow of ``queue`` started in this process may run here at once."""
-        return self.accepting and self.serves(queue)
+    def accepts(self, task_queue: str) -> bool:
+        """Whether a workflow of ``task_queue`` started in this process may run here at once."""
+        return self.accepting and self.serves(task_queue)
 
     @property
     def running_ids(self) -> set[str]:

@@ -851,17 +851,17 @@ async def _wait_for(handle: sw.WorkflowHandle[Any], predicate: Any, timeout: flo
     await asyncio.wait_for(poll(), timeout)
 
 
-async def test_workers_run_only_their_workflow_queues(db_url: str) -> None:
+async def test_workers_run_only_their_task_queues(db_url: str) -> None:
     ran_by: dict[str, str] = {}
     billing = make_manager(db_url)
-    billing.workflow_queues = frozenset({"billing"})
+    billing.task_queues = frozenset({"billing"})
     general = make_manager(db_url)
-    general.workflow_queues = frozenset({"default"})
+    general.task_queues = frozenset({"default"})
     client = make_manager(db_url)
     for label, manager in (("billing", billing), ("general", general), ("client", client)):
 
         def define(m: sw.Manager, who: str) -> None:
-            @m.register_workflow(name="invoice", queue="billing")
+            @m.register_workflow(name="invoice", task_queue="billing")
             async def invoice(n: int) -> str:
                 ran_by[f"invoice-{n}"] = who
                 return who

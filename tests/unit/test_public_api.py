@@ -7,11 +7,12 @@ import sagaway as sw
 EXPECTED = {
     "ActivityInfo", "ActivityTimeout", "AlreadyRegistered", "Cancelled", "CompletableError",
     "DefaultErrorMarshaler", "ErrorKind", "ErrorMarshaler", "IdempotencyConflict",
-    "IncompletableError", "LeaseLost", "Manager", "ManagerState", "ManagerStateError", "NonDeterminismError",
-    "NotRegistered", "OnConflict", "PayloadError", "Queue", "RetriesExhausted", "RetryPolicy",
-    "RetryableError", "Saga", "SagawayError", "SignalTimeout", "StepDescription", "StepKind",
-    "StepStatus", "WorkflowAlreadyExists", "WorkflowCancelled", "WorkflowDescription",
-    "WorkflowHandle", "WorkflowNotFound", "WorkflowStatus", "__version__", "activity_info",
+    "IncompletableError", "LeaseLost", "Manager", "ManagerState", "ManagerStateError",
+    "NonDeterminismError", "NotRegistered", "OnConflict", "PayloadError", "Queue",
+    "RetriesExhausted", "RetryPolicy", "RetryableError", "Saga", "SagawayError", "SignalTimeout",
+    "StepDescription", "StepKind", "StepStatus", "WorkflowAlreadyExists", "WorkflowCancelled",
+    "WorkflowDescription", "WorkflowHandle", "WorkflowNotFound", "WorkflowStatus", "__version__",
+    "activity_info",
 }  # fmt: skip
 
 

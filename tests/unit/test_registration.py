@@ -78,3 +78,28 @@ def test_unsupported_url() -> None:
         open_store("mysql://x")
     with pytest.raises(NotImplementedError, match="Engine Server"):
         open_store("grpc://127.0.0.1:7233")
+
+
+def test_task_queue_and_its_old_spelling() -> None:
+    manager = sw.Manager("sqlite:///unused.db")
+
+    @manager.register_workflow(task_queue="billing")
+    async def invoice() -> None: ...
+
+    with pytest.warns(DeprecationWarning, match="task_queue"):
+
+        @manager.register_workflow(queue="shipping")
+        async def ship() -> None: ...
+
+    assert manager.registry.workflow(invoice).task_queue == "billing"
+    assert manager.registry.workflow(ship).task_queue == "shipping"
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="disagree"):
+
+        @manager.register_workflow(task_queue="a", queue="b")
+        async def both() -> None: ...
+
+    with pytest.warns(DeprecationWarning, match="task_queues"):
+        manager.workflow_queues = frozenset({"billing"})
+    assert manager.task_queues == frozenset({"billing"})
+    with pytest.warns(DeprecationWarning):
+        assert manager.workflow_queues == frozenset({"billing"})

@@ -73,8 +73,8 @@ class _QueueLimiter:
 class LocalRunner(Protocol):
     """What the Engine needs from the Worker of its process (the Worker implements it)."""
 
-    def accepts(self, queue: str) -> bool:
-        """Whether a workflow of ``queue`` started here may run here at once."""
+    def accepts(self, task_queue: str) -> bool:
+        """Whether a workflow of ``task_queue`` started here may run here at once."""
         ...
 
     def dispatch(
@@ -194,13 +194,13 @@ class Engine:
             args=args_json,
             args_hash=serialization.args_hash(args_json),
             parent_key=parent_key,
-            queue=defn.queue,
+            queue=defn.task_queue,
             key_space=keys.key_space(
                 key, run_id, replacing=on_conflict is OnConflict.TERMINATE_EXISTING
             ),
         )
         runner = self.runner
-        lease = self.new_lease() if runner is not None and runner.accepts(defn.queue) else None
+        lease = self.new_lease() if runner is not None and runner.accepts(defn.task_queue) else None
         result = await self.store.create_workflow(
             new,
             now=self.clock.now(),

@@ -309,12 +309,18 @@ def _load_manager(target: str) -> sw.Manager:
     help="Workflows run at once (default: the Manager's).",
 )
 @click.option(
-    "--queues",
-    help="Comma-separated workflow queues to run (default: all), e.g. billing,default.",
+    "--task-queues",
+    help="Comma-separated task queues whose workflows to run (default: all), e.g. billing,default.",
 )
+@click.option("--queues", hidden=True, help="Old name of --task-queues.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every recovery and state change.")
 def worker(
-    target: str, drain: float, concurrency: int | None, queues: str | None, verbose: bool
+    target: str,
+    drain: float,
+    concurrency: int | None,
+    task_queues: str | None,
+    queues: str | None,
+    verbose: bool,
 ) -> None:
     """Run the workers of an application's Manager until SIGTERM/SIGINT.
 
@@ -330,10 +336,15 @@ def worker(
     if concurrency is not None:
         manager.concurrency = concurrency
     if queues is not None:
-        names = frozenset(q.strip() for q in queues.split(",") if q.strip())
+        click.echo("warning: --queues is now --task-queues", err=True)
+        if task_queues is not None and task_queues != queues:
+            raise click.UsageError("--queues (the old name of --task-queues) disagrees with it")
+        task_queues = queues
+    if task_queues is not None:
+        names = frozenset(q.strip() for q in task_queues.split(",") if q.strip())
         if not names:
-            raise click.BadParameter("give at least one queue name", param_hint="--queues")
-        manager.workflow_queues = names
+            raise click.BadParameter("give at least one task queue", param_hint="--task-queues")
+        manager.task_queues = names
 
     async def go() -> None:
         stop, force = asyncio.Event(), asyncio.Event()

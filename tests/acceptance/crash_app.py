@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 import sagaway as sw
+from sagaway.testing.internals import store_of
 
 DB_URL, LEDGER, KEY, FAIL, CRASH = sys.argv[1:6]
 
@@ -129,7 +130,7 @@ async def main() -> None:
         )
     async with manager:
         if CRASH != "none":
-            install_crash_hook(manager._require_engine().store, CRASH)
+            install_crash_hook(store_of(manager), CRASH)
         handle = await manager.workflow(order_saga, KEY, FAIL == "ship").execute(
             idempotency_key=KEY
         )

@@ -21,6 +21,7 @@ from click.testing import CliRunner, Result
 import sagaway as sw
 from sagaway.cli.main import cli
 from sagaway.errors import CorruptRecord
+from sagaway.testing.internals import engine_of
 
 
 def make_manager(db_url: str, **options: Any) -> sw.Manager:
@@ -186,7 +187,7 @@ async def test_memory_for_ended_workflows_is_bounded_in_bytes(db_url: str) -> No
         return data + str(i)
 
     async with manager:
-        engine = manager._require_engine()
+        engine = engine_of(manager)
         handles = [await manager.workflow(echo, big, i).execute() for i in range(40)]
         for i, handle in enumerate(handles):
             assert await handle.result(timeout=30) == big + str(i)  # read back from the store

@@ -15,6 +15,7 @@ import pytest
 
 import sagaway as sw
 from sagaway.testing import FakeClock
+from sagaway.testing.internals import store_of
 
 
 def make_manager(db_url: str, **options: Any) -> sw.Manager:
@@ -351,7 +352,7 @@ async def test_no_activity_starts_while_a_wait_gives_the_lease_up(db_url: str, w
         return list(results)
 
     async with manager:
-        engine_store = manager._require_engine().store
+        engine_store = store_of(manager)
         write = getattr(engine_store, UNLOADING_WRITES[wait])
 
         async def held_write(*args: Any, **kwargs: Any) -> Any:
@@ -412,7 +413,7 @@ async def test_no_branch_starts_an_effect_after_the_lease_was_lost(db_url: str) 
         return list(results)
 
     async with manager:
-        engine_store = manager._require_engine().store
+        engine_store = store_of(manager)
         record_step = engine_store.record_step
 
         async def taken_over(step: Any, *, token: str) -> None:

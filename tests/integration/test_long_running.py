@@ -47,7 +47,7 @@ async def test_waiting_workflow_holds_no_worker_and_resumes_on_signal(db_url: st
         handle = await manager.workflow(review).execute(idempotency_key="kyc-1")
         d = await wait_status(handle, sw.WorkflowStatus.WAITING)
         assert d.owner is None and d.waiting_for == "signal:approval"
-        assert manager._worker is not None and manager._worker.running_ids == set()
+        assert manager.worker is not None and manager.worker.running_ids == set()
         assert await manager.signal("approval").send("kyc-1", Approval(ok=True, reviewer="rin"))
         assert await handle.result(timeout=10) == Approval(ok=True, reviewer="rin")
 

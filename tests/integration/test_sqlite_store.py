@@ -35,3 +35,25 @@ def test_url_forms(tmp_path: Path) -> None:
         open_store("sqlite:///x.db?synchronous=sometimes")
     with pytest.raises(ValueError, match="unknown sqlite URL options"):
         open_store("sqlite:///x.db?journal=wal")
+
+
+async def test_lease_lost_names_the_run(sqlite_url: str) -> None:
+    from sagaway import errors
+    from sagaway.states import WorkflowStatus
+
+    store = open_store(sqlite_url)
+    await store.open()
+    try:
+        with pytest.raises(errors.LeaseLost) as lost:
+            await store.suspend_workflow("r1", token="t", error='"e"', now=1.0, next_run_at=2.0)
+        assert (lost.value.run_id, str(lost.value)) == ("r1", "lost ownership of run r1")
+        with pytest.raises(errors.LeaseLost) as lost:
+            await store.finish_workflow(
+                "r2", token="t", status=WorkflowStatus.FAILED, result=None, error=None, now=1.0
+            )
+        assert lost.value.run_id == "r2"
+    finally:
+        await store.close()
+    # The older form, a text of its own, keeps its text (and names no run).
+    text = errors.LeaseLost("another process took run r1 over")
+    assert (str(text), text.run_id) == ("another process took run r1 over", None)

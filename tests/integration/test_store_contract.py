@@ -439,8 +439,9 @@ async def test_fenced_writes_with_a_wrong_token_write_nothing(store: Store) -> N
     before = await run_of(store, "k1")
     run_id = before.run_id
 
-    with pytest.raises(errors.LeaseLost):
+    with pytest.raises(errors.LeaseLost, match=f"^lost ownership of run {run_id}$") as lost:
         await store.record_step(step(run_id, "c1", T0), token="not-the-token")
+    assert lost.value.run_id == run_id
     with pytest.raises(errors.LeaseLost):
         await store.finish_workflow(
             run_id,

@@ -574,9 +574,7 @@ class PostgresStore:
     async def _write_steps(self, batch: list[tuple[StepRecord, str]]) -> list[BaseException | None]:
         written = await self._run(_steps_op(batch), transaction=False)
         return [
-            None
-            if _step_key(step) in written
-            else errors.LeaseLost(f"lost ownership of run {step.run_id}")
+            None if _step_key(step) in written else errors.LeaseLost(step.run_id)
             for step, _ in batch
         ]
 
@@ -615,10 +613,8 @@ class PostgresStore:
 
         async def op(conn: Conn, retried: bool) -> None:
             # A child's end also wakes its parent: one transaction.
-            if (await conn.execute(_Q["finish_owned"], params)).rowcount != 1:
-                if retried and await _exists(conn, "finished_as", params):
-                    return  # the lost attempt committed (with its final step and wake-up)
-                raise errors.LeaseLost(f"lost ownership of run {run_id}")
+            if not await _fenced(conn, "finish_owned", params, retried, done_as="finished_as"):
+                return  # the lost attempt committed (with its final step and wake-up)
             if step_params is not None:
                 await conn.execute(_Q["upsert_step"], step_params)
             await conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
@@ -643,9 +639,7 @@ class PostgresStore:
 
         ended = await self._run(op, transaction=False)
         return [
-            None
-            if params["run_id"] in ended
-            else errors.LeaseLost(f"lost ownership of run {params['run_id']}")
+            None if params["run_id"] in ended else errors.LeaseLost(params["run_id"])
             for params in batch
         ]
 
@@ -661,10 +655,7 @@ class PostgresStore:
         }
 
         async def op(conn: Conn, retried: bool) -> None:
-            if (await conn.execute(_Q["suspend_owned"], params)).rowcount != 1:
-                if retried and await _exists(conn, "suspended_as", params):
-                    return
-                raise errors.LeaseLost(f"lost ownership of run {run_id}")
+            await _fenced(conn, "suspend_owned", params, retried, done_as="suspended_as")
 
         await self._run(op, transaction=False)
 
@@ -841,14 +832,13 @@ class PostgresStore:
         now: float,
     ) -> str | None:
         waiting_for = f"signal:{name}"
+        waited = {"run_id": run_id, "waiting_for": waiting_for, "now": now}
 
         async def op(conn: Conn, retried: bool) -> str | None:
-            owner = {"run_id": run_id, "token": token}
-            if not await _exists(conn, "lock_owned", owner):
-                wait_params = {"run_id": run_id, "waiting_for": waiting_for, "now": now}
-                if retried and wait and await _exists(conn, "waiting_as", wait_params):
-                    return None  # the lost attempt started the wait
-                raise errors.LeaseLost(f"lost ownership of run {run_id}")
+            if not await _lock_owned(
+                conn, run_id, token, waited=waited if retried and wait else None
+            ):
+                return None  # the lost attempt started the wait
             if retried:
                 cur = await conn.execute(_Q["consumed_by"], {"run_id": run_id, "call_id": call_id})
                 delivered = await cur.fetchone()
@@ -913,10 +903,8 @@ class PostgresStore:
         step_params = _rows.step_params(step) if step else None
 
         async def op(conn: Conn, retried: bool) -> None:
-            if (await conn.execute(_Q["wait_owned"], params)).rowcount != 1:
-                if retried and await _exists(conn, "waiting_as", params):
-                    return
-                raise errors.LeaseLost(f"lost ownership of run {run_id}")
+            if not await _fenced(conn, "wait_owned", params, retried, done_as="waiting_as"):
+                return  # the lost attempt started the wait
             if step_params is not None:
                 await conn.execute(_Q["upsert_step"], step_params)
 
@@ -926,17 +914,17 @@ class PostgresStore:
         self, run_id: str, *, token: str, child_key: str, wait: bool, now: float
     ) -> WorkflowRecord | None:
         waiting_for = f"child:{child_key}"
+        waited = {"run_id": run_id, "waiting_for": waiting_for, "now": now}
 
         async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:
             # Child first, then parent: the order in which the child's end takes them.
             cur = await conn.execute(_Q["get_current_shared"], {"key": child_key})
             row = await cur.fetchone()
             child = _rows.workflow_from_row(row) if row else None
-            if not await _exists(conn, "lock_owned", {"run_id": run_id, "token": token}):
-                wait_params = {"run_id": run_id, "waiting_for": waiting_for, "now": now}
-                if retried and wait and await _exists(conn, "waiting_as", wait_params):
-                    return child  # the lost attempt started the wait
-                raise errors.LeaseLost(f"lost ownership of run {run_id}")
+            if not await _lock_owned(
+                conn, run_id, token, waited=waited if retried and wait else None
+            ):
+                return child  # the lost attempt started the wait
             if child is not None and not child.status.ended and wait:
                 await conn.execute(
                     _Q["wait_owned"],
@@ -963,6 +951,31 @@ class PostgresStore:
 async def _exists(conn: Conn, query: str, params: dict[str, Any]) -> bool:
     cur = await conn.execute(_Q[query], params)
     return await cur.fetchone() is not None
+
+
+async def _fenced(
+    conn: Conn, query: str, params: dict[str, Any], retried: bool, *, done_as: str
+) -> bool:
+    """A write fenced by the lease token: True if it changed the owned row; on a retry, False if
+    the attempt whose acknowledgement was lost did (query ``done_as``); else ``LeaseLost``."""
+    if (await conn.execute(_Q[query], params)).rowcount == 1:
+        return True
+    if retried and await _exists(conn, done_as, params):
+        return False
+    raise errors.LeaseLost(params["run_id"])
+
+
+async def _lock_owned(
+    conn: Conn, run_id: str, token: str, *, waited: dict[str, Any] | None
+) -> bool:
+    """Lock the row of ``run_id`` if ``token`` owns it: True. Otherwise False if ``waited`` (the
+    parameters of ``waiting_as``, on a retry that would start a wait) finds the wait the lost
+    attempt started, else ``LeaseLost``."""
+    if await _exists(conn, "lock_owned", {"run_id": run_id, "token": token}):
+        return True
+    if waited is not None and await _exists(conn, "waiting_as", waited):
+        return False
+    raise errors.LeaseLost(run_id)
 
 
 def _json(rows: list[dict[str, Any]]) -> str:

@@ -364,8 +364,7 @@ class SQLiteStore:
         step_params = _rows.step_params(final_step) if final_step else None
 
         def op(conn: sqlite3.Connection) -> None:
-            if conn.execute(_Q["finish_owned"], params).rowcount != 1:
-                raise errors.LeaseLost(f"lost ownership of run {run_id}")
+            _fenced(conn, "finish_owned", params)
             if step_params is not None:
                 conn.execute(_Q["upsert_step"], step_params)
             conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
@@ -384,8 +383,7 @@ class SQLiteStore:
         }
 
         def op(conn: sqlite3.Connection) -> None:
-            if conn.execute(_Q["suspend_owned"], params).rowcount != 1:
-                raise errors.LeaseLost(f"lost ownership of run {run_id}")
+            _fenced(conn, "suspend_owned", params)
 
         await self._call(op)
 
@@ -586,8 +584,7 @@ class SQLiteStore:
         step_params = _rows.step_params(step) if step else None
 
         def op(conn: sqlite3.Connection) -> None:
-            if conn.execute(_Q["wait_owned"], params).rowcount != 1:
-                raise errors.LeaseLost(f"lost ownership of run {run_id}")
+            _fenced(conn, "wait_owned", params)
             if step_params is not None:
                 conn.execute(_Q["upsert_step"], step_params)
 
@@ -635,7 +632,13 @@ def _get_current(conn: sqlite3.Connection, key: str) -> WorkflowRecord:
 
 def _check_owner(conn: sqlite3.Connection, run_id: str, token: str) -> None:
     if conn.execute(_Q["check_owner"], {"run_id": run_id, "token": token}).fetchone() is None:
-        raise errors.LeaseLost(f"lost ownership of run {run_id}")
+        raise errors.LeaseLost(run_id)
+
+
+def _fenced(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> None:
+    """A write fenced by the lease token: ``LeaseLost`` unless it changed the owned row."""
+    if conn.execute(_Q[query], params).rowcount != 1:
+        raise errors.LeaseLost(params["run_id"])
 
 
 def _split_statements(sql: str) -> list[str]:

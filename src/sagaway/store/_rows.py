@@ -13,8 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from sagaway import errors
-from sagaway.errors import error_record
-from sagaway.states import ErrorKind, StepKind, StepStatus, WorkflowStatus
+from sagaway.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store.records import StepRecord, WorkflowRecord
 
 logger = logging.getLogger(__name__)
@@ -93,55 +92,4 @@ def step_from_row(row: Sequence[Any]) -> StepRecord:
         error=row[7],
         started_at=row[8],
         ended_at=row[9],
-    )
-
-
-def step_params(step: StepRecord) -> dict[str, Any]:
-    """Named parameters of ``upsert_step`` and its fenced variants."""
-    return {
-        "run_id": step.run_id,
-        "call_id": step.call_id,
-        "kind": step.kind.value,
-        "name": step.name,
-        "status": step.status.value,
-        "attempts": step.attempts,
-        "result": step.result,
-        "error": step.error,
-        "started_at": step.started_at,
-        "ended_at": step.ended_at,
-    }
-
-
-def signal_step_params(
-    run_id: str,
-    call_id: str,
-    name: str,
-    status: StepStatus,
-    result: str | None,
-    started_at: float,
-    ended_at: float | None,
-) -> dict[str, Any]:
-    """``step_params`` of the step a signal receive records."""
-    return step_params(
-        StepRecord(
-            run_id=run_id,
-            call_id=call_id,
-            kind=StepKind.SIGNAL,
-            name=name,
-            status=status,
-            attempts=1,
-            result=result,
-            error=None,
-            started_at=started_at,
-            ended_at=ended_at,
-        )
-    )
-
-
-def replaced_error(new_run_id: str) -> str:
-    """The error recorded on an execution replaced by OnConflict.TERMINATE_EXISTING."""
-    return error_record(
-        ErrorKind.TERMINATED,
-        "sagaway.TERMINATE_EXISTING",
-        f"replaced by run {new_run_id} (OnConflict.TERMINATE_EXISTING)",
     )

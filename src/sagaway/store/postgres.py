@@ -58,8 +58,8 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from psycopg_pool.pool_async import AddConnection, MaintenanceTask
 
 from sagaway import errors
-from sagaway.states import StepStatus, WorkflowStatus
-from sagaway.store import _pg_listener, _rows
+from sagaway.states import WorkflowStatus
+from sagaway.store import _params, _pg_listener, _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store._group_commit import GroupCommit
 from sagaway.store.base import CreateResult, StoreUnavailable
@@ -418,22 +418,8 @@ class PostgresStore:
     async def create_workflow(
         self, new: NewWorkflow, *, now: float, lease: Lease | None, replace_live: bool
     ) -> CreateResult:
-        params = {
-            "run_id": new.run_id,
-            "key": new.key,
-            "name": new.name,
-            "args": new.args,
-            "args_hash": new.args_hash,
-            "status": (WorkflowStatus.RUNNING if lease else WorkflowStatus.PENDING).value,
-            "parent_key": new.parent_key,
-            "queue": new.queue,
-            "key_space": new.key_space,
-            "now": now,
-            "lease_token": lease.token if lease else None,
-            "lease_owner": lease.owner if lease else None,
-            "lease_expires_at": lease.expires_at if lease else None,
-        }
-        replaced_error = _rows.replaced_error(new.run_id)
+        params = _params.create(new, now=now, lease=lease)
+        replaced_error = _params.replaced_error(new.run_id)
 
         async def insert(conn: Conn) -> WorkflowRecord | None:
             row = await (await conn.execute(_Q["insert_workflow"], params)).fetchone()
@@ -463,7 +449,7 @@ class PostgresStore:
                 if replace_live and not existing.status.ended:
                     await conn.execute(
                         _Q["supersede"],
-                        {"run_id": existing.run_id, "now": now, "error": replaced_error},
+                        _params.supersede(existing.run_id, new_run_id=new.run_id, now=now),
                     )
                     inserted = await insert(conn)
                     if inserted is None:  # pragma: no cover - the old row is ours, locked
@@ -590,15 +576,10 @@ class PostgresStore:
         final_step: StepRecord | None = None,
         has_parent: bool = True,
     ) -> None:
-        params = {
-            "run_id": run_id,
-            "token": token,
-            "status": status.value,
-            "result": result,
-            "error": error,
-            "now": now,
-        }
-        step_params = _rows.step_params(final_step) if final_step else None
+        params = _params.finish(
+            run_id, token=token, status=status, result=result, error=error, now=now
+        )
+        step_params = _params.step(final_step) if final_step else None
         size = len(result or "") + len(error or "")
         if final_step is not None:
             size += len(final_step.result or "") + len(final_step.error or "")
@@ -646,13 +627,7 @@ class PostgresStore:
     async def suspend_workflow(
         self, run_id: str, *, token: str, error: str, now: float, next_run_at: float
     ) -> None:
-        params = {
-            "run_id": run_id,
-            "token": token,
-            "error": error,
-            "now": now,
-            "next_run_at": next_run_at,
-        }
+        params = _params.suspend(run_id, token=token, error=error, now=now, next_run_at=next_run_at)
 
         async def op(conn: Conn, retried: bool) -> None:
             await _fenced(conn, "suspend_owned", params, retried, done_as="suspended_as")
@@ -743,7 +718,7 @@ class PostgresStore:
     async def end_workflow(
         self, run_id: str, *, status: WorkflowStatus, error: str | None, now: float
     ) -> bool:
-        params = {"run_id": run_id, "status": status.value, "error": error, "now": now}
+        params = _params.end(run_id, status=status, error=error, now=now)
 
         async def op(conn: Conn, retried: bool) -> bool:
             if (await conn.execute(_Q["end_by_request"], params)).rowcount != 1:
@@ -794,14 +769,10 @@ class PostgresStore:
             record = _rows.workflow_from_row(row)
             if record.status.ended:
                 return record, False
-            params = {
-                "run_id": record.run_id,
-                "name": name,
-                "payload": payload,
-                "dedupe_id": dedupe_id,
-                "now": now,
-                "sender": sender,
-            }
+            params = _params.signal(
+                record.run_id, name=name, payload=payload, dedupe_id=dedupe_id, now=now
+            )
+            params["sender"] = sender
             if retried and dedupe_id is None and await _exists(conn, "signal_sent_as", params):
                 return record, True  # the lost attempt stored it (and woke the receiver)
             stored = (await conn.execute(_Q["insert_signal"], params)).rowcount == 1
@@ -810,9 +781,10 @@ class PostgresStore:
                 if row is not None and row[0] == sender:
                     return record, True  # the lost attempt stored it (and woke the receiver)
             if stored:
+                waiting_for = _params.signal_wait(name)
                 await conn.execute(
                     _Q["wake_waiting"],
-                    {"run_id": record.run_id, "now": now, "waiting_for": f"signal:{name}"},
+                    _params.wake_waiting(record.run_id, waiting_for=waiting_for, now=now),
                 )
             return record, stored
 
@@ -831,8 +803,18 @@ class PostgresStore:
         accept: Callable[[str], str | None],
         now: float,
     ) -> str | None:
-        waiting_for = f"signal:{name}"
-        waited = {"run_id": run_id, "waiting_for": waiting_for, "now": now}
+        receive = _params.Receive(
+            run_id=run_id,
+            token=token,
+            name=name,
+            call_id=call_id,
+            started_at=started_at,
+            deadline=deadline,
+            wait=wait,
+            accept=accept,
+            now=now,
+        )
+        waited = {"run_id": run_id, "waiting_for": receive.waiting_for, "now": now}
 
         async def op(conn: Conn, retried: bool) -> str | None:
             if not await _lock_owned(
@@ -844,42 +826,11 @@ class PostgresStore:
                 delivered = await cur.fetchone()
                 if delivered is not None:  # the lost attempt delivered this one
                     return str(delivered[0])
-            cur = await conn.execute(_Q["pending_signals"], {"run_id": run_id, "name": name})
-            for signal_id, payload in await cur.fetchall():
-                problem = accept(payload)
-                if problem is not None:
-                    await conn.execute(
-                        _Q["reject_signal"], {"id": signal_id, "now": now, "error": problem}
-                    )
-                    continue
-                await conn.execute(
-                    _Q["consume_signal"], {"id": signal_id, "call_id": call_id, "now": now}
-                )
-                await conn.execute(
-                    _Q["upsert_step"],
-                    _rows.signal_step_params(
-                        run_id, call_id, name, StepStatus.COMPLETED, payload, started_at, now
-                    ),
-                )
-                return str(payload)
-            if wait:
-                await conn.execute(
-                    _Q["upsert_step"],
-                    _rows.signal_step_params(
-                        run_id, call_id, name, StepStatus.WAITING, None, started_at, deadline
-                    ),
-                )
-                await conn.execute(
-                    _Q["wait_owned"],
-                    {
-                        "run_id": run_id,
-                        "token": token,
-                        "waiting_for": waiting_for,
-                        "next_run_at": deadline,
-                        "now": now,
-                    },
-                )
-            return None
+            cur = await conn.execute(_Q["pending_signals"], receive.pending())
+            payload, writes = receive.writes(await cur.fetchall())
+            for query, params in writes:
+                await conn.execute(_Q[query], params)
+            return payload
 
         return await self._run(op)
 
@@ -893,14 +844,10 @@ class PostgresStore:
         step: StepRecord | None,
         now: float,
     ) -> None:
-        params = {
-            "run_id": run_id,
-            "token": token,
-            "waiting_for": waiting_for,
-            "next_run_at": next_run_at,
-            "now": now,
-        }
-        step_params = _rows.step_params(step) if step else None
+        params = _params.wait(
+            run_id, token=token, waiting_for=waiting_for, next_run_at=next_run_at, now=now
+        )
+        step_params = _params.step(step) if step else None
 
         async def op(conn: Conn, retried: bool) -> None:
             if not await _fenced(conn, "wait_owned", params, retried, done_as="waiting_as"):
@@ -913,7 +860,7 @@ class PostgresStore:
     async def wait_for_child(
         self, run_id: str, *, token: str, child_key: str, wait: bool, now: float
     ) -> WorkflowRecord | None:
-        waiting_for = f"child:{child_key}"
+        waiting_for = _params.child_wait(child_key)
         waited = {"run_id": run_id, "waiting_for": waiting_for, "now": now}
 
         async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:
@@ -928,13 +875,9 @@ class PostgresStore:
             if child is not None and not child.status.ended and wait:
                 await conn.execute(
                     _Q["wait_owned"],
-                    {
-                        "run_id": run_id,
-                        "token": token,
-                        "waiting_for": waiting_for,
-                        "next_run_at": None,
-                        "now": now,
-                    },
+                    _params.wait(
+                        run_id, token=token, waiting_for=waiting_for, next_run_at=None, now=now
+                    ),
                 )
             return child
 
@@ -992,12 +935,12 @@ def _steps_op(batch: list[tuple[StepRecord, str]]) -> Op[set[tuple[str, str]]]:
     query: str
     if len(batch) == 1:
         step, token = batch[0]
-        query, params = "record_step_owned", _rows.step_params(step)
+        query, params = "record_step_owned", _params.step(step)
         params["token"] = token
     else:
         rows = []
         for step, token in batch:
-            row = _rows.step_params(step)
+            row = _params.step(step)
             row["token"] = token
             rows.append(row)
         query, params = "record_steps_owned", {"batch": _json(rows)}

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sagaway import errors
-from sagaway.states import StepStatus, WorkflowStatus
-from sagaway.store import _rows
+from sagaway.states import WorkflowStatus
+from sagaway.store import _params, _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store.base import CreateResult
 from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
@@ -246,21 +246,7 @@ class SQLiteStore:
     async def create_workflow(
         self, new: NewWorkflow, *, now: float, lease: Lease | None, replace_live: bool
     ) -> CreateResult:
-        params = {
-            "run_id": new.run_id,
-            "key": new.key,
-            "name": new.name,
-            "args": new.args,
-            "args_hash": new.args_hash,
-            "status": (WorkflowStatus.RUNNING if lease else WorkflowStatus.PENDING).value,
-            "parent_key": new.parent_key,
-            "queue": new.queue,
-            "key_space": new.key_space,
-            "now": now,
-            "lease_token": lease.token if lease else None,
-            "lease_owner": lease.owner if lease else None,
-            "lease_expires_at": lease.expires_at if lease else None,
-        }
+        params = _params.create(new, now=now, lease=lease)
 
         def op(conn: sqlite3.Connection) -> CreateResult:
             if conn.execute(_Q["insert_workflow"], params).rowcount == 1:
@@ -271,11 +257,7 @@ class SQLiteStore:
             if replace_live and not existing.status.ended:
                 conn.execute(
                     _Q["supersede"],
-                    {
-                        "run_id": existing.run_id,
-                        "now": now,
-                        "error": _rows.replaced_error(new.run_id),
-                    },
+                    _params.supersede(existing.run_id, new_run_id=new.run_id, now=now),
                 )
                 conn.execute(_Q["insert_workflow"], params)
                 return CreateResult(
@@ -333,7 +315,7 @@ class SQLiteStore:
         return await self._call(op)
 
     async def record_step(self, step: StepRecord, *, token: str) -> None:
-        params = _rows.step_params(step)
+        params = _params.step(step)
 
         def op(conn: sqlite3.Connection) -> None:
             _check_owner(conn, step.run_id, token)
@@ -353,15 +335,10 @@ class SQLiteStore:
         final_step: StepRecord | None = None,
         has_parent: bool = True,
     ) -> None:
-        params = {
-            "run_id": run_id,
-            "token": token,
-            "status": status.value,
-            "result": result,
-            "error": error,
-            "now": now,
-        }
-        step_params = _rows.step_params(final_step) if final_step else None
+        params = _params.finish(
+            run_id, token=token, status=status, result=result, error=error, now=now
+        )
+        step_params = _params.step(final_step) if final_step else None
 
         def op(conn: sqlite3.Connection) -> None:
             _fenced(conn, "finish_owned", params)
@@ -374,13 +351,7 @@ class SQLiteStore:
     async def suspend_workflow(
         self, run_id: str, *, token: str, error: str, now: float, next_run_at: float
     ) -> None:
-        params = {
-            "run_id": run_id,
-            "token": token,
-            "error": error,
-            "now": now,
-            "next_run_at": next_run_at,
-        }
+        params = _params.suspend(run_id, token=token, error=error, now=now, next_run_at=next_run_at)
 
         def op(conn: sqlite3.Connection) -> None:
             _fenced(conn, "suspend_owned", params)
@@ -458,7 +429,7 @@ class SQLiteStore:
     async def end_workflow(
         self, run_id: str, *, status: WorkflowStatus, error: str | None, now: float
     ) -> bool:
-        params = {"run_id": run_id, "status": status.value, "error": error, "now": now}
+        params = _params.end(run_id, status=status, error=error, now=now)
 
         def op(conn: sqlite3.Connection) -> bool:
             if conn.execute(_Q["end_by_request"], params).rowcount != 1:
@@ -493,18 +464,15 @@ class SQLiteStore:
             record = _rows.workflow_from_row(row)
             if record.status.ended:
                 return record, False
-            params = {
-                "run_id": record.run_id,
-                "name": name,
-                "payload": payload,
-                "dedupe_id": dedupe_id,
-                "now": now,
-            }
+            params = _params.signal(
+                record.run_id, name=name, payload=payload, dedupe_id=dedupe_id, now=now
+            )
             stored = conn.execute(_Q["insert_signal"], params).rowcount == 1
             if stored:
+                waiting_for = _params.signal_wait(name)
                 conn.execute(
                     _Q["wake_waiting"],
-                    {"run_id": record.run_id, "now": now, "waiting_for": f"signal:{name}"},
+                    _params.wake_waiting(record.run_id, waiting_for=waiting_for, now=now),
                 )
             return record, stored
 
@@ -523,44 +491,25 @@ class SQLiteStore:
         accept: Callable[[str], str | None],
         now: float,
     ) -> str | None:
+        receive = _params.Receive(
+            run_id=run_id,
+            token=token,
+            name=name,
+            call_id=call_id,
+            started_at=started_at,
+            deadline=deadline,
+            wait=wait,
+            accept=accept,
+            now=now,
+        )
+
         def op(conn: sqlite3.Connection) -> str | None:
             _check_owner(conn, run_id, token)
-            pending = conn.execute(_Q["pending_signals"], {"run_id": run_id, "name": name})
-            for signal_id, payload in pending.fetchall():
-                problem = accept(payload)
-                if problem is not None:
-                    conn.execute(
-                        _Q["reject_signal"], {"id": signal_id, "now": now, "error": problem}
-                    )
-                    continue
-                conn.execute(
-                    _Q["consume_signal"], {"id": signal_id, "call_id": call_id, "now": now}
-                )
-                conn.execute(
-                    _Q["upsert_step"],
-                    _rows.signal_step_params(
-                        run_id, call_id, name, StepStatus.COMPLETED, payload, started_at, now
-                    ),
-                )
-                return str(payload)
-            if wait:
-                conn.execute(
-                    _Q["upsert_step"],
-                    _rows.signal_step_params(
-                        run_id, call_id, name, StepStatus.WAITING, None, started_at, deadline
-                    ),
-                )
-                conn.execute(
-                    _Q["wait_owned"],
-                    {
-                        "run_id": run_id,
-                        "token": token,
-                        "waiting_for": f"signal:{name}",
-                        "next_run_at": deadline,
-                        "now": now,
-                    },
-                )
-            return None
+            pending = conn.execute(_Q["pending_signals"], receive.pending()).fetchall()
+            payload, writes = receive.writes(pending)
+            for query, params in writes:
+                conn.execute(_Q[query], params)
+            return payload
 
         return await self._call(op)
 
@@ -574,14 +523,10 @@ class SQLiteStore:
         step: StepRecord | None,
         now: float,
     ) -> None:
-        params = {
-            "run_id": run_id,
-            "token": token,
-            "waiting_for": waiting_for,
-            "next_run_at": next_run_at,
-            "now": now,
-        }
-        step_params = _rows.step_params(step) if step else None
+        params = _params.wait(
+            run_id, token=token, waiting_for=waiting_for, next_run_at=next_run_at, now=now
+        )
+        step_params = _params.step(step) if step else None
 
         def op(conn: sqlite3.Connection) -> None:
             _fenced(conn, "wait_owned", params)
@@ -598,15 +543,12 @@ class SQLiteStore:
             row = conn.execute(_Q["get_current"], {"key": child_key}).fetchone()
             child = _rows.workflow_from_row(row) if row else None
             if child is not None and not child.status.ended and wait:
+                waiting_for = _params.child_wait(child_key)
                 conn.execute(
                     _Q["wait_owned"],
-                    {
-                        "run_id": run_id,
-                        "token": token,
-                        "waiting_for": f"child:{child_key}",
-                        "next_run_at": None,
-                        "now": now,
-                    },
+                    _params.wait(
+                        run_id, token=token, waiting_for=waiting_for, next_run_at=None, now=now
+                    ),
                 )
             return child
 

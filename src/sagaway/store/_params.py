@@ -1,0 +1,205 @@
+"""Named parameters of the store verbs, built the same way for both SQL dialects.
+
+The SQLite and PostgreSQL queries of one verb take the same parameter names (``:name`` and
+``%(name)s``), so each dict is built here once. What a dialect adds (PostgreSQL's signal sender,
+its batched end with the final step) stays in its store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sagaway.errors import error_record
+from sagaway.states import ErrorKind, StepKind, StepStatus, WorkflowStatus
+from sagaway.store.records import Lease, NewWorkflow, StepRecord
+
+Params = dict[str, Any]
+Write = tuple[str, Params]
+"""A named query (of the dialect's SQL file) and its parameters."""
+
+
+def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
+    """``insert_workflow``: RUNNING under ``lease`` if given, else PENDING."""
+    return {
+        "run_id": new.run_id,
+        "key": new.key,
+        "name": new.name,
+        "args": new.args,
+        "args_hash": new.args_hash,
+        "status": (WorkflowStatus.RUNNING if lease else WorkflowStatus.PENDING).value,
+        "parent_key": new.parent_key,
+        "queue": new.queue,
+        "key_space": new.key_space,
+        "now": now,
+        "lease_token": lease.token if lease else None,
+        "lease_owner": lease.owner if lease else None,
+        "lease_expires_at": lease.expires_at if lease else None,
+    }
+
+
+def supersede(run_id: str, *, new_run_id: str, now: float) -> Params:
+    """``supersede``: the live execution ``run_id`` makes room for ``new_run_id``."""
+    return {"run_id": run_id, "now": now, "error": replaced_error(new_run_id)}
+
+
+def replaced_error(new_run_id: str) -> str:
+    """The error recorded on an execution replaced by OnConflict.TERMINATE_EXISTING."""
+    return error_record(
+        ErrorKind.TERMINATED,
+        "sagaway.TERMINATE_EXISTING",
+        f"replaced by run {new_run_id} (OnConflict.TERMINATE_EXISTING)",
+    )
+
+
+def finish(
+    run_id: str,
+    *,
+    token: str,
+    status: WorkflowStatus,
+    result: str | None,
+    error: str | None,
+    now: float,
+) -> Params:
+    """``finish_owned``."""
+    return {
+        "run_id": run_id,
+        "token": token,
+        "status": status.value,
+        "result": result,
+        "error": error,
+        "now": now,
+    }
+
+
+def suspend(run_id: str, *, token: str, error: str, now: float, next_run_at: float) -> Params:
+    """``suspend_owned``."""
+    return {
+        "run_id": run_id,
+        "token": token,
+        "error": error,
+        "now": now,
+        "next_run_at": next_run_at,
+    }
+
+
+def wait(
+    run_id: str, *, token: str, waiting_for: str, next_run_at: float | None, now: float
+) -> Params:
+    """``wait_owned``: WAITING for ``waiting_for`` (see ``signal_wait``, ``child_wait``)."""
+    return {
+        "run_id": run_id,
+        "token": token,
+        "waiting_for": waiting_for,
+        "next_run_at": next_run_at,
+        "now": now,
+    }
+
+
+def signal_wait(name: str) -> str:
+    """What an execution waiting for the signal ``name`` waits for."""
+    return f"signal:{name}"
+
+
+def child_wait(child_key: str) -> str:
+    """What an execution waiting for the end of its child ``child_key`` waits for."""
+    return f"child:{child_key}"
+
+
+def end(run_id: str, *, status: WorkflowStatus, error: str | None, now: float) -> Params:
+    """``end_by_request`` (cancel, terminate)."""
+    return {"run_id": run_id, "status": status.value, "error": error, "now": now}
+
+
+def signal(run_id: str, *, name: str, payload: str, dedupe_id: str | None, now: float) -> Params:
+    """``insert_signal``."""
+    return {"run_id": run_id, "name": name, "payload": payload, "dedupe_id": dedupe_id, "now": now}
+
+
+def wake_waiting(run_id: str, *, waiting_for: str, now: float) -> Params:
+    """``wake_waiting``: due now if WAITING for ``waiting_for``."""
+    return {"run_id": run_id, "now": now, "waiting_for": waiting_for}
+
+
+def step(record: StepRecord) -> Params:
+    """``upsert_step`` and its fenced variants."""
+    return {
+        "run_id": record.run_id,
+        "call_id": record.call_id,
+        "kind": record.kind.value,
+        "name": record.name,
+        "status": record.status.value,
+        "attempts": record.attempts,
+        "result": record.result,
+        "error": record.error,
+        "started_at": record.started_at,
+        "ended_at": record.ended_at,
+    }
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Receive:
+    """One ``receive_signal`` call: what it writes, given the signals waiting for it."""
+
+    run_id: str
+    token: str
+    name: str
+    call_id: str
+    started_at: float
+    deadline: float | None
+    wait: bool
+    accept: Callable[[str], str | None]
+    now: float
+
+    @property
+    def waiting_for(self) -> str:
+        return signal_wait(self.name)
+
+    def pending(self) -> Params:
+        """``pending_signals``: the unconsumed signals of this name, in order."""
+        return {"run_id": self.run_id, "name": self.name}
+
+    def writes(self, pending: Iterable[tuple[int, str]]) -> tuple[str | None, list[Write]]:
+        """The payload delivered (None if none) and the writes, in order, for ``pending``
+        (id, payload) rows: signals ``accept`` refuses are rejected, the first it takes is
+        consumed and recorded as the step; with none taken and ``wait``, the execution waits."""
+        writes: list[Write] = []
+        for signal_id, payload in pending:
+            problem = self.accept(payload)
+            if problem is not None:
+                writes.append(
+                    ("reject_signal", {"id": signal_id, "now": self.now, "error": problem})
+                )
+                continue
+            consumed = {"id": signal_id, "call_id": self.call_id, "now": self.now}
+            writes.append(("consume_signal", consumed))
+            writes.append(("upsert_step", self._step(StepStatus.COMPLETED, payload, self.now)))
+            return str(payload), writes
+        if self.wait:
+            writes.append(("upsert_step", self._step(StepStatus.WAITING, None, self.deadline)))
+            waiting = wait(
+                self.run_id,
+                token=self.token,
+                waiting_for=self.waiting_for,
+                next_run_at=self.deadline,
+                now=self.now,
+            )
+            writes.append(("wait_owned", waiting))
+        return None, writes
+
+    def _step(self, status: StepStatus, result: str | None, ended_at: float | None) -> Params:
+        return step(
+            StepRecord(
+                run_id=self.run_id,
+                call_id=self.call_id,
+                kind=StepKind.SIGNAL,
+                name=self.name,
+                status=status,
+                attempts=1,
+                result=result,
+                error=None,
+                started_at=self.started_at,
+                ended_at=ended_at,
+            )
+        )

@@ -45,7 +45,6 @@ import json
 import logging
 import math
 import re
-import time
 import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, Collection
@@ -350,26 +349,12 @@ class PostgresStore:
         cur = await conn.execute(_Q["schema_version"])
         row = await cur.fetchone()
         current = int(row[0]) if row else 0
-        known = _migrations.migrations(_DIALECT)
-        latest = known[-1].version if known else 0
-        if current > latest:
-            raise errors.SagawayError(
-                f"database {self.url} (schema {self.schema}) has schema version {current}, "
-                f"newer than this Sagaway's {latest}; upgrade Sagaway"
-            )
-        for migration in known:
-            if migration.version > current:
-                # A migration file is plain DDL without parameters, sent as one script (as bytes:
-                # it is package data, not a string literal).
-                await conn.execute(migration.sql.encode())
-                await conn.execute(
-                    _Q["record_migration"],
-                    {
-                        "version": migration.version,
-                        "name": migration.name,
-                        "applied_at": time.time(),
-                    },
-                )
+        database = f"{self.url} (schema {self.schema})"
+        for migration in _migrations.pending(_DIALECT, current, database):
+            # A migration file is plain DDL without parameters, sent as one script (as bytes: it
+            # is package data, not a string literal).
+            await conn.execute(migration.sql.encode())
+            await conn.execute(_Q["record_migration"], _migrations.record(migration))
 
     async def _run(self, op: Op[T], *, transaction: bool = True) -> T:
         """Run ``op(conn, retried)`` as one transaction, retrying transient failures.

@@ -145,27 +145,12 @@ class SQLiteStore:
     def _migrate(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")  # serialises concurrent first starts across processes
         try:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations "
-                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
-            )
-            current = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
-            known = _migrations.migrations("sqlite")
-            latest = known[-1].version if known else 0
-            if current > latest:
-                raise errors.SagawayError(
-                    f"database {self._path} has schema version {current}, newer than this "
-                    f"Sagaway's {latest}; upgrade Sagaway"
-                )
-            for migration in known:
-                if migration.version > current:
-                    for statement in _split_statements(migration.sql):
-                        conn.execute(statement)
-                    conn.execute(
-                        "INSERT INTO schema_migrations (version, name, applied_at) "
-                        "VALUES (?, ?, ?)",
-                        (migration.version, migration.name, time.time()),
-                    )
+            conn.execute(_Q["create_schema_migrations"])
+            current = int(conn.execute(_Q["schema_version"]).fetchone()[0])
+            for migration in _migrations.pending("sqlite", current, self._path):
+                for statement in _migrations.statements(migration.sql):  # one at a time
+                    conn.execute(statement)
+                conn.execute(_Q["record_migration"], _migrations.record(migration))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -581,9 +566,3 @@ def _fenced(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> Non
     """A write fenced by the lease token: ``LeaseLost`` unless it changed the owned row."""
     if conn.execute(_Q[query], params).rowcount != 1:
         raise errors.LeaseLost(params["run_id"])
-
-
-def _split_statements(sql: str) -> list[str]:
-    # Migration files hold plain DDL; no statement contains a semicolon inside a literal.
-    body = "\n".join(line for line in sql.splitlines() if not line.strip().startswith("--"))
-    return [s.strip() for s in body.split(";") if s.strip()]

@@ -1,3 +1,17 @@
+-- ---------------------------------------------------------------- migrations
+
+-- name: create_schema_migrations
+CREATE TABLE IF NOT EXISTS schema_migrations
+    (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)
+
+-- name: schema_version
+SELECT COALESCE(MAX(version), 0) FROM schema_migrations
+
+-- name: record_migration
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (:version, :name, :applied_at)
+
+-- ---------------------------------------------------------------- workflows
+
 -- name: get_current
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space FROM workflows WHERE key = :key AND is_current = 1

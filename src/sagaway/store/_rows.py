@@ -1,4 +1,7 @@
-"""Row <-> record conversion shared by the SQL stores (both select columns in the same order).
+"""Row <-> record conversion shared by the SQL stores.
+
+Rows are read by column name (``sqlite3.Row``, psycopg's ``dict_row``), never by position: a
+query may select more columns, or in another order, without shifting a field.
 
 A row holding a value this version cannot read (changed by hand, or written by a newer version)
 raises ``CorruptRecord`` naming the row, the column and the value, for that row only: the stores
@@ -10,11 +13,18 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sagaway import errors
 from sagaway.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store.records import StepRecord, WorkflowRecord
+
+
+class Row(Protocol):
+    """A row whose columns are read by name."""
+
+    def __getitem__(self, column: str, /) -> Any: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -30,30 +40,31 @@ def _enum(cls: type[E], value: Any, what: str, field: str) -> E:
         raise errors.CorruptRecord(what, field, value, _REPAIR) from None
 
 
-def workflow_from_row(row: Sequence[Any]) -> WorkflowRecord:
-    """A ``WorkflowRecord`` from the columns run_id .. key_space of the named queries."""
+def workflow_from_row(row: Row) -> WorkflowRecord:
+    """A ``WorkflowRecord`` from the columns run_id .. key_space of a workflows row."""
+    run_id, key = row["run_id"], row["key"]
     return WorkflowRecord(
-        run_id=row[0],
-        key=row[1],
-        name=row[2],
-        args=row[3],
-        args_hash=row[4],
-        status=_enum(WorkflowStatus, row[5], f"workflow {row[1]!r} (run {row[0]})", "status"),
-        result=row[6],
-        error=row[7],
-        parent_key=row[8],
-        created_at=row[9],
-        updated_at=row[10],
-        ended_at=row[11],
-        lease_owner=row[12],
-        lease_expires_at=row[13],
-        next_run_at=row[14],
-        suspend_count=row[15],
-        key_space=row[16],
+        run_id=run_id,
+        key=key,
+        name=row["name"],
+        args=row["args"],
+        args_hash=row["args_hash"],
+        status=_enum(WorkflowStatus, row["status"], f"workflow {key!r} (run {run_id})", "status"),
+        result=row["result"],
+        error=row["error"],
+        parent_key=row["parent_key"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        ended_at=row["ended_at"],
+        lease_owner=row["lease_owner"],
+        lease_expires_at=row["lease_expires_at"],
+        next_run_at=row["next_run_at"],
+        suspend_count=row["suspend_count"],
+        key_space=row["key_space"],
     )
 
 
-def readable_workflows(rows: Iterable[Sequence[Any]]) -> list[WorkflowRecord]:
+def readable_workflows(rows: Iterable[Row]) -> list[WorkflowRecord]:
     """The records of ``rows``, without (and logging) those this version cannot read."""
     records = []
     for row in rows:
@@ -65,7 +76,8 @@ def readable_workflows(rows: Iterable[Sequence[Any]]) -> list[WorkflowRecord]:
 
 
 def readable_counts(rows: Iterable[Sequence[Any]]) -> dict[WorkflowStatus, int]:
-    """``count_by_status`` rows as a dict, without (and logging) unknown statuses."""
+    """``count_by_status`` rows (status, count) as a dict, without (and logging) unknown
+    statuses."""
     counts: dict[WorkflowStatus, int] = {}
     for status, count in rows:
         try:
@@ -79,17 +91,19 @@ def report(exc: errors.CorruptRecord) -> None:
     logger.error("skipped an unreadable row: %s", exc, extra={"action": "corrupt_record"})
 
 
-def step_from_row(row: Sequence[Any]) -> StepRecord:
-    what = f"step {row[1]} of run {row[0]}"
+def step_from_row(row: Row) -> StepRecord:
+    """A ``StepRecord`` from the columns run_id .. ended_at of a steps row."""
+    run_id, call_id = row["run_id"], row["call_id"]
+    what = f"step {call_id} of run {run_id}"
     return StepRecord(
-        run_id=row[0],
-        call_id=row[1],
-        kind=_enum(StepKind, row[2], what, "kind"),
-        name=row[3],
-        status=_enum(StepStatus, row[4], what, "status"),
-        attempts=row[5],
-        result=row[6],
-        error=row[7],
-        started_at=row[8],
-        ended_at=row[9],
+        run_id=run_id,
+        call_id=call_id,
+        kind=_enum(StepKind, row["kind"], what, "kind"),
+        name=row["name"],
+        status=_enum(StepStatus, row["status"], what, "status"),
+        attempts=row["attempts"],
+        result=row["result"],
+        error=row["error"],
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
     )

@@ -52,7 +52,7 @@ from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import TupleRow
+from psycopg.rows import DictRow, TupleRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from psycopg_pool.pool_async import AddConnection, MaintenanceTask
 
@@ -407,8 +407,8 @@ class PostgresStore:
         replaced_error = _params.replaced_error(new.run_id)
 
         async def insert(conn: Conn) -> WorkflowRecord | None:
-            row = await (await conn.execute(_Q["insert_workflow"], params)).fetchone()
-            return _rows.workflow_from_row(row) if row else None
+            rows = await _named(conn, "insert_workflow", params)
+            return _rows.workflow_from_row(rows[0]) if rows else None
 
         async def op(conn: Conn, retried: bool) -> CreateResult:
             for _ in range(_CREATE_ROUNDS):
@@ -417,11 +417,11 @@ class PostgresStore:
                     return CreateResult(inserted, created=True)
                 # The key is taken. Under replace_live the current row is locked, so no one else
                 # replaces or ends it before we do; if it changed meanwhile, nothing comes back.
-                query = _Q["get_current_for_update"] if replace_live else _Q["get_current"]
-                row = await (await conn.execute(query, {"key": new.key})).fetchone()
-                if row is None:  # superseded since our insert looked: look again
+                query = "get_current_for_update" if replace_live else "get_current"
+                rows = await _named(conn, query, {"key": new.key})
+                if not rows:  # superseded since our insert looked: look again
                     continue
-                existing = _rows.workflow_from_row(row)
+                existing = _rows.workflow_from_row(rows[0])
                 if existing.run_id == new.run_id:
                     # Our own creation: this is a retry whose first commit was not acknowledged.
                     cur = await conn.execute(
@@ -457,13 +457,13 @@ class PostgresStore:
             if retried:
                 return {}  # the slow path recognises what the lost attempt inserted
             if len(batch) == 1:
-                cur = await conn.execute(_Q["insert_workflow"], batch[0])
+                rows = await _named(conn, "insert_workflow", batch[0])
             else:
                 # In key order: two processes inserting overlapping keys wait on each other in
                 # the same order, never in a cycle.
                 ordered = sorted(batch, key=lambda params: str(params["key"]))
-                cur = await conn.execute(_Q["insert_workflows"], {"batch": _json(ordered)})
-            records = [_rows.workflow_from_row(row) for row in await cur.fetchall()]
+                rows = await _named(conn, "insert_workflows", {"batch": _json(ordered)})
+            records = [_rows.workflow_from_row(row) for row in rows]
             return {record.run_id: record for record in records}
 
         inserted = await self._run(op, transaction=False)
@@ -471,8 +471,8 @@ class PostgresStore:
 
     async def get_workflow(self, key: str) -> WorkflowRecord | None:
         async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:
-            row = await (await conn.execute(_Q["get_current"], {"key": key})).fetchone()
-            return _rows.workflow_from_row(row) if row else None
+            rows = await _named(conn, "get_current", {"key": key})
+            return _rows.workflow_from_row(rows[0]) if rows else None
 
         return await self._run(op, transaction=False)
 
@@ -483,15 +483,15 @@ class PostgresStore:
     async def _get_runs(self, run_ids: list[str]) -> list[WorkflowRecord | BaseException | None]:
         async def op(conn: Conn, retried: bool) -> dict[str, WorkflowRecord | BaseException]:
             if len(run_ids) == 1:
-                cur = await conn.execute(_Q["get_run"], {"run_id": run_ids[0]})
+                rows = await _named(conn, "get_run", {"run_id": run_ids[0]})
             else:
-                cur = await conn.execute(_Q["get_runs"], {"run_ids": run_ids})
+                rows = await _named(conn, "get_runs", {"run_ids": run_ids})
             found: dict[str, WorkflowRecord | BaseException] = {}
-            for row in await cur.fetchall():
+            for row in rows:
                 try:
-                    found[row[0]] = _rows.workflow_from_row(row)
+                    found[row["run_id"]] = _rows.workflow_from_row(row)
                 except errors.CorruptRecord as exc:
-                    found[row[0]] = exc  # this reader's error only, not the whole batch's
+                    found[row["run_id"]] = exc  # this reader's error only, not the batch's
             return found
 
         found = await self._run(op, transaction=False)
@@ -505,19 +505,18 @@ class PostgresStore:
 
         async def op(conn: Conn, retried: bool) -> list[WorkflowRecord]:
             if status is None:
-                cur = await conn.execute(_Q["list_workflows"], {"limit": bound})
+                rows = await _named(conn, "list_workflows", {"limit": bound})
             else:
-                cur = await conn.execute(
-                    _Q["list_workflows_by_status"], {"limit": bound, "status": status.value}
-                )
-            return _rows.readable_workflows(await cur.fetchall())
+                by_status = {"limit": bound, "status": status.value}
+                rows = await _named(conn, "list_workflows_by_status", by_status)
+            return _rows.readable_workflows(rows)
 
         return await self._run(op, transaction=False)
 
     async def load_steps(self, run_id: str) -> list[StepRecord]:
         async def op(conn: Conn, retried: bool) -> list[StepRecord]:
-            cur = await conn.execute(_Q["load_steps"], {"run_id": run_id})
-            return [_rows.step_from_row(r) for r in await cur.fetchall()]
+            rows = await _named(conn, "load_steps", {"run_id": run_id})
+            return [_rows.step_from_row(row) for row in rows]
 
         return await self._run(op, transaction=False)
 
@@ -526,8 +525,7 @@ class PostgresStore:
 
         async def op(conn: Conn, retried: bool) -> dict[str, list[StepRecord]]:
             found: dict[str, list[StepRecord]] = {}
-            cur = await conn.execute(_Q["load_steps_many"], {"run_ids": ids})
-            for row in await cur.fetchall():
+            for row in await _named(conn, "load_steps_many", {"run_ids": ids}):
                 step = _rows.step_from_row(row)
                 found.setdefault(step.run_id, []).append(step)
             return found
@@ -662,17 +660,19 @@ class PostgresStore:
             claimed: list[tuple[WorkflowRecord, Lease]] = []
             free = tokens
             if retried:
-                cur = await conn.execute(_Q["claimed_with"], {"tokens": tokens})
-                for row in await cur.fetchall():
+                for row in await _named(conn, "claimed_with", {"tokens": tokens}):
                     record = _rows.workflow_from_row(row)
                     assert record.lease_expires_at is not None
-                    claimed.append((record, Lease(row[17], owner, record.lease_expires_at)))
+                    claimed.append(
+                        (record, Lease(row["lease_token"], owner, record.lease_expires_at))
+                    )
                 taken = {lease.token for _, lease in claimed}
                 free = [t for t in tokens if t not in taken]
             if len(claimed) >= limit:
                 return claimed
-            cur = await conn.execute(
-                _Q["claim_due"],
+            rows = await _named(
+                conn,
+                "claim_due",
                 {
                     "now": now,
                     "exclude": excluded,
@@ -684,9 +684,10 @@ class PostgresStore:
                     "expires_at": expires_at,
                 },
             )
-            rows = sorted(await cur.fetchall(), key=lambda r: int(r[0]))
+            rows.sort(key=lambda row: int(row["n"]))  # the order of next_run_at, run_id
             claimed.extend(
-                (_rows.workflow_from_row(row[2:]), Lease(row[1], owner, expires_at)) for row in rows
+                (_rows.workflow_from_row(row), Lease(row["lease_token"], owner, expires_at))
+                for row in rows
             )
             return claimed
 
@@ -743,15 +744,15 @@ class PostgresStore:
             for _ in range(_CREATE_ROUNDS):
                 # Locked: a receiver deciding to wait and this send are serialised (no lost
                 # wake-up), and the execution cannot end between the check and the insert.
-                row = await (await conn.execute(_Q["signal_target"], {"key": key})).fetchone()
-                if row is not None:
+                rows = await _named(conn, "signal_target", {"key": key})
+                if rows:
                     break
                 # Nothing, or the current execution was replaced while we waited for its lock.
                 if await (await conn.execute(_Q["get_current"], {"key": key})).fetchone() is None:
                     return None, False
             else:
                 raise errors.SagawayError(f"key {key!r} kept changing while sending a signal")
-            record = _rows.workflow_from_row(row)
+            record = _rows.workflow_from_row(rows[0])
             if record.status.ended:
                 return record, False
             params = _params.signal(
@@ -850,9 +851,8 @@ class PostgresStore:
 
         async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:
             # Child first, then parent: the order in which the child's end takes them.
-            cur = await conn.execute(_Q["get_current_shared"], {"key": child_key})
-            row = await cur.fetchone()
-            child = _rows.workflow_from_row(row) if row else None
+            rows = await _named(conn, "get_current_shared", {"key": child_key})
+            child = _rows.workflow_from_row(rows[0]) if rows else None
             if not await _lock_owned(
                 conn, run_id, token, waited=waited if retried and wait else None
             ):
@@ -874,6 +874,13 @@ class PostgresStore:
             return [SignalRecord(*row) for row in await cur.fetchall()]
 
         return await self._run(op, transaction=False)
+
+
+async def _named(conn: Conn, query: str, params: dict[str, Any]) -> list[DictRow]:
+    """The rows of the named query ``query``, read by column name (see ``_rows``)."""
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(_Q[query], params)
+    return await cur.fetchall()
 
 
 async def _exists(conn: Conn, query: str, params: dict[str, Any]) -> bool:

@@ -140,6 +140,7 @@ class SQLiteStore:
                 time.sleep(0.01)
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
+        conn.row_factory = sqlite3.Row  # rows are read by column name (see _rows)
         return conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
@@ -380,7 +381,8 @@ class SQLiteStore:
                 {"now": now, "limit": limit + len(excluded), **_queue_params(queues)},
             ).fetchall()
             claimed: list[tuple[WorkflowRecord, Lease]] = []
-            for run_id, old_token in rows:
+            for due in rows:
+                run_id, old_token = due["run_id"], due["lease_token"]
                 if run_id in excluded or len(claimed) >= limit:
                     continue
                 lease = Lease(uuid.uuid4().hex, owner, now + lease_timeout)

@@ -30,25 +30,20 @@ seconds the socket is shut down (a dead peer answers neither the probe nor a can
 listener reconnects (see ``_pg_listener``).
 
 URL: ``postgresql://user:password@host:5432/db?schema=sagaway&pool_size=10`` plus any libpq
-parameter. Sagaway's own parameters, not passed to libpq: ``schema`` (default ``sagaway``),
-``pool_size`` (default 10), ``pool_timeout`` (default 30), ``reconnect_delay`` (default 2),
-``probe_interval`` (default 30) and ``probe_timeout`` (default 5), the last four in seconds.
+parameter; Sagaway's own parameters (schema, pool size, the ``Timing`` seconds) are described
+and parsed in ``_pg_url``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import hashlib
 import json
 import logging
-import math
-import re
-import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any, LiteralString, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -61,42 +56,26 @@ from sagaway.states import WorkflowStatus
 from sagaway.store import _params, _pg_listener, _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store._group_commit import GroupCommit
+from sagaway.store._pg_url import Timing, parse_postgres_url, parse_timing
 from sagaway.store.base import CreateResult, StoreUnavailable
 from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
 from sagaway.store.sql import queries
+
+__all__ = ["PostgresStore", "Timing", "parse_postgres_url"]  # the last two: moved to _pg_url
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 Conn = psycopg.AsyncConnection[TupleRow]
 Op = Callable[[Conn, bool], Awaitable[T]]
 
-
-def _without_comments(query: LiteralString) -> LiteralString:
-    # The SQL file documents its queries with whole-line comments; the server needs none of them
-    # (they would travel with every unprepared execution and clutter pg_stat_activity).
-    lines = [line for line in query.splitlines() if not line.lstrip().startswith("--")]
-    return "\n".join(lines).strip()
-
-
-_Q = {name: _without_comments(query) for name, query in queries("postgres").items()}
+_Q = queries("postgres")
 _DIALECT = "postgres"
-_DEFAULT_SCHEMA = "sagaway"
-_DEFAULT_POOL_SIZE = 10
-_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-_SECONDS_PARAMS = ("pool_timeout", "reconnect_delay", "probe_interval", "probe_timeout")
-_OWN_PARAMS = frozenset({"schema", "pool_size", *_SECONDS_PARAMS})
 _ATTEMPTS = 4
 """Tries of one transaction when it fails with a transient (operational) error."""
 _BACKOFF = 0.05
 """Seconds before the first retry; doubles each time."""
-_PROBE_EVERY = 30.0
-"""Seconds between probes of a listening connection (one unanswered probe: reconnect)."""
-_PROBE_TIMEOUT = 5.0
-"""Seconds a probe of a listening connection that delivered notices before may take."""
-_POOL_TIMEOUT = 30.0
-"""Seconds a statement waits for a pooled connection (all busy, or the server unreachable)."""
-_RECONNECT_DELAY = 2.0
-"""Longest pause between attempts to reconnect (pool and listener)."""
+_PROBE_EVERY = Timing().probe_interval
+"""The default of ``Timing.probe_interval``, read when a store is made (a test may lower it)."""
 _STEP_BATCH = 200
 """Steps written by one statement at most."""
 _CREATE_BATCH = 100
@@ -109,90 +88,6 @@ _BATCHED_PAYLOAD = 64 * 1024
 """Payloads (arguments, results) larger than this are written alone, not in a shared batch."""
 _CREATE_ROUNDS = 16
 """Bound on re-reads when the current row of a key changes under ``create_workflow``."""
-
-
-def _param_name(part: str) -> str:
-    return urllib.parse.unquote_plus(part.partition("=")[0])
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Timing:
-    """How long the store waits for the server, and how often it looks (URL parameters)."""
-
-    pool_timeout: float = _POOL_TIMEOUT
-    """Seconds a statement waits for a pooled connection before ``StoreUnavailable``."""
-    reconnect_delay: float = _RECONNECT_DELAY
-    """Longest pause between reconnection attempts of the pool and of the listener."""
-    probe_interval: float = _PROBE_EVERY
-    """Seconds between probe notices on the listening connection."""
-    probe_timeout: float = _PROBE_TIMEOUT
-    """Seconds a probe may take before the listening connection is taken for dead."""
-
-
-def parse_timing(url: str) -> Timing:
-    """The ``Timing`` parameters of a Sagaway PostgreSQL URL (defaults for those not given)."""
-    given: dict[str, float] = {}
-    for part in filter(None, urllib.parse.urlsplit(url).query.split("&")):
-        name = _param_name(part)
-        if name not in _SECONDS_PARAMS:
-            continue
-        value = urllib.parse.unquote_plus(part.partition("=")[2])
-        try:
-            seconds = float(value)
-        except ValueError:
-            seconds = math.nan
-        if not (math.isfinite(seconds) and seconds > 0):
-            raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
-        given[name] = seconds
-    # Defaults read now, not at import: a test may lower a module constant first.
-    defaults = {
-        "pool_timeout": _POOL_TIMEOUT,
-        "reconnect_delay": _RECONNECT_DELAY,
-        "probe_interval": _PROBE_EVERY,
-        "probe_timeout": _PROBE_TIMEOUT,
-    }
-    return Timing(**(defaults | given))
-
-
-def parse_postgres_url(url: str) -> tuple[str, str, int, str]:
-    """Split a Sagaway PostgreSQL URL into (conninfo for libpq, schema, pool size, display URL).
-
-    The display URL is the URL without its password (in the user info or as a parameter).
-    See ``parse_timing`` for the other parameters of Sagaway's own.
-    """
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme.lower() not in ("postgresql", "postgres"):
-        raise ValueError(f"not a PostgreSQL URL: {url!r}")
-    schema = _DEFAULT_SCHEMA
-    pool_size = _DEFAULT_POOL_SIZE
-    libpq_params: list[str] = []  # kept as written: libpq decodes %XX itself
-    for part in filter(None, parts.query.split("&")):
-        name = _param_name(part)
-        if name not in _OWN_PARAMS:
-            libpq_params.append(part)
-            continue
-        value = urllib.parse.unquote_plus(part.partition("=")[2])
-        if name == "schema":
-            schema = value
-        elif name == "pool_size":
-            try:
-                pool_size = int(value)
-            except ValueError:
-                pool_size = 0
-            if pool_size < 1:
-                raise ValueError(f"pool_size must be a positive integer, not {value!r}")
-    if not _SCHEMA_NAME.fullmatch(schema):
-        raise ValueError(
-            f"invalid schema name {schema!r}: use letters, digits and _ "
-            "(not starting with a digit, at most 63 characters)"
-        )
-    conninfo = urllib.parse.urlunsplit(parts._replace(query="&".join(libpq_params)))
-
-    user_info, at, host = parts.netloc.rpartition("@")
-    netloc = f"{user_info.partition(':')[0]}{at}{host}"
-    shown = [p for p in filter(None, parts.query.split("&")) if _param_name(p) != "password"]
-    display = urllib.parse.urlunsplit(parts._replace(netloc=netloc, query="&".join(shown)))
-    return conninfo, schema, pool_size, display
 
 
 class _Pool(AsyncConnectionPool[Conn]):
@@ -222,7 +117,7 @@ class PostgresStore:
         self.url = display
         self.schema = schema
         self.pool_size = pool_size
-        self.timing = parse_timing(url)
+        self.timing = parse_timing(url, Timing(probe_interval=_PROBE_EVERY))
         self._conninfo = conninfo
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._pool_check: asyncio.Task[None] | None = None

@@ -1,7 +1,9 @@
 """Named SQL queries, one file per dialect.
 
 A file holds blocks introduced by ``-- name: <query_name>``; queries are plain text with
-parameters, never built by string formatting.
+parameters, never built by string formatting. Whole-line comments document the file and are
+not part of the queries (the server needs none of them: they would travel with every unprepared
+execution and clutter pg_stat_activity).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 def queries(dialect: str) -> dict[str, LiteralString]:
     """All named queries of ``dialect`` ("sqlite" or "postgres")."""
     text = importlib.resources.files(__package__).joinpath(f"{dialect}.sql").read_text()
+    lines = text.splitlines()
+    text = "\n".join(s for s in lines if _NAME.match(s) or not s.lstrip().startswith("--"))
     parts = _NAME.split(text)
     out: dict[str, LiteralString] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):

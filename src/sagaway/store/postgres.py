@@ -20,14 +20,9 @@ again: ``create_workflow`` recognises its own ``run_id``, ``claim_due`` reuses i
 and finds what the lost attempt took, ``send_signal`` finds its row by the sender token it chose
 once, and the fenced/ending verbs recognise their own outcome.
 
-Outages: while the server is unreachable a statement waits up to ``pool_timeout`` seconds for
-a connection, then fails with ``StoreUnavailable``. The pool tries to reconnect at most
-``reconnect_delay`` seconds apart (psycopg_pool alone doubles its pause up to a minute, so work
-would stall for about as long as the outage again after the server is back), and the listener's
-reconnection makes the pool look again at once. The listening connection sends itself a probe
-notice every ``probe_interval`` seconds; when the probe is not back within ``probe_timeout``
-seconds the socket is shut down (a dead peer answers neither the probe nor a cancel) and the
-listener reconnects (see ``_pg_listener``).
+Outages: statements fail with ``StoreUnavailable`` after ``pool_timeout`` seconds without a
+connection, and the pool reconnects at most ``reconnect_delay`` seconds apart (``_pg_conn``);
+the listening connection probes itself and reconnects (``_pg_listener``).
 
 URL: ``postgresql://user:password@host:5432/db?schema=sagaway&pool_size=10`` plus any libpq
 parameter; Sagaway's own parameters (schema, pool size, the ``Timing`` seconds) are described
@@ -36,44 +31,29 @@ and parsed in ``_pg_url``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
-import json
-import logging
 import uuid
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
-import psycopg
 from psycopg import sql
-from psycopg.rows import DictRow, TupleRow, dict_row
-from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
-from psycopg_pool.pool_async import AddConnection, MaintenanceTask
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
-from sagaway.store import _params, _pg_listener, _rows
+from sagaway.store import _params, _pg_conn, _pg_listener, _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store._group_commit import GroupCommit
+from sagaway.store._pg_conn import Conn, Op, exists, json_batch, named
 from sagaway.store._pg_url import Timing, parse_postgres_url, parse_timing
-from sagaway.store.base import CreateResult, StoreUnavailable
+from sagaway.store.base import CreateResult
 from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
-from sagaway.store.sql import queries
 
 __all__ = ["PostgresStore", "Timing", "parse_postgres_url"]  # the last two: moved to _pg_url
 
 T = TypeVar("T")
-logger = logging.getLogger(__name__)
-Conn = psycopg.AsyncConnection[TupleRow]
-Op = Callable[[Conn, bool], Awaitable[T]]
 
-_Q = queries("postgres")
+_Q = _pg_conn.Q
 _DIALECT = "postgres"
-_ATTEMPTS = 4
-"""Tries of one transaction when it fails with a transient (operational) error."""
-_BACKOFF = 0.05
-"""Seconds before the first retry; doubles each time."""
 _PROBE_EVERY = Timing().probe_interval
 """The default of ``Timing.probe_interval``, read when a store is made (a test may lower it)."""
 _STEP_BATCH = 200
@@ -90,25 +70,6 @@ _CREATE_ROUNDS = 16
 """Bound on re-reads when the current row of a key changes under ``create_workflow``."""
 
 
-class _Pool(AsyncConnectionPool[Conn]):
-    """psycopg's pool, with reconnection attempts at most ``reconnect_delay`` seconds apart.
-
-    psycopg_pool doubles the pause after each failed attempt (1, 2, 4, ... 60 s and more): after
-    a long outage its next attempt can come a minute after the server is back, and every
-    statement waits for it.
-    """
-
-    def __init__(self, conninfo: str, *, reconnect_delay: float, **kwargs: Any) -> None:
-        super().__init__(conninfo, **kwargs)
-        self._reconnect_delay = reconnect_delay
-
-    async def schedule_task(self, task: MaintenanceTask, delay: float) -> None:
-        # Only reconnections: the pool also schedules its shrinking, max_idle apart.
-        if isinstance(task, AddConnection):
-            delay = min(delay, self._reconnect_delay)
-        await super().schedule_task(task, delay)
-
-
 class PostgresStore:
     """Store in one schema of a PostgreSQL database."""
 
@@ -119,8 +80,7 @@ class PostgresStore:
         self.pool_size = pool_size
         self.timing = parse_timing(url, Timing(probe_interval=_PROBE_EVERY))
         self._conninfo = conninfo
-        self._pool: AsyncConnectionPool[Conn] | None = None
-        self._pool_check: asyncio.Task[None] | None = None
+        self._pool: _pg_conn.Pool | None = None
         self._listener: _pg_listener.Listener | None = None
         # Group commit (see _group_commit): under load, the starts, steps and ends of many
         # workflows share statements.
@@ -144,22 +104,13 @@ class PostgresStore:
     async def open(self) -> None:
         if self._pool is not None:
             return
-        pool: AsyncConnectionPool[Conn] = _Pool(
+        pool = await _pg_conn.open_pool(
             self._conninfo,
-            reconnect_delay=self.timing.reconnect_delay,
-            min_size=1,
-            max_size=self.pool_size,
-            timeout=self.timing.pool_timeout,
-            kwargs={"autocommit": True},
-            configure=self._configure,
-            name=f"sagaway:{self.schema}",
-            open=False,
+            schema=self.schema,
+            size=self.pool_size,
+            timing=self.timing,
+            url=self.url,
         )
-        try:
-            await pool.open(wait=True)
-        except PoolTimeout as exc:
-            await pool.close()
-            raise errors.SagawayError(f"cannot connect to PostgreSQL at {self.url}: {exc}") from exc
         self._pool = pool
         try:
             await self._run(self._migrate)
@@ -172,11 +123,6 @@ class PostgresStore:
         listener, self._listener = self._listener, None
         if listener is not None:
             await listener.close()
-        check, self._pool_check = self._pool_check, None
-        if check is not None:
-            check.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await check
         pool = self._pool
         if pool is None:
             return
@@ -212,22 +158,9 @@ class PostgresStore:
         await self._listener.start(callback)
 
     def _wake_pool(self) -> None:
-        """Check the pool's connections now: replace those an outage broke, connect if none."""
-        pool = self._pool
-        if pool is None or (self._pool_check is not None and not self._pool_check.done()):
-            return
-
-        async def check() -> None:
-            try:
-                await pool.check()
-            except Exception as exc:  # the next statement finds out again
-                logger.info("checking the pool of %s failed: %s", self.url, exc)
-
-        self._pool_check = asyncio.create_task(check(), name=f"sagaway-pool-check:{self.schema}")
-
-    async def _configure(self, conn: Conn) -> None:
-        # Runs once per new pooled connection (autocommit): every query is unqualified.
-        await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        """The listener reconnected: have the pool check its connections now."""
+        if self._pool is not None:
+            self._pool.check_soon()
 
     async def _migrate(self, conn: Conn, retried: bool) -> None:
         # One transaction under an advisory lock keyed by the schema: processes that start at
@@ -252,46 +185,9 @@ class PostgresStore:
             await conn.execute(_Q["record_migration"], _migrations.record(migration))
 
     async def _run(self, op: Op[T], *, transaction: bool = True) -> T:
-        """Run ``op(conn, retried)`` as one transaction, retrying transient failures.
-
-        ``retried`` is true when an earlier attempt failed: it may have committed anyway (a lost
-        acknowledgement), and ``op`` must then give the answer the first attempt would have.
-        Single-statement ops pass ``transaction=False``: on an autocommit connection the
-        statement is its own transaction, without BEGIN/COMMIT round trips.
-        """
-        pool = self._pool
-        if pool is None:
-            raise errors.ManagerStateError("the PostgreSQL store is not open")
-        attempt = 0
-        while True:
-            try:
-                # getconn/putconn rather than pool.connection(): the same for these autocommit
-                # connections (putconn rolls back one left inside a transaction and replaces one
-                # left broken), without a generator-based context manager on every statement.
-                conn = await pool.getconn()
-                try:
-                    if not transaction:
-                        return await op(conn, attempt > 0)
-                    async with conn.transaction():
-                        return await op(conn, attempt > 0)
-                finally:
-                    await pool.putconn(conn)
-            except PoolClosed as exc:
-                raise errors.ManagerStateError("the PostgreSQL store is closed") from exc
-            except PoolTimeout as exc:
-                raise StoreUnavailable(
-                    f"no PostgreSQL connection available for {self.url}: {exc}"
-                ) from exc
-            except psycopg.OperationalError as exc:
-                attempt += 1
-                if attempt >= _ATTEMPTS:
-                    raise StoreUnavailable(
-                        f"PostgreSQL transaction failed on {self.url}: {exc}"
-                    ) from exc
-                # Other idle connections may be dead too (server restart): replace them.
-                with contextlib.suppress(Exception):
-                    await pool.check()
-                await asyncio.sleep(_BACKOFF * 2 ** (attempt - 1))
+        """Run ``op(conn, retried)`` as one transaction, retrying transient failures (see
+        ``_pg_conn.run``)."""
+        return await _pg_conn.run(self._pool, op, transaction=transaction, url=self.url)
 
     # ------------------------------------------------------------------ verbs
 
@@ -302,7 +198,7 @@ class PostgresStore:
         replaced_error = _params.replaced_error(new.run_id)
 
         async def insert(conn: Conn) -> WorkflowRecord | None:
-            rows = await _named(conn, "insert_workflow", params)
+            rows = await named(conn, "insert_workflow", params)
             return _rows.workflow_from_row(rows[0]) if rows else None
 
         async def op(conn: Conn, retried: bool) -> CreateResult:
@@ -313,7 +209,7 @@ class PostgresStore:
                 # The key is taken. Under replace_live the current row is locked, so no one else
                 # replaces or ends it before we do; if it changed meanwhile, nothing comes back.
                 query = "get_current_for_update" if replace_live else "get_current"
-                rows = await _named(conn, query, {"key": new.key})
+                rows = await named(conn, query, {"key": new.key})
                 if not rows:  # superseded since our insert looked: look again
                     continue
                 existing = _rows.workflow_from_row(rows[0])
@@ -352,12 +248,12 @@ class PostgresStore:
             if retried:
                 return {}  # the slow path recognises what the lost attempt inserted
             if len(batch) == 1:
-                rows = await _named(conn, "insert_workflow", batch[0])
+                rows = await named(conn, "insert_workflow", batch[0])
             else:
                 # In key order: two processes inserting overlapping keys wait on each other in
                 # the same order, never in a cycle.
                 ordered = sorted(batch, key=lambda params: str(params["key"]))
-                rows = await _named(conn, "insert_workflows", {"batch": _json(ordered)})
+                rows = await named(conn, "insert_workflows", {"batch": json_batch(ordered)})
             records = [_rows.workflow_from_row(row) for row in rows]
             return {record.run_id: record for record in records}
 
@@ -366,7 +262,7 @@ class PostgresStore:
 
     async def get_workflow(self, key: str) -> WorkflowRecord | None:
         async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:
-            rows = await _named(conn, "get_current", {"key": key})
+            rows = await named(conn, "get_current", {"key": key})
             return _rows.workflow_from_row(rows[0]) if rows else None
 
         return await self._run(op, transaction=False)
@@ -378,9 +274,9 @@ class PostgresStore:
     async def _get_runs(self, run_ids: list[str]) -> list[WorkflowRecord | BaseException | None]:
         async def op(conn: Conn, retried: bool) -> dict[str, WorkflowRecord | BaseException]:
             if len(run_ids) == 1:
-                rows = await _named(conn, "get_run", {"run_id": run_ids[0]})
+                rows = await named(conn, "get_run", {"run_id": run_ids[0]})
             else:
-                rows = await _named(conn, "get_runs", {"run_ids": run_ids})
+                rows = await named(conn, "get_runs", {"run_ids": run_ids})
             found: dict[str, WorkflowRecord | BaseException] = {}
             for row in rows:
                 try:
@@ -400,17 +296,17 @@ class PostgresStore:
 
         async def op(conn: Conn, retried: bool) -> list[WorkflowRecord]:
             if status is None:
-                rows = await _named(conn, "list_workflows", {"limit": bound})
+                rows = await named(conn, "list_workflows", {"limit": bound})
             else:
                 by_status = {"limit": bound, "status": status.value}
-                rows = await _named(conn, "list_workflows_by_status", by_status)
+                rows = await named(conn, "list_workflows_by_status", by_status)
             return _rows.readable_workflows(rows)
 
         return await self._run(op, transaction=False)
 
     async def load_steps(self, run_id: str) -> list[StepRecord]:
         async def op(conn: Conn, retried: bool) -> list[StepRecord]:
-            rows = await _named(conn, "load_steps", {"run_id": run_id})
+            rows = await named(conn, "load_steps", {"run_id": run_id})
             return [_rows.step_from_row(row) for row in rows]
 
         return await self._run(op, transaction=False)
@@ -420,7 +316,7 @@ class PostgresStore:
 
         async def op(conn: Conn, retried: bool) -> dict[str, list[StepRecord]]:
             found: dict[str, list[StepRecord]] = {}
-            for row in await _named(conn, "load_steps_many", {"run_ids": ids}):
+            for row in await named(conn, "load_steps_many", {"run_ids": ids}):
                 step = _rows.step_from_row(row)
                 found.setdefault(step.run_id, []).append(step)
             return found
@@ -488,11 +384,11 @@ class PostgresStore:
                 cur = await conn.execute(_Q[query], params)
                 ended = {params["run_id"]} if cur.rowcount == 1 else set()
             else:
-                cur = await conn.execute(_Q["finish_owned_many"], {"batch": _json(batch)})
+                cur = await conn.execute(_Q["finish_owned_many"], {"batch": json_batch(batch)})
                 ended = {row[0] for row in await cur.fetchall()}
             if retried:
                 for params in batch:
-                    if params["run_id"] not in ended and await _exists(conn, "finished_as", params):
+                    if params["run_id"] not in ended and await exists(conn, "finished_as", params):
                         ended.add(params["run_id"])  # the lost attempt committed it
             return ended
 
@@ -555,7 +451,7 @@ class PostgresStore:
             claimed: list[tuple[WorkflowRecord, Lease]] = []
             free = tokens
             if retried:
-                for row in await _named(conn, "claimed_with", {"tokens": tokens}):
+                for row in await named(conn, "claimed_with", {"tokens": tokens}):
                     record = _rows.workflow_from_row(row)
                     assert record.lease_expires_at is not None
                     claimed.append(
@@ -565,7 +461,7 @@ class PostgresStore:
                 free = [t for t in tokens if t not in taken]
             if len(claimed) >= limit:
                 return claimed
-            rows = await _named(
+            rows = await named(
                 conn,
                 "claim_due",
                 {
@@ -603,7 +499,7 @@ class PostgresStore:
 
         async def op(conn: Conn, retried: bool) -> bool:
             if (await conn.execute(_Q["end_by_request"], params)).rowcount != 1:
-                return retried and await _exists(conn, "ended_as", params)
+                return retried and await exists(conn, "ended_as", params)
             await conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
             return True
 
@@ -615,7 +511,7 @@ class PostgresStore:
         async def op(conn: Conn, retried: bool) -> bool:
             if (await conn.execute(_Q["retry_now"], params)).rowcount == 1:
                 return True
-            return retried and await _exists(conn, "retried_as", params)
+            return retried and await exists(conn, "retried_as", params)
 
         return await self._run(op, transaction=False)
 
@@ -639,7 +535,7 @@ class PostgresStore:
             for _ in range(_CREATE_ROUNDS):
                 # Locked: a receiver deciding to wait and this send are serialised (no lost
                 # wake-up), and the execution cannot end between the check and the insert.
-                rows = await _named(conn, "signal_target", {"key": key})
+                rows = await named(conn, "signal_target", {"key": key})
                 if rows:
                     break
                 # Nothing, or the current execution was replaced while we waited for its lock.
@@ -654,7 +550,7 @@ class PostgresStore:
                 record.run_id, name=name, payload=payload, dedupe_id=dedupe_id, now=now
             )
             params["sender"] = sender
-            if retried and dedupe_id is None and await _exists(conn, "signal_sent_as", params):
+            if retried and dedupe_id is None and await exists(conn, "signal_sent_as", params):
                 return record, True  # the lost attempt stored it (and woke the receiver)
             stored = (await conn.execute(_Q["insert_signal"], params)).rowcount == 1
             if not stored and retried:
@@ -746,7 +642,7 @@ class PostgresStore:
 
         async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:
             # Child first, then parent: the order in which the child's end takes them.
-            rows = await _named(conn, "get_current_shared", {"key": child_key})
+            rows = await named(conn, "get_current_shared", {"key": child_key})
             child = _rows.workflow_from_row(rows[0]) if rows else None
             if not await _lock_owned(
                 conn, run_id, token, waited=waited if retried and wait else None
@@ -771,18 +667,6 @@ class PostgresStore:
         return await self._run(op, transaction=False)
 
 
-async def _named(conn: Conn, query: str, params: dict[str, Any]) -> list[DictRow]:
-    """The rows of the named query ``query``, read by column name (see ``_rows``)."""
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(_Q[query], params)
-    return await cur.fetchall()
-
-
-async def _exists(conn: Conn, query: str, params: dict[str, Any]) -> bool:
-    cur = await conn.execute(_Q[query], params)
-    return await cur.fetchone() is not None
-
-
 async def _fenced(
     conn: Conn, query: str, params: dict[str, Any], retried: bool, *, done_as: str
 ) -> bool:
@@ -790,7 +674,7 @@ async def _fenced(
     the attempt whose acknowledgement was lost did (query ``done_as``); else ``LeaseLost``."""
     if (await conn.execute(_Q[query], params)).rowcount == 1:
         return True
-    if retried and await _exists(conn, done_as, params):
+    if retried and await exists(conn, done_as, params):
         return False
     raise errors.LeaseLost(params["run_id"])
 
@@ -801,17 +685,11 @@ async def _lock_owned(
     """Lock the row of ``run_id`` if ``token`` owns it: True. Otherwise False if ``waited`` (the
     parameters of ``waiting_as``, on a retry that would start a wait) finds the wait the lost
     attempt started, else ``LeaseLost``."""
-    if await _exists(conn, "lock_owned", {"run_id": run_id, "token": token}):
+    if await exists(conn, "lock_owned", {"run_id": run_id, "token": token}):
         return True
-    if waited is not None and await _exists(conn, "waiting_as", waited):
+    if waited is not None and await exists(conn, "waiting_as", waited):
         return False
     raise errors.LeaseLost(run_id)
-
-
-def _json(rows: list[dict[str, Any]]) -> str:
-    # NaN/Infinity are not JSON: refuse them here; the batch is then written item by item,
-    # where plain parameters carry them.
-    return json.dumps(rows, allow_nan=False)
 
 
 def _step_key(step: StepRecord) -> tuple[str, str]:
@@ -830,7 +708,7 @@ def _steps_op(batch: list[tuple[StepRecord, str]]) -> Op[set[tuple[str, str]]]:
             row = _params.step(step)
             row["token"] = token
             rows.append(row)
-        query, params = "record_steps_owned", {"batch": _json(rows)}
+        query, params = "record_steps_owned", {"batch": json_batch(rows)}
 
     async def op(conn: Conn, retried: bool) -> set[tuple[str, str]]:
         # Idempotent: a retry after a lost acknowledgement writes the same rows again (recording

@@ -1,0 +1,185 @@
+"""How the PostgreSQL store talks to the server: a connection pool whose reconnection attempts
+are paced, every operation run as one transaction retried through transient failures, and the
+named queries of ``sql/postgres.sql``.
+
+Outages: while the server is unreachable a statement waits up to ``pool_timeout`` seconds for
+a connection, then fails with ``StoreUnavailable``. The pool tries to reconnect at most
+``reconnect_delay`` seconds apart (psycopg_pool alone doubles its pause up to a minute, so work
+would stall for about as long as the outage again after the server is back), and the listener's
+reconnection makes the pool look again at once (see ``_pg_listener``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import DictRow, TupleRow, dict_row
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool.pool_async import AddConnection, MaintenanceTask
+
+from sagaway import errors
+from sagaway.store._pg_url import Timing
+from sagaway.store.base import StoreUnavailable
+from sagaway.store.sql import queries
+
+T = TypeVar("T")
+logger = logging.getLogger(__name__)
+Conn = psycopg.AsyncConnection[TupleRow]
+Op = Callable[[Conn, bool], Awaitable[T]]
+"""``op(conn, retried)``: the work of one transaction (see ``run``)."""
+Params = dict[str, Any]
+
+Q = queries("postgres")
+"""The named queries of the PostgreSQL dialect."""
+
+_ATTEMPTS = 4
+"""Tries of one transaction when it fails with a transient (operational) error."""
+_BACKOFF = 0.05
+"""Seconds before the first retry; doubles each time."""
+
+
+class Run(Protocol):
+    """A store's ``_run``: ``run`` on its pool."""
+
+    def __call__(self, op: Op[T], /, *, transaction: bool = ...) -> Awaitable[T]: ...
+
+
+class Pool(AsyncConnectionPool[Conn]):
+    """psycopg's pool, with reconnection attempts at most ``reconnect_delay`` seconds apart,
+    and a check of its connections on demand (``check_soon``).
+
+    psycopg_pool doubles the pause after each failed attempt (1, 2, 4, ... 60 s and more): after
+    a long outage its next attempt can come a minute after the server is back, and every
+    statement waits for it.
+    """
+
+    def __init__(
+        self, conninfo: str, *, schema: str, url: str, reconnect_delay: float, **kwargs: Any
+    ) -> None:
+        super().__init__(conninfo, name=f"sagaway:{schema}", **kwargs)
+        self._schema = schema
+        self._url = url
+        self._reconnect_delay = reconnect_delay
+        self._checking: asyncio.Task[None] | None = None
+
+    async def schedule_task(self, task: MaintenanceTask, delay: float) -> None:
+        # Only reconnections: the pool also schedules its shrinking, max_idle apart.
+        if isinstance(task, AddConnection):
+            delay = min(delay, self._reconnect_delay)
+        await super().schedule_task(task, delay)
+
+    def check_soon(self) -> None:
+        """Check the connections now, in a task: replace those an outage broke, connect if none
+        (the listener reconnected: the server is back). One check at a time."""
+        if self._checking is not None and not self._checking.done():
+            return
+        name = f"sagaway-pool-check:{self._schema}"
+        self._checking = asyncio.create_task(self._check_quietly(), name=name)
+
+    async def _check_quietly(self) -> None:
+        try:
+            await self.check()
+        except Exception as exc:  # the next statement finds out again
+            logger.info("checking the pool of %s failed: %s", self._url, exc)
+
+    async def close(self, timeout: float = 5.0) -> None:
+        check, self._checking = self._checking, None
+        if check is not None:
+            check.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await check
+        await super().close(timeout)
+
+
+async def open_pool(conninfo: str, *, schema: str, size: int, timing: Timing, url: str) -> Pool:
+    """An open pool of autocommit connections whose queries run in ``schema`` (unqualified)."""
+
+    async def configure(conn: Conn) -> None:
+        # Runs once per new pooled connection (autocommit): every query is unqualified.
+        await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+
+    pool = Pool(
+        conninfo,
+        schema=schema,
+        url=url,
+        reconnect_delay=timing.reconnect_delay,
+        min_size=1,
+        max_size=size,
+        timeout=timing.pool_timeout,
+        kwargs={"autocommit": True},
+        configure=configure,
+        open=False,
+    )
+    try:
+        await pool.open(wait=True)
+    except PoolTimeout as exc:
+        await pool.close()
+        raise errors.SagawayError(f"cannot connect to PostgreSQL at {url}: {exc}") from exc
+    return pool
+
+
+async def run(
+    pool: AsyncConnectionPool[Conn] | None, op: Op[T], *, transaction: bool, url: str
+) -> T:
+    """Run ``op(conn, retried)`` as one transaction, retrying transient failures.
+
+    ``retried`` is true when an earlier attempt failed: it may have committed anyway (a lost
+    acknowledgement), and ``op`` must then give the answer the first attempt would have.
+    Single-statement ops pass ``transaction=False``: on an autocommit connection the
+    statement is its own transaction, without BEGIN/COMMIT round trips.
+    """
+    if pool is None:
+        raise errors.ManagerStateError("the PostgreSQL store is not open")
+    attempt = 0
+    while True:
+        try:
+            # getconn/putconn rather than pool.connection(): the same for these autocommit
+            # connections (putconn rolls back one left inside a transaction and replaces one
+            # left broken), without a generator-based context manager on every statement.
+            conn = await pool.getconn()
+            try:
+                if not transaction:
+                    return await op(conn, attempt > 0)
+                async with conn.transaction():
+                    return await op(conn, attempt > 0)
+            finally:
+                await pool.putconn(conn)
+        except PoolClosed as exc:
+            raise errors.ManagerStateError("the PostgreSQL store is closed") from exc
+        except PoolTimeout as exc:
+            raise StoreUnavailable(f"no PostgreSQL connection available for {url}: {exc}") from exc
+        except psycopg.OperationalError as exc:
+            attempt += 1
+            if attempt >= _ATTEMPTS:
+                raise StoreUnavailable(f"PostgreSQL transaction failed on {url}: {exc}") from exc
+            # Other idle connections may be dead too (server restart): replace them.
+            with contextlib.suppress(Exception):
+                await pool.check()
+            await asyncio.sleep(_BACKOFF * 2 ** (attempt - 1))
+
+
+async def named(conn: Conn, query: str, params: Params) -> list[DictRow]:
+    """The rows of the named query ``query``, read by column name (see ``_rows``)."""
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(Q[query], params)
+    return await cur.fetchall()
+
+
+async def exists(conn: Conn, query: str, params: Params) -> bool:
+    """Whether the named query ``query`` returns a row."""
+    cur = await conn.execute(Q[query], params)
+    return await cur.fetchone() is not None
+
+
+def json_batch(rows: list[Params]) -> str:
+    """The one JSON parameter of a batched statement (``json_to_recordset``)."""
+    # NaN/Infinity are not JSON: refuse them here; the batch is then written item by item,
+    # where plain parameters carry them.
+    return json.dumps(rows, allow_nan=False)

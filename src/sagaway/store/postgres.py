@@ -22,7 +22,8 @@ once, and the fenced/ending verbs recognise their own outcome.
 
 Outages: statements fail with ``StoreUnavailable`` after ``pool_timeout`` seconds without a
 connection, and the pool reconnects at most ``reconnect_delay`` seconds apart (``_pg_conn``);
-the listening connection probes itself and reconnects (``_pg_listener``).
+the listening connection probes itself and reconnects (``_pg_listener``). Under load, starts,
+run reads, steps and ends share statements (``_pg_batches``).
 
 URL: ``postgresql://user:password@host:5432/db?schema=sagaway&pool_size=10`` plus any libpq
 parameter; Sagaway's own parameters (schema, pool size, the ``Timing`` seconds) are described
@@ -40,10 +41,10 @@ from psycopg import sql
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
-from sagaway.store import _params, _pg_conn, _pg_listener, _rows
+from sagaway.store import _params, _pg_batches, _pg_conn, _pg_listener, _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store._group_commit import GroupCommit
-from sagaway.store._pg_conn import Conn, Op, exists, json_batch, named
+from sagaway.store._pg_conn import Conn, Op, exists, named
 from sagaway.store._pg_url import Timing, parse_postgres_url, parse_timing
 from sagaway.store.base import CreateResult
 from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
@@ -85,16 +86,20 @@ class PostgresStore:
         # Group commit (see _group_commit): under load, the starts, steps and ends of many
         # workflows share statements.
         self._step_commits: GroupCommit[tuple[StepRecord, str], None] = GroupCommit(
-            self._write_steps, max_batch=_STEP_BATCH, unique=lambda item: _step_key(item[0])
+            lambda batch: _pg_batches.write_steps(self._run, batch),
+            max_batch=_STEP_BATCH,
+            unique=lambda item: _pg_batches.step_key(item[0]),
         )
         self._create_commits: GroupCommit[dict[str, Any], WorkflowRecord | None] = GroupCommit(
-            self._insert_workflows, max_batch=_CREATE_BATCH
+            lambda batch: _pg_batches.insert_workflows(self._run, batch), max_batch=_CREATE_BATCH
         )
         self._finish_commits: GroupCommit[dict[str, Any], None] = GroupCommit(
-            self._finish_many, max_batch=_FINISH_BATCH, unique=lambda item: item["run_id"]
+            lambda batch: _pg_batches.finish_many(self._run, batch),
+            max_batch=_FINISH_BATCH,
+            unique=lambda item: item["run_id"],
         )
         self._run_reads: GroupCommit[str, WorkflowRecord | None] = GroupCommit(
-            self._get_runs, max_batch=_READ_BATCH
+            lambda run_ids: _pg_batches.get_runs(self._run, run_ids), max_batch=_READ_BATCH
         )
         self.channel = ("sagaway_" + schema)[:63]
         """The LISTEN/NOTIFY channel of this schema (see migration 0003)."""
@@ -241,25 +246,6 @@ class PostgresStore:
                 return CreateResult(created, created=True)
         return await self._run(op)
 
-    async def _insert_workflows(
-        self, batch: list[dict[str, Any]]
-    ) -> list[WorkflowRecord | BaseException | None]:
-        async def op(conn: Conn, retried: bool) -> dict[str, WorkflowRecord]:
-            if retried:
-                return {}  # the slow path recognises what the lost attempt inserted
-            if len(batch) == 1:
-                rows = await named(conn, "insert_workflow", batch[0])
-            else:
-                # In key order: two processes inserting overlapping keys wait on each other in
-                # the same order, never in a cycle.
-                ordered = sorted(batch, key=lambda params: str(params["key"]))
-                rows = await named(conn, "insert_workflows", {"batch": json_batch(ordered)})
-            records = [_rows.workflow_from_row(row) for row in rows]
-            return {record.run_id: record for record in records}
-
-        inserted = await self._run(op, transaction=False)
-        return [inserted.get(params["run_id"]) for params in batch]
-
     async def get_workflow(self, key: str) -> WorkflowRecord | None:
         async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:
             rows = await named(conn, "get_current", {"key": key})
@@ -270,23 +256,6 @@ class PostgresStore:
     async def get_run(self, run_id: str) -> WorkflowRecord | None:
         # Reads made at once (many clients waiting for results) share one statement.
         return await self._run_reads.submit(run_id)
-
-    async def _get_runs(self, run_ids: list[str]) -> list[WorkflowRecord | BaseException | None]:
-        async def op(conn: Conn, retried: bool) -> dict[str, WorkflowRecord | BaseException]:
-            if len(run_ids) == 1:
-                rows = await named(conn, "get_run", {"run_id": run_ids[0]})
-            else:
-                rows = await named(conn, "get_runs", {"run_ids": run_ids})
-            found: dict[str, WorkflowRecord | BaseException] = {}
-            for row in rows:
-                try:
-                    found[row["run_id"]] = _rows.workflow_from_row(row)
-                except errors.CorruptRecord as exc:
-                    found[row["run_id"]] = exc  # this reader's error only, not the batch's
-            return found
-
-        found = await self._run(op, transaction=False)
-        return [found.get(run_id) for run_id in run_ids]
 
     async def list_workflows(
         self, *, status: WorkflowStatus | None, limit: int
@@ -331,13 +300,6 @@ class PostgresStore:
         alone = len(step.result or "") + len(step.error or "") > _BATCHED_PAYLOAD
         await self._step_commits.submit((step, token), alone=alone)
 
-    async def _write_steps(self, batch: list[tuple[StepRecord, str]]) -> list[BaseException | None]:
-        written = await self._run(_steps_op(batch), transaction=False)
-        return [
-            None if _step_key(step) in written else errors.LeaseLost(step.run_id)
-            for step, _ in batch
-        ]
-
     async def finish_workflow(
         self,
         run_id: str,
@@ -375,28 +337,6 @@ class PostgresStore:
             await conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
 
         await self._run(op)
-
-    async def _finish_many(self, batch: list[dict[str, Any]]) -> list[BaseException | None]:
-        async def op(conn: Conn, retried: bool) -> set[str]:
-            if len(batch) == 1:
-                params = batch[0]
-                query = "finish_owned_with_step" if "step_call_id" in params else "finish_owned"
-                cur = await conn.execute(_Q[query], params)
-                ended = {params["run_id"]} if cur.rowcount == 1 else set()
-            else:
-                cur = await conn.execute(_Q["finish_owned_many"], {"batch": json_batch(batch)})
-                ended = {row[0] for row in await cur.fetchall()}
-            if retried:
-                for params in batch:
-                    if params["run_id"] not in ended and await exists(conn, "finished_as", params):
-                        ended.add(params["run_id"])  # the lost attempt committed it
-            return ended
-
-        ended = await self._run(op, transaction=False)
-        return [
-            None if params["run_id"] in ended else errors.LeaseLost(params["run_id"])
-            for params in batch
-        ]
 
     async def suspend_workflow(
         self, run_id: str, *, token: str, error: str, now: float, next_run_at: float
@@ -690,30 +630,3 @@ async def _lock_owned(
     if waited is not None and await exists(conn, "waiting_as", waited):
         return False
     raise errors.LeaseLost(run_id)
-
-
-def _step_key(step: StepRecord) -> tuple[str, str]:
-    return step.run_id, step.call_id
-
-
-def _steps_op(batch: list[tuple[StepRecord, str]]) -> Op[set[tuple[str, str]]]:
-    query: str
-    if len(batch) == 1:
-        step, token = batch[0]
-        query, params = "record_step_owned", _params.step(step)
-        params["token"] = token
-    else:
-        rows = []
-        for step, token in batch:
-            row = _params.step(step)
-            row["token"] = token
-            rows.append(row)
-        query, params = "record_steps_owned", {"batch": json_batch(rows)}
-
-    async def op(conn: Conn, retried: bool) -> set[tuple[str, str]]:
-        # Idempotent: a retry after a lost acknowledgement writes the same rows again (recording
-        # a step does not give the lease up).
-        cur = await conn.execute(_Q[query], params)
-        return {(row[0], row[1]) for row in await cur.fetchall()}
-
-    return op

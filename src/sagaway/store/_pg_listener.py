@@ -72,6 +72,10 @@ class Listener:
         """Called when a connection is made again after one was lost: the server is back."""
         self._task: asyncio.Task[None] | None = None
         self._conn: Conn | None = None
+        self._heard = False
+        """Whether a probe came back on the current connection (notices can be counted on)."""
+        self._warned = False
+        """Whether the warning that notices do not arrive was logged (once per listener)."""
 
     async def start(self, callback: Callable[[str], None]) -> None:
         """Start listening; returns once notices are heard (or after a few seconds without)."""
@@ -100,51 +104,18 @@ class Listener:
         self, callback: Callable[[str], None], listening: asyncio.Future[None]
     ) -> None:
         delay = 0.1
-        warned = False
         reconnecting = False
         while True:
-            heard = False
+            self._heard = False
             conn: Conn | None = None
             try:
-                given = conninfo_to_dict(self._conninfo)
-                conninfo = make_conninfo(
-                    self._conninfo,
-                    **{k: v for k, v in _LISTEN_DEFAULTS.items() if k not in given},
-                )
-                conn = self._conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+                conn = self._conn = await self._connect()
                 async with conn:
-                    listen = sql.SQL("LISTEN {}").format(sql.Identifier(self.channel))
-                    guard = asyncio.get_running_loop().call_later(
-                        self._probe_timeout, shut_down, conn
-                    )
-                    try:
-                        await conn.execute(listen)
-                    finally:
-                        guard.cancel()
+                    await self._start_listening(conn)
                     delay = 0.1
                     if reconnecting:
                         self._on_reconnect()
-                    seconds = _PROBE_WAIT
-                    while True:
-                        answered = await self._listen_round(conn, callback, seconds, not heard)
-                        seconds = self._probe_interval
-                        if answered and not heard:
-                            heard = True
-                            callback("listening:")
-                        if not listening.done():
-                            listening.set_result(None)
-                        if answered:
-                            continue
-                        if heard:
-                            raise psycopg.OperationalError("a probe notice did not come back")
-                        if not warned:
-                            warned = True
-                            logger.warning(
-                                "notifications on %s do not arrive (a connection pooler in "
-                                "transaction mode?); polling instead",
-                                self._url,
-                                extra={"action": "listen"},
-                            )
+                    await self._serve(conn, callback, listening)
             except (psycopg.Error, TimeoutError) as exc:
                 logger.warning(
                     "notification connection to %s lost (%s); reconnecting in %.1fs",
@@ -157,11 +128,57 @@ class Listener:
                 self._conn = None
                 if conn is not None:
                     conn.pgconn.finish()  # a connection found broken is not closed by psycopg
-                if heard:
+                if self._heard:
                     callback("deaf:")
             reconnecting = True
             await asyncio.sleep(delay)
             delay = min(delay * 2, self._reconnect_delay)
+
+    async def _connect(self) -> Conn:
+        given = conninfo_to_dict(self._conninfo)
+        conninfo = make_conninfo(
+            self._conninfo, **{k: v for k, v in _LISTEN_DEFAULTS.items() if k not in given}
+        )
+        return await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+
+    async def _start_listening(self, conn: Conn) -> None:
+        """LISTEN on the channel; the socket is shut down if that takes ``probe_timeout``."""
+        listen = sql.SQL("LISTEN {}").format(sql.Identifier(self.channel))
+        guard = asyncio.get_running_loop().call_later(self._probe_timeout, shut_down, conn)
+        try:
+            await conn.execute(listen)
+        finally:
+            guard.cancel()
+
+    async def _serve(
+        self, conn: Conn, callback: Callable[[str], None], listening: asyncio.Future[None]
+    ) -> None:
+        """Pass the notices of ``conn`` on, probing it every ``probe_interval``, until a probe
+        that used to come back does not (raises ``OperationalError``) or the connection fails.
+
+        ``listening`` is set after the first round; ``self._heard`` once a probe came back.
+        """
+        seconds = _PROBE_WAIT
+        while True:
+            answered = await self._listen_round(conn, callback, seconds, not self._heard)
+            seconds = self._probe_interval
+            if answered and not self._heard:
+                self._heard = True
+                callback("listening:")
+            if not listening.done():
+                listening.set_result(None)
+            if answered:
+                continue
+            if self._heard:
+                raise psycopg.OperationalError("a probe notice did not come back")
+            if not self._warned:
+                self._warned = True
+                logger.warning(
+                    "notifications on %s do not arrive (a connection pooler in "
+                    "transaction mode?); polling instead",
+                    self._url,
+                    extra={"action": "listen"},
+                )
 
     async def _listen_round(
         self, conn: Conn, callback: Callable[[str], None], seconds: float, first: bool

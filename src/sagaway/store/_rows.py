@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from sagaway import errors
 from sagaway.states import StepKind, StepStatus, WorkflowStatus
-from sagaway.store.records import StepRecord, WorkflowRecord
+from sagaway.store.records import SignalRecord, StepRecord, WorkflowRecord
 
 
 class Row(Protocol):
@@ -106,4 +106,18 @@ def step_from_row(row: Row) -> StepRecord:
         error=row["error"],
         started_at=row["started_at"],
         ended_at=row["ended_at"],
+    )
+
+
+def signal_from_row(row: Row) -> SignalRecord:
+    """A ``SignalRecord`` from the columns of ``list_signals``."""
+    return SignalRecord(
+        id=row["id"],
+        name=row["name"],
+        payload=row["payload"],
+        dedupe_id=row["dedupe_id"],
+        created_at=row["created_at"],
+        consumed_call=row["consumed_call"],
+        consumed_at=row["consumed_at"],
+        rejected=row["rejected"],
     )

@@ -601,8 +601,8 @@ class PostgresStore:
 
     async def list_signals(self, run_id: str) -> list[SignalRecord]:
         async def op(conn: Conn, retried: bool) -> list[SignalRecord]:
-            cur = await conn.execute(_Q["list_signals"], {"run_id": run_id})
-            return [SignalRecord(*row) for row in await cur.fetchall()]
+            rows = await named(conn, "list_signals", {"run_id": run_id})
+            return [_rows.signal_from_row(row) for row in rows]
 
         return await self._run(op, transaction=False)
 

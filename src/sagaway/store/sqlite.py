@@ -544,7 +544,7 @@ class SQLiteStore:
     async def list_signals(self, run_id: str) -> list[SignalRecord]:
         def op(conn: sqlite3.Connection) -> list[SignalRecord]:
             rows = conn.execute(_Q["list_signals"], {"run_id": run_id}).fetchall()
-            return [SignalRecord(*row) for row in rows]
+            return [_rows.signal_from_row(row) for row in rows]
 
         return await self._call(op)
 

@@ -57,3 +57,44 @@ async def test_lease_lost_names_the_run(sqlite_url: str) -> None:
     # The older form, a text of its own, keeps its text (and names no run).
     text = errors.LeaseLost("another process took run r1 over")
     assert (str(text), text.run_id) == ("another process took run r1 over", None)
+
+
+def test_rows_are_read_by_column_name() -> None:
+    """A SELECT with another column order, or more columns (a claim's lease_token), yields the
+    same record: nothing is read by position."""
+    import dataclasses
+    import sqlite3
+
+    from sagaway.states import WorkflowStatus
+    from sagaway.store import _rows
+    from sagaway.store.records import WorkflowRecord
+
+    record = WorkflowRecord(
+        run_id="r1",
+        key="k1",
+        name="flow",
+        args="{}",
+        args_hash="h",
+        status=WorkflowStatus.RUNNING,
+        result=None,
+        error=None,
+        parent_key=None,
+        created_at=1.0,
+        updated_at=2.0,
+        ended_at=None,
+        lease_owner="w",
+        lease_expires_at=3.0,
+        next_run_at=1.0,
+        suspend_count=0,
+        key_space="ks",
+    )
+    columns = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+    columns["status"] = record.status.value
+    columns = {"lease_token": "t", **dict(reversed(columns.items()))}
+    conn = sqlite3.connect(":memory:")
+    conn.row_factory = sqlite3.Row
+    select = "SELECT " + ", ".join(f"? AS {name}" for name in columns)
+    row = conn.execute(select, list(columns.values())).fetchone()
+    conn.close()
+    assert _rows.workflow_from_row(row) == record
+    assert _rows.workflow_from_row(columns) == record

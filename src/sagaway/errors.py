@@ -127,22 +127,13 @@ class RetriesExhausted(SagawayError):
 class LeaseLost(SagawayError):
     """This process no longer owns the workflow execution (another took it over, or it ended)."""
 
-    def __init__(self, run_id: str | None = None, message: str = "") -> None:
-        """``LeaseLost(run_id)`` says "lost ownership of run <run_id>"; ``message`` replaces it.
-
-        The older form ``LeaseLost("some text")`` (a text with spaces, which no run id has)
-        keeps working: the text is the message and ``run_id`` is None.
-        """
-        if run_id is not None and not message and run_id.split() != [run_id]:
-            message = run_id  # LeaseLost("some text"), or LeaseLost("")
-            run_id = None
-        if not message and run_id is not None:
-            message = f"lost ownership of run {run_id}"
-        super().__init__(message)
+    def __init__(self, run_id: str, message: str | None = None) -> None:
+        """``LeaseLost(run_id)`` says "lost ownership of run <run_id>"; ``message`` replaces it."""
+        super().__init__(message or f"lost ownership of run {run_id}")
         self.run_id = run_id
-        """The execution whose lease was lost; None if not given."""
+        """The execution whose lease was lost."""
 
-    def __reduce__(self) -> tuple[type[LeaseLost], tuple[str | None, str]]:
+    def __reduce__(self) -> tuple[type[LeaseLost], tuple[str, str]]:
         return type(self), (self.run_id, str(self))
 
 

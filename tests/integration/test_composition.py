@@ -419,7 +419,7 @@ async def test_no_branch_starts_an_effect_after_the_lease_was_lost(db_url: str) 
         async def taken_over(step: Any, *, token: str) -> None:
             if step.name.endswith(".reserve"):
                 lost.set()
-                raise sw.LeaseLost(f"lost ownership of run {step.run_id}")
+                raise sw.LeaseLost(step.run_id)
             await record_step(step, token=token)
 
         with pytest.MonkeyPatch.context() as patch:

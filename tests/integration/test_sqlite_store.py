@@ -54,9 +54,9 @@ async def test_lease_lost_names_the_run(sqlite_url: str) -> None:
         assert lost.value.run_id == "r2"
     finally:
         await store.close()
-    # The older form, a text of its own, keeps its text (and names no run).
-    text = errors.LeaseLost("another process took run r1 over")
-    assert (str(text), text.run_id) == ("another process took run r1 over", None)
+    # A message of its own replaces the default one.
+    text = errors.LeaseLost("r1", "another process took run r1 over")
+    assert (str(text), text.run_id) == ("another process took run r1 over", "r1")
 
 
 def test_rows_are_read_by_column_name() -> None:
@@ -98,3 +98,24 @@ def test_rows_are_read_by_column_name() -> None:
     conn.close()
     assert _rows.workflow_from_row(row) == record
     assert _rows.workflow_from_row(columns) == record
+
+
+async def test_a_base_exception_in_a_job_fails_that_call_only(sqlite_url: str) -> None:
+    """A receive's accept callback runs on the writer thread: a BaseException from it must fail
+    that call, not end the thread (every later call would wait forever)."""
+    from sagaway import errors
+    from sagaway.store.sqlite import SQLiteStore
+
+    store = open_store(sqlite_url)
+    assert isinstance(store, SQLiteStore)
+    await store.open()
+    try:
+
+        def exits(conn: object) -> None:
+            raise SystemExit("a callback called sys.exit()")
+
+        with pytest.raises(errors.SagawayError, match="SystemExit"):
+            await asyncio.wait_for(store._call(exits), 10)
+        assert await asyncio.wait_for(store.count_by_status(), 10) == {}
+    finally:
+        await store.close()

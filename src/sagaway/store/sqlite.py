@@ -195,10 +195,10 @@ class SQLiteStore:
                 conn.execute("SAVEPOINT job")
                 try:
                     value = job.fn(conn)
-                except Exception as exc:
+                except BaseException as exc:  # the writer thread must live on
                     conn.execute("ROLLBACK TO job")
                     conn.execute("RELEASE job")
-                    outcomes.append((None, exc))
+                    outcomes.append((None, _as_exception(exc)))
                 else:
                     conn.execute("RELEASE job")
                     outcomes.append((value, None))
@@ -568,3 +568,13 @@ def _fenced(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> Non
     """A write fenced by the lease token: ``LeaseLost`` unless it changed the owned row."""
     if conn.execute(_Q[query], params).rowcount != 1:
         raise errors.LeaseLost(params["run_id"])
+
+
+def _as_exception(exc: BaseException) -> Exception:
+    """A job's failure as its caller gets it: a BaseException raised in the writer thread (a
+    callback's ``SystemExit``, say) would end the thread and leave every later call waiting."""
+    if isinstance(exc, Exception):
+        return exc
+    failure = errors.SagawayError(f"a store operation raised {type(exc).__name__}: {exc}")
+    failure.__cause__ = exc
+    return failure

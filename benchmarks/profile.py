@@ -2,9 +2,9 @@
 
 ``python -m benchmarks.profile [--db sqlite|postgres] [--scenario A_thr] [--n N] [--clients C]
 [--activities async|sync]``
-runs one scenario of WORKLOAD.md (20 warm-up workflows, then N measured) with the engine, the
-client and the activities in this one process, and prints throughput, p50 latency and the CPU
-this process spent per workflow (user and system, all threads). Options:
+runs one scenario of ``benchmarks/WORKLOAD.md`` (20 warm-up workflows, then N measured) with
+the engine, the client and the activities in this one process, and prints throughput, p50
+latency and the CPU this process spent per workflow (user and system, all threads). Options:
 
 * ``--trace``: also count the Store calls and their mean latency (what the engine asked the
   database for, per workflow);

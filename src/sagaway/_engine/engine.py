@@ -1,4 +1,4 @@
-"""Engine: the source engine's server operations (create, complete, list, get, ...) over a Store.
+"""Engine: the server operations on workflows (create, complete, list, get, ...) over a Store.
 
 Each operation is one Store transaction; the Engine adds the rules (idempotency keys and their
 conflict policies, who may run what) and publishes state transitions on the Channel. The Worker,

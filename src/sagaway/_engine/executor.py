@@ -5,7 +5,8 @@ next call id (see ``context``); if an outcome is recorded under that id it is re
 completable error raised) without running anything, otherwise the call runs and its outcome is
 committed before the workflow continues.
 
-Error semantics (BRIEF, "Errors that mean different things"):
+Error semantics (an expected business failure, a transient failure and an unexpected failure
+mean different things, and are handled differently):
 
 * completable (``CompletableError`` or anything the ErrorMarshaler marshals): recorded, raised in
   the workflow; if it leaves the workflow, the workflow ends FAILED.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import uuid
 from typing import Any
 
@@ -10,6 +11,7 @@ import psycopg
 import pytest
 
 import sagaway as sw
+from sagaway.clock import SystemClock
 from sagaway.testing import FakeClock
 from tests.conftest import POSTGRES_URL
 
@@ -33,16 +35,34 @@ def _define(manager: sw.Manager, entered: asyncio.Event | None = None) -> None:
         return str(await manager.signal("go").receive(str))
 
 
+class _WatchedClock(SystemClock):
+    """The real clock, counting the sleeps of each duration under way."""
+
+    def __init__(self) -> None:
+        self.sleeping: collections.Counter[float] = collections.Counter()
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeping[seconds] += 1
+        try:
+            await super().sleep(seconds)
+        finally:
+            self.sleeping[seconds] -= 1
+
+
 async def test_new_work_results_and_signals_cross_processes_by_notification(
     postgres_url: str,
 ) -> None:
+    worker_clock = _WatchedClock()
     client = sw.Manager(postgres_url, poll_interval=SLOW_POLL)
-    worker = sw.Manager(postgres_url, poll_interval=SLOW_POLL)
+    worker = sw.Manager(postgres_url, poll_interval=SLOW_POLL, clock=worker_clock)
     _define(client)
     _define(worker)
     async with worker:
-        # The worker has done its first scan and sleeps for an hour.
-        await asyncio.sleep(0.2)
+        # The worker heard its own probe notice before its workers started (so no late
+        # "listening" notice wakes it for another scan), has done its first scan and sleeps for
+        # an hour: from here on only a notice can make it look for work within the test.
+        assert worker._require_engine().notifications
+        await _until(lambda: worker_clock.sleeping[SLOW_POLL] > 0)
         async with client.connect():
             assert await client.workflow("flow", 21).execute_get(timeout=10) == 42
             handle = await client.workflow("waiter").execute()

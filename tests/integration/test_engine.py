@@ -643,6 +643,7 @@ async def test_nothing_runs_past_an_outcome_that_could_not_be_written(db_url: st
     runs the unwritten ones again and the workflow completes."""
     runs: list[str] = []
     b1_started, b1_may_finish, b1_done = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    over = {"a": asyncio.Event(), "b": asyncio.Event()}
 
     def build(lease_timeout: float) -> tuple[sw.Manager, Any]:
         manager = make_manager(db_url, lease_timeout=lease_timeout)
@@ -659,7 +660,10 @@ async def test_nothing_runs_past_an_outcome_that_could_not_be_written(db_url: st
             return name
 
         async def branch(prefix: str) -> list[str]:
-            return [await act(f"{prefix}1"), await act(f"{prefix}2")]
+            try:
+                return [await act(f"{prefix}1"), await act(f"{prefix}2")]
+            finally:
+                over[prefix].set()  # however the branch ends: returned, raised or cancelled
 
         @manager.register_workflow
         async def two() -> list[Any]:
@@ -686,9 +690,11 @@ async def test_nothing_runs_past_an_outcome_that_could_not_be_written(db_url: st
         await asyncio.wait_for(failed.wait(), 10)
         b1_may_finish.set()  # b1 ends after a1's outcome failed to be written
         await asyncio.wait_for(b1_done.wait(), 10)
-        # Branch b would start b2 at once (nothing it awaits can block); give it the chance.
-        await asyncio.sleep(0.2)
-    assert sorted(runs) == ["a1", "b1"]  # neither a2 nor b2 ran past an unwritten outcome
+        # Each branch would go on to its second activity; once both branches are over, whatever
+        # they were going to run has run.
+        await asyncio.wait_for(asyncio.gather(over["a"].wait(), over["b"].wait()), 10)
+        assert sorted(runs) == ["a1", "b1"]  # neither a2 nor b2 ran past an unwritten outcome
+    assert sorted(runs) == ["a1", "b1"]  # nor during the shutdown
 
     second, _ = build(lease_timeout=30.0)
     async with second:

@@ -1,4 +1,4 @@
-"""Benchmarks of Sagaway on the order-saga workload (see ``/work/shared/WORKLOAD.md``).
+"""Benchmarks of Sagaway on the order-saga workload (defined in ``benchmarks/WORKLOAD.md``).
 
 Run everything with ``python -m benchmarks.run`` from the repository root.
 """

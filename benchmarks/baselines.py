@@ -1,4 +1,4 @@
-"""The two bounds of WORKLOAD.md's table: "no engine" and "minimal hand-written checkpointing".
+"""The two baselines: "no engine" and "minimal hand-written checkpointing" (WORKLOAD.md §6).
 
 Both run the same saga in plain asyncio (``run_saga``): four steps in order, each retried by hand
 (3 attempts, 1 s, x2; ``PaymentDeclined`` never retried), compensations of the completed steps in

@@ -1,10 +1,11 @@
 """The whole comparison in one run: ``python -m benchmarks.compare`` (or ``run --compare``).
 
-Every engine x backend x scenario of WORKLOAD.md, each scenario in a fresh process with fresh
-state, one after the other on this machine; then Sagaway's 3-worker-process PostgreSQL variant
-(A_thr). Writes ``benchmarks/results/compare-<date>.json`` and regenerates the section between
-``<!-- compare:begin -->`` and ``<!-- compare:end -->`` of ``benchmarks/README.md``: the raw
-table, the crash-recovery details, the ratios Sagaway / peers and issue 4's goals.
+Every engine x backend x scenario of ``benchmarks/WORKLOAD.md``, each scenario in a fresh
+process with fresh state, one after the other on this machine; then Sagaway's 3-worker-process
+PostgreSQL variant (A_thr). Writes ``benchmarks/results/compare-<date>.json`` and regenerates the
+section between ``<!-- compare:begin -->`` and ``<!-- compare:end -->`` of
+``benchmarks/README.md``: the raw table, the crash-recovery details, the ratios Sagaway / peers
+and the performance goals (WORKLOAD.md §6).
 
 An engine whose package, binary or server is missing is skipped with the reason printed.
 """
@@ -271,7 +272,7 @@ def render(doc: dict[str, Any]) -> str:
         "",
         report.ratio_table(results, labels),
         "",
-        "#### Goals of issue 4",
+        "#### Performance goals (WORKLOAD.md §6)",
         "",
         report.goals_table(goals),
         "",

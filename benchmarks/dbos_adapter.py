@@ -1,4 +1,4 @@
-"""DBOS Transact's side of the order-saga workload (WORKLOAD.md §1, §5).
+"""DBOS Transact's side of the order-saga workload (``benchmarks/WORKLOAD.md`` §1, §5).
 
 ``order_saga`` is a ``@DBOS.workflow()`` (async), each activity and compensation a
 ``@DBOS.step()`` (async; its side effect runs on a thread through ``Services.aperform``) with DBOS's

@@ -4,7 +4,7 @@ Runs each scenario in a fresh ``benchmarks.scenario`` subprocess, with fresh eng
 fresh service tables; measures the process's CPU and peak RSS with ``wait4()``, the external
 servers' CPU from ``/proc``, and runs scenario C (crash recovery) with its SIGKILL.
 
-External servers (WORKLOAD.md §4):
+External servers (``benchmarks/WORKLOAD.md`` §4):
 
 * Temporal dev server: ``/proc/<pid>/stat`` utime+stime delta over the scenario's processes'
   lifetime; peak RSS = its ``VmHWM`` (since the server started, a fresh server per scenario).

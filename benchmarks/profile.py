@@ -2,9 +2,9 @@
 
 ``python -m benchmarks.profile [--db sqlite|postgres] [--scenario A_thr] [--n N] [--clients C]
 [--activities async|sync]``
-runs one scenario of WORKLOAD.md (20 warm-up workflows, then N measured) with the engine, the
-client and the activities in this one process, and prints throughput, p50 latency and the CPU
-this process spent per workflow (user and system, all threads). Options:
+runs one scenario of ``benchmarks/WORKLOAD.md`` (20 warm-up workflows, then N measured) with
+the engine, the client and the activities in this one process, and prints throughput, p50
+latency and the CPU this process spent per workflow (user and system, all threads). Options:
 
 * ``--trace``: also count the Store calls and their mean latency (what the engine asked the
   database for, per workflow);
@@ -36,6 +36,7 @@ from typing import Any
 
 from benchmarks import orchestrate, workload
 from benchmarks.sagaway_adapter import SagawayAdapter
+from sagaway.testing.internals import store_of
 
 PROFILE_DB = "bench_profile"
 ENGINE_SCHEMA = "profile_sagaway"
@@ -97,7 +98,7 @@ async def profile(args: argparse.Namespace) -> None:
         await adapter.open()
         stats: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
         if args.trace:
-            _trace(adapter.manager._require_engine().store, stats)
+            _trace(store_of(adapter.manager), stats)
         latencies: list[float] = []
 
         async def client(ids: list[str]) -> None:

@@ -99,7 +99,7 @@ def _mark(record: dict[str, Any] | None) -> str:
 
 
 def summary_table(results: Results, labels: dict[str, str]) -> str:
-    """The WORKLOAD.md-style table (markdown)."""
+    """One row per engine and backend, one column per scenario's headline figure (markdown)."""
     lines = [
         "| engine / backend | A_seq p50 ms | A_thr wf/s (N=1000, C=100) | B_thr wf/s | "
         "C recovery s (spawn → all done) | C READY → all done s | C re-executed effects |",
@@ -273,7 +273,8 @@ def _x(value: float | None) -> str:
 
 
 def goals(results: Results) -> list[dict[str, Any]]:
-    """Issue 4's goals, each with the measured value, the bar and met / missed."""
+    """The performance goals of ``benchmarks/WORKLOAD.md`` §6, each with the measured value, the bar
+    and met / missed."""
     found: list[dict[str, Any]] = []
 
     def add(goal: str, value: float | None, bar: float, unit: str, higher: bool = True) -> None:

@@ -1,9 +1,10 @@
 """Sagaway's side of the order-saga workload: the workflow, its activities, open/start/result.
 
-WORKLOAD.md §5 adapter shape: ``open()``, ``start(wf_id, fail_step)`` (a durable start under that
-id: the workflow id is Sagaway's idempotency key), ``result(handle)``, ``wait_all(ids)`` (recovery:
-a Manager with workers in a new process waits for each id's handle, never starting anything; the
-Recovery Worker takes the dead process's workflows over when their lease expires), ``close()``.
+The adapter shape of ``benchmarks/WORKLOAD.md`` §5: ``open()``, ``start(wf_id, fail_step)`` (a
+durable start under that id: the workflow id is Sagaway's idempotency key), ``result(handle)``,
+``wait_all(ids)`` (recovery: a Manager with workers in a new process waits for each id's handle,
+never starting anything; the Recovery Worker takes the dead process's workflows over when their
+lease expires), ``close()``.
 
 The benchmark uses ``lease_timeout=5`` s (``LEASE_TIMEOUT``) in every scenario, so that scenario C
 measures a take-over after a 5 s lease rather than the 30 s default.

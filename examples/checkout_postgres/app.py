@@ -1,4 +1,4 @@
-"""Cross-border checkout (source engine, seed 000) on PostgreSQL.
+"""Cross-border checkout on PostgreSQL.
 
     export SAGAWAY_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test
     python examples/checkout_postgres/app.py

@@ -1,4 +1,4 @@
-"""eKYC approval (source engine, seed 000): verify documents, wait hours or days for a reviewer.
+"""eKYC approval: verify documents, wait hours or days for a reviewer.
 
     python examples/ekyc/app.py            # runs one approval and one rejection on ./sagaway.db
 

@@ -1,4 +1,4 @@
-"""Mobile line activation (source engine, seed 000): answer at once, finish in the background.
+"""Mobile line activation: answer at once, finish in the background.
 
     python examples/line_activation/app.py
 

@@ -1,4 +1,4 @@
-"""Source 001's order lab on Sagaway: the same as `sagaway demo lab`.
+"""The order lab on Sagaway: the same as `sagaway demo lab`.
 
     python examples/order_lab/run.py            # all five experiments, logs and table
     python examples/order_lab/run.py -e 2 -q    # experiment 2, table only

@@ -3,7 +3,7 @@
 An activity runs at least once: a timeout does not say whether the service applied the request,
 so the engine calls again with the same ``sagaway.activity_info().idempotency_key``. The service
 makes the effect happen once by remembering each key it served, **in the same local transaction
-as the effect**, with the response it gave (source 002's ``idempotency_keys`` table)::
+as the effect**, with the response it gave::
 
     keys = IdempotencyKeys(ttl=7 * 86400)
     keys.install(conn)                       # once, at start-up

@@ -1,4 +1,4 @@
-"""Manager: the SDK's entry point (seed 000's Manager).
+"""Manager: the SDK's entry point.
 
 It registers workflows and activities, builds durable calls, starts workflows and watches them.
 ``async with manager:`` opens the store and runs this process's Worker and Recovery Worker;

@@ -309,7 +309,7 @@ def args_hash(args_json: str) -> str:
 
 @runtime_checkable
 class ErrorMarshaler(Protocol):
-    """Lets domain error types cross the database boundary (seed 000's ErrorMarshaler)."""
+    """Lets domain error types cross the database boundary."""
 
     def marshal_completable_error(self, err: BaseException) -> bytes | None:
         """Bytes for a completable error, or None when ``err`` is not completable."""

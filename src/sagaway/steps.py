@@ -1,6 +1,6 @@
 """Step kinds of a saga made explicit: compensable steps, one pivot, retryable steps.
 
-Source 001 sorts the steps of a saga into three kinds, and the kinds fix their order:
+The steps of a saga fall into three kinds, and the kinds fix their order:
 
 * **compensable** steps can be undone by a compensation (create the order / cancel it, reserve
   stock / release it). They come first, because they are the ones that may fail and are cheap
@@ -26,13 +26,13 @@ each as a durable activity call, with a core :class:`sagaway.Saga` holding the c
         await ORDER.run(manager, order)
 
 Every step and every compensation is called with the arguments given to ``run``: the saga's
-business input (as in source 001, where every command carries the saga's body). A compensation
-is registered **before** its step runs, so it also runs when the step itself failed, or failed
-half-way, or timed out having perhaps taken effect: compensations must therefore find what to
-undo from the business key (``WHERE saga = ? AND state = 'RESERVED'``) and do nothing when there
-is nothing to undo. That is the only safe way, because a step that failed with an unknown outcome
-(a timeout) may or may not have taken effect. Flows that need a step's result in a later step
-or in a compensation are written with :class:`sagaway.Saga` directly.
+whole business input. A compensation is registered **before** its step runs, so it also runs
+when the step itself failed, or failed half-way, or timed out having perhaps taken effect:
+compensations must therefore find what to undo from the business key (``WHERE saga = ? AND
+state = 'RESERVED'``) and do nothing when there is nothing to undo. That is the only safe way,
+because a step that failed with an unknown outcome (a timeout) may or may not have taken effect.
+Flows that need a step's result in a later step or in a compensation are written with
+:class:`sagaway.Saga` directly.
 """
 
 from __future__ import annotations

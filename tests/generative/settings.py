@@ -46,41 +46,41 @@ class GenSettings:
     # Each switch below was off while the defect named with it was open (the reproduction is
     # in test_found_defects.py or tests/integration/test_composition.py); all are fixed now.
     compensated_gather: bool = True
-    """Compensations added inside ``asyncio.gather`` branches (issue 12 defect 1: after a
+    """Compensations added inside ``asyncio.gather`` branches (after a
     restart the compensations ran in another order than the steps completed)."""
     user_child_keys: bool = True
-    """Child keys chosen by the workflow, including ``<own key>/<n>`` (defect 2: activity keys
+    """Child keys chosen by the workflow, including ``<own key>/<n>`` (activity keys
     of the child and of the parent's branches collided)."""
     branches_opening_with_gather: bool = True
     """Gather branches whose first step is an inner gather (found by this test: such a branch
     was numbered by timing, and a replay handed a call another call's recorded result)."""
     business_errors_in_gather: bool = True
-    """Completable errors inside gather branches (defect 12 without ``except``: a store error
+    """Completable errors inside gather branches (without ``except``: a store error
     raised into one branch was dropped for another branch's business error)."""
     children_beside_gather: bool = True
-    """A workflow that both starts children and gathers branches (defect 2, with the engine's
+    """A workflow that both starts children and gathers branches (with the engine's
     default child keys)."""
     terminate_restart: bool = True
-    """``OnConflict.TERMINATE_EXISTING`` on a live workflow (defect 3: the new run reused the old
+    """``OnConflict.TERMINATE_EXISTING`` on a live workflow (the new run reused the old
     run's activity keys)."""
     slow_activities: bool = True
-    """Async activities that take (virtual) time, gathered beside child waits (defect 4: parents
+    """Async activities that take (virtual) time, gathered beside child waits (parents
     waiting for children held every worker slot)."""
     waits_beside_activities: bool = True
     """Gather branches that wait (a timer of 1 s or more, a signal, a child's result) beside
-    branches that run activities (defect 4, and a timer form found by this test: the wait kept
+    branches that run activities (a child form, and a timer form found by this test: the wait kept
     the workflow in the worker after the activity ended)."""
     base_exceptions: bool = True
     """``SystemExit`` from a sync activity, ``asyncio.CancelledError`` from an async one
-    (defect 5: the first ended the event loop, the second re-ran the activity forever)."""
+    (the first ended the event loop, the second re-ran the activity forever)."""
     catch_all: bool = True
-    """Workflow code wrapping an activity in ``try/except Exception`` (defect 12: an engine error
+    """Workflow code wrapping an activity in ``try/except Exception`` (an engine error
     reached workflow code, which completed on its fallback)."""
     cancel_child: bool = True
-    """Cancel a child the parent waits for (defect 7: the parent was stranded SUSPENDED)."""
+    """Cancel a child the parent waits for (the parent was stranded SUSPENDED)."""
     cancel_compensates: bool = False
     """Check that a cancelled workflow ran its compensations (DESIGN, contract additions:
-    cancellation is cooperative and compensates). Off: not built yet (issue 14);
+    cancellation is cooperative and compensates). Off: not built yet;
     ``handle.cancel()`` ends the workflow where it stands, without compensating."""
 
     # ------------------------------------------------------------------ faults

@@ -68,7 +68,7 @@ async def status_is(handle: sw.WorkflowHandle[Any], status: sw.WorkflowStatus) -
     return await handle.status() is status
 
 
-# ------------------------------------------------------------------ payloads (issue 12, 8 and 9)
+# ------------------------------------------------------------------ payloads
 
 
 async def test_too_deep_payloads_are_refused_before_anything_is_stored(db_url: str) -> None:
@@ -175,7 +175,7 @@ async def test_nul_and_lone_surrogates_are_refused_before_the_database(db_url: s
         assert await handle.result(timeout=10) == "fine"
 
 
-# ------------------------------------------------------------------ memory (issue 12, 10)
+# ------------------------------------------------------------------ memory
 
 
 async def test_memory_for_ended_workflows_is_bounded_in_bytes(db_url: str) -> None:
@@ -204,7 +204,7 @@ async def test_memory_for_ended_workflows_is_bounded_in_bytes(db_url: str) -> No
         assert small.run_id is not None and small.run_id in engine.recent_ends
 
 
-# ------------------------------------------------------------------ corrupted rows (issue 12, 11)
+# ------------------------------------------------------------------ corrupted rows
 
 
 async def test_a_workflow_row_with_an_unknown_status_affects_only_itself(

@@ -16,6 +16,7 @@ import pytest
 
 import sagaway as sw
 from sagaway.testing import FakeClock
+from sagaway.testing.internals import engine_of, store_of
 
 
 class Tier(enum.Enum):
@@ -464,7 +465,7 @@ async def test_each_effect_runs_after_every_earlier_outcome_is_durable(db_url: s
         return [first, *both, await step("s2")]
 
     async with manager:
-        store = manager._require_engine().store
+        store = store_of(manager)
         for verb in ("record_step", "finish_workflow"):
             original = getattr(store, verb)
 
@@ -544,7 +545,7 @@ async def test_shutdown_during_the_end_write_keeps_the_last_outcome(db_url: str)
 
     first, pay = build()
     async with first:
-        store = first._require_engine().store
+        store = store_of(first)
 
         async def hangs(*args: Any, **kwargs: Any) -> None:
             stuck.set()
@@ -610,7 +611,7 @@ async def test_a_heartbeat_while_the_end_is_written_does_not_stop_the_workflow(
         return await charge()
 
     async with manager:
-        engine = manager._require_engine()
+        engine = engine_of(manager)
         store = engine.store
         finish, renew = store.finish_workflow, store.renew_leases
 
@@ -643,6 +644,7 @@ async def test_nothing_runs_past_an_outcome_that_could_not_be_written(db_url: st
     runs the unwritten ones again and the workflow completes."""
     runs: list[str] = []
     b1_started, b1_may_finish, b1_done = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    over = {"a": asyncio.Event(), "b": asyncio.Event()}
 
     def build(lease_timeout: float) -> tuple[sw.Manager, Any]:
         manager = make_manager(db_url, lease_timeout=lease_timeout)
@@ -659,7 +661,10 @@ async def test_nothing_runs_past_an_outcome_that_could_not_be_written(db_url: st
             return name
 
         async def branch(prefix: str) -> list[str]:
-            return [await act(f"{prefix}1"), await act(f"{prefix}2")]
+            try:
+                return [await act(f"{prefix}1"), await act(f"{prefix}2")]
+            finally:
+                over[prefix].set()  # however the branch ends: returned, raised or cancelled
 
         @manager.register_workflow
         async def two() -> list[Any]:
@@ -671,7 +676,7 @@ async def test_nothing_runs_past_an_outcome_that_could_not_be_written(db_url: st
     # second's is long, so a slow machine does not make it lose the run midway.
     first, two = build(lease_timeout=1.5)
     async with first:
-        store = first._require_engine().store
+        store = store_of(first)
         original = store.record_step
         failed = asyncio.Event()
 
@@ -686,9 +691,11 @@ async def test_nothing_runs_past_an_outcome_that_could_not_be_written(db_url: st
         await asyncio.wait_for(failed.wait(), 10)
         b1_may_finish.set()  # b1 ends after a1's outcome failed to be written
         await asyncio.wait_for(b1_done.wait(), 10)
-        # Branch b would start b2 at once (nothing it awaits can block); give it the chance.
-        await asyncio.sleep(0.2)
-    assert sorted(runs) == ["a1", "b1"]  # neither a2 nor b2 ran past an unwritten outcome
+        # Each branch would go on to its second activity; once both branches are over, whatever
+        # they were going to run has run.
+        await asyncio.wait_for(asyncio.gather(over["a"].wait(), over["b"].wait()), 10)
+        assert sorted(runs) == ["a1", "b1"]  # neither a2 nor b2 ran past an unwritten outcome
+    assert sorted(runs) == ["a1", "b1"]  # nor during the shutdown
 
     second, _ = build(lease_timeout=30.0)
     async with second:

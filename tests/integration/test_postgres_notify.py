@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import uuid
 from typing import Any
 
@@ -10,7 +11,9 @@ import psycopg
 import pytest
 
 import sagaway as sw
+from sagaway.clock import SystemClock
 from sagaway.testing import FakeClock
+from sagaway.testing.internals import engine_of, store_of
 from tests.conftest import POSTGRES_URL
 
 SLOW_POLL = 3600.0  # polling alone would take an hour: only notifications can be this fast
@@ -33,16 +36,34 @@ def _define(manager: sw.Manager, entered: asyncio.Event | None = None) -> None:
         return str(await manager.signal("go").receive(str))
 
 
+class _WatchedClock(SystemClock):
+    """The real clock, counting the sleeps of each duration under way."""
+
+    def __init__(self) -> None:
+        self.sleeping: collections.Counter[float] = collections.Counter()
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeping[seconds] += 1
+        try:
+            await super().sleep(seconds)
+        finally:
+            self.sleeping[seconds] -= 1
+
+
 async def test_new_work_results_and_signals_cross_processes_by_notification(
     postgres_url: str,
 ) -> None:
+    worker_clock = _WatchedClock()
     client = sw.Manager(postgres_url, poll_interval=SLOW_POLL)
-    worker = sw.Manager(postgres_url, poll_interval=SLOW_POLL)
+    worker = sw.Manager(postgres_url, poll_interval=SLOW_POLL, clock=worker_clock)
     _define(client)
     _define(worker)
     async with worker:
-        # The worker has done its first scan and sleeps for an hour.
-        await asyncio.sleep(0.2)
+        # The worker heard its own probe notice before its workers started (so no late
+        # "listening" notice wakes it for another scan), has done its first scan and sleeps for
+        # an hour: from here on only a notice can make it look for work within the test.
+        assert engine_of(worker).notifications
+        await _until(lambda: worker_clock.sleeping[SLOW_POLL] > 0)
         async with client.connect():
             assert await client.workflow("flow", 21).execute_get(timeout=10) == 42
             handle = await client.workflow("waiter").execute()
@@ -62,10 +83,10 @@ async def test_cancel_from_another_process_stops_the_running_workflow(postgres_u
         handle = await client.workflow("flow", 1).execute(idempotency_key="c1")
         await asyncio.wait_for(entered.wait(), 10)
         assert await client.get_workflow("c1").cancel()
-        assert worker._worker is not None
+        assert worker.worker is not None
 
         async def stopped() -> None:
-            while worker._worker is not None and worker._worker.running_ids:  # noqa: ASYNC110
+            while worker.worker is not None and worker.worker.running_ids:  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
 
         # Without the notification the worker would notice at its next heartbeat, in 20 min.
@@ -135,7 +156,7 @@ def _define_gated(manager: sw.Manager, entered: asyncio.Event, gate: asyncio.Eve
 
 
 def _count_reads(manager: sw.Manager) -> list[str]:
-    store = manager._require_engine().store
+    store = store_of(manager)
     reads: list[str] = []
     original = store.get_run
 
@@ -159,7 +180,7 @@ async def test_a_client_waits_for_a_result_on_the_notice_not_by_polling(
     _define_gated(client, entered, gate)
     _define_gated(worker, entered, gate)
     async with worker, client.connect():
-        assert client._require_engine().notifications
+        assert engine_of(client).notifications
         reads = _count_reads(client)
         handle = await client.workflow("gated", 1).execute()
         await asyncio.wait_for(entered.wait(), 10)
@@ -185,7 +206,7 @@ async def test_waiters_poll_while_notifications_are_down(postgres_url: str) -> N
     _define_gated(client, entered, gate)
     _define_gated(worker, entered, gate)
     async with worker, client.connect():
-        engine = client._require_engine()
+        engine = engine_of(client)
         handle = await client.workflow("gated", 1).execute(idempotency_key="deaf-1")
         await asyncio.wait_for(entered.wait(), 10)
         waiting = asyncio.ensure_future(handle.result())
@@ -230,7 +251,7 @@ async def test_notices_that_never_arrive_leave_waiters_polling(
     _define_gated(client, entered, gate)
     _define_gated(worker, entered, gate)
     async with worker, client.connect():
-        assert not client._require_engine().notifications
+        assert not engine_of(client).notifications
         assert [r for r in caplog.records if "do not arrive" in r.getMessage()]
         handle = await client.workflow("gated", 1).execute(idempotency_key="silent-1")
         await asyncio.wait_for(entered.wait(), 10)
@@ -262,7 +283,7 @@ async def test_an_unanswered_probe_makes_the_listener_reconnect(
     monkeypatch.setattr(postgres, "_PROBE_EVERY", 0.2)
     manager = sw.Manager(postgres_url, poll_interval=SLOW_POLL)
     async with manager.connect():
-        engine = manager._require_engine()
+        engine = engine_of(manager)
         assert engine.notifications
         send = _pg_listener.Listener._send_probe
 

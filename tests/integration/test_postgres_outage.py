@@ -112,7 +112,7 @@ async def test_a_send_whose_commit_acknowledgement_is_lost_reports_its_own_signa
     postgres_url: str,
 ) -> None:
     """The retried insert meets the row its lost attempt committed: that is this send's signal,
-    stored once, not a duplicate of an earlier send (issue 12, defect 14)."""
+    stored once, not a duplicate of an earlier send."""
     async with PgProxy(postgres_url) as proxy:
         manager = sw.Manager(proxy.url(postgres_url))
 
@@ -141,8 +141,7 @@ async def test_a_black_holed_listening_connection_is_noticed_at_its_next_probe(
     postgres_url: str,
 ) -> None:
     """A socket that swallows everything answers neither the probe's statement nor its cancel;
-    the listener must not wait for their timeouts (40 s + 5 s) but give up at the probe's own
-    (issue 12, defect 15)."""
+    the listener must not wait for their timeouts (40 s + 5 s) but give up at the probe's own."""
     from sagaway.store.postgres import PostgresStore
 
     heard, deaf = asyncio.Event(), asyncio.Event()
@@ -200,9 +199,9 @@ class _LogEvent(logging.Handler):
 @pytest.mark.parametrize("handle_from", ["execute", "get_workflow"])
 async def test_result_keeps_waiting_through_an_outage(postgres_url: str, handle_from: str) -> None:
     """A client's result() outlives a database outage longer than its statements wait for a
-    connection, and returns once the workflow ends (issue 12, defect 13): from the handle
-    ``execute()`` returned (it waits for the end), and from ``get_workflow(key)`` (it reads the
-    record first, during the outage)."""
+    connection, and returns once the workflow ends: from the handle ``execute()`` returned (it
+    waits for the end), and from ``get_workflow(key)`` (it reads the record first, during the
+    outage)."""
     entered, gate = asyncio.Event(), asyncio.Event()
     read_failed = _LogEvent("wait_unavailable")
     log = logging.getLogger(
@@ -258,8 +257,7 @@ async def test_result_keeps_waiting_through_an_outage(postgres_url: str, handle_
 async def test_an_idle_worker_runs_new_work_soon_after_an_outage(postgres_url: str) -> None:
     """Reconnection attempts stay at most reconnect_delay apart however long the outage: the
     pool's own backoff doubles them (about 1, 3, 7, 15 s after the first failure), so work
-    stalled after the database was back for about as long as it had been down (issue 12,
-    defect 13)."""
+    stalled after the database was back for about as long as it had been down."""
 
     def define(manager: sw.Manager) -> None:
         @manager.register_workflow(name="quick")
@@ -294,7 +292,7 @@ async def test_an_engine_error_caught_by_workflow_code_cannot_complete_the_run(
 ) -> None:
     """Writing a retry's RETRYING step fails for want of a database; workflow code catching
     ``Exception`` sees that error, but the run is doomed: it must not complete on its fallback,
-    and resumes from its last record, where the activity is retried (issue 12, defect 12)."""
+    and resumes from its last record, where the activity is retried."""
     entered, outage_on, caught, restored = (asyncio.Event() for _ in range(4))
     calls = 0
     async with PgProxy(postgres_url) as proxy:

@@ -1,4 +1,4 @@
-"""``sagaway demo lab``: source 001's order lab, its five experiments and a table of outcomes."""
+"""``sagaway demo lab``: the order lab, its five experiments and a table of outcomes."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _table(results: list[lab_mod.Result]) -> list[str]:
         if not r.ok:
             expected = r.variant.expected
             verdict = (
-                f"NOT AS IN SOURCE 001: expected available={expected.available} "
+                f"NOT AS EXPECTED: expected available={expected.available} "
                 f"{_orders(expected.orders)}"
             )
         rows.append(
@@ -67,11 +67,11 @@ def _table(results: list[lab_mod.Result]) -> list[str]:
     help="Keep the services' databases in this directory (default: a temporary one).",
 )
 def lab(numbers: tuple[int, ...], as_json: bool, quiet: bool, keep: Path | None) -> None:
-    """Run source 001's order lab on Sagaway: four services, five experiments.
+    """Run the order lab on Sagaway: four services, five experiments.
 
     Order, inventory, payment and shipping services, each with its own SQLite database, are
     orchestrated by a Sagaway workflow. Time is virtual, so every run prints the same log.
-    Exits with status 1 if an outcome differs from the one the source reports.
+    Exits with status 1 if an outcome differs from the one the experiment is meant to show.
     """
     results = asyncio.run(lab_mod.run_lab(list(numbers) or None, workdir=keep))
     if as_json:

@@ -380,7 +380,7 @@ def worker(
 def demo(ctx: click.Context, url: str | None) -> None:
     """Run the crypto purchase saga twice: once to completion, once compensated.
 
-    `sagaway demo lab` runs the order lab of source document 001 instead.
+    `sagaway demo lab` runs the order lab (five saga design experiments) instead.
     """
     if ctx.invoked_subcommand is not None:
         return

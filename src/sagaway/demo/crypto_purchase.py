@@ -1,4 +1,4 @@
-"""The crypto purchase saga of the source engine (seed 000), on the embedded default.
+"""The crypto purchase saga, on the embedded default.
 
 A customer buys bitcoin with yen and loyalty points. Three services, three local transactions:
 authorise the yen balance, authorise the points, credit the coin. If crediting fails with a

@@ -1,5 +1,6 @@
-"""The order lab of source 001 on Sagaway: four services, one orchestrating workflow, five
-experiments with a deterministic clock (``sagaway demo lab``).
+"""The order lab on Sagaway: four services, one orchestrating workflow, and five experiments
+that each show a mistake in the design of a saga and its remedy, run on a deterministic clock
+(``sagaway demo lab``).
 
 ``await run_lab()`` runs every experiment on fresh SQLite databases and returns one
 :class:`Result` per variant: final stock, order and workflow statuses, compensations run, and

@@ -1,6 +1,6 @@
 """SimClock: virtual time for several concurrent sagas, with one deterministic interleaving.
 
-Source 001's lab runs its services on a virtual clock so that every run prints the same log.
+The lab runs its services on a virtual clock so that every run prints the same log.
 Here the sagas are real Sagaway workflows, run concurrently by the engine, and they interleave
 through real database commits whose durations vary from run to run. To make the interleaving
 deterministic anyway, the clock is a discrete-event scheduler:

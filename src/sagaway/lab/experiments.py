@@ -1,4 +1,4 @@
-"""Source 001's five experiments, run on Sagaway, with their expected outcomes.
+"""The lab's five experiments, run on Sagaway, with their expected outcomes.
 
 1. **card declined**: the pivot fails; ReleaseStock then CancelOrder, in reverse order; the
    stock is back to 3 and the order CANCELLED (not deleted).
@@ -224,7 +224,8 @@ class Result:
 
     @property
     def ok(self) -> bool:
-        """The outcome is the one source 001 reports."""
+        """The outcome is the one this variant is meant to show (right or, for the careless
+        variants, wrong)."""
         expected = self.variant.expected
         return self.available == expected.available and self.orders == expected.orders
 

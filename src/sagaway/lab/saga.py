@@ -1,6 +1,7 @@
-"""The order saga of source 001, orchestrated by a Sagaway workflow.
+"""The lab's order saga, orchestrated by a Sagaway workflow.
 
-Source 001's orchestrator follows a STEPS table; here the table is a
+A hand-written saga orchestrator typically follows a table of steps, each a command, the service
+it goes to and the command that undoes it; here the table is a
 :class:`sagaway.steps.SagaDefinition` and the orchestrator is a workflow::
 
     STEPS = [
@@ -10,12 +11,12 @@ Source 001's orchestrator follows a STEPS table; here the table is a
         ("shipping", "ArrangeShipping", None),   # retryable
     ]
 
-Each step is an activity that sends one command to a service and waits for its reply. As in the
-source, commands leave the orchestrator through its transactional outbox and a relay
-(:mod:`sagaway.outbox`) on a bus with virtual time: a service takes 1 time unit per command (the
-card API 5), and the orchestrator takes 1 to handle each reply. A refusal the service may lift
-later (``busy``, ``timeout``) is retried by the step's retry policy: resent 6 time units later,
-never compensated. Any other refusal is a business failure: the saga is compensated.
+Each step is an activity that sends one command to a service and waits for its reply. Commands
+leave the orchestrator through its transactional outbox and a relay (:mod:`sagaway.outbox`) on a
+bus with virtual time: a service takes 1 time unit per command (the card API 5), and the
+orchestrator takes 1 to handle each reply. A refusal the service may lift later (``busy``,
+``timeout``) is retried by the step's retry policy: resent 6 time units later, never
+compensated. Any other refusal is a business failure: the saga is compensated.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ RETRYABLE_REASONS = frozenset({"busy", "timeout"})
 RESEND_AFTER_6 = sw.RetryPolicy(
     initial_interval=6.0, backoff_coefficient=1.0, maximum_interval=6.0, maximum_attempts=0
 )
-"""Source 001's orchestrator resends a command 6 time units after a retryable refusal."""
+"""A command refused for a reason that may pass is resent 6 time units later."""
 RESEND_BUSY = dataclasses.replace(RESEND_AFTER_6, maximum_attempts=10)
 """A busy reservation is tried again, but a compensable step does not wait forever."""
 
@@ -53,12 +54,12 @@ ORDER_SAGA = steps.SagaDefinition(
         steps.Retryable("order.ConfirmOrder", retry=RESEND_AFTER_6),
     ]
 )
-"""Source 001's STEPS table as a checked saga definition."""
+"""The ``STEPS`` table above as a checked saga definition."""
 
 
 @dataclasses.dataclass(frozen=True)
 class LabOrder:
-    """The saga's input; every command carries it, as in source 001."""
+    """The saga's input; every command carries it."""
 
     saga: str
     customer: str
@@ -82,7 +83,7 @@ class Bus:
         services: the services by name (the topic of their commands).
         path: the orchestrator's own database (the outbox lives there).
         relay_stops_after: a command name: once, the relay dies right after publishing it,
-            before marking it sent, and a new relay starts (source 001, experiment 5).
+            before marking it sent, and a new relay starts (experiment 5).
     """
 
     def __init__(

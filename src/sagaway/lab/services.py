@@ -1,4 +1,4 @@
-"""The four services of source 001's order lab, each with its own SQLite database.
+"""The four services of the order lab, each with its own SQLite database.
 
 Each command is one local transaction on the service's own database, and returns a reply
 ``{"ok": bool, "reason": str | None}``. None of them touches another service's database. The
@@ -54,9 +54,10 @@ def _refused(reason: str) -> Reply:
 
 
 class Service:
-    """A service with its own database; commands are methods named like source 001's.
+    """A service with its own database; each command it accepts is a method of the same name.
 
-    Command methods keep source 001's CamelCase names: they are the messages' ``type``.
+    Command methods have CamelCase names (``ReserveStock``): a name is the ``type`` of the
+    messages the method handles, and the capital sets commands apart from the other methods.
     """
 
     name: ClassVar[str] = "service"

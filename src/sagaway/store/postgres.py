@@ -124,6 +124,13 @@ class PostgresStore:
             await pool.close()
             raise
 
+    @property
+    def pool(self) -> _pg_conn.Pool:
+        """The connection pool while the store is open (diagnostics; tests inject faults here)."""
+        if self._pool is None:
+            raise errors.ManagerStateError("the PostgreSQL store is not open")
+        return self._pool
+
     async def close(self) -> None:
         listener, self._listener = self._listener, None
         if listener is not None:

@@ -1,0 +1,73 @@
+"""Schema migrations on every backend (``db_url``: SQLite and PostgreSQL): applied once, also
+when several processes open a new database at the same time, and a database migrated by a newer
+version of Sagaway is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sagaway import errors
+from sagaway.store import open_store
+from sagaway.store.migrations import latest_version
+from tests.store_helpers import T0, is_sqlite, new, raw_sql
+
+
+async def test_migrations_apply_once_and_data_survives_reopen(db_url: str) -> None:
+    latest = latest_version("postgres" if not is_sqlite(db_url) else "sqlite")
+    assert latest >= 1
+    first = open_store(db_url)
+    await first.open()
+    created = await first.create_workflow(new("k1"), now=T0, lease=None, replace_live=False)
+    second = open_store(db_url)  # a second process on the same database
+    await second.open()
+    assert await second.get_workflow("k1") == created.record
+    await second.close()
+    await first.close()
+
+    reopened = open_store(db_url)
+    await reopened.open()
+    try:
+        assert await reopened.get_workflow("k1") == created.record
+    finally:
+        await reopened.close()
+    versions = raw_sql(db_url, "SELECT version FROM schema_migrations ORDER BY version")
+    assert [v for (v,) in versions] == list(range(1, latest + 1))
+
+
+async def test_concurrent_first_opens_migrate_once(db_url: str) -> None:
+    stores = [open_store(db_url) for _ in range(5)]
+    # return_exceptions: every open finishes before the stores are closed (an open cancelled
+    # mid-way would leave work running at teardown).
+    opened = await asyncio.gather(*(s.open() for s in stores), return_exceptions=True)
+    try:
+        failures = [r for r in opened if isinstance(r, BaseException)]
+        assert failures == []
+        results = await asyncio.gather(
+            *(s.create_workflow(new("k1"), now=T0, lease=None, replace_live=False) for s in stores)
+        )
+        assert sum(r.created for r in results) == 1
+    finally:
+        await asyncio.gather(*(s.close() for s in stores))
+    versions = raw_sql(db_url, "SELECT version FROM schema_migrations")
+    assert len(versions) == len({v for (v,) in versions}) >= 1
+
+
+async def test_schema_version_newer_than_code_is_refused(db_url: str) -> None:
+    s = open_store(db_url)
+    await s.open()
+    await s.close()
+    raw_sql(
+        db_url,
+        "INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, 'future', 0)",
+    )
+
+    newer = open_store(db_url)
+    with pytest.raises(errors.SagawayError, match="upgrade") as info:
+        await newer.open()
+    assert type(info.value) is errors.SagawayError
+    assert "9999" in str(info.value)
+    with pytest.raises(errors.ManagerStateError):  # not left half-open
+        await newer.get_workflow("k1")

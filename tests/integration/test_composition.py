@@ -482,3 +482,45 @@ async def test_recovery_waits_for_a_due_run_this_process_still_holds(db_url: str
         release.set()  # the execution leaves: recovery claims the run at once
         # The clock stands still: only the execution's leaving can wake recovery.
         assert await asyncio.wait_for(handle.result(), 10) == [None, "later"]
+
+
+async def test_a_branch_left_running_after_shutdown_starts_nothing(db_url: str) -> None:
+    """``gather`` does not cancel a branch when its sibling fails: the workflow catches the
+    failure and sleeps in the worker, and the process shuts down meanwhile (the lease released
+    for another process). The branch left running must not start an activity afterwards."""
+    clock = FakeClock()
+    manager = make_manager(db_url, clock=clock)
+    go, branch_over = asyncio.Event(), asyncio.Event()
+    runs: list[str] = []
+
+    @manager.register_activity
+    async def reserve() -> str:
+        raise Declined("no stock")
+
+    @manager.register_activity
+    async def charge() -> str:
+        runs.append("charge")
+        return "charged"
+
+    async def later() -> str:
+        try:
+            await go.wait()
+            return await charge()
+        finally:
+            branch_over.set()
+
+    @manager.register_workflow
+    async def flow() -> str:
+        try:
+            await asyncio.gather(reserve(), later())
+        except Declined:
+            await manager.sleep(0.5)  # short: it sleeps in the worker, the workflow loaded
+        return "done"
+
+    async with manager:
+        await manager.workflow(flow).execute(idempotency_key="left-over")
+        await clock.wait_for_sleep(0.5)
+    # The Manager is closed; the branch goes on.
+    go.set()
+    await asyncio.wait_for(branch_over.wait(), 10)
+    assert runs == [], "a branch left running started an activity after shutdown"

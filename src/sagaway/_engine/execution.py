@@ -140,6 +140,9 @@ class ExecutionBase:
         self.unloading = False
         self.lease_lost = False
         """A fenced write found another owner: nothing more may run here."""
+        self.stopped = False
+        """The workflow function has returned or unwound (an end, an unload, a shutdown): a
+        branch left running may start nothing more."""
         self.finishing = False
         """Its end is being written: an "ended" notice for it is its own, not a cancel."""
         self.unrecorded: list[StepRecord] = []
@@ -251,6 +254,8 @@ class ExecutionBase:
     def _check_usable(self) -> None:
         if self.lease_lost:
             raise self._lost()
+        if self.stopped:
+            raise errors.Cancelled(f"workflow {self.key!r} no longer runs in this process")
         if self.unloading:
             raise Unload()
         if self.doomed is not None:

@@ -85,6 +85,9 @@ class Execution(ActivityCalls, WaitCalls):
                 extra={"action": "lease_lost", "workflow_id": self.key},
             )
         finally:
+            # Whatever ended it, a branch still running now is left over (``gather`` does not
+            # cancel siblings when one fails): nothing it starts could be recorded.
+            self.stopped = True
             context.leave(token)
 
     def _unloaded(self) -> None:

@@ -44,25 +44,7 @@ class Execution(ActivityCalls, WaitCalls):
                     return
                 raise
             except Exception as exc:
-                if self.unloading:
-                    # Code caught the unwinding (``gather(return_exceptions=True)``) and raised
-                    # something else: the wait is what counts.
-                    self._unloaded()
-                    return
-                if self.doomed is not None:
-                    await self._suspend(self.doomed)
-                elif engine.is_completable(exc):
-                    await self._finish(
-                        WorkflowStatus.FAILED, None, self._describe(exc, ErrorKind.COMPLETABLE)
-                    )
-                elif isinstance(exc, errors.WorkflowCancelled):
-                    # A child it waited for was cancelled or terminated: the parent ends too
-                    # (after its Saga compensated), instead of replaying that end forever.
-                    await self._finish(
-                        WorkflowStatus.CANCELLED, None, self._describe(exc, ErrorKind.CANCELLED)
-                    )
-                else:
-                    await self._suspend(exc)
+                await self._raised(exc)
                 return
             if self.unloading:
                 # Returned although a branch unwound to wait (code swallowed the unwinding):
@@ -89,6 +71,27 @@ class Execution(ActivityCalls, WaitCalls):
             # cancel siblings when one fails): nothing it starts could be recorded.
             self.stopped = True
             context.leave(token)
+
+    async def _raised(self, exc: Exception) -> None:
+        """The workflow function raised ``exc``: end, suspend or leave the run accordingly."""
+        if self.unloading:
+            # Code caught the unwinding (``gather(return_exceptions=True)``) and raised
+            # something else: the wait is what counts.
+            self._unloaded()
+        elif self.doomed is not None:
+            await self._suspend(self.doomed)
+        elif self.engine.is_completable(exc):
+            await self._finish(
+                WorkflowStatus.FAILED, None, self._describe(exc, ErrorKind.COMPLETABLE)
+            )
+        elif isinstance(exc, errors.WorkflowCancelled):
+            # A child it waited for was cancelled or terminated: the parent ends too (after
+            # its Saga compensated), instead of replaying that end forever.
+            await self._finish(
+                WorkflowStatus.CANCELLED, None, self._describe(exc, ErrorKind.CANCELLED)
+            )
+        else:
+            await self._suspend(exc)
 
     def _unloaded(self) -> None:
         """WAITING was committed with the wait, the lease given up: the wait's end re-runs it."""

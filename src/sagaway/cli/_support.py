@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import importlib
+import re
 import sqlite3
 import sys
 import urllib.parse
@@ -61,21 +62,14 @@ def exit_code(exc: BaseException) -> Exit:
 _HANDLED = (sw.SagawayError, ValueError, ImportError, NotImplementedError, sqlite3.Error, OSError)
 
 
+_USER_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/@?#]*):[^@/?#]+@")
+_PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#]*")
+
+
 def mask_url(url: str) -> str:
-    """``url`` with its password (user info or ``password=`` parameter) shown as ``***``."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return url
-    user_info, _, host = parts.netloc.rpartition("@")
-    user, colon, password = user_info.partition(":")
-    netloc = f"{user}:***@{host}" if colon and password else parts.netloc
-    query = "&".join(
-        f"{p.partition('=')[0]}=***" if p.partition("=")[0] == "password" else p
-        for p in parts.query.split("&")
-        if p
-    )
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
+    """``url`` with its password (user info or ``password=`` parameter) shown as ``***``:
+    ``postgresql://user:***@host/db``."""
+    return _PASSWORD_PARAM.sub(r"\1***", _USER_PASSWORD.sub(r"\1:***@", url))
 
 
 def _secrets(url: str) -> list[str]:

@@ -234,22 +234,30 @@ def show(url: str | None, key: str, as_json: bool, show_tb: bool) -> None:
 
     d = run(go(), url)
     if as_json:
-        data = _summary_json(d)
-        data["steps"] = [
-            {
-                "call_id": s.call_id,
-                "kind": s.kind.value,
-                "name": s.name,
-                "status": s.status.value,
-                "attempts": s.attempts,
-                "error": s.error,
-                "started_at": s.started_at,
-                "ended_at": s.ended_at,
-            }
-            for s in d.steps
-        ]
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(_show_json(d), indent=2))
         return
+    _print_show(d, show_tb)
+
+
+def _show_json(d: sw.WorkflowDescription) -> dict[str, Any]:
+    data = _summary_json(d)
+    data["steps"] = [
+        {
+            "call_id": s.call_id,
+            "kind": s.kind.value,
+            "name": s.name,
+            "status": s.status.value,
+            "attempts": s.attempts,
+            "error": s.error,
+            "started_at": s.started_at,
+            "ended_at": s.ended_at,
+        }
+        for s in d.steps
+    ]
+    return data
+
+
+def _print_show(d: sw.WorkflowDescription, show_tb: bool) -> None:
     console.print(f"[bold]{escape(d.key)}[/bold]  workflow {escape(d.name)}  run {d.run_id}")
     console.print(f"status   {_styled(d.status.value)}")
     console.print(
@@ -278,6 +286,10 @@ def show(url: str | None, key: str, as_json: bool, show_tb: bool) -> None:
         console.print(f"error    [red]{kind}[/red]: {message}")
         if show_tb and d.error.get("traceback"):
             console.print(d.error["traceback"], markup=False, highlight=False)
+    console.print(_steps_table(d))
+
+
+def _steps_table(d: sw.WorkflowDescription) -> Table:
     table = Table(title="steps")
     for column in ("#", "kind", "name", "status", "attempts", "duration", "last error"):
         table.add_column(column)
@@ -297,7 +309,7 @@ def show(url: str | None, key: str, as_json: bool, show_tb: bool) -> None:
             duration,
             error,
         )
-    console.print(table)
+    return table
 
 
 def _refused(message: str) -> None:
@@ -583,7 +595,10 @@ def demo(ctx: click.Context, url: str | None) -> None:
         manager = sw.Manager(url)
         workflow = cp.build(manager, services)
         run = uuid.uuid4().hex[:6]
-        console.print(f"[bold]Sagaway demo[/bold]: crypto purchase saga on {manager.url}\n")
+        console.print(
+            f"[bold]Sagaway demo[/bold]: crypto purchase saga on {escape(mask_url(manager.url))}\n",
+            soft_wrap=True,
+        )
         async with manager:
             for label, market_open in (("completes", True), ("coin credit fails", False)):
                 services.market_open = market_open
@@ -623,10 +638,7 @@ def demo(ctx: click.Context, url: str | None) -> None:
                     f"  balances: ¥{services.yen}  points {services.points}  BTC {services.btc}\n"
                 )
         db = f" --db {shlex.quote(mask_url(manager.url))}" if url is not None else ""
-        console.print(
-            f"Inspect them: sagaway show{escape(db)} trade-{run}-2 ; sagaway list{escape(db)}",
-            highlight=False,
-        )
+        click.echo(f"Inspect them: sagaway show{db} trade-{run}-2 ; sagaway list{db}")
 
     run(go(), url)
 

@@ -145,6 +145,9 @@ class SQLiteStore:
         else:  # mode=rw: fail rather than create the file if it vanished since open() looked
             uri = f"file:{urllib.parse.quote(str(Path(self._path).resolve()))}?mode=rw"
             conn = sqlite3.connect(uri, isolation_level=None, check_same_thread=False, uri=True)
+            if not _has_migrations_table(conn):  # before WAL mode writes to the file
+                conn.close()
+                raise DatabaseNotFound(self.url, "the file holds no Sagaway tables")
         conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
         # Switching a new file to WAL takes an exclusive lock without waiting on busy_timeout:
         # processes that open one file at once retry here instead.
@@ -165,8 +168,6 @@ class SQLiteStore:
     def _migrate(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")  # serialises concurrent first starts across processes
         try:
-            if not self._create and not _has_migrations_table(conn):
-                raise DatabaseNotFound(self.url, "the file holds no Sagaway tables")
             conn.execute(_Q["create_schema_migrations"])
             current = int(conn.execute(_Q["schema_version"]).fetchone()[0])
             for migration in _migrations.pending("sqlite", current, self._path):

@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -321,9 +324,35 @@ def test_worker_names_a_missing_attribute() -> None:
     assert "NoneType" not in result.output
 
 
-def test_worker_refuses_empty_task_queues() -> None:
-    result = CliRunner().invoke(cli, ["worker", APP, "--task-queues", " , "])
+@pytest.mark.parametrize("value", [" , ", "", "-v"])
+def test_worker_refuses_task_queues_without_names(value: str) -> None:
+    result = CliRunner().invoke(cli, ["worker", APP, "--task-queues", value])
     assert result.exit_code == 2 and "give at least one task queue" in result.output
+
+
+def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "sagaway.store.postgres", None)  # psycopg not installed
+    result = CliRunner().invoke(cli, ["list", "--db", "postgresql://u@127.0.0.1:1/db"])
+    assert result.exit_code == 2 and "sagaway[postgres]" in result.stderr, result.output
+
+
+@pytest.mark.postgres
+def test_worker_banner_masks_the_password(postgres_url: str) -> None:
+    url = postgres_url.replace("://postgres@", "://postgres:s3cret@")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *sys.path])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sagaway", "worker", APP, "--db", url],
+        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        banner = proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert "postgres:***@" in banner and "s3cret" not in banner + err, banner + err
+    assert proc.returncode == 0, err
 
 
 def test_worker_fails_fast_on_an_unreachable_database() -> None:

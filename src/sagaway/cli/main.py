@@ -544,8 +544,10 @@ def worker(
 
 def _task_queues(value: str) -> frozenset[str]:
     names = frozenset(q.strip() for q in value.split(",") if q.strip())
-    if not names:
-        raise click.BadParameter("give at least one task queue", param_hint="--task-queues")
+    if not names or any(name.startswith("-") for name in names):  # `--task-queues -v`
+        raise click.BadParameter(
+            f"give at least one task queue name, not {value!r}", param_hint="--task-queues"
+        )
     return names
 
 
@@ -567,7 +569,8 @@ def _serve(manager: sw.Manager, target: str, drain: float) -> None:
             loop.add_signal_handler(sig, on_signal)
         console.print(
             f"sagaway worker: {escape(target)} on {escape(mask_url(manager.url))} "
-            f"({len(manager.registry.names())} functions registered)"
+            f"({len(manager.registry.names())} functions registered)",
+            soft_wrap=True,
         )
         await manager.serve(stop, drain_timeout=drain, force=force)
         console.print("sagaway worker: stopped")
@@ -594,6 +597,7 @@ def demo(ctx: click.Context, url: str | None) -> None:
         services = cp.Services()
         manager = sw.Manager(url)
         workflow = cp.build(manager, services)
+        await support.check_reachable(manager.url)
         run = uuid.uuid4().hex[:6]
         console.print(
             f"[bold]Sagaway demo[/bold]: crypto purchase saga on {escape(mask_url(manager.url))}\n",

@@ -172,6 +172,10 @@ async def test_start(seeded: str) -> None:
     assert result.exit_code == 0 and "s-1" in result.output, result.output
     result = await sagaway("start", "ok", "[6, 7]", "--key", "s-2", "--app", APP, "--db", seeded)
     assert result.exit_code == 0, result.output
+    result = await sagaway("start", "ok", "[1]", "--key", "ok-1", "--app", APP, "--db", seeded)
+    assert result.exit_code == 0 and "already exists (COMPLETED" in result.output, result.output
+    result = await sagaway("start", "ok", "[6, 7]", "--key", "ok-1", "--app", APP, "--db", seeded)
+    assert result.exit_code == 1 and "other arguments" in result.stderr, result.output
     m = cli_app.build(seeded)
     async with m:
         assert await m.get_workflow("s-1").result(timeout=10) == {"x": 5, "y": None}

@@ -429,7 +429,7 @@ def _call_args(text: str) -> tuple[list[Any], dict[str, Any]]:
 @cli.command()
 @url_option
 @click.argument("name")
-@click.argument("json_args", metavar="JSON_ARGS", default="[]")
+@click.argument("json_args", metavar="[JSON_ARGS]", default="[]")
 @click.option("--key", required=True, help="The workflow's idempotency key.")
 @click.option(
     "--app",
@@ -451,17 +451,26 @@ def start(url: str | None, name: str, json_args: str, key: str, target: str, wai
     if url is not None:
         manager.url = resolve_url(url)
     run(support.check_reachable(manager.url), manager.url)
-    handle = run(_start(manager, name, args, kwargs, key), manager.url)
-    console.print(f"{escape(key)}: {escape(name)} started (run {handle.run_id})")
+    handle, existing = run(_start(manager, name, args, kwargs, key), manager.url)
+    if existing is None:
+        console.print(f"{escape(key)}: {escape(name)} started (run {handle.run_id})")
+    else:
+        console.print(f"{escape(key)}: already exists ({existing.value}, run {handle.run_id})")
     if wait:
         _wait(manager, key)
 
 
 async def _start(
     manager: sw.Manager, name: str, args: list[Any], kwargs: dict[str, Any], key: str
-) -> sw.WorkflowHandle[Any]:
+) -> tuple[sw.WorkflowHandle[Any], sw.WorkflowStatus | None]:
+    """The handle, and the status of the workflow already under ``key`` (None: started)."""
     async with manager.connect():
-        return await manager.workflow(name, *args, **kwargs).execute(idempotency_key=key)
+        try:
+            existing: sw.WorkflowStatus | None = await manager.get_workflow(key).status()
+        except sw.WorkflowNotFound:
+            existing = None
+        handle = await manager.workflow(name, *args, **kwargs).execute(idempotency_key=key)
+        return handle, existing
 
 
 def _wait(manager: sw.Manager, key: str) -> None:

@@ -167,8 +167,9 @@ class WorkflowCancelled(SagawayError):
     """The workflow was cancelled or terminated before it produced a result."""
 
     def __init__(self, key: str, status: str, reason: str = "") -> None:
-        if key:
-            reason = f"workflow {key!r} ended {status}" + (f": {reason}" if reason else "")
+        prefix = f"workflow {key!r} ended {status}"
+        if key and not reason.startswith(prefix):  # a recorded reason may be this message
+            reason = prefix + (f": {reason}" if reason else "")
         super().__init__(reason)
         self.key = key
         self.status = status

@@ -343,10 +343,10 @@ class Manager:
     def _require_engine(self) -> Engine:
         return self._ref.require()
 
-    async def _open(self, run_workers: bool) -> None:
+    async def _open(self, run_workers: bool, create: bool = True) -> None:
         if self.state is not ManagerState.CLOSED:
             raise errors.ManagerStateError(f"the Manager is already open ({self.state.value})")
-        store = open_store(self.url)
+        store = open_store(self.url, create=create)
         await store.open()
         try:
             clock, self._clock_task = await server_clock(store, self.clock)
@@ -402,9 +402,15 @@ class Manager:
         await self.close()
 
     @contextlib.asynccontextmanager
-    async def connect(self) -> AsyncIterator[Manager]:
-        """Open the engine without Workers: start, signal and watch workflows only."""
-        await self._open(run_workers=False)
+    async def connect(self, *, create: bool = True) -> AsyncIterator[Manager]:
+        """Open the engine without Workers: start, signal and watch workflows only.
+
+        ``create=False`` opens an existing Sagaway database only and creates nothing (no SQLite
+        file or directory, no PostgreSQL schema): ``sagaway.store.DatabaseNotFound`` when there
+        is none. A PostgreSQL server that cannot be reached then fails within seconds
+        (``StoreUnavailable``, with the server's message) instead of waiting ``pool_timeout``.
+        """
+        await self._open(run_workers=False, create=create)
         try:
             yield self
         finally:

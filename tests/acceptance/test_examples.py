@@ -53,7 +53,7 @@ def test_demo_runs_on_the_embedded_default(tmp_path: Path) -> None:
     # compensations in reverse order: points before balance
     assert out.index("points.cancel") < out.index("balance.cancel")
     listed = subprocess.run(
-        [sys.executable, "-m", "sagaway", "list", "--json"],
+        [sys.executable, "-m", "sagaway", "list", "--jsonl"],
         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     statuses = sorted(line.split('"status": "')[1].split('"')[0] for line in listed.splitlines())

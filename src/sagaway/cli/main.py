@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import importlib
 import json
 import logging
+import shlex
 import signal
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 from rich.console import Console
@@ -21,11 +20,12 @@ from rich.markup import escape
 from rich.table import Table
 
 import sagaway as sw
+from sagaway.cli import _support as support
+from sagaway.cli._support import EXIT_CODES_HELP, Exit, mask_url, run, url_option
 from sagaway.cli.lab import lab as lab_command
 from sagaway.cli.lint import lint
 from sagaway.store import resolve_url
 
-T = TypeVar("T")
 console = Console()
 err_console = Console(stderr=True)
 
@@ -43,14 +43,6 @@ _STATUS_STYLE = {
 }
 
 
-def _run(coro: Awaitable[T]) -> T:
-    try:
-        return asyncio.run(coro)  # type: ignore[arg-type]
-    except sw.SagawayError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        sys.exit(1)
-
-
 def _ts(value: float | None) -> str:
     if value is None:
         return "-"
@@ -62,46 +54,115 @@ def _styled(status: str) -> str:
     return f"[{style}]{status}[/{style}]" if style else status
 
 
-def _url_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--db",
-        "url",
-        envvar="SAGAWAY_DATABASE_URL",
-        default=None,
-        help="Database URL (default: $SAGAWAY_DATABASE_URL or sqlite:///sagaway.db).",
-    )(fn)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    invoke_without_command=True,
+    epilog=EXIT_CODES_HELP,
+)
 @click.version_option(sw.__version__, prog_name="sagaway")
-def cli() -> None:
-    """Sagaway: durable sagas for Python."""
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """Sagaway: durable sagas for Python.
+
+    Every command takes --db URL (else $SAGAWAY_DATABASE_URL, else sqlite:///sagaway.db).
+    list, show and count create nothing: without a Sagaway database they exit 3.
+    """
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+        ctx.exit(0)
 
 
 # ---------------------------------------------------------------------------- inspection
 
 
+_SCAN = 10_000
+"""Newest workflows looked at when ``list`` filters by name or key prefix (client-side)."""
+
+
+def _statuses(value: str | None) -> list[sw.WorkflowStatus]:
+    names = [v.strip().upper() for v in (value or "").split(",") if v.strip()]
+    known = {s.value for s in sw.WorkflowStatus}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise click.BadParameter(
+            f"unknown status {', '.join(unknown)}; use {', '.join(sorted(known))}",
+            param_hint="--status",
+        )
+    return [sw.WorkflowStatus(n) for n in dict.fromkeys(names)]
+
+
+async def _select(
+    manager: sw.Manager,
+    statuses: list[sw.WorkflowStatus],
+    name: str | None,
+    key_prefix: str | None,
+    limit: int,
+) -> list[sw.WorkflowDescription]:
+    fetch = _SCAN if name is not None or key_prefix is not None else limit
+    rows: list[sw.WorkflowDescription] = []
+    each: list[sw.WorkflowStatus | None] = list(statuses) or [None]
+    for status in each:
+        rows += await manager.list_workflows(status=status, limit=fetch)
+    rows.sort(key=lambda d: d.created_at, reverse=True)
+    return [
+        d
+        for d in rows
+        if (name is None or d.name == name) and (key_prefix is None or d.key.startswith(key_prefix))
+    ][:limit]
+
+
 @cli.command("list")
-@_url_option
+@url_option
 @click.option(
-    "--status", type=click.Choice([s.value for s in sw.WorkflowStatus], case_sensitive=False)
+    "--status",
+    metavar="S[,S...]",
+    help="Only these statuses, comma-separated (e.g. SUSPENDED,FAILED).",
 )
-@click.option("--limit", default=50, show_default=True, help="At most this many, newest first.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON lines instead of a table.")
-def list_cmd(url: str | None, status: str | None, limit: int, as_json: bool) -> None:
-    """List workflows, newest first."""
+@click.option("--name", help="Only workflows of this registered name.")
+@click.option("--key-prefix", help="Only keys that start with this.")
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="At most this many, newest first.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
+@click.option("--jsonl", "as_jsonl", is_flag=True, help="Print one JSON object per line.")
+def list_cmd(
+    url: str | None,
+    status: str | None,
+    name: str | None,
+    key_prefix: str | None,
+    limit: int,
+    as_json: bool,
+    as_jsonl: bool,
+) -> None:
+    """List workflows, newest first.
+
+    --status is filtered by the database; --name and --key-prefix are filtered here, among
+    the 10,000 newest workflows (of each status given).
+    """
+    if as_json and as_jsonl:
+        raise click.UsageError("--json and --jsonl exclude each other")
+    wanted = _statuses(status)
 
     async def go() -> list[sw.WorkflowDescription]:
-        async with sw.Manager(url).connect() as manager:
-            wanted = sw.WorkflowStatus(status.upper()) if status else None
-            return await manager.list_workflows(status=wanted, limit=limit)
+        async with sw.Manager(url).connect(create=False) as manager:
+            return await _select(manager, wanted, name, key_prefix, limit)
 
-    rows = _run(go())
+    rows = run(go(), url)
     if as_json:
+        click.echo(json.dumps([_summary_json(row) for row in rows], indent=2))
+    elif as_jsonl:
         for row in rows:
             click.echo(json.dumps(_summary_json(row)))
-        return
-    table = Table(title=f"workflows in {resolve_url(url)}")
+    else:
+        _print_list(rows, url)
+
+
+def _print_list(rows: list[sw.WorkflowDescription], url: str | None) -> None:
+    table = Table(title=f"workflows in {escape(mask_url(resolve_url(url)))}")
     for column in ("key", "workflow", "status", "created", "updated"):
         table.add_column(column)
     for row in rows:
@@ -115,6 +176,30 @@ def list_cmd(url: str | None, status: str | None, limit: int, as_json: bool) -> 
     console.print(table)
     if not rows:
         console.print("no workflows")
+
+
+@cli.command()
+@url_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def count(url: str | None, as_json: bool) -> None:
+    """Count workflows per status."""
+
+    async def go() -> dict[sw.WorkflowStatus, int]:
+        async with sw.Manager(url).connect(create=False) as manager:
+            return await manager.count_workflows()
+
+    counts = run(go(), url)
+    data = {s.value: counts.get(s, 0) for s in sw.WorkflowStatus}
+    if as_json:
+        click.echo(json.dumps({**data, "total": sum(data.values())}))
+        return
+    table = Table(title=f"workflows in {escape(mask_url(resolve_url(url)))}")
+    table.add_column("status")
+    table.add_column("count", justify="right")
+    for status, n in data.items():
+        table.add_row(_styled(status), str(n))
+    table.add_row("total", str(sum(data.values())))
+    console.print(table)
 
 
 def _summary_json(d: sw.WorkflowDescription) -> dict[str, Any]:
@@ -136,7 +221,7 @@ def _summary_json(d: sw.WorkflowDescription) -> dict[str, Any]:
 
 
 @cli.command()
-@_url_option
+@url_option
 @click.argument("key")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--traceback", "show_tb", is_flag=True, help="Show recorded tracebacks.")
@@ -144,27 +229,35 @@ def show(url: str | None, key: str, as_json: bool, show_tb: bool) -> None:
     """Show one workflow: status, result or error, and every step with attempts."""
 
     async def go() -> sw.WorkflowDescription:
-        async with sw.Manager(url).connect() as manager:
+        async with sw.Manager(url).connect(create=False) as manager:
             return await manager.get_workflow(key).describe()
 
-    d = _run(go())
+    d = run(go(), url)
     if as_json:
-        data = _summary_json(d)
-        data["steps"] = [
-            {
-                "call_id": s.call_id,
-                "kind": s.kind.value,
-                "name": s.name,
-                "status": s.status.value,
-                "attempts": s.attempts,
-                "error": s.error,
-                "started_at": s.started_at,
-                "ended_at": s.ended_at,
-            }
-            for s in d.steps
-        ]
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(_show_json(d), indent=2))
         return
+    _print_show(d, show_tb)
+
+
+def _show_json(d: sw.WorkflowDescription) -> dict[str, Any]:
+    data = _summary_json(d)
+    data["steps"] = [
+        {
+            "call_id": s.call_id,
+            "kind": s.kind.value,
+            "name": s.name,
+            "status": s.status.value,
+            "attempts": s.attempts,
+            "error": s.error,
+            "started_at": s.started_at,
+            "ended_at": s.ended_at,
+        }
+        for s in d.steps
+    ]
+    return data
+
+
+def _print_show(d: sw.WorkflowDescription, show_tb: bool) -> None:
     console.print(f"[bold]{escape(d.key)}[/bold]  workflow {escape(d.name)}  run {d.run_id}")
     console.print(f"status   {_styled(d.status.value)}")
     console.print(
@@ -193,6 +286,10 @@ def show(url: str | None, key: str, as_json: bool, show_tb: bool) -> None:
         console.print(f"error    [red]{kind}[/red]: {message}")
         if show_tb and d.error.get("traceback"):
             console.print(d.error["traceback"], markup=False, highlight=False)
+    console.print(_steps_table(d))
+
+
+def _steps_table(d: sw.WorkflowDescription) -> Table:
     table = Table(title="steps")
     for column in ("#", "kind", "name", "status", "attempts", "duration", "last error"):
         table.add_column(column)
@@ -212,90 +309,195 @@ def show(url: str | None, key: str, as_json: bool, show_tb: bool) -> None:
             duration,
             error,
         )
-    console.print(table)
+    return table
+
+
+def _refused(message: str) -> None:
+    err_console.print(escape(message), highlight=False)
+    sys.exit(int(Exit.REFUSED))
 
 
 @cli.command()
-@_url_option
+@url_option
 @click.argument("key")
 def retry(url: str | None, key: str) -> None:
-    """Make a SUSPENDED workflow due now (a running worker picks it up)."""
+    """Make a SUSPENDED workflow due now (a running worker picks it up).
+
+    Exit 1 if it is not SUSPENDED, 3 if there is no such workflow.
+    """
 
     async def go() -> tuple[bool, sw.WorkflowStatus]:
-        async with sw.Manager(url).connect() as manager:
+        async with sw.Manager(url).connect(create=False) as manager:
             changed = await manager.retry(key)
             return changed, await manager.get_workflow(key).status()
 
-    changed, status = _run(go())
+    changed, status = run(go(), url)
     if changed:
-        console.print(f"{key}: will be retried by the next worker scan")
+        console.print(f"{escape(key)}: will be retried by the next worker scan")
     else:
-        err_console.print(f"{key} is {status.value}, not SUSPENDED: nothing to retry")
-        sys.exit(1)
+        _refused(f"{key} is {status.value}, not SUSPENDED: nothing to retry")
 
 
 @cli.command()
-@_url_option
+@url_option
 @click.argument("key")
 @click.option("--reason", default="cancelled from the command line", show_default=True)
 def cancel(url: str | None, key: str, reason: str) -> None:
-    """Cancel a live workflow (no compensations run)."""
+    """Cancel a live workflow (no compensations run).
+
+    Exit 1 if it had already ended, 3 if there is no such workflow.
+    """
 
     async def go() -> tuple[bool, sw.WorkflowStatus]:
-        async with sw.Manager(url).connect() as manager:
+        async with sw.Manager(url).connect(create=False) as manager:
             changed = await manager.get_workflow(key).cancel(reason)
             return changed, await manager.get_workflow(key).status()
 
-    changed, status = _run(go())
+    changed, status = run(go(), url)
     if changed:
-        console.print(f"{key}: CANCELLED")
+        console.print(f"{escape(key)}: CANCELLED")
     else:
-        err_console.print(f"{key} had already ended ({status.value})")
-        sys.exit(1)
+        _refused(f"{key} had already ended ({status.value})")
+
+
+@cli.command()
+@url_option
+@click.argument("key")
+@click.option("--reason", default="terminated from the command line", show_default=True)
+def terminate(url: str | None, key: str, reason: str) -> None:
+    """End a live workflow now as TERMINATED: no compensation runs, the reason is recorded.
+
+    Exit 1 if it had already ended, 3 if there is no such workflow.
+    """
+
+    async def go() -> tuple[bool, sw.WorkflowStatus]:
+        async with sw.Manager(url).connect(create=False) as manager:
+            changed = await manager.terminate(key, reason)
+            return changed, await manager.get_workflow(key).status()
+
+    changed, status = run(go(), url)
+    if changed:
+        console.print(f"{escape(key)}: TERMINATED ({escape(reason)})")
+    else:
+        _refused(f"{key} had already ended ({status.value})")
+
+
+def _json_arg(text: str, what: str, example: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"{what} must be JSON ({exc}); e.g. {example}") from exc
 
 
 @cli.command("signal")
-@_url_option
+@url_option
 @click.argument("key")
 @click.argument("name")
 @click.argument("payload", default="null")
 @click.option("--dedupe-id", help="Deliver at most once per workflow for this id.")
 def signal_cmd(url: str | None, key: str, name: str, payload: str, dedupe_id: str | None) -> None:
-    """Send signal NAME with a JSON PAYLOAD to the workflow KEY."""
-    try:
-        data = json.loads(payload)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"PAYLOAD must be JSON ({exc}); e.g. '{{\"ok\": true}}'") from exc
+    """Send signal NAME with a JSON PAYLOAD to the workflow KEY.
+
+    Exit 2 if PAYLOAD is not JSON, 3 if there is no such workflow.
+    """
+    data = _json_arg(payload, "PAYLOAD", "'{\"ok\": true}'")
 
     async def go() -> bool:
-        async with sw.Manager(url).connect() as manager:
+        async with sw.Manager(url).connect(create=False) as manager:
             return await manager.signal(name).send(key, data, dedupe_id=dedupe_id)
 
-    if _run(go()):
-        console.print(f"{key}: signal {name!r} sent")
+    if run(go(), url):
+        console.print(f"{escape(key)}: signal {escape(repr(name))} sent")
     else:
-        console.print(f"{key}: signal {name!r} with dedupe id {dedupe_id!r} was already sent")
+        console.print(
+            f"{escape(key)}: signal {escape(repr(name))} with dedupe id "
+            f"{escape(repr(dedupe_id))} was already sent"
+        )
+
+
+def _call_args(text: str) -> tuple[list[Any], dict[str, Any]]:
+    value = _json_arg(text, "JSON_ARGS", '\'{"order_id": "o-1"}\' or \'["o-1", 2]\'')
+    if isinstance(value, dict):
+        return [], value
+    if isinstance(value, list):
+        return value, {}
+    raise click.BadParameter(
+        "JSON_ARGS must be a JSON object (keyword arguments) or array (positional ones)"
+    )
+
+
+@cli.command()
+@url_option
+@click.argument("name")
+@click.argument("json_args", metavar="[JSON_ARGS]", default="[]")
+@click.option("--key", required=True, help="The workflow's idempotency key.")
+@click.option(
+    "--app",
+    "target",
+    required=True,
+    metavar="MODULE:MANAGER",
+    help="The application's Manager, e.g. myapp.workflows:manager.",
+)
+@click.option("--wait", is_flag=True, help="Wait for the end; print the result or the error.")
+def start(url: str | None, name: str, json_args: str, key: str, target: str, wait: bool) -> None:
+    """Start workflow NAME under KEY (a `sagaway worker` runs it).
+
+    JSON_ARGS is a JSON object of keyword arguments or an array of positional ones. A workflow
+    already under KEY is joined, not started again. With --wait: exit 0 when it completes,
+    1 when it fails or is cancelled.
+    """
+    args, kwargs = _call_args(json_args)
+    manager = support.load_manager(target)
+    if url is not None:
+        manager.url = resolve_url(url)
+    run(support.check_reachable(manager.url), manager.url)
+    handle, existing = run(_start(manager, name, args, kwargs, key), manager.url)
+    if existing is None:
+        console.print(f"{escape(key)}: {escape(name)} started (run {handle.run_id})")
+    else:
+        console.print(f"{escape(key)}: already exists ({existing.value}, run {handle.run_id})")
+    if wait:
+        _wait(manager, key)
+
+
+async def _start(
+    manager: sw.Manager, name: str, args: list[Any], kwargs: dict[str, Any], key: str
+) -> tuple[sw.WorkflowHandle[Any], sw.WorkflowStatus | None]:
+    """The handle, and the status of the workflow already under ``key`` (None: started)."""
+    async with manager.connect():
+        try:
+            existing: sw.WorkflowStatus | None = await manager.get_workflow(key).status()
+        except sw.WorkflowNotFound:
+            existing = None
+        handle = await manager.workflow(name, *args, **kwargs).execute(idempotency_key=key)
+        return handle, existing
+
+
+def _wait(manager: sw.Manager, key: str) -> None:
+    async def go() -> tuple[bool, str]:
+        async with manager.connect():
+            try:
+                result = await manager.get_workflow(key).result()
+            except sw.SagawayError as exc:
+                if not isinstance(exc, sw.WorkflowCancelled):
+                    raise
+                return False, str(exc)
+            except Exception as exc:  # the workflow's own error, re-raised from its record
+                return False, f"{type(exc).__name__}: {exc}"
+            return True, json.dumps(result)
+
+    ok, text = run(go(), manager.url)
+    if ok:
+        click.echo(text)
+    else:
+        _refused(f"{key} failed: {text}")
 
 
 # ---------------------------------------------------------------------------- worker
 
 
-def _load_manager(target: str) -> sw.Manager:
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        raise click.BadParameter("expected MODULE:ATTRIBUTE, e.g. myapp.workflows:manager")
-    sys.path.insert(0, ".")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise click.BadParameter(f"cannot import {module_name!r}: {exc}") from exc
-    manager = getattr(module, attr, None)
-    if not isinstance(manager, sw.Manager):
-        raise click.BadParameter(f"{target} is {type(manager).__name__}, not a sagaway.Manager")
-    return manager
-
-
 @cli.command()
+@url_option
 @click.argument("target", metavar="MODULE:MANAGER")
 @click.option(
     "--drain",
@@ -315,6 +517,7 @@ def _load_manager(target: str) -> sw.Manager:
 @click.option("--queues", hidden=True, help="Old name of --task-queues.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every recovery and state change.")
 def worker(
+    url: str | None,
     target: str,
     drain: float,
     concurrency: int | None,
@@ -332,7 +535,9 @@ def worker(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    manager = _load_manager(target)
+    manager = support.load_manager(target)
+    if url is not None:
+        manager.url = resolve_url(url)
     if concurrency is not None:
         manager.concurrency = concurrency
     if queues is not None:
@@ -341,11 +546,21 @@ def worker(
             raise click.UsageError("--queues (the old name of --task-queues) disagrees with it")
         task_queues = queues
     if task_queues is not None:
-        names = frozenset(q.strip() for q in task_queues.split(",") if q.strip())
-        if not names:
-            raise click.BadParameter("give at least one task queue", param_hint="--task-queues")
-        manager.task_queues = names
+        manager.task_queues = _task_queues(task_queues)
+    run(support.check_reachable(manager.url), manager.url)
+    _serve(manager, target, drain)
 
+
+def _task_queues(value: str) -> frozenset[str]:
+    names = frozenset(q.strip() for q in value.split(",") if q.strip())
+    if not names or any(name.startswith("-") for name in names):  # `--task-queues -v`
+        raise click.BadParameter(
+            f"give at least one task queue name, not {value!r}", param_hint="--task-queues"
+        )
+    return names
+
+
+def _serve(manager: sw.Manager, target: str, drain: float) -> None:
     async def go() -> None:
         stop, force = asyncio.Event(), asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -362,20 +577,21 @@ def worker(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal)
         console.print(
-            f"sagaway worker: {target} on {manager.url} "
-            f"({len(manager.registry.names())} functions registered)"
+            f"sagaway worker: {escape(target)} on {escape(mask_url(manager.url))} "
+            f"({len(manager.registry.names())} functions registered)",
+            soft_wrap=True,
         )
         await manager.serve(stop, drain_timeout=drain, force=force)
         console.print("sagaway worker: stopped")
 
-    _run(go())
+    run(go(), manager.url)
 
 
 # ---------------------------------------------------------------------------- demo
 
 
 @cli.group(invoke_without_command=True)
-@_url_option
+@url_option
 @click.pass_context
 def demo(ctx: click.Context, url: str | None) -> None:
     """Run the crypto purchase saga twice: once to completion, once compensated.
@@ -390,8 +606,12 @@ def demo(ctx: click.Context, url: str | None) -> None:
         services = cp.Services()
         manager = sw.Manager(url)
         workflow = cp.build(manager, services)
+        await support.check_reachable(manager.url)
         run = uuid.uuid4().hex[:6]
-        console.print(f"[bold]Sagaway demo[/bold]: crypto purchase saga on {manager.url}\n")
+        console.print(
+            f"[bold]Sagaway demo[/bold]: crypto purchase saga on {escape(mask_url(manager.url))}\n",
+            soft_wrap=True,
+        )
         async with manager:
             for label, market_open in (("completes", True), ("coin credit fails", False)):
                 services.market_open = market_open
@@ -430,9 +650,10 @@ def demo(ctx: click.Context, url: str | None) -> None:
                 console.print(
                     f"  balances: ¥{services.yen}  points {services.points}  BTC {services.btc}\n"
                 )
-        console.print(f"Inspect them: sagaway show trade-{run}-2 ; sagaway list")
+        db = f" --db {shlex.quote(mask_url(manager.url))}" if url is not None else ""
+        click.echo(f"Inspect them: sagaway show{db} trade-{run}-2 ; sagaway list{db}")
 
-    _run(go())
+    run(go(), url)
 
 
 cli.add_command(lint)

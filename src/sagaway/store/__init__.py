@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import os
 
-from sagaway.store.base import CreateResult, Store
+from sagaway.store.base import CreateResult, DatabaseNotFound, Store, StoreUnavailable
 
 DEFAULT_URL = "sqlite:///sagaway.db"
 """The embedded default: a SQLite file in the working directory."""
 
-__all__ = ["DEFAULT_URL", "CreateResult", "Store", "open_store", "resolve_url"]
+__all__ = [
+    "DEFAULT_URL",
+    "CreateResult",
+    "DatabaseNotFound",
+    "Store",
+    "StoreUnavailable",
+    "open_store",
+    "resolve_url",
+]
 
 
 def resolve_url(url: str | None) -> str:
@@ -17,13 +25,18 @@ def resolve_url(url: str | None) -> str:
     return url or os.environ.get("SAGAWAY_DATABASE_URL") or DEFAULT_URL
 
 
-def open_store(url: str) -> Store:
-    """A (not yet opened) store for ``url``: ``sqlite:///…`` or ``postgresql://…``."""
+def open_store(url: str, *, create: bool = True) -> Store:
+    """A (not yet opened) store for ``url``: ``sqlite:///…`` or ``postgresql://…``.
+
+    ``create=False``: its ``open()`` opens an existing Sagaway database only, creating nothing
+    (no SQLite file or directory, no PostgreSQL schema), and raises ``DatabaseNotFound`` when
+    there is none.
+    """
     scheme = url.split(":", 1)[0].lower()
     if scheme == "sqlite":
         from sagaway.store.sqlite import SQLiteStore
 
-        return SQLiteStore(url)
+        return SQLiteStore(url, create=create)
     if scheme in ("postgresql", "postgres"):
         try:
             from sagaway.store.postgres import PostgresStore
@@ -31,7 +44,7 @@ def open_store(url: str) -> Store:
             raise ImportError(
                 "the PostgreSQL backend needs psycopg 3: pip install 'sagaway[postgres]'"
             ) from exc
-        return PostgresStore(url)
+        return PostgresStore(url, create=create)
     if scheme == "grpc":
         raise NotImplementedError(
             "grpc:// URLs go through the Engine Server (`sagaway server`), which is not built "

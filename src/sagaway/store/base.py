@@ -35,6 +35,15 @@ class StoreUnavailable(errors.SagawayError):
     """
 
 
+class DatabaseNotFound(errors.SagawayError):
+    """No Sagaway database is at this URL (opened with ``create=False``, which creates nothing:
+    no SQLite file or directory, no PostgreSQL schema)."""
+
+    def __init__(self, url: str, detail: str = "") -> None:
+        super().__init__(f"no Sagaway database at {url}" + (f" ({detail})" if detail else ""))
+        self.url = url
+
+
 class Store(Protocol):
     """Durable storage of workflow executions and their steps."""
 

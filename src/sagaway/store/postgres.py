@@ -37,6 +37,7 @@ import uuid
 from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
+import psycopg
 from psycopg import sql
 
 from sagaway import errors
@@ -46,7 +47,7 @@ from sagaway.store import migrations as _migrations
 from sagaway.store._group_commit import GroupCommit
 from sagaway.store._pg_conn import Conn, Op, exists, named
 from sagaway.store._pg_url import Timing, parse_postgres_url, parse_timing
-from sagaway.store.base import CreateResult
+from sagaway.store.base import CreateResult, DatabaseNotFound, StoreUnavailable
 from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
 
 __all__ = ["PostgresStore", "Timing", "parse_postgres_url"]  # the last two: moved to _pg_url
@@ -71,12 +72,18 @@ _CREATE_ROUNDS = 16
 """Bound on re-reads when the current row of a key changes under ``create_workflow``."""
 
 
-class PostgresStore:
-    """Store in one schema of a PostgreSQL database."""
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
-    def __init__(self, url: str) -> None:
+
+class PostgresStore:
+    """Store in one schema of a PostgreSQL database (``create=False``: an existing Sagaway schema
+    only, see ``open_store``)."""
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
         conninfo, schema, pool_size, display = parse_postgres_url(url)
         self.url = display
+        self._create = create
         self.schema = schema
         self.pool_size = pool_size
         self.timing = parse_timing(url, Timing(probe_interval=_PROBE_EVERY))
@@ -109,6 +116,8 @@ class PostgresStore:
     async def open(self) -> None:
         if self._pool is not None:
             return
+        if not self._create:
+            await self._require_schema()
         pool = await _pg_conn.open_pool(
             self._conninfo,
             schema=self.schema,
@@ -123,6 +132,27 @@ class PostgresStore:
             self._pool = None
             await pool.close()
             raise
+
+    async def _require_schema(self) -> None:
+        """Raise DatabaseNotFound unless this schema holds Sagaway's tables; one connection,
+        failing within seconds with the server's own message (StoreUnavailable), or ValueError
+        for a URL libpq rejects."""
+        timeout = max(2, min(10, int(self.timing.pool_timeout)))
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self._conninfo, connect_timeout=timeout, autocommit=True
+            )
+        except psycopg.ProgrammingError as exc:
+            raise ValueError(f"invalid PostgreSQL URL {self.url}: {_one_line(exc)}") from exc
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(
+                f"cannot connect to PostgreSQL at {self.url}: {_one_line(exc)}"
+            ) from exc
+        async with conn:
+            cur = await conn.execute(_Q["schema_is_sagaway"], {"schema": self.schema})
+            row = await cur.fetchone()
+        if row is None:
+            raise DatabaseNotFound(self.url, f"no schema {self.schema!r} with Sagaway's tables")
 
     @property
     def pool(self) -> _pg_conn.Pool:

@@ -26,7 +26,7 @@ from sagaway import errors
 from sagaway.states import WorkflowStatus
 from sagaway.store import _params, _rows
 from sagaway.store import migrations as _migrations
-from sagaway.store.base import CreateResult
+from sagaway.store.base import CreateResult, DatabaseNotFound
 from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
 from sagaway.store.sql import queries
 
@@ -74,11 +74,24 @@ def parse_sqlite_url(url: str) -> tuple[str, dict[str, str]]:
     return path, options
 
 
-class SQLiteStore:
-    """Store on one SQLite file."""
+def _is_file(path: str) -> bool:
+    return path != ":memory:" and Path(path).is_file()
 
-    def __init__(self, url: str) -> None:
+
+def _has_migrations_table(conn: sqlite3.Connection) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchone()
+    return row is not None
+
+
+class SQLiteStore:
+    """Store on one SQLite file (``create=False``: an existing Sagaway file only, see
+    ``open_store``)."""
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
         self.url = url
+        self._create = create
         path, options = parse_sqlite_url(url)
         self._path = path
         synchronous = options.pop("synchronous", "normal").lower()
@@ -98,6 +111,8 @@ class SQLiteStore:
     async def open(self) -> None:
         if self._thread is not None:
             return
+        if not self._create and not _is_file(self._path):
+            raise DatabaseNotFound(self.url)
         if self._path != ":memory:":
             Path(self._path).parent.mkdir(parents=True, exist_ok=True)
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -125,7 +140,14 @@ class SQLiteStore:
         await asyncio.to_thread(thread.join)
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        if self._create:
+            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        else:  # mode=rw: fail rather than create the file if it vanished since open() looked
+            uri = f"file:{urllib.parse.quote(str(Path(self._path).resolve()))}?mode=rw"
+            conn = sqlite3.connect(uri, isolation_level=None, check_same_thread=False, uri=True)
+            if not _has_migrations_table(conn):  # before WAL mode writes to the file
+                conn.close()
+                raise DatabaseNotFound(self.url, "the file holds no Sagaway tables")
         conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
         # Switching a new file to WAL takes an exclusive lock without waiting on busy_timeout:
         # processes that open one file at once retry here instead.

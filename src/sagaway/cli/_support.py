@@ -1,0 +1,157 @@
+"""What every ``sagaway`` command shares: exit codes, the one place exceptions become them,
+password masking, the ``--db`` option, and loading an application's Manager."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import importlib
+import re
+import sqlite3
+import sys
+import urllib.parse
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+import sagaway as sw
+from sagaway.store import DatabaseNotFound, StoreUnavailable, resolve_url
+
+T = TypeVar("T")
+
+
+class Exit(enum.IntEnum):
+    """The exit codes of ``sagaway`` commands."""
+
+    OK = 0
+    REFUSED = 1
+    """The operation is refused: the workflow is in the wrong state, or it failed."""
+    USAGE = 2
+    """Usage or bad input: options, JSON payloads, database URLs, missing extras."""
+    NOT_FOUND = 3
+    """Unknown workflow key, or no Sagaway database at the URL."""
+    UNREACHABLE = 4
+    """The database cannot be reached."""
+
+
+EXIT_CODES_HELP = (
+    "\b\nExit codes:\n"
+    "  0  ok\n"
+    "  1  operation refused (wrong state: retry of a workflow that is not SUSPENDED,\n"
+    "     cancel or terminate of an ended one), or the awaited workflow failed\n"
+    "  2  usage or bad input (options, JSON payloads, database URLs, missing extras)\n"
+    "  3  not found (unknown workflow key, or no Sagaway database at the URL)\n"
+    "  4  cannot reach the database"
+)
+
+
+def exit_code(exc: BaseException) -> Exit:
+    """The exit code an exception means (the one mapping of every command)."""
+    if isinstance(exc, (sw.WorkflowNotFound, DatabaseNotFound)):
+        return Exit.NOT_FOUND
+    if isinstance(exc, (StoreUnavailable, sqlite3.Error, OSError)):
+        return Exit.UNREACHABLE
+    if isinstance(
+        exc, (ValueError, ImportError, NotImplementedError, sw.NotRegistered, sw.PayloadError)
+    ):
+        return Exit.USAGE
+    return Exit.REFUSED
+
+
+_HANDLED = (sw.SagawayError, ValueError, ImportError, NotImplementedError, sqlite3.Error, OSError)
+
+
+_USER_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/@?#]*):[^@/?#]+@")
+_PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#]*")
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password (user info or ``password=`` parameter) shown as ``***``:
+    ``postgresql://user:***@host/db``."""
+    return _PASSWORD_PARAM.sub(r"\1***", _USER_PASSWORD.sub(r"\1:***@", url))
+
+
+def _secrets(url: str) -> list[str]:
+    parts = urllib.parse.urlsplit(url)
+    found = [parts.password] if parts.password else []
+    for name, value in urllib.parse.parse_qsl(parts.query):
+        if name == "password" and value:
+            found.append(value)
+    return [s for s in found if s]
+
+
+def scrub(text: str, url: str | None) -> str:
+    """``text`` on one line, with the passwords of ``url`` masked."""
+    try:
+        secrets = _secrets(resolve_url(url))
+    except ValueError:
+        secrets = []
+    for secret in secrets:
+        text = text.replace(secret, "***").replace(urllib.parse.quote(secret, safe=""), "***")
+    return " ".join(text.split())
+
+
+def fail(message: str, code: Exit, url: str | None = None) -> NoReturn:
+    """Print ``error: message`` (one line, passwords masked) on stderr and exit ``code``."""
+    click.echo(f"error: {scrub(message, url)}", err=True)
+    sys.exit(int(code))
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line account of ``exc``; names the extra a missing optional module needs."""
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, ImportError) and "sagaway[" not in text:
+        text += " (an optional extra may be missing: e.g. pip install 'sagaway[postgres]')"
+    if isinstance(exc, (sqlite3.Error, OSError)):
+        text = f"cannot open the database: {text}"
+    return text
+
+
+def run(coro: Awaitable[T], url: str | None) -> T:
+    """Run ``coro``; an engine or database error ends the process with its exit code."""
+    try:
+        return asyncio.run(coro)  # type: ignore[arg-type]
+    except _HANDLED as exc:
+        fail(describe(exc), exit_code(exc), url)
+
+
+def url_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``--db URL`` option (else ``$SAGAWAY_DATABASE_URL``, else ``sqlite:///sagaway.db``)."""
+    return click.option(
+        "--db",
+        "url",
+        envvar="SAGAWAY_DATABASE_URL",
+        default=None,
+        metavar="URL",
+        help="Database URL (default: $SAGAWAY_DATABASE_URL or sqlite:///sagaway.db; "
+        "postgresql://… needs the sagaway[postgres] extra).",
+    )(fn)
+
+
+async def check_reachable(url: str | None) -> None:
+    """Fail within seconds when the database cannot be reached (a Manager that creates its
+    database would wait ``pool_timeout`` for a server that is down)."""
+    try:
+        async with sw.Manager(url).connect(create=False):
+            pass
+    except DatabaseNotFound:
+        pass  # reachable; the command creates it
+
+
+def load_manager(target: str) -> sw.Manager:
+    """The Manager at ``MODULE:ATTRIBUTE``."""
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise click.BadParameter("expected MODULE:ATTRIBUTE, e.g. myapp.workflows:manager")
+    sys.path.insert(0, ".")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise click.BadParameter(f"cannot import {module_name!r}: {exc}") from exc
+    if not hasattr(module, attr):
+        raise click.BadParameter(f"module {module_name} has no attribute {attr}")
+    manager = getattr(module, attr)
+    if not isinstance(manager, sw.Manager):
+        raise click.BadParameter(f"{target} is {type(manager).__name__}, not a sagaway.Manager")
+    return manager

@@ -102,10 +102,11 @@ class Driver:
 
     # ------------------------------------------------------------------ processes
 
-    def _open_store(self, url: str) -> Any:
+    def _open_store(self, url: str, *, create: bool = True) -> Any:
         assert self._opening is not None
         process, client = self._opening
-        store = FaultyStore(open_store(url), self.injector, process, self.world, client=client)
+        inner = open_store(url, create=create)
+        store = FaultyStore(inner, self.injector, process, self.world, client=client)
         self._stores[process.number] = store
         return store
 

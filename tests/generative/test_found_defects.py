@@ -330,8 +330,8 @@ async def test_store_error_in_one_branch_is_not_dropped_for_another_branchs_busi
 
     wrapped: list[_FirstRetryRecordFails] = []
 
-    def open_store(url: str) -> Any:
-        wrapped.append(_FirstRetryRecordFails(sagaway.store.open_store(url)))
+    def open_store(url: str, *, create: bool = True) -> Any:
+        wrapped.append(_FirstRetryRecordFails(sagaway.store.open_store(url, create=create)))
         return wrapped[-1]
 
     with mock.patch.object(sagaway.manager, "open_store", open_store):

@@ -7,10 +7,11 @@ activity's error (``ActivityAborted``) instead of stopping the process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import functools
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from sagaway import activity as activity_mod
@@ -42,6 +43,17 @@ class _Call:
 class ActivityCalls(ExecutionBase):
     """The activity calls of an execution."""
 
+    async def settle(self) -> None:
+        """Wait until no activity of the workflow runs (compensations aside).
+
+        A saga compensates only steps whose outcome is known, in reverse order of completion:
+        when a gather branch fails, its siblings' activities still run, and their steps must
+        complete (and register their compensations) before the first compensation is chosen.
+        """
+        while self.forward_calls:
+            self._inflight_dropped.clear()
+            await self._inflight_dropped.wait()
+
     @engine_code
     async def call_activity(
         self,
@@ -56,84 +68,63 @@ class ActivityCalls(ExecutionBase):
         compensation: bool = False,
     ) -> Any:
         """Run (or replay) one activity call and return its result."""
-        forward = not compensation  # what a saga's compensation waits for (``settle``)
-        if forward:
-            self.forward_calls += 1
-        try:
-            return await self._call_activity(
-                defn,
-                args,
-                kwargs,
-                call_id,
-                seq,
-                policy=policy,
-                timeout=timeout,
-                compensation=compensation,
-            )
-        finally:
-            if forward:
-                self.forward_calls -= 1
-                self._note_dropped()
-
-    async def settle(self) -> None:
-        """Wait until no activity of the workflow runs (compensations aside).
-
-        A saga compensates only steps whose outcome is known, in reverse order of completion:
-        when a gather branch fails, its siblings' activities still run, and their steps must
-        complete (and register their compensations) before the first compensation is chosen.
-        """
-        while self.forward_calls:
-            self._inflight_dropped.clear()
-            await self._inflight_dropped.wait()
-
-    async def _call_activity(
-        self,
-        defn: ActivityDef,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        call_id: str,
-        seq: int,
-        *,
-        policy: retry.RetryPolicy,
-        timeout: float | None,
-        compensation: bool = False,
-    ) -> Any:
         self._check_usable()
         kind = StepKind.COMPENSATION if compensation else StepKind.ACTIVITY
         previous = self._replayed(call_id, kind, defn.name)
         if previous is not None and previous.status in FINAL:
             return self._replay_outcome(previous, defn.codec.decode_result)
-        # An effect runs only once every earlier outcome is durable.
-        await self._before_durable_action()
         if compensation:
             policy = dataclasses.replace(policy, maximum_attempts=0)  # until it succeeds
-        call = self._new_call(defn, kind, policy, call_id, seq, previous)
-        # In flight for the whole call, the writes and backoff sleeps between attempts included:
-        # a sibling branch must not unload the workflow while this one will try again.
-        with self._busy():
-            while True:
-                call.local += 1
-                call.info = dataclasses.replace(call.info, attempt=call.info.attempt + 1)
-                try:
-                    value = await self._invoke(defn, args, kwargs, call.info, timeout)
-                    result = defn.codec.encode_result(value, self.engine.payload_limit)
-                except Exception as exc:
-                    await self._attempt_failed(call, exc)  # raises, unless it is retried
-                    continue
-                step = self._step(
-                    call.info.call_id,
-                    kind,
-                    defn.name,
-                    StepStatus.COMPLETED,
-                    attempts=call.info.attempt,
-                    result=result,
-                    started_at=call.started_at,
-                    ended_at=self.completion_time(),
-                )
-                context.note_completion(step.ended_at or 0.0)
-                await self._record(step, defer=True)
-                # Return what replay will return, so the first run and every replay agree.
-                return defn.codec.decode_result(result)
+        with self._forward_call(not compensation):
+            # An effect runs only once every earlier outcome is durable.
+            await self._before_durable_action()
+            call = self._new_call(defn, kind, policy, call_id, seq, previous)
+            # In flight for the whole call, the writes and backoff sleeps between attempts
+            # included: a sibling branch must not unload the workflow while this one will retry.
+            with self._busy():
+                return await self._attempts(call, args, kwargs, timeout)
+
+    @contextlib.contextmanager
+    def _forward_call(self, forward: bool) -> Iterator[None]:
+        """An activity call (not a compensation) is being made: what ``settle`` waits for."""
+        if not forward:
+            yield
+            return
+        self.forward_calls += 1
+        try:
+            yield
+        finally:
+            self.forward_calls -= 1
+            self._note_dropped()
+
+    async def _attempts(
+        self, call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None
+    ) -> Any:
+        """Attempt the call until it succeeds, is retried no more, or fails for good."""
+        defn = call.defn
+        while True:
+            call.local += 1
+            call.info = dataclasses.replace(call.info, attempt=call.info.attempt + 1)
+            try:
+                value = await self._invoke(defn, args, kwargs, call.info, timeout)
+                result = defn.codec.encode_result(value, self.engine.payload_limit)
+            except Exception as exc:
+                await self._attempt_failed(call, exc)  # raises, unless it is retried
+                continue
+            step = self._step(
+                call.info.call_id,
+                call.kind,
+                defn.name,
+                StepStatus.COMPLETED,
+                attempts=call.info.attempt,
+                result=result,
+                started_at=call.started_at,
+                ended_at=self.completion_time(),
+            )
+            context.note_completion(step.ended_at or 0.0)
+            await self._record(step, defer=True)
+            # Return what replay will return, so the first run and every replay agree.
+            return defn.codec.decode_result(result)
 
     def _new_call(
         self,

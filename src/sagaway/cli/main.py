@@ -11,6 +11,7 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from typing import Any
 
@@ -317,6 +318,20 @@ def _refused(message: str) -> None:
     sys.exit(int(Exit.REFUSED))
 
 
+def _request(
+    url: str | None, key: str, request: Callable[[sw.Manager], Awaitable[bool]]
+) -> tuple[bool, sw.WorkflowStatus]:
+    """Make an operator request on the workflow under ``key``: whether it changed anything,
+    and the workflow's status afterwards (for the message when it did not)."""
+
+    async def go() -> tuple[bool, sw.WorkflowStatus]:
+        async with sw.Manager(url).connect(create=False) as manager:
+            changed = await request(manager)
+            return changed, await manager.get_workflow(key).status()
+
+    return run(go(), url)
+
+
 @cli.command()
 @url_option
 @click.argument("key")
@@ -326,12 +341,7 @@ def retry(url: str | None, key: str) -> None:
     Exit 1 if it is not SUSPENDED, 3 if there is no such workflow.
     """
 
-    async def go() -> tuple[bool, sw.WorkflowStatus]:
-        async with sw.Manager(url).connect(create=False) as manager:
-            changed = await manager.retry(key)
-            return changed, await manager.get_workflow(key).status()
-
-    changed, status = run(go(), url)
+    changed, status = _request(url, key, lambda manager: manager.retry(key))
     if changed:
         console.print(f"{escape(key)}: will be retried by the next worker scan")
     else:
@@ -348,12 +358,7 @@ def cancel(url: str | None, key: str, reason: str) -> None:
     Exit 1 if it had already ended, 3 if there is no such workflow.
     """
 
-    async def go() -> tuple[bool, sw.WorkflowStatus]:
-        async with sw.Manager(url).connect(create=False) as manager:
-            changed = await manager.get_workflow(key).cancel(reason)
-            return changed, await manager.get_workflow(key).status()
-
-    changed, status = run(go(), url)
+    changed, status = _request(url, key, lambda manager: manager.get_workflow(key).cancel(reason))
     if changed:
         console.print(f"{escape(key)}: CANCELLED")
     else:
@@ -370,12 +375,7 @@ def terminate(url: str | None, key: str, reason: str) -> None:
     Exit 1 if it had already ended, 3 if there is no such workflow.
     """
 
-    async def go() -> tuple[bool, sw.WorkflowStatus]:
-        async with sw.Manager(url).connect(create=False) as manager:
-            changed = await manager.terminate(key, reason)
-            return changed, await manager.get_workflow(key).status()
-
-    changed, status = run(go(), url)
+    changed, status = _request(url, key, lambda manager: manager.terminate(key, reason))
     if changed:
         console.print(f"{escape(key)}: TERMINATED ({escape(reason)})")
     else:

@@ -334,8 +334,16 @@ class Manager:
         """Make a SUSPENDED workflow due now; False if it is not suspended."""
         return await self._ref.require().retry_now(key)
 
+    async def cancel(self, key: str, reason: str = "cancelled by request") -> bool:
+        """Ask the workflow under ``key`` to cancel; False if it had already ended.
+
+        Cooperative, with compensation: see ``WorkflowHandle.cancel``.
+        """
+        return await self.get_workflow(key).cancel(reason)
+
     async def terminate(self, key: str, reason: str = "terminated by operator") -> bool:
-        """End a live workflow as TERMINATED; False if it had already ended."""
+        """End a live workflow as TERMINATED at once, without compensating; False if it had
+        already ended. Reservations its steps made stay made: use ``cancel`` to undo them."""
         return await self._ref.require().end(key, WorkflowStatus.TERMINATED, reason)
 
     # ------------------------------------------------------------------ lifecycle

@@ -86,16 +86,15 @@ class Saga:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if exc is None or not isinstance(exc, Exception):
-            return
         execution = current_execution()
-        if (
-            execution is not None
-            and execution.doomed is None
-            and (
-                execution.engine.is_completable(exc)
-                # A child it waited for was cancelled or terminated: the workflow ends CANCELLED.
-                or isinstance(exc, errors.WorkflowCancelled)
+        if exc is None or execution is None or execution.doomed is not None:
+            return
+        if isinstance(exc, Exception):
+            undo = execution.engine.is_completable(exc) or isinstance(
+                exc,
+                errors.WorkflowCancelled,  # a child it waited for was cancelled
             )
-        ):
+        else:
+            undo = execution.cancelled_by_request(exc)  # the workflow itself was cancelled
+        if undo:
             await self.execute()

@@ -86,6 +86,8 @@ class ExecutionState:
     """Activity attempts running now."""
     waiting: int
     """Branches waiting in this process (a child's end, a signal, a short timer)."""
+    cancel_requested: bool = False
+    """A cancel request has reached it (it may not have been delivered yet)."""
 
     @property
     def only_waits(self) -> bool:
@@ -102,6 +104,8 @@ class _Running:
     execution: Execution | None = None
     cancelled: bool = False
     """Stopped on purpose (ended by request, lease lost): do not release the lease."""
+    cancel_reason: str | None = None
+    """A cancel request that came before the execution was built."""
 
 
 class Worker:
@@ -122,6 +126,8 @@ class Worker:
         """Executions holding a slot or waiting for one (see _Slot)."""
         self._running: dict[str, _Running] = {}
         self._heartbeat: asyncio.Task[None] | None = None
+        self._requests: set[asyncio.Task[None]] = set()
+        """Reads of cancel requests announced without their reason."""
         self._idle = asyncio.Event()
         self._idle.set()
         self.capacity_freed = asyncio.Event()
@@ -157,6 +163,8 @@ class Worker:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        for request in list(self._requests):
+            request.cancel()
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -203,6 +211,8 @@ class Worker:
                     holds_slot=entry.slot.held,
                     activities=0 if execution is None else execution.activities,
                     waiting=0 if execution is None else execution.waiting,
+                    cancel_requested=entry.cancel_reason is not None
+                    or (execution is not None and execution.cancel_reason is not None),
                 )
             )
         return states
@@ -227,6 +237,31 @@ class Worker:
         entry = self._running.get(run_id)
         if entry is not None and not (entry.execution is not None and entry.execution.finishing):
             self.cancel(run_id)
+
+    def cancel_requested(self, run_id: str, reason: str | None) -> None:
+        """Tell the execution of ``run_id``, if it runs here, that it is to be cancelled
+        (``reason`` None: a notice without it, so it is read from the database first)."""
+        entry = self._running.get(run_id)
+        if entry is None:
+            return
+        if reason is None:
+            task = asyncio.create_task(self._read_cancel_requests([run_id]))
+            self._requests.add(task)
+            task.add_done_callback(self._requests.discard)
+            return
+        entry.cancel_reason = entry.cancel_reason or reason
+        if entry.execution is not None:
+            entry.execution.deliver_cancel(reason)
+
+    async def _read_cancel_requests(self, run_ids: list[str]) -> None:
+        try:
+            reasons = await self.engine.cancel_requests(run_ids)
+        except Exception:
+            # The heartbeat reads them again.
+            logger.warning("could not read cancel requests", exc_info=True)
+            return
+        for run_id, reason in reasons.items():
+            self.cancel_requested(run_id, reason)
 
     def cancel(self, run_id: str) -> None:
         """Stop an execution that was ended elsewhere (cancel, terminate)."""
@@ -257,6 +292,8 @@ class Worker:
                     return
             execution = Execution(engine, defn, record, entry.lease, steps, slot=entry.slot)
             execution.cancel_requested = entry.cancelled
+            if entry.cancel_reason is not None:
+                execution.deliver_cancel(entry.cancel_reason)
             entry.execution = execution
             await execution.run()
         except asyncio.CancelledError:
@@ -339,3 +376,12 @@ class Worker:
                         extra={"action": "lease_lost", "workflow_id": entry.record.key},
                     )
                     self.cancel(entry.record.run_id)
+            # Cancel requests this process was not told of (SQLite has no notices; a notice
+            # can be missed while the listener reconnects).
+            unaware = [
+                e.record.run_id
+                for e in entries
+                if e.cancel_reason is None and e.record.run_id in self._running
+            ]
+            if unaware:
+                await self._read_cancel_requests(unaware)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from sagaway import errors, serialization
 from sagaway._engine import context
 from sagaway._engine.executor import current_execution
+from sagaway._engine.options import check_timeout
 from sagaway.retry import RetryPolicy
 from sagaway.states import OnConflict, StepKind, StepStatus, WorkflowStatus
 from sagaway.store.base import StoreUnavailable
@@ -252,13 +253,19 @@ class WorkflowHandle(Generic[R]):
                 delay = min(delay * 2, engine.poll_interval)
 
     async def cancel(self, reason: str = "cancelled by request") -> bool:
-        """End the workflow as CANCELLED where it stands; False if it had already ended.
+        """Ask the workflow to cancel; False if it had already ended.
 
-        A running execution is stopped at once in this process, or at its next durable call in
-        another. Compensations are not run.
+        Cancellation is cooperative: the workflow sees ``sagaway.Cancelled`` at its next durable
+        call or wait (an activity already running finishes first), its ``Saga`` compensates the
+        steps done, in reverse order, and it ends CANCELLED. A cancel that comes while it
+        compensates does not interrupt the compensations. A workflow waiting on a child asks
+        the child to cancel too. ``result()`` then raises ``WorkflowCancelled``. To end a
+        workflow at once without compensating, use ``manager.terminate(key)``.
         """
+        if not isinstance(reason, str):
+            raise TypeError(f"reason must be a string, not {type(reason).__name__}")
         engine = self._engines.require()
-        return await engine.end(self.key, WorkflowStatus.CANCELLED, reason)
+        return await engine.request_cancel(self.key, reason)
 
 
 class ActivityCall(Generic[R]):
@@ -325,28 +332,40 @@ class WorkflowCall(Generic[R]):
         self._kwargs = kwargs
 
     async def execute(
-        self, *, idempotency_key: str | None = None, on_conflict: OnConflict = OnConflict.ATTACH
+        self,
+        *,
+        idempotency_key: str | None = None,
+        on_conflict: OnConflict = OnConflict.ATTACH,
+        timeout: float | None = None,
     ) -> WorkflowHandle[R]:
         """Start the workflow (or find the execution its key names) and return a handle.
 
         Inside a workflow this starts a child workflow exactly once, fire-and-forget; its key
         defaults to ``<parent key>/<call id>``.
+
+        ``timeout``: the workflow's deadline, in seconds from its start. Past it the workflow
+        is cancelled as by ``handle.cancel()`` (it compensates and ends CANCELLED). It is
+        recorded with the workflow, so it holds across restarts; attaching to an existing
+        execution does not change its deadline.
         """
         if not isinstance(on_conflict, OnConflict):
             raise TypeError("on_conflict must be a sagaway.OnConflict")
+        check_timeout(timeout)
         execution = current_execution()
         if execution is not None:
             engine = execution.engine
             defn = engine.registry.workflow(self._fn)
             args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
             call_id, _ = context.next_call_id()
-            key = await execution.call_child(defn, args_json, idempotency_key, call_id)
+            key = await execution.call_child(defn, args_json, idempotency_key, call_id, timeout)
             return WorkflowHandle(self._engines, key, child_of=defn)
         engine = self._engines.require()
         defn = engine.registry.workflow(self._fn)
         args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
         key = idempotency_key if idempotency_key is not None else uuid.uuid4().hex
-        record, _ = await engine.start(defn, args_json, key=key, on_conflict=on_conflict)
+        record, _ = await engine.start(
+            defn, args_json, key=key, on_conflict=on_conflict, timeout=timeout
+        )
         return WorkflowHandle(self._engines, key, record.run_id)
 
     async def execute_get(
@@ -355,9 +374,16 @@ class WorkflowCall(Generic[R]):
         idempotency_key: str | None = None,
         on_conflict: OnConflict = OnConflict.ATTACH,
         timeout: float | None = None,
+        workflow_timeout: float | None = None,
     ) -> R:
-        """Start the workflow and wait for its result."""
-        handle = await self.execute(idempotency_key=idempotency_key, on_conflict=on_conflict)
+        """Start the workflow and wait for its result.
+
+        ``timeout`` bounds this wait (``TimeoutError``; the workflow runs on);
+        ``workflow_timeout`` is the workflow's own deadline (see ``execute``'s ``timeout``).
+        """
+        handle = await self.execute(
+            idempotency_key=idempotency_key, on_conflict=on_conflict, timeout=workflow_timeout
+        )
         return await handle.result(timeout=timeout)
 
     async def execute_wait(
@@ -366,8 +392,13 @@ class WorkflowCall(Generic[R]):
         idempotency_key: str | None = None,
         on_conflict: OnConflict = OnConflict.ATTACH,
         timeout: float | None = None,
+        workflow_timeout: float | None = None,
     ) -> None:
-        """Start the workflow and wait until it ends; the result is discarded."""
+        """Start the workflow and wait until it ends; the result is discarded (``timeout``
+        and ``workflow_timeout`` as in ``execute_get``)."""
         await self.execute_get(
-            idempotency_key=idempotency_key, on_conflict=on_conflict, timeout=timeout
+            idempotency_key=idempotency_key,
+            on_conflict=on_conflict,
+            timeout=timeout,
+            workflow_timeout=workflow_timeout,
         )

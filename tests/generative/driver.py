@@ -454,17 +454,28 @@ class Driver:
             return model.Expect(frozenset({"TERMINATED"}), compensated=None)
         if by_request == "CANCELLED":
             return model.Expect(frozenset({"CANCELLED"}), compensated=None)
-        cancelled_children = frozenset(
-            child.program
+        children = [
+            child
             for child in world.runs.values()
             if child.parent_key == info.key
             # this run's children: a replaced run's default-keyed children (in its own key
             # space) are not; a child under a key the program chose is shared
             and (child.seq > info.seq or child.key in world.chosen_keys)
-            and world.ended_by_request.get(child.run_id) == "CANCELLED"
+        ]
+        ended = frozenset(
+            c.program for c in children if world.ended_by_request.get(c.run_id) == "CANCELLED"
         )
-        env = model.Env(frozenset(self.sent.get(run_id, ())), cancelled_children)
-        return model.expect(self.programs[info.program], env)
+        # A cancel request is cooperative: it may come too late to change anything.
+        maybe = frozenset(c.program for c in children if c.run_id in world.cancel_requested)
+        signals = frozenset(self.sent.get(run_id, ()))
+        program = self.programs[info.program]
+        want = model.expect(program, model.Env(signals, ended))
+        if maybe - ended:
+            other = model.expect(program, model.Env(signals, ended | maybe))
+            want = model.either(want, other)
+        if run_id in world.cancel_requested:
+            want = model.cancellable(want)
+        return want
 
     async def all_as_expected(self) -> bool:
         records = await self.statuses()

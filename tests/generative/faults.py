@@ -32,6 +32,7 @@ _WRITES = frozenset(
         "renew_leases",
         "claim_due",
         "end_workflow",
+        "request_cancel",
         "retry_now",
         "send_signal",
         "receive_signal",
@@ -189,6 +190,8 @@ class FaultyStore:
                     world.replaced[result.replaced_run_id] = new.run_id
         elif name == "end_workflow" and result:
             world.ended_by_request[args[0] if args else kw["run_id"]] = kw["status"].value
+        elif name == "request_cancel" and result:
+            world.cancel_requested.add(args[0] if args else kw["run_id"])
         if name == "claim_due":
             self._process.owner = kw["owner"]
         elif name == "create_workflow" and kw.get("lease") is not None:

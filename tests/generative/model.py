@@ -59,6 +59,24 @@ class _Out:
     cancelled_child: bool = False
 
 
+def either(a: Expect, b: Expect) -> Expect:
+    """One of two outcomes (a cancel request to a child that may or may not take effect)."""
+    if a == b:
+        return a
+    result = a.result if "COMPLETED" in a.statuses else b.result
+    error = a.error if a.error == b.error else None
+    compensated = a.compensated if a.compensated == b.compensated else None
+    return Expect(a.statuses | b.statuses, result, error, compensated)
+
+
+def cancellable(want: Expect) -> Expect:
+    """A run a cancel request reached: it ends CANCELLED (after compensating, checked by the
+    invariants), or as it would have if the request came after its last durable call. It
+    never stays WAITING or SUSPENDED: the request wakes it."""
+    ends = want.statuses & {"COMPLETED", "FAILED"}
+    return dataclasses.replace(want, statuses=ends | {"CANCELLED"})
+
+
 def expect(program: Program, env: Env) -> Expect:
     out = _body(program.body, env)
     if out.stuck:

@@ -78,10 +78,9 @@ class GenSettings:
     reached workflow code, which completed on its fallback)."""
     cancel_child: bool = True
     """Cancel a child the parent waits for (the parent was stranded SUSPENDED)."""
-    cancel_compensates: bool = False
-    """Check that a cancelled workflow ran its compensations (DESIGN, contract additions:
-    cancellation is cooperative and compensates). Off: not built yet;
-    ``handle.cancel()`` ends the workflow where it stands, without compensating."""
+    cancel_compensates: bool = True
+    """Check that a cancelled workflow ran the compensations of every step it completed
+    (cancellation is cooperative and compensates)."""
 
     # ------------------------------------------------------------------ faults
     crash: bool = True

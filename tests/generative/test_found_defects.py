@@ -218,11 +218,6 @@ async def test_parent_of_a_cancelled_child_ends_and_compensates(db_url: str) -> 
     assert undone == ["release"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DESIGN contract additions: cancellation is cooperative and compensates; "
-    "handle.cancel() ends the workflow where it stands and runs no compensation",
-)
 async def test_cancel_runs_the_compensations_of_completed_steps(db_url: str) -> None:
     clock = FakeClock()
     manager = make_manager(db_url, clock)

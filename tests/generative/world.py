@@ -90,6 +90,8 @@ class World:
         """run id -> the run that replaced it (TERMINATE_EXISTING)."""
         self.ended_by_request: dict[str, str] = {}
         """run id -> CANCELLED/TERMINATED, when end_workflow said it changed the run."""
+        self.cancel_requested: set[str] = set()
+        """Runs a cancel request reached while live (request_cancel said so)."""
 
     def tick(self) -> int:
         return next(self._seq)
@@ -260,8 +262,8 @@ class Interpreter:
             self.saga = sw.Saga()
             try:
                 await self.body(program.body, out)
-            except sw.CompletableError:
-                await self.saga.execute()
+            except (sw.CompletableError, sw.Cancelled):
+                await self.saga.execute()  # a cancellation compensates too
                 raise
         return out
 

@@ -70,6 +70,7 @@ async def seeded(db_url: str) -> str:
             await _reaches(m, key, sw.WorkflowStatus.WAITING)
         await _reaches(m, "suspended-1", sw.WorkflowStatus.SUSPENDED)
         assert await m.get_workflow("cancelled-1").cancel("no longer wanted")
+        await _reaches(m, "cancelled-1", sw.WorkflowStatus.CANCELLED)
     async with m.connect():
         await m.workflow("ok", 2).execute(idempotency_key="pending-1")
         for key, status in SEEDED.items():
@@ -151,8 +152,19 @@ async def test_cancel_and_terminate(seeded: str) -> None:
     assert not [s for s in shown["steps"] if s["kind"] == "compensation"]
     result = await sagaway("terminate", "waiting-1", "--db", seeded)
     assert result.exit_code == 1 and "already ended (TERMINATED)" in result.stderr
-    result = await sagaway("cancel", "waiting-2", "--db", seeded)
-    assert result.exit_code == 0 and "CANCELLED" in result.output
+    result = await sagaway("cancel", "pending-1", "--db", seeded)
+    assert result.exit_code == 0 and "cancel requested" in result.output, result.output
+    # No worker runs: the request waits for one (cancellation is cooperative).
+    shown = json.loads((await sagaway("show", "pending-1", "--db", seeded, "--json")).output)
+    assert shown["status"] == "PENDING"
+    waiting = asyncio.ensure_future(
+        sagaway("cancel", "waiting-2", "--db", seeded, "--wait", "--reason", "withdrawn")
+    )
+    async with cli_app.build(seeded):  # a worker: it runs the workflow to its cancellation
+        result = await asyncio.wait_for(waiting, 20)
+    assert result.exit_code == 0 and "waiting-2: CANCELLED" in result.output, result.output
+    shown = json.loads((await sagaway("show", "waiting-2", "--db", seeded, "--json")).output)
+    assert shown["status"] == "CANCELLED" and "withdrawn" in shown["error"]["message"]
     result = await sagaway("cancel", "ok-1", "--db", seeded)
     assert result.exit_code == 1 and "already ended (COMPLETED)" in result.stderr
     for command in ("cancel", "terminate"):

@@ -777,7 +777,7 @@ async def test_custom_error_marshaler_carries_domain_errors(db_url: str) -> None
     assert info.value.missing == 500
 
 
-async def test_cancel_stops_a_running_workflow(db_url: str) -> None:
+async def test_terminate_stops_a_running_workflow_at_once(db_url: str) -> None:
     manager = make_manager(db_url)
     entered = asyncio.Event()
 
@@ -793,11 +793,12 @@ async def test_cancel_stops_a_running_workflow(db_url: str) -> None:
     async with manager:
         handle = await manager.workflow(flow).execute(idempotency_key="c")
         await entered.wait()
-        assert await handle.cancel()
+        assert await manager.terminate("c", "stuck")  # the activity never ends: no waiting
         with pytest.raises(sw.WorkflowCancelled):
             await handle.result(timeout=10)
-        assert await handle.status() is sw.WorkflowStatus.CANCELLED
+        assert await handle.status() is sw.WorkflowStatus.TERMINATED
         assert not await handle.cancel()
+        assert not await manager.terminate("c")
 
 
 async def test_short_durable_sleep_stays_in_the_worker(db_url: str) -> None:

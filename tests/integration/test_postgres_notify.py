@@ -73,7 +73,9 @@ async def test_new_work_results_and_signals_cross_processes_by_notification(
             assert await handle.result(timeout=10) == "now"
 
 
-async def test_cancel_from_another_process_stops_the_running_workflow(postgres_url: str) -> None:
+async def test_terminate_from_another_process_stops_the_running_workflow(
+    postgres_url: str,
+) -> None:
     entered = asyncio.Event()
     client = sw.Manager(postgres_url, poll_interval=SLOW_POLL)
     worker = sw.Manager(postgres_url, poll_interval=SLOW_POLL, lease_timeout=3600)
@@ -82,7 +84,7 @@ async def test_cancel_from_another_process_stops_the_running_workflow(postgres_u
     async with worker, client.connect():
         handle = await client.workflow("flow", 1).execute(idempotency_key="c1")
         await asyncio.wait_for(entered.wait(), 10)
-        assert await client.get_workflow("c1").cancel()
+        assert await client.terminate("c1")
         assert worker.worker is not None
 
         async def stopped() -> None:
@@ -91,7 +93,7 @@ async def test_cancel_from_another_process_stops_the_running_workflow(postgres_u
 
         # Without the notification the worker would notice at its next heartbeat, in 20 min.
         await asyncio.wait_for(stopped(), 10)
-        assert await handle.status() is sw.WorkflowStatus.CANCELLED
+        assert await handle.status() is sw.WorkflowStatus.TERMINATED
 
 
 async def test_starts_made_together_wake_listeners_once(postgres_url: str) -> None:

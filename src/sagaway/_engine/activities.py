@@ -75,6 +75,9 @@ class ActivityCalls(ExecutionBase):
             return self._replay_outcome(previous, defn.codec.decode_result)
         if compensation:
             policy = dataclasses.replace(policy, maximum_attempts=0)  # until it succeeds
+        else:
+            started_at = previous.started_at if previous else self.engine.clock.now()
+            await self._cancel_here(call_id, kind, defn.name, started_at)
         with self._forward_call(not compensation):
             # An effect runs only once every earlier outcome is durable.
             await self._before_durable_action()
@@ -175,8 +178,12 @@ class ActivityCalls(ExecutionBase):
         if outcome is StepStatus.RETRYING and call.policy.allows(call.local + 1):
             await self._record(step)
             with self._waiting_here():  # a backoff holds no worker slot
-                await engine.clock.sleep(call.policy.interval(call.local))
+                await self._backoff(call, call.policy.interval(call.local))
             self._check_usable()  # the lease may have been lost meanwhile
+            if call.kind is StepKind.ACTIVITY:
+                await self._cancel_here(
+                    call.info.call_id, call.kind, call.defn.name, call.started_at
+                )
             return
         if outcome is StepStatus.RETRYING:
             exhausted = errors.RetriesExhausted(
@@ -191,6 +198,29 @@ class ActivityCalls(ExecutionBase):
         self.doomed = exc
         await self._record(dataclasses.replace(step, status=StepStatus.ERROR))
         raise exc
+
+    async def _backoff(self, call: _Call, seconds: float) -> None:
+        """Wait before the next attempt; an activity's wait ends early if it is cancelled (a
+        compensation's does not: it is never interrupted)."""
+        clock = self.engine.clock
+        if call.kind is StepKind.COMPENSATION or self.cancel_delivered:
+            await clock.sleep(seconds)
+            return
+        if self.pending_cancel() is not None:
+            return
+        # Slept in this task (a simulated clock must see who sleeps); ``deliver_cancel``
+        # interrupts it.
+        task = asyncio.current_task()
+        assert task is not None
+        self._backoffs.add(task)
+        try:
+            await clock.sleep(self.until_cancel(seconds))
+        except asyncio.CancelledError:
+            if task not in self._interrupted or task.uncancel() > 0:
+                raise  # a real cancel (shutdown, lost lease) goes on
+        finally:
+            self._backoffs.discard(task)
+            self._interrupted.discard(task)
 
     def _classify(self, exc: BaseException, compensation: bool) -> StepStatus:
         if compensation:

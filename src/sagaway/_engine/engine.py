@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from sagaway import errors, events, retry, serialization
 from sagaway._engine import keys
-from sagaway._engine.options import EngineOptions
+from sagaway._engine.options import EngineOptions, check_timeout
 from sagaway._engine.recent import RecentEnds
 from sagaway._engine.threads import DaemonThreadPool
 from sagaway.channel import Channel
@@ -91,6 +91,11 @@ class LocalRunner(Protocol):
 
     def ended_elsewhere(self, run_id: str) -> None:
         """Another process reports ``run_id`` ended: stop it here unless it is ending itself."""
+        ...
+
+    def cancel_requested(self, run_id: str, reason: str | None) -> None:
+        """A cancel request was recorded for ``run_id`` (``reason`` None: not known here, read
+        it): the execution, if it runs here, sees ``Cancelled`` at its next durable call."""
         ...
 
 
@@ -179,8 +184,13 @@ class Engine:
         key: str,
         on_conflict: OnConflict,
         parent_key: str | None = None,
+        timeout: float | None = None,
     ) -> tuple[WorkflowRecord, bool]:
-        """Create an execution under ``key`` (or find the one there); True if created."""
+        """Create an execution under ``key`` (or find the one there); True if created.
+
+        ``timeout``: seconds until its deadline, when it is cancelled as by a request.
+        """
+        check_timeout(timeout)
         if not isinstance(key, str) or not key:
             raise ValueError("idempotency_key must be a non-empty string")
         if len(key) > 512:
@@ -198,6 +208,7 @@ class Engine:
             key_space=keys.key_space(
                 key, run_id, replacing=on_conflict is OnConflict.TERMINATE_EXISTING
             ),
+            timeout=timeout,
         )
         runner = self.runner
         lease = self.new_lease() if runner is not None and runner.accepts(defn.task_queue) else None
@@ -232,10 +243,21 @@ class Engine:
         return record, False
 
     async def start_child(
-        self, defn: WorkflowDef, args_json: str, *, key: str, parent_key: str
+        self,
+        defn: WorkflowDef,
+        args_json: str,
+        *,
+        key: str,
+        parent_key: str,
+        timeout: float | None = None,
     ) -> WorkflowRecord:
         record, _ = await self.start(
-            defn, args_json, key=key, on_conflict=OnConflict.ATTACH, parent_key=parent_key
+            defn,
+            args_json,
+            key=key,
+            on_conflict=OnConflict.ATTACH,
+            parent_key=parent_key,
+            timeout=timeout,
         )
         return record
 
@@ -317,6 +339,23 @@ class Engine:
             self._ended_elsewhere(record.run_id, key, status)
         return changed
 
+    async def request_cancel(self, key: str, reason: str) -> bool:
+        """Ask the live execution under ``key`` to cancel (cooperatively: it sees
+        ``Cancelled`` at its next durable call or wait, compensates, and ends CANCELLED);
+        False if it had ended."""
+        record = await self.get(key)
+        changed = await self.store.request_cancel(
+            record.run_id, reason=reason, now=self.clock.now()
+        )
+        if changed:
+            if self.runner is not None:
+                self.runner.cancel_requested(record.run_id, reason)
+            self.wake_recovery()  # a waiting or suspended run became due
+        return changed
+
+    async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
+        return await self.store.cancel_requests(run_ids)
+
     def _runs_here(self, run_id: str) -> bool:
         return self.runner is not None and self.runner.is_running(run_id)
 
@@ -334,6 +373,9 @@ class Engine:
                 self.runner.ended_elsewhere(detail)  # cancelled elsewhere while running here
         elif kind == "ready":
             self.wake_recovery()
+        elif kind == "cancel":
+            if self.runner is not None:
+                self.runner.cancel_requested(detail, None)
         elif kind in ("listening", "deaf"):
             # Notices may have been missed (or will be): everyone waiting looks again now.
             self.notifications = kind == "listening"

@@ -16,6 +16,12 @@ Errors mean different things:
 * a failed store call (the database unreachable, say) dooms the run too (see ``_store_call``):
   the call has no answer, so the run may not go on as if it had one.
 
+Cancellation is cooperative: a cancel request (or the workflow's deadline) is delivered once, as
+``Cancelled`` raised by the next durable call that has no recorded outcome (an activity about
+to start, a retry after its backoff, a timer or signal or child still waited for). That call
+records the cancellation as its outcome, so every replay raises it at the same call. Calls in
+flight (an activity attempt running) finish first, and compensations are never interrupted.
+
 The calls themselves live in ``activities`` (activities and compensations) and ``waits``
 (timers, signals, children); ``executor.Execution`` puts them together and runs the workflow.
 """
@@ -44,6 +50,17 @@ WAIT_IN_PROCESS = 1.0
 
 FINAL = frozenset({StepStatus.COMPLETED, StepStatus.FAILED})
 """Outcomes a replay returns without running the call again."""
+
+CANCEL_TYPE = "sagaway.Cancelled"
+"""Error type of a step whose outcome is a delivered cancellation (see ``_cancel_here``)."""
+
+
+def is_cancel_step(step: StepRecord) -> bool:
+    """Whether ``step`` recorded the delivery of a cancellation."""
+    if step.status is not StepStatus.FAILED or step.error is None or CANCEL_TYPE not in step.error:
+        return False
+    return (serialization.error_summary(step.error) or {}).get("type") == CANCEL_TYPE
+
 
 _ORDERED_KINDS = frozenset(
     {StepKind.ACTIVITY, StepKind.COMPENSATION, StepKind.SIGNAL, StepKind.CHILD_RESULT}
@@ -117,6 +134,14 @@ class ExecutionBase:
         self.doomed: BaseException | None = None
         """First incompletable failure; the run will be suspended with it."""
         self.cancel_requested = False
+        """Stopped because it was ended by request (terminate) or elsewhere: no release."""
+        self.cancel_reason: str | None = record.cancel_reason
+        """A cancel request this run knows of (see ``deliver_cancel``)."""
+        self.cancel_delivered = any(is_cancel_step(step) for step in steps)
+        """``Cancelled`` was raised once (or is recorded as raised): later calls run normally."""
+        self._backoffs: set[asyncio.Task[Any]] = set()
+        """Branches sleeping before an activity's next attempt (a cancel interrupts them)."""
+        self._interrupted: set[asyncio.Task[Any]] = set()
         self.inflight = 0
         """Durable calls running now (activities, in-worker waits): a workflow is unloaded to
         wait durably only when nothing else of it is running."""
@@ -203,6 +228,69 @@ class ExecutionBase:
                 self.doomed = exc
             raise
 
+    def deliver_cancel(self, reason: str) -> None:
+        """A cancel request arrived: the next durable call raises ``Cancelled``; waits in the
+        worker (timers, signals, children, retry backoffs) look again now."""
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
+        for task in self._backoffs - self._interrupted:
+            self._interrupted.add(task)
+            task.cancel()
+        self._note_dropped()
+
+    def pending_cancel(self) -> str | None:
+        """Why the run is to be cancelled at its next durable call; None if it is not (or it
+        was told once already)."""
+        if self.cancel_delivered:
+            return None
+        if self.cancel_reason is not None:
+            return self.cancel_reason
+        deadline = self.record.deadline_at
+        if deadline is not None and self.engine.clock.now() >= deadline:
+            return f"its deadline passed ({deadline - self.record.created_at:g}s after it started)"
+        return None
+
+    def until_cancel(self, seconds: float) -> float:
+        """``seconds``, cut short at the deadline while a cancellation may still come."""
+        deadline = self.record.deadline_at
+        if deadline is None or self.cancel_delivered:
+            return seconds
+        return max(min(seconds, deadline - self.engine.clock.now()), 0.0)
+
+    async def _cancel_here(
+        self, call_id: str, kind: StepKind, name: str, started_at: float
+    ) -> None:
+        """Deliver a pending cancellation at this durable call, which has no recorded outcome:
+        record the cancellation as its outcome (written with the next durable action, as an
+        activity's is) and raise ``Cancelled``. Returns if there is none."""
+        reason = self.pending_cancel()
+        if reason is None:
+            return
+        self.cancel_delivered = True
+        ended_at = self.completion_time()
+        error = errors.error_record(ErrorKind.CANCELLED, CANCEL_TYPE, reason)
+        step = self._step(
+            call_id,
+            kind,
+            name,
+            StepStatus.FAILED,
+            error=error,
+            started_at=started_at,
+            ended_at=ended_at,
+            attempts=0,
+        )
+        context.note_completion(ended_at)
+        await self._record(step, defer=True)
+        raise errors.Cancelled(reason)
+
+    def cancelled_by_request(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the delivered cancellation (not the loss of the run)."""
+        return (
+            isinstance(exc, errors.Cancelled)
+            and self.cancel_delivered
+            and not (self.lease_lost or self.stopped or self.unloading or self.finishing)
+        )
+
     def _replayed(self, call_id: str, kind: StepKind, name: str) -> StepRecord | None:
         step = self.recorded.get(call_id)
         if step is not None and (step.name != name or step.kind is not kind):
@@ -214,6 +302,12 @@ class ExecutionBase:
                 "on every run (deploy changes only for new workflows, or finish old ones first)"
             )
             raise self.doomed
+        if step is not None and is_cancel_step(step):
+            # Where the cancellation was delivered before: delivered here again.
+            self.cancel_delivered = True
+            context.note_completion(step.ended_at or 0.0)
+            message = (serialization.error_summary(step.error) or {}).get("message", "")
+            raise errors.Cancelled(str(message))
         return step
 
     def _step(

@@ -34,8 +34,10 @@ class Execution(ActivityCalls, WaitCalls):
             try:
                 args, kwargs = self.defn.codec.decode_args(self.record.args)
                 value = await self.defn.fn(*args, **kwargs)
-            except errors.Cancelled:
-                return  # ownership lost or workflow ended by request; the new owner carries on
+            except errors.Cancelled as exc:
+                if self.cancelled_by_request(exc):
+                    await self._cancelled(exc)
+                return  # else ownership lost or ended by request; the new owner carries on
             except Unload:
                 self._unloaded()
                 return
@@ -92,6 +94,16 @@ class Execution(ActivityCalls, WaitCalls):
             )
         else:
             await self._suspend(exc)
+
+    async def _cancelled(self, exc: errors.Cancelled) -> None:
+        """The delivered cancellation left the workflow (after its Saga compensated)."""
+        if self.doomed is not None:
+            await self._suspend(self.doomed)  # a compensation failed for good: not an end
+            return
+        error = errors.WorkflowCancelled(self.key, WorkflowStatus.CANCELLED.value, str(exc))
+        await self._finish(
+            WorkflowStatus.CANCELLED, None, self._describe(error, ErrorKind.CANCELLED)
+        )
 
     def _unloaded(self) -> None:
         """WAITING was committed with the wait, the lease given up: the wait's end re-runs it."""

@@ -43,3 +43,13 @@ class EngineOptions:
         for name, queue in self.queues.items():
             if not isinstance(queue, Queue):
                 raise TypeError(f"queues[{name!r}] must be a sagaway.Queue")
+
+
+def check_timeout(timeout: float | None) -> None:
+    """A workflow deadline must be a positive number of seconds (or None)."""
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
+    if not timeout > 0 or timeout == float("inf"):
+        raise ValueError(f"timeout must be a positive, finite number of seconds, not {timeout!r}")

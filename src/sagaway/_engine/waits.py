@@ -41,11 +41,16 @@ class WaitCalls(ExecutionBase):
         previous = self._replayed(call_id, StepKind.SLEEP, "sleep")
         await self._before_durable_action()
         now = engine.clock.now()
+        started_at = previous.started_at if previous is not None else now
         step: StepRecord | None = None
         if previous is not None and previous.result is not None:
             wake_at = float(previous.result)
         else:
             wake_at = now + seconds
+        if wake_at > now:
+            # A timer that has run out is over, cancelled or not: a replay returns it as well.
+            await self._cancel_here(call_id, StepKind.SLEEP, "sleep", started_at)
+        if previous is None or previous.result is None:
             step = self._step(
                 call_id,
                 StepKind.SLEEP,
@@ -68,14 +73,25 @@ class WaitCalls(ExecutionBase):
                     left = wake_at - engine.clock.now()
                     if left <= 0:
                         return
+                    await self._cancel_here(call_id, StepKind.SLEEP, "sleep", started_at)
                     if left >= WAIT_IN_PROCESS and self.inflight == 1:
                         break  # begun beside other work, which has ended: only this timer is left
                     self._inflight_dropped.clear()
-                    await wait_event_or_sleep(self._inflight_dropped, engine.clock, left)
+                    await wait_event_or_sleep(
+                        self._inflight_dropped, engine.clock, self.until_cancel(left)
+                    )
             # Wait durably instead of holding a lease (and memory) until the timer fires.
             await self._before_durable_action()
             if self.inflight == 0:
                 await self._wait(waiting_for="timer", next_run_at=wake_at, step=None)
+
+    def _unloaded_until(self, end: float | None) -> NoReturn:
+        """A wait's store call committed WAITING: unwind. If the wait has an end (its own
+        timeout, the workflow's deadline), Recovery may have planned its next scan for later."""
+        self.unloading = True
+        if end is not None or self.record.deadline_at is not None:
+            self.engine.wake_recovery()
+        raise Unload()
 
     async def _wait(
         self, *, waiting_for: str, next_run_at: float | None, step: StepRecord | None
@@ -128,6 +144,7 @@ class WaitCalls(ExecutionBase):
                 # Every pending outcome is written before a wait may unload the workflow (an
                 # unload gives the lease up: nothing could be written afterwards).
                 await self._before_durable_action()
+                await self._cancel_here(call_id, StepKind.SIGNAL, name, started_at)
                 now = engine.clock.now()
                 expired = deadline is not None and now >= deadline
                 if not expired:
@@ -151,16 +168,16 @@ class WaitCalls(ExecutionBase):
                 if expired:
                     await self._signal_timed_out(name, call_id, started_at, now)
                 if unload:
-                    self.unloading = True
-                    raise Unload()
+                    self._unloaded_until(deadline)
                 if self.inflight == 0:
                     continue  # the other work ended during the read: unload now, not at a poll
                 # Another branch is busy: wait here, woken by a local send or by polling.
-                wait = engine.poll_interval
+                wait = self.until_cancel(engine.poll_interval)
                 if deadline is not None:
                     wait = min(wait, max(deadline - now, 0.0))
                 with self._waiting_beside(watcher):
-                    await wait_event_or_sleep(watcher, engine.clock, wait)
+                    if self.pending_cancel() is None:  # one may have come during the read
+                        await wait_event_or_sleep(watcher, engine.clock, wait)
         finally:
             engine.channel.unwatch_signals(self.record.run_id, watcher)
 
@@ -233,7 +250,12 @@ class WaitCalls(ExecutionBase):
 
     @engine_code
     async def call_child(
-        self, defn: WorkflowDef, args_json: str, key: str | None, call_id: str
+        self,
+        defn: WorkflowDef,
+        args_json: str,
+        key: str | None,
+        call_id: str,
+        timeout: float | None = None,
     ) -> str:
         """Start a child workflow once; returns its key."""
         self._check_usable()
@@ -246,8 +268,11 @@ class WaitCalls(ExecutionBase):
         child_key = key or keys.derived_key(self.record, call_id)
         await self._before_durable_action()
         now = engine.clock.now()
+        await self._cancel_here(call_id, StepKind.CHILD, defn.name, now)
         await self._store_call(
-            engine.start_child(defn, args_json, key=child_key, parent_key=self.key),
+            engine.start_child(
+                defn, args_json, key=child_key, parent_key=self.key, timeout=timeout
+            ),
             answers=(errors.IdempotencyConflict, errors.WorkflowAlreadyExists, ValueError),
         )
         await self._record(
@@ -272,7 +297,7 @@ class WaitCalls(ExecutionBase):
         if previous is not None and previous.status in FINAL:
             return self._replay_outcome(previous, defn.codec.decode_result)
         started_at = engine.clock.now()
-        child = await self._child_end(child_key)
+        child = await self._child_end(defn, child_key, call_id, started_at)
         status = (
             StepStatus.COMPLETED if child.status is WorkflowStatus.COMPLETED else StepStatus.FAILED
         )
@@ -299,12 +324,24 @@ class WaitCalls(ExecutionBase):
         assert step.error is not None
         raise serialization.error_from_record(step.error, engine.marshaler)
 
-    async def _child_end(self, child_key: str) -> WorkflowRecord:
+    async def _child_end(
+        self, defn: WorkflowDef, child_key: str, call_id: str, started_at: float
+    ) -> WorkflowRecord:
         """The child's record once it has ended (the workflow unloads meanwhile if this wait
-        is all it is doing)."""
+        is all it is doing). Cancelled meanwhile, the parent asks the child to cancel too."""
         engine = self.engine
         while True:
             await self._before_durable_action()  # as in call_receive: before a possible unload
+            reason = self.pending_cancel()
+            if reason is not None:
+                with contextlib.suppress(errors.WorkflowNotFound):
+                    await self._store_call(
+                        engine.request_cancel(
+                            child_key, f"its parent {self.key!r} was cancelled: {reason}"
+                        ),
+                        answers=(errors.WorkflowNotFound,),
+                    )
+                await self._cancel_here(call_id, StepKind.CHILD_RESULT, defn.name, started_at)
             unload = self.inflight == 0
             child = await self._unload_guard(
                 unload,
@@ -322,14 +359,18 @@ class WaitCalls(ExecutionBase):
             if child.status.ended:
                 return child
             if unload:
-                self.unloading = True
-                raise Unload()
+                self._unloaded_until(None)
             # Begun beside other work, the wait stays here (the slot given back) until the
             # child ends or the other work does: then it looks again, and unloads if it is
             # all that is left (a child that never ends must not hold the lease forever).
             watcher = asyncio.Event()
             with self._waiting_beside(watcher):
-                await _first_of(engine.wait_for_end(child.run_id, child_key, None), watcher.wait())
+                if self.pending_cancel() is not None:
+                    continue  # one came during the read
+                waits = [engine.wait_for_end(child.run_id, child_key, None), watcher.wait()]
+                if self.record.deadline_at is not None and not self.cancel_delivered:
+                    waits.append(engine.clock.sleep(self.until_cancel(float("inf"))))
+                await _first_of(*waits)
 
 
 def _decode_signal(adapter: pydantic.TypeAdapter[Any], payload: str | None) -> Any:

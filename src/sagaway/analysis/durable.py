@@ -203,9 +203,26 @@ def _has_durable_call(module: ModuleIndex, project: ProjectIndex, body: list[ast
     return False
 
 
-def _reraises(handler: ast.ExceptHandler) -> bool:
-    """The handler ends with ``raise`` (or ``raise <its exception>``) and awaits nothing."""
-    if not handler.body or any(isinstance(n, ast.Await) for n in ast.walk(handler)):
+_CANCELLATION = frozenset({"sagaway.Cancelled", "sagaway.errors.Cancelled"})
+
+
+def _only_cancellation(
+    module: ModuleIndex, handler: ast.ExceptHandler, local: frozenset[str]
+) -> bool:
+    """The handler's broad types are ``sw.Cancelled`` only (not BaseException, not asyncio's)."""
+    if handler.type is None:
+        return False
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    broad = {module.resolve(expr, local) for expr in types} & _SWALLOWING
+    return bool(broad) and broad <= _CANCELLATION
+
+
+def _reraises(handler: ast.ExceptHandler, *, awaits: bool = False) -> bool:
+    """The handler ends with ``raise`` (or ``raise <its exception>``) and (unless ``awaits``)
+    awaits nothing."""
+    if not handler.body:
+        return False
+    if not awaits and any(isinstance(n, ast.Await) for n in ast.walk(handler)):
         return False
     last = handler.body[-1]
     if not isinstance(last, ast.Raise):
@@ -234,10 +251,14 @@ def _broad_except_in(module: ModuleIndex, project: ProjectIndex, scope: Scope) -
                 continue
             if _reraises(handler):
                 continue
+            if _only_cancellation(module, handler, local) and _reraises(handler, awaits=True):
+                # Compensating a cancellation, then re-raising it: what a Saga does. Should
+                # the process have lost the workflow instead, every durable call refuses.
+                continue
             if any(isinstance(n, ast.Await) for n in ast.walk(handler)):
                 advice = (
-                    "it makes durable calls after a cancellation (when this process may no "
-                    "longer own the workflow); compensate in `except sw.CompletableError:`"
+                    "it makes durable calls after any BaseException; compensate in "
+                    "`except (sw.CompletableError, sw.Cancelled):` and re-raise"
                 )
             else:
                 advice = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import json
 import logging
@@ -352,17 +353,40 @@ def retry(url: str | None, key: str) -> None:
 @url_option
 @click.argument("key")
 @click.option("--reason", default="cancelled from the command line", show_default=True)
-def cancel(url: str | None, key: str, reason: str) -> None:
-    """Cancel a live workflow (no compensations run).
+@click.option("--wait", is_flag=True, help="Wait until it has ended; print how.")
+def cancel(url: str | None, key: str, reason: str, wait: bool) -> None:
+    """Ask a live workflow to cancel, undoing what it did.
 
-    Exit 1 if it had already ended, 3 if there is no such workflow.
+    At its next durable call or wait the workflow sees sagaway.Cancelled; its Saga runs the
+    compensations of the steps done, in reverse order, and it ends CANCELLED. An activity
+    already running finishes first; compensations under way are not interrupted. To stop a
+    workflow at once without compensating, use `sagaway terminate`.
+
+    Exit 1 if it had already ended (or, with --wait, if it ended other than CANCELLED), 3 if
+    there is no such workflow.
     """
 
-    changed, status = _request(url, key, lambda manager: manager.get_workflow(key).cancel(reason))
-    if changed:
-        console.print(f"{escape(key)}: CANCELLED")
-    else:
+    changed, status = _request(url, key, lambda manager: manager.cancel(key, reason))
+    if not changed:
         _refused(f"{key} had already ended ({status.value})")
+    if not wait:
+        console.print(
+            f"{escape(key)}: cancel requested; it compensates and ends CANCELLED "
+            f"(follow with `sagaway show {escape(key)}`)"
+        )
+        return
+
+    async def ended() -> sw.WorkflowStatus:
+        async with sw.Manager(url).connect(create=False) as manager:
+            handle = manager.get_workflow(key)
+            with contextlib.suppress(Exception):
+                await handle.result()
+            return await handle.status()
+
+    final = run(ended(), url)
+    if final is not sw.WorkflowStatus.CANCELLED:
+        _refused(f"{key} ended {final.value} (cancellation is cooperative)")
+    console.print(f"{escape(key)}: CANCELLED")
 
 
 @cli.command()
@@ -438,8 +462,22 @@ def _call_args(text: str) -> tuple[list[Any], dict[str, Any]]:
     metavar="MODULE:MANAGER",
     help="The application's Manager, e.g. myapp.workflows:manager.",
 )
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="The workflow's deadline: past it, it is cancelled (and compensates).",
+)
 @click.option("--wait", is_flag=True, help="Wait for the end; print the result or the error.")
-def start(url: str | None, name: str, json_args: str, key: str, target: str, wait: bool) -> None:
+def start(
+    url: str | None,
+    name: str,
+    json_args: str,
+    key: str,
+    target: str,
+    timeout: float | None,
+    wait: bool,
+) -> None:
     """Start workflow NAME under KEY (a `sagaway worker` runs it).
 
     JSON_ARGS is a JSON object of keyword arguments or an array of positional ones. A workflow
@@ -451,7 +489,7 @@ def start(url: str | None, name: str, json_args: str, key: str, target: str, wai
     if url is not None:
         manager.url = resolve_url(url)
     run(support.check_reachable(manager.url), manager.url)
-    handle, existing = run(_start(manager, name, args, kwargs, key), manager.url)
+    handle, existing = run(_start(manager, name, args, kwargs, key, timeout), manager.url)
     if existing is None:
         console.print(f"{escape(key)}: {escape(name)} started (run {handle.run_id})")
     else:
@@ -461,7 +499,12 @@ def start(url: str | None, name: str, json_args: str, key: str, target: str, wai
 
 
 async def _start(
-    manager: sw.Manager, name: str, args: list[Any], kwargs: dict[str, Any], key: str
+    manager: sw.Manager,
+    name: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    key: str,
+    timeout: float | None,
 ) -> tuple[sw.WorkflowHandle[Any], sw.WorkflowStatus | None]:
     """The handle, and the status of the workflow already under ``key`` (None: started)."""
     async with manager.connect():
@@ -469,7 +512,8 @@ async def _start(
             existing: sw.WorkflowStatus | None = await manager.get_workflow(key).status()
         except sw.WorkflowNotFound:
             existing = None
-        handle = await manager.workflow(name, *args, **kwargs).execute(idempotency_key=key)
+        call = manager.workflow(name, *args, **kwargs)
+        handle = await call.execute(idempotency_key=key, timeout=timeout)
         return handle, existing
 
 

@@ -32,6 +32,7 @@ def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
         "parent_key": new.parent_key,
         "queue": new.queue,
         "key_space": new.key_space,
+        "deadline_at": None if new.timeout is None else now + new.timeout,
         "now": now,
         "lease_token": lease.token if lease else None,
         "lease_owner": lease.owner if lease else None,

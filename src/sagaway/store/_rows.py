@@ -41,7 +41,7 @@ def _enum(cls: type[E], value: Any, what: str, field: str) -> E:
 
 
 def workflow_from_row(row: Row) -> WorkflowRecord:
-    """A ``WorkflowRecord`` from the columns run_id .. key_space of a workflows row."""
+    """A ``WorkflowRecord`` from the columns run_id .. deadline_at of a workflows row."""
     run_id, key = row["run_id"], row["key"]
     return WorkflowRecord(
         run_id=run_id,
@@ -61,6 +61,8 @@ def workflow_from_row(row: Row) -> WorkflowRecord:
         next_run_at=row["next_run_at"],
         suspend_count=row["suspend_count"],
         key_space=row["key_space"],
+        cancel_reason=row["cancel_reason"],
+        deadline_at=row["deadline_at"],
     )
 
 

@@ -163,6 +163,15 @@ class Store(Protocol):
         """End a live execution by request (CANCELLED, TERMINATED); False if already ended."""
         ...
 
+    async def request_cancel(self, run_id: str, *, reason: str, now: float) -> bool:
+        """Record a cancel request on a live execution (the first reason stays) and make it
+        due at once if no process holds it; False if it has ended."""
+        ...
+
+    async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
+        """The cancel reasons recorded on those of ``run_ids`` that have one."""
+        ...
+
     async def retry_now(self, run_id: str, *, now: float) -> bool:
         """Make a SUSPENDED execution due at once; False if it is not suspended."""
         ...

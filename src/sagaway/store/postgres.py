@@ -482,6 +482,21 @@ class PostgresStore:
 
         return await self._run(op)
 
+    async def request_cancel(self, run_id: str, *, reason: str, now: float) -> bool:
+        params = {"run_id": run_id, "reason": reason, "now": now}
+
+        async def op(conn: Conn, retried: bool) -> bool:
+            return bool((await conn.execute(_Q["request_cancel"], params)).rowcount == 1)
+
+        return await self._run(op, transaction=False)
+
+    async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
+        async def op(conn: Conn, retried: bool) -> dict[str, str]:
+            cur = await conn.execute(_Q["cancel_requests"], {"run_ids": sorted(run_ids)})
+            return {run_id: reason for run_id, reason in await cur.fetchall()}
+
+        return await self._run(op, transaction=False)
+
     async def retry_now(self, run_id: str, *, now: float) -> bool:
         params = {"run_id": run_id, "now": now}
 

@@ -33,6 +33,10 @@ class WorkflowRecord:
     key_space: str | None = None
     """Prefix of the idempotency keys this execution derives (``sagaway._engine.keys``); None
     for an execution created before key spaces existed (its keys are ``<key>/<call id>``)."""
+    cancel_reason: str | None = None
+    """Set by a cancel request: the workflow sees ``Cancelled`` at its next durable call."""
+    deadline_at: float | None = None
+    """When the workflow is cancelled as by a request (``execute(..., timeout=)``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -80,6 +84,8 @@ class NewWorkflow:
     queue: str = "default"
     key_space: str | None = None
     """See ``WorkflowRecord.key_space``."""
+    timeout: float | None = None
+    """Seconds from its creation to its deadline (``WorkflowRecord.deadline_at``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

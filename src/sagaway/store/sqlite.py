@@ -448,6 +448,23 @@ class SQLiteStore:
 
         return await self._call(op)
 
+    async def request_cancel(self, run_id: str, *, reason: str, now: float) -> bool:
+        params = {"run_id": run_id, "reason": reason, "now": now}
+
+        def op(conn: sqlite3.Connection) -> bool:
+            return bool(conn.execute(_Q["request_cancel"], params).rowcount == 1)
+
+        return await self._call(op)
+
+    async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
+        params = {"run_ids": json.dumps(sorted(run_ids))}
+
+        def op(conn: sqlite3.Connection) -> dict[str, str]:
+            rows = conn.execute(_Q["cancel_requests"], params).fetchall()
+            return {row["run_id"]: row["cancel_reason"] for row in rows}
+
+        return await self._call(op)
+
     async def retry_now(self, run_id: str, *, now: float) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
             return bool(conn.execute(_Q["retry_now"], {"run_id": run_id, "now": now}).rowcount == 1)

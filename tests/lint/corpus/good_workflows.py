@@ -126,6 +126,18 @@ async def explicit_saga(order: str) -> str:
         raise  # re-raised untouched: cancellation still reaches the engine
 
 
+@manager.register_workflow
+async def compensates_on_cancel(order: str) -> str:
+    saga = sw.Saga()
+    try:
+        reservation = await reserve(order, 1)
+        saga.add_compensation(release, reservation)
+        return await manager.activity(charge, None, order, 1, order).execute_get()
+    except (sw.CompletableError, sw.Cancelled):
+        await saga.compensate()  # a cancellation is undone too, then re-raised
+        raise
+
+
 def build_saga(order: str) -> sw.Saga:
     saga = sw.Saga()
     saga.add_compensation(release, order)

@@ -31,46 +31,52 @@ VALUES (%(version)s, %(name)s, %(applied_at)s)
 
 -- name: get_current
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at
 FROM workflows WHERE key = %(key)s AND is_current
 
 -- name: get_current_for_update
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at
 FROM workflows WHERE key = %(key)s AND is_current
 FOR UPDATE
 
 -- name: get_run
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at
 FROM workflows WHERE run_id = %(run_id)s
 
 -- name: insert_workflow
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space)
+                       next_run_at, queue, key_space, deadline_at)
 VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s, %(parent_key)s,
         %(now)s, %(now)s, %(lease_token)s, %(lease_owner)s, %(lease_expires_at)s, %(now)s,
-        %(queue)s, %(key_space)s)
+        %(queue)s, %(key_space)s, %(deadline_at)s)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-          updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
+          updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at
 
 -- name: insert_workflows
 -- insert_workflow for many executions at once (group commit of starts): one JSON parameter.
 -- A key already taken (or taken twice in the batch) inserts nothing and returns no row.
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space)
+                       next_run_at, queue, key_space, deadline_at)
 SELECT run_id, key, TRUE, name, args, args_hash, status, parent_key, now, now, lease_token,
-       lease_owner, lease_expires_at, now, queue, key_space
+       lease_owner, lease_expires_at, now, queue, key_space, deadline_at
 FROM json_to_recordset(%(batch)s::json)
     AS i (run_id text, key text, name text, args text, args_hash text, status text,
           parent_key text, now double precision, lease_token text, lease_owner text,
-          lease_expires_at double precision, queue text, key_space text)
+          lease_expires_at double precision, queue text, key_space text,
+          deadline_at double precision)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-          updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
+          updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at
 
 -- name: supersede
 UPDATE workflows
@@ -87,14 +93,16 @@ LIMIT 1
 
 -- name: list_workflows
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at
 FROM workflows WHERE is_current
 ORDER BY created_at DESC, run_id
 LIMIT %(limit)s
 
 -- name: list_workflows_by_status
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at
 FROM workflows WHERE is_current AND status = %(status)s
 ORDER BY created_at DESC, run_id
 LIMIT %(limit)s
@@ -116,7 +124,8 @@ ORDER BY run_id, started_at, call_id
 
 -- name: get_runs
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at
 FROM workflows WHERE run_id = ANY(%(run_ids)s::text[])
 
 -- name: record_steps_owned
@@ -258,8 +267,10 @@ WHERE run_id = %(run_id)s AND status = %(status)s AND ended_at = %(now)s
   AND result IS NOT DISTINCT FROM %(result)s::text AND error IS NOT DISTINCT FROM %(error)s::text
 
 -- name: suspend_owned
+-- A cancel request that came while it ran is not left waiting for the suspension's backoff.
 UPDATE workflows
-SET status = 'SUSPENDED', error = %(error)s, updated_at = %(now)s, next_run_at = %(next_run_at)s,
+SET status = 'SUSPENDED', error = %(error)s, updated_at = %(now)s,
+    next_run_at = CASE WHEN cancel_reason IS NOT NULL THEN %(now)s ELSE %(next_run_at)s END,
     suspend_count = suspend_count + 1,
     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
 WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
@@ -267,7 +278,8 @@ WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
 -- name: suspended_as
 SELECT 1 FROM workflows
 WHERE run_id = %(run_id)s AND status = 'SUSPENDED' AND updated_at = %(now)s
-  AND next_run_at = %(next_run_at)s AND error = %(error)s AND lease_token IS NULL
+  AND (next_run_at = %(next_run_at)s OR (cancel_reason IS NOT NULL AND next_run_at = %(now)s))
+  AND error = %(error)s AND lease_token IS NULL
 
 -- name: release_owned
 UPDATE workflows
@@ -317,12 +329,14 @@ WHERE w.run_id = numbered.run_id
 RETURNING numbered.n, w.lease_token,
           w.run_id, w.key, w.name, w.args, w.args_hash, w.status, w.result, w.error,
           w.parent_key, w.created_at, w.updated_at, w.ended_at, w.lease_owner,
-          w.lease_expires_at, w.next_run_at, w.suspend_count, w.key_space
+          w.lease_expires_at, w.next_run_at, w.suspend_count, w.key_space,
+          w.cancel_reason, w.deadline_at
 
 -- name: claimed_with
 -- After a retried claim: the executions an attempt whose acknowledgement was lost did take.
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at,
        lease_token
 FROM workflows
 WHERE status = 'RUNNING' AND lease_token = ANY(%(tokens)s::text[])
@@ -350,6 +364,20 @@ SELECT 1 FROM workflows
 WHERE run_id = %(run_id)s AND status = %(status)s AND ended_at = %(now)s
   AND error IS NOT DISTINCT FROM %(error)s::text
 
+-- name: request_cancel
+-- Recorded once (the first reason stays); a run no process holds becomes due at once, so it
+-- runs to its next durable call or wait and sees the cancellation there. A leased run's process
+-- is told by the trigger's 'cancel:' notice (or its next heartbeat).
+UPDATE workflows
+SET cancel_reason = COALESCE(cancel_reason, %(reason)s), updated_at = %(now)s,
+    next_run_at = CASE WHEN status IN ('WAITING', 'SUSPENDED') THEN %(now)s ELSE next_run_at END
+WHERE run_id = %(run_id)s AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+
+-- name: cancel_requests
+SELECT run_id, cancel_reason FROM workflows
+WHERE run_id = ANY(%(run_ids)s::text[])
+  AND cancel_reason IS NOT NULL
+
 -- name: retry_now
 UPDATE workflows SET next_run_at = %(now)s, updated_at = %(now)s
 WHERE run_id = %(run_id)s AND status = 'SUSPENDED'
@@ -376,7 +404,8 @@ WHERE is_current AND status = 'WAITING'
 
 -- name: signal_target
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at
 FROM workflows WHERE key = %(key)s AND is_current
 FOR NO KEY UPDATE
 
@@ -425,8 +454,13 @@ UPDATE signals SET consumed_call = %(call_id)s, consumed_at = %(now)s WHERE id =
 UPDATE signals SET consumed_at = %(now)s, rejected = %(error)s WHERE id = %(id)s
 
 -- name: wait_owned
+-- A workflow deadline (deadline_at) ends a wait too: the run becomes due by then at the latest
+-- (LEAST ignores NULLs). A cancel request that came while it ran makes it due at once (the
+-- request saw it RUNNING, so it did not: a WAITING run with a request must not sleep on).
 UPDATE workflows
-SET status = 'WAITING', waiting_for = %(waiting_for)s, next_run_at = %(next_run_at)s,
+SET status = 'WAITING', waiting_for = %(waiting_for)s,
+    next_run_at = CASE WHEN cancel_reason IS NOT NULL THEN %(now)s
+                       ELSE LEAST(%(next_run_at)s::double precision, deadline_at) END,
     updated_at = %(now)s, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
 WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
 
@@ -438,7 +472,8 @@ WHERE run_id = %(run_id)s AND status = 'WAITING' AND waiting_for = %(waiting_for
 
 -- name: get_current_shared
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at
 FROM workflows WHERE key = %(key)s AND is_current
 FOR SHARE
 

@@ -14,18 +14,20 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (:version, :nam
 
 -- name: get_current
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space FROM workflows WHERE key = :key AND is_current = 1
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: get_run
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space FROM workflows WHERE run_id = :run_id
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at FROM workflows WHERE run_id = :run_id
 
 -- name: insert_workflow
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space)
+                       next_run_at, queue, key_space, deadline_at)
 VALUES (:run_id, :key, 1, :name, :args, :args_hash, :status, :parent_key, :now, :now,
-        :lease_token, :lease_owner, :lease_expires_at, :now, :queue, :key_space)
+        :lease_token, :lease_owner, :lease_expires_at, :now, :queue, :key_space, :deadline_at)
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
 
 -- name: supersede
@@ -37,11 +39,13 @@ WHERE run_id = :run_id
 
 -- name: list_workflows
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space FROM workflows WHERE is_current = 1 ORDER BY created_at DESC, run_id LIMIT :limit
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at FROM workflows WHERE is_current = 1 ORDER BY created_at DESC, run_id LIMIT :limit
 
 -- name: list_workflows_by_status
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space FROM workflows
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at FROM workflows
 WHERE is_current = 1 AND status = :status ORDER BY created_at DESC, run_id LIMIT :limit
 
 -- name: load_steps
@@ -71,8 +75,10 @@ SET status = :status, result = :result, error = :error, ended_at = :now, updated
 WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING'
 
 -- name: suspend_owned
+-- A cancel request that came while it ran is not left waiting for the suspension's backoff.
 UPDATE workflows
-SET status = 'SUSPENDED', error = :error, updated_at = :now, next_run_at = :next_run_at,
+SET status = 'SUSPENDED', error = :error, updated_at = :now,
+    next_run_at = CASE WHEN cancel_reason IS NOT NULL THEN :now ELSE :next_run_at END,
     suspend_count = suspend_count + 1,
     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
 WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING'
@@ -120,6 +126,19 @@ SET status = :status, ended_at = :now, updated_at = :now, error = :error,
     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL
 WHERE run_id = :run_id AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
 
+-- name: request_cancel
+-- Recorded once (the first reason stays); a run no process holds becomes due at once, so it
+-- runs to its next durable call or wait and sees the cancellation there.
+UPDATE workflows
+SET cancel_reason = COALESCE(cancel_reason, :reason), updated_at = :now,
+    next_run_at = CASE WHEN status IN ('WAITING', 'SUSPENDED') THEN :now ELSE next_run_at END
+WHERE run_id = :run_id AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+
+-- name: cancel_requests
+SELECT run_id, cancel_reason FROM workflows
+WHERE run_id IN (SELECT value FROM json_each(:run_ids))
+  AND cancel_reason IS NOT NULL
+
 -- name: retry_now
 UPDATE workflows SET next_run_at = :now, updated_at = :now
 WHERE run_id = :run_id AND status = 'SUSPENDED'
@@ -129,7 +148,8 @@ SELECT status, COUNT(*) FROM workflows WHERE is_current = 1 GROUP BY status
 
 -- name: signal_target
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at
 FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: insert_signal
@@ -153,8 +173,14 @@ UPDATE signals SET consumed_call = :call_id, consumed_at = :now WHERE id = :id
 UPDATE signals SET consumed_at = :now, rejected = :error WHERE id = :id
 
 -- name: wait_owned
+-- A workflow deadline (deadline_at) ends a wait too: the run becomes due by then at the latest.
+-- A cancel request that came while it ran makes it due at once.
 UPDATE workflows
-SET status = 'WAITING', waiting_for = :waiting_for, next_run_at = :next_run_at,
+SET status = 'WAITING', waiting_for = :waiting_for,
+    next_run_at = CASE WHEN cancel_reason IS NOT NULL THEN :now
+                       WHEN deadline_at IS NULL THEN :next_run_at
+                       WHEN :next_run_at IS NULL THEN deadline_at
+                       ELSE MIN(:next_run_at, deadline_at) END,
     updated_at = :now, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
 WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING'
 

@@ -159,7 +159,7 @@ async def test_fork_of_a_live_workflow_is_refused_until_it_is_terminated(
 ) -> None:
     await manager.workflow("approval", 7).execute(idempotency_key="order-7")
     await _reaches(manager, "order-7", sw.WorkflowStatus.WAITING)
-    with pytest.raises(sw.WorkflowNotEnded, match="is WAITING.*sagaway terminate order-7"):
+    with pytest.raises(sw.WorkflowNotEnded, match=r"is WAITING.*sagaway terminate order-7"):
         await manager.fork("order-7", from_step=2, new_key="order-7-b")
     with pytest.raises(sw.WorkflowNotFound):
         await manager.get_workflow("order-7-b").status()

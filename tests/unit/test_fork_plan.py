@@ -78,7 +78,7 @@ def test_keeps_top_level_steps_before_n_and_branches_that_ended_before_it() -> N
     assert (plan.source_key, plan.source_run_id, plan.source_status) == (
         "order-7",
         "run-1",
-        "FAILED",
+        WorkflowStatus.FAILED,
     )
 
 

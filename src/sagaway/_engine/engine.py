@@ -265,8 +265,9 @@ class Engine:
             call_ids=plan.kept,
             now=self.clock.now(),
         )
-        if result is None:  # pragma: no cover - an ended execution does not come back to life
-            raise errors.WorkflowNotEnded(key, "changed", f"workflow {key!r} changed; fork again")
+        if result is None:
+            # An ended execution does not come back to life: it was purged meanwhile.
+            raise errors.WorkflowNotFound(key)
         record = result.record
         if not result.created:
             raise errors.WorkflowAlreadyExists(

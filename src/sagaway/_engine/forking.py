@@ -41,7 +41,7 @@ import dataclasses
 import re
 
 from sagaway import errors, serialization
-from sagaway.states import StepKind, StepStatus
+from sagaway.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store.base import Store
 from sagaway.store.records import StepRecord, WorkflowRecord
 
@@ -58,7 +58,7 @@ class ForkPlan:
 
     source_key: str
     source_run_id: str
-    source_status: str
+    source_status: WorkflowStatus
     from_step: int
     """The first top-level step the fork runs again."""
     last_step: int
@@ -110,7 +110,7 @@ def plan(source: WorkflowRecord, steps: list[StepRecord], from_step: int) -> For
     return ForkPlan(
         source_key=source.key,
         source_run_id=source.run_id,
-        source_status=source.status.value,
+        source_status=source.status,
         from_step=from_step,
         last_step=last,
         kept=tuple(s.call_id for s in kept),

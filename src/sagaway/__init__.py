@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sagaway._engine.forking import ForkPlan
 from sagaway.activity import ActivityInfo, activity_info
 from sagaway.errors import (
     ActivityTimeout,
@@ -21,6 +22,7 @@ from sagaway.errors import (
     SignalTimeout,
     WorkflowAlreadyExists,
     WorkflowCancelled,
+    WorkflowNotEnded,
     WorkflowNotFound,
 )
 from sagaway.manager import Manager, ManagerState
@@ -42,6 +44,7 @@ __all__ = [
     "DefaultErrorMarshaler",
     "ErrorKind",
     "ErrorMarshaler",
+    "ForkPlan",
     "IdempotencyConflict",
     "IncompletableError",
     "LeaseLost",
@@ -66,6 +69,7 @@ __all__ = [
     "WorkflowCancelled",
     "WorkflowDescription",
     "WorkflowHandle",
+    "WorkflowNotEnded",
     "WorkflowNotFound",
     "WorkflowStatus",
     "__version__",

@@ -20,6 +20,7 @@ Errors raised by user code tell the engine what a failure means::
           ├── RetriesExhausted        a RetryableError persisted through every attempt
           ├── LeaseLost               another process owns the workflow now (internal fencing)
           ├── WorkflowCancelled       result() of a cancelled or terminated workflow
+          ├── WorkflowNotEnded        an operation on ended workflows (fork) met a live one
           ├── CorruptRecord           a database row holds a value this version cannot read
           └── ManagerStateError       the Manager was used in the wrong lifecycle state
     BaseException
@@ -81,6 +82,15 @@ class WorkflowNotFound(SagawayError):
     def __init__(self, key: str) -> None:
         super().__init__(f"no workflow with key {key!r}")
         self.key = key
+
+
+class WorkflowNotEnded(SagawayError):
+    """The workflow has not ended; this operation needs an ended one."""
+
+    def __init__(self, key: str, status: str, message: str = "") -> None:
+        super().__init__(message or f"workflow {key!r} has not ended (status {status})")
+        self.key = key
+        self.status = status
 
 
 class NotRegistered(SagawayError):

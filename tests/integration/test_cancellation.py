@@ -491,3 +491,26 @@ async def test_a_cancel_from_another_process_reaches_a_running_workflow(db_url: 
             await handle.result(timeout=10)
     assert order is not None
     assert log == ["reserve", "charge", "refund pay-o2", "release res-o2"]
+
+
+async def test_a_fork_of_a_cancelled_workflow_runs_past_where_it_was_cancelled(
+    db_url: str,
+) -> None:
+    manager = make_manager(db_url)
+    log: list[str] = []
+    gate = asyncio.Event()
+    order = define_order(manager, log, gate)
+
+    async with manager:
+        handle = await manager.workflow(order, "o3").execute(idempotency_key="o3")
+        await wait_until(handle, lambda _: "charge" in log)
+        assert await manager.cancel("o3")
+        gate.set()
+        with pytest.raises(sw.WorkflowCancelled):
+            await handle.result(timeout=10)
+        # Step 3 (ship) recorded the cancellation: a fork keeping it would be cancelled again.
+        with pytest.raises(ValueError, match="recorded its cancellation"):
+            await manager.fork("o3", from_step=4, new_key="o3-again")
+        fork = await manager.fork("o3", from_step=3, new_key="o3-again")
+        assert await fork.result(timeout=10) == "shipped"
+    assert log == ["reserve", "charge", "refund pay-o3", "release res-o3", "ship"]

@@ -6,13 +6,13 @@ import sagaway as sw
 
 EXPECTED = {
     "ActivityInfo", "ActivityTimeout", "AlreadyRegistered", "Cancelled", "CompletableError",
-    "DefaultErrorMarshaler", "ErrorKind", "ErrorMarshaler", "IdempotencyConflict",
+    "DefaultErrorMarshaler", "ErrorKind", "ErrorMarshaler", "ForkPlan", "IdempotencyConflict",
     "IncompletableError", "LeaseLost", "Manager", "ManagerState", "ManagerStateError",
     "NonDeterminismError", "NotRegistered", "OnConflict", "PayloadError", "Queue",
     "RetriesExhausted", "RetryPolicy", "RetryableError", "Saga", "SagawayError", "SignalTimeout",
     "StepDescription", "StepKind", "StepStatus", "WorkflowAlreadyExists", "WorkflowCancelled",
-    "WorkflowDescription", "WorkflowHandle", "WorkflowNotFound", "WorkflowStatus", "__version__",
-    "activity_info",
+    "WorkflowDescription", "WorkflowHandle", "WorkflowNotEnded", "WorkflowNotFound",
+    "WorkflowStatus", "__version__", "activity_info",
 }  # fmt: skip
 
 
@@ -28,6 +28,7 @@ def test_error_tree() -> None:
         sw.WorkflowAlreadyExists, sw.WorkflowNotFound, sw.NotRegistered, sw.NonDeterminismError,
         sw.PayloadError, sw.SignalTimeout, sw.IdempotencyConflict, sw.ActivityTimeout,
         sw.RetriesExhausted, sw.WorkflowCancelled, sw.ManagerStateError, sw.AlreadyRegistered,
+        sw.WorkflowNotEnded,
     ]  # fmt: skip
     for cls in engine_errors:
         assert issubclass(cls, sw.SagawayError)

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Collection
 from typing import Any, Protocol
 
 from sagaway import errors, events, retry, serialization
-from sagaway._engine import keys
+from sagaway._engine import forking, keys
 from sagaway._engine.options import EngineOptions, check_timeout
 from sagaway._engine.recent import RecentEnds
 from sagaway._engine.threads import DaemonThreadPool
@@ -44,6 +44,15 @@ def check_text(value: str, what: str) -> None:
             raise ValueError(
                 f"{what} must be valid Unicode (no lone surrogates such as '\\ud800'): {value!r}"
             ) from None
+
+
+def check_key(key: str, what: str) -> None:
+    """Refuse a workflow key that is empty, too long or not storable (``ValueError``)."""
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"{what} must be a non-empty string")
+    if len(key) > 512:
+        raise ValueError(f"{what} must be at most 512 characters")
+    check_text(key, what)
 
 
 class _QueueLimiter:
@@ -191,11 +200,7 @@ class Engine:
         ``timeout``: seconds until its deadline, when it is cancelled as by a request.
         """
         check_timeout(timeout)
-        if not isinstance(key, str) or not key:
-            raise ValueError("idempotency_key must be a non-empty string")
-        if len(key) > 512:
-            raise ValueError("idempotency_key must be at most 512 characters")
-        check_text(key, "idempotency_key")
+        check_key(key, "idempotency_key")
         run_id = uuid.uuid4().hex
         new = NewWorkflow(
             run_id=run_id,
@@ -260,6 +265,42 @@ class Engine:
             timeout=timeout,
         )
         return record
+
+    async def plan_fork(self, key: str, *, from_step: int) -> forking.ForkPlan:
+        """What a fork of ``key`` from ``from_step`` would keep (nothing is written)."""
+        return await forking.prepare(self.store, key, from_step)
+
+    async def fork(
+        self, key: str, *, from_step: int, new_key: str
+    ) -> tuple[WorkflowRecord, forking.ForkPlan]:
+        """Create a PENDING execution under ``new_key`` that reuses the outcomes of the ended
+        workflow ``key`` before its step ``from_step`` (see ``forking``)."""
+        check_key(new_key, "new_key")
+        plan = await forking.prepare(self.store, key, from_step)
+        run_id = uuid.uuid4().hex
+        result = await self.store.fork_workflow(
+            plan.source_run_id,
+            run_id=run_id,
+            key=new_key,
+            # Named by its run: re-run calls never reuse an idempotency key (see forking).
+            key_space=keys.key_space(new_key, run_id, replacing=True),
+            call_ids=plan.kept,
+            now=self.clock.now(),
+        )
+        if result is None:
+            # An ended execution does not come back to life: it was purged meanwhile.
+            raise errors.WorkflowNotFound(key)
+        record = result.record
+        if not result.created:
+            raise errors.WorkflowAlreadyExists(
+                new_key,
+                record.status.value,
+                f"cannot fork {key!r} to {new_key!r}: workflow {new_key!r} already exists "
+                f"({record.status.value}); choose a new key",
+            )
+        self.channel.publish(events.WorkflowStarted(record.run_id, new_key, record.name))
+        self.wake_recovery()  # a Worker of this process may take it at once
+        return record, plan
 
     async def get(self, key: str) -> WorkflowRecord:
         record = await self.store.get_workflow(key)

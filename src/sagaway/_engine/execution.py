@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from sagaway import errors, serialization
 from sagaway._engine import context
+from sagaway._engine.cancellation import CANCEL_TYPE, is_cancel_step
 from sagaway.states import ErrorKind, StepKind, StepStatus
 from sagaway.store.records import Lease, StepRecord, WorkflowRecord
 
@@ -50,17 +51,6 @@ WAIT_IN_PROCESS = 1.0
 
 FINAL = frozenset({StepStatus.COMPLETED, StepStatus.FAILED})
 """Outcomes a replay returns without running the call again."""
-
-CANCEL_TYPE = "sagaway.Cancelled"
-"""Error type of a step whose outcome is a delivered cancellation (see ``_cancel_here``)."""
-
-
-def is_cancel_step(step: StepRecord) -> bool:
-    """Whether ``step`` recorded the delivery of a cancellation."""
-    if step.status is not StepStatus.FAILED or step.error is None or CANCEL_TYPE not in step.error:
-        return False
-    return (serialization.error_summary(step.error) or {}).get("type") == CANCEL_TYPE
-
 
 _ORDERED_KINDS = frozenset(
     {StepKind.ACTIVITY, StepKind.COMPENSATION, StepKind.SIGNAL, StepKind.CHILD_RESULT}
@@ -238,10 +228,14 @@ class ExecutionBase:
             task.cancel()
         self._note_dropped()
 
-    def pending_cancel(self) -> str | None:
-        """Why the run is to be cancelled at its next durable call; None if it is not (or it
-        was told once already)."""
-        if self.cancel_delivered:
+    def pending_cancel(self, *, wait: bool = False) -> str | None:
+        """Why the run is to be cancelled at its next durable call; None if it is not.
+
+        An activity or child start sees a cancellation once (code that catches it may go on
+        to clean up); a wait (timer, signal, child's end) sees it every time: a cancelled
+        workflow waits no more, so branches blocked in waits all unwind.
+        """
+        if self.cancel_delivered and not wait:
             return None
         if self.cancel_reason is not None:
             return self.cancel_reason
@@ -250,20 +244,21 @@ class ExecutionBase:
             return f"its deadline passed ({deadline - self.record.created_at:g}s after it started)"
         return None
 
-    def until_cancel(self, seconds: float) -> float:
+    def until_cancel(self, seconds: float, *, wait: bool = False) -> float:
         """``seconds``, cut short at the deadline while a cancellation may still come."""
         deadline = self.record.deadline_at
-        if deadline is None or self.cancel_delivered:
+        if deadline is None or (self.cancel_delivered and not wait):
             return seconds
         return max(min(seconds, deadline - self.engine.clock.now()), 0.0)
 
     async def _cancel_here(
-        self, call_id: str, kind: StepKind, name: str, started_at: float
+        self, call_id: str, kind: StepKind, name: str, started_at: float, *, wait: bool = False
     ) -> None:
-        """Deliver a pending cancellation at this durable call, which has no recorded outcome:
-        record the cancellation as its outcome (written with the next durable action, as an
-        activity's is) and raise ``Cancelled``. Returns if there is none."""
-        reason = self.pending_cancel()
+        """Deliver a pending cancellation at this durable call (a ``wait``: see
+        ``pending_cancel``), which has no recorded outcome: record the cancellation as its
+        outcome (written with the next durable action, as an activity's is) and raise
+        ``Cancelled``. Returns if there is none."""
+        reason = self.pending_cancel(wait=wait)
         if reason is None:
             return
         self.cancel_delivered = True

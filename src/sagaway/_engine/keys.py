@@ -11,6 +11,8 @@ one call id, and two different durable calls can never share a key:
 An execution started with ``OnConflict.TERMINATE_EXISTING`` replaces a run under the same key, so
 its key space also names the run (``order-7@<run id>``): the new run never reuses the old run's
 keys, which a payment API would deduplicate away.
+A fork (``forking``) names its run the same way: the calls it runs again never carry a key an
+earlier execution used, even one under the same key that was purged.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from rich.table import Table
 import sagaway as sw
 from sagaway.cli import _support as support
 from sagaway.cli._support import EXIT_CODES_HELP, Exit, mask_url, run, url_option
+from sagaway.cli.fork import fork as fork_command
 from sagaway.cli.lab import lab as lab_command
 from sagaway.cli.lint import lint
 from sagaway.store import resolve_url
@@ -701,6 +702,7 @@ def demo(ctx: click.Context, url: str | None) -> None:
 
 
 cli.add_command(lint)
+cli.add_command(fork_command)
 demo.add_command(lab_command)
 
 

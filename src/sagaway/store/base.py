@@ -80,6 +80,25 @@ class Store(Protocol):
         """
         ...
 
+    async def fork_workflow(
+        self,
+        source_run_id: str,
+        *,
+        run_id: str,
+        key: str,
+        key_space: str,
+        call_ids: Collection[str],
+        now: float,
+    ) -> CreateResult | None:
+        """Create a PENDING execution ``run_id`` under ``key`` (no parent) with the name,
+        arguments and queue of the ended execution ``source_run_id``, and copies of its steps
+        ``call_ids``, in one transaction (a worker may take it at once).
+
+        Returns the new execution (``created``), or the one holding ``key`` (not created), or
+        None when ``source_run_id`` is not an ended execution.
+        """
+        ...
+
     async def get_workflow(self, key: str) -> WorkflowRecord | None:
         """The current execution under ``key``."""
         ...

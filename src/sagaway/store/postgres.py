@@ -42,7 +42,7 @@ from psycopg import sql
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
-from sagaway.store import _params, _pg_batches, _pg_conn, _pg_listener, _rows
+from sagaway.store import _fork, _params, _pg_batches, _pg_conn, _pg_fork, _pg_listener, _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store._group_commit import GroupCommit
 from sagaway.store._pg_conn import Conn, Op, exists, named
@@ -282,6 +282,21 @@ class PostgresStore:
             if created is not None:
                 return CreateResult(created, created=True)
         return await self._run(op)
+
+    async def fork_workflow(
+        self,
+        source_run_id: str,
+        *,
+        run_id: str,
+        key: str,
+        key_space: str,
+        call_ids: Collection[str],
+        now: float,
+    ) -> CreateResult | None:
+        fork = _fork.fork(
+            source_run_id, run_id=run_id, key=key, key_space=key_space, call_ids=call_ids, now=now
+        )
+        return await _pg_fork.run_postgres(self._run, fork)
 
     async def get_workflow(self, key: str) -> WorkflowRecord | None:
         async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
-from sagaway.store import _params, _rows
+from sagaway.store import _fork, _params, _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store.base import CreateResult, DatabaseNotFound
 from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
@@ -274,6 +274,21 @@ class SQLiteStore:
             return CreateResult(existing, created=False)
 
         return await self._call(op)
+
+    async def fork_workflow(
+        self,
+        source_run_id: str,
+        *,
+        run_id: str,
+        key: str,
+        key_space: str,
+        call_ids: Collection[str],
+        now: float,
+    ) -> CreateResult | None:
+        fork = _fork.fork(
+            source_run_id, run_id=run_id, key=key, key_space=key_space, call_ids=call_ids, now=now
+        )
+        return await self._call(lambda conn: _fork.run_sqlite(conn, fork))
 
     async def get_workflow(self, key: str) -> WorkflowRecord | None:
         def op(conn: sqlite3.Connection) -> WorkflowRecord | None:

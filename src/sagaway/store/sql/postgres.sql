@@ -483,3 +483,28 @@ FROM signals WHERE run_id = %(run_id)s ORDER BY id
 
 -- name: server_time
 SELECT extract(epoch FROM clock_timestamp())::double precision
+
+-- ---------------------------------------------------------------- fork (store/_pg_fork.py)
+
+-- name: fork_workflow
+-- A new PENDING execution under %(key)s with the name, arguments and queue of the ended
+-- execution %(source_run_id)s; nothing if the key is taken or the source is not ended. The
+-- notify trigger announces it ('ready:') at commit, as it does a start no process owns.
+INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
+                       created_at, updated_at, lease_token, lease_owner, lease_expires_at,
+                       next_run_at, queue, key_space)
+SELECT %(run_id)s, %(key)s, TRUE, name, args, args_hash, 'PENDING', NULL, %(now)s, %(now)s,
+       NULL, NULL, NULL, %(now)s, queue, %(key_space)s
+FROM workflows
+WHERE run_id = %(source_run_id)s AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
+ON CONFLICT (key) WHERE is_current DO NOTHING
+RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+          updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+          cancel_reason, deadline_at
+
+-- name: fork_steps
+INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at)
+SELECT %(run_id)s, call_id, kind, name, status, attempts, result, error, started_at, ended_at
+FROM steps
+WHERE run_id = %(source_run_id)s AND call_id = ANY(%(call_ids)s)
+ON CONFLICT (run_id, call_id) DO NOTHING

@@ -193,3 +193,24 @@ WHERE is_current = 1 AND status = 'WAITING'
 -- name: list_signals
 SELECT id, name, payload, dedupe_id, created_at, consumed_call, consumed_at, rejected
 FROM signals WHERE run_id = :run_id ORDER BY id
+
+-- ---------------------------------------------------------------- fork (store/_fork.py)
+
+-- name: fork_workflow
+-- A new PENDING execution under :key with the name, arguments and queue of the ended execution
+-- :source_run_id; nothing if the key is taken or the source is not ended.
+INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
+                       created_at, updated_at, lease_token, lease_owner, lease_expires_at,
+                       next_run_at, queue, key_space)
+SELECT :run_id, :key, 1, name, args, args_hash, 'PENDING', NULL, :now, :now, NULL, NULL, NULL,
+       :now, queue, :key_space
+FROM workflows
+WHERE run_id = :source_run_id AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
+ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
+
+-- name: fork_steps
+INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at)
+SELECT :run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at
+FROM steps
+WHERE run_id = :source_run_id AND call_id IN (SELECT value FROM json_each(:call_ids))
+ON CONFLICT (run_id, call_id) DO NOTHING

@@ -1,0 +1,200 @@
+"""Fork: a new execution, under a new key, that reuses an ended execution's outcomes up to a step.
+
+Like DBOS's ``fork_workflow`` and Temporal's reset: a workflow that failed at step 3 because of a
+bug is forked from step 3 once the bug is fixed, and the fork completes it without running steps
+1 and 2 again.
+
+Which outcomes are kept. Step N is the workflow's own (top-level) durable call N: call id
+``"N"`` (see ``context``). The fork keeps
+
+* every step of top-level calls 1 .. N-1, and
+* every step of a branch (a task the workflow spawned: call ids ``"2/1"``, ``"2/1/3"``) that had
+  *ended* before step N started (a gather finished before step N is kept whole),
+
+and drops the rest, which runs again. The kept set is closed under "happened before": a kept
+step's outcome can only have depended on outcomes the workflow received before it, and those
+ended earlier, so they are kept too. A step that ended after step N started may depend on step
+N's outcome, which the fork computes anew, so it is dropped. Times compared are the recorded
+ones: the ends of activities, compensations, signals and children's results are the workflow's
+completion order (``ExecutionBase.completion_time``), strictly increasing within an execution,
+and every step of a branch that ended before top-level step N-1's outcome was received ended
+before step N started, whatever the clocks did meanwhile.
+
+``from_step`` = (last top-level step + 1) keeps every step: the fork resumes where the source
+stopped. A larger ``from_step`` is an error.
+
+Only ended executions (COMPLETED, FAILED, CANCELLED, TERMINATED) are forked: forking a live one
+would make two executions do the same work. A SUSPENDED execution is live too (the Recovery
+Worker retries it): terminate it first. Compensations the source ran after step N are dropped
+with everything else from step N on; their effects happened, and may have undone the effects of
+kept steps (``ForkPlan.compensated`` lists them, so a caller can warn).
+
+The fork's key space names its run (``keys.key_space(..., replacing=True)``): the activities it
+runs again and the children it starts anew get idempotency keys that no earlier execution used,
+not even one under the same key that was purged; kept steps keep their outcomes (a kept child
+start keeps its child, which stays the source's child).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from sagaway import errors, serialization
+from sagaway._engine.cancellation import is_cancel_step
+from sagaway.states import StepKind, StepStatus, WorkflowStatus
+from sagaway.store.base import Store
+from sagaway.store.records import StepRecord, WorkflowRecord
+
+_TOP_LEVEL = re.compile(r"[1-9][0-9]*")
+_COMPLETION_ORDERED = frozenset(
+    {StepKind.ACTIVITY, StepKind.COMPENSATION, StepKind.CHILD_RESULT, StepKind.SIGNAL}
+)
+_FINAL = frozenset({StepStatus.COMPLETED, StepStatus.FAILED})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ForkPlan:
+    """What a fork of an ended workflow keeps and what it runs again (see ``Manager.fork``)."""
+
+    source_key: str
+    source_run_id: str
+    source_status: WorkflowStatus
+    from_step: int
+    """The first top-level step the fork runs again."""
+    last_step: int
+    """The last top-level step the source recorded (0: none)."""
+    kept: tuple[str, ...]
+    """Call ids of the recorded steps the fork reuses, in the source's order."""
+    dropped: tuple[str, ...]
+    """Call ids of the source's steps the fork does not reuse (they run again if reached)."""
+    compensated: tuple[str, ...]
+    """Dropped compensations that had completed: their effects happened in the source."""
+
+    @property
+    def kept_top_level(self) -> tuple[int, int] | None:
+        """The range of top-level steps kept (``(1, from_step - 1)``), None if none is."""
+        return (1, self.from_step - 1) if self.from_step > 1 else None
+
+
+def top_level(call_id: str) -> int | None:
+    """The number of a top-level call id (``"3"`` -> 3), None for a branch's (``"2/1"``)."""
+    return int(call_id) if _TOP_LEVEL.fullmatch(call_id) else None
+
+
+def plan(source: WorkflowRecord, steps: list[StepRecord], from_step: int) -> ForkPlan:
+    """The steps a fork of ``source`` from top-level step ``from_step`` keeps (pure).
+
+    Raises:
+        ValueError: ``from_step`` is below 1 or past the step after the last recorded one.
+    """
+    if isinstance(from_step, bool) or not isinstance(from_step, int):
+        raise ValueError(f"from_step must be an integer, not {from_step!r}")
+    tops = {n: s for s in steps if (n := top_level(s.call_id)) is not None}
+    last = max(tops, default=0)
+    if from_step < 1 or from_step > last + 1:
+        raise ValueError(
+            f"from_step {from_step} is out of range for workflow {source.key!r}: its top-level "
+            f"steps are 1-{last}, so from_step must be 1-{last + 1} "
+            f"({last + 1} keeps every step and runs on from where it stopped)"
+            if last
+            else f"from_step {from_step} is out of range for workflow {source.key!r}: it "
+            "recorded no step, so from_step must be 1"
+        )
+    if from_step == last + 1:
+        kept = list(steps)
+    else:
+        boundary = _boundary(tops, from_step)
+        kept = [s for s in steps if _kept(s, from_step, boundary)]
+    cancelled = [s.call_id for s in kept if is_cancel_step(s)]
+    if cancelled:
+        # Kept, it would cancel the fork again at the same call.
+        raise ValueError(
+            f"step {cancelled[0]} of workflow {source.key!r} recorded its cancellation: fork "
+            f"from a step up to {top_level(cancelled[0]) or 'the one that started its branch'}"
+            " so that the fork runs past it"
+        )
+    kept_ids = {s.call_id for s in kept}
+    dropped = [s for s in steps if s.call_id not in kept_ids]
+    return ForkPlan(
+        source_key=source.key,
+        source_run_id=source.run_id,
+        source_status=source.status,
+        from_step=from_step,
+        last_step=last,
+        kept=tuple(s.call_id for s in kept),
+        dropped=tuple(s.call_id for s in dropped),
+        compensated=tuple(
+            s.call_id
+            for s in dropped
+            if s.kind is StepKind.COMPENSATION and s.status is StepStatus.COMPLETED
+        ),
+    )
+
+
+def _boundary(tops: dict[int, StepRecord], from_step: int) -> float:
+    """A time at or before which a branch's step ended before top-level step ``from_step``
+    started: that step's start, or the latest completion the workflow had received before it
+    (recorded completions are strictly ordered even when the clock did not move)."""
+    start = min(s.started_at for n, s in tops.items() if n >= from_step)
+    received = [
+        s.ended_at
+        for n, s in tops.items()
+        if n < from_step
+        and s.ended_at is not None
+        and s.kind in _COMPLETION_ORDERED
+        and s.status in _FINAL
+        and not (s.kind is StepKind.SIGNAL and s.status is StepStatus.FAILED)  # a timeout's now
+    ]
+    return max([start, *received])
+
+
+def _kept(step: StepRecord, from_step: int, boundary: float) -> bool:
+    number = top_level(step.call_id)
+    if number is not None:
+        return number < from_step
+    return step.status in _FINAL and step.ended_at is not None and step.ended_at <= boundary
+
+
+async def prepare(store: Store, key: str, from_step: int) -> ForkPlan:
+    """The plan of a fork of the workflow under ``key`` from ``from_step``.
+
+    Raises:
+        WorkflowNotFound: no workflow has ``key``.
+        WorkflowNotEnded: it is live (SUSPENDED included), or a kept step started a child that
+            has not ended (the fork would wait for a child whose end wakes only its parent).
+        ValueError: ``from_step`` is out of range.
+    """
+    source = await store.get_workflow(key)
+    if source is None:
+        raise errors.WorkflowNotFound(key)
+    if not source.status.ended:
+        raise errors.WorkflowNotEnded(
+            key,
+            source.status.value,
+            f"workflow {key!r} is {source.status.value}: only an ended workflow can be forked "
+            "(a live one would run twice); end it first with `sagaway terminate "
+            f"{key}` (or manager.terminate), then fork it",
+        )
+    steps = await store.load_steps(source.run_id)
+    result = plan(source, steps, from_step)
+    kept = set(result.kept)
+    for step in steps:
+        if step.call_id in kept and step.kind is StepKind.CHILD and step.result is not None:
+            await _require_child_ended(store, key, step)
+    return result
+
+
+async def _require_child_ended(store: Store, key: str, step: StepRecord) -> None:
+    assert step.result is not None
+    child_key = str(serialization.load_json(step.result, "child key"))
+    child = await store.get_workflow(child_key)
+    if child is not None and not child.status.ended:
+        raise errors.WorkflowNotEnded(
+            child_key,
+            child.status.value,
+            f"step {step.call_id} of workflow {key!r} started child workflow {child_key!r}, "
+            f"which is {child.status.value}: the fork would keep that step and wait for a child "
+            "that is not its own; wait for the child to end (or terminate it), or fork from an "
+            "earlier step",
+        )

@@ -1,0 +1,76 @@
+"""``fork_workflow``, the store half of a fork (see ``sagaway._engine.forking``): a new PENDING
+execution copying an ended one's name, arguments and queue, and the steps it keeps, in one
+transaction. The parameters are shared by both dialects; this module runs the SQLite one
+(``_pg_fork`` the PostgreSQL one, kept apart so SQLite users need no psycopg)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+from collections.abc import Collection
+from typing import Any
+
+from sagaway.store import _rows
+from sagaway.store.base import CreateResult
+from sagaway.store.sql import queries
+
+_Q = queries("sqlite")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Fork:
+    """One fork: the ended execution it copies and the new one it creates."""
+
+    source_run_id: str
+    run_id: str
+    key: str
+    key_space: str
+    call_ids: tuple[str, ...]
+    """The source's steps the new execution keeps."""
+    now: float
+
+    def params(self) -> dict[str, Any]:
+        """``fork_workflow`` and ``fork_steps`` (``call_ids`` as a list: PostgreSQL's array)."""
+        return {
+            "source_run_id": self.source_run_id,
+            "run_id": self.run_id,
+            "key": self.key,
+            "key_space": self.key_space,
+            "now": self.now,
+            "call_ids": list(self.call_ids),
+        }
+
+
+def fork(
+    source_run_id: str,
+    *,
+    run_id: str,
+    key: str,
+    key_space: str,
+    call_ids: Collection[str],
+    now: float,
+) -> Fork:
+    return Fork(
+        source_run_id=source_run_id,
+        run_id=run_id,
+        key=key,
+        key_space=key_space,
+        call_ids=tuple(call_ids),
+        now=now,
+    )
+
+
+def run_sqlite(conn: sqlite3.Connection, fork: Fork) -> CreateResult | None:
+    """The fork in the SQLite writer's transaction (see ``SQLiteStore.fork_workflow``)."""
+    params = fork.params()
+    params["call_ids"] = json.dumps(params["call_ids"])
+    if conn.execute(_Q["fork_workflow"], params).rowcount == 1:
+        if fork.call_ids:
+            conn.execute(_Q["fork_steps"], params)
+        row = conn.execute(_Q["get_run"], {"run_id": fork.run_id}).fetchone()
+        return CreateResult(_rows.workflow_from_row(row), created=True)
+    row = conn.execute(_Q["get_current"], {"key": fork.key}).fetchone()
+    if row is None:
+        return None  # the source is not (or no longer) an ended execution
+    return CreateResult(_rows.workflow_from_row(row), created=False)

@@ -1,0 +1,29 @@
+"""``fork_workflow`` on PostgreSQL (see ``_fork``): one transaction, retried through transient
+failures like every verb; a retry whose first attempt committed finds its own run under the key."""
+
+from __future__ import annotations
+
+from sagaway.store import _rows
+from sagaway.store._fork import Fork
+from sagaway.store._pg_conn import Conn, Q, Run, named
+from sagaway.store.base import CreateResult
+
+
+async def run_postgres(run: Run, fork: Fork) -> CreateResult | None:
+    """The fork as one transaction on ``run`` (a PostgresStore's ``_run``)."""
+    params = fork.params()
+
+    async def op(conn: Conn, retried: bool) -> CreateResult | None:
+        rows = await named(conn, "fork_workflow", params)
+        if rows:
+            if fork.call_ids:
+                await conn.execute(Q["fork_steps"], params)
+            return CreateResult(_rows.workflow_from_row(rows[0]), created=True)
+        rows = await named(conn, "get_current", {"key": fork.key})
+        if not rows:
+            return None  # the source is not (or no longer) an ended execution
+        existing = _rows.workflow_from_row(rows[0])
+        # Our own run: a retry whose first commit was not acknowledged (steps included).
+        return CreateResult(existing, created=existing.run_id == fork.run_id)
+
+    return await run(op)

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
-from sagaway.store import _params, _rows
+from sagaway.store import _params, _purge, _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store.base import CreateResult, DatabaseNotFound
 from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
@@ -569,6 +569,23 @@ class SQLiteStore:
             return [_rows.signal_from_row(row) for row in rows]
 
         return await self._call(op)
+
+    async def purge_ended(
+        self, *, before: float, statuses: Collection[WorkflowStatus] | None, limit: int
+    ) -> list[str]:
+        names = _purge.ended_statuses(statuses)
+        _purge.check_batch(limit)
+        return await self._call(
+            lambda conn: _purge.sqlite_purge(conn, before=before, statuses=names, limit=limit)
+        )
+
+    async def count_purgeable(
+        self, *, before: float, statuses: Collection[WorkflowStatus] | None
+    ) -> int:
+        names = _purge.ended_statuses(statuses)
+        return await self._call(
+            lambda conn: _purge.sqlite_count(conn, before=before, statuses=names)
+        )
 
 
 def _queue_params(queues: Collection[str] | None) -> dict[str, Any]:

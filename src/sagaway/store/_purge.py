@@ -1,0 +1,69 @@
+"""Retention: deleting ended executions that ended before a cutoff, in bounded batches.
+
+Shared by both stores: which statuses may be purged (ended ones only: a live execution is never
+deleted, whatever the caller asks), the parameters of the named queries ``purge_*`` and
+``count_purgeable``, and SQLite's batch (the PostgreSQL one is ``_pg_purge``). A batch is one
+short transaction, so the workers' own writes wait for it at most that long; a child is kept
+while its parent is live, since the parent reads the child's end when it resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Collection
+from typing import Any
+
+from sagaway.states import ENDED, WorkflowStatus
+from sagaway.store.sql import queries
+
+_Q = queries("sqlite")
+
+
+def ended_statuses(statuses: Collection[WorkflowStatus | str] | None) -> list[str]:
+    """The statuses to purge, sorted (None: every ended one); ``ValueError`` for an unknown or
+    a live status."""
+    if statuses is None:
+        return sorted(s.value for s in ENDED)
+    if isinstance(statuses, str):
+        raise TypeError("statuses must be a collection of statuses, not one string")
+    known = {s.value for s in WorkflowStatus}
+    chosen: set[WorkflowStatus] = set()
+    for status in statuses:
+        name = status.value if isinstance(status, WorkflowStatus) else str(status).upper()
+        if name not in known:
+            raise ValueError(f"unknown status {status!r}; use {', '.join(sorted(known))}")
+        chosen.add(WorkflowStatus(name))
+    live = sorted(s.value for s in chosen if not s.ended)
+    if live:
+        raise ValueError(
+            f"only ended workflows can be purged ({', '.join(sorted(s.value for s in ENDED))}), "
+            f"not {', '.join(live)}"
+        )
+    if not chosen:
+        raise ValueError("no status given to purge")
+    return sorted(s.value for s in chosen)
+
+
+def check_batch(limit: int) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, not {limit!r}")
+
+
+def sqlite_purge(
+    conn: sqlite3.Connection, *, before: float, statuses: list[str], limit: int
+) -> list[str]:
+    """One batch on SQLite (inside the writer's transaction): the run ids deleted."""
+    params: dict[str, Any] = {"before": before, "statuses": json.dumps(statuses), "limit": limit}
+    run_ids = [row[0] for row in conn.execute(_Q["purge_select"], params).fetchall()]
+    if run_ids:
+        doomed = {"run_ids": json.dumps(run_ids)}
+        conn.execute(_Q["purge_steps"], doomed)
+        conn.execute(_Q["purge_signals"], doomed)
+        conn.execute(_Q["purge_workflows"], doomed)
+    return run_ids
+
+
+def sqlite_count(conn: sqlite3.Connection, *, before: float, statuses: list[str]) -> int:
+    params = {"before": before, "statuses": json.dumps(statuses)}
+    return int(conn.execute(_Q["count_purgeable"], params).fetchone()[0])

@@ -15,7 +15,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any, Protocol
 
 from sagaway import errors, events, retry, serialization
@@ -393,6 +393,36 @@ class Engine:
 
     async def count_by_status(self) -> dict[WorkflowStatus, int]:
         return await self.store.count_by_status()
+
+    async def purge(
+        self,
+        older_than: float,
+        *,
+        statuses: Collection[WorkflowStatus] | None,
+        batch_size: int,
+        dry_run: bool,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> int:
+        """Delete executions that ended more than ``older_than`` seconds ago, batch by batch
+        (each its own short transaction), until none is left; how many (``dry_run``: how many
+        would be, deleting nothing). The cutoff is fixed at the start, so executions ending
+        meanwhile do not keep it going. ``on_batch(n)`` after each batch."""
+        before = self.clock.now() - older_than
+        if dry_run:
+            return await self.store.count_purgeable(before=before, statuses=statuses)
+        total = 0
+        while True:
+            run_ids = await self.store.purge_ended(
+                before=before, statuses=statuses, limit=batch_size
+            )
+            for run_id in run_ids:
+                self.recent_ends.discard(run_id)  # a purged end is not answered from memory
+            total += len(run_ids)
+            if on_batch is not None:
+                on_batch(len(run_ids))
+            if len(run_ids) < batch_size:
+                return total
+            await asyncio.sleep(0)  # let this process's own work in between batches
 
     # ------------------------------------------------------------------ ownership
 

@@ -14,35 +14,16 @@ import sqlite3
 from collections.abc import Collection
 from typing import Any
 
-from sagaway.states import ENDED, WorkflowStatus
+from sagaway import states
+from sagaway.states import WorkflowStatus
 from sagaway.store.sql import queries
 
 _Q = queries("sqlite")
 
 
-def ended_statuses(statuses: Collection[WorkflowStatus | str] | None) -> list[str]:
-    """The statuses to purge, sorted (None: every ended one); ``ValueError`` for an unknown or
-    a live status."""
-    if statuses is None:
-        return sorted(s.value for s in ENDED)
-    if isinstance(statuses, str):
-        raise TypeError("statuses must be a collection of statuses, not one string")
-    known = {s.value for s in WorkflowStatus}
-    chosen: set[WorkflowStatus] = set()
-    for status in statuses:
-        name = status.value if isinstance(status, WorkflowStatus) else str(status).upper()
-        if name not in known:
-            raise ValueError(f"unknown status {status!r}; use {', '.join(sorted(known))}")
-        chosen.add(WorkflowStatus(name))
-    live = sorted(s.value for s in chosen if not s.ended)
-    if live:
-        raise ValueError(
-            f"only ended workflows can be purged ({', '.join(sorted(s.value for s in ENDED))}), "
-            f"not {', '.join(live)}"
-        )
-    if not chosen:
-        raise ValueError("no status given to purge")
-    return sorted(s.value for s in chosen)
+def ended_statuses(statuses: Collection[WorkflowStatus] | None) -> list[str]:
+    """The values of the statuses to purge (see ``states.ended_statuses``: ended ones only)."""
+    return [s.value for s in states.ended_statuses(statuses)]
 
 
 def check_batch(limit: int) -> None:

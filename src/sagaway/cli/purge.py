@@ -59,6 +59,11 @@ def _statuses(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         raise click.BadParameter(str(exc)) from exc
 
 
+def can_ask() -> bool:
+    """Whether someone at a terminal can answer the confirmation question."""
+    return sys.stdin.isatty()
+
+
 def _ago(seconds: float) -> str:
     return str(datetime.timedelta(seconds=round(seconds)))
 
@@ -115,7 +120,7 @@ def purge(
         click.echo(f"would purge {found} workflows")
         return
     if found and not yes:
-        if not sys.stdin.isatty():
+        if not can_ask():
             fail("stdin is not a terminal, so no one can confirm: pass --yes to purge", Exit.USAGE)
         question = (
             f"Purge {found} workflows that ended more than {_ago(older_than)} ago from {where}?"

@@ -46,7 +46,6 @@ ENDED = frozenset(
 )
 
 
-
 def ended_statuses(
     statuses: Collection[WorkflowStatus | str] | None,
 ) -> list[WorkflowStatus]:

@@ -24,7 +24,7 @@ import sagaway as sw
 from tests.integration import purge_load_app
 from tests.store_helpers import raw_sql
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 ENDED = 100_000
 WORKERS = 3
@@ -144,6 +144,7 @@ def stop_workers(procs: list[subprocess.Popen[str]]) -> None:
             proc.stdout.close()
 
 
+@pytest.mark.postgres
 async def test_purge_of_100k_ended_workflows_under_load(postgres_url: str) -> None:
     url = postgres_url
     client = purge_load_app.build(url)
@@ -201,3 +202,95 @@ async def test_purge_of_100k_ended_workflows_under_load(postgres_url: str) -> No
     assert raw_sql(url, "SELECT count(*) FROM steps WHERE run_id LIKE 'bulk-run-%'") == [(0,)]
     assert raw_sql(url, "SELECT count(*) FROM signals WHERE run_id LIKE 'bulk-run-%'") == [(0,)]
     assert all(proc.returncode == 0 for proc in procs)
+
+
+# ---------------------------------------------------------------------------- SQLite
+
+SQLITE_ENDED = 50_000
+SQLITE_BULK = [
+    f"""
+    WITH RECURSIVE n(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM n WHERE g < {SQLITE_ENDED})
+    INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, result,
+        created_at, updated_at, ended_at, queue, key_space)
+    SELECT 'bulk-run-' || g, 'bulk-' || g, g % 10 <> 0, 'saga', '[' || g || ']', 'h' || g,
+        CASE g % 4 WHEN 0 THEN 'COMPLETED' WHEN 1 THEN 'FAILED' WHEN 2 THEN 'CANCELLED'
+            ELSE 'TERMINATED' END,
+        '1', :t - 5, :t - g * 0.01, :t - g * 0.01, 'default', 'bulk-' || g
+    FROM n
+    """,
+    f"""
+    WITH RECURSIVE n(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM n WHERE g < {SQLITE_ENDED})
+    INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, started_at, ended_at)
+    SELECT 'bulk-run-' || g, c.c, 'ACTIVITY', 'reserve', 'COMPLETED', 1, '"r"', :t, :t
+    FROM n, (SELECT '1' AS c UNION ALL SELECT '2') c
+    """,
+    """
+    INSERT INTO workflows (run_id, key, name, args, args_hash, status, waiting_for, created_at,
+        updated_at, next_run_at, queue, key_space)
+    VALUES ('live-run-1', 'live-1', 'idle', '[]', 'h', 'WAITING', 'timer', :t, :t, :t + 1e9,
+        'default', 'live-1')
+    """,
+    """
+    INSERT INTO signals (run_id, name, payload, created_at) VALUES ('live-run-1', 'go', '1', :t)
+    """,
+]
+
+
+async def test_purge_under_load_on_sqlite(tmp_path: Path) -> None:
+    """The same on SQLite, at half the size, with the workers in this process (one writer
+    thread serves both: each purge batch is one job among the workers' own)."""
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path}/load.db"
+    manager = purge_load_app.build(url)
+    async with manager.connect():
+        pass
+    lite = sqlite3.connect(tmp_path / "load.db")
+    with lite:
+        for statement in SQLITE_BULK:
+            lite.execute(statement, {"t": time.time() - 40 * DAY})
+    protected = lite.execute("SELECT * FROM workflows WHERE key = 'live-1'").fetchall()
+
+    done = 0
+    stop = asyncio.Event()
+
+    async def lane(lane_id: int) -> None:
+        nonlocal done
+        n = 0
+        while not stop.is_set():
+            n += 1
+            key = f"load-{lane_id}-{n}"
+            assert await manager.workflow("saga", n).execute_get(idempotency_key=key) == n
+            done += 1
+
+    async def rate(seconds: float) -> float:
+        first, began = done, time.monotonic()
+        await asyncio.sleep(seconds)
+        return (done - first) / (time.monotonic() - began)
+
+    async with manager:
+        lanes = [asyncio.create_task(lane(i)) for i in range(purge_load_app.IN_FLIGHT)]
+        try:
+            await asyncio.sleep(1.0)  # warm-up
+            before = await rate(WINDOW)
+            first, began = done, time.monotonic()
+            purged = await manager.purge(30 * DAY)
+            elapsed = time.monotonic() - began
+            during = (done - first) / elapsed
+            report = {"purge_s": round(elapsed, 2), "before_per_s": round(before, 1)}
+            report["during_per_s"] = round(during, 1)
+            print(f"\nSQLite purge under load: {report}")
+            assert purged == SQLITE_ENDED
+            assert before > 20, report
+            assert during >= 0.5 * before, report
+            assert await manager.workflow("saga", -7).execute_get(idempotency_key="bulk-7") == -7
+        finally:
+            stop.set()
+            await asyncio.gather(*lanes)
+    assert lite.execute("SELECT * FROM workflows WHERE key = 'live-1'").fetchall() == protected
+    assert lite.execute("SELECT count(*) FROM signals WHERE run_id = 'live-run-1'").fetchone() == (
+        1,
+    )
+    assert lite.execute("SELECT count(*) FROM steps WHERE run_id LIKE 'bulk-%'").fetchone() == (0,)
+    assert lite.execute("SELECT count(*) FROM workflows WHERE key LIKE 'bulk-%'").fetchone() == (1,)
+    lite.close()

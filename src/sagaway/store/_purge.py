@@ -20,6 +20,10 @@ from sagaway.store.sql import queries
 
 _Q = queries("sqlite")
 
+SQLITE_CHUNK = 50
+"""Executions deleted by one job of SQLite's writer thread at most: the workers' commits grouped
+with a job wait for it (with 500, a purge under load cut their throughput by two thirds)."""
+
 
 def ended_statuses(statuses: Collection[WorkflowStatus] | None) -> list[str]:
     """The values of the statuses to purge (see ``states.ended_statuses``: ended ones only)."""

@@ -575,9 +575,20 @@ class SQLiteStore:
     ) -> list[str]:
         names = _purge.ended_statuses(statuses)
         _purge.check_batch(limit)
-        return await self._call(
-            lambda conn: _purge.sqlite_purge(conn, before=before, statuses=names, limit=limit)
-        )
+        # In chunks, each a job of its own: the writer serves everyone, and a job holds the
+        # workers' commits of its group transaction until it is done.
+        purged: list[str] = []
+        while len(purged) < limit:
+            chunk = min(limit - len(purged), _purge.SQLITE_CHUNK)
+
+            def op(conn: sqlite3.Connection, n: int = chunk) -> list[str]:
+                return _purge.sqlite_purge(conn, before=before, statuses=names, limit=n)
+
+            run_ids = await self._call(op)
+            purged += run_ids
+            if len(run_ids) < chunk:
+                break
+        return purged
 
     async def count_purgeable(
         self, *, before: float, statuses: Collection[WorkflowStatus] | None

@@ -48,7 +48,7 @@ BULK = [
     """,
     f"""
     INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, started_at, ended_at)
-    SELECT 'bulk-run-' || g, c::text, 'ACTIVITY', 'reserve', 'COMPLETED', 1, '"r"',
+    SELECT 'bulk-run-' || g, c::text, 'activity', 'reserve', 'COMPLETED', 1, '"r"',
         {_NOW} - 41 * {DAY}, {_NOW} - 41 * {DAY}
     FROM generate_series(1, {ENDED}) g, generate_series(1, 2) c
     """,
@@ -71,7 +71,7 @@ BULK = [
     """,
     f"""
     INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, started_at, ended_at)
-    SELECT 'live-run-' || g, '1', 'ACTIVITY', 'reserve', 'COMPLETED', 1, '"r"',
+    SELECT 'live-run-' || g, '1', 'activity', 'reserve', 'COMPLETED', 1, '"r"',
         {_NOW} - 50 * {DAY}, {_NOW} - 50 * {DAY}
     FROM generate_series(1, 1000) g
     """,
@@ -221,7 +221,7 @@ SQLITE_BULK = [
     f"""
     WITH RECURSIVE n(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM n WHERE g < {SQLITE_ENDED})
     INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, started_at, ended_at)
-    SELECT 'bulk-run-' || g, c.c, 'ACTIVITY', 'reserve', 'COMPLETED', 1, '"r"', :t, :t
+    SELECT 'bulk-run-' || g, c.c, 'activity', 'reserve', 'COMPLETED', 1, '"r"', :t, :t
     FROM n, (SELECT '1' AS c UNION ALL SELECT '2') c
     """,
     """

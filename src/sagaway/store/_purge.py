@@ -2,9 +2,9 @@
 
 Shared by both stores: which statuses may be purged (ended ones only: a live execution is never
 deleted, whatever the caller asks), the parameters of the named queries ``purge_*`` and
-``count_purgeable``, and SQLite's batch (the PostgreSQL one is ``_pg_purge``). A batch is one
-short transaction, so the workers' own writes wait for it at most that long; a child is kept
-while its parent is live, since the parent reads the child's end when it resumes.
+``count_purgeable``, and SQLite's chunk of a batch (the PostgreSQL batch is ``_pg_purge``).
+Transactions stay short, so the workers' own writes wait for one at most that long; a child is
+kept while its parent is live, since the parent reads the child's end when it resumes.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def check_batch(limit: int) -> None:
 def sqlite_purge(
     conn: sqlite3.Connection, *, before: float, statuses: list[str], limit: int
 ) -> list[str]:
-    """One batch on SQLite (inside the writer's transaction): the run ids deleted."""
+    """One chunk on SQLite (a job of the writer's transaction): the run ids deleted."""
     params: dict[str, Any] = {"before": before, "statuses": json.dumps(statuses), "limit": limit}
     run_ids = [row[0] for row in conn.execute(_Q["purge_select"], params).fetchall()]
     if run_ids:

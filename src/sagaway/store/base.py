@@ -233,8 +233,9 @@ class Store(Protocol):
         self, *, before: float, statuses: Collection[WorkflowStatus] | None, limit: int
     ) -> list[str]:
         """Delete up to ``limit`` ended executions (of ``statuses``; None: every ended status)
-        whose ``ended_at`` is before ``before``, oldest first, with their steps and signals, in
-        one short transaction; returns their run ids.
+        whose ``ended_at`` is before ``before``, oldest first, with their steps and signals;
+        returns their run ids. Short transactions: one on PostgreSQL, writer jobs of a few
+        dozen rows on SQLite (where the workers' commits share the one writer).
 
         Current executions and terminated predecessors alike; never a live one (``ValueError``
         if ``statuses`` names one), nor a child whose parent is live. Rows another purger holds

@@ -1,0 +1,1 @@
+-- Placeholder for schema v8 (PostgreSQL), which another branch adds; it will be replaced.

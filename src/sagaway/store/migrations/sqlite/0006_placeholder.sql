@@ -1,0 +1,1 @@
+-- Placeholder for schema v6 (SQLite), which another branch adds; it will be replaced.

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import enum
 import functools
 import logging
 import math
 import warnings
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
 
 from sagaway import errors, serialization
 from sagaway._engine import context
+from sagaway._engine import retention as retention_mod
 from sagaway._engine.engine import Engine, EngineRef
 from sagaway._engine.executor import current_execution
 from sagaway._engine.forking import ForkPlan
@@ -31,7 +33,7 @@ from sagaway.recovery import RecoveryWorker
 from sagaway.registry import ActivityDef, Queue, Registry
 from sagaway.retry import RetryPolicy
 from sagaway.signals import Signal
-from sagaway.states import WorkflowStatus
+from sagaway.states import WorkflowStatus, ended_statuses
 from sagaway.store import open_store, resolve_url
 from sagaway.store.records import SignalRecord
 from sagaway.worker import Worker
@@ -83,6 +85,10 @@ class Manager:
         activity_threads: threads for synchronous activities.
         payload_limit: bytes of JSON allowed for arguments or a result.
         clock: time source (``sagaway.testing.FakeClock`` in tests).
+        retention: when set (a ``timedelta`` or seconds), ``async with manager`` also purges,
+            in the background, workflows that ended longer ago than this (see ``purge``).
+        retention_interval: seconds (or a ``timedelta``) between those background purges; the
+            first comes a minute after the Manager opens (sooner if the interval is shorter).
     """
 
     def __init__(
@@ -98,9 +104,16 @@ class Manager:
         activity_threads: int = 32,
         payload_limit: int = serialization.DEFAULT_PAYLOAD_LIMIT,
         clock: Clock | None = None,
+        retention: datetime.timedelta | float | None = None,
+        retention_interval: datetime.timedelta | float = retention_mod.DEFAULT_INTERVAL,
     ) -> None:
         if concurrency < 1 or activity_threads < 1:
             raise ValueError("concurrency and activity_threads must be >= 1")
+        self.retention = (
+            None if retention is None else retention_mod.as_seconds(retention, "retention")
+        )
+        """Seconds after its end that a workflow is purged in the background (None: kept)."""
+        self.retention_interval = retention_mod.as_seconds(retention_interval, "retention_interval")
         self.url = resolve_url(url)
         self.options = EngineOptions(
             recovery_interval=recovery_interval,
@@ -124,6 +137,7 @@ class Manager:
         """The Engine while the Manager is open; handles, calls and signals share it."""
         self._worker: Worker | None = None
         self._recovery: RecoveryWorker | None = None
+        self._retention: retention_mod.RetentionPurger | None = None
         self._clock_task: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
@@ -145,6 +159,11 @@ class Manager:
         """This process's Worker while the Manager runs (``async with manager``), else None:
         its ``executions()`` and ``free_slots`` show what it runs and what it can take."""
         return self._worker
+
+    @property
+    def retention_purger(self) -> retention_mod.RetentionPurger | None:
+        """The background purger while the Manager runs with ``retention`` set, else None."""
+        return self._retention
 
     # ------------------------------------------------------------------ registration
 
@@ -380,6 +399,33 @@ class Manager:
         """
         return await self._ref.require().plan_fork(key, from_step=from_step)
 
+    async def purge(
+        self,
+        older_than: datetime.timedelta | float,
+        *,
+        statuses: Collection[WorkflowStatus | str] | None = None,
+        batch_size: int = retention_mod.DEFAULT_BATCH,
+        dry_run: bool = False,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> int:
+        """Delete workflows that ended more than ``older_than`` (a ``timedelta`` or seconds)
+        ago, with their steps and signals; returns how many (``dry_run``: how many would be,
+        deleting nothing).
+
+        Only ended workflows (COMPLETED, FAILED, CANCELLED, TERMINATED; ``statuses`` narrows
+        that; a live status is a ``ValueError``), and no child of a live parent. It deletes in
+        batches of ``batch_size``, each one short transaction, calling ``on_batch(n)`` after
+        each, so workers running at the same time are not held up. A purged key can be started
+        again: it names a new execution.
+        """
+        seconds = retention_mod.as_seconds(older_than, "older_than")
+        chosen = ended_statuses(statuses)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer >= 1, not {batch_size!r}")
+        return await self._ref.require().purge(
+            seconds, statuses=chosen, batch_size=batch_size, dry_run=dry_run, on_batch=on_batch
+        )
+
     # ------------------------------------------------------------------ lifecycle
 
     def _require_engine(self) -> Engine:
@@ -407,6 +453,11 @@ class Manager:
             worker.start()
             recovery.start()
             self._worker, self._recovery = worker, recovery
+            if self.retention is not None:
+                self._retention = retention_mod.RetentionPurger(
+                    engine, self.retention, interval=self.retention_interval
+                )
+                self._retention.start()
             self.state = ManagerState.RUNNING
         else:
             self.state = ManagerState.CONNECTED
@@ -421,6 +472,8 @@ class Manager:
             self._clock_task.cancel()
             self._clock_task = None
         try:
+            if self._retention is not None:
+                await self._retention.stop()
             if self._recovery is not None:
                 await self._recovery.stop()
             if self._worker is not None:
@@ -429,6 +482,7 @@ class Manager:
             await engine.close()
             self._ref.engine = None
             self._worker = self._recovery = None
+            self._retention = None
             self.state = ManagerState.CLOSED
 
     async def __aenter__(self) -> Manager:

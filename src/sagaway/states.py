@@ -7,6 +7,7 @@ all share these names without depending on one another.
 from __future__ import annotations
 
 import enum
+from collections.abc import Collection
 
 
 class WorkflowStatus(enum.StrEnum):
@@ -43,6 +44,35 @@ ENDED = frozenset(
         WorkflowStatus.TERMINATED,
     }
 )
+
+
+def ended_statuses(
+    statuses: Collection[WorkflowStatus | str] | None,
+) -> list[WorkflowStatus]:
+    """The ended statuses named by ``statuses`` (names in any case), sorted; None: all of them.
+
+    What may be purged: ``ValueError`` for an unknown status, a live one, or none at all.
+    """
+    if statuses is None:
+        return sorted(ENDED)
+    if isinstance(statuses, str):
+        raise TypeError("statuses must be a collection of statuses, not one string")
+    known = {s.value for s in WorkflowStatus}
+    chosen: set[WorkflowStatus] = set()
+    for status in statuses:
+        name = status.value if isinstance(status, WorkflowStatus) else str(status).strip().upper()
+        if name not in known:
+            raise ValueError(f"unknown status {status!r}; use {', '.join(sorted(known))}")
+        chosen.add(WorkflowStatus(name))
+    live = sorted(s.value for s in chosen if not s.ended)
+    if live:
+        raise ValueError(
+            f"only ended workflows can be purged ({', '.join(sorted(ENDED))}), "
+            f"not {', '.join(live)}"
+        )
+    if not chosen:
+        raise ValueError("no status given to purge")
+    return sorted(chosen)
 
 
 class StepStatus(enum.StrEnum):

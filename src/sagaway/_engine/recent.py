@@ -65,6 +65,10 @@ class RecentEnds:
             _, (_, dropped) = self._records.popitem(last=False)
             self.bytes -= dropped
 
+    def discard(self, run_id: str) -> None:
+        """Forget ``run_id`` (its record was purged from the store)."""
+        self._drop(run_id)
+
     def _drop(self, run_id: str) -> None:
         entry = self._records.pop(run_id, None)
         if entry is not None:

@@ -27,6 +27,7 @@ from sagaway.cli._support import EXIT_CODES_HELP, Exit, mask_url, run, url_optio
 from sagaway.cli.fork import fork as fork_command
 from sagaway.cli.lab import lab as lab_command
 from sagaway.cli.lint import lint
+from sagaway.cli.purge import purge
 from sagaway.store import resolve_url
 
 console = Console()
@@ -703,6 +704,7 @@ def demo(ctx: click.Context, url: str | None) -> None:
 
 cli.add_command(lint)
 cli.add_command(fork_command)
+cli.add_command(purge)
 demo.add_command(lab_command)
 
 

@@ -254,3 +254,25 @@ class Store(Protocol):
         ...
 
     async def list_signals(self, run_id: str) -> list[SignalRecord]: ...
+
+    # ------------------------------------------------------------ retention (schema v9/v7)
+
+    async def purge_ended(
+        self, *, before: float, statuses: Collection[WorkflowStatus] | None, limit: int
+    ) -> list[str]:
+        """Delete up to ``limit`` ended executions (of ``statuses``; None: every ended status)
+        whose ``ended_at`` is before ``before``, oldest first, with their steps and signals;
+        returns their run ids. Short transactions: one on PostgreSQL, writer jobs of a few
+        dozen rows on SQLite (where the workers' commits share the one writer).
+
+        Current executions and terminated predecessors alike; never a live one (``ValueError``
+        if ``statuses`` names one), nor a child whose parent is live. Rows another purger holds
+        are skipped, so fewer than ``limit`` does not mean none are left to someone else.
+        """
+        ...
+
+    async def count_purgeable(
+        self, *, before: float, statuses: Collection[WorkflowStatus] | None
+    ) -> int:
+        """How many executions ``purge_ended`` would delete, batches aside (a dry run)."""
+        ...

@@ -42,7 +42,16 @@ from psycopg import sql
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
-from sagaway.store import _fork, _params, _pg_batches, _pg_conn, _pg_fork, _pg_listener, _rows
+from sagaway.store import (
+    _fork,
+    _params,
+    _pg_batches,
+    _pg_conn,
+    _pg_fork,
+    _pg_listener,
+    _pg_purge,
+    _rows,
+)
 from sagaway.store import migrations as _migrations
 from sagaway.store._group_commit import GroupCommit
 from sagaway.store._pg_conn import Conn, Op, exists, named
@@ -672,6 +681,16 @@ class PostgresStore:
             return [_rows.signal_from_row(row) for row in rows]
 
         return await self._run(op, transaction=False)
+
+    async def purge_ended(
+        self, *, before: float, statuses: Collection[WorkflowStatus] | None, limit: int
+    ) -> list[str]:
+        return await _pg_purge.purge(self._run, before=before, statuses=statuses, limit=limit)
+
+    async def count_purgeable(
+        self, *, before: float, statuses: Collection[WorkflowStatus] | None
+    ) -> int:
+        return await _pg_purge.count(self._run, before=before, statuses=statuses)
 
 
 async def _fenced(

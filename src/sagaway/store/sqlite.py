@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
-from sagaway.store import _fork, _params, _rows
+from sagaway.store import _fork, _params, _purge, _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store.base import CreateResult, DatabaseNotFound
 from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
@@ -601,6 +601,34 @@ class SQLiteStore:
             return [_rows.signal_from_row(row) for row in rows]
 
         return await self._call(op)
+
+    async def purge_ended(
+        self, *, before: float, statuses: Collection[WorkflowStatus] | None, limit: int
+    ) -> list[str]:
+        names = _purge.ended_statuses(statuses)
+        _purge.check_batch(limit)
+        # In chunks, each a job of its own: the writer serves everyone, and a job holds the
+        # workers' commits of its group transaction until it is done.
+        purged: list[str] = []
+        while len(purged) < limit:
+            chunk = min(limit - len(purged), _purge.SQLITE_CHUNK)
+
+            def op(conn: sqlite3.Connection, n: int = chunk) -> list[str]:
+                return _purge.sqlite_purge(conn, before=before, statuses=names, limit=n)
+
+            run_ids = await self._call(op)
+            purged += run_ids
+            if len(run_ids) < chunk:
+                break
+        return purged
+
+    async def count_purgeable(
+        self, *, before: float, statuses: Collection[WorkflowStatus] | None
+    ) -> int:
+        names = _purge.ended_statuses(statuses)
+        return await self._call(
+            lambda conn: _purge.sqlite_count(conn, before=before, statuses=names)
+        )
 
 
 def _queue_params(queues: Collection[str] | None) -> dict[str, Any]:

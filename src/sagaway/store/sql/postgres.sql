@@ -508,3 +508,40 @@ SELECT %(run_id)s, call_id, kind, name, status, attempts, result, error, started
 FROM steps
 WHERE run_id = %(source_run_id)s AND call_id = ANY(%(call_ids)s)
 ON CONFLICT (run_id, call_id) DO NOTHING
+-- ---------------------------------------------------------------- retention (schema v9)
+-- A purge batch is one statement, so one short transaction: the oldest ended executions of the
+-- given statuses that ended before the cutoff, locked with SKIP LOCKED (a row another purger
+-- holds is left to it; live rows are never selected), then their steps, signals and rows. A
+-- child is kept while its parent is live: the parent reads the child's end when it resumes.
+-- The literal status list matches the partial index workflows_ended.
+
+-- name: purge_ended
+WITH doomed AS (
+    SELECT w.run_id FROM workflows w
+    WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
+      AND w.status = ANY(%(statuses)s::text[])
+      AND w.ended_at < %(before)s
+      AND NOT EXISTS (
+          SELECT 1 FROM workflows p
+          WHERE p.key = w.parent_key COLLATE "C" AND p.is_current
+            AND p.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
+    ORDER BY w.ended_at
+    LIMIT %(limit)s
+    FOR UPDATE OF w SKIP LOCKED
+), gone_steps AS (
+    DELETE FROM steps WHERE run_id IN (SELECT run_id FROM doomed)
+), gone_signals AS (
+    DELETE FROM signals WHERE run_id IN (SELECT run_id FROM doomed)
+)
+DELETE FROM workflows WHERE run_id IN (SELECT run_id FROM doomed)
+RETURNING run_id
+
+-- name: count_purgeable
+SELECT count(*) FROM workflows w
+WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
+  AND w.status = ANY(%(statuses)s::text[])
+  AND w.ended_at < %(before)s
+  AND NOT EXISTS (
+      SELECT 1 FROM workflows p
+      WHERE p.key = w.parent_key COLLATE "C" AND p.is_current
+        AND p.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))

@@ -214,3 +214,40 @@ SELECT :run_id, call_id, kind, name, status, attempts, result, error, started_at
 FROM steps
 WHERE run_id = :source_run_id AND call_id IN (SELECT value FROM json_each(:call_ids))
 ON CONFLICT (run_id, call_id) DO NOTHING
+-- ---------------------------------------------------------------- retention (schema v7)
+-- A purge batch: the oldest ended executions of the given statuses that ended before the
+-- cutoff (purge_select), then their steps, signals and rows (purge_steps, purge_signals,
+-- purge_workflows), in one short write transaction of the writer thread. A child is kept while
+-- its parent is live: the parent reads the child's end when it resumes. The literal status list
+-- matches the partial index workflows_ended.
+
+-- name: purge_select
+SELECT w.run_id FROM workflows w
+WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
+  AND w.status IN (SELECT value FROM json_each(:statuses))
+  AND w.ended_at < :before
+  AND NOT EXISTS (
+      SELECT 1 FROM workflows p
+      WHERE p.key = w.parent_key AND p.is_current = 1
+        AND p.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
+ORDER BY w.ended_at
+LIMIT :limit
+
+-- name: purge_steps
+DELETE FROM steps WHERE run_id IN (SELECT value FROM json_each(:run_ids))
+
+-- name: purge_signals
+DELETE FROM signals WHERE run_id IN (SELECT value FROM json_each(:run_ids))
+
+-- name: purge_workflows
+DELETE FROM workflows WHERE run_id IN (SELECT value FROM json_each(:run_ids))
+
+-- name: count_purgeable
+SELECT count(*) FROM workflows w
+WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
+  AND w.status IN (SELECT value FROM json_each(:statuses))
+  AND w.ended_at < :before
+  AND NOT EXISTS (
+      SELECT 1 FROM workflows p
+      WHERE p.key = w.parent_key AND p.is_current = 1
+        AND p.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))

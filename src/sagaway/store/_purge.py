@@ -1,0 +1,54 @@
+"""Retention: deleting ended executions that ended before a cutoff, in bounded batches.
+
+Shared by both stores: which statuses may be purged (ended ones only: a live execution is never
+deleted, whatever the caller asks), the parameters of the named queries ``purge_*`` and
+``count_purgeable``, and SQLite's chunk of a batch (the PostgreSQL batch is ``_pg_purge``).
+Transactions stay short, so the workers' own writes wait for one at most that long; a child is
+kept while its parent is live, since the parent reads the child's end when it resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Collection
+from typing import Any
+
+from sagaway import states
+from sagaway.states import WorkflowStatus
+from sagaway.store.sql import queries
+
+_Q = queries("sqlite")
+
+SQLITE_CHUNK = 50
+"""Executions deleted by one job of SQLite's writer thread at most: the workers' commits grouped
+with a job wait for it (with 500, a purge under load cut their throughput by two thirds)."""
+
+
+def ended_statuses(statuses: Collection[WorkflowStatus] | None) -> list[str]:
+    """The values of the statuses to purge (see ``states.ended_statuses``: ended ones only)."""
+    return [s.value for s in states.ended_statuses(statuses)]
+
+
+def check_batch(limit: int) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, not {limit!r}")
+
+
+def sqlite_purge(
+    conn: sqlite3.Connection, *, before: float, statuses: list[str], limit: int
+) -> list[str]:
+    """One chunk on SQLite (a job of the writer's transaction): the run ids deleted."""
+    params: dict[str, Any] = {"before": before, "statuses": json.dumps(statuses), "limit": limit}
+    run_ids = [row[0] for row in conn.execute(_Q["purge_select"], params).fetchall()]
+    if run_ids:
+        doomed = {"run_ids": json.dumps(run_ids)}
+        conn.execute(_Q["purge_steps"], doomed)
+        conn.execute(_Q["purge_signals"], doomed)
+        conn.execute(_Q["purge_workflows"], doomed)
+    return run_ids
+
+
+def sqlite_count(conn: sqlite3.Connection, *, before: float, statuses: list[str]) -> int:
+    params = {"before": before, "statuses": json.dumps(statuses)}
+    return int(conn.execute(_Q["count_purgeable"], params).fetchone()[0])

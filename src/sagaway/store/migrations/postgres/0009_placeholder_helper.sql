@@ -1,0 +1,1 @@
+-- Placeholder so the version numbers stay contiguous; replaced by the migration merged from another branch.

@@ -28,7 +28,15 @@ from sagaway.clock import Clock, wait_event_or_sleep
 from sagaway.registry import Queue, Registry, WorkflowDef
 from sagaway.states import ErrorKind, OnConflict, WorkflowStatus
 from sagaway.store.base import Store, StoreUnavailable
-from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
+from sagaway.store.records import (
+    AttemptErrorRecord,
+    Lease,
+    ListQuery,
+    NewWorkflow,
+    SignalRecord,
+    StepRecord,
+    WorkflowRecord,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -393,6 +401,16 @@ class Engine:
 
     async def count_by_status(self) -> dict[WorkflowStatus, int]:
         return await self.store.count_by_status()
+
+    async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
+        return await self.store.list_page(query)
+
+    async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
+        return await self.store.list_attempt_errors(run_id)
+
+    async def list_run_signals(self, run_id: str) -> list[SignalRecord]:
+        """Signals sent to the execution ``run_id``, delivered or not, in order."""
+        return await self.store.list_signals(run_id)
 
     # ------------------------------------------------------------------ ownership
 

@@ -42,13 +42,21 @@ from psycopg import sql
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
-from sagaway.store import _params, _pg_batches, _pg_conn, _pg_listener, _rows
+from sagaway.store import _inspect, _params, _pg_batches, _pg_conn, _pg_listener, _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store._group_commit import GroupCommit
 from sagaway.store._pg_conn import Conn, Op, exists, named
 from sagaway.store._pg_url import Timing, parse_postgres_url, parse_timing
 from sagaway.store.base import CreateResult, DatabaseNotFound, StoreUnavailable
-from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
+from sagaway.store.records import (
+    AttemptErrorRecord,
+    Lease,
+    ListQuery,
+    NewWorkflow,
+    SignalRecord,
+    StepRecord,
+    WorkflowRecord,
+)
 
 __all__ = ["PostgresStore", "Timing", "parse_postgres_url"]  # the last two: moved to _pg_url
 
@@ -640,6 +648,21 @@ class PostgresStore:
         async def op(conn: Conn, retried: bool) -> list[SignalRecord]:
             rows = await named(conn, "list_signals", {"run_id": run_id})
             return [_rows.signal_from_row(row) for row in rows]
+
+        return await self._run(op, transaction=False)
+
+    async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
+        params = _inspect.page_params(query, arrays=True)
+
+        async def op(conn: Conn, retried: bool) -> list[WorkflowRecord]:
+            return _rows.readable_workflows(await named(conn, "list_page", params))
+
+        return await self._run(op, transaction=False)
+
+    async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
+        async def op(conn: Conn, retried: bool) -> list[AttemptErrorRecord]:
+            rows = await named(conn, "list_attempt_errors", {"run_id": run_id})
+            return [_inspect.attempt_error_from_row(row) for row in rows]
 
         return await self._run(op, transaction=False)
 

@@ -24,10 +24,18 @@ from typing import Any, TypeVar
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
-from sagaway.store import _params, _rows
+from sagaway.store import _inspect, _params, _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store.base import CreateResult, DatabaseNotFound
-from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
+from sagaway.store.records import (
+    AttemptErrorRecord,
+    Lease,
+    ListQuery,
+    NewWorkflow,
+    SignalRecord,
+    StepRecord,
+    WorkflowRecord,
+)
 from sagaway.store.sql import queries
 
 T = TypeVar("T")
@@ -567,6 +575,21 @@ class SQLiteStore:
         def op(conn: sqlite3.Connection) -> list[SignalRecord]:
             rows = conn.execute(_Q["list_signals"], {"run_id": run_id}).fetchall()
             return [_rows.signal_from_row(row) for row in rows]
+
+        return await self._call(op)
+
+    async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
+        params = _inspect.page_params(query, arrays=False)
+
+        def op(conn: sqlite3.Connection) -> list[WorkflowRecord]:
+            return _rows.readable_workflows(conn.execute(_Q["list_page"], params).fetchall())
+
+        return await self._call(op)
+
+    async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
+        def op(conn: sqlite3.Connection) -> list[AttemptErrorRecord]:
+            rows = conn.execute(_Q["list_attempt_errors"], {"run_id": run_id}).fetchall()
+            return [_inspect.attempt_error_from_row(row) for row in rows]
 
         return await self._call(op)
 

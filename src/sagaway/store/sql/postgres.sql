@@ -448,3 +448,24 @@ FROM signals WHERE run_id = %(run_id)s ORDER BY id
 
 -- name: server_time
 SELECT extract(epoch FROM clock_timestamp())::double precision
+
+-- ---------------------------------------------------------------- inspection
+
+-- name: list_page
+-- Keyset pagination on (created_at DESC, run_id): the range on created_at uses its index; the
+-- bounds are never NULL (the store passes infinities for "none"), so they stay sargable.
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
+FROM workflows
+WHERE is_current
+  AND created_at >= %(since)s AND created_at < %(until)s AND created_at <= %(after_at)s
+  AND (created_at < %(after_at)s OR run_id > %(after_run)s)
+  AND (%(any_status)s OR status = ANY(%(statuses)s::text[]))
+  AND (%(name)s::text IS NULL OR name = %(name)s::text)
+  AND left(key, length(%(key_prefix)s)) = %(key_prefix)s
+ORDER BY created_at DESC, run_id
+LIMIT %(limit)s
+
+-- name: list_attempt_errors
+SELECT call_id, attempt, error, at FROM attempt_errors WHERE run_id = %(run_id)s
+ORDER BY call_id, attempt

@@ -167,3 +167,24 @@ WHERE is_current = 1 AND status = 'WAITING'
 -- name: list_signals
 SELECT id, name, payload, dedupe_id, created_at, consumed_call, consumed_at, rejected
 FROM signals WHERE run_id = :run_id ORDER BY id
+
+-- ---------------------------------------------------------------- inspection
+
+-- name: list_page
+-- Keyset pagination on (created_at DESC, run_id): the range on created_at uses its index; the
+-- bounds are never NULL (the store passes infinities for "none"), so they stay sargable.
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space
+FROM workflows
+WHERE is_current = 1
+  AND created_at >= :since AND created_at < :until AND created_at <= :after_at
+  AND (created_at < :after_at OR run_id > :after_run)
+  AND (:any_status OR status IN (SELECT value FROM json_each(:statuses)))
+  AND (:name IS NULL OR name = :name)
+  AND substr(key, 1, length(:key_prefix)) = :key_prefix
+ORDER BY created_at DESC, run_id
+LIMIT :limit
+
+-- name: list_attempt_errors
+SELECT call_id, attempt, error, at FROM attempt_errors WHERE run_id = :run_id
+ORDER BY call_id, attempt

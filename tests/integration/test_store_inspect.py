@@ -11,7 +11,7 @@ import asyncio
 
 from sagaway.states import StepStatus, WorkflowStatus
 from sagaway.store import Store
-from sagaway.store.records import AttemptErrorRecord, ListQuery
+from sagaway.store.records import AttemptErrorRecord, ListQuery, StepRecord
 from tests.store_helpers import T0, lease, new, run_of, running, step
 
 # ---------------------------------------------------------------------------- attempt errors
@@ -21,15 +21,27 @@ def _error(n: int) -> str:
     return f'{{"kind": "retryable", "type": "Boom", "message": "attempt {n}"}}'
 
 
+def _failed(
+    run_id: str, n: int, status: StepStatus = StepStatus.RETRYING, error: int | None = None
+) -> StepRecord:
+    """Attempt ``n`` of step c1 failed at T0 + n (with the error of attempt ``error``)."""
+    return step(
+        run_id,
+        "c1",
+        T0,
+        status=status,
+        attempts=n,
+        result=None,
+        error=_error(n if error is None else error),
+        ended_at=T0 + n,
+    )
+
+
 async def test_every_failed_attempt_keeps_its_error(store: Store) -> None:
     held = await running(store, "k1")
     run_id = (await run_of(store, "k1")).run_id
     for n in (1, 2):
-        retrying = step(
-            run_id, "c1", T0, status=StepStatus.RETRYING, attempts=n, result=None,
-            error=_error(n), ended_at=T0 + n,
-        )  # fmt: skip
-        await store.record_step(retrying, token=held.token)
+        await store.record_step(_failed(run_id, n), token=held.token)
     await store.record_step(step(run_id, "c1", T0, attempts=3, ended_at=T0 + 3), token=held.token)
     await store.record_step(step(run_id, "c2", T0 + 4, ended_at=T0 + 5), token=held.token)
 
@@ -44,16 +56,10 @@ async def test_every_failed_attempt_keeps_its_error(store: Store) -> None:
 async def test_final_step_error_and_rewrites_of_one_attempt(store: Store) -> None:
     held = await running(store, "k1")
     run_id = (await run_of(store, "k1")).run_id
-    first = step(
-        run_id, "c1", T0, status=StepStatus.RETRYING, attempts=1, result=None,
-        error=_error(1), ended_at=T0 + 1,
-    )  # fmt: skip
+    first = _failed(run_id, 1)
     await store.record_step(first, token=held.token)
     await store.record_step(first, token=held.token)  # the same attempt written again
-    failed = step(
-        run_id, "c1", T0, status=StepStatus.FAILED, attempts=2, result=None,
-        error=_error(2), ended_at=T0 + 2,
-    )  # fmt: skip
+    failed = _failed(run_id, 2, StepStatus.FAILED)
     await store.finish_workflow(
         run_id,
         token=held.token,
@@ -74,11 +80,7 @@ async def test_the_last_twenty_attempts_are_kept(store: Store) -> None:
     held = await running(store, "k1")
     run_id = (await run_of(store, "k1")).run_id
     for n in range(1, 26):
-        retrying = step(
-            run_id, "c1", T0, status=StepStatus.RETRYING, attempts=n, result=None,
-            error=_error(n), ended_at=T0 + n,
-        )  # fmt: skip
-        await store.record_step(retrying, token=held.token)
+        await store.record_step(_failed(run_id, n), token=held.token)
     assert [e.attempt for e in await store.list_attempt_errors(run_id)] == list(range(6, 26))
 
 
@@ -90,13 +92,7 @@ async def test_grouped_step_writes_keep_errors_of_every_run(store: Store) -> Non
         runs.append(((await run_of(store, f"k{i}")).run_id, held.token))
     await asyncio.gather(
         *(
-            store.record_step(
-                step(
-                    run_id, "c1", T0, status=StepStatus.RETRYING, attempts=1, result=None,
-                    error=_error(i), ended_at=T0 + 1,
-                ),  # fmt: skip
-                token=token,
-            )
+            store.record_step(_failed(run_id, 1, error=i), token=token)
             for i, (run_id, token) in enumerate(runs)
         )
     )
@@ -114,8 +110,10 @@ async def _populate(store: Store) -> list[str]:
     created: list[tuple[float, str, str]] = []
     for i in range(30):
         now = T0 + i // 3  # three per instant: ties broken by run_id
-        record = (await store.create_workflow(new(f"w{i:02}"), now=now, lease=None,
-                                              replace_live=False)).record  # fmt: skip
+        created_now = await store.create_workflow(
+            new(f"w{i:02}"), now=now, lease=None, replace_live=False
+        )
+        record = created_now.record
         created.append((now, record.run_id, record.key))
     created.sort(key=lambda c: (-c[0], c[1]))
     return [key for _, _, key in created]

@@ -131,11 +131,9 @@ def _value(value: Any) -> str:
     return escape(_format.clip(json.dumps(value)))
 
 
-def _error(error: dict[str, Any], *, short: bool = False) -> str:
-    kind = str(error.get("type"))
-    if short:  # the table's narrow column: the class name without its module
-        kind = kind.rpartition(".")[2]
-    return f"[red]{escape(kind)}[/red]: {escape(str(error.get('message')))}"
+def _error(error: dict[str, Any]) -> str:
+    kind, message = str(error.get("type")), str(error.get("message"))
+    return f"[red]{escape(kind)}[/red]: {escape(message)}"
 
 
 def print_show(d: sw.WorkflowDescription, clock: _format.Clock, show_tb: bool) -> None:
@@ -160,7 +158,7 @@ def print_show(d: sw.WorkflowDescription, clock: _format.Clock, show_tb: bool) -
         if show_tb and d.error.get("traceback"):
             console.print(d.error["traceback"], markup=False, highlight=False)
     console.print(_steps_table(d, clock))
-    _print_attempt_errors(d.steps, clock, show_tb)
+    _print_step_details(d.steps, clock, show_tb)
     if d.signals:
         _print_signals(d.signals, clock)
 
@@ -195,7 +193,7 @@ def _expiry(expires_at: float | None, clock: _format.Clock) -> str:
 
 def _steps_table(d: sw.WorkflowDescription, clock: _format.Clock) -> Table:
     table = Table(title="steps")
-    for column in ("#", "kind", "name", "status", "tries", "at", "took", "output / last error"):
+    for column in ("#", "kind", "name", "status", "tries", "at", "took"):
         table.add_column(column)
     for s in d.steps:
         took = "-" if s.duration is None or s.kind is sw.StepKind.SLEEP else None
@@ -207,34 +205,24 @@ def _steps_table(d: sw.WorkflowDescription, clock: _format.Clock) -> Table:
             str(s.attempts),
             "+" + _format.duration(s.started_at - d.created_at),
             took or _format.duration(s.duration or 0.0),
-            _outcome(s),
         )
     return table
 
 
-def _outcome(s: StepDescription) -> str:
-    """The table's last column: the step's error, else its output."""
-    if s.error:
-        return _error(s.error, short=True)
-    return "" if s.result is None else _value(s.result)
-
-
-def _print_attempt_errors(
-    steps: list[StepDescription], clock: _format.Clock, show_tb: bool
-) -> None:
-    failing = [s for s in steps if s.attempt_errors]
-    if not failing:
+def _print_step_details(steps: list[StepDescription], clock: _format.Clock, show_tb: bool) -> None:
+    """Each step's output or last error, then the error of each failed attempt (lines, not
+    table cells: they are long, and searched for)."""
+    detailed = [s for s in steps if s.result is not None or s.error or s.attempt_errors]
+    if not detailed:
         return
-    console.print("[bold]attempt errors[/bold] (every failed attempt, oldest first)")
-    for s in failing:
-        console.print(f"  step {s.call_id} {escape(s.name)}", soft_wrap=True, highlight=False)
+    console.print("[bold]outputs and errors[/bold] (every failed attempt, oldest first)")
+    for s in detailed:
+        outcome = f"error {_error(s.error)}" if s.error else f"output {_value(s.result)}"
+        console.print(f"  {s.call_id} {escape(s.name)}  {outcome}", soft_wrap=True, highlight=False)
         for e in s.attempt_errors:
             at = clock.text(e.get("at"))
-            console.print(
-                f"    attempt {e.get('attempt')}  {at}  {_error(e)}",
-                soft_wrap=True,
-                highlight=False,
-            )
+            line = f"    attempt {e.get('attempt')}  {at}  {_error(e)}"
+            console.print(line, soft_wrap=True, highlight=False)
             if show_tb and e.get("traceback"):
                 console.print(e["traceback"], markup=False, highlight=False)
 

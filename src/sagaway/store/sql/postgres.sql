@@ -462,7 +462,7 @@ WHERE is_current
   AND (created_at < %(after_at)s OR run_id > %(after_run)s)
   AND (%(any_status)s OR status = ANY(%(statuses)s::text[]))
   AND (%(name)s::text IS NULL OR name = %(name)s::text)
-  AND left(key, length(%(key_prefix)s)) = %(key_prefix)s
+  AND (%(key_prefix)s = '' OR left(key, length(%(key_prefix)s)) = %(key_prefix)s)
 ORDER BY created_at DESC, run_id
 LIMIT %(limit)s
 

@@ -181,7 +181,7 @@ WHERE is_current = 1
   AND (created_at < :after_at OR run_id > :after_run)
   AND (:any_status OR status IN (SELECT value FROM json_each(:statuses)))
   AND (:name IS NULL OR name = :name)
-  AND substr(key, 1, length(:key_prefix)) = :key_prefix
+  AND (:key_prefix = '' OR substr(key, 1, length(:key_prefix)) = :key_prefix)
 ORDER BY created_at DESC, run_id
 LIMIT :limit
 

@@ -327,11 +327,40 @@ def test_relative_times_and_durations() -> None:
 
 
 async def test_signal_says_delivery_is_checked_on_receipt(shown: str) -> None:
-    result = await sagaway("signal", "approve-2", "approval", '{"ok": 1}', "--db", shown)
+    args = ("--db", shown, "--wait-delivery", "0")
+    result = await sagaway("signal", "approve-2", "approval", '{"ok": 1}', *args)
     assert result.exit_code == 0, result.output
-    assert "sent" in result.output and "sagaway show approve-2" in result.output
+    assert "sent (its payload is checked when the workflow receives it" in result.output
+    assert "sagaway show approve-2" in result.output
+    # Awaited, but no worker runs (the Manager of the fixture is closed): still pending.
+    args = ("--db", shown, "--wait-delivery", "0.3")
+    result = await sagaway("signal", "approve-2", "approval", '{"ok": 2}', *args)
+    assert result.exit_code == 0 and "not received within 0.3s" in result.output
     result = await sagaway("signal", "approve-2", "approval", "{not json", "--db", shown)
     assert result.exit_code == 2 and "PAYLOAD must be JSON" in result.output
+    data = _json(await sagaway("show", "approve-2", "--db", shown, "--json"))
+    assert [s["state"] for s in data["signals"]] == ["pending"] * 3
+
+
+async def test_signal_reports_delivery_or_rejection_when_awaited(
+    manager: sw.Manager, db_url: str
+) -> None:
+    handle = await manager.workflow("approve").execute(idempotency_key="approve-9")
+    await _reaches(manager, "approve-9", sw.WorkflowStatus.WAITING)
+    args = ("--db", db_url, "--wait-delivery", "30")
+    result = await sagaway("signal", "approve-9", "later", '{"a": 1}', *args)
+    assert result.exit_code == 0 and "sent (its payload is checked" in result.output
+    result = await sagaway("signal", "approve-9", "approval", '{"ok": "perhaps"}', *args)
+    assert result.exit_code == 1, result.output
+    assert "approve-9: signal 'approval' was rejected" in result.stderr
+    assert "Approval" in result.stderr
+    await _reaches(manager, "approve-9", sw.WorkflowStatus.WAITING)
+    result = await sagaway("signal", "approve-9", "approval", '{"ok": true, "by": "bo"}', *args)
+    assert result.exit_code == 0, result.output
+    assert re.search(r"approve-9: signal 'approval' delivered \(to step \S+\)", result.output)
+    assert await handle.result(timeout=20) == "approved by bo"
+    result = await sagaway("signal", "approve-9", "approval", "{}", *args)
+    assert result.exit_code == 1 and "ended" in result.stderr
 
 
 def test_worker_refuses_a_task_queue_no_workflow_uses() -> None:

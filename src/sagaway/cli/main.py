@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import sagaway as sw
-from sagaway.cli import _format
+from sagaway.cli import _delivery, _format
 from sagaway.cli import _support as support
 from sagaway.cli._support import EXIT_CODES_HELP, Exit, mask_url, run, url_option
 from sagaway.cli.lab import lab as lab_command
@@ -163,28 +163,54 @@ def _json_arg(text: str, what: str, example: str) -> Any:
 @click.argument("name")
 @click.argument("payload", default="null")
 @click.option("--dedupe-id", help="Deliver at most once per workflow for this id.")
-def signal_cmd(url: str | None, key: str, name: str, payload: str, dedupe_id: str | None) -> None:
+@click.option(
+    "--wait-delivery",
+    "wait",
+    type=click.FloatRange(min=0),
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="When the workflow is waiting for this signal, wait this long to report whether it "
+    "was delivered or rejected (0: do not wait).",
+)
+def signal_cmd(
+    url: str | None, key: str, name: str, payload: str, dedupe_id: str | None, wait: float
+) -> None:
     """Send signal NAME with a JSON PAYLOAD to the workflow KEY.
 
-    Exit 2 if PAYLOAD is not JSON, 3 if there is no such workflow.
+    The payload is checked against the type the workflow receives when it receives it. If the
+    workflow is waiting for NAME, this waits (--wait-delivery) to say whether it was delivered
+    or rejected; else `sagaway show KEY` tells later (pending, delivered, or rejected and why).
+
+    Exit 1 if the workflow rejected it (or had ended), 2 if PAYLOAD is not JSON, 3 if there is
+    no such workflow.
     """
     data = _json_arg(payload, "PAYLOAD", "'{\"ok\": true}'")
 
-    async def go() -> bool:
+    async def go() -> _delivery.Sent:
         async with sw.Manager(url).connect(create=False) as manager:
-            return await manager.signal(name).send(key, data, dedupe_id=dedupe_id)
+            return await _delivery.send(manager, key, name, data, dedupe_id, wait)
 
-    if run(go(), url):
+    sent = run(go(), url)
+    what = f"{escape(key)}: signal {escape(repr(name))}"
+    if not sent.stored:
+        console.print(f"{what} with dedupe id {escape(repr(dedupe_id))} was already sent")
+    elif sent.signal is not None and sent.signal.state == "rejected":
+        _refused(f"{key}: signal {name!r} was rejected: {sent.signal.rejected}")
+    elif sent.signal is not None and sent.signal.state == "delivered":
+        console.print(f"{what} delivered (to step {sent.signal.delivered_to})")
+    elif sent.awaited and wait > 0:
         console.print(
-            f"{escape(key)}: signal {escape(repr(name))} sent (its payload is checked when the "
-            f"workflow receives it: `sagaway show {escape(key)}` lists it as pending, delivered, "
-            "or rejected with the reason)",
+            f"{what} sent; not received within {wait:g}s (is a worker running?): "
+            f"`sagaway show {escape(key)}` says when it is delivered or rejected",
             soft_wrap=True,
         )
     else:
         console.print(
-            f"{escape(key)}: signal {escape(repr(name))} with dedupe id "
-            f"{escape(repr(dedupe_id))} was already sent"
+            f"{what} sent (its payload is checked when the workflow receives it: "
+            f"`sagaway show {escape(key)}` lists it as pending, delivered, or rejected with "
+            "the reason)",
+            soft_wrap=True,
         )
 
 

@@ -15,7 +15,6 @@ import time
 from typing import Any
 
 import sagaway as sw
-from sagaway.workflow import SignalDescription
 
 POLL_INTERVAL = 0.1
 """Seconds between two looks at the signal while waiting for its delivery."""
@@ -29,7 +28,7 @@ class Sent:
     """False: a signal with this dedupe id was sent before (nothing new stored)."""
     awaited: bool
     """The workflow was waiting for a signal of this name when it was sent."""
-    signal: SignalDescription | None = None
+    signal: sw.SignalDescription | None = None
     """The signal as last seen (None: not looked for, or not found)."""
 
 
@@ -55,7 +54,7 @@ async def send(
 
 def _find(
     d: sw.WorkflowDescription, seen: int, name: str, data: Any, dedupe_id: str | None
-) -> SignalDescription | None:
+) -> sw.SignalDescription | None:
     """The signal this command stored: the first of its name, dedupe id and payload stored
     after the ones seen before sending (another sender's signal differs in one of these, or
     was sent the same instant with the same payload, which makes no difference)."""

@@ -25,7 +25,6 @@ import sagaway as sw
 from sagaway.cli import _format
 from sagaway.cli._support import Exit, run, url_option
 from sagaway.cli.listing import summary_json
-from sagaway.workflow import SignalDescription, StepDescription
 
 console = Console()
 
@@ -87,7 +86,7 @@ def show_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, Any]
     return data
 
 
-def step_json(s: StepDescription, clock: _format.Clock) -> dict[str, Any]:
+def step_json(s: sw.StepDescription, clock: _format.Clock) -> dict[str, Any]:
     return {
         "call_id": s.call_id,
         "kind": s.kind.value,
@@ -102,7 +101,7 @@ def step_json(s: StepDescription, clock: _format.Clock) -> dict[str, Any]:
     }
 
 
-def signal_json(s: SignalDescription, clock: _format.Clock) -> dict[str, Any]:
+def signal_json(s: sw.SignalDescription, clock: _format.Clock) -> dict[str, Any]:
     return {
         "id": s.id,
         "name": s.name,
@@ -209,7 +208,9 @@ def _steps_table(d: sw.WorkflowDescription, clock: _format.Clock) -> Table:
     return table
 
 
-def _print_step_details(steps: list[StepDescription], clock: _format.Clock, show_tb: bool) -> None:
+def _print_step_details(
+    steps: list[sw.StepDescription], clock: _format.Clock, show_tb: bool
+) -> None:
     """Each step's output or last error, then the error of each failed attempt (lines, not
     table cells: they are long, and searched for)."""
     detailed = [s for s in steps if s.result is not None or s.error or s.attempt_errors]
@@ -227,7 +228,7 @@ def _print_step_details(steps: list[StepDescription], clock: _format.Clock, show
                 console.print(e["traceback"], markup=False, highlight=False)
 
 
-def _print_signals(signals: list[SignalDescription], clock: _format.Clock) -> None:
+def _print_signals(signals: list[sw.SignalDescription], clock: _format.Clock) -> None:
     """One line per signal; a rejected one's reason (often several lines) below it."""
     console.print("[bold]signals[/bold] (in the order sent)")
     for s in signals:

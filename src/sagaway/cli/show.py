@@ -97,8 +97,16 @@ def step_json(s: sw.StepDescription, clock: _format.Clock) -> dict[str, Any]:
         "attempt_errors": [{**e, **clock.fields(at=e.get("at"))} for e in s.attempt_errors],
         "result": s.result,
         **clock.fields(started_at=s.started_at, ended_at=s.ended_at),
-        "duration": s.duration,
+        "duration": _took(s),
     }
+
+
+def _took(s: sw.StepDescription) -> float | None:
+    """How long the step took; None while it waits, and for a sleep (their ``ended_at`` is a
+    deadline, not an end)."""
+    if s.kind is sw.StepKind.SLEEP or s.status is sw.StepStatus.WAITING:
+        return None
+    return s.duration
 
 
 def signal_json(s: sw.SignalDescription, clock: _format.Clock) -> dict[str, Any]:
@@ -195,7 +203,7 @@ def _steps_table(d: sw.WorkflowDescription, clock: _format.Clock) -> Table:
     for column in ("#", "kind", "name", "status", "tries", "at", "took"):
         table.add_column(column)
     for s in d.steps:
-        took = "-" if s.duration is None or s.kind is sw.StepKind.SLEEP else None
+        took = _took(s)
         table.add_row(
             s.call_id,
             s.kind.value,
@@ -203,7 +211,7 @@ def _steps_table(d: sw.WorkflowDescription, clock: _format.Clock) -> Table:
             _format.styled(s.status.value),
             str(s.attempts),
             "+" + _format.duration(s.started_at - d.created_at),
-            took or _format.duration(s.duration or 0.0),
+            "-" if took is None else _format.duration(took),
         )
     return table
 
@@ -266,7 +274,7 @@ async def _follow(
         while not d.status.ended:
             await asyncio.sleep(POLL_INTERVAL)
             before, d = d, await handle.describe()
-            for event in _changes(before, d, clock):
+            for event in sorted(_changes(before, d, clock), key=_event_time):
                 if as_json:
                     click.echo(json.dumps(event))
                 else:
@@ -299,10 +307,21 @@ def _changes(
         }
 
 
+def _event_time(event: dict[str, Any]) -> float:
+    """When it happened: a step's end (its start while it waits: its ``ended_at`` is then a
+    deadline), a signal's delivery or rejection (else its sending), a status's update."""
+    if event["event"] == "step":
+        waiting = event["status"] == sw.StepStatus.WAITING.value or event["ended_at"] is None
+        return float(event["started_at"] if waiting else event["ended_at"])
+    if event["event"] == "signal":
+        return float(event["handled_at"] or event["sent_at"])
+    return float(event["updated_at"])
+
+
 def _print_event(event: dict[str, Any], clock: _format.Clock) -> None:
     kind = event["event"]
+    when = clock.text(_event_time(event))
     if kind == "step":
-        when = clock.text(event["ended_at"] or event["started_at"])
         text = f"step {event['call_id']} {escape(event['name'])} {_format.styled(event['status'])}"
         text += f" (attempt {event['attempts']})"
         if event["error"]:
@@ -310,12 +329,10 @@ def _print_event(event: dict[str, Any], clock: _format.Clock) -> None:
         elif event["result"] is not None:
             text += f"  → {_value(event['result'])}"
     elif kind == "signal":
-        when = clock.text(event["handled_at"] or event["sent_at"])
         text = f"signal {escape(event['name'])} #{event['id']} {_format.styled(event['state'])}"
         if event["rejected"]:
             text += f": {escape(event['rejected'])}"
     else:
-        when = clock.text(event["updated_at"])
         text = f"status {_format.styled(event['status'])}"
         if event["waiting_for"]:
             text += f" for {escape(event['waiting_for'])}"

@@ -114,6 +114,8 @@ async def test_show_signals_pending_delivered_and_rejected(shown: str) -> None:
     data = _json(await sagaway("show", "approve-2", "--db", shown, "--json"))
     assert [(s["name"], s["state"]) for s in data["signals"]] == [("later", "pending")]
     assert data["waiting_for"] == "signal:approval"
+    (receive,) = data["steps"]
+    assert receive["status"] == "WAITING" and receive["duration"] is None
     text = (await sagaway("show", "approve-2", "--db", shown)).output
     assert "pending" in text and "not received yet" in text
 

@@ -31,7 +31,12 @@ from sagaway.retry import RetryPolicy
 from sagaway.saga import Saga
 from sagaway.serialization import DefaultErrorMarshaler, ErrorMarshaler
 from sagaway.states import ErrorKind, OnConflict, StepKind, StepStatus, WorkflowStatus
-from sagaway.workflow import StepDescription, WorkflowDescription, WorkflowHandle
+from sagaway.workflow import (
+    SignalDescription,
+    StepDescription,
+    WorkflowDescription,
+    WorkflowHandle,
+)
 
 __version__ = "0.1.0"
 
@@ -61,6 +66,7 @@ __all__ = [
     "RetryableError",
     "Saga",
     "SagawayError",
+    "SignalDescription",
     "SignalTimeout",
     "StepDescription",
     "StepKind",

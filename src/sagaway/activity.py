@@ -23,7 +23,10 @@ class ActivityInfo:
     sequence: int
     """Sequence number of this call within its branch of the workflow (1-based)."""
     attempt: int
-    """1 for the first attempt; counts every attempt, across recoveries and processes."""
+    """1 for the first attempt, 2 for the first retry, ...; counts every attempt of this call,
+    across retries, recoveries and processes (a call retried after its workflow was suspended
+    and recovered goes on from the last number). Use it to log, or to change course on late
+    attempts; keep ``idempotency_key`` (the same for every attempt) for external systems."""
     idempotency_key: str
     """``<workflow key>/<call id>``: the same for every attempt; pass it to external systems."""
     is_compensation: bool

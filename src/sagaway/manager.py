@@ -35,7 +35,7 @@ from sagaway.retry import RetryPolicy
 from sagaway.signals import Signal
 from sagaway.states import WorkflowStatus, ended_statuses
 from sagaway.store import open_store, resolve_url
-from sagaway.store.records import SignalRecord
+from sagaway.store.records import ListQuery, SignalRecord
 from sagaway.worker import Worker
 from sagaway.workflow import (
     ActivityCall,
@@ -336,10 +336,47 @@ class Manager:
         return WorkflowHandle(self._ref, key)
 
     async def list_workflows(
-        self, *, status: WorkflowStatus | None = None, limit: int = 100
+        self,
+        *,
+        status: WorkflowStatus | Collection[WorkflowStatus] | None = None,
+        limit: int = 100,
+        name: str | None = None,
+        key_prefix: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        after: str | None = None,
     ) -> list[WorkflowDescription]:
-        """Current workflows, newest first (steps not included)."""
-        records = await self._ref.require().list_workflows(status=status, limit=limit)
+        """Current workflows, newest first (steps not included).
+
+        Args:
+            status: only this status, or any of these.
+            limit: at most this many (a page).
+            name: only workflows registered under this name.
+            key_prefix: only keys that start with this.
+            since: only those created at or after this time (epoch seconds).
+            until: only those created before this time (epoch seconds).
+            after: the ``cursor`` of the last workflow of the previous page: the next page
+                (keyset pagination: rows created meanwhile shift nothing, none is skipped).
+
+        Raises:
+            ValueError: ``after`` is not a cursor.
+        """
+        engine = self._ref.require()
+        plain = (name, key_prefix, since, until, after) == (None,) * 5
+        if plain and (status is None or isinstance(status, WorkflowStatus)):
+            records = await engine.list_workflows(status=status, limit=limit)
+        else:
+            statuses = [status] if isinstance(status, WorkflowStatus) else list(status or ())
+            query = ListQuery(
+                limit=limit,
+                statuses=frozenset(statuses),
+                name=name,
+                key_prefix=key_prefix or "",
+                since=since,
+                until=until,
+                after=None if after is None else _parse_cursor(after),
+            )
+            records = await engine.list_page(query)
         return [_describe(r, []) for r in records]
 
     async def list_signals(self, key: str) -> list[SignalRecord]:
@@ -522,3 +559,15 @@ class Manager:
             await stop.wait()
         finally:
             await self.close(drain_timeout, force)
+
+
+def _parse_cursor(cursor: str) -> tuple[float, str]:
+    """(created_at, run_id) from ``WorkflowDescription.cursor``."""
+    created, sep, run_id = cursor.partition(":")
+    try:
+        at = float(created)
+    except ValueError:
+        at = math.nan
+    if not sep or not run_id or not math.isfinite(at):
+        raise ValueError(f"not a listing cursor: {cursor!r} (expected CREATED_AT:RUN_ID)")
+    return at, run_id

@@ -158,6 +158,10 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self._by_name)
 
+    def task_queues(self) -> set[str]:
+        """The task queues of the registered workflows (what a worker can serve)."""
+        return {d.task_queue for d in self._by_name.values() if isinstance(d, WorkflowDef)}
+
 
 def _label(ref: Callable[..., Any] | str) -> str:
     return repr(ref) if isinstance(ref, str) else repr(default_name(ref))

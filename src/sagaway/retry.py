@@ -7,7 +7,23 @@ import dataclasses
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RetryPolicy:
-    """How an activity is retried after a ``RetryableError``."""
+    """How an activity is retried after a ``RetryableError``.
+
+    ``RetryPolicy()`` (what an activity registered without ``retry=`` gets) makes 3 attempts in
+    all: the first, a retry 1 s after it fails, another 2 s after that (intervals grow by
+    ``backoff_coefficient`` up to ``maximum_interval``). When the attempts are used up the
+    workflow is SUSPENDED with ``RetriesExhausted`` (an incompletable error); the Recovery Worker
+    runs it again later and the activity gets a fresh round of attempts, numbered on from the
+    last (``sw.activity_info().attempt``). A compensation ignores ``maximum_attempts``: it is
+    retried, with these intervals, until it succeeds. ``CompletableError`` is never retried;
+    any other exception suspends the workflow at once. ``sagaway show KEY`` lists the error of
+    each failed attempt.
+
+    Example::
+
+        @manager.register_activity(retry=sw.RetryPolicy(initial_interval=0.5, maximum_attempts=5))
+        async def charge(order: Order) -> Charge: ...
+    """
 
     initial_interval: float = 1.0
     """Seconds before the first retry."""

@@ -15,7 +15,7 @@ from sagaway._engine.options import check_timeout
 from sagaway.retry import RetryPolicy
 from sagaway.states import OnConflict, StepKind, StepStatus, WorkflowStatus
 from sagaway.store.base import StoreUnavailable
-from sagaway.store.records import StepRecord, WorkflowRecord
+from sagaway.store.records import AttemptErrorRecord, SignalRecord, StepRecord, WorkflowRecord
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +38,37 @@ class StepDescription:
     error: dict[str, Any] | None
     started_at: float
     ended_at: float | None
+    result: Any = None
+    """The step's recorded output, as JSON (undecoded into the function's return type): an
+    activity's result, a received signal's payload, a child's key."""
+    attempt_errors: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """The error of each failed attempt, oldest first (the last 20 attempts are kept): the
+    keys of ``error`` plus ``attempt`` (1 for the first) and ``at`` (when it failed). A step
+    that succeeded after retries keeps the errors of the attempts before."""
 
     @property
     def duration(self) -> float | None:
         return None if self.ended_at is None else self.ended_at - self.started_at
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SignalDescription:
+    """A signal sent to a workflow execution, and what became of it."""
+
+    id: int
+    name: str
+    payload: Any
+    """As JSON (undecoded)."""
+    dedupe_id: str | None
+    sent_at: float
+    state: str
+    """'pending' (not received yet), 'delivered' or 'rejected'."""
+    delivered_to: str | None = None
+    """The call id of the ``receive`` that got it."""
+    handled_at: float | None = None
+    """When it was delivered or rejected."""
+    rejected: str | None = None
+    """Why it was not delivered (its payload did not fit the receiver's type)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,24 +99,52 @@ class WorkflowDescription:
     problems: list[str] = dataclasses.field(default_factory=list)
     """What could not be read (rows altered outside Sagaway), each saying where and why; the
     rest is described all the same."""
+    input: Any = None
+    """The workflow's arguments, as the JSON object of its bound parameters (undecoded)."""
+    lease_expires_at: float | None = None
+    """When the lease of ``owner`` runs out unless renewed (its heartbeat renews it)."""
+    signals: list[SignalDescription] = dataclasses.field(default_factory=list)
+    """Signals sent to it, in order: pending, delivered and rejected (``describe()`` only)."""
+
+    @property
+    def cursor(self) -> str:
+        """Where a listing that ends with this workflow goes on: pass it as
+        ``Manager.list_workflows(after=...)`` (or ``sagaway list --after``) for the next page."""
+        return f"{self.created_at!r}:{self.run_id}"
 
 
 def _describe(
-    record: WorkflowRecord, steps: list[StepRecord], problems: list[str] | None = None
+    record: WorkflowRecord,
+    steps: list[StepRecord],
+    problems: list[str] | None = None,
+    *,
+    attempt_errors: list[AttemptErrorRecord] | None = None,
+    signals: list[SignalRecord] | None = None,
 ) -> WorkflowDescription:
     problems = [] if problems is None else problems
-    result = None
-    if record.result is not None:
+
+    def load(text: str | None, what: str) -> Any:
+        if text is None:
+            return None
         try:
-            result = serialization.load_json(record.result, "result")
+            return serialization.load_json(text, what)
         except errors.PayloadError as exc:
             problems.append(f"workflow {record.key!r}: {exc}")
+            return None
+
+    history: dict[str, list[dict[str, Any]]] = {}
+    for e in attempt_errors or ():
+        summary = serialization.error_summary(e.error) or {}
+        history.setdefault(e.call_id, []).append({**summary, "attempt": e.attempt, "at": e.at})
     return WorkflowDescription(
         key=record.key,
         run_id=record.run_id,
         name=record.name,
         status=record.status,
-        result=result,
+        result=load(record.result, "result"),
+        input=load(record.args, "input"),
+        lease_expires_at=record.lease_expires_at,
+        signals=[_signal(s, load) for s in signals or ()],
         problems=problems,
         error=serialization.error_summary(record.error),
         parent_key=record.parent_key,
@@ -113,9 +168,26 @@ def _describe(
                 error=serialization.error_summary(s.error),
                 started_at=s.started_at,
                 ended_at=s.ended_at,
+                result=load(s.result, f"output of step {s.call_id}"),
+                attempt_errors=history.get(s.call_id, []),
             )
             for s in steps
         ],
+    )
+
+
+def _signal(s: SignalRecord, load: Callable[[str | None, str], Any]) -> SignalDescription:
+    state = "pending" if s.consumed_at is None else "rejected" if s.rejected else "delivered"
+    return SignalDescription(
+        id=s.id,
+        name=s.name,
+        payload=load(s.payload, f"payload of signal {s.id}"),
+        dedupe_id=s.dedupe_id,
+        sent_at=s.created_at,
+        state=state,
+        delivered_to=s.consumed_call,
+        handled_at=s.consumed_at,
+        rejected=s.rejected,
     )
 
 
@@ -174,12 +246,14 @@ class WorkflowHandle(Generic[R]):
     async def describe(self) -> WorkflowDescription:
         engine = self._engines.require()
         record = await self._record()
+        attempt_errors = await engine.list_attempt_errors(record.run_id)
+        signals = await engine.list_run_signals(record.run_id)
         try:
             steps = await engine.load_steps(record.run_id)
         except errors.CorruptRecord as exc:
             # Describe what can be read: the workflow, and why its steps are not shown.
-            return _describe(record, [], [f"steps not shown: {exc}"])
-        return _describe(record, steps)
+            return _describe(record, [], [f"steps not shown: {exc}"], signals=signals)
+        return _describe(record, steps, attempt_errors=attempt_errors, signals=signals)
 
     async def result(self, timeout: float | None = None) -> R:
         """Wait until the workflow ends; its result, or its completable error raised.

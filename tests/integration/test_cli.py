@@ -99,7 +99,7 @@ async def test_list_shows_every_workflow_and_filters(seeded: str) -> None:
     lines = [json.loads(line) for line in result.output.splitlines()]
     assert sorted(r["key"] for r in lines) == ["waiting-1", "waiting-2"]
     result = await sagaway("list", "--db", seeded, "--json", "--limit", "2")
-    assert len(json.loads(result.output)) == 2
+    assert len(json.loads(result.stdout)) == 2  # the next-page hint is on stderr
     result = await sagaway("list", "--db", seeded, "--json", "--status", "COMPLETED", "--name", "x")
     assert result.exit_code == 0 and json.loads(result.output) == []
 

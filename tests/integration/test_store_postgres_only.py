@@ -60,7 +60,13 @@ async def test_postgres_schema_holds_the_tables_and_isolates_data(
         "SELECT table_name FROM information_schema.tables "
         "WHERE table_schema = current_schema() ORDER BY table_name",
     )
-    assert [t for (t,) in tables] == ["schema_migrations", "signals", "steps", "workflows"]
+    assert [t for (t,) in tables] == [
+        "attempt_errors",
+        "schema_migrations",
+        "signals",
+        "steps",
+        "workflows",
+    ]
     await store.create_workflow(new("k1"), now=T0, lease=None, replace_live=False)
 
     other_schema = f"t_{uuid.uuid4().hex[:12]}"

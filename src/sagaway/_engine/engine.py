@@ -29,7 +29,15 @@ from sagaway.clock import Clock, wait_event_or_sleep
 from sagaway.registry import Queue, Registry, WorkflowDef
 from sagaway.states import ErrorKind, OnConflict, WorkflowStatus
 from sagaway.store.base import Store, StoreUnavailable
-from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
+from sagaway.store.records import (
+    AttemptErrorRecord,
+    Lease,
+    ListQuery,
+    NewWorkflow,
+    SignalRecord,
+    StepRecord,
+    WorkflowRecord,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -517,6 +525,16 @@ class Engine:
             # 50%). Real time on purpose: a pace, not a durable wait, and a test's fake clock
             # must not stall it.
             await asyncio.sleep(took * _PURGE_PACE)
+
+    async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
+        return await self.store.list_page(query)
+
+    async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
+        return await self.store.list_attempt_errors(run_id)
+
+    async def list_run_signals(self, run_id: str) -> list[SignalRecord]:
+        """Signals sent to the execution ``run_id``, delivered or not, in order."""
+        return await self.store.list_signals(run_id)
 
     # ------------------------------------------------------------------ ownership
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import json
 import logging
 import shlex
@@ -22,40 +21,19 @@ from rich.markup import escape
 from rich.table import Table
 
 import sagaway as sw
+from sagaway.cli import _delivery, _format
 from sagaway.cli import _support as support
 from sagaway.cli._support import EXIT_CODES_HELP, Exit, mask_url, run, url_option
 from sagaway.cli.fork import fork as fork_command
 from sagaway.cli.lab import lab as lab_command
 from sagaway.cli.lint import lint
+from sagaway.cli.listing import list_cmd
 from sagaway.cli.purge import purge
+from sagaway.cli.show import show
 from sagaway.store import resolve_url
 
 console = Console()
 err_console = Console(stderr=True)
-
-_STATUS_STYLE = {
-    "COMPLETED": "green",
-    "FAILED": "red",
-    "SUSPENDED": "yellow",
-    "RUNNING": "cyan",
-    "PENDING": "cyan",
-    "WAITING": "blue",
-    "CANCELLED": "magenta",
-    "TERMINATED": "magenta",
-    "RETRYING": "yellow",
-    "ERROR": "red",
-}
-
-
-def _ts(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return datetime.datetime.fromtimestamp(value).isoformat(sep=" ", timespec="milliseconds")
-
-
-def _styled(status: str) -> str:
-    style = _STATUS_STYLE.get(status, "")
-    return f"[{style}]{status}[/{style}]" if style else status
 
 
 @click.group(
@@ -79,109 +57,6 @@ def cli(ctx: click.Context) -> None:
 # ---------------------------------------------------------------------------- inspection
 
 
-_SCAN = 10_000
-"""Newest workflows looked at when ``list`` filters by name or key prefix (client-side)."""
-
-
-def _statuses(value: str | None) -> list[sw.WorkflowStatus]:
-    names = [v.strip().upper() for v in (value or "").split(",") if v.strip()]
-    known = {s.value for s in sw.WorkflowStatus}
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise click.BadParameter(
-            f"unknown status {', '.join(unknown)}; use {', '.join(sorted(known))}",
-            param_hint="--status",
-        )
-    return [sw.WorkflowStatus(n) for n in dict.fromkeys(names)]
-
-
-async def _select(
-    manager: sw.Manager,
-    statuses: list[sw.WorkflowStatus],
-    name: str | None,
-    key_prefix: str | None,
-    limit: int,
-) -> list[sw.WorkflowDescription]:
-    fetch = _SCAN if name is not None or key_prefix is not None else limit
-    rows: list[sw.WorkflowDescription] = []
-    each: list[sw.WorkflowStatus | None] = list(statuses) or [None]
-    for status in each:
-        rows += await manager.list_workflows(status=status, limit=fetch)
-    rows.sort(key=lambda d: d.created_at, reverse=True)
-    return [
-        d
-        for d in rows
-        if (name is None or d.name == name) and (key_prefix is None or d.key.startswith(key_prefix))
-    ][:limit]
-
-
-@cli.command("list")
-@url_option
-@click.option(
-    "--status",
-    metavar="S[,S...]",
-    help="Only these statuses, comma-separated (e.g. SUSPENDED,FAILED).",
-)
-@click.option("--name", help="Only workflows of this registered name.")
-@click.option("--key-prefix", help="Only keys that start with this.")
-@click.option(
-    "--limit",
-    default=50,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="At most this many, newest first.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
-@click.option("--jsonl", "as_jsonl", is_flag=True, help="Print one JSON object per line.")
-def list_cmd(
-    url: str | None,
-    status: str | None,
-    name: str | None,
-    key_prefix: str | None,
-    limit: int,
-    as_json: bool,
-    as_jsonl: bool,
-) -> None:
-    """List workflows, newest first.
-
-    --status is filtered by the database; --name and --key-prefix are filtered here, among
-    the 10,000 newest workflows (of each status given).
-    """
-    if as_json and as_jsonl:
-        raise click.UsageError("--json and --jsonl exclude each other")
-    wanted = _statuses(status)
-
-    async def go() -> list[sw.WorkflowDescription]:
-        async with sw.Manager(url).connect(create=False) as manager:
-            return await _select(manager, wanted, name, key_prefix, limit)
-
-    rows = run(go(), url)
-    if as_json:
-        click.echo(json.dumps([_summary_json(row) for row in rows], indent=2))
-    elif as_jsonl:
-        for row in rows:
-            click.echo(json.dumps(_summary_json(row)))
-    else:
-        _print_list(rows, url)
-
-
-def _print_list(rows: list[sw.WorkflowDescription], url: str | None) -> None:
-    table = Table(title=f"workflows in {escape(mask_url(resolve_url(url)))}")
-    for column in ("key", "workflow", "status", "created", "updated"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(
-            escape(row.key),
-            escape(row.name),
-            _styled(row.status.value),
-            _ts(row.created_at),
-            _ts(row.updated_at),
-        )
-    console.print(table)
-    if not rows:
-        console.print("no workflows")
-
-
 @cli.command()
 @url_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -201,119 +76,12 @@ def count(url: str | None, as_json: bool) -> None:
     table.add_column("status")
     table.add_column("count", justify="right")
     for status, n in data.items():
-        table.add_row(_styled(status), str(n))
+        table.add_row(_format.styled(status), str(n))
     table.add_row("total", str(sum(data.values())))
     console.print(table)
 
 
-def _summary_json(d: sw.WorkflowDescription) -> dict[str, Any]:
-    return {
-        "key": d.key,
-        "run_id": d.run_id,
-        "workflow": d.name,
-        "status": d.status.value,
-        "parent_key": d.parent_key,
-        "created_at": d.created_at,
-        "updated_at": d.updated_at,
-        "ended_at": d.ended_at,
-        "error": d.error,
-        "result": d.result,
-        "children": d.children,
-        "waiting_for": d.waiting_for,
-        "problems": d.problems,
-    }
-
-
-@cli.command()
-@url_option
-@click.argument("key")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--traceback", "show_tb", is_flag=True, help="Show recorded tracebacks.")
-def show(url: str | None, key: str, as_json: bool, show_tb: bool) -> None:
-    """Show one workflow: status, result or error, and every step with attempts."""
-
-    async def go() -> sw.WorkflowDescription:
-        async with sw.Manager(url).connect(create=False) as manager:
-            return await manager.get_workflow(key).describe()
-
-    d = run(go(), url)
-    if as_json:
-        click.echo(json.dumps(_show_json(d), indent=2))
-        return
-    _print_show(d, show_tb)
-
-
-def _show_json(d: sw.WorkflowDescription) -> dict[str, Any]:
-    data = _summary_json(d)
-    data["steps"] = [
-        {
-            "call_id": s.call_id,
-            "kind": s.kind.value,
-            "name": s.name,
-            "status": s.status.value,
-            "attempts": s.attempts,
-            "error": s.error,
-            "started_at": s.started_at,
-            "ended_at": s.ended_at,
-        }
-        for s in d.steps
-    ]
-    return data
-
-
-def _print_show(d: sw.WorkflowDescription, show_tb: bool) -> None:
-    console.print(f"[bold]{escape(d.key)}[/bold]  workflow {escape(d.name)}  run {d.run_id}")
-    console.print(f"status   {_styled(d.status.value)}")
-    console.print(
-        f"created  {_ts(d.created_at)}   updated {_ts(d.updated_at)}   ended {_ts(d.ended_at)}"
-    )
-    if d.parent_key:
-        console.print(f"parent   {d.parent_key}")
-    if d.children:
-        console.print(f"children {', '.join(d.children)}")
-    if d.waiting_for:
-        until = f" (until {_ts(d.next_run_at)})" if d.next_run_at else ""
-        console.print(f"waiting  for {d.waiting_for}{until}")
-    if d.owner:
-        console.print(f"owner    {d.owner}")
-    if d.status is sw.WorkflowStatus.SUSPENDED:
-        console.print(
-            f"retry at {_ts(d.next_run_at)} (suspended {d.suspend_count}x; "
-            f"`sagaway retry {d.key}` to retry now)"
-        )
-    for problem in d.problems:
-        console.print(f"[red]unreadable[/red] {escape(problem)}", highlight=False)
-    if d.result is not None:
-        console.print(f"result   {json.dumps(d.result)}")
-    if d.error:
-        kind, message = escape(str(d.error.get("type"))), escape(str(d.error.get("message")))
-        console.print(f"error    [red]{kind}[/red]: {message}")
-        if show_tb and d.error.get("traceback"):
-            console.print(d.error["traceback"], markup=False, highlight=False)
-    console.print(_steps_table(d))
-
-
-def _steps_table(d: sw.WorkflowDescription) -> Table:
-    table = Table(title="steps")
-    for column in ("#", "kind", "name", "status", "attempts", "duration", "last error"):
-        table.add_column(column)
-    for s in d.steps:
-        duration = (
-            "-"
-            if s.duration is None or s.kind is sw.StepKind.SLEEP
-            else f"{s.duration * 1000:.1f} ms"
-        )
-        error = escape(f"{s.error.get('type')}: {s.error.get('message')}") if s.error else ""
-        table.add_row(
-            s.call_id,
-            s.kind.value,
-            escape(s.name),
-            _styled(s.status.value),
-            str(s.attempts),
-            duration,
-            error,
-        )
-    return table
+# ---------------------------------------------------------------------------- operations
 
 
 def _refused(message: str) -> None:
@@ -421,23 +189,54 @@ def _json_arg(text: str, what: str, example: str) -> Any:
 @click.argument("name")
 @click.argument("payload", default="null")
 @click.option("--dedupe-id", help="Deliver at most once per workflow for this id.")
-def signal_cmd(url: str | None, key: str, name: str, payload: str, dedupe_id: str | None) -> None:
+@click.option(
+    "--wait-delivery",
+    "wait",
+    type=click.FloatRange(min=0),
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="When the workflow is waiting for this signal, wait this long to report whether it "
+    "was delivered or rejected (0: do not wait).",
+)
+def signal_cmd(
+    url: str | None, key: str, name: str, payload: str, dedupe_id: str | None, wait: float
+) -> None:
     """Send signal NAME with a JSON PAYLOAD to the workflow KEY.
 
-    Exit 2 if PAYLOAD is not JSON, 3 if there is no such workflow.
+    The payload is checked against the type the workflow receives when it receives it. If the
+    workflow is waiting for NAME, this waits (--wait-delivery) to say whether it was delivered
+    or rejected; else `sagaway show KEY` tells later (pending, delivered, or rejected and why).
+
+    Exit 1 if the workflow rejected it (or had ended), 2 if PAYLOAD is not JSON, 3 if there is
+    no such workflow.
     """
     data = _json_arg(payload, "PAYLOAD", "'{\"ok\": true}'")
 
-    async def go() -> bool:
+    async def go() -> _delivery.Sent:
         async with sw.Manager(url).connect(create=False) as manager:
-            return await manager.signal(name).send(key, data, dedupe_id=dedupe_id)
+            return await _delivery.send(manager, key, name, data, dedupe_id, wait)
 
-    if run(go(), url):
-        console.print(f"{escape(key)}: signal {escape(repr(name))} sent")
+    sent = run(go(), url)
+    what = f"{escape(key)}: signal {escape(repr(name))}"
+    if not sent.stored:
+        console.print(f"{what} with dedupe id {escape(repr(dedupe_id))} was already sent")
+    elif sent.signal is not None and sent.signal.state == "rejected":
+        _refused(f"{key}: signal {name!r} was rejected: {sent.signal.rejected}")
+    elif sent.signal is not None and sent.signal.state == "delivered":
+        console.print(f"{what} delivered (to step {sent.signal.delivered_to})")
+    elif sent.awaited and wait > 0:
+        console.print(
+            f"{what} sent; not received within {wait:g}s (is a worker running?): "
+            f"`sagaway show {escape(key)}` says when it is delivered or rejected",
+            soft_wrap=True,
+        )
     else:
         console.print(
-            f"{escape(key)}: signal {escape(repr(name))} with dedupe id "
-            f"{escape(repr(dedupe_id))} was already sent"
+            f"{what} sent (its payload is checked when the workflow receives it: "
+            f"`sagaway show {escape(key)}` lists it as pending, delivered, or rejected with "
+            "the reason)",
+            soft_wrap=True,
         )
 
 
@@ -592,16 +391,26 @@ def worker(
             raise click.UsageError("--queues (the old name of --task-queues) disagrees with it")
         task_queues = queues
     if task_queues is not None:
-        manager.task_queues = _task_queues(task_queues)
+        manager.task_queues = _task_queues(task_queues, manager.registry.task_queues())
     run(support.check_reachable(manager.url), manager.url)
     _serve(manager, target, drain)
 
 
-def _task_queues(value: str) -> frozenset[str]:
+def _task_queues(value: str, known: set[str]) -> frozenset[str]:
+    """The task queues named by ``--task-queues``, each one some registered workflow uses (a
+    worker claims only workflows of its queues, and can run only those it registered)."""
     names = frozenset(q.strip() for q in value.split(",") if q.strip())
     if not names or any(name.startswith("-") for name in names):  # `--task-queues -v`
         raise click.BadParameter(
             f"give at least one task queue name, not {value!r}", param_hint="--task-queues"
+        )
+    unknown = sorted(names - known)
+    if unknown:
+        raise click.BadParameter(
+            f"no registered workflow uses task queue {', '.join(map(repr, unknown))}; "
+            f"the application's task queues are {', '.join(sorted(known)) or 'none'} "
+            "(register_workflow(task_queue=...))",
+            param_hint="--task-queues",
         )
     return names
 
@@ -690,7 +499,7 @@ def demo(ctx: click.Context, url: str | None) -> None:
                     note = f"  {s.error['message']}" if s.error else ""
                     console.print(
                         f"  +{(end - t0) * 1000:7.1f} ms  {arrow} {s.name:<18} "
-                        f"{_styled(s.status.value)}{note}"
+                        f"{_format.styled(s.status.value)}{note}"
                     )
                 console.print(f"  = {outcome}  ({elapsed:.1f} ms)")
                 console.print(
@@ -705,6 +514,8 @@ def demo(ctx: click.Context, url: str | None) -> None:
 cli.add_command(lint)
 cli.add_command(fork_command)
 cli.add_command(purge)
+cli.add_command(list_cmd)
+cli.add_command(show)
 demo.add_command(lab_command)
 
 

@@ -14,7 +14,15 @@ from typing import Protocol
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
-from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
+from sagaway.store.records import (
+    AttemptErrorRecord,
+    Lease,
+    ListQuery,
+    NewWorkflow,
+    SignalRecord,
+    StepRecord,
+    WorkflowRecord,
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -275,4 +283,18 @@ class Store(Protocol):
         self, *, before: float, statuses: Collection[WorkflowStatus] | None
     ) -> int:
         """How many executions ``purge_ended`` would delete, batches aside (a dry run)."""
+        ...
+
+    # ------------------------------------------------------------ inspection (operators' reads)
+
+    async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
+        """Current executions matching ``query``, newest first (``created_at`` descending, then
+        ``run_id``), at most ``query.limit``; ``query.after`` continues a listing after the
+        (created_at, run_id) of the last row of the previous page."""
+        ...
+
+    async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
+        """The error of each failed attempt of the steps of an execution (the last 20 attempts
+        of each step), by call and attempt. Written with the step, by the database itself:
+        recording a step with an error records it here too."""
         ...

@@ -44,12 +44,14 @@ from sagaway import errors
 from sagaway.states import WorkflowStatus
 from sagaway.store import (
     _fork,
+    _inspect,
     _params,
     _pg_batches,
     _pg_conn,
     _pg_fork,
     _pg_listener,
     _pg_purge,
+    _pg_signals,
     _rows,
 )
 from sagaway.store import migrations as _migrations
@@ -57,7 +59,15 @@ from sagaway.store._group_commit import GroupCommit
 from sagaway.store._pg_conn import Conn, Op, exists, named
 from sagaway.store._pg_url import Timing, parse_postgres_url, parse_timing
 from sagaway.store.base import CreateResult, DatabaseNotFound, StoreUnavailable
-from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
+from sagaway.store.records import (
+    AttemptErrorRecord,
+    Lease,
+    ListQuery,
+    NewWorkflow,
+    SignalRecord,
+    StepRecord,
+    WorkflowRecord,
+)
 
 __all__ = ["PostgresStore", "Timing", "parse_postgres_url"]  # the last two: moved to _pg_url
 
@@ -507,19 +517,10 @@ class PostgresStore:
         return await self._run(op)
 
     async def request_cancel(self, run_id: str, *, reason: str, now: float) -> bool:
-        params = {"run_id": run_id, "reason": reason, "now": now}
-
-        async def op(conn: Conn, retried: bool) -> bool:
-            return bool((await conn.execute(_Q["request_cancel"], params)).rowcount == 1)
-
-        return await self._run(op, transaction=False)
+        return await _pg_signals.request_cancel(self._run, run_id, reason=reason, now=now)
 
     async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
-        async def op(conn: Conn, retried: bool) -> dict[str, str]:
-            cur = await conn.execute(_Q["cancel_requests"], {"run_ids": sorted(run_ids)})
-            return {run_id: reason for run_id, reason in await cur.fetchall()}
-
-        return await self._run(op, transaction=False)
+        return await _pg_signals.cancel_requests(self._run, run_ids)
 
     async def retry_now(self, run_id: str, *, now: float) -> bool:
         params = {"run_id": run_id, "now": now}
@@ -543,45 +544,9 @@ class PostgresStore:
     async def send_signal(
         self, key: str, *, name: str, payload: str, dedupe_id: str | None, now: float
     ) -> tuple[WorkflowRecord | None, bool]:
-        # Chosen once for all attempts: a retry after a lost acknowledgement finds the row the
-        # lost attempt stored by it (a dedupe_id alone cannot tell that row from an earlier send's).
-        sender = uuid.uuid4().hex
-
-        async def op(conn: Conn, retried: bool) -> tuple[WorkflowRecord | None, bool]:
-            for _ in range(_CREATE_ROUNDS):
-                # Locked: a receiver deciding to wait and this send are serialised (no lost
-                # wake-up), and the execution cannot end between the check and the insert.
-                rows = await named(conn, "signal_target", {"key": key})
-                if rows:
-                    break
-                # Nothing, or the current execution was replaced while we waited for its lock.
-                if await (await conn.execute(_Q["get_current"], {"key": key})).fetchone() is None:
-                    return None, False
-            else:
-                raise errors.SagawayError(f"key {key!r} kept changing while sending a signal")
-            record = _rows.workflow_from_row(rows[0])
-            if record.status.ended:
-                return record, False
-            params = _params.signal(
-                record.run_id, name=name, payload=payload, dedupe_id=dedupe_id, now=now
-            )
-            params["sender"] = sender
-            if retried and dedupe_id is None and await exists(conn, "signal_sent_as", params):
-                return record, True  # the lost attempt stored it (and woke the receiver)
-            stored = (await conn.execute(_Q["insert_signal"], params)).rowcount == 1
-            if not stored and retried:
-                row = await (await conn.execute(_Q["deduped_by"], params)).fetchone()
-                if row is not None and row[0] == sender:
-                    return record, True  # the lost attempt stored it (and woke the receiver)
-            if stored:
-                waiting_for = _params.signal_wait(name)
-                await conn.execute(
-                    _Q["wake_waiting"],
-                    _params.wake_waiting(record.run_id, waiting_for=waiting_for, now=now),
-                )
-            return record, stored
-
-        return await self._run(op)
+        return await _pg_signals.send(
+            self._run, key, name=name, payload=payload, dedupe_id=dedupe_id, now=now
+        )
 
     async def receive_signal(
         self,
@@ -691,6 +656,21 @@ class PostgresStore:
         self, *, before: float, statuses: Collection[WorkflowStatus] | None
     ) -> int:
         return await _pg_purge.count(self._run, before=before, statuses=statuses)
+
+    async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
+        params = _inspect.page_params(query, arrays=True)
+
+        async def op(conn: Conn, retried: bool) -> list[WorkflowRecord]:
+            return _rows.readable_workflows(await named(conn, "list_page", params))
+
+        return await self._run(op, transaction=False)
+
+    async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
+        async def op(conn: Conn, retried: bool) -> list[AttemptErrorRecord]:
+            rows = await named(conn, "list_attempt_errors", {"run_id": run_id})
+            return [_inspect.attempt_error_from_row(row) for row in rows]
+
+        return await self._run(op, transaction=False)
 
 
 async def _fenced(

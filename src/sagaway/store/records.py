@@ -97,3 +97,34 @@ class Lease:
     owner: str
     """Human-readable id of the owning process."""
     expires_at: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AttemptErrorRecord:
+    """The error of one failed attempt of a step (the last 20 attempts of a step are kept)."""
+
+    call_id: str
+    attempt: int
+    """1 for the first attempt, counted across processes."""
+    error: str
+    """JSON description of the error, as in ``StepRecord.error``."""
+    at: float | None
+    """When the attempt failed."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ListQuery:
+    """Which current executions ``Store.list_page`` returns: newest first (``created_at``
+    descending, then ``run_id``), every filter given at once."""
+
+    limit: int
+    statuses: frozenset[WorkflowStatus] = frozenset()
+    """Empty: any status."""
+    name: str | None = None
+    key_prefix: str = ""
+    since: float | None = None
+    """Created at or after this time."""
+    until: float | None = None
+    """Created before this time."""
+    after: tuple[float, str] | None = None
+    """Keyset cursor: only executions listed after the one with this (created_at, run_id)."""

@@ -24,10 +24,18 @@ from typing import Any, TypeVar
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
-from sagaway.store import _fork, _params, _purge, _rows
+from sagaway.store import _fork, _inspect, _params, _purge, _rows
 from sagaway.store import migrations as _migrations
 from sagaway.store.base import CreateResult, DatabaseNotFound
-from sagaway.store.records import Lease, NewWorkflow, SignalRecord, StepRecord, WorkflowRecord
+from sagaway.store.records import (
+    AttemptErrorRecord,
+    Lease,
+    ListQuery,
+    NewWorkflow,
+    SignalRecord,
+    StepRecord,
+    WorkflowRecord,
+)
 from sagaway.store.sql import queries
 
 T = TypeVar("T")
@@ -629,6 +637,21 @@ class SQLiteStore:
         return await self._call(
             lambda conn: _purge.sqlite_count(conn, before=before, statuses=names)
         )
+
+    async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
+        params = _inspect.page_params(query, arrays=False)
+
+        def op(conn: sqlite3.Connection) -> list[WorkflowRecord]:
+            return _rows.readable_workflows(conn.execute(_Q["list_page"], params).fetchall())
+
+        return await self._call(op)
+
+    async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
+        def op(conn: sqlite3.Connection) -> list[AttemptErrorRecord]:
+            rows = conn.execute(_Q["list_attempt_errors"], {"run_id": run_id}).fetchall()
+            return [_inspect.attempt_error_from_row(row) for row in rows]
+
+        return await self._call(op)
 
 
 def _queue_params(queues: Collection[str] | None) -> dict[str, Any]:

@@ -9,6 +9,7 @@ concurrent first starts are serialised is the store's own.
 from __future__ import annotations
 
 import importlib.resources
+import sqlite3
 import time
 from typing import Any, NamedTuple
 
@@ -60,7 +61,19 @@ def record(migration: Migration) -> dict[str, Any]:
 def statements(script: str) -> list[str]:
     """The statements of a migration script, for a driver that runs one at a time.
 
-    Migration files hold plain DDL; no statement contains a semicolon inside a literal.
+    Migration files hold plain DDL; no statement contains a semicolon inside a literal. A
+    trigger's body (``BEGIN ... END``) holds several statements: pieces are joined until SQLite
+    says the statement is complete.
     """
     body = "\n".join(line for line in script.splitlines() if not line.strip().startswith("--"))
-    return [s.strip() for s in body.split(";") if s.strip()]
+    out: list[str] = []
+    pending = ""
+    for piece in body.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                out.append(pending.strip().removesuffix(";").strip())
+            pending = ""
+    if pending.strip(" \n;"):
+        out.append(pending.strip().removesuffix(";").strip())
+    return out

@@ -545,3 +545,24 @@ WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
       SELECT 1 FROM workflows p
       WHERE p.key = w.parent_key COLLATE "C" AND p.is_current
         AND p.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
+-- ---------------------------------------------------------------- inspection
+
+-- name: list_page
+-- Keyset pagination on (created_at DESC, run_id): the range on created_at uses its index; the
+-- bounds are never NULL (the store passes infinities for "none"), so they stay sargable.
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at
+FROM workflows
+WHERE is_current
+  AND created_at >= %(since)s AND created_at < %(until)s AND created_at <= %(after_at)s
+  AND (created_at < %(after_at)s OR run_id > %(after_run)s)
+  AND (%(any_status)s OR status = ANY(%(statuses)s::text[]))
+  AND (%(name)s::text IS NULL OR name = %(name)s::text)
+  AND (%(key_prefix)s = '' OR left(key, length(%(key_prefix)s)) = %(key_prefix)s)
+ORDER BY created_at DESC, run_id
+LIMIT %(limit)s
+
+-- name: list_attempt_errors
+SELECT call_id, attempt, error, at FROM attempt_errors WHERE run_id = %(run_id)s
+ORDER BY call_id, attempt

@@ -251,3 +251,24 @@ WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
       SELECT 1 FROM workflows p
       WHERE p.key = w.parent_key AND p.is_current = 1
         AND p.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
+-- ---------------------------------------------------------------- inspection
+
+-- name: list_page
+-- Keyset pagination on (created_at DESC, run_id): the range on created_at uses its index; the
+-- bounds are never NULL (the store passes infinities for "none"), so they stay sargable.
+SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at
+FROM workflows
+WHERE is_current = 1
+  AND created_at >= :since AND created_at < :until AND created_at <= :after_at
+  AND (created_at < :after_at OR run_id > :after_run)
+  AND (:any_status OR status IN (SELECT value FROM json_each(:statuses)))
+  AND (:name IS NULL OR name = :name)
+  AND (:key_prefix = '' OR substr(key, 1, length(:key_prefix)) = :key_prefix)
+ORDER BY created_at DESC, run_id
+LIMIT :limit
+
+-- name: list_attempt_errors
+SELECT call_id, attempt, error, at FROM attempt_errors WHERE run_id = :run_id
+ORDER BY call_id, attempt

@@ -1,0 +1,119 @@
+"""How the reading commands (``list``, ``show``) write times, durations and statuses, and read
+the times an operator types.
+
+Times are shown in the local zone with its offset (``2026-12-01 10:31:02.123 +01:00``), or in
+UTC with ``--utc``: an operator comparing with logs of another machine sees which zone is meant.
+JSON carries each time twice: epoch seconds (the field's plain name, as before) and ISO 8601
+with the offset (``<field>_iso``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import time
+from typing import Any
+
+import click
+
+STATUS_STYLE = {
+    "COMPLETED": "green",
+    "FAILED": "red",
+    "SUSPENDED": "yellow",
+    "RUNNING": "cyan",
+    "PENDING": "cyan",
+    "WAITING": "blue",
+    "CANCELLED": "magenta",
+    "TERMINATED": "magenta",
+    "RETRYING": "yellow",
+    "ERROR": "red",
+    "pending": "cyan",
+    "delivered": "green",
+    "rejected": "red",
+}
+
+
+def styled(status: str) -> str:
+    """``status`` in its colour (rich markup)."""
+    style = STATUS_STYLE.get(status, "")
+    return f"[{style}]{status}[/{style}]" if style else status
+
+
+def duration(seconds: float) -> str:
+    """A duration in human units: 850 ms, 2.3 s, 4 min 10 s, 3 h 2 min, 2 d 4 h."""
+    seconds = max(seconds, 0.0)
+    if seconds < 0.9995:
+        ms = seconds * 1000
+        return f"{ms:.1f} ms" if ms < 9.95 else f"{ms:.0f} ms"
+    if seconds < 59.95:
+        return f"{seconds:.1f} s"
+    whole = round(seconds)
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s"
+    if whole < 86400:
+        return f"{whole // 3600} h {whole % 3600 // 60} min"
+    return f"{whole // 86400} d {whole % 86400 // 3600} h"
+
+
+class Clock:
+    """Writes times in one zone: local (default) or UTC."""
+
+    def __init__(self, utc: bool) -> None:
+        self.utc = utc
+
+    def _dt(self, value: float) -> datetime.datetime:
+        if self.utc:
+            return datetime.datetime.fromtimestamp(value, tz=datetime.UTC)
+        return datetime.datetime.fromtimestamp(value).astimezone()
+
+    def text(self, value: float | None) -> str:
+        """``2026-12-01 10:31:02.123 +01:00`` (``... UTC`` with --utc); ``-`` for none."""
+        if value is None:
+            return "-"
+        dt = self._dt(value)
+        zone = "UTC" if self.utc else dt.isoformat()[-6:]
+        return f"{dt:%Y-%m-%d %H:%M:%S}.{dt.microsecond // 1000:03d} {zone}"
+
+    def iso(self, value: float | None) -> str | None:
+        """ISO 8601 with the zone's offset, to the microsecond."""
+        return None if value is None else self._dt(value).isoformat(timespec="microseconds")
+
+    def fields(self, **times: float | None) -> dict[str, Any]:
+        """JSON fields: each time as epoch seconds under its name and ISO 8601 as ``<name>_iso``."""
+        out: dict[str, Any] = {}
+        for name, value in times.items():
+            out[name] = value
+            out[f"{name}_iso"] = self.iso(value)
+        return out
+
+
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d|w)\s*$")
+_UNIT = {"ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_time(value: str, *, utc: bool, option: str, now: float | None = None) -> float:
+    """Epoch seconds of what an operator typed: an ISO 8601 date or date-time (without an
+    offset: in the local zone, or UTC with --utc) or a duration ago (``90s``, ``15m``, ``2h``,
+    ``3d``, ``1w``)."""
+    now = time.time() if now is None else now
+    relative = _RELATIVE.match(value)
+    if relative:
+        return now - float(relative.group(1)) * _UNIT[relative.group(2)]
+    try:
+        parsed = datetime.datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is neither an ISO 8601 date/time (2026-12-01, 2026-12-01T10:30, "
+            "2026-12-01T10:30+01:00) nor a duration ago (90s, 15m, 2h, 3d, 1w)",
+            param_hint=option,
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.UTC) if utc else parsed.astimezone()
+    return parsed.timestamp()
+
+
+def clip(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} characters; --json shows all)"

@@ -1,0 +1,162 @@
+"""``sagaway list``: workflows, newest first, filtered and paged by the database.
+
+Every filter (statuses, name, key prefix, creation time) is a condition of the store's query,
+and pages are keyset pages: ``--after CURSOR`` continues after the last row of the previous page
+(``created_at``, then ``run_id``), so paging through a table that grows meanwhile shows every
+row once.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+import sagaway as sw
+from sagaway.cli import _format
+from sagaway.cli._support import mask_url, run, url_option
+from sagaway.store import resolve_url
+
+console = Console()
+
+
+def parse_statuses(value: str | None) -> list[sw.WorkflowStatus]:
+    """``--status S[,S...]``, checked."""
+    names = [v.strip().upper() for v in (value or "").split(",") if v.strip()]
+    known = {s.value for s in sw.WorkflowStatus}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise click.BadParameter(
+            f"unknown status {', '.join(unknown)}; use {', '.join(sorted(known))}",
+            param_hint="--status",
+        )
+    return [sw.WorkflowStatus(n) for n in dict.fromkeys(names)]
+
+
+def summary_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, Any]:
+    """One workflow in ``list --json`` (and the head of ``show --json``)."""
+    return {
+        "key": d.key,
+        "run_id": d.run_id,
+        "workflow": d.name,
+        "status": d.status.value,
+        "parent_key": d.parent_key,
+        **clock.fields(created_at=d.created_at, updated_at=d.updated_at, ended_at=d.ended_at),
+        "error": d.error,
+        "result": d.result,
+        "children": d.children,
+        "waiting_for": d.waiting_for,
+        "problems": d.problems,
+        "cursor": d.cursor,
+    }
+
+
+@click.command("list")
+@url_option
+@click.option(
+    "--status",
+    metavar="S[,S...]",
+    help="Only these statuses, comma-separated (e.g. SUSPENDED,FAILED).",
+)
+@click.option("--name", help="Only workflows of this registered name.")
+@click.option("--key-prefix", help="Only keys that start with this.")
+@click.option(
+    "--since",
+    metavar="WHEN",
+    help="Only workflows created at or after WHEN: an ISO 8601 date or date-time "
+    "(2026-12-01, 2026-12-01T10:30, 2026-12-01T10:30+01:00) or a duration ago (90s, 15m, 2h, "
+    "3d, 1w).",
+)
+@click.option("--until", metavar="WHEN", help="Only workflows created before WHEN (as --since).")
+@click.option(
+    "--after",
+    metavar="CURSOR",
+    help="The next page: the cursor printed under the previous page (or a row's cursor in JSON).",
+)
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="At most this many, newest first (a page; 0 is refused).",
+)
+@click.option("--utc", is_flag=True, help="Times in UTC (default: local time, offset shown).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
+@click.option("--jsonl", "as_jsonl", is_flag=True, help="Print one JSON object per line.")
+def list_cmd(
+    url: str | None,
+    status: str | None,
+    name: str | None,
+    key_prefix: str | None,
+    since: str | None,
+    until: str | None,
+    after: str | None,
+    limit: int,
+    utc: bool,
+    as_json: bool,
+    as_jsonl: bool,
+) -> None:
+    """List workflows, newest first, a page at a time.
+
+    When more workflows match than --limit, the next page's command is printed (on stderr with
+    --json/--jsonl, whose output stays one JSON document). Naive dates and times are local
+    (UTC with --utc); --since is inclusive, --until exclusive.
+    """
+    if as_json and as_jsonl:
+        raise click.UsageError("--json and --jsonl exclude each other")
+    wanted = parse_statuses(status)
+    clock = _format.Clock(utc)
+    bounds = {
+        option: _format.parse_time(value, utc=utc, option=f"--{option}")
+        for option, value in (("since", since), ("until", until))
+        if value is not None
+    }
+
+    async def go() -> list[sw.WorkflowDescription]:
+        async with sw.Manager(url).connect(create=False) as manager:
+            return await manager.list_workflows(
+                status=wanted,
+                name=name,
+                key_prefix=key_prefix,
+                since=bounds.get("since"),
+                until=bounds.get("until"),
+                after=after,
+                limit=limit + 1,  # one more: is there a next page?
+            )
+
+    rows = run(go(), url)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if as_json:
+        click.echo(json.dumps([summary_json(row, clock) for row in rows], indent=2))
+    elif as_jsonl:
+        for row in rows:
+            click.echo(json.dumps(summary_json(row, clock)))
+    else:
+        _print_list(rows, url, clock, after is not None)
+    if more:
+        hint = f"next page: --after {rows[-1].cursor}"
+        click.echo(hint, err=as_json or as_jsonl)
+
+
+def _print_list(
+    rows: list[sw.WorkflowDescription], url: str | None, clock: _format.Clock, paged: bool
+) -> None:
+    table = Table(title=f"workflows in {escape(mask_url(resolve_url(url)))}")
+    for column in ("key", "workflow", "status", "created", "updated"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            escape(row.key),
+            escape(row.name),
+            _format.styled(row.status.value),
+            clock.text(row.created_at),
+            clock.text(row.updated_at),
+        )
+    console.print(table)
+    if not rows:
+        console.print("no more workflows" if paged else "no workflows")

@@ -1,0 +1,343 @@
+"""``sagaway show KEY``: one workflow, all an operator needs to see where it is and why.
+
+Its input and result, every step with its output and the error of each failed attempt (not
+only the last), the signals sent to it (pending, delivered, rejected with the reason), who holds
+its lease and until when, durations in human units and times with their zone. ``--follow``
+prints each change (new steps, attempts, status, signals) until the workflow ends, by reading it
+again every half second: a read-only command takes no part in the engine's wake-ups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+import sagaway as sw
+from sagaway.cli import _format
+from sagaway.cli._support import Exit, run, url_option
+from sagaway.cli.listing import summary_json
+
+console = Console()
+
+POLL_INTERVAL = 0.5
+"""Seconds between two reads of a followed workflow."""
+
+
+@click.command()
+@url_option
+@click.argument("key")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (with --follow: JSON lines).")
+@click.option("--traceback", "show_tb", is_flag=True, help="Show recorded tracebacks.")
+@click.option("--utc", is_flag=True, help="Times in UTC (default: local time, offset shown).")
+@click.option(
+    "-f",
+    "--follow",
+    is_flag=True,
+    help="Then print each change until the workflow ends; exit 0 if it COMPLETED, 1 if it "
+    "FAILED, was CANCELLED or TERMINATED.",
+)
+def show(url: str | None, key: str, as_json: bool, show_tb: bool, utc: bool, follow: bool) -> None:
+    """Show one workflow: input, result or error, every step with its output and the error of
+    each attempt, signals (pending, delivered, rejected and why), lease, durations.
+
+    Times are local with their offset (UTC with --utc); JSON gives each as epoch seconds and
+    as ISO 8601 (``<field>_iso``). --follow keeps going through SUSPENDED and WAITING (they are
+    not ends) until COMPLETED, FAILED, CANCELLED or TERMINATED.
+    """
+    clock = _format.Clock(utc)
+    if follow:
+        sys.exit(int(run(_follow(url, key, clock, as_json, show_tb), url)))
+
+    async def go() -> sw.WorkflowDescription:
+        async with sw.Manager(url).connect(create=False) as manager:
+            return await manager.get_workflow(key).describe()
+
+    d = run(go(), url)
+    if as_json:
+        click.echo(json.dumps(show_json(d, clock), indent=2))
+        return
+    print_show(d, clock, show_tb)
+
+
+# ---------------------------------------------------------------------------- JSON
+
+
+def show_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, Any]:
+    """Everything ``show`` prints, as one JSON object."""
+    data = summary_json(d, clock)
+    data.update(
+        input=d.input,
+        owner=d.owner,
+        suspend_count=d.suspend_count,
+        duration=_elapsed(d),
+        **clock.fields(next_run_at=d.next_run_at, lease_expires_at=d.lease_expires_at),
+        steps=[step_json(s, clock) for s in d.steps],
+        signals=[signal_json(s, clock) for s in d.signals],
+    )
+    return data
+
+
+def step_json(s: sw.StepDescription, clock: _format.Clock) -> dict[str, Any]:
+    return {
+        "call_id": s.call_id,
+        "kind": s.kind.value,
+        "name": s.name,
+        "status": s.status.value,
+        "attempts": s.attempts,
+        "error": s.error,
+        "attempt_errors": [{**e, **clock.fields(at=e.get("at"))} for e in s.attempt_errors],
+        "result": s.result,
+        **clock.fields(started_at=s.started_at, ended_at=s.ended_at),
+        "duration": _took(s),
+    }
+
+
+def _took(s: sw.StepDescription) -> float | None:
+    """How long the step took; None while it waits, and for a sleep (their ``ended_at`` is a
+    deadline, not an end)."""
+    if s.kind is sw.StepKind.SLEEP or s.status is sw.StepStatus.WAITING:
+        return None
+    return s.duration
+
+
+def signal_json(s: sw.SignalDescription, clock: _format.Clock) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "name": s.name,
+        "state": s.state,
+        "payload": s.payload,
+        "dedupe_id": s.dedupe_id,
+        "delivered_to": s.delivered_to,
+        "rejected": s.rejected,
+        **clock.fields(sent_at=s.sent_at, handled_at=s.handled_at),
+    }
+
+
+def _elapsed(d: sw.WorkflowDescription) -> float:
+    """Seconds from creation to the end, or to now while it has not ended."""
+    return (d.ended_at if d.ended_at is not None else time.time()) - d.created_at
+
+
+# ---------------------------------------------------------------------------- text
+
+
+def _line(label: str, text: str) -> None:
+    console.print(f"{label:<9}{text}", soft_wrap=True, highlight=False)
+
+
+def _value(value: Any) -> str:
+    return escape(_format.clip(json.dumps(value)))
+
+
+def _error(error: dict[str, Any]) -> str:
+    kind, message = str(error.get("type")), str(error.get("message"))
+    return f"[red]{escape(kind)}[/red]: {escape(message)}"
+
+
+def print_show(d: sw.WorkflowDescription, clock: _format.Clock, show_tb: bool) -> None:
+    console.print(
+        f"[bold]{escape(d.key)}[/bold]  workflow {escape(d.name)}  run {d.run_id}", soft_wrap=True
+    )
+    span = "after" if d.status.ended else "for"
+    _line("status", f"{_format.styled(d.status.value)}  ({span} {_format.duration(_elapsed(d))})")
+    _line("created", clock.text(d.created_at))
+    _line("updated", clock.text(d.updated_at))
+    if d.ended_at is not None:
+        _line("ended", clock.text(d.ended_at))
+    for label, text in _relations(d, clock):
+        _line(label, text)
+    for problem in d.problems:
+        _line("[red]unreadable[/red]", escape(problem))
+    _line("input", _value(d.input))
+    if d.result is not None or d.status is sw.WorkflowStatus.COMPLETED:
+        _line("result", _value(d.result))
+    if d.error:
+        _line("error", _error(d.error))
+        if show_tb and d.error.get("traceback"):
+            console.print(d.error["traceback"], markup=False, highlight=False)
+    console.print(_steps_table(d, clock))
+    _print_step_details(d.steps, clock, show_tb)
+    if d.signals:
+        _print_signals(d.signals, clock)
+
+
+def _relations(d: sw.WorkflowDescription, clock: _format.Clock) -> Iterator[tuple[str, str]]:
+    """Lines about where the workflow stands: parent, children, wait, lease, retry."""
+    if d.parent_key:
+        yield "parent", escape(d.parent_key)
+    if d.children:
+        yield "children", escape(", ".join(d.children))
+    if d.waiting_for:
+        until = f" (until {clock.text(d.next_run_at)})" if d.next_run_at else ""
+        yield "waiting", f"for {escape(d.waiting_for)}{until}"
+    if d.owner:
+        yield "lease", f"held by {escape(d.owner)}{_expiry(d.lease_expires_at, clock)}"
+    if d.status is sw.WorkflowStatus.SUSPENDED:
+        yield (
+            "retry at",
+            f"{clock.text(d.next_run_at)} (suspended {d.suspend_count}x; "
+            f"`sagaway retry {escape(d.key)}` to retry now)",
+        )
+
+
+def _expiry(expires_at: float | None, clock: _format.Clock) -> str:
+    if expires_at is None:
+        return ""
+    left = expires_at - time.time()
+    if left >= 0:
+        return f", expires {clock.text(expires_at)} (in {_format.duration(left)})"
+    return f", expired {clock.text(expires_at)} ({_format.duration(-left)} ago)"
+
+
+def _steps_table(d: sw.WorkflowDescription, clock: _format.Clock) -> Table:
+    table = Table(title="steps")
+    for column in ("#", "kind", "name", "status", "tries", "at", "took"):
+        table.add_column(column)
+    for s in d.steps:
+        took = _took(s)
+        table.add_row(
+            s.call_id,
+            s.kind.value,
+            escape(s.name),
+            _format.styled(s.status.value),
+            str(s.attempts),
+            "+" + _format.duration(s.started_at - d.created_at),
+            "-" if took is None else _format.duration(took),
+        )
+    return table
+
+
+def _print_step_details(
+    steps: list[sw.StepDescription], clock: _format.Clock, show_tb: bool
+) -> None:
+    """Each step's output or last error, then the error of each failed attempt (lines, not
+    table cells: they are long, and searched for)."""
+    detailed = [s for s in steps if s.result is not None or s.error or s.attempt_errors]
+    if not detailed:
+        return
+    console.print("[bold]outputs and errors[/bold] (every failed attempt, oldest first)")
+    for s in detailed:
+        outcome = f"error {_error(s.error)}" if s.error else f"output {_value(s.result)}"
+        console.print(f"  {s.call_id} {escape(s.name)}  {outcome}", soft_wrap=True, highlight=False)
+        for e in s.attempt_errors:
+            at = clock.text(e.get("at"))
+            line = f"    attempt {e.get('attempt')}  {at}  {_error(e)}"
+            console.print(line, soft_wrap=True, highlight=False)
+            if show_tb and e.get("traceback"):
+                console.print(e["traceback"], markup=False, highlight=False)
+
+
+def _print_signals(signals: list[sw.SignalDescription], clock: _format.Clock) -> None:
+    """One line per signal; a rejected one's reason (often several lines) below it."""
+    console.print("[bold]signals[/bold] (in the order sent)")
+    for s in signals:
+        if s.state == "delivered":
+            detail = f"  to step {s.delivered_to} at {clock.text(s.handled_at)}"
+        elif s.state == "pending":
+            detail = "  not received yet"
+        else:
+            detail = f"  at {clock.text(s.handled_at)}"
+        console.print(
+            f"  #{s.id} {escape(s.name)}  {_format.styled(s.state)}  sent {clock.text(s.sent_at)}"
+            f"{detail}  payload {_value(s.payload)}",
+            soft_wrap=True,
+            highlight=False,
+        )
+        if s.rejected:
+            reason = "\n".join(f"      {line}" for line in s.rejected.splitlines())
+            console.print(f"[red]{escape(reason)}[/red]", soft_wrap=True, highlight=False)
+
+
+# ---------------------------------------------------------------------------- --follow
+
+
+async def _follow(
+    url: str | None, key: str, clock: _format.Clock, as_json: bool, show_tb: bool
+) -> Exit:
+    """Print the workflow, then each change, until it ends; its exit code."""
+    async with sw.Manager(url).connect(create=False) as manager:
+        handle = manager.get_workflow(key)
+        d = await handle.describe()
+        if as_json:
+            click.echo(json.dumps({"event": "workflow", **show_json(d, clock)}))
+        else:
+            print_show(d, clock, show_tb)
+        while not d.status.ended:
+            await asyncio.sleep(POLL_INTERVAL)
+            before, d = d, await handle.describe()
+            for event in sorted(_changes(before, d, clock), key=_event_time):
+                if as_json:
+                    click.echo(json.dumps(event))
+                else:
+                    _print_event(event, clock)
+    return Exit.OK if d.status is sw.WorkflowStatus.COMPLETED else Exit.REFUSED
+
+
+def _changes(
+    before: sw.WorkflowDescription, after: sw.WorkflowDescription, clock: _format.Clock
+) -> Iterator[dict[str, Any]]:
+    """What changed between two reads: steps new or changed, signals, then the status."""
+    seen = {s.call_id: (s.status, s.attempts) for s in before.steps}
+    for s in after.steps:
+        if seen.get(s.call_id) != (s.status, s.attempts):
+            yield {"event": "step", **step_json(s, clock)}
+    signals = {s.id: s.state for s in before.signals}
+    for sig in after.signals:
+        if signals.get(sig.id) != sig.state:
+            yield {"event": "signal", **signal_json(sig, clock)}
+    if (before.status, before.waiting_for) != (after.status, after.waiting_for):
+        yield {
+            "event": "status",
+            "status": after.status.value,
+            "ended": after.status.ended,
+            "waiting_for": after.waiting_for,
+            "error": after.error,
+            "result": after.result,
+            "duration": _elapsed(after),
+            **clock.fields(updated_at=after.updated_at),
+        }
+
+
+def _event_time(event: dict[str, Any]) -> float:
+    """When it happened: a step's end (its start while it waits: its ``ended_at`` is then a
+    deadline), a signal's delivery or rejection (else its sending), a status's update."""
+    if event["event"] == "step":
+        waiting = event["status"] == sw.StepStatus.WAITING.value or event["ended_at"] is None
+        return float(event["started_at"] if waiting else event["ended_at"])
+    if event["event"] == "signal":
+        return float(event["handled_at"] or event["sent_at"])
+    return float(event["updated_at"])
+
+
+def _print_event(event: dict[str, Any], clock: _format.Clock) -> None:
+    kind = event["event"]
+    when = clock.text(_event_time(event))
+    if kind == "step":
+        text = f"step {event['call_id']} {escape(event['name'])} {_format.styled(event['status'])}"
+        text += f" (attempt {event['attempts']})"
+        if event["error"]:
+            text += f"  {_error(event['error'])}"
+        elif event["result"] is not None:
+            text += f"  → {_value(event['result'])}"
+    elif kind == "signal":
+        text = f"signal {escape(event['name'])} #{event['id']} {_format.styled(event['state'])}"
+        if event["rejected"]:
+            text += f": {escape(event['rejected'])}"
+    else:
+        text = f"status {_format.styled(event['status'])}"
+        if event["waiting_for"]:
+            text += f" for {escape(event['waiting_for'])}"
+        if event["ended"]:
+            text += f" after {_format.duration(event['duration'])}"
+        if event["error"]:
+            text += f"  {_error(event['error'])}"
+    console.print(f"{when}  {text}", soft_wrap=True, highlight=False)

@@ -1,0 +1,81 @@
+"""Messages to a workflow on PostgreSQL: signals sent to it and cancel requests (see
+``postgres.PostgresStore``, whose verbs these are)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection
+
+from sagaway import errors
+from sagaway.store import _params, _rows
+from sagaway.store._pg_conn import Conn, Q, Run, exists, named
+from sagaway.store.records import WorkflowRecord
+
+_ROUNDS = 16
+"""Bound on re-reads when the current row of a key changes under a send."""
+
+
+async def send(
+    run: Run, key: str, *, name: str, payload: str, dedupe_id: str | None, now: float
+) -> tuple[WorkflowRecord | None, bool]:
+    """Store a signal for the current execution under ``key`` and wake it if it waits for
+    it: (its record, stored); (None, False) if there is no such key."""
+    # Chosen once for all attempts: a retry after a lost acknowledgement finds the row the
+    # lost attempt stored by it (a dedupe_id alone cannot tell that row from an earlier send's).
+    sender = uuid.uuid4().hex
+
+    async def op(conn: Conn, retried: bool) -> tuple[WorkflowRecord | None, bool]:
+        for _ in range(_ROUNDS):
+            # Locked: a receiver deciding to wait and this send are serialised (no lost
+            # wake-up), and the execution cannot end between the check and the insert.
+            rows = await named(conn, "signal_target", {"key": key})
+            if rows:
+                break
+            # Nothing, or the current execution was replaced while we waited for its lock.
+            if await (await conn.execute(Q["get_current"], {"key": key})).fetchone() is None:
+                return None, False
+        else:
+            raise errors.SagawayError(f"key {key!r} kept changing while sending a signal")
+        record = _rows.workflow_from_row(rows[0])
+        if record.status.ended:
+            return record, False
+        params = _params.signal(
+            record.run_id, name=name, payload=payload, dedupe_id=dedupe_id, now=now
+        )
+        params["sender"] = sender
+        if retried and dedupe_id is None and await exists(conn, "signal_sent_as", params):
+            return record, True  # the lost attempt stored it (and woke the receiver)
+        stored = (await conn.execute(Q["insert_signal"], params)).rowcount == 1
+        if not stored and retried:
+            row = await (await conn.execute(Q["deduped_by"], params)).fetchone()
+            if row is not None and row[0] == sender:
+                return record, True  # the lost attempt stored it (and woke the receiver)
+        if stored:
+            waiting_for = _params.signal_wait(name)
+            await conn.execute(
+                Q["wake_waiting"],
+                _params.wake_waiting(record.run_id, waiting_for=waiting_for, now=now),
+            )
+        return record, stored
+
+    return await run(op)
+
+
+async def request_cancel(run: Run, run_id: str, *, reason: str, now: float) -> bool:
+    """Record a cancel request on a live execution; False if it has ended."""
+    params = {"run_id": run_id, "reason": reason, "now": now}
+
+    async def op(conn: Conn, retried: bool) -> bool:
+        return bool((await conn.execute(Q["request_cancel"], params)).rowcount == 1)
+
+    return await run(op, transaction=False)
+
+
+async def cancel_requests(run: Run, run_ids: Collection[str]) -> dict[str, str]:
+    """The cancel reasons recorded on those of ``run_ids`` that have one."""
+
+    async def op(conn: Conn, retried: bool) -> dict[str, str]:
+        cur = await conn.execute(Q["cancel_requests"], {"run_ids": sorted(run_ids)})
+        return {run_id: reason for run_id, reason in await cur.fetchall()}
+
+    return await run(op, transaction=False)

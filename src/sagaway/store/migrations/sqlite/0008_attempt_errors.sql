@@ -1,0 +1,39 @@
+-- Sagaway schema v8 (SQLite): the error of every failed attempt of a step, not only the last,
+-- as on PostgreSQL (its schema v10). A step row keeps the error of its latest attempt; each
+-- write of a step with an error copies that error here, keyed by the attempt number, in the
+-- writing transaction. Steps written without an error (every successful attempt) do not fire
+-- the triggers, so a step that succeeds costs what it did. The last 20 attempts of a step are
+-- kept; rows go with their step (ON DELETE CASCADE; the store turns foreign keys on).
+CREATE TABLE attempt_errors (
+    run_id  TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    error   TEXT NOT NULL,
+    at      REAL,
+    PRIMARY KEY (run_id, call_id, attempt),
+    FOREIGN KEY (run_id, call_id) REFERENCES steps (run_id, call_id) ON DELETE CASCADE
+) WITHOUT ROWID;
+
+CREATE TRIGGER steps_keep_attempt_error_insert AFTER INSERT ON steps
+WHEN NEW.error IS NOT NULL
+BEGIN
+    INSERT INTO attempt_errors (run_id, call_id, attempt, error, at)
+    VALUES (NEW.run_id, NEW.call_id, NEW.attempts, NEW.error,
+            COALESCE(NEW.ended_at, NEW.started_at))
+    ON CONFLICT (run_id, call_id, attempt)
+    DO UPDATE SET error = excluded.error, at = excluded.at;
+    DELETE FROM attempt_errors
+    WHERE run_id = NEW.run_id AND call_id = NEW.call_id AND attempt <= NEW.attempts - 20;
+END;
+
+CREATE TRIGGER steps_keep_attempt_error_update AFTER UPDATE ON steps
+WHEN NEW.error IS NOT NULL
+BEGIN
+    INSERT INTO attempt_errors (run_id, call_id, attempt, error, at)
+    VALUES (NEW.run_id, NEW.call_id, NEW.attempts, NEW.error,
+            COALESCE(NEW.ended_at, NEW.started_at))
+    ON CONFLICT (run_id, call_id, attempt)
+    DO UPDATE SET error = excluded.error, at = excluded.at;
+    DELETE FROM attempt_errors
+    WHERE run_id = NEW.run_id AND call_id = NEW.call_id AND attempt <= NEW.attempts - 20;
+END;

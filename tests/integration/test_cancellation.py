@@ -45,6 +45,21 @@ async def ended_on_fake_time(handle: sw.WorkflowHandle[Any], clock: FakeClock) -
     await asyncio.wait_for(tick(), 10)
 
 
+def define_hold(manager: sw.Manager) -> tuple[Any, Any, list[str]]:
+    """``hold()`` takes something, ``free(token)`` gives it back: the list says what was."""
+    undone: list[str] = []
+
+    @manager.register_activity
+    async def hold() -> str:
+        return "h"
+
+    @manager.register_activity
+    async def free(token: str) -> None:
+        undone.append(token)
+
+    return hold, free, undone
+
+
 class Declined(sw.CompletableError):
     """The card was declined."""
 
@@ -154,15 +169,7 @@ async def test_cancel_of_a_waiting_workflow_wakes_it_to_compensate(db_url: str) 
 async def test_cancel_during_a_long_timer_compensates(db_url: str) -> None:
     clock = FakeClock()
     manager = make_manager(db_url, clock=clock)
-    undone: list[str] = []
-
-    @manager.register_activity
-    async def hold() -> str:
-        return "h"
-
-    @manager.register_activity
-    async def free(token: str) -> None:
-        undone.append(token)
+    hold, free, undone = define_hold(manager)
 
     @manager.register_workflow
     async def trial() -> str:
@@ -183,15 +190,7 @@ async def test_cancel_during_a_long_timer_compensates(db_url: str) -> None:
 async def test_cancel_during_a_short_timer_in_the_worker_compensates(db_url: str) -> None:
     clock = FakeClock()
     manager = make_manager(db_url, clock=clock)
-    undone: list[str] = []
-
-    @manager.register_activity
-    async def hold() -> str:
-        return "h"
-
-    @manager.register_activity
-    async def free(token: str) -> None:
-        undone.append(token)
+    hold, free, undone = define_hold(manager)
 
     @manager.register_workflow
     async def flow() -> str:
@@ -213,15 +212,7 @@ async def test_cancel_during_a_retry_backoff_stops_retrying(db_url: str) -> None
     clock = FakeClock()
     manager = make_manager(db_url, clock=clock)
     attempts: list[int] = []
-    undone: list[str] = []
-
-    @manager.register_activity
-    async def hold() -> str:
-        return "h"
-
-    @manager.register_activity
-    async def free(token: str) -> None:
-        undone.append(token)
+    hold, free, undone = define_hold(manager)
 
     @manager.register_activity(
         retry=sw.RetryPolicy(initial_interval=600.0, maximum_interval=600.0, maximum_attempts=5)
@@ -365,15 +356,7 @@ async def test_a_cancelled_parent_cancels_the_child_it_waits_for(db_url: str) ->
 async def test_the_deadline_cancels_a_waiting_workflow(db_url: str) -> None:
     clock = FakeClock()
     manager = make_manager(db_url, clock=clock)
-    undone: list[str] = []
-
-    @manager.register_activity
-    async def hold() -> str:
-        return "h"
-
-    @manager.register_activity
-    async def free(token: str) -> None:
-        undone.append(token)
+    hold, free, undone = define_hold(manager)
 
     @manager.register_workflow
     async def flow() -> str:
@@ -397,16 +380,8 @@ async def test_the_deadline_cancels_a_waiting_workflow(db_url: str) -> None:
 async def test_the_deadline_cancels_a_workflow_waiting_in_the_worker(db_url: str) -> None:
     clock = FakeClock()
     manager = make_manager(db_url, clock=clock)
-    undone: list[str] = []
     gate = asyncio.Event()
-
-    @manager.register_activity
-    async def hold() -> str:
-        return "h"
-
-    @manager.register_activity
-    async def free(token: str) -> None:
-        undone.append(token)
+    hold, free, undone = define_hold(manager)
 
     @manager.register_activity
     async def slow() -> None:

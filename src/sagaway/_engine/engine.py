@@ -208,9 +208,7 @@ class Engine:
         timeout: float | None = None,
     ) -> tuple[WorkflowRecord, bool]:
         """Create an execution under ``key`` (or find the one there); True if created.
-
-        ``timeout``: seconds until its deadline, when it is cancelled as by a request.
-        """
+        ``timeout``: seconds until its deadline (then it is cancelled as by a request)."""
         check_timeout(timeout)
         check_key(key, "idempotency_key")
         run_id = uuid.uuid4().hex

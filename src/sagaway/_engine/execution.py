@@ -125,13 +125,7 @@ class ExecutionBase:
         """First incompletable failure; the run will be suspended with it."""
         self.cancel_requested = False
         """Stopped because it was ended by request (terminate) or elsewhere: no release."""
-        self.cancel_reason: str | None = record.cancel_reason
-        """A cancel request this run knows of (see ``deliver_cancel``)."""
-        self.cancel_delivered = any(is_cancel_step(step) for step in steps)
-        """``Cancelled`` was raised once (or is recorded as raised): later calls run normally."""
-        self._backoffs: set[asyncio.Task[Any]] = set()
-        """Branches sleeping before an activity's next attempt (a cancel interrupts them)."""
-        self._interrupted: set[asyncio.Task[Any]] = set()
+        self._init_cancellation(record, steps)
         self.inflight = 0
         """Durable calls running now (activities, in-worker waits): a workflow is unloaded to
         wait durably only when nothing else of it is running."""
@@ -172,6 +166,15 @@ class ExecutionBase:
             (s.ended_at or 0.0 for s in steps if s.kind in _ORDERED_KINDS), default=0.0
         )
         """Completion time of the latest outcome received (see ``completion_time``)."""
+
+    def _init_cancellation(self, record: WorkflowRecord, steps: list[StepRecord]) -> None:
+        self.cancel_reason: str | None = record.cancel_reason
+        """A cancel request this run knows of (see ``deliver_cancel``)."""
+        self.cancel_delivered = any(is_cancel_step(step) for step in steps)
+        """``Cancelled`` was raised (or is recorded as raised): activities run normally now."""
+        self._backoffs: set[asyncio.Task[Any]] = set()
+        """Branches sleeping before an activity's next attempt (a cancel interrupts them)."""
+        self._interrupted: set[asyncio.Task[Any]] = set()
 
     @property
     def key(self) -> str:

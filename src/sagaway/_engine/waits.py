@@ -171,15 +171,20 @@ class WaitCalls(ExecutionBase):
                     self._unloaded_until(deadline)
                 if self.inflight == 0:
                     continue  # the other work ended during the read: unload now, not at a poll
-                # Another branch is busy: wait here, woken by a local send or by polling.
-                wait = self.until_cancel(engine.poll_interval, wait=True)
-                if deadline is not None:
-                    wait = min(wait, max(deadline - now, 0.0))
-                with self._waiting_beside(watcher):
-                    if self.pending_cancel(wait=True) is None:  # it may have come meanwhile
-                        await wait_event_or_sleep(watcher, engine.clock, wait)
+                await self._signal_beside(watcher, deadline, now)
         finally:
             engine.channel.unwatch_signals(self.record.run_id, watcher)
+
+    async def _signal_beside(
+        self, watcher: asyncio.Event, deadline: float | None, now: float
+    ) -> None:
+        """Another branch is busy: wait here, woken by a local send, a cancel or polling."""
+        wait = self.until_cancel(self.engine.poll_interval, wait=True)
+        if deadline is not None:
+            wait = min(wait, max(deadline - now, 0.0))
+        with self._waiting_beside(watcher):
+            if self.pending_cancel(wait=True) is None:  # it may have come meanwhile
+                await wait_event_or_sleep(watcher, self.engine.clock, wait)
 
     async def _take_signal(
         self,

@@ -1,5 +1,6 @@
 """Cross-border checkout on PostgreSQL.
 
+    pip install 'sagaway[postgres]'    # PostgreSQL needs the extra (psycopg)
     export SAGAWAY_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test
     python examples/checkout_postgres/app.py
 

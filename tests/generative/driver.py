@@ -444,6 +444,10 @@ class Driver:
             record = await self.observer.get_run(run_id)
             assert record is not None, f"run {run_id} was created but cannot be read"
             out[run_id] = record
+            if record.cancel_reason is not None:
+                # A request that committed although its caller never heard back (a parent's
+                # request to its child, cancelled with the parent) reached the run all the same.
+                self.world.cancel_requested.add(run_id)
         return out
 
     def expectation(self, run_id: str) -> model.Expect:

@@ -489,3 +489,31 @@ async def test_a_fork_of_a_cancelled_workflow_runs_past_where_it_was_cancelled(
         fork = await manager.fork("o3", from_step=3, new_key="o3-again")
         assert await fork.result(timeout=10) == "shipped"
     assert log == ["reserve", "charge", "refund pay-o3", "release res-o3", "ship"]
+
+
+async def test_cancel_of_a_suspended_workflow_compensates_without_trying_the_failed_step_again(
+    db_url: str,
+) -> None:
+    manager = make_manager(db_url)
+    hold, free, undone = define_hold(manager)
+    calls: list[str] = []
+
+    @manager.register_activity
+    async def broken() -> None:
+        calls.append("broken")
+        raise RuntimeError("the partner's API is down")  # incompletable: SUSPENDED
+
+    @manager.register_workflow
+    async def flow() -> None:
+        async with sw.Saga() as saga:
+            saga.add_compensation(free, await hold())
+            await broken()
+
+    async with manager:
+        handle = await manager.workflow(flow).execute(idempotency_key="sus-1")
+        await wait_until(handle, lambda d: d.status is sw.WorkflowStatus.SUSPENDED)
+        assert await handle.cancel("partner gone for good")
+        with pytest.raises(sw.WorkflowCancelled):
+            await handle.result(timeout=10)
+    assert calls == ["broken"]  # not tried again once cancelled
+    assert undone == ["h"]

@@ -75,9 +75,11 @@ class ActivityCalls(ExecutionBase):
             return self._replay_outcome(previous, defn.codec.decode_result)
         if compensation:
             policy = dataclasses.replace(policy, maximum_attempts=0)  # until it succeeds
+        elif previous is not None:
+            # It failed before (the run was suspended): once cancelled, it is not tried again.
+            await self._cancel_here(call_id, kind, defn.name, previous.started_at, always=True)
         else:
-            started_at = previous.started_at if previous else self.engine.clock.now()
-            await self._cancel_here(call_id, kind, defn.name, started_at)
+            await self._cancel_here(call_id, kind, defn.name, self.engine.clock.now())
         with self._forward_call(not compensation):
             # An effect runs only once every earlier outcome is durable.
             await self._before_durable_action()

@@ -231,14 +231,15 @@ class ExecutionBase:
             task.cancel()
         self._note_dropped()
 
-    def pending_cancel(self, *, wait: bool = False) -> str | None:
+    def pending_cancel(self, *, always: bool = False) -> str | None:
         """Why the run is to be cancelled at its next durable call; None if it is not.
 
-        An activity or child start sees a cancellation once (code that catches it may go on
-        to clean up); a wait (timer, signal, child's end) sees it every time: a cancelled
-        workflow waits no more, so branches blocked in waits all unwind.
+        A new activity or child start sees a cancellation once (code that catches it may go
+        on to clean up); ``always`` (a wait: timer, signal, child's end; an activity that
+        failed before) sees it every time: a cancelled workflow waits no more and retries no
+        failed step, so every branch blocked in a wait unwinds.
         """
-        if self.cancel_delivered and not wait:
+        if self.cancel_delivered and not always:
             return None
         if self.cancel_reason is not None:
             return self.cancel_reason
@@ -247,21 +248,21 @@ class ExecutionBase:
             return f"its deadline passed ({deadline - self.record.created_at:g}s after it started)"
         return None
 
-    def until_cancel(self, seconds: float, *, wait: bool = False) -> float:
+    def until_cancel(self, seconds: float, *, always: bool = False) -> float:
         """``seconds``, cut short at the deadline while a cancellation may still come."""
         deadline = self.record.deadline_at
-        if deadline is None or (self.cancel_delivered and not wait):
+        if deadline is None or (self.cancel_delivered and not always):
             return seconds
         return max(min(seconds, deadline - self.engine.clock.now()), 0.0)
 
     async def _cancel_here(
-        self, call_id: str, kind: StepKind, name: str, started_at: float, *, wait: bool = False
+        self, call_id: str, kind: StepKind, name: str, started_at: float, *, always: bool = False
     ) -> None:
-        """Deliver a pending cancellation at this durable call (a ``wait``: see
-        ``pending_cancel``), which has no recorded outcome: record the cancellation as its
-        outcome (written with the next durable action, as an activity's is) and raise
-        ``Cancelled``. Returns if there is none."""
-        reason = self.pending_cancel(wait=wait)
+        """Deliver a pending cancellation (``always``: see ``pending_cancel``) at this durable
+        call, which has no recorded outcome: record the cancellation as its outcome (written
+        with the next durable action, as an activity's is) and raise ``Cancelled``. Returns if
+        there is none."""
+        reason = self.pending_cancel(always=always)
         if reason is None:
             return
         self.cancel_delivered = True

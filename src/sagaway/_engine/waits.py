@@ -49,7 +49,7 @@ class WaitCalls(ExecutionBase):
             wake_at = now + seconds
         if wake_at > now:
             # A timer that has run out is over, cancelled or not: a replay returns it as well.
-            await self._cancel_here(call_id, StepKind.SLEEP, "sleep", started_at, wait=True)
+            await self._cancel_here(call_id, StepKind.SLEEP, "sleep", started_at, always=True)
         if previous is None or previous.result is None:
             step = self._step(
                 call_id,
@@ -73,12 +73,14 @@ class WaitCalls(ExecutionBase):
                     left = wake_at - engine.clock.now()
                     if left <= 0:
                         return
-                    await self._cancel_here(call_id, StepKind.SLEEP, "sleep", started_at, wait=True)
+                    await self._cancel_here(
+                        call_id, StepKind.SLEEP, "sleep", started_at, always=True
+                    )
                     if left >= WAIT_IN_PROCESS and self.inflight == 1:
                         break  # begun beside other work, which has ended: only this timer is left
                     self._inflight_dropped.clear()
                     await wait_event_or_sleep(
-                        self._inflight_dropped, engine.clock, self.until_cancel(left, wait=True)
+                        self._inflight_dropped, engine.clock, self.until_cancel(left, always=True)
                     )
             # Wait durably instead of holding a lease (and memory) until the timer fires.
             await self._before_durable_action()
@@ -144,7 +146,7 @@ class WaitCalls(ExecutionBase):
                 # Every pending outcome is written before a wait may unload the workflow (an
                 # unload gives the lease up: nothing could be written afterwards).
                 await self._before_durable_action()
-                await self._cancel_here(call_id, StepKind.SIGNAL, name, started_at, wait=True)
+                await self._cancel_here(call_id, StepKind.SIGNAL, name, started_at, always=True)
                 now = engine.clock.now()
                 expired = deadline is not None and now >= deadline
                 if not expired:
@@ -179,11 +181,11 @@ class WaitCalls(ExecutionBase):
         self, watcher: asyncio.Event, deadline: float | None, now: float
     ) -> None:
         """Another branch is busy: wait here, woken by a local send, a cancel or polling."""
-        wait = self.until_cancel(self.engine.poll_interval, wait=True)
+        wait = self.until_cancel(self.engine.poll_interval, always=True)
         if deadline is not None:
             wait = min(wait, max(deadline - now, 0.0))
         with self._waiting_beside(watcher):
-            if self.pending_cancel(wait=True) is None:  # it may have come meanwhile
+            if self.pending_cancel(always=True) is None:  # it may have come meanwhile
                 await wait_event_or_sleep(watcher, self.engine.clock, wait)
 
     async def _take_signal(
@@ -337,7 +339,7 @@ class WaitCalls(ExecutionBase):
         engine = self.engine
         while True:
             await self._before_durable_action()  # as in call_receive: before a possible unload
-            reason = self.pending_cancel(wait=True)
+            reason = self.pending_cancel(always=True)
             if reason is not None:
                 with contextlib.suppress(errors.WorkflowNotFound):
                     await self._store_call(
@@ -347,7 +349,7 @@ class WaitCalls(ExecutionBase):
                         answers=(errors.WorkflowNotFound,),
                     )
                 await self._cancel_here(
-                    call_id, StepKind.CHILD_RESULT, defn.name, started_at, wait=True
+                    call_id, StepKind.CHILD_RESULT, defn.name, started_at, always=True
                 )
             unload = self.inflight == 0
             child = await self._unload_guard(
@@ -372,11 +374,11 @@ class WaitCalls(ExecutionBase):
             # all that is left (a child that never ends must not hold the lease forever).
             watcher = asyncio.Event()
             with self._waiting_beside(watcher):
-                if self.pending_cancel(wait=True) is not None:
+                if self.pending_cancel(always=True) is not None:
                     continue  # one came during the read
                 waits = [engine.wait_for_end(child.run_id, child_key, None), watcher.wait()]
                 if self.record.deadline_at is not None:
-                    waits.append(engine.clock.sleep(self.until_cancel(float("inf"), wait=True)))
+                    waits.append(engine.clock.sleep(self.until_cancel(float("inf"), always=True)))
                 await _first_of(*waits)
 
 

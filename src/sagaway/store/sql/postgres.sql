@@ -267,10 +267,8 @@ WHERE run_id = %(run_id)s AND status = %(status)s AND ended_at = %(now)s
   AND result IS NOT DISTINCT FROM %(result)s::text AND error IS NOT DISTINCT FROM %(error)s::text
 
 -- name: suspend_owned
--- A cancel request that came while it ran is not left waiting for the suspension's backoff.
 UPDATE workflows
-SET status = 'SUSPENDED', error = %(error)s, updated_at = %(now)s,
-    next_run_at = CASE WHEN cancel_reason IS NOT NULL THEN %(now)s ELSE %(next_run_at)s END,
+SET status = 'SUSPENDED', error = %(error)s, updated_at = %(now)s, next_run_at = %(next_run_at)s,
     suspend_count = suspend_count + 1,
     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
 WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
@@ -278,8 +276,7 @@ WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
 -- name: suspended_as
 SELECT 1 FROM workflows
 WHERE run_id = %(run_id)s AND status = 'SUSPENDED' AND updated_at = %(now)s
-  AND (next_run_at = %(next_run_at)s OR (cancel_reason IS NOT NULL AND next_run_at = %(now)s))
-  AND error = %(error)s AND lease_token IS NULL
+  AND next_run_at = %(next_run_at)s AND error = %(error)s AND lease_token IS NULL
 
 -- name: release_owned
 UPDATE workflows

@@ -75,10 +75,8 @@ SET status = :status, result = :result, error = :error, ended_at = :now, updated
 WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING'
 
 -- name: suspend_owned
--- A cancel request that came while it ran is not left waiting for the suspension's backoff.
 UPDATE workflows
-SET status = 'SUSPENDED', error = :error, updated_at = :now,
-    next_run_at = CASE WHEN cancel_reason IS NOT NULL THEN :now ELSE :next_run_at END,
+SET status = 'SUSPENDED', error = :error, updated_at = :now, next_run_at = :next_run_at,
     suspend_count = suspend_count + 1,
     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
 WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING'

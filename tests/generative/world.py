@@ -262,8 +262,8 @@ class Interpreter:
             self.saga = sw.Saga()
             try:
                 await self.body(program.body, out)
-            except (sw.CompletableError, sw.Cancelled):
-                await self.saga.execute()  # a cancellation compensates too
+            except (sw.CompletableError, sw.WorkflowCancelled, sw.Cancelled):
+                await self.saga.execute()  # a cancellation (its own, its child's) too
                 raise
         return out
 

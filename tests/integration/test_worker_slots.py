@@ -16,6 +16,7 @@ import pytest
 
 import sagaway as sw
 from sagaway.testing import FakeClock
+from sagaway.testing.internals import store_of
 from sagaway.worker import ExecutionState, Worker
 
 
@@ -369,3 +370,64 @@ async def test_a_wait_on_a_stuck_child_unloads_when_the_other_work_ends(db_url: 
         broken[0] = False
         assert await manager.retry("kid")
         assert await handle.result(timeout=10) == ["slow", "child"]
+
+
+async def test_a_child_wait_unloads_when_the_other_work_ends_during_its_read(db_url: str) -> None:
+    """The other work can end while the child wait's first read (the non-unloading
+    ``wait_for_child``, begun beside it) is under way: its "work ended" notice then comes
+    before the wait listens for one. The wait must look again after the read and unload, not
+    keep the parent RUNNING (lease held) for as long as the child stays unended; the
+    generative test found the parent of a SUSPENDED child spinning that way."""
+    manager = make_manager(db_url, concurrency=2)
+    reading, go = asyncio.Event(), asyncio.Event()
+    ended = asyncio.Event()
+
+    @manager.register_activity
+    async def slow() -> str:
+        await go.wait()
+        return "slow"
+
+    @manager.register_activity
+    async def fragile() -> str:
+        raise RuntimeError("the service is down")  # not retryable: the child is SUSPENDED
+
+    @manager.register_workflow
+    async def child() -> str:
+        return await fragile()
+
+    async def slow_then_note() -> str:
+        try:
+            return await slow()
+        finally:
+            ended.set()
+
+    @manager.register_workflow
+    async def parent() -> list[str]:
+        results = await asyncio.gather(
+            slow_then_note(), manager.workflow(child).execute_get(idempotency_key="kid")
+        )
+        return list(results)
+
+    async with manager:
+        engine_store = store_of(manager)
+        read = engine_store.wait_for_child
+
+        async def held_read(*args: Any, **kwargs: Any) -> Any:
+            if not kwargs.get("wait", True):  # the read begun beside the activity
+                reading.set()
+                await ended.wait()  # the activity ends while the read is under way
+                for _ in range(20):
+                    await asyncio.sleep(0)
+            return await read(*args, **kwargs)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(engine_store, "wait_for_child", held_read)
+            handle = await manager.workflow(parent).execute(idempotency_key="p")
+            await asyncio.wait_for(reading.wait(), 10)
+            go.set()
+            worker = worker_of(manager)
+            await until(worker, lambda s: by_key(s, "p") is None)
+            record = await handle.describe()
+        assert record.status is sw.WorkflowStatus.WAITING
+        assert record.owner is None
+        assert record.waiting_for == "child:kid"

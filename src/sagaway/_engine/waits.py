@@ -369,6 +369,10 @@ class WaitCalls(ExecutionBase):
                 return child
             if unload:
                 self._unloaded_until(None)
+            if self.inflight == 0:
+                # The other work ended during the read: its notice came before this wait
+                # listened for one, so look again now (and unload), as call_receive does.
+                continue
             # Begun beside other work, the wait stays here (the slot given back) until the
             # child ends or the other work does: then it looks again, and unloads if it is
             # all that is left (a child that never ends must not hold the lease forever).

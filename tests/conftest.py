@@ -87,13 +87,59 @@ def _fresh_postgres_url() -> Iterator[str]:
         _drop_schema(schema)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("grpc+sqlite", marks=pytest.mark.grpc),
+        pytest.param("grpc+postgres", marks=[pytest.mark.grpc, pytest.mark.postgres]),
+    ]
+)
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A URL of an empty database: a SQLite file in tmp_path, or a fresh PostgreSQL schema."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/sagaway.db"
+    """A URL of an empty database: a SQLite file in tmp_path, a fresh PostgreSQL schema, or
+    an Engine Server (in a thread of this process) in front of either (``grpc+…``).
+
+    A test that reads the database itself (SQL) is marked ``direct_db``: it runs on the first
+    two only (``pytest_collection_modifyitems`` deselects its ``grpc+…`` variants)."""
+    backend = request.param.removeprefix("grpc+")
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path}/sagaway.db"
+        if backend == request.param:
+            yield url
+            return
+        yield from _served(url)
         return
-    yield from _fresh_postgres_url()
+    for url in _fresh_postgres_url():
+        if backend == request.param:
+            yield url
+        else:
+            yield from _served(url)
+
+
+def _served(url: str) -> Iterator[str]:
+    from tests.grpc_server import SERVED, ServerThread
+
+    with ServerThread(url) as server:
+        SERVED[server.url] = url
+        try:
+            yield server.url
+        finally:
+            del SERVED[server.url]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out the ``grpc+…`` variants of tests that read the database itself."""
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = str(callspec.params.get("db_url", "")) if callspec is not None else ""
+        if backend.startswith("grpc+") and item.get_closest_marker("direct_db") is not None:
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.fixture

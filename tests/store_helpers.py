@@ -12,6 +12,7 @@ from typing import Any
 from sagaway.states import StepKind, StepStatus
 from sagaway.store import Store
 from sagaway.store.records import Lease, NewWorkflow, StepRecord, WorkflowRecord
+from tests.grpc_server import direct_url
 
 T0 = 1_700_000_000.0
 LEASE = 30.0
@@ -74,11 +75,13 @@ async def run_of(store: Store, key: str) -> WorkflowRecord:
 
 
 def is_sqlite(db_url: str) -> bool:
-    return db_url.startswith("sqlite")
+    """Whether the database (behind a test server, for a ``grpc+…`` URL) is SQLite."""
+    return direct_url(db_url).startswith("sqlite")
 
 
 def raw_sql(db_url: str, statement: str) -> list[tuple[Any, ...]]:
     """Run one statement on the test database behind the store's back."""
+    db_url = direct_url(db_url)
     if is_sqlite(db_url):
         lite = sqlite3.connect(db_url.removeprefix("sqlite:///"))
         try:

@@ -69,8 +69,11 @@ class Manager:
     """Registers workflows and activities and runs them durably.
 
     Args:
-        url: ``sqlite:///path.db`` (default: ``$SAGAWAY_DATABASE_URL`` or ``./sagaway.db``)
-            or ``postgresql://user@host:5432/db``.
+        url: ``sqlite:///path.db`` (default: ``$SAGAWAY_DATABASE_URL`` or ``./sagaway.db``),
+            ``postgresql://user@host:5432/db``, or an Engine Server (``sagaway server``) at
+            ``grpc://host:port`` (``grpcs://`` for TLS; see docs/engine-server.md).
+        token: the Engine Server's bearer token (default: ``$SAGAWAY_TOKEN``); only for
+            ``grpc://`` and ``grpcs://`` URLs.
         error_marshaler: lets domain error types cross the database (default: handles
             ``CompletableError`` subclasses).
         queues: per-process limits of activity queues, by queue name.
@@ -95,6 +98,7 @@ class Manager:
         self,
         url: str | None = None,
         *,
+        token: str | None = None,
         error_marshaler: serialization.ErrorMarshaler | None = None,
         queues: dict[str, Queue] | None = None,
         recovery_interval: float = 10.0,
@@ -115,6 +119,9 @@ class Manager:
         """Seconds after its end that a workflow is purged in the background (None: kept)."""
         self.retention_interval = retention_mod.as_seconds(retention_interval, "retention_interval")
         self.url = resolve_url(url)
+        if token is not None and not self.url.lower().startswith("grpc"):
+            raise ValueError("token= is for an Engine Server URL (grpc://host:port)")
+        self._token = token
         self.options = EngineOptions(
             recovery_interval=recovery_interval,
             lease_timeout=lease_timeout,
@@ -471,7 +478,7 @@ class Manager:
     async def _open(self, run_workers: bool, create: bool = True) -> None:
         if self.state is not ManagerState.CLOSED:
             raise errors.ManagerStateError(f"the Manager is already open ({self.state.value})")
-        store = open_store(self.url, create=create)
+        store = open_store(self.url, create=create, token=self._token)
         await store.open()
         try:
             clock, self._clock_task = await server_clock(store, self.clock)

@@ -22,6 +22,7 @@ import sagaway as sw
 from sagaway.cli.main import cli
 from sagaway.errors import CorruptRecord
 from sagaway.testing.internals import engine_of
+from tests.grpc_server import direct_url
 
 
 def make_manager(db_url: str, **options: Any) -> sw.Manager:
@@ -38,6 +39,7 @@ def _nested(depth: int) -> Any:
 
 def run_sql(db_url: str, sql: str, *params: Any) -> int:
     """Change rows behind Sagaway's back (``?`` placeholders); the number of rows changed."""
+    db_url = direct_url(db_url)
     if db_url.startswith("sqlite:///"):
         with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
             return conn.execute(sql, params).rowcount

@@ -125,7 +125,8 @@ def url_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         default=None,
         metavar="URL",
         help="Database URL (default: $SAGAWAY_DATABASE_URL or sqlite:///sagaway.db; "
-        "postgresql://… needs the sagaway[postgres] extra).",
+        "postgresql://… needs the sagaway[postgres] extra; grpc://HOST:PORT reaches an Engine "
+        "Server, with its token in $SAGAWAY_TOKEN).",
     )(fn)
 
 

@@ -29,6 +29,7 @@ from sagaway.cli.lab import lab as lab_command
 from sagaway.cli.lint import lint
 from sagaway.cli.listing import list_cmd
 from sagaway.cli.purge import purge
+from sagaway.cli.server import server as server_command
 from sagaway.cli.show import show
 from sagaway.store import resolve_url
 
@@ -516,6 +517,7 @@ cli.add_command(fork_command)
 cli.add_command(purge)
 cli.add_command(list_cmd)
 cli.add_command(show)
+cli.add_command(server_command)
 demo.add_command(lab_command)
 
 

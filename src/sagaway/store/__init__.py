@@ -25,8 +25,9 @@ def resolve_url(url: str | None) -> str:
     return url or os.environ.get("SAGAWAY_DATABASE_URL") or DEFAULT_URL
 
 
-def open_store(url: str, *, create: bool = True) -> Store:
-    """A (not yet opened) store for ``url``: ``sqlite:///…`` or ``postgresql://…``.
+def open_store(url: str, *, create: bool = True, token: str | None = None) -> Store:
+    """A (not yet opened) store for ``url``: ``sqlite:///…``, ``postgresql://…``, or an Engine
+    Server at ``grpc://host:port`` (``grpcs://`` for TLS; ``token``, else ``SAGAWAY_TOKEN``).
 
     ``create=False``: its ``open()`` opens an existing Sagaway database only, creating nothing
     (no SQLite file or directory, no PostgreSQL schema), and raises ``DatabaseNotFound`` when
@@ -45,11 +46,11 @@ def open_store(url: str, *, create: bool = True) -> Store:
                 "the PostgreSQL backend needs psycopg 3: pip install 'sagaway[postgres]'"
             ) from exc
         return PostgresStore(url, create=create)
-    if scheme == "grpc":
-        raise NotImplementedError(
-            "grpc:// URLs go through the Engine Server (`sagaway server`), which is not built "
-            "yet; use sqlite:///path.db or postgresql://user@host/db"
-        )
+    if scheme in ("grpc", "grpcs"):
+        from sagaway.store.grpc import GrpcStore  # ImportError names the [server] extra
+
+        return GrpcStore(url, create=create, token=token)
     raise ValueError(
-        f"unsupported database URL {url!r}: use sqlite:///path.db or postgresql://user@host/db"
+        f"unsupported database URL {url!r}: use sqlite:///path.db, postgresql://user@host/db "
+        "or grpc://host:port (an Engine Server)"
     )

@@ -1,0 +1,114 @@
+"""``sagaway server``: run the Engine Server in front of a database."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+
+import click
+
+from sagaway.cli._support import Exit, fail, mask_url, run, url_option
+from sagaway.store import resolve_url
+
+TOKEN_ENV = "SAGAWAY_SERVER_TOKEN"
+
+
+def _token(token_file: Path | None) -> str | None:
+    if token_file is not None:
+        try:
+            token = token_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            fail(f"cannot read the token file {str(token_file)!r}: {exc.strerror}", Exit.USAGE)
+        if not token:
+            fail(f"the token file {str(token_file)!r} is empty", Exit.USAGE)
+        return token
+    return os.environ.get(TOKEN_ENV, "").strip() or None
+
+
+@click.command()
+@url_option
+@click.option(
+    "--listen",
+    default="127.0.0.1:7233",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Address to serve on (port 0: any free port; the ready line says which).",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help=f"File holding the bearer token every call must carry (else ${TOKEN_ENV}).",
+)
+@click.option(
+    "--tls-cert", type=click.Path(dir_okay=False, path_type=Path), help="PEM certificate."
+)
+@click.option("--tls-key", type=click.Path(dir_okay=False, path_type=Path), help="PEM private key.")
+@click.option(
+    "--tls-client-ca",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="PEM CA: clients must present a certificate it signed (mutual TLS).",
+)
+@click.option(
+    "--payload-limit",
+    type=click.IntRange(min=1024),
+    default=None,
+    help="Largest payload (bytes of JSON) a call may carry [default: 2 MiB].",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
+def server(
+    url: str | None,
+    listen: str,
+    token_file: Path | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    tls_client_ca: Path | None,
+    payload_limit: int | None,
+    verbose: bool,
+) -> None:
+    """Serve the engine over gRPC: applications use --db grpc://HOST:PORT (or
+    Manager("grpc://HOST:PORT")) and need no database access of their own.
+
+    Prints `listening on HOST:PORT` when ready. SIGTERM or Ctrl-C stops it gracefully: calls in
+    flight finish, then it exits 0. Without a token anyone who reaches the port can run
+    workflows: give --token-file (or $SAGAWAY_SERVER_TOKEN) beyond a trusted host.
+    """
+    try:
+        from sagaway.server.app import ServerConfig, serve
+    except ImportError as exc:
+        fail(f"{exc}: pip install 'sagaway[server]'", Exit.USAGE)
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    url = resolve_url(url)
+    if url.lower().startswith("grpc"):
+        fail("the server holds a database: --db sqlite:///… or postgresql://…", Exit.USAGE)
+    try:
+        config = ServerConfig(
+            url=url,
+            listen=listen,
+            token=_token(token_file),
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            tls_client_ca=tls_client_ca,
+            **({"payload_limit": payload_limit} if payload_limit else {}),
+        )
+    except ValueError as exc:
+        fail(str(exc), Exit.USAGE)
+
+    async def go() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+
+        def ready(address: str) -> None:
+            click.echo(f"listening on {address}", nl=True)
+            click.echo(f"sagaway server: {mask_url(url)}", err=True)
+
+        await serve(config, stop, ready=ready)
+
+    run(go(), url)

@@ -1,0 +1,127 @@
+"""Run the Engine Server: open the store, serve ``sagaway.v1.Engine`` and health, stop gracefully.
+
+``serve`` returns when ``stop`` is set: it stops taking calls, lets the calls in flight finish
+(``grace`` seconds at most), ends the Watch streams, closes the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+import grpc.aio
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from sagaway import serialization
+from sagaway.server.auth import TokenAuth
+from sagaway.server.notices import Hub
+from sagaway.server.service import EngineService
+from sagaway.store import open_store
+from sagaway.store._grpc_target import CHANNEL_KEEPALIVE_MS
+from sagaway.v1 import engine_pb2_grpc as pb_grpc
+
+logger = logging.getLogger("sagaway.server")
+SERVICE_NAME = "sagaway.v1.Engine"
+ENVELOPE = 64 * 1024
+"""Room for a message's other fields beside its payloads."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ServerConfig:
+    """What ``sagaway server`` was told."""
+
+    url: str
+    """The database the server holds (``sqlite:///…`` or ``postgresql://…``)."""
+    listen: str = "127.0.0.1:7233"
+    token: str | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    """Require clients to present a certificate signed by this CA (mutual TLS)."""
+    payload_limit: int = serialization.DEFAULT_PAYLOAD_LIMIT
+    grace: float = 10.0
+    """Seconds calls in flight get to finish when the server stops."""
+
+    def __post_init__(self) -> None:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("TLS needs both --tls-cert and --tls-key")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise ValueError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
+        if self.token is not None and not self.token.strip():
+            raise ValueError("the token is empty")
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read the {what} {str(path)!r}: {exc.strerror or exc}") from None
+
+
+def _bind(server: grpc.aio.Server, config: ServerConfig) -> int:
+    if config.tls_cert is None or config.tls_key is None:
+        return server.add_insecure_port(config.listen)
+    credentials = grpc.ssl_server_credentials(
+        [(_read(config.tls_key, "TLS key"), _read(config.tls_cert, "TLS certificate"))],
+        root_certificates=(
+            _read(config.tls_client_ca, "client CA") if config.tls_client_ca else None
+        ),
+        require_client_auth=config.tls_client_ca is not None,
+    )
+    return server.add_secure_port(config.listen, credentials)
+
+
+def _options(payload_limit: int) -> list[tuple[str, int]]:
+    # The largest message carries two payloads (a workflow's result and the step recording
+    # it); each payload is checked against the limit itself (RESOURCE_EXHAUSTED).
+    return [
+        ("grpc.max_receive_message_length", 2 * payload_limit + ENVELOPE),
+        ("grpc.max_send_message_length", -1),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", CHANNEL_KEEPALIVE_MS // 2),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+
+
+def _host(listen: str) -> str:
+    return listen.rsplit(":", 1)[0]
+
+
+async def serve(
+    config: ServerConfig,
+    stop: asyncio.Event,
+    *,
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until ``stop`` is set; ``ready("HOST:PORT")`` once calls are taken."""
+    store = open_store(config.url)
+    await store.open()
+    backend = "sqlite" if config.url.lower().startswith("sqlite") else "postgresql"
+    hub = Hub(listening=backend == "sqlite")
+    try:
+        await store.listen(hub.publish)
+        interceptors = [TokenAuth(config.token)] if config.token else []
+        server = grpc.aio.server(interceptors=interceptors, options=_options(config.payload_limit))
+        service = EngineService(store, hub, backend=backend, payload_limit=config.payload_limit)
+        pb_grpc.add_EngineServicer_to_server(service, server)
+        health_service = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_service, server)
+        port = _bind(server, config)
+        if port == 0:
+            raise OSError(f"cannot listen on {config.listen} (in use, or not an address here)")
+        await server.start()
+        for name in ("", SERVICE_NAME):
+            await health_service.set(name, health_pb2.HealthCheckResponse.SERVING)
+        if ready is not None:
+            ready(f"{_host(config.listen)}:{port}")
+        await stop.wait()
+        for name in ("", SERVICE_NAME):
+            await health_service.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        hub.close()
+        await server.stop(config.grace)
+    finally:
+        await store.close()

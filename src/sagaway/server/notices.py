@@ -1,0 +1,60 @@
+"""Wake-ups for the applications watching the server: fan-out to every open Watch stream.
+
+On PostgreSQL the database announces every change (its triggers' notices, heard by the
+server's store); the server passes them on. SQLite has no notices, so the server announces the
+changes made through it (``announce``), which are all of them: it alone writes the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+_CLOSE = ""
+"""Put on a subscriber's queue to end its stream (no notice is empty)."""
+
+
+class Hub:
+    """The notices of one server, copied to each subscriber's queue."""
+
+    def __init__(self, *, listening: bool) -> None:
+        self.listening = listening
+        """Whether notices flow (PostgreSQL: the server's listener has connected)."""
+        self._subscribers: set[asyncio.Queue[str]] = set()
+        self._ready_pending: set[asyncio.Queue[str]] = set()
+
+    def subscribe(self) -> asyncio.Queue[str]:
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        self._subscribers.add(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[str]) -> None:
+        self._subscribers.discard(queue)
+        self._ready_pending.discard(queue)
+
+    def taken(self, queue: asyncio.Queue[str], payload: str) -> None:
+        """``payload`` left ``queue``: a later "ready:" is worth queueing again."""
+        if payload == "ready:":
+            self._ready_pending.discard(queue)
+
+    def publish(self, payload: str) -> None:
+        """Queue ``payload`` for every subscriber ("ready:" at most once per queue: one look
+        finds all the work that is due)."""
+        if payload.startswith("listening:"):
+            self.listening = True
+        elif payload.startswith("deaf:"):
+            self.listening = False
+        for queue in self._subscribers:
+            if payload == "ready:":
+                if queue in self._ready_pending:
+                    continue
+                self._ready_pending.add(queue)
+            queue.put_nowait(payload)
+
+    def close(self) -> None:
+        """End every stream (the server is stopping)."""
+        for queue in self._subscribers:
+            queue.put_nowait(_CLOSE)
+
+
+def is_close(payload: str) -> bool:
+    return payload == _CLOSE

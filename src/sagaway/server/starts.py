@@ -1,0 +1,106 @@
+"""Start a workflow and wait for its end on behalf of a client that has no SDK (any language).
+
+The server knows no workflow code: it records the execution PENDING under its key, and a
+worker of an application that registered the name runs it. A retry with the same key and
+arguments finds the execution already there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import uuid
+
+from sagaway import errors, serialization
+from sagaway._engine import keys
+from sagaway._engine.engine import check_key, check_text
+from sagaway._engine.options import check_timeout
+from sagaway.server.notices import Hub
+from sagaway.store import Store
+from sagaway.store.records import NewWorkflow, WorkflowRecord
+from sagaway.v1 import engine_pb2 as pb
+
+MAX_WAIT = 300.0
+"""Longest an AwaitWorkflow call waits (a client wanting longer calls again)."""
+_POLL = 1.0
+"""Seconds between looks at the record besides the notices (PostgreSQL's may be lost)."""
+
+
+class StartWorkflows:
+    """StartWorkflow and AwaitWorkflow over one store."""
+
+    def __init__(self, store: Store, hub: Hub, *, announce: bool) -> None:
+        self.store = store
+        self.hub = hub
+        self.announce = announce
+
+    async def start(self, request: pb.StartWorkflowRequest) -> tuple[WorkflowRecord, bool]:
+        check_key(request.key, "key")
+        check_text(request.name, "name")
+        if not request.name:
+            raise ValueError("name must name a registered workflow")
+        args = request.args or "{}"
+        try:
+            parsed = json.loads(args)
+        except ValueError as exc:
+            raise ValueError(f"args is not JSON: {exc}") from None
+        if not isinstance(parsed, dict):
+            raise ValueError("args must be a JSON object of the arguments by parameter name")
+        timeout = request.timeout if request.HasField("timeout") else None
+        check_timeout(timeout)
+        run_id = uuid.uuid4().hex
+        new = NewWorkflow(
+            run_id=run_id,
+            key=request.key,
+            name=request.name,
+            args=args,
+            args_hash=serialization.args_hash(args),
+            queue=request.queue or "default",
+            key_space=keys.key_space(request.key, run_id, replacing=False),
+            timeout=timeout,
+        )
+        result = await self.store.create_workflow(
+            new, now=await self._now(), lease=None, replace_live=False
+        )
+        record = result.record
+        if result.created:
+            if self.announce:
+                self.hub.publish("ready:")
+            return record, True
+        if record.name != new.name or record.args_hash != new.args_hash:
+            raise errors.IdempotencyConflict(
+                f"key {request.key!r} is in use by workflow {record.name!r} with other "
+                "arguments; a retry must send the same arguments, a new request needs a new key"
+            )
+        return record, False
+
+    async def wait(self, key: str, timeout: float) -> WorkflowRecord:
+        """The execution under ``key`` once ended, or as it is after ``timeout`` seconds."""
+        if timeout < 0:
+            raise ValueError("timeout must not be negative")
+        loop = asyncio.get_running_loop()
+        end = loop.time() + min(timeout, MAX_WAIT)
+        queue = self.hub.subscribe()
+        try:
+            while True:
+                record = await self.store.get_workflow(key)
+                if record is None:
+                    raise errors.WorkflowNotFound(key)
+                left = end - loop.time()
+                if record.status.ended or left <= 0:
+                    return record
+                await self._until_ended(queue, record.run_id, min(left, _POLL))
+        finally:
+            self.hub.unsubscribe(queue)
+
+    async def _until_ended(self, queue: asyncio.Queue[str], run_id: str, limit: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(limit):
+                while await queue.get() != f"ended:{run_id}":
+                    pass
+
+    async def _now(self) -> float:
+        now = await self.store.server_time()
+        return now if now is not None else time.time()

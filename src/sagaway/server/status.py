@@ -1,0 +1,63 @@
+"""Exceptions to gRPC status codes: the one mapping of the server. No stack trace leaves it;
+an unexpected error is logged here and reported as INTERNAL."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+
+import grpc
+
+from sagaway import errors
+from sagaway.store import DatabaseNotFound, StoreUnavailable
+
+logger = logging.getLogger("sagaway.server")
+
+
+class Refusal(Exception):
+    """A request the server refuses, with its status code and the ``sagaway-error`` kind."""
+
+    def __init__(self, code: grpc.StatusCode, message: str, kind: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.kind = kind
+
+
+def _is_data_error(exc: BaseException) -> bool:
+    # psycopg is optional: recognise its DataError by name (bad text or numbers for a column).
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return "DataError" in names and type(exc).__module__.startswith("psycopg")
+
+
+def status_of(
+    exc: BaseException, method: str
+) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
+    """The status code, message and trailing metadata that report ``exc``."""
+    kind = type(exc).__name__
+    extra: tuple[tuple[str, str], ...] = ()
+    if isinstance(exc, Refusal):
+        code, kind = exc.code, exc.kind or kind
+    elif isinstance(exc, errors.LeaseLost):
+        code = grpc.StatusCode.FAILED_PRECONDITION
+        extra = (("sagaway-run-id", exc.run_id),)
+    elif isinstance(exc, StoreUnavailable):
+        code = grpc.StatusCode.UNAVAILABLE
+    elif isinstance(exc, (errors.WorkflowNotFound, DatabaseNotFound)):
+        code = grpc.StatusCode.NOT_FOUND
+    elif isinstance(exc, (errors.WorkflowAlreadyExists, errors.IdempotencyConflict)):
+        code = grpc.StatusCode.ALREADY_EXISTS
+    elif isinstance(exc, errors.PayloadError):
+        code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    elif isinstance(exc, (ValueError, TypeError)) or _is_data_error(exc):
+        code = grpc.StatusCode.INVALID_ARGUMENT
+    elif isinstance(exc, sqlite3.OperationalError):
+        code = grpc.StatusCode.UNAVAILABLE
+    else:
+        logger.exception("%s failed", method, exc_info=exc)
+        return (
+            grpc.StatusCode.INTERNAL,
+            "internal error (the server's log has it)",
+            (("sagaway-error", "Internal"),),
+        )
+    message = " ".join(str(exc).split()) or kind
+    return code, message, (("sagaway-error", kind), *extra)

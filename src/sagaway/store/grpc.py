@@ -1,0 +1,478 @@
+"""A Store that forwards every verb to an Engine Server (``sagaway server``) over gRPC.
+
+The application keeps its workflow code, workers and recovery; the server holds the database
+and applies each verb in one transaction there, with the same fencing and group commit as an
+embedded store. Wake-ups come back on a server stream (``Watch``), re-opened when it breaks.
+
+A call the server cannot answer (down, restarting, unreachable) raises ``StoreUnavailable``,
+like a database outage: the engine treats it the same way (a workflow resumes from its last
+record once the server is back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Collection
+from typing import Any, NoReturn
+
+try:
+    import grpc
+    import grpc.aio
+except ImportError as exc:  # an optional extra
+    raise ImportError(
+        "the Engine Server client needs grpcio: pip install 'sagaway[server]'"
+    ) from exc
+
+from sagaway import errors
+from sagaway.states import WorkflowStatus
+from sagaway.store import _wire as wire
+from sagaway.store._grpc_target import (
+    CHANNEL_KEEPALIVE_MS,
+    CONNECT_TIMEOUT,
+    Target,
+    parse_target,
+)
+from sagaway.store.base import CreateResult, DatabaseNotFound, StoreUnavailable
+from sagaway.store.records import (
+    AttemptErrorRecord,
+    Lease,
+    ListQuery,
+    NewWorkflow,
+    SignalRecord,
+    StepRecord,
+    WorkflowRecord,
+)
+from sagaway.v1 import engine_pb2 as pb
+from sagaway.v1 import engine_pb2_grpc as pb_grpc
+
+logger = logging.getLogger(__name__)
+
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
+    # Find a dead server within seconds, and reconnect soon after it is back.
+    ("grpc.keepalive_time_ms", CHANNEL_KEEPALIVE_MS),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1_000),
+]
+_SIGNAL_ROUNDS = 5
+"""ReceiveSignal round trips before giving up on deciding new payloads (each round decides
+every payload pending then; more rounds happen only while new signals keep arriving)."""
+
+
+class ServerRefused(errors.SagawayError):
+    """The Engine Server refused this client: no or wrong token, or another protocol version."""
+
+
+def _channel(target: Target) -> grpc.aio.Channel:
+    options: list[tuple[str, int | str]] = list(CHANNEL_OPTIONS)
+    if target.server_name:
+        options.append(("grpc.ssl_target_name_override", target.server_name))
+    if not target.tls:
+        return grpc.aio.insecure_channel(target.address, options=options)
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=target.ca, private_key=target.key, certificate_chain=target.cert
+    )
+    return grpc.aio.secure_channel(target.address, credentials, options=options)
+
+
+class GrpcStore:
+    """The Store contract, answered by an Engine Server at ``grpc://host:port``."""
+
+    def __init__(self, url: str, *, create: bool = True, token: str | None = None) -> None:
+        self.url = url
+        self._target = parse_target(url, token)
+        self._metadata: tuple[tuple[str, str], ...] = (
+            (("authorization", f"Bearer {self._target.token}"),) if self._target.token else ()
+        )
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: pb_grpc.EngineStub | None = None
+        self._watch: asyncio.Task[None] | None = None
+        self.server_info: pb.HelloReply | None = None
+        """What the server said of itself when the store opened."""
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def open(self) -> None:
+        if self._channel is not None:
+            return
+        self._channel = _channel(self._target)
+        self._stub = pb_grpc.EngineStub(self._channel)
+        hello = pb.HelloRequest(protocol_version=wire.PROTOCOL_VERSION, client="sagaway-python")
+        try:
+            reply = await self._call("Hello", hello, timeout=CONNECT_TIMEOUT)
+        except BaseException:
+            await self.close()
+            raise
+        self.server_info = reply
+
+    async def close(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+            self._watch = None
+        if self._channel is not None:
+            channel, self._channel, self._stub = self._channel, None, None
+            await channel.close()
+
+    async def _call(self, method: str, request: Any, *, timeout: float | None = None) -> Any:
+        if self._stub is None:
+            raise errors.SagawayError("the Engine Server connection is not open")
+        call = getattr(self._stub, method)
+        try:
+            return await call(
+                request, timeout=timeout or self._target.call_timeout, metadata=self._metadata
+            )
+        except grpc.aio.AioRpcError as exc:
+            self._raise(exc)
+
+    def _raise(self, exc: grpc.aio.AioRpcError) -> NoReturn:
+        code, details = exc.code(), exc.details() or ""
+        trailing = dict(exc.trailing_metadata() or ())
+        kind = str(trailing.get("sagaway-error", ""))
+        where = f"the Engine Server at {self._target.address}"
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            raise StoreUnavailable(f"cannot reach {where}: {details}") from None
+        if kind == "LeaseLost":
+            raise errors.LeaseLost(str(trailing.get("sagaway-run-id", "")), details) from None
+        if kind == "DatabaseNotFound":
+            raise DatabaseNotFound(self.url, details) from None
+        if code is grpc.StatusCode.UNAUTHENTICATED:
+            raise ServerRefused(f"{where} refused the call: {details}") from None
+        if code is grpc.StatusCode.INVALID_ARGUMENT:
+            raise ValueError(details) from None
+        if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+            raise errors.PayloadError(f"{where} refused a message: {details}") from None
+        if code is grpc.StatusCode.FAILED_PRECONDITION and kind == "ProtocolVersion":
+            raise ServerRefused(details) from None
+        raise errors.SagawayError(f"{where} failed ({code.name}): {details}") from None
+
+    # ------------------------------------------------------------------ notifications
+
+    async def server_time(self) -> float | None:
+        reply = await self._call("ServerTime", pb.ServerTimeRequest())
+        return float(reply.now)
+
+    async def listen(self, callback: Callable[[str], None]) -> None:
+        if self._watch is None:
+            self._watch = asyncio.create_task(self._watch_loop(callback), name="sagaway-watch")
+
+    async def _watch_loop(self, callback: Callable[[str], None]) -> None:
+        """Keep a Watch stream open; say "deaf:" when it breaks (everyone looks for
+        themselves until the server's "listening:" on the re-opened stream)."""
+        delay, listening = 0.05, False
+        while True:
+            stub = self._stub
+            if stub is None:
+                return
+            try:
+                stream: Any = stub.Watch(pb.WatchRequest(), metadata=self._metadata)
+                async for notice in stream:
+                    if notice.payload.startswith("listening:"):
+                        listening, delay = True, 0.05
+                    callback(notice.payload)
+            except grpc.aio.AioRpcError as exc:
+                logger.debug("watch stream ended: %s", exc.code().name)
+            if listening:
+                listening = False
+                callback("deaf:")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    # ------------------------------------------------------------------ workflows
+
+    async def create_workflow(
+        self, new: NewWorkflow, *, now: float, lease: Lease | None, replace_live: bool
+    ) -> CreateResult:
+        request = pb.CreateWorkflowRequest(
+            new=wire.new_workflow(new),
+            now=now,
+            lease=wire.lease(lease) if lease else None,
+            replace_live=replace_live,
+        )
+        return _created(await self._call("CreateWorkflow", request))
+
+    async def fork_workflow(
+        self,
+        source_run_id: str,
+        *,
+        run_id: str,
+        key: str,
+        key_space: str,
+        call_ids: Collection[str],
+        now: float,
+    ) -> CreateResult | None:
+        request = pb.ForkWorkflowRequest(
+            source_run_id=source_run_id,
+            run_id=run_id,
+            key=key,
+            key_space=key_space,
+            call_ids=list(call_ids),
+            now=now,
+        )
+        reply = await self._call("ForkWorkflow", request)
+        return _created(reply.result) if reply.HasField("result") else None
+
+    async def get_workflow(self, key: str) -> WorkflowRecord | None:
+        return _maybe(await self._call("GetWorkflow", pb.KeyRequest(key=key)))
+
+    async def get_run(self, run_id: str) -> WorkflowRecord | None:
+        return _maybe(await self._call("GetRun", pb.RunRequest(run_id=run_id)))
+
+    async def list_workflows(
+        self, *, status: WorkflowStatus | None, limit: int
+    ) -> list[WorkflowRecord]:
+        request = pb.ListWorkflowsRequest(
+            status=status.value if status else None, limit=_int32(limit)
+        )
+        return _workflows(await self._call("ListWorkflows", request))
+
+    async def load_steps(self, run_id: str) -> list[StepRecord]:
+        reply = await self._call("LoadSteps", pb.RunRequest(run_id=run_id))
+        return [wire.from_message(StepRecord, s) for s in reply.steps]
+
+    async def load_steps_many(self, run_ids: Collection[str]) -> dict[str, list[StepRecord]]:
+        reply = await self._call("LoadStepsMany", pb.RunIds(run_ids=list(run_ids)))
+        return {
+            run_id: [wire.from_message(StepRecord, s) for s in steps.steps]
+            for run_id, steps in reply.steps.items()
+        }
+
+    async def record_step(self, step: StepRecord, *, token: str) -> None:
+        await self._call("RecordStep", pb.RecordStepRequest(step=wire.step(step), token=token))
+
+    async def finish_workflow(
+        self,
+        run_id: str,
+        *,
+        token: str,
+        status: WorkflowStatus,
+        result: str | None,
+        error: str | None,
+        now: float,
+        final_step: StepRecord | None = None,
+        has_parent: bool = True,
+    ) -> None:
+        request = pb.FinishWorkflowRequest(
+            run_id=run_id,
+            token=token,
+            status=status.value,
+            result=result,
+            error=error,
+            now=now,
+            final_step=wire.step(final_step) if final_step else None,
+            has_parent=has_parent,
+        )
+        await self._call("FinishWorkflow", request)
+
+    async def suspend_workflow(
+        self, run_id: str, *, token: str, error: str, now: float, next_run_at: float
+    ) -> None:
+        request = pb.SuspendWorkflowRequest(
+            run_id=run_id, token=token, error=error, now=now, next_run_at=next_run_at
+        )
+        await self._call("SuspendWorkflow", request)
+
+    async def release_workflow(self, run_id: str, *, token: str, now: float) -> None:
+        request = pb.ReleaseWorkflowRequest(run_id=run_id, token=token, now=now)
+        await self._call("ReleaseWorkflow", request)
+
+    async def renew_leases(self, tokens: Collection[str], *, expires_at: float) -> set[str]:
+        request = pb.RenewLeasesRequest(tokens=list(tokens), expires_at=expires_at)
+        return set((await self._call("RenewLeases", request)).tokens)
+
+    async def claim_due(
+        self,
+        *,
+        owner: str,
+        now: float,
+        lease_timeout: float,
+        limit: int,
+        exclude: Collection[str],
+        queues: Collection[str] | None = None,
+    ) -> list[tuple[WorkflowRecord, Lease]]:
+        request = pb.ClaimDueRequest(
+            owner=owner,
+            now=now,
+            lease_timeout=lease_timeout,
+            limit=_int32(limit),
+            exclude=list(exclude),
+            any_queue=queues is None,
+            queues=list(queues or ()),
+        )
+        reply = await self._call("ClaimDue", request)
+        return [
+            (wire.from_message(WorkflowRecord, c.record), wire.from_message(Lease, c.lease))
+            for c in reply.claimed
+        ]
+
+    async def next_due(self, *, owner: str, queues: Collection[str] | None = None) -> float | None:
+        request = pb.NextDueRequest(
+            owner=owner, any_queue=queues is None, queues=list(queues or ())
+        )
+        return wire.optional(await self._call("NextDue", request), "at")  # type: ignore[no-any-return]
+
+    async def end_workflow(
+        self, run_id: str, *, status: WorkflowStatus, error: str | None, now: float
+    ) -> bool:
+        request = pb.EndWorkflowRequest(run_id=run_id, status=status.value, error=error, now=now)
+        return bool((await self._call("EndWorkflow", request)).changed)
+
+    async def request_cancel(self, run_id: str, *, reason: str, now: float) -> bool:
+        request = pb.RequestCancelRequest(run_id=run_id, reason=reason, now=now)
+        return bool((await self._call("RequestCancel", request)).changed)
+
+    async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
+        reply = await self._call("CancelRequests", pb.RunIds(run_ids=list(run_ids)))
+        return dict(reply.reasons)
+
+    async def retry_now(self, run_id: str, *, now: float) -> bool:
+        reply = await self._call("RetryNow", pb.RetryNowRequest(run_id=run_id, now=now))
+        return bool(reply.changed)
+
+    async def count_by_status(self) -> dict[WorkflowStatus, int]:
+        reply = await self._call("CountByStatus", pb.CountByStatusRequest())
+        return {wire.workflow_status(name): int(n) for name, n in reply.counts.items()}
+
+    # ------------------------------------------------------------------ waits
+
+    async def send_signal(
+        self, key: str, *, name: str, payload: str, dedupe_id: str | None, now: float
+    ) -> tuple[WorkflowRecord | None, bool]:
+        request = pb.SendSignalRequest(
+            key=key, name=name, payload=payload, dedupe_id=dedupe_id, now=now
+        )
+        reply = await self._call("SendSignal", request)
+        return _maybe(reply), bool(reply.stored)
+
+    async def receive_signal(
+        self,
+        run_id: str,
+        *,
+        token: str,
+        name: str,
+        call_id: str,
+        started_at: float,
+        deadline: float | None,
+        wait: bool,
+        accept: Callable[[str], str | None],
+        now: float,
+    ) -> str | None:
+        request = pb.ReceiveSignalRequest(
+            run_id=run_id,
+            token=token,
+            name=name,
+            call_id=call_id,
+            started_at=started_at,
+            deadline=deadline,
+            wait=wait,
+            now=now,
+        )
+        for _ in range(_SIGNAL_ROUNDS):
+            reply = await self._call("ReceiveSignal", request)
+            if not reply.undecided:
+                return wire.optional(reply, "payload")  # type: ignore[no-any-return]
+            for payload in reply.undecided:
+                request.decisions[payload] = accept(payload) or ""
+        raise StoreUnavailable(
+            f"signals {name!r} kept arriving faster than they could be judged; will try again"
+        )
+
+    async def wait_workflow(
+        self,
+        run_id: str,
+        *,
+        token: str,
+        waiting_for: str,
+        next_run_at: float | None,
+        step: StepRecord | None,
+        now: float,
+    ) -> None:
+        request = pb.WaitWorkflowRequest(
+            run_id=run_id,
+            token=token,
+            waiting_for=waiting_for,
+            next_run_at=next_run_at,
+            step=wire.step(step) if step else None,
+            now=now,
+        )
+        await self._call("WaitWorkflow", request)
+
+    async def wait_for_child(
+        self, run_id: str, *, token: str, child_key: str, wait: bool, now: float
+    ) -> WorkflowRecord | None:
+        request = pb.WaitForChildRequest(
+            run_id=run_id, token=token, child_key=child_key, wait=wait, now=now
+        )
+        return _maybe(await self._call("WaitForChild", request))
+
+    async def list_signals(self, run_id: str) -> list[SignalRecord]:
+        reply = await self._call("ListSignals", pb.RunRequest(run_id=run_id))
+        return [wire.from_message(SignalRecord, s) for s in reply.signals]
+
+    # ------------------------------------------------------------------ retention, inspection
+
+    async def purge_ended(
+        self, *, before: float, statuses: Collection[WorkflowStatus] | None, limit: int
+    ) -> list[str]:
+        request = pb.PurgeEndedRequest(
+            before=before, statuses=[s.value for s in statuses or ()], limit=_int32(limit)
+        )
+        if statuses is not None and not statuses:
+            return []
+        return list((await self._call("PurgeEnded", request)).run_ids)
+
+    async def count_purgeable(
+        self, *, before: float, statuses: Collection[WorkflowStatus] | None
+    ) -> int:
+        if statuses is not None and not statuses:
+            return 0
+        request = pb.CountPurgeableRequest(
+            before=before, statuses=[s.value for s in statuses or ()]
+        )
+        return int((await self._call("CountPurgeable", request)).count)
+
+    async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
+        request = pb.ListPageRequest(
+            limit=_int32(query.limit),
+            statuses=sorted(s.value for s in query.statuses),
+            name=query.name,
+            key_prefix=query.key_prefix,
+            since=query.since,
+            until=query.until,
+        )
+        if query.after is not None:
+            request.after_created_at, request.after_run_id = query.after
+        return _workflows(await self._call("ListPage", request))
+
+    async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
+        reply = await self._call("ListAttemptErrors", pb.RunRequest(run_id=run_id))
+        return [wire.from_message(AttemptErrorRecord, e) for e in reply.errors]
+
+
+def _int32(n: int) -> int:
+    return max(0, min(n, 2**31 - 1))
+
+
+def _maybe(reply: Any) -> WorkflowRecord | None:
+    if not reply.HasField("record"):
+        return None
+    return wire.from_message(WorkflowRecord, reply.record)
+
+
+def _workflows(reply: Any) -> list[WorkflowRecord]:
+    return [wire.from_message(WorkflowRecord, r) for r in reply.records]
+
+
+def _created(reply: Any) -> CreateResult:
+    return CreateResult(
+        wire.from_message(WorkflowRecord, reply.record),
+        created=bool(reply.created),
+        replaced_run_id=wire.optional(reply, "replaced_run_id"),
+    )

@@ -117,9 +117,9 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 def _served(url: str) -> Iterator[str]:
-    from tests.grpc_server import SERVED, ServerThread
+    from tests.grpc_server import SERVED, ServerProcess
 
-    with ServerThread(url) as server:
+    with ServerProcess(url) as server:
         SERVED[server.url] = url
         try:
             yield server.url

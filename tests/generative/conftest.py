@@ -63,7 +63,17 @@ def gen_config(pytestconfig: pytest.Config) -> GenConfig:
 
 @contextlib.contextmanager
 def fresh_database(backend: str, root: Path) -> Iterator[str]:
-    """An empty database for one example: a new SQLite file, or a new PostgreSQL schema."""
+    """An empty database for one example: a new SQLite file, or a new PostgreSQL schema; for
+    ``grpc+…``, an Engine Server process in front of one."""
+    if backend.startswith("grpc+"):
+        from tests.grpc_server import ServerProcess
+
+        with (
+            fresh_database(backend.removeprefix("grpc+"), root) as url,
+            ServerProcess(url) as server,
+        ):
+            yield server.url
+        return
     if backend == "sqlite":
         path = root / f"gen-{uuid.uuid4().hex[:12]}.db"
         try:

@@ -102,10 +102,10 @@ class Driver:
 
     # ------------------------------------------------------------------ processes
 
-    def _open_store(self, url: str, *, create: bool = True) -> Any:
+    def _open_store(self, url: str, *, create: bool = True, token: str | None = None) -> Any:
         assert self._opening is not None
         process, client = self._opening
-        inner = open_store(url, create=create)
+        inner = open_store(url, create=create, token=token)
         store = FaultyStore(inner, self.injector, process, self.world, client=client)
         self._stores[process.number] = store
         return store

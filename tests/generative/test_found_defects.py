@@ -325,8 +325,9 @@ async def test_store_error_in_one_branch_is_not_dropped_for_another_branchs_busi
 
     wrapped: list[_FirstRetryRecordFails] = []
 
-    def open_store(url: str, *, create: bool = True) -> Any:
-        wrapped.append(_FirstRetryRecordFails(sagaway.store.open_store(url, create=create)))
+    def open_store(url: str, *, create: bool = True, token: str | None = None) -> Any:
+        inner = sagaway.store.open_store(url, create=create, token=token)
+        wrapped.append(_FirstRetryRecordFails(inner))
         return wrapped[-1]
 
     with mock.patch.object(sagaway.manager, "open_store", open_store):

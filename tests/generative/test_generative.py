@@ -28,8 +28,13 @@ from tests.generative.program import Scenario, scenarios
 from tests.generative.runner import Report, run_scenario
 from tests.generative.settings import GenSettings
 
-BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-CI_EXAMPLES = {"sqlite": 300, "postgres": 200}
+BACKENDS = [
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("grpc+sqlite", marks=pytest.mark.grpc),
+    pytest.param("grpc+postgres", marks=[pytest.mark.grpc, pytest.mark.postgres]),
+]
+CI_EXAMPLES = {"sqlite": 300, "postgres": 200, "grpc+sqlite": 40, "grpc+postgres": 40}
 CI_SEED = 20260512
 SOAK_BATCH = 100
 """Programs per seed in soak mode (hypothesis starts each seed with small programs)."""

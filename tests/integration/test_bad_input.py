@@ -227,7 +227,10 @@ async def test_a_workflow_row_with_an_unknown_status_affects_only_itself(
             counts = await manager.count_workflows()
         assert [d.key for d in listed] == ["good"]
         assert counts == {sw.WorkflowStatus.PENDING: 1}
-        assert any("BOGUS" in r.getMessage() and "'bad'" in r.getMessage() for r in caplog.records)
+        if direct_url(db_url) == db_url:  # else the store, and its log, are in the server
+            assert any(
+                "BOGUS" in r.getMessage() and "'bad'" in r.getMessage() for r in caplog.records
+            )
         assert await manager.signal("go").send("good", 1)
         with pytest.raises(CorruptRecord, match=r"'bad'.*'status' holds 'BOGUS'"):
             await manager.signal("go").send("bad", 1)

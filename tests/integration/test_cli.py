@@ -233,6 +233,7 @@ def _exists(url: str) -> bool:
     return _pg_schema_exists(url)
 
 
+@pytest.mark.direct_db  # what it checks is the database itself (the server creates its own)
 async def test_connect_without_create_creates_nothing(db_url: str) -> None:
     if db_url.startswith("sqlite:///"):  # a directory that does not exist either
         db_url = db_url.replace("/sagaway.db", "/sub/sagaway.db")
@@ -248,6 +249,7 @@ async def test_connect_without_create_creates_nothing(db_url: str) -> None:
         assert await m.count_workflows() == {}
 
 
+@pytest.mark.direct_db
 async def test_read_only_commands_create_nothing(db_url: str) -> None:
     for args in (["list"], ["show", "k"], ["count"], ["list", "--json"]):
         result = await sagaway(*args, "--db", db_url)

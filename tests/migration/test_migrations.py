@@ -55,6 +55,7 @@ async def test_concurrent_first_opens_migrate_once(db_url: str) -> None:
     assert len(versions) == len({v for (v,) in versions}) >= 1
 
 
+@pytest.mark.direct_db  # the server checks its schema when it starts, before any client
 async def test_schema_version_newer_than_code_is_refused(db_url: str) -> None:
     s = open_store(db_url)
     await s.open()

@@ -23,6 +23,11 @@ class Refusal(Exception):
         self.kind = kind
 
 
+def _ascii(text: str) -> str:
+    """Metadata values are ASCII: escape the rest."""
+    return text.encode("ascii", "backslashreplace").decode("ascii")
+
+
 def _is_data_error(exc: BaseException) -> bool:
     # psycopg is optional: recognise its DataError by name (bad text or numbers for a column).
     names = {cls.__name__ for cls in type(exc).__mro__}
@@ -37,6 +42,14 @@ def status_of(
     extra: tuple[tuple[str, str], ...] = ()
     if isinstance(exc, Refusal):
         code, kind = exc.code, exc.kind or kind
+    elif isinstance(exc, errors.CorruptRecord):
+        # One unreadable row: the client raises CorruptRecord for it, as an embedded store does.
+        code = grpc.StatusCode.DATA_LOSS
+        extra = (
+            ("sagaway-what", _ascii(exc.what)),
+            ("sagaway-field", _ascii(exc.field)),
+            ("sagaway-value", _ascii(repr(exc.value))),
+        )
     elif isinstance(exc, errors.LeaseLost):
         code = grpc.StatusCode.FAILED_PRECONDITION
         extra = (("sagaway-run-id", exc.run_id),)
@@ -60,4 +73,6 @@ def status_of(
             (("sagaway-error", "Internal"),),
         )
     message = " ".join(str(exc).split()) or kind
+    if isinstance(exc, errors.CorruptRecord):
+        message = str(exc)  # the client rebuilds it from the trailing metadata
     return code, message, (("sagaway-error", kind), *extra)

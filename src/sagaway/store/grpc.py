@@ -26,7 +26,7 @@ except ImportError as exc:  # an optional extra
     ) from exc
 
 from sagaway import errors
-from sagaway.states import WorkflowStatus
+from sagaway.states import WorkflowStatus, ended_statuses
 from sagaway.store import _wire as wire
 from sagaway.store._grpc_target import (
     CHANNEL_KEEPALIVE_MS,
@@ -123,7 +123,7 @@ class GrpcStore:
 
     async def _call(self, method: str, request: Any, *, timeout: float | None = None) -> Any:
         if self._stub is None:
-            raise errors.SagawayError("the Engine Server connection is not open")
+            raise errors.ManagerStateError("the store is not open (call open() first)")
         call = getattr(self._stub, method)
         try:
             return await call(
@@ -141,6 +141,8 @@ class GrpcStore:
             raise StoreUnavailable(f"cannot reach {where}: {details}") from None
         if kind == "LeaseLost":
             raise errors.LeaseLost(str(trailing.get("sagaway-run-id", "")), details) from None
+        if kind == "CorruptRecord":
+            raise _corrupt(trailing, details) from None
         if kind == "DatabaseNotFound":
             raise DatabaseNotFound(self.url, details) from None
         if code is grpc.StatusCode.UNAUTHENTICATED:
@@ -422,20 +424,14 @@ class GrpcStore:
         self, *, before: float, statuses: Collection[WorkflowStatus] | None, limit: int
     ) -> list[str]:
         request = pb.PurgeEndedRequest(
-            before=before, statuses=[s.value for s in statuses or ()], limit=_int32(limit)
+            before=before, statuses=_ended(statuses), limit=_int32(limit)
         )
-        if statuses is not None and not statuses:
-            return []
         return list((await self._call("PurgeEnded", request)).run_ids)
 
     async def count_purgeable(
         self, *, before: float, statuses: Collection[WorkflowStatus] | None
     ) -> int:
-        if statuses is not None and not statuses:
-            return 0
-        request = pb.CountPurgeableRequest(
-            before=before, statuses=[s.value for s in statuses or ()]
-        )
+        request = pb.CountPurgeableRequest(before=before, statuses=_ended(statuses))
         return int((await self._call("CountPurgeable", request)).count)
 
     async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
@@ -454,6 +450,18 @@ class GrpcStore:
     async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
         reply = await self._call("ListAttemptErrors", pb.RunRequest(run_id=run_id))
         return [wire.from_message(AttemptErrorRecord, e) for e in reply.errors]
+
+
+def _corrupt(trailing: dict[str, Any], details: str) -> errors.CorruptRecord:
+    what, field = str(trailing.get("sagaway-what", "")), str(trailing.get("sagaway-field", ""))
+    exc = errors.CorruptRecord(what, field, str(trailing.get("sagaway-value", "")))
+    exc.args = (details,)  # the server's own words (the value's repr is already in them)
+    return exc
+
+
+def _ended(statuses: Collection[WorkflowStatus] | None) -> list[str]:
+    """The statuses to purge on the wire (empty: every ended one); ValueError as a store's."""
+    return [] if statuses is None else [s.value for s in ended_statuses(statuses)]
 
 
 def _int32(n: int) -> int:

@@ -32,6 +32,7 @@ from sagaway.store._grpc_target import (
     CHANNEL_KEEPALIVE_MS,
     CONNECT_TIMEOUT,
     Target,
+    handshake_hint,
     parse_target,
 )
 from sagaway.store.base import CreateResult, DatabaseNotFound, StoreUnavailable
@@ -106,6 +107,12 @@ class GrpcStore:
         hello = pb.HelloRequest(protocol_version=wire.PROTOCOL_VERSION, client="sagaway-python")
         try:
             reply = await self._call("Hello", hello, timeout=CONNECT_TIMEOUT)
+        except StoreUnavailable as exc:
+            await self.close()
+            hint = handshake_hint(self._target, str(exc))
+            if hint is None:
+                raise
+            raise StoreUnavailable(f"{hint} [{exc}]") from None
         except BaseException:
             await self.close()
             raise

@@ -12,6 +12,8 @@ from sagaway import errors
 from sagaway.store import DatabaseNotFound, StoreUnavailable
 
 logger = logging.getLogger("sagaway.server")
+LEASE_LOST = "lease lost"
+"""How the message of a fenced call refused for its lease starts (the protocol says so)."""
 
 
 class Refusal(Exception):
@@ -60,4 +62,6 @@ def status_of(
             (("sagaway-error", "Internal"),),
         )
     message = " ".join(str(exc).split()) or kind
+    if isinstance(exc, errors.LeaseLost) and not message.startswith(LEASE_LOST):
+        message = f"{LEASE_LOST}: {message}"  # the protocol's mark, for clients without the SDK
     return code, message, (("sagaway-error", kind), *extra)

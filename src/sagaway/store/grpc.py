@@ -147,7 +147,8 @@ class GrpcStore:
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             raise StoreUnavailable(f"cannot reach {where}: {details}") from None
         if kind == "LeaseLost":
-            raise errors.LeaseLost(str(trailing.get("sagaway-run-id", "")), details) from None
+            run_id = str(trailing.get("sagaway-run-id", ""))
+            raise errors.LeaseLost(run_id, details.removeprefix("lease lost: ")) from None
         if kind == "DatabaseNotFound":
             raise DatabaseNotFound(self.url, details) from None
         if code is grpc.StatusCode.UNAUTHENTICATED:

@@ -12,6 +12,8 @@ from sagaway import errors
 from sagaway.store import DatabaseNotFound, StoreUnavailable
 
 logger = logging.getLogger("sagaway.server")
+RUN_ID_KEY = "sagaway-run-id-bin"
+"""Trailing metadata of a LeaseLost refusal: the run id (UTF-8)."""
 LEASE_LOST = "lease lost"
 """How the message of a fenced call refused for its lease starts (the protocol says so)."""
 
@@ -33,15 +35,16 @@ def _is_data_error(exc: BaseException) -> bool:
 
 def status_of(
     exc: BaseException, method: str
-) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
+) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str | bytes], ...]]:
     """The status code, message and trailing metadata that report ``exc``."""
     kind = type(exc).__name__
-    extra: tuple[tuple[str, str], ...] = ()
+    extra: tuple[tuple[str, str | bytes], ...] = ()
     if isinstance(exc, Refusal):
         code, kind = exc.code, exc.kind or kind
     elif isinstance(exc, errors.LeaseLost):
         code = grpc.StatusCode.FAILED_PRECONDITION
-        extra = (("sagaway-run-id", exc.run_id),)
+        # Binary metadata: a run id from the request may hold any text, a plain header not.
+        extra = ((RUN_ID_KEY, exc.run_id.encode("utf-8", "surrogatepass")),)
     elif isinstance(exc, StoreUnavailable):
         code = grpc.StatusCode.UNAVAILABLE
     elif isinstance(exc, (errors.WorkflowNotFound, DatabaseNotFound)):

@@ -147,7 +147,8 @@ class GrpcStore:
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             raise StoreUnavailable(f"cannot reach {where}: {details}") from None
         if kind == "LeaseLost":
-            run_id = str(trailing.get("sagaway-run-id", ""))
+            raw = trailing.get("sagaway-run-id-bin", b"")
+            run_id = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
             raise errors.LeaseLost(run_id, details.removeprefix("lease lost: ")) from None
         if kind == "DatabaseNotFound":
             raise DatabaseNotFound(self.url, details) from None

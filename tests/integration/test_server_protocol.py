@@ -78,6 +78,23 @@ async def test_fenced_call_with_wrong_token_raises_lease_lost(tmp_path: Path) ->
         )
     assert raw.code() is grpc.StatusCode.FAILED_PRECONDITION
     assert (raw.details() or "").startswith("lease lost")
+    trailing = dict(raw.trailing_metadata() or ())
+    assert trailing["sagaway-error"] == "LeaseLost"
+    assert trailing["sagaway-run-id-bin"] == record.run_id.encode()
+
+
+async def test_lease_lost_on_a_run_id_no_header_can_carry(tmp_path: Path) -> None:
+    """The run id comes back as sent, even with control and non-ASCII characters."""
+    odd = "run\x1f\u00e9\U0001f600\n"
+    with ServerThread(f"sqlite:///{tmp_path / 'db.sqlite'}") as served:
+        store = GrpcStore(served.url)
+        await store.open()
+        try:
+            with pytest.raises(errors.LeaseLost) as caught:
+                await store.record_step(step(odd, "1", T0), token="t")
+        finally:
+            await store.close()
+    assert caught.value.run_id == odd
 
 
 async def test_other_protocol_version_is_refused(

@@ -77,6 +77,14 @@ async def test_raw_call_without_metadata_is_unauthenticated(token_server: Server
             )
         assert caught.value.code() is grpc.StatusCode.UNAUTHENTICATED
         assert caught.value.details() == "wrong token"
+        # Bytes that are not a request at all: the token is still judged first.
+        raw = channel.unary_unary("/sagaway.v1.Engine/Hello")
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await raw(b"\x00\xff", timeout=5)
+        assert caught.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await raw(b"\x00\xff", timeout=5, metadata=(("authorization", f"Bearer {TOKEN}"),))
+        assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
         # The stream is guarded too.
         stream = stub.Watch(pb.WatchRequest(), timeout=5)
         with pytest.raises(grpc.aio.AioRpcError) as caught:

@@ -27,6 +27,9 @@ Conventions:
   workflow or arguments), FAILED_PRECONDITION (lease lost, wrong state, protocol version),
   UNAVAILABLE (the database cannot be reached now: retry), UNAUTHENTICATED, INTERNAL (a bug:
   the server logs it; no stack trace is sent).
+- A refused call carries the trailing metadata `sagaway-error` (the kind of error, e.g.
+  "LeaseLost", "WorkflowNotFound"); a lease-lost refusal also `sagaway-run-id-bin` (the run id,
+  UTF-8 bytes). Request bytes that do not parse as the request message end INVALID_ARGUMENT.
 """
 
 from collections import abc as _abc

@@ -3,6 +3,7 @@ an unexpected error is logged here and reported as INTERNAL."""
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 
@@ -14,6 +15,8 @@ from sagaway.store import DatabaseNotFound, StoreUnavailable
 logger = logging.getLogger("sagaway.server")
 RUN_ID_KEY = "sagaway-run-id-bin"
 """Trailing metadata of a LeaseLost refusal: the run id (UTF-8)."""
+CORRUPT_KEY = "sagaway-corrupt-bin"
+"""Trailing metadata of a CorruptRecord refusal: JSON of the row's what, field and value."""
 LEASE_LOST = "lease lost"
 """How the message of a fenced call refused for its lease starts (the protocol says so)."""
 
@@ -45,6 +48,11 @@ def status_of(
         code = grpc.StatusCode.FAILED_PRECONDITION
         # Binary metadata: a run id from the request may hold any text, a plain header not.
         extra = ((RUN_ID_KEY, exc.run_id.encode("utf-8", "surrogatepass")),)
+    elif isinstance(exc, errors.CorruptRecord):
+        # One unreadable row: the client names it as an embedded store would.
+        code = grpc.StatusCode.DATA_LOSS
+        row = {"what": exc.what, "field": exc.field, "value": exc.value}
+        extra = ((CORRUPT_KEY, json.dumps(row, default=str).encode()),)
     elif isinstance(exc, StoreUnavailable):
         code = grpc.StatusCode.UNAVAILABLE
     elif isinstance(exc, (errors.WorkflowNotFound, DatabaseNotFound)):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Callable, Collection
 from typing import Any, NoReturn
@@ -68,6 +69,17 @@ every payload pending then; more rounds happen only while new signals keep arriv
 
 class ServerRefused(errors.SagawayError):
     """The Engine Server refused this client: no or wrong token, or another protocol version."""
+
+
+def _corrupt(trailing: dict[str, Any], details: str) -> errors.CorruptRecord:
+    """The server's CorruptRecord, rebuilt from its trailing metadata."""
+    try:
+        row = json.loads(trailing["sagaway-corrupt-bin"])
+        what, field, value = str(row["what"]), str(row["field"]), row["value"]
+    except (KeyError, TypeError, ValueError):
+        return errors.CorruptRecord("a row", "?", details)
+    _, _, hint = details.partition("cannot read; ")
+    return errors.CorruptRecord(what, field, value, hint)
 
 
 def _channel(target: Target) -> grpc.aio.Channel:
@@ -150,6 +162,8 @@ class GrpcStore:
             raw = trailing.get("sagaway-run-id-bin", b"")
             run_id = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
             raise errors.LeaseLost(run_id, details.removeprefix("lease lost: ")) from None
+        if kind == "CorruptRecord":
+            raise _corrupt(trailing, details) from None
         if kind == "DatabaseNotFound":
             raise DatabaseNotFound(self.url, details) from None
         if code is grpc.StatusCode.UNAUTHENTICATED:

@@ -26,7 +26,7 @@ except ImportError as exc:  # an optional extra
         "the Engine Server client needs grpcio: pip install 'sagaway[server]'"
     ) from exc
 
-from sagaway import errors
+from sagaway import errors, states
 from sagaway.states import WorkflowStatus
 from sagaway.store import _wire as wire
 from sagaway.store._grpc_target import (
@@ -142,7 +142,7 @@ class GrpcStore:
 
     async def _call(self, method: str, request: Any, *, timeout: float | None = None) -> Any:
         if self._stub is None:
-            raise errors.SagawayError("the Engine Server connection is not open")
+            raise errors.ManagerStateError("the Engine Server connection is not open")
         call = getattr(self._stub, method)
         try:
             return await call(
@@ -444,21 +444,17 @@ class GrpcStore:
     async def purge_ended(
         self, *, before: float, statuses: Collection[WorkflowStatus] | None, limit: int
     ) -> list[str]:
-        request = pb.PurgeEndedRequest(
-            before=before, statuses=[s.value for s in statuses or ()], limit=_int32(limit)
-        )
-        if statuses is not None and not statuses:
-            return []
+        # Checked here as the embedded stores do: on the wire an empty list means "every
+        # ended status", which [] (no status at all) is not.
+        names = [s.value for s in states.ended_statuses(statuses)]
+        request = pb.PurgeEndedRequest(before=before, statuses=names, limit=_int32(limit))
         return list((await self._call("PurgeEnded", request)).run_ids)
 
     async def count_purgeable(
         self, *, before: float, statuses: Collection[WorkflowStatus] | None
     ) -> int:
-        if statuses is not None and not statuses:
-            return 0
-        request = pb.CountPurgeableRequest(
-            before=before, statuses=[s.value for s in statuses or ()]
-        )
+        names = [s.value for s in states.ended_statuses(statuses)]
+        request = pb.CountPurgeableRequest(before=before, statuses=names)
         return int((await self._call("CountPurgeable", request)).count)
 
     async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:

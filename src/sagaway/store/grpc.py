@@ -167,7 +167,12 @@ class GrpcStore:
         if kind == "DatabaseNotFound":
             raise DatabaseNotFound(self.url, details) from None
         if code is grpc.StatusCode.UNAUTHENTICATED:
-            raise ServerRefused(f"{where} refused the call: {details}") from None
+            hint = (
+                "the one this client sends (token=, else $SAGAWAY_TOKEN) is not the server's"
+                if self._target.token
+                else "this client has no token: pass token= to the Manager or set SAGAWAY_TOKEN"
+            )
+            raise ServerRefused(f"{where} refused the call: {details}; {hint}") from None
         if code is grpc.StatusCode.INVALID_ARGUMENT:
             raise ValueError(details) from None
         if code is grpc.StatusCode.RESOURCE_EXHAUSTED:

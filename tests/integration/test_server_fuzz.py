@@ -91,7 +91,7 @@ def _message(descriptor: Descriptor, depth: int = 0) -> st.SearchStrategy[dict[s
 
 def _value(field: FieldDescriptor, depth: int) -> st.SearchStrategy[Any]:
     if field.type == FieldDescriptor.TYPE_MESSAGE:
-        if depth > 3:
+        if depth > 3 or field.message_type is None:
             return st.just({})
         return _message(field.message_type, depth)
     return _SCALARS[field.type]
@@ -162,11 +162,13 @@ def _call(channel: grpc.Channel, method: MethodDescriptor, body: bytes) -> grpc.
     started = time.monotonic()
     try:
         if method.server_streaming:
-            stream: Any = channel.unary_stream(_path(method))(body, timeout=deadline)
+            streaming: Any = channel.unary_stream(_path(method))
+            stream: Any = streaming(body, timeout=deadline)
             for _ in stream:
                 pass
         else:
-            channel.unary_unary(_path(method))(body, timeout=deadline)
+            unary: Any = channel.unary_unary(_path(method))
+            unary(body, timeout=deadline)
         code = grpc.StatusCode.OK
     except grpc.RpcError as exc:
         code = exc.code()
@@ -181,7 +183,9 @@ def _call(channel: grpc.Channel, method: MethodDescriptor, body: bytes) -> grpc.
 
 
 def _every_method(test: Callable[..., None]) -> Callable[..., None]:
-    return pytest.mark.parametrize("method", METHODS, ids=[m.name for m in METHODS])(test)
+    mark = pytest.mark.parametrize("method", METHODS, ids=[m.name for m in METHODS])
+    decorated: Callable[..., None] = mark(test)
+    return decorated
 
 
 @_every_method
@@ -270,7 +274,7 @@ async def test_server_survives(server: tuple[ServerProcess, str], channel: grpc.
     """Last in the module: after all of the above, the server is alive and works."""
     process, address = server
     assert process.proc.poll() is None
-    health = health_pb2_grpc.HealthStub(channel)
+    health: Any = health_pb2_grpc.HealthStub(channel)
     reply = health.Check(health_pb2.HealthCheckRequest(service="sagaway.v1.Engine"), timeout=5)
     assert reply.status == health_pb2.HealthCheckResponse.SERVING
     app = build_app(f"grpc://{address}")

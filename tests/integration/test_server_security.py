@@ -7,6 +7,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -78,7 +79,7 @@ async def test_raw_call_without_metadata_is_unauthenticated(token_server: Server
         assert caught.value.code() is grpc.StatusCode.UNAUTHENTICATED
         assert caught.value.details() == "wrong token"
         # Bytes that are not a request at all: the token is still judged first.
-        raw = channel.unary_unary("/sagaway.v1.Engine/Hello")
+        raw: Any = channel.unary_unary("/sagaway.v1.Engine/Hello")
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await raw(b"\x00\xff", timeout=5)
         assert caught.value.code() is grpc.StatusCode.UNAUTHENTICATED
@@ -96,7 +97,7 @@ async def test_raw_call_without_metadata_is_unauthenticated(token_server: Server
 async def test_health_check_needs_no_token(token_server: ServerThread) -> None:
     """A documented choice: orchestrators probe health without the secret."""
     async with grpc.aio.insecure_channel(token_server.address) as channel:
-        health = health_pb2_grpc.HealthStub(channel)
+        health: Any = health_pb2_grpc.HealthStub(channel)
         for service in ("", "sagaway.v1.Engine"):
             reply = await health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
             assert reply.status == health_pb2.HealthCheckResponse.SERVING

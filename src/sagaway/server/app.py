@@ -18,6 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from sagaway import serialization
 from sagaway.server.auth import TokenAuth
+from sagaway.server.checks import WireGuard
 from sagaway.server.notices import Hub
 from sagaway.server.service import EngineService
 from sagaway.store import open_store
@@ -104,7 +105,11 @@ async def serve(
     hub = Hub(listening=backend == "sqlite")
     try:
         await store.listen(hub.publish)
-        interceptors = [TokenAuth(config.token)] if config.token else []
+        # The token is checked first; a corrupt request of a caller with the token is refused
+        # INVALID_ARGUMENT before it reaches the service.
+        interceptors: list[grpc.aio.ServerInterceptor] = [WireGuard()]
+        if config.token:
+            interceptors.insert(0, TokenAuth(config.token))
         server = grpc.aio.server(interceptors=interceptors, options=_options(config.payload_limit))
         service = EngineService(store, hub, backend=backend, payload_limit=config.payload_limit)
         pb_grpc.add_EngineServicer_to_server(service, server)

@@ -1,12 +1,16 @@
-"""What every request must satisfy before it reaches the store: text a database can hold,
-finite numbers, sane limits, payloads within the limit."""
+"""What every request must satisfy before it reaches the store: bytes that parse as the
+request message (``WireGuard``), text a database can hold, finite numbers, sane limits,
+payloads within the limit (``check_message``)."""
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
+import grpc.aio
 from google.protobuf.descriptor import FieldDescriptor
 
 from sagaway.server.status import Refusal
@@ -52,3 +56,75 @@ def check_message(message: Any, limit: int, where: str = "") -> None:
                 _check_value(field, item, name, limit)
         else:
             _check_value(field, value, name, limit)
+
+
+# ----------------------------------------------------------------------------- wire format
+
+_GUARDED = "/sagaway.v1.Engine/"
+
+
+class _Corrupt:
+    """Stands in for a request whose bytes did not parse."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+def _parse(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any]:
+    def parse(data: bytes) -> Any:
+        if deserializer is None:
+            return data
+        try:
+            return deserializer(data)
+        except Exception as exc:  # DecodeError, or anything a corrupt message provokes
+            return _Corrupt(f"malformed request: {' '.join(str(exc).split())}")
+
+    return parse
+
+
+async def _refuse(request: _Corrupt, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.why)
+
+
+def _guard(handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+    parse = _parse(handler.request_deserializer)
+    if handler.unary_unary is not None:
+        behavior: Any = handler.unary_unary
+
+        async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            if isinstance(request, _Corrupt):
+                await _refuse(request, context)
+            return await behavior(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            unary, request_deserializer=parse, response_serializer=handler.response_serializer
+        )
+    streaming: Any = handler.unary_stream
+
+    async def stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        if isinstance(request, _Corrupt):
+            await _refuse(request, context)
+        async for item in streaming(request, context):
+            yield item
+
+    assert inspect.isasyncgenfunction(streaming), "Engine streams are async generators"
+    return grpc.unary_stream_rpc_method_handler(
+        stream, request_deserializer=parse, response_serializer=handler.response_serializer
+    )
+
+
+class WireGuard(grpc.aio.ServerInterceptor):
+    """Refuse (INVALID_ARGUMENT) an Engine request whose bytes are not its message, instead of
+    gRPC's UNKNOWN with the parser's stack trace in the server's log."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = await continuation(details)
+        if handler is None or handler.request_streaming or not details.method.startswith(_GUARDED):
+            return handler
+        return _guard(handler)

@@ -20,6 +20,7 @@ from sagaway.server.checks import check_message
 from sagaway.server.notices import Hub, is_close
 from sagaway.server.starts import StartWorkflows
 from sagaway.server.status import Refusal, status_of
+from sagaway.states import WorkflowStatus
 from sagaway.store import Store
 from sagaway.store import _wire as wire
 from sagaway.store.base import CreateResult
@@ -67,6 +68,19 @@ def _created(result: CreateResult) -> pb.CreateWorkflowReply:
 
 def _maybe(record: WorkflowRecord | None) -> pb.MaybeWorkflow:
     return pb.MaybeWorkflow(record=wire.workflow(record) if record else None)
+
+
+_FINISHED = frozenset({WorkflowStatus.COMPLETED, WorkflowStatus.FAILED, WorkflowStatus.CANCELLED})
+_ENDED_BY_REQUEST = frozenset({WorkflowStatus.CANCELLED, WorkflowStatus.TERMINATED})
+
+
+def _ending(name: str, allowed: frozenset[WorkflowStatus]) -> WorkflowStatus:
+    """The status a call ends a workflow with: one of ``allowed`` (else INVALID_ARGUMENT)."""
+    status = wire.workflow_status(name)
+    if status not in allowed:
+        names = " or ".join(sorted(s.value for s in allowed))
+        raise ValueError(f"status must be {names}, not {name}")
+    return status
 
 
 def _queues(request: Any) -> list[str] | None:
@@ -227,7 +241,7 @@ class EngineService(pb_grpc.EngineServicer):
         await self.store.finish_workflow(
             request.run_id,
             token=request.token,
-            status=wire.workflow_status(request.status),
+            status=_ending(request.status, _FINISHED),
             result=wire.optional(request, "result"),
             error=wire.optional(request, "error"),
             now=request.now,
@@ -287,7 +301,7 @@ class EngineService(pb_grpc.EngineServicer):
     async def EndWorkflow(self, request: pb.EndWorkflowRequest, context: Any) -> pb.Done:
         changed = await self.store.end_workflow(
             request.run_id,
-            status=wire.workflow_status(request.status),
+            status=_ending(request.status, _ENDED_BY_REQUEST),
             error=wire.optional(request, "error"),
             now=request.now,
         )

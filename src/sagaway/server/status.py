@@ -3,6 +3,7 @@ an unexpected error is logged here and reported as INTERNAL."""
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 
@@ -12,6 +13,12 @@ from sagaway import errors
 from sagaway.store import DatabaseNotFound, StoreUnavailable
 
 logger = logging.getLogger("sagaway.server")
+RUN_ID_KEY = "sagaway-run-id-bin"
+"""Trailing metadata of a LeaseLost refusal: the run id (UTF-8)."""
+CORRUPT_KEY = "sagaway-corrupt-bin"
+"""Trailing metadata of a CorruptRecord refusal: JSON of the row's what, field and value."""
+LEASE_LOST = "lease lost"
+"""How the message of a fenced call refused for its lease starts (the protocol says so)."""
 
 
 class Refusal(Exception):
@@ -23,11 +30,6 @@ class Refusal(Exception):
         self.kind = kind
 
 
-def _ascii(text: str) -> str:
-    """Metadata values are ASCII: escape the rest."""
-    return text.encode("ascii", "backslashreplace").decode("ascii")
-
-
 def _is_data_error(exc: BaseException) -> bool:
     # psycopg is optional: recognise its DataError by name (bad text or numbers for a column).
     names = {cls.__name__ for cls in type(exc).__mro__}
@@ -36,23 +38,21 @@ def _is_data_error(exc: BaseException) -> bool:
 
 def status_of(
     exc: BaseException, method: str
-) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
+) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str | bytes], ...]]:
     """The status code, message and trailing metadata that report ``exc``."""
     kind = type(exc).__name__
-    extra: tuple[tuple[str, str], ...] = ()
+    extra: tuple[tuple[str, str | bytes], ...] = ()
     if isinstance(exc, Refusal):
         code, kind = exc.code, exc.kind or kind
-    elif isinstance(exc, errors.CorruptRecord):
-        # One unreadable row: the client raises CorruptRecord for it, as an embedded store does.
-        code = grpc.StatusCode.DATA_LOSS
-        extra = (
-            ("sagaway-what", _ascii(exc.what)),
-            ("sagaway-field", _ascii(exc.field)),
-            ("sagaway-value", _ascii(repr(exc.value))),
-        )
     elif isinstance(exc, errors.LeaseLost):
         code = grpc.StatusCode.FAILED_PRECONDITION
-        extra = (("sagaway-run-id", exc.run_id),)
+        # Binary metadata: a run id from the request may hold any text, a plain header not.
+        extra = ((RUN_ID_KEY, exc.run_id.encode("utf-8", "surrogatepass")),)
+    elif isinstance(exc, errors.CorruptRecord):
+        # One unreadable row: the client names it as an embedded store would.
+        code = grpc.StatusCode.DATA_LOSS
+        row = {"what": exc.what, "field": exc.field, "value": exc.value}
+        extra = ((CORRUPT_KEY, json.dumps(row, default=str).encode()),)
     elif isinstance(exc, StoreUnavailable):
         code = grpc.StatusCode.UNAVAILABLE
     elif isinstance(exc, (errors.WorkflowNotFound, DatabaseNotFound)):
@@ -73,6 +73,6 @@ def status_of(
             (("sagaway-error", "Internal"),),
         )
     message = " ".join(str(exc).split()) or kind
-    if isinstance(exc, errors.CorruptRecord):
-        message = str(exc)  # the client rebuilds it from the trailing metadata
+    if isinstance(exc, errors.LeaseLost) and not message.startswith(LEASE_LOST):
+        message = f"{LEASE_LOST}: {message}"  # the protocol's mark, for clients without the SDK
     return code, message, (("sagaway-error", kind), *extra)

@@ -97,3 +97,28 @@ def parse_target(url: str, token: str | None = None) -> Target:
         call_timeout=_timeout(params["timeout"]) if "timeout" in params else DEFAULT_CALL_TIMEOUT,
         token=token or os.environ.get("SAGAWAY_TOKEN") or None,
     )
+
+
+def handshake_hint(target: Target, details: str) -> str | None:
+    """What a failed first call most likely means, when the connection broke during TLS setup:
+    the server refused the handshake (no or unaccepted client certificate, TLS on one side
+    only) or this client does not trust the server's certificate. None: no such sign."""
+    where = f"the Engine Server at {target.address}"
+    if "CERTIFICATE_VERIFY_FAILED" in details or "certificate verify failed" in details:
+        return (
+            f"this client does not trust the certificate of {where} (the TLS handshake failed): "
+            "give ca=PATH of the CA that signed it"
+        )
+    if "Socket closed" not in details and "handshake" not in details.lower():
+        return None
+    if not target.tls:
+        return f"{where} closed the connection: it may expect TLS (use grpcs://)"
+    if target.cert is None:
+        return (
+            f"{where} refused the TLS handshake: it requires a client certificate "
+            "(mutual TLS; give cert=PATH&key=PATH of a certificate signed by its client CA)"
+        )
+    return (
+        f"{where} refused the TLS handshake: it did not accept this client certificate "
+        "(not signed by the CA the server trusts, or expired)"
+    )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Callable, Collection
 from typing import Any, NoReturn
@@ -25,13 +26,14 @@ except ImportError as exc:  # an optional extra
         "the Engine Server client needs grpcio: pip install 'sagaway[server]'"
     ) from exc
 
-from sagaway import errors
-from sagaway.states import WorkflowStatus, ended_statuses
+from sagaway import errors, states
+from sagaway.states import WorkflowStatus
 from sagaway.store import _wire as wire
 from sagaway.store._grpc_target import (
     CHANNEL_KEEPALIVE_MS,
     CONNECT_TIMEOUT,
     Target,
+    handshake_hint,
     parse_target,
 )
 from sagaway.store.base import CreateResult, DatabaseNotFound, StoreUnavailable
@@ -67,6 +69,17 @@ every payload pending then; more rounds happen only while new signals keep arriv
 
 class ServerRefused(errors.SagawayError):
     """The Engine Server refused this client: no or wrong token, or another protocol version."""
+
+
+def _corrupt(trailing: dict[str, Any], details: str) -> errors.CorruptRecord:
+    """The server's CorruptRecord, rebuilt from its trailing metadata."""
+    try:
+        row = json.loads(trailing["sagaway-corrupt-bin"])
+        what, field, value = str(row["what"]), str(row["field"]), row["value"]
+    except (KeyError, TypeError, ValueError):
+        return errors.CorruptRecord("a row", "?", details)
+    _, _, hint = details.partition("cannot read; ")
+    return errors.CorruptRecord(what, field, value, hint)
 
 
 def _channel(target: Target) -> grpc.aio.Channel:
@@ -106,6 +119,12 @@ class GrpcStore:
         hello = pb.HelloRequest(protocol_version=wire.PROTOCOL_VERSION, client="sagaway-python")
         try:
             reply = await self._call("Hello", hello, timeout=CONNECT_TIMEOUT)
+        except StoreUnavailable as exc:
+            await self.close()
+            hint = handshake_hint(self._target, str(exc))
+            if hint is None:
+                raise
+            raise StoreUnavailable(f"{hint} [{exc}]") from None
         except BaseException:
             await self.close()
             raise
@@ -123,7 +142,7 @@ class GrpcStore:
 
     async def _call(self, method: str, request: Any, *, timeout: float | None = None) -> Any:
         if self._stub is None:
-            raise errors.ManagerStateError("the store is not open (call open() first)")
+            raise errors.ManagerStateError("the Engine Server connection is not open")
         call = getattr(self._stub, method)
         try:
             return await call(
@@ -140,13 +159,20 @@ class GrpcStore:
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             raise StoreUnavailable(f"cannot reach {where}: {details}") from None
         if kind == "LeaseLost":
-            raise errors.LeaseLost(str(trailing.get("sagaway-run-id", "")), details) from None
+            raw = trailing.get("sagaway-run-id-bin", b"")
+            run_id = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+            raise errors.LeaseLost(run_id, details.removeprefix("lease lost: ")) from None
         if kind == "CorruptRecord":
             raise _corrupt(trailing, details) from None
         if kind == "DatabaseNotFound":
             raise DatabaseNotFound(self.url, details) from None
         if code is grpc.StatusCode.UNAUTHENTICATED:
-            raise ServerRefused(f"{where} refused the call: {details}") from None
+            hint = (
+                "the one this client sends (token=, else $SAGAWAY_TOKEN) is not the server's"
+                if self._target.token
+                else "this client has no token: pass token= to the Manager or set SAGAWAY_TOKEN"
+            )
+            raise ServerRefused(f"{where} refused the call: {details}; {hint}") from None
         if code is grpc.StatusCode.INVALID_ARGUMENT:
             raise ValueError(details) from None
         if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
@@ -423,15 +449,17 @@ class GrpcStore:
     async def purge_ended(
         self, *, before: float, statuses: Collection[WorkflowStatus] | None, limit: int
     ) -> list[str]:
-        request = pb.PurgeEndedRequest(
-            before=before, statuses=_ended(statuses), limit=_int32(limit)
-        )
+        # Checked here as the embedded stores do: on the wire an empty list means "every
+        # ended status", which [] (no status at all) is not.
+        names = [s.value for s in states.ended_statuses(statuses)]
+        request = pb.PurgeEndedRequest(before=before, statuses=names, limit=_int32(limit))
         return list((await self._call("PurgeEnded", request)).run_ids)
 
     async def count_purgeable(
         self, *, before: float, statuses: Collection[WorkflowStatus] | None
     ) -> int:
-        request = pb.CountPurgeableRequest(before=before, statuses=_ended(statuses))
+        names = [s.value for s in states.ended_statuses(statuses)]
+        request = pb.CountPurgeableRequest(before=before, statuses=names)
         return int((await self._call("CountPurgeable", request)).count)
 
     async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
@@ -450,18 +478,6 @@ class GrpcStore:
     async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
         reply = await self._call("ListAttemptErrors", pb.RunRequest(run_id=run_id))
         return [wire.from_message(AttemptErrorRecord, e) for e in reply.errors]
-
-
-def _corrupt(trailing: dict[str, Any], details: str) -> errors.CorruptRecord:
-    what, field = str(trailing.get("sagaway-what", "")), str(trailing.get("sagaway-field", ""))
-    exc = errors.CorruptRecord(what, field, str(trailing.get("sagaway-value", "")))
-    exc.args = (details,)  # the server's own words (the value's repr is already in them)
-    return exc
-
-
-def _ended(statuses: Collection[WorkflowStatus] | None) -> list[str]:
-    """The statuses to purge on the wire (empty: every ended one); ValueError as a store's."""
-    return [] if statuses is None else [s.value for s in ended_statuses(statuses)]
 
 
 def _int32(n: int) -> int:

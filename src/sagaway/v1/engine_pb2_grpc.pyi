@@ -25,8 +25,13 @@ Conventions:
 - Status codes: INVALID_ARGUMENT (malformed request), RESOURCE_EXHAUSTED (message over the
   payload limit), NOT_FOUND (unknown workflow key), ALREADY_EXISTS (key used by another
   workflow or arguments), FAILED_PRECONDITION (lease lost, wrong state, protocol version),
-  UNAVAILABLE (the database cannot be reached now: retry), UNAUTHENTICATED, INTERNAL (a bug:
-  the server logs it; no stack trace is sent).
+  UNAVAILABLE (the database cannot be reached now: retry), UNAUTHENTICATED, DATA_LOSS (a
+  database row this server cannot read; that row only), INTERNAL (a bug: the server logs it;
+  no stack trace is sent).
+- A refused call carries the trailing metadata `sagaway-error` (the kind of error, e.g.
+  "LeaseLost", "WorkflowNotFound"); a lease-lost refusal also `sagaway-run-id-bin` (the run id,
+  UTF-8 bytes), a DATA_LOSS one `sagaway-corrupt-bin` (JSON: what, field, value).
+- Request bytes that do not parse as the request message end INVALID_ARGUMENT.
 """
 
 from collections import abc as _abc

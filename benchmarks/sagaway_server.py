@@ -23,8 +23,10 @@ READY = "listening on "
 class EngineServer:
     """One ``sagaway server --db URL --listen 127.0.0.1:0 --token-file F`` process."""
 
-    def __init__(self, db_url: str, workdir: Path) -> None:
+    def __init__(self, db_url: str, workdir: Path, cprofile: Path | None = None) -> None:
         self.db_url = db_url
+        self.cprofile = cprofile
+        """Run the server under cProfile, stats written here when it stops (profiling only)."""
         self.log_file = workdir / "engine-server.log"
         self.token = secrets.token_urlsafe(24)
         self.token_file = workdir / "server-token"
@@ -45,8 +47,9 @@ class EngineServer:
         return self.proc.pid
 
     def start(self, timeout: float = 60.0) -> None:
+        profiler = ["-m", "cProfile", "-o", str(self.cprofile)] if self.cprofile else []
         cmd = [
-            sys.executable, "-m", "sagaway", "server",
+            sys.executable, *profiler, "-m", "sagaway", "server",
             "--db", self.db_url,
             "--listen", "127.0.0.1:0",
             "--token-file", str(self.token_file),

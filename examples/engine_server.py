@@ -75,7 +75,7 @@ def start_without_sdk(address: str, token: str) -> None:
     """Start workflow 'order' under key o-3 and wait for its end, with generated stubs only."""
     with grpc.insecure_channel(address) as channel:
         engine = engine_pb2_grpc.EngineStub(channel)
-        auth = [("authorization", f"Bearer {token}")]
+        auth = (("authorization", f"Bearer {token}"),)
         engine.Hello(engine_pb2.HelloRequest(protocol_version=1, client="example"), metadata=auth)
         engine.StartWorkflow(
             engine_pb2.StartWorkflowRequest(

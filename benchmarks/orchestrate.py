@@ -70,7 +70,7 @@ class Target:
 
     key: str
     engine: str  # sagaway | dbos | temporal | none | checkpoint
-    backend: str  # sqlite | sqlite-wal | postgres | dev-server
+    backend: str  # sqlite | sqlite-wal | postgres | dev-server | grpc+sqlite | grpc+postgres
     label: str
     crash: bool = True
     workers: int = 0
@@ -81,7 +81,12 @@ class Target:
     @property
     def pg(self) -> bool:
         """Engine state in PostgreSQL: services are PostgreSQL schemas, the cluster CPU counts."""
-        return self.backend == "postgres"
+        return self.backend in ("postgres", "grpc+postgres")
+
+    @property
+    def grpc(self) -> bool:
+        """Sagaway through a ``sagaway server`` process (engine state behind it)."""
+        return self.backend.startswith("grpc+")
 
 
 # ---------------------------------------------------------------------- PostgreSQL
@@ -256,16 +261,17 @@ def _ours(*parts: Any) -> float:
 
 
 class ServerCpu:
-    """CPU seconds of one server process over a window (Temporal dev server)."""
+    """CPU seconds of one server process over a window (Temporal dev server, Sagaway server)."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, what: str = "temporal dev server process") -> None:
         self.pid = pid
+        self.what = what
         self.start = proc_cpu(pid, children=True) or 0.0
 
     def stop(self) -> dict[str, Any]:
         end = proc_cpu(self.pid, children=True)
         return {
-            "what": "temporal dev server process",
+            "what": self.what,
             "cpu_s": None if end is None else end - self.start,
             "peak_rss_mb": vm_hwm_mb(self.pid),
         }
@@ -479,6 +485,13 @@ class Prepared:
                 if pg
                 else f"sqlite:///{workdir / 'engine.db'}"
             )
+            if target.grpc:
+                from benchmarks.sagaway_server import EngineServer
+
+                self.server = EngineServer(config["url"], workdir)
+                self.server.start()
+                config["url"] = self.server.url
+                config["token"] = self.server.token
         elif engine == "dbos":
             if pg:
                 config.update(url=BENCH_PG_URL, schema=PG_SCHEMAS["dbos"])
@@ -502,7 +515,8 @@ class Prepared:
     def monitors(self) -> list[Any]:
         found: list[Any] = []
         if self.server is not None:
-            found.append(ServerCpu(self.server.pid))
+            what = "sagaway server process" if self.target.grpc else "temporal dev server process"
+            found.append(ServerCpu(self.server.pid, what))
         if self.target.pg:
             pid = postmaster_pid()
             if pid is not None:

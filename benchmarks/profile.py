@@ -10,6 +10,9 @@ latency and the CPU this process spent per workflow (user and system, all thread
   database for, per workflow);
 * ``--cprofile PATH``: run the measured part under cProfile, write the stats to PATH and print the
   functions with the most own time (main thread only);
+* ``--server``: the engine database behind a ``sagaway server`` process (the Manager here uses
+  ``grpc://``); with ``--trace`` the latencies are round trips to the server;
+  ``--server-cprofile PATH`` runs that server under cProfile and prints its top functions;
 * for a sampling profile of every thread without cProfile's overhead, run it under py-spy
   (in the ``bench`` extra): ``py-spy record --gil -o profile.svg -- python -m benchmarks.profile``.
 
@@ -94,7 +97,15 @@ async def profile(args: argparse.Namespace) -> None:
             services = workload.Services({"kind": "sqlite", "dir": f"{tmp}/services"})
             engine_url = f"sqlite:///{tmp}/engine.db"
         services.create()
-        adapter = SagawayAdapter({"url": engine_url, "activities": args.activities}, services)
+        config: dict[str, Any] = {"url": engine_url, "activities": args.activities}
+        server = None
+        if args.server or args.server_cprofile:
+            from benchmarks.sagaway_server import EngineServer
+
+            server = EngineServer(engine_url, Path(tmp), cprofile=args.server_cprofile)
+            server.start()
+            config.update(url=server.url, token=server.token)
+        adapter = SagawayAdapter(config, services)
         await adapter.open()
         stats: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
         if args.trace:
@@ -129,12 +140,15 @@ async def profile(args: argparse.Namespace) -> None:
         finally:
             await adapter.close()
             services.close()
+            if server is not None:
+                server.stop()
 
     latencies.sort()
     user_ms = (after.ru_utime - before.ru_utime) / n * 1000
     sys_ms = (after.ru_stime - before.ru_stime) / n * 1000
+    where = f"{args.db} via sagaway server" if args.server or args.server_cprofile else args.db
     print(
-        f"{args.db} {args.scenario} N={n} C={clients}: {n / wall:.1f} wf/s, "
+        f"{where} {args.scenario} N={n} C={clients}: {n / wall:.1f} wf/s, "
         f"p50 {workload.percentile(latencies, 50) * 1000:.2f} ms, "
         f"CPU of this process {user_ms + sys_ms:.2f} ms/workflow "
         f"(user {user_ms:.2f}, system {sys_ms:.2f})"
@@ -145,6 +159,9 @@ async def profile(args: argparse.Namespace) -> None:
         profiler.dump_stats(str(args.cprofile))
         print(f"cProfile stats written to {args.cprofile}; own time, top 25:")
         pstats.Stats(str(args.cprofile)).sort_stats("tottime").print_stats(25)
+    if args.server_cprofile:
+        print(f"server cProfile stats in {args.server_cprofile} (whole run); own time, top 30:")
+        pstats.Stats(str(args.server_cprofile)).sort_stats("tottime").print_stats(30)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--trace", action="store_true", help="count Store calls and latency")
     parser.add_argument("--cprofile", metavar="PATH", type=Path, help="cProfile the measured part")
+    parser.add_argument("--server", action="store_true", help="through a `sagaway server` process")
+    parser.add_argument(
+        "--server-cprofile", metavar="PATH", type=Path, help="--server, under cProfile"
+    )
     args = parser.parse_args(argv)
     asyncio.run(profile(args))
     return 0

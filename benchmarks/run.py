@@ -1,6 +1,9 @@
-"""Run the order-saga benchmark: ``python -m benchmarks.run [--db sqlite|postgres|all]``.
+"""Run the order-saga benchmark: ``python -m benchmarks.run [--db DB ...] [--repeat K]``.
 
-Sagaway alone, on its SQLite and/or PostgreSQL backend, scenarios A_seq, A_thr, B_thr and C.
+Sagaway alone, on its SQLite and/or PostgreSQL backend, embedded or through the Engine Server
+(``grpc+sqlite``, ``grpc+postgres``: a ``sagaway server`` process holds the database, the
+benchmark's Manager uses ``grpc://``), scenarios A_seq, A_thr, B_thr and C. ``--db`` repeats;
+``--repeat K`` runs every scenario K times and reports the median run.
 ``--compare`` runs the whole comparison instead (every engine, ``benchmarks.compare``; the other
 options of ``compare`` may follow, e.g. ``--compare --quick``).
 
@@ -25,7 +28,20 @@ from benchmarks.orchestrate import SCENARIOS, Target, Unavailable
 SAGAWAY_TARGETS = {
     "sqlite": Target("sagaway/sqlite", "sagaway", "sqlite", "Sagaway / SQLite"),
     "postgres": Target("sagaway/postgres", "sagaway", "postgres", "Sagaway / PostgreSQL"),
+    "grpc+sqlite": Target(
+        "sagaway/grpc+sqlite", "sagaway", "grpc+sqlite", "Sagaway server / SQLite"
+    ),
+    "grpc+postgres": Target(
+        "sagaway/grpc+postgres", "sagaway", "grpc+postgres", "Sagaway server / PostgreSQL"
+    ),
 }
+ALL = ("sqlite", "postgres", "grpc+sqlite", "grpc+postgres")
+
+SERVER_GOALS = (
+    ("grpc+postgres", "postgres"),
+    ("grpc+sqlite", "sqlite"),
+)
+"""(through the server, embedded): A_thr >= 0.5x embedded, A_seq p50 within 2 ms of embedded."""
 
 
 def _preflight_postgres() -> None:
@@ -36,6 +52,42 @@ def _preflight_postgres() -> None:
         raise Unavailable(
             f"cannot import the PostgreSQL store: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def _preflight_server() -> None:
+    try:
+        import grpc  # noqa: F401
+
+        import sagaway.server.app  # noqa: F401
+    except Exception as exc:
+        raise Unavailable(
+            f"cannot import the Engine Server: {type(exc).__name__}: {exc} "
+            "(pip install 'sagaway[server]')"
+        ) from exc
+
+
+def server_goals(results: report.Results) -> list[str]:
+    """The Engine Server's goals against the same database embedded, as printable lines."""
+    lines = []
+    for served, embedded in SERVER_GOALS:
+        s_key, e_key = SAGAWAY_TARGETS[served].key, SAGAWAY_TARGETS[embedded].key
+        thr_s, thr_e = (report.metric(results, k, "A_thr") for k in (s_key, e_key))
+        if thr_s is not None and thr_e is not None:
+            ratio = thr_s / thr_e
+            verdict = "MET" if ratio >= 0.5 else "MISSED"
+            lines.append(
+                f"{served} A_thr {thr_s:.1f} wf/s = {ratio:.2f}x {embedded} ({thr_e:.1f}); "
+                f"goal >= 0.5x: {verdict}"
+            )
+        seq_s, seq_e = (report.metric(results, k, "A_seq") for k in (s_key, e_key))
+        if seq_s is not None and seq_e is not None:
+            diff = seq_s - seq_e
+            verdict = "MET" if diff <= 2.0 else "MISSED"
+            lines.append(
+                f"{served} A_seq p50 {seq_s:.2f} ms = {embedded} ({seq_e:.2f}) {diff:+.2f} ms; "
+                f"goal <= +2 ms: {verdict}"
+            )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,9 +104,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", action="store_true", help="run the whole comparison")
     parser.add_argument(
         "--db",
-        choices=("sqlite", "postgres", "all"),
-        default="sqlite",
-        help=f"engine backend (postgres: schema bench_sagaway in {orchestrate.BENCH_PG_URL})",
+        action="append",
+        choices=(*ALL, "all"),
+        help=f"engine backend, repeatable (default sqlite; postgres: schema bench_sagaway in "
+        f"{orchestrate.BENCH_PG_URL}; grpc+X: X behind a `sagaway server` process; all: the four)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="K",
+        help="run every scenario K times (rounds); report the median run and the range",
     )
     parser.add_argument("--quick", action="store_true", help="small N, for smoke checks")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
@@ -71,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the scenario workdirs")
     args = parser.parse_args(argv)
 
-    backends = ["sqlite", "postgres"] if args.db == "all" else [args.db]
+    chosen = args.db or ["sqlite"]
+    backends = [db for db in ALL if db in chosen or "all" in chosen]
     scenarios = args.scenario or list(SCENARIOS)
     started = dt.datetime.now().astimezone()
     vers = versions()
@@ -81,42 +142,64 @@ def main(argv: list[str] | None = None) -> int:
         f"postgresql {vers['postgresql']} | {started:%Y-%m-%d %H:%M %Z}",
         flush=True,
     )
-    results: report.Results = {}
+
     labels: dict[str, str] = {}
     skipped: dict[str, str] = {}
+    available: list[str] = []
     for db in backends:
         target = SAGAWAY_TARGETS[db]
-        if db == "postgres":
-            try:
+        try:
+            if target.pg:
                 _preflight_postgres()
-            except Unavailable as exc:
-                print(f"SKIPPING backend {db}: {exc}", file=sys.stderr, flush=True)
-                skipped[db] = str(exc)
-                continue
+            if target.grpc:
+                _preflight_server()
+        except Unavailable as exc:
+            print(f"SKIPPING backend {db}: {exc}", file=sys.stderr, flush=True)
+            skipped[db] = str(exc)
+            continue
+        available.append(db)
         labels[target.key] = target.label
-        results[target.key] = {}
-        for name in scenarios:
-            print(f"[{db}] {name} ...", flush=True)
-            record = orchestrate.run_scenario(
-                target,
-                name,
-                quick=args.quick,
-                activities=args.activities,
-                timeout=args.timeout,
-                keep=args.keep,
-            )
-            results[target.key][name] = record
-            print("    " + _one_line(record), flush=True)
-            if "failed" in record:
-                for line in record.get("process", {}).get("output_tail", [])[-15:]:
-                    print(f"    | {line}", flush=True)
-    if "postgres" in backends:
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for round_no in range(1, args.repeat + 1):
+        if args.repeat > 1:
+            print(f"=== round {round_no}/{args.repeat}", flush=True)
+        for db in available:
+            target = SAGAWAY_TARGETS[db]
+            for name in scenarios:
+                print(f"[{db}] {name} ...", flush=True)
+                record = orchestrate.run_scenario(
+                    target,
+                    name,
+                    quick=args.quick,
+                    activities=args.activities,
+                    timeout=args.timeout,
+                    keep=args.keep,
+                )
+                record["round"] = round_no
+                runs.setdefault(target.key, {}).setdefault(name, []).append(record)
+                print("    " + _one_line(record), flush=True)
+                if "failed" in record:
+                    for line in record.get("process", {}).get("output_tail", [])[-15:]:
+                        print(f"    | {line}", flush=True)
+    results = {
+        key: {name: report.pick_median(records, name) for name, records in by_name.items()}
+        for key, by_name in runs.items()
+    }
+    if any(SAGAWAY_TARGETS[db].pg for db in available):
         orchestrate.cleanup_postgres()
     print()
+    goal_lines = server_goals(results)
     if results:
+        if args.repeat > 1:
+            print(report.summary_table(results, labels))
+            print()
         print(report.detail_table(results, labels))
         print()
-        print(report.crash_table(results, labels))
+        if any("C" in recs for recs in results.values()):
+            print(report.crash_table(results, labels))
+            print()
+        for line in goal_lines:
+            print(line)
     for db, why in skipped.items():
         print(f"{db}: skipped ({why})")
 
@@ -128,12 +211,15 @@ def main(argv: list[str] | None = None) -> int:
             "machine": machine(),
             "versions": vers,
             "activities": args.activities,
+            "repeat": args.repeat,
+            "server_goals": goal_lines,
             "results": results,
+            "runs": runs if args.repeat > 1 else None,
             "skipped": skipped,
         }
         Path(args.json).write_text(json.dumps(doc, indent=2, default=str) + "\n")
         print(f"wrote {args.json}")
-    bad = any(not report.clean(r) for recs in results.values() for r in recs.values())
+    bad = any(not report.clean(r) for recs in runs.values() for rs in recs.values() for r in rs)
     return 1 if bad or (skipped and not results) else 0
 
 

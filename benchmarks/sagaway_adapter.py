@@ -64,9 +64,13 @@ class ManagerSettings:
     lease_timeout: float = LEASE_TIMEOUT
     poll_interval: float | None = None
     """None: the Manager's default."""
+    token: str | None = None
+    """grpc:// only: the Engine Server's bearer token."""
 
     def manager(self) -> sw.Manager:
         kwargs: dict[str, Any] = {"lease_timeout": self.lease_timeout}
+        if self.token is not None:
+            kwargs["token"] = self.token
         if self.poll_interval is not None:
             kwargs["poll_interval"] = self.poll_interval
         return sw.Manager(self.url, **kwargs)
@@ -77,7 +81,7 @@ class ManagerSettings:
         defaults = {
             name: p.default
             for name, p in params.items()
-            if name not in ("self", "url", "clock", "error_marshaler", "queues")
+            if name not in ("self", "url", "clock", "error_marshaler", "queues", "token")
             and p.default is not inspect.Parameter.empty
         }
         record: dict[str, Any] = {"url": _display_url(self.url), **defaults}
@@ -88,6 +92,8 @@ class ManagerSettings:
         record["activity_retry"] = dataclasses.asdict(RETRY)
         record["error_marshaler"] = "default"
         record["queues"] = None
+        if self.token is not None:
+            record["token"] = "set (redacted)"
         if self.url.startswith("sqlite"):
             record["sqlite_synchronous"] = "normal (store default)"
         return record
@@ -201,6 +207,7 @@ class SagawayAdapter:
             activities=config.get("activities", "async"),
             lease_timeout=config.get("lease_timeout", LEASE_TIMEOUT),
             poll_interval=config.get("poll_interval"),
+            token=config.get("token"),
         )
         self.client_only: bool = config.get("client_only", False)
         self.manager = self.settings.manager()

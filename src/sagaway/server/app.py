@@ -64,6 +64,13 @@ def _read(path: Path, what: str) -> bytes:
 
 
 def _bind(server: grpc.aio.Server, config: ServerConfig) -> int:
+    try:
+        return _add_port(server, config)
+    except RuntimeError:  # grpcio raises this (older releases returned 0) when it cannot bind
+        return 0
+
+
+def _add_port(server: grpc.aio.Server, config: ServerConfig) -> int:
     if config.tls_cert is None or config.tls_key is None:
         return server.add_insecure_port(config.listen)
     credentials = grpc.ssl_server_credentials(
@@ -80,6 +87,9 @@ def _options(payload_limit: int) -> list[tuple[str, int]]:
     # The largest message carries two payloads (a workflow's result and the step recording
     # it); each payload is checked against the limit itself (RESOURCE_EXHAUSTED).
     return [
+        # gRPC binds with SO_REUSEPORT by default: a second server on a port in use would start
+        # and share the connections with the first one (possibly over another database).
+        ("grpc.so_reuseport", 0),
         ("grpc.max_receive_message_length", 2 * payload_limit + ENVELOPE),
         ("grpc.max_send_message_length", -1),
         ("grpc.keepalive_permit_without_calls", 1),

@@ -76,8 +76,17 @@ def test_unsupported_url() -> None:
 
     with pytest.raises(ValueError, match="unsupported database URL"):
         open_store("mysql://x")
-    with pytest.raises(NotImplementedError, match="Engine Server"):
-        open_store("grpc://127.0.0.1:7233")
+    with pytest.raises(ValueError, match="grpc://HOST:PORT"):
+        open_store("grpc://127.0.0.1")  # no port
+    with pytest.raises(ValueError, match="carries no credentials"):
+        open_store("grpc://user:secret@127.0.0.1:7233")
+    with pytest.raises(ValueError, match="unknown Engine Server URL parameter"):
+        open_store("grpc://127.0.0.1:7233?tls=1")
+    with pytest.raises(ValueError, match="use grpcs://"):
+        open_store("grpc://127.0.0.1:7233?ca=/x.pem")
+    with pytest.raises(ValueError, match="Engine Server URL"):
+        sw.Manager("sqlite:///x.db", token="t")
+    assert type(open_store("grpc://127.0.0.1:7233")).__name__ == "GrpcStore"
 
 
 def test_task_queue_and_its_old_spelling() -> None:

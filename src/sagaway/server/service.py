@@ -107,10 +107,11 @@ class EngineService(pb_grpc.EngineServicer):
         if self.announce:
             self.hub.publish("ready:")
 
-    def _ended(self, run_id: str) -> None:
+    def _ended(self, run_id: str, *, parent: bool = True) -> None:
         if self.announce:
             self.hub.publish(f"ended:{run_id}")
-            self.hub.publish("ready:")  # a parent waiting for it is due
+            if parent:
+                self.hub.publish("ready:")  # a parent waiting for it is due
 
     # ------------------------------------------------------------------ session
 
@@ -252,7 +253,8 @@ class EngineService(pb_grpc.EngineServicer):
             ),
             has_parent=request.has_parent,
         )
-        self._ended(request.run_id)
+        # A top-level workflow's end makes nothing due: every application's recovery need not look.
+        self._ended(request.run_id, parent=request.has_parent)
         return pb.Empty()
 
     @_verb

@@ -11,12 +11,15 @@ The ``charge`` activity, once its effect is applied, writes ``MARKS/inside.NAME.
 HOLD=1 it then blocks for good (a process to be killed holding work), else it waits for the
 file ``MARKS/gate``, writes ``MARKS/left.NAME.KEY`` and returns.
 
+The environment variable SRV_POLL_INTERVAL sets the Manager's poll_interval (default 0.1 s).
+
 The test process imports this module too, as a client (``manager.connect()``, no Workers).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sqlite3
 import sys
@@ -28,7 +31,7 @@ import sagaway as sw
 manager = sw.Manager(
     "grpc://127.0.0.1:1",  # replaced by main() or by the test before the Manager opens
     lease_timeout=2.0,
-    poll_interval=0.1,
+    poll_interval=float(os.environ.get("SRV_POLL_INTERVAL", "0.1")),
     recovery_interval=0.2,
     concurrency=50,
 )

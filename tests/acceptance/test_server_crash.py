@@ -10,6 +10,9 @@ shows up as a second execution of the same row, never as a second row.
 2. The server is killed while the applications run workflows (some inside an activity, some
    sleeping on a durable timer, some waiting for a signal) and started again on the same port:
    the applications reconnect by themselves and every workflow, old and new, ends right.
+
+The applications poll rarely (APP_POLL): a takeover waits for a lease's expiry, not for a poll,
+and after the restart they are woken through the server's Watch stream, which they re-open.
 """
 
 from __future__ import annotations
@@ -37,6 +40,12 @@ from tests.conftest import _fresh_postgres_url
 ROOT = Path(__file__).resolve().parents[2]
 APP = "from tests.acceptance.server_app import main; main()"
 T = TypeVar("T")
+APP_POLL = 10.0
+"""The applications' poll_interval: long, so what they do at once after the server's restart
+was woken by the server's Watch stream (which each re-opens), not found by polling."""
+PROMPT = 5.0
+"""Seconds after the restart by which a signalled and a new workflow have ended (well under
+APP_POLL; about 0.1 s when wake-ups arrive)."""
 TIMER = 6.0
 """Seconds the timer workflows sleep: they are still asleep when the server is killed."""
 ORDER_STEPS = {
@@ -60,7 +69,11 @@ class Processes:
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
         self.procs: list[subprocess.Popen[str]] = []
-        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]),
+            "SRV_POLL_INTERVAL": str(APP_POLL),
+        }
 
     def spawn(self, name: str, args: list[str]) -> subprocess.Popen[str]:
         # stderr to a file: a process logging through an outage must never block on a pipe.
@@ -291,6 +304,7 @@ async def test_server_killed_and_restarted_on_its_port(database: str, tmp_path: 
             )
             server, again = procs.server(database, address)
             assert again == address
+            restarted = time.monotonic()
             # A client's first calls may still find its channel down (gRPC retries the
             # connection with a backoff of up to a second): an application retries them, as
             # it would through a database outage; the dedupe id and the key make it safe.
@@ -299,14 +313,18 @@ async def test_server_killed_and_restarted_on_its_port(database: str, tmp_path: 
                 await retried(partial(send, key, f"approved {key}", dedupe_id=f"approve-{key}"))
             start = manager.workflow(server_app.order, "fresh", False).execute
             fresh = await retried(partial(start, idempotency_key="fresh"))
-            results = await asyncio.wait_for(waiting, timeout=40)
             fresh_result = await fresh.result(timeout=30)
+            for key in approvals:
+                await handles[key].result(timeout=30)
+            prompt = time.monotonic() - restarted
+            results = await asyncio.wait_for(waiting, timeout=40)
             statuses = {(await manager.get_workflow(k).status()).value for k in [*handles, "fresh"]}
         # The applications were never restarted: the same processes ran everything.
         assert all(app.poll() is None for app in apps)
         for proc in [*apps, server]:
             stop(procs, proc)
     assert statuses == {"COMPLETED"}
+    assert prompt < PROMPT, f"the applications took {prompt:.1f}s to resume after the restart"
     expected_results = {k: "shipped" for k in orders} | {"order-0": "compensated"}
     expected_results |= {k: "woke" for k in timers}
     expected_results |= {k: f"approved {k}" for k in approvals}

@@ -85,6 +85,7 @@ class RecoveryWorker:
             self.worker.execution_left.clear()
             held_here = False
             try:
+                scanned_at = engine.clock.now()
                 claimed = await self.run_once()
                 if claimed >= _BATCH:
                     continue
@@ -92,10 +93,11 @@ class RecoveryWorker:
                 next_due = await engine.next_due(self.worker.task_queues)
                 if next_due is not None:
                     delay = min(delay, max(next_due - engine.clock.now(), 0.0))
-                    # Due, yet nothing claimed: an execution of this process that has just
-                    # committed WAITING and is unwinding. Look again when it has left, rather
-                    # than spinning on it.
-                    held_here = claimed == 0 and delay == 0.0
+                    # Due before the scan, yet nothing claimed: an execution of this process
+                    # that has just committed WAITING and is unwinding. Look again when it has
+                    # left, rather than spinning on it. What fell due during the scan (a dead
+                    # owner's lease expiring meanwhile) is claimed by the next scan, at once.
+                    held_here = claimed == 0 and next_due <= scanned_at
                 if self.worker.free_slots == 0 or held_here:
                     delay = engine.poll_interval  # woken early when capacity frees
             except StoreUnavailable as exc:

@@ -15,7 +15,7 @@ import pytest
 
 import sagaway as sw
 from sagaway.testing import FakeClock
-from sagaway.testing.internals import store_of
+from sagaway.testing.internals import engine_of, store_of
 
 
 def make_manager(db_url: str, **options: Any) -> sw.Manager:
@@ -482,6 +482,58 @@ async def test_recovery_waits_for_a_due_run_this_process_still_holds(db_url: str
         release.set()  # the execution leaves: recovery claims the run at once
         # The clock stands still: only the execution's leaving can wake recovery.
         assert await asyncio.wait_for(handle.result(), 10) == [None, "later"]
+
+
+async def test_recovery_takes_over_a_lease_that_expires_during_its_scan(db_url: str) -> None:
+    """A dead process's lease expires while recovery scans: the claim found the run not yet
+    due, the look at the next due time that follows finds it due already. No execution of this
+    process holds it, so recovery must scan again at once, not wait a whole poll_interval as it
+    does for a run held here (it did: a takeover then waited for the next poll)."""
+    clock = FakeClock()
+    poll = 777.0  # the clock stands still: a wait this long would never end
+    manager = make_manager(db_url, clock=clock, poll_interval=poll, lease_timeout=5)
+
+    @manager.register_workflow
+    async def orphan() -> str:
+        return "taken over"
+
+    async with manager.connect():
+        await manager.workflow(orphan).execute(idempotency_key="orphan")
+        engine = engine_of(manager)
+        # A process that died holding the run: its lease runs 5 s more.
+        claimed = await engine.store.claim_due(
+            owner="dead", now=engine.clock.now(), lease_timeout=5, limit=1, exclude=()
+        )
+        assert len(claimed) == 1
+        store_type = type(engine.store)
+    real_claim_due = store_type.claim_due
+    expired: list[bool] = []
+
+    async def claim_due_meanwhile_expiring(self: Any, **kwargs: Any) -> Any:
+        found = await real_claim_due(self, **kwargs)
+        if not expired:  # the first scan: nothing due yet, and the lease expires before it ends
+            assert found == []
+            expired.append(True)
+            await clock.advance(5)
+        return found
+
+    async def tick() -> None:
+        # Time moves on in small steps (a rescan sleeps 5 ms), never near a poll_interval.
+        while True:
+            await clock.advance(0.01)
+            await asyncio.sleep(0.005)
+
+    start = clock.now()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store_type, "claim_due", claim_due_meanwhile_expiring)
+        async with manager:
+            ticking = asyncio.create_task(tick())
+            try:
+                result = await asyncio.wait_for(manager.get_workflow("orphan").result(), 10)
+            finally:
+                ticking.cancel()
+    assert expired and result == "taken over"
+    assert clock.now() - start < poll  # taken over long before the next poll
 
 
 async def test_a_branch_left_running_after_shutdown_starts_nothing(db_url: str) -> None:

@@ -71,6 +71,7 @@ _SCALARS: dict[int, st.SearchStrategy[Any]] = {
     FieldDescriptor.TYPE_INT32: st.integers(-(2**31), 2**31 - 1),
     FieldDescriptor.TYPE_INT64: st.integers(-(2**63), 2**63 - 1),
     FieldDescriptor.TYPE_BOOL: st.booleans(),
+    FieldDescriptor.TYPE_BYTES: st.binary(max_size=64),
 }
 
 

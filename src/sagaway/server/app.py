@@ -18,7 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from sagaway import serialization
 from sagaway.server.auth import TokenAuth
-from sagaway.server.checks import WireGuard
+from sagaway.server.checks import WireGuard, max_request_bytes
 from sagaway.server.notices import Hub
 from sagaway.server.service import EngineService
 from sagaway.store import open_store
@@ -27,8 +27,6 @@ from sagaway.v1 import engine_pb2_grpc as pb_grpc
 
 logger = logging.getLogger("sagaway.server")
 SERVICE_NAME = "sagaway.v1.Engine"
-ENVELOPE = 64 * 1024
-"""Room for a message's other fields beside its payloads."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -90,7 +88,7 @@ def _options(payload_limit: int) -> list[tuple[str, int]]:
         # gRPC binds with SO_REUSEPORT by default: a second server on a port in use would start
         # and share the connections with the first one (possibly over another database).
         ("grpc.so_reuseport", 0),
-        ("grpc.max_receive_message_length", 2 * payload_limit + ENVELOPE),
+        ("grpc.max_receive_message_length", max_request_bytes(payload_limit)),
         ("grpc.max_send_message_length", -1),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_ping_interval_without_data_ms", CHANNEL_KEEPALIVE_MS // 2),

@@ -22,6 +22,16 @@ _MESSAGE = FieldDescriptor.TYPE_MESSAGE
 _PAYLOADS = frozenset({"args", "result", "error", "payload"})
 
 
+ENVELOPE = 64 * 1024
+"""Room for a message's other fields beside its payloads."""
+
+
+def max_request_bytes(payload_limit: int) -> int:
+    """The largest request a server with this payload limit takes: two payloads (a workflow's
+    result and the step recording it) and their envelope."""
+    return 2 * payload_limit + ENVELOPE
+
+
 def _bad(message: str) -> Refusal:
     return Refusal(grpc.StatusCode.INVALID_ARGUMENT, message)
 

@@ -16,7 +16,8 @@ import grpc
 import grpc.aio
 
 from sagaway import __version__
-from sagaway.server.checks import check_message
+from sagaway.server.batch import run_batch
+from sagaway.server.checks import check_message, max_request_bytes
 from sagaway.server.notices import Hub, is_close
 from sagaway.server.starts import StartWorkflows
 from sagaway.server.status import Refusal, status_of
@@ -130,6 +131,7 @@ class EngineService(pb_grpc.EngineServicer):
             server_version=__version__,
             backend=self.backend,
             url=self.store.url,
+            max_request_bytes=max_request_bytes(self.payload_limit),
         )
 
     @_verb
@@ -459,3 +461,7 @@ class EngineService(pb_grpc.EngineServicer):
     async def ListAttemptErrors(self, request: pb.RunRequest, context: Any) -> pb.AttemptErrors:
         found = await self.store.list_attempt_errors(request.run_id)
         return pb.AttemptErrors(errors=[wire.attempt_error(e) for e in found])
+
+    @_verb
+    async def Batch(self, request: pb.BatchRequest, context: Any) -> pb.BatchReply:
+        return await run_batch(self, request)

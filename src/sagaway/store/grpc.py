@@ -29,6 +29,7 @@ except ImportError as exc:  # an optional extra
 from sagaway import errors, states
 from sagaway.states import WorkflowStatus
 from sagaway.store import _wire as wire
+from sagaway.store._grpc_batch import Batcher, reply_class
 from sagaway.store._grpc_target import (
     CHANNEL_KEEPALIVE_MS,
     CONNECT_TIMEOUT,
@@ -65,6 +66,12 @@ CHANNEL_OPTIONS = [
 _SIGNAL_ROUNDS = 5
 """ReceiveSignal round trips before giving up on deciding new payloads (each round decides
 every payload pending then; more rounds happen only while new signals keep arriving)."""
+
+
+UNBATCHABLE = frozenset({"Hello", "Watch", "Batch", "AwaitWorkflow", "StartWorkflow"})
+BATCH_BYTES = 1024 * 1024
+"""Largest batch of requests in one message (a request over it goes alone)."""
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
 class ServerRefused(errors.SagawayError):
@@ -106,6 +113,7 @@ class GrpcStore:
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.EngineStub | None = None
         self._watch: asyncio.Task[None] | None = None
+        self._batcher: Batcher | None = None
         self.server_info: pb.HelloReply | None = None
         """What the server said of itself when the store opened."""
 
@@ -129,8 +137,14 @@ class GrpcStore:
             await self.close()
             raise
         self.server_info = reply
+        if reply.max_request_bytes > 0:  # a server that takes Batch calls
+            limit = min(reply.max_request_bytes // 2, BATCH_BYTES)
+            self._batcher = Batcher(self._unary, self._many, max_bytes=limit)
 
     async def close(self) -> None:
+        if self._batcher is not None:
+            self._batcher.close()
+            self._batcher = None
         if self._watch is not None:
             self._watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -143,17 +157,48 @@ class GrpcStore:
     async def _call(self, method: str, request: Any, *, timeout: float | None = None) -> Any:
         if self._stub is None:
             raise errors.ManagerStateError("the Engine Server connection is not open")
+        if self._batcher is not None and timeout is None and method not in UNBATCHABLE:
+            return await self._batcher.call(method, request)
+        return await self._unary(method, request, timeout)
+
+    async def _unary(self, method: str, request: Any, timeout: float | None = None) -> Any:
+        if self._stub is None:
+            raise errors.ManagerStateError("the Engine Server connection is not open")
         call = getattr(self._stub, method)
         try:
             return await call(
                 request, timeout=timeout or self._target.call_timeout, metadata=self._metadata
             )
         except grpc.aio.AioRpcError as exc:
-            self._raise(exc)
+            trailing = dict(exc.trailing_metadata() or ())
+            raise self._error(exc.code(), exc.details() or "", trailing) from None
 
-    def _raise(self, exc: grpc.aio.AioRpcError) -> NoReturn:
-        code, details = exc.code(), exc.details() or ""
-        trailing = dict(exc.trailing_metadata() or ())
+    async def _many(self, calls: list[tuple[str, Any]]) -> list[Any]:
+        """Replies (or exceptions) of several calls, sent in one Batch RPC."""
+        batch = pb.BatchRequest(
+            calls=[pb.BatchCall(method=m, request=r.SerializeToString()) for m, r in calls]
+        )
+        reply = await self._unary("Batch", batch)
+        outcomes: list[Any] = []
+        for (method, _), result in zip(calls, reply.results, strict=True):
+            if result.code == 0:
+                outcomes.append(reply_class(method).FromString(result.reply))
+                continue
+            trailing: dict[str, Any] = {
+                e.key: e.value if e.key.endswith("-bin") else e.value.decode("utf-8", "replace")
+                for e in result.trailing
+            }
+            code = _CODES.get(result.code, grpc.StatusCode.UNKNOWN)
+            outcomes.append(self._error(code, result.message, trailing))
+        return outcomes
+
+    def _error(self, code: grpc.StatusCode, details: str, trailing: dict[str, Any]) -> Exception:
+        try:
+            self._raise(code, details, trailing)
+        except Exception as exc:
+            return exc
+
+    def _raise(self, code: grpc.StatusCode, details: str, trailing: dict[str, Any]) -> NoReturn:
         kind = str(trailing.get("sagaway-error", ""))
         where = f"the Engine Server at {self._target.address}"
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):

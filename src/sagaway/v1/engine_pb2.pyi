@@ -496,6 +496,7 @@ class HelloReply(_message.Message):
     SERVER_VERSION_FIELD_NUMBER: _builtins.int
     BACKEND_FIELD_NUMBER: _builtins.int
     URL_FIELD_NUMBER: _builtins.int
+    MAX_REQUEST_BYTES_FIELD_NUMBER: _builtins.int
     protocol_version: _builtins.int
     server_version: _builtins.str
     """the sagaway release the server runs"""
@@ -503,6 +504,8 @@ class HelloReply(_message.Message):
     """"sqlite" or "postgresql" """
     url: _builtins.str
     """the database URL, password masked"""
+    max_request_bytes: _builtins.int
+    """the largest request message the server accepts"""
     def __init__(
         self,
         *,
@@ -510,10 +513,11 @@ class HelloReply(_message.Message):
         server_version: _builtins.str = ...,
         backend: _builtins.str = ...,
         url: _builtins.str = ...,
+        max_request_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "protocol_version", b"protocol_version", "server_version", b"server_version", "url", b"url"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "max_request_bytes", b"max_request_bytes", "protocol_version", b"protocol_version", "server_version", b"server_version", "url", b"url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1861,3 +1865,125 @@ class AwaitWorkflowRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AwaitWorkflowRequest: _TypeAlias = AwaitWorkflowRequest  # noqa: Y015
+
+@_typing.final
+class BatchCall(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    METHOD_FIELD_NUMBER: _builtins.int
+    REQUEST_FIELD_NUMBER: _builtins.int
+    method: _builtins.str
+    """the RPC's name, e.g. "RecordStep" """
+    request: _builtins.bytes
+    """its request message, serialised"""
+    def __init__(
+        self,
+        *,
+        method: _builtins.str = ...,
+        request: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["method", b"method", "request", b"request"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BatchCall: _TypeAlias = BatchCall  # noqa: Y015
+
+@_typing.final
+class MetadataEntry(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    value: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        value: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MetadataEntry: _TypeAlias = MetadataEntry  # noqa: Y015
+
+@_typing.final
+class BatchResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    TRAILING_FIELD_NUMBER: _builtins.int
+    REPLY_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    """the gRPC status code the call would have ended with (0: OK)"""
+    message: _builtins.str
+    """its status message (code != 0)"""
+    reply: _builtins.bytes
+    """its reply message, serialised (code == 0)"""
+    @_builtins.property
+    def trailing(self) -> _containers.RepeatedCompositeFieldContainer[Global___MetadataEntry]:
+        """its trailing metadata (code != 0): sagaway-error, ..."""
+
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        message: _builtins.str = ...,
+        trailing: _abc.Iterable[Global___MetadataEntry] | None = ...,
+        reply: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message", "reply", b"reply", "trailing", b"trailing"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BatchResult: _TypeAlias = BatchResult  # noqa: Y015
+
+@_typing.final
+class BatchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___BatchCall]: ...
+    def __init__(
+        self,
+        *,
+        calls: _abc.Iterable[Global___BatchCall] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calls", b"calls"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BatchRequest: _TypeAlias = BatchRequest  # noqa: Y015
+
+@_typing.final
+class BatchReply(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___BatchResult]:
+        """one per call, in order"""
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___BatchResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BatchReply: _TypeAlias = BatchReply  # noqa: Y015

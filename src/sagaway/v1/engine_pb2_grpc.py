@@ -201,6 +201,11 @@ class EngineStub:
                 request_serializer=sagaway_dot_v1_dot_engine__pb2.RunRequest.SerializeToString,
                 response_deserializer=sagaway_dot_v1_dot_engine__pb2.AttemptErrors.FromString,
                 _registered_method=True)
+        self.Batch = channel.unary_unary(
+                '/sagaway.v1.Engine/Batch',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.BatchRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.BatchReply.FromString,
+                _registered_method=True)
 
 
 class EngineServicer:
@@ -411,6 +416,16 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Batch(self, request, context):
+        """Several of the calls above in one message, for a client with many workflows in flight: each
+        runs as if it had come alone (its own transaction, concurrently with the others, so the
+        server's group commit joins them), and each gets its own result. Hello, Watch, Batch and
+        AwaitWorkflow cannot be batched (INVALID_ARGUMENT for that entry).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -578,6 +593,11 @@ def add_EngineServicer_to_server(servicer, server):
                     servicer.ListAttemptErrors,
                     request_deserializer=sagaway_dot_v1_dot_engine__pb2.RunRequest.FromString,
                     response_serializer=sagaway_dot_v1_dot_engine__pb2.AttemptErrors.SerializeToString,
+            ),
+            'Batch': grpc.unary_unary_rpc_method_handler(
+                    servicer.Batch,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.BatchRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.BatchReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1473,6 +1493,33 @@ class Engine:
             '/sagaway.v1.Engine/ListAttemptErrors',
             sagaway_dot_v1_dot_engine__pb2.RunRequest.SerializeToString,
             sagaway_dot_v1_dot_engine__pb2.AttemptErrors.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Batch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/Batch',
+            sagaway_dot_v1_dot_engine__pb2.BatchRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.BatchReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -102,6 +102,12 @@ class EngineStub:
     CountPurgeable: _grpc.UnaryUnaryMultiCallable[_engine_pb2.CountPurgeableRequest, _engine_pb2.Count]
     ListPage: _grpc.UnaryUnaryMultiCallable[_engine_pb2.ListPageRequest, _engine_pb2.Workflows]
     ListAttemptErrors: _grpc.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.AttemptErrors]
+    Batch: _grpc.UnaryUnaryMultiCallable[_engine_pb2.BatchRequest, _engine_pb2.BatchReply]
+    """Several of the calls above in one message, for a client with many workflows in flight: each
+    runs as if it had come alone (its own transaction, concurrently with the others, so the
+    server's group commit joins them), and each gets its own result. Hello, Watch, Batch and
+    AwaitWorkflow cannot be batched (INVALID_ARGUMENT for that entry).
+    """
 
 @_typing.type_check_only
 class EngineAsyncStub(EngineStub):
@@ -146,6 +152,12 @@ class EngineAsyncStub(EngineStub):
     CountPurgeable: _aio.UnaryUnaryMultiCallable[_engine_pb2.CountPurgeableRequest, _engine_pb2.Count]  # type: ignore[assignment]
     ListPage: _aio.UnaryUnaryMultiCallable[_engine_pb2.ListPageRequest, _engine_pb2.Workflows]  # type: ignore[assignment]
     ListAttemptErrors: _aio.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.AttemptErrors]  # type: ignore[assignment]
+    Batch: _aio.UnaryUnaryMultiCallable[_engine_pb2.BatchRequest, _engine_pb2.BatchReply]  # type: ignore[assignment]
+    """Several of the calls above in one message, for a client with many workflows in flight: each
+    runs as if it had come alone (its own transaction, concurrently with the others, so the
+    server's group commit joins them), and each gets its own result. Hello, Watch, Batch and
+    AwaitWorkflow cannot be batched (INVALID_ARGUMENT for that entry).
+    """
 
 class EngineServicer(metaclass=_abc_1.ABCMeta):
     """----------------------------------------------------------------------------- service"""
@@ -385,5 +397,17 @@ class EngineServicer(metaclass=_abc_1.ABCMeta):
         request: _engine_pb2.RunRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_engine_pb2.AttemptErrors, _abc.Awaitable[_engine_pb2.AttemptErrors]]: ...
+
+    @_abc_1.abstractmethod
+    def Batch(
+        self,
+        request: _engine_pb2.BatchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.BatchReply, _abc.Awaitable[_engine_pb2.BatchReply]]:
+        """Several of the calls above in one message, for a client with many workflows in flight: each
+        runs as if it had come alone (its own transaction, concurrently with the others, so the
+        server's group commit joins them), and each gets its own result. Hello, Watch, Batch and
+        AwaitWorkflow cannot be batched (INVALID_ARGUMENT for that entry).
+        """
 
 def add_EngineServicer_to_server(servicer: EngineServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -104,10 +104,6 @@ class ServerProcess:
             self._tmp.cleanup()
 
 
-ServerThread = ServerProcess
-"""The name this helper had when it ran the server in a thread."""
-
-
 def _read_line(stream: IO[str] | None, timeout: float) -> str:
     import selectors
 

@@ -24,7 +24,7 @@ from sagaway.store import StoreUnavailable, open_store
 from sagaway.store.grpc import GrpcStore, ServerRefused
 from sagaway.v1 import engine_pb2 as pb
 from sagaway.v1 import engine_pb2_grpc as pb_grpc
-from tests.grpc_server import ServerThread
+from tests.grpc_server import ServerProcess as Served
 from tests.integration.server_support import PYTHON, ROOT, ServerProcess, build_app
 from tests.store_helpers import T0, running, step
 
@@ -54,7 +54,7 @@ async def _raw_error(address: str, method: str, request: object) -> grpc.aio.Aio
 
 
 async def test_fenced_call_with_wrong_token_raises_lease_lost(tmp_path: Path) -> None:
-    with ServerThread(f"sqlite:///{tmp_path / 'db.sqlite'}") as served:
+    with Served(f"sqlite:///{tmp_path / 'db.sqlite'}") as served:
         store = GrpcStore(served.url)
         await store.open()
         try:
@@ -86,7 +86,7 @@ async def test_fenced_call_with_wrong_token_raises_lease_lost(tmp_path: Path) ->
 async def test_lease_lost_on_a_run_id_no_header_can_carry(tmp_path: Path) -> None:
     """The run id comes back as sent, even with control and non-ASCII characters."""
     odd = "run\x1f\u00e9\U0001f600\n"
-    with ServerThread(f"sqlite:///{tmp_path / 'db.sqlite'}") as served:
+    with Served(f"sqlite:///{tmp_path / 'db.sqlite'}") as served:
         store = GrpcStore(served.url)
         await store.open()
         try:

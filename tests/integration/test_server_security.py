@@ -18,7 +18,7 @@ from sagaway.store import StoreUnavailable
 from sagaway.store.grpc import ServerRefused
 from sagaway.v1 import engine_pb2 as pb
 from sagaway.v1 import engine_pb2_grpc as pb_grpc
-from tests.grpc_server import ServerThread
+from tests.grpc_server import ServerProcess as Served
 from tests.integration.server_support import (
     PYTHON,
     ROOT,
@@ -36,8 +36,8 @@ TOKEN = "s3cret"
 
 
 @pytest.fixture
-def token_server(tmp_path: Path) -> Iterator[ServerThread]:
-    with ServerThread(f"sqlite:///{tmp_path / 'db.sqlite'}", token=TOKEN) as server:
+def token_server(tmp_path: Path) -> Iterator[Served]:
+    with Served(f"sqlite:///{tmp_path / 'db.sqlite'}", token=TOKEN) as server:
         yield server
 
 
@@ -45,7 +45,7 @@ def token_server(tmp_path: Path) -> Iterator[ServerThread]:
 
 
 async def test_manager_without_token_is_refused(
-    token_server: ServerThread, monkeypatch: pytest.MonkeyPatch
+    token_server: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("SAGAWAY_TOKEN", raising=False)
     with pytest.raises(ServerRefused, match="no token"):
@@ -53,20 +53,20 @@ async def test_manager_without_token_is_refused(
             pass
 
 
-async def test_manager_with_wrong_token_is_refused(token_server: ServerThread) -> None:
+async def test_manager_with_wrong_token_is_refused(token_server: Served) -> None:
     with pytest.raises(ServerRefused, match="wrong token"):
         async with build_app(token_server.url, token="guess").connect():
             pass
 
 
-async def test_manager_with_token_runs_a_workflow(token_server: ServerThread) -> None:
+async def test_manager_with_token_runs_a_workflow(token_server: Served) -> None:
     app = build_app(token_server.url, token=TOKEN)
     async with app:
         result = await app.workflow("greet", "ada").execute_get(timeout=30)
     assert result == {"greeting": "HELLO ADA", "name": "ada"}
 
 
-async def test_raw_call_without_metadata_is_unauthenticated(token_server: ServerThread) -> None:
+async def test_raw_call_without_metadata_is_unauthenticated(token_server: Served) -> None:
     async with grpc.aio.insecure_channel(token_server.address) as channel:
         stub = pb_grpc.EngineStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -94,7 +94,7 @@ async def test_raw_call_without_metadata_is_unauthenticated(token_server: Server
         assert caught.value.code() is grpc.StatusCode.UNAUTHENTICATED
 
 
-async def test_health_check_needs_no_token(token_server: ServerThread) -> None:
+async def test_health_check_needs_no_token(token_server: Served) -> None:
     """A documented choice: orchestrators probe health without the secret."""
     async with grpc.aio.insecure_channel(token_server.address) as channel:
         health: Any = health_pb2_grpc.HealthStub(channel)
@@ -180,7 +180,7 @@ async def test_tls_client_with_the_ca_runs_a_workflow(
 ) -> None:
     server = _pair(pki, "server")
     db = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    with ServerThread(db, tls_cert=server.cert, tls_key=server.key) as running:
+    with Served(db, tls_cert=server.cert, tls_key=server.key) as running:
         port = running.address.rsplit(":", 1)[1]
         for host in ("127.0.0.1", "localhost"):
             app = build_app(f"grpcs://{host}:{port}?ca={_ca(pki)}")

@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,6 +103,20 @@ def test_a_second_server_on_a_port_in_use_refuses_to_start(server: Server, tmp_p
     assert "Traceback" not in second.stderr
     assert server.proc.poll() is None  # the first one still serves
     assert server.stop() == 0
+
+
+def test_a_server_whose_database_is_down_says_so_at_once() -> None:
+    started = time.monotonic()
+    refused = subprocess.run(
+        [sys.executable, "-m", "sagaway", "server", "--db",
+         "postgresql://postgres@127.0.0.1:1/nosuch", "--listen", "127.0.0.1:0"],
+        env=_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode == 4, refused
+    assert time.monotonic() - started < 20  # not the store's 30 s pool timeout
+    assert "listening on" not in refused.stdout
+    assert "127.0.0.1" in refused.stderr and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
 
 
 async def test_a_workflow_resumes_from_its_last_record_when_the_server_comes_back(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from sagaway.cli._support import Exit, fail, mask_url, run, url_option
+from sagaway.cli._support import Exit, check_reachable, fail, mask_url, run, url_option
 from sagaway.store import resolve_url
 
 TOKEN_ENV = "SAGAWAY_SERVER_TOKEN"
@@ -98,6 +98,10 @@ def server(
         )
     except ValueError as exc:
         fail(str(exc), Exit.USAGE)
+
+    # A database that is down fails here within seconds (with its own message), not after the
+    # store's pool timeout; a missing one is fine: the server creates it.
+    run(check_reachable(url), url)
 
     async def go() -> None:
         stop = asyncio.Event()

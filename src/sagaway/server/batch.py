@@ -8,7 +8,7 @@ joins their transactions as it would separate calls'.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -17,8 +17,13 @@ from sagaway.server.checks import check_message
 from sagaway.server.status import Refusal, status_of
 from sagaway.v1 import engine_pb2 as pb
 
-if TYPE_CHECKING:
-    from sagaway.server.service import EngineService
+
+class Service(Protocol):
+    """What a batch needs of the Engine service: its payload limit, and its RPC methods as
+    attributes whose ``__wrapped__`` is the method without its error mapping."""
+
+    payload_limit: int
+
 
 UNBATCHABLE = frozenset({"Hello", "Watch", "Batch", "AwaitWorkflow"})
 """Calls that stream, wait long, or open a session: never in a batch."""
@@ -41,7 +46,7 @@ def _entry(key: str, value: str | bytes) -> pb.MetadataEntry:
     return pb.MetadataEntry(key=key, value=value if isinstance(value, bytes) else value.encode())
 
 
-async def _run_one(service: EngineService, call: pb.BatchCall) -> pb.BatchResult:
+async def _run_one(service: Service, call: pb.BatchCall) -> pb.BatchResult:
     try:
         request = _request(call)
         check_message(request, service.payload_limit)
@@ -55,7 +60,7 @@ async def _run_one(service: EngineService, call: pb.BatchCall) -> pb.BatchResult
         )
 
 
-async def run_batch(service: EngineService, request: pb.BatchRequest) -> pb.BatchReply:
+async def run_batch(service: Service, request: pb.BatchRequest) -> pb.BatchReply:
     """Run every call of ``request`` concurrently; one result per call, in order."""
     results = await asyncio.gather(*(_run_one(service, call) for call in request.calls))
     return pb.BatchReply(results=results)

@@ -91,6 +91,9 @@ def _options(payload_limit: int) -> list[tuple[str, int]]:
         ("grpc.max_receive_message_length", max_request_bytes(payload_limit)),
         ("grpc.max_send_message_length", -1),
         ("grpc.keepalive_permit_without_calls", 1),
+        # Ping idle clients too: a Watch stream of a client that died ends within ~30 s.
+        ("grpc.keepalive_time_ms", 20_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
         ("grpc.http2.min_ping_interval_without_data_ms", CHANNEL_KEEPALIVE_MS // 2),
         ("grpc.http2.max_pings_without_data", 0),
     ]

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 
+MAX_BACKLOG = 10_000
+"""Notices one stream may hold unread; past that they are replaced by one "listening:" (look
+again at everything), so a stuck client costs the server bounded memory."""
 _CLOSE = ""
 """Put on a subscriber's queue to end its stream (no notice is empty)."""
 
@@ -44,11 +47,19 @@ class Hub:
         elif payload.startswith("deaf:"):
             self.listening = False
         for queue in self._subscribers:
+            if queue.qsize() >= MAX_BACKLOG:
+                self._overflow(queue)
             if payload == "ready:":
                 if queue in self._ready_pending:
                     continue
                 self._ready_pending.add(queue)
             queue.put_nowait(payload)
+
+    def _overflow(self, queue: asyncio.Queue[str]) -> None:
+        while not queue.empty():
+            queue.get_nowait()
+        self._ready_pending.discard(queue)
+        queue.put_nowait("listening:")  # what was dropped is found by looking again
 
     def close(self) -> None:
         """End every stream (the server is stopping)."""

@@ -155,8 +155,7 @@ class GrpcStore:
             await channel.close()
 
     async def _call(self, method: str, request: Any, *, timeout: float | None = None) -> Any:
-        if self._stub is None:
-            raise errors.ManagerStateError("the Engine Server connection is not open")
+        # The batcher lives only while the store is open; closed, _unary says so.
         if self._batcher is not None and timeout is None and method not in UNBATCHABLE:
             return await self._batcher.call(method, request)
         return await self._unary(method, request, timeout)

@@ -9,6 +9,7 @@ and ``tests/migration``; helpers in ``tests/store_helpers.py``, fixtures in ``co
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -47,6 +48,20 @@ async def test_create_new_pending(store: Store) -> None:
     )
     assert await store.get_workflow("k1") == result.record
     assert await store.get_run(wf.run_id) == result.record
+
+
+async def test_create_keeps_the_trace_context_for_every_reader(store: Store) -> None:
+    carrier = '{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}'
+    wf = dataclasses.replace(new("k1"), trace_context=carrier)
+    result = await store.create_workflow(wf, now=T0, lease=None, replace_live=False)
+    assert result.record.trace_context == carrier
+    assert (await store.get_workflow("k1")).trace_context == carrier  # type: ignore[union-attr]
+    [(claimed, _)] = await store.claim_due(
+        owner="w", now=T0, lease_timeout=LEASE, limit=10, exclude=()
+    )
+    assert claimed.trace_context == carrier
+    plain = await store.create_workflow(new("k2"), now=T0, lease=None, replace_live=False)
+    assert plain.record.trace_context is None
 
 
 async def test_create_with_lease_starts_running_and_owned(store: Store) -> None:
@@ -262,6 +277,7 @@ async def test_claim_due_takes_pending_in_due_order(store: Store) -> None:
         assert record.lease_expires_at == now + LEASE
         assert record.updated_at == now
         assert record.created_at == by_key[record.key].created_at
+        assert record.previous_owner is None
         assert await store.get_run(record.run_id) == record
         await store.record_step(step(record.run_id, "c1", now), token=held.token)
     # Leased now: nobody else gets them until the leases expire.
@@ -306,6 +322,7 @@ async def test_claim_due_takes_over_expired_leases(store: Store) -> None:
     assert taken.token != held.token
     assert taken.expires_at == T0 + 2 * LEASE
     assert record.lease_owner == "worker-b"
+    assert record.previous_owner == "worker-a"  # a takeover: the metrics count it
     assert await store.renew_leases([held.token, taken.token], expires_at=T0 + 99) == {taken.token}
 
 
@@ -326,6 +343,7 @@ async def test_claim_due_suspended_when_due(store: Store) -> None:
     assert record.run_id == run_id
     assert record.status is WorkflowStatus.RUNNING
     assert record.suspend_count == 1
+    assert record.previous_owner is None  # nobody held it: not a takeover
     assert record.lease_expires_at == T0 + 60 + LEASE
     await store.record_step(step(run_id, "c1", T0 + 61), token=taken.token)
 

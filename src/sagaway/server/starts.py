@@ -60,6 +60,7 @@ class StartWorkflows:
             queue=request.queue or "default",
             key_space=keys.key_space(request.key, run_id, replacing=False),
             timeout=timeout,
+            trace_context=_trace_context(request),
         )
         result = await self.store.create_workflow(
             new, now=await self._now(), lease=None, replace_live=False
@@ -104,3 +105,18 @@ class StartWorkflows:
     async def _now(self) -> float:
         now = await self.store.server_time()
         return now if now is not None else time.time()
+
+
+def _trace_context(request: pb.StartWorkflowRequest) -> str | None:
+    """The caller's trace context, checked to be a JSON object of strings."""
+    if not request.HasField("trace_context"):
+        return None
+    try:
+        carrier = json.loads(request.trace_context)
+    except ValueError as exc:
+        raise ValueError(f"trace_context is not JSON: {exc}") from None
+    if not isinstance(carrier, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in carrier.items()
+    ):
+        raise ValueError('trace_context must be a JSON object of strings ({"traceparent": ...})')
+    return request.trace_context

@@ -33,6 +33,7 @@ def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
         "queue": new.queue,
         "key_space": new.key_space,
         "deadline_at": None if new.timeout is None else now + new.timeout,
+        "trace_context": new.trace_context,
         "now": now,
         "lease_token": lease.token if lease else None,
         "lease_owner": lease.owner if lease else None,

@@ -10,6 +10,7 @@ skip such rows in listings and counts (logging each) so one bad row never stops 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 from collections.abc import Iterable, Sequence
@@ -41,7 +42,7 @@ def _enum(cls: type[E], value: Any, what: str, field: str) -> E:
 
 
 def workflow_from_row(row: Row) -> WorkflowRecord:
-    """A ``WorkflowRecord`` from the columns run_id .. deadline_at of a workflows row."""
+    """A ``WorkflowRecord`` from the columns run_id .. trace_context of a workflows row."""
     run_id, key = row["run_id"], row["key"]
     return WorkflowRecord(
         run_id=run_id,
@@ -63,7 +64,16 @@ def workflow_from_row(row: Row) -> WorkflowRecord:
         key_space=row["key_space"],
         cancel_reason=row["cancel_reason"],
         deadline_at=row["deadline_at"],
+        trace_context=row["trace_context"],
     )
+
+
+def claimed_from_row(row: Row) -> WorkflowRecord:
+    """``workflow_from_row`` of a claimed row, with the ``previous_owner`` the claim returned."""
+    record = workflow_from_row(row)
+    if row["previous_owner"] is None:
+        return record
+    return dataclasses.replace(record, previous_owner=row["previous_owner"])
 
 
 def readable_workflows(rows: Iterable[Row]) -> list[WorkflowRecord]:

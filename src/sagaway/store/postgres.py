@@ -488,7 +488,7 @@ class PostgresStore:
             )
             rows.sort(key=lambda row: int(row["n"]))  # the order of next_run_at, run_id
             claimed.extend(
-                (_rows.workflow_from_row(row), Lease(row["lease_token"], owner, expires_at))
+                (_rows.claimed_from_row(row), Lease(row["lease_token"], owner, expires_at))
                 for row in rows
             )
             return claimed

@@ -37,6 +37,11 @@ class WorkflowRecord:
     """Set by a cancel request: the workflow sees ``Cancelled`` at its next durable call."""
     deadline_at: float | None = None
     """When the workflow is cancelled as by a request (``execute(..., timeout=)``)."""
+    trace_context: str | None = None
+    """The W3C trace context (JSON) of the code that started it; None when tracing was off."""
+    previous_owner: str | None = dataclasses.field(default=None, compare=False)
+    """Only on a record returned by ``Store.claim_due``: the process whose expired lease the
+    claim took over (a recovery takeover); None for a run nobody held. Not stored."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -86,6 +91,8 @@ class NewWorkflow:
     """See ``WorkflowRecord.key_space``."""
     timeout: float | None = None
     """Seconds from its creation to its deadline (``WorkflowRecord.deadline_at``)."""
+    trace_context: str | None = None
+    """See ``WorkflowRecord.trace_context``."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import queue
 import sqlite3
@@ -444,7 +445,10 @@ class SQLiteStore:
                 )
                 if cur.rowcount == 1:
                     row = conn.execute(_Q["get_run"], {"run_id": run_id}).fetchone()
-                    claimed.append((_rows.workflow_from_row(row), lease))
+                    record = _rows.workflow_from_row(row)
+                    if due["lease_owner"] is not None:
+                        record = dataclasses.replace(record, previous_owner=due["lease_owner"])
+                    claimed.append((record, lease))
             return claimed
 
         return await self._call(op)

@@ -77,6 +77,8 @@ class WorkflowRecord(_message.Message):
     KEY_SPACE_FIELD_NUMBER: _builtins.int
     CANCEL_REASON_FIELD_NUMBER: _builtins.int
     DEADLINE_AT_FIELD_NUMBER: _builtins.int
+    TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
+    PREVIOUS_OWNER_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """unique id of this execution"""
     key: _builtins.str
@@ -109,6 +111,10 @@ class WorkflowRecord(_message.Message):
     """set by a cancel request"""
     deadline_at: _builtins.float
     """when it is cancelled (execute(..., timeout=))"""
+    trace_context: _builtins.str
+    """W3C trace context (JSON) of the code that started it"""
+    previous_owner: _builtins.str
+    """claims only: the owner whose expired lease was taken"""
     def __init__(
         self,
         *,
@@ -131,10 +137,12 @@ class WorkflowRecord(_message.Message):
         key_space: _builtins.str | None = ...,
         cancel_reason: _builtins.str | None = ...,
         deadline_at: _builtins.float | None = ...,
+        trace_context: _builtins.str | None = ...,
+        previous_owner: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_deadline_at", b"_deadline_at", "_ended_at", b"_ended_at", "_error", b"_error", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_parent_key", b"_parent_key", "_result", b"_result", "cancel_reason", b"cancel_reason", "deadline_at", b"deadline_at", "ended_at", b"ended_at", "error", b"error", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "next_run_at", b"next_run_at", "parent_key", b"parent_key", "result", b"result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_deadline_at", b"_deadline_at", "_ended_at", b"_ended_at", "_error", b"_error", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "cancel_reason", b"cancel_reason", "deadline_at", b"deadline_at", "ended_at", b"ended_at", "error", b"error", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "next_run_at", b"next_run_at", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "result", b"result", "trace_context", b"trace_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_deadline_at", b"_deadline_at", "_ended_at", b"_ended_at", "_error", b"_error", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_parent_key", b"_parent_key", "_result", b"_result", "args", b"args", "args_hash", b"args_hash", "cancel_reason", b"cancel_reason", "created_at", b"created_at", "deadline_at", b"deadline_at", "ended_at", b"ended_at", "error", b"error", "key", b"key", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "name", b"name", "next_run_at", b"next_run_at", "parent_key", b"parent_key", "result", b"result", "run_id", b"run_id", "status", b"status", "suspend_count", b"suspend_count", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_deadline_at", b"_deadline_at", "_ended_at", b"_ended_at", "_error", b"_error", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "cancel_reason", b"cancel_reason", "created_at", b"created_at", "deadline_at", b"deadline_at", "ended_at", b"ended_at", "error", b"error", "key", b"key", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "name", b"name", "next_run_at", b"next_run_at", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "result", b"result", "run_id", b"run_id", "status", b"status", "suspend_count", b"suspend_count", "trace_context", b"trace_context", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cancel_reason: _TypeAlias = _typing.Literal["cancel_reason"]  # noqa: Y015
     _WhichOneofArgType__cancel_reason: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason"]  # noqa: Y015
@@ -154,8 +162,12 @@ class WorkflowRecord(_message.Message):
     _WhichOneofArgType__next_run_at: _TypeAlias = _typing.Literal["_next_run_at", b"_next_run_at"]  # noqa: Y015
     _WhichOneofReturnType__parent_key: _TypeAlias = _typing.Literal["parent_key"]  # noqa: Y015
     _WhichOneofArgType__parent_key: _TypeAlias = _typing.Literal["_parent_key", b"_parent_key"]  # noqa: Y015
+    _WhichOneofReturnType__previous_owner: _TypeAlias = _typing.Literal["previous_owner"]  # noqa: Y015
+    _WhichOneofArgType__previous_owner: _TypeAlias = _typing.Literal["_previous_owner", b"_previous_owner"]  # noqa: Y015
     _WhichOneofReturnType__result: _TypeAlias = _typing.Literal["result"]  # noqa: Y015
     _WhichOneofArgType__result: _TypeAlias = _typing.Literal["_result", b"_result"]  # noqa: Y015
+    _WhichOneofReturnType__trace_context: _TypeAlias = _typing.Literal["trace_context"]  # noqa: Y015
+    _WhichOneofArgType__trace_context: _TypeAlias = _typing.Literal["_trace_context", b"_trace_context"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__cancel_reason) -> _WhichOneofReturnType__cancel_reason | None: ...
     @_typing.overload
@@ -175,7 +187,11 @@ class WorkflowRecord(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__parent_key) -> _WhichOneofReturnType__parent_key | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__previous_owner) -> _WhichOneofReturnType__previous_owner | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__result) -> _WhichOneofReturnType__result | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__trace_context) -> _WhichOneofReturnType__trace_context | None: ...
 
 Global___WorkflowRecord: _TypeAlias = WorkflowRecord  # noqa: Y015
 
@@ -315,6 +331,7 @@ class NewWorkflow(_message.Message):
     QUEUE_FIELD_NUMBER: _builtins.int
     KEY_SPACE_FIELD_NUMBER: _builtins.int
     TIMEOUT_FIELD_NUMBER: _builtins.int
+    TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     key: _builtins.str
     name: _builtins.str
@@ -325,6 +342,8 @@ class NewWorkflow(_message.Message):
     key_space: _builtins.str
     timeout: _builtins.float
     """seconds from creation to the deadline"""
+    trace_context: _builtins.str
+    """W3C trace context (JSON) of the code that starts it"""
     def __init__(
         self,
         *,
@@ -337,10 +356,11 @@ class NewWorkflow(_message.Message):
         queue: _builtins.str = ...,
         key_space: _builtins.str | None = ...,
         timeout: _builtins.float | None = ...,
+        trace_context: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_key_space", b"_key_space", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "key_space", b"key_space", "parent_key", b"parent_key", "timeout", b"timeout"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_key_space", b"_key_space", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "key_space", b"key_space", "parent_key", b"parent_key", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_key_space", b"_key_space", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "args", b"args", "args_hash", b"args_hash", "key", b"key", "key_space", b"key_space", "name", b"name", "parent_key", b"parent_key", "queue", b"queue", "run_id", b"run_id", "timeout", b"timeout"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_key_space", b"_key_space", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "key", b"key", "key_space", b"key_space", "name", b"name", "parent_key", b"parent_key", "queue", b"queue", "run_id", b"run_id", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__key_space: _TypeAlias = _typing.Literal["key_space"]  # noqa: Y015
     _WhichOneofArgType__key_space: _TypeAlias = _typing.Literal["_key_space", b"_key_space"]  # noqa: Y015
@@ -348,12 +368,16 @@ class NewWorkflow(_message.Message):
     _WhichOneofArgType__parent_key: _TypeAlias = _typing.Literal["_parent_key", b"_parent_key"]  # noqa: Y015
     _WhichOneofReturnType__timeout: _TypeAlias = _typing.Literal["timeout"]  # noqa: Y015
     _WhichOneofArgType__timeout: _TypeAlias = _typing.Literal["_timeout", b"_timeout"]  # noqa: Y015
+    _WhichOneofReturnType__trace_context: _TypeAlias = _typing.Literal["trace_context"]  # noqa: Y015
+    _WhichOneofArgType__trace_context: _TypeAlias = _typing.Literal["_trace_context", b"_trace_context"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__key_space) -> _WhichOneofReturnType__key_space | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__parent_key) -> _WhichOneofReturnType__parent_key | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__timeout) -> _WhichOneofReturnType__timeout | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__trace_context) -> _WhichOneofReturnType__trace_context | None: ...
 
 Global___NewWorkflow: _TypeAlias = NewWorkflow  # noqa: Y015
 
@@ -1790,6 +1814,7 @@ class StartWorkflowRequest(_message.Message):
     ARGS_FIELD_NUMBER: _builtins.int
     QUEUE_FIELD_NUMBER: _builtins.int
     TIMEOUT_FIELD_NUMBER: _builtins.int
+    TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """the registered workflow name"""
     key: _builtins.str
@@ -1800,6 +1825,10 @@ class StartWorkflowRequest(_message.Message):
     """task queue ("" = "default")"""
     timeout: _builtins.float
     """seconds until it is cancelled"""
+    trace_context: _builtins.str
+    """W3C trace context of the caller, as {"traceparent": "00-...", "tracestate": "..."} JSON:
+    the workflow's spans join the caller's trace.
+    """
     def __init__(
         self,
         *,
@@ -1808,14 +1837,20 @@ class StartWorkflowRequest(_message.Message):
         args: _builtins.str = ...,
         queue: _builtins.str = ...,
         timeout: _builtins.float | None = ...,
+        trace_context: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_timeout", b"_timeout", "timeout", b"timeout"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_timeout", b"_timeout", "_trace_context", b"_trace_context", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_timeout", b"_timeout", "args", b"args", "key", b"key", "name", b"name", "queue", b"queue", "timeout", b"timeout"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "key", b"key", "name", b"name", "queue", b"queue", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__timeout: _TypeAlias = _typing.Literal["timeout"]  # noqa: Y015
     _WhichOneofArgType__timeout: _TypeAlias = _typing.Literal["_timeout", b"_timeout"]  # noqa: Y015
+    _WhichOneofReturnType__trace_context: _TypeAlias = _typing.Literal["trace_context"]  # noqa: Y015
+    _WhichOneofArgType__trace_context: _TypeAlias = _typing.Literal["_trace_context", b"_trace_context"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__timeout) -> _WhichOneofReturnType__timeout | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__trace_context) -> _WhichOneofReturnType__trace_context | None: ...
 
 Global___StartWorkflowRequest: _TypeAlias = StartWorkflowRequest  # noqa: Y015
 

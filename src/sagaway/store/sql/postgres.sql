@@ -32,51 +32,51 @@ VALUES (%(version)s, %(name)s, %(applied_at)s)
 -- name: get_current
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at
+       cancel_reason, deadline_at, trace_context
 FROM workflows WHERE key = %(key)s AND is_current
 
 -- name: get_current_for_update
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at
+       cancel_reason, deadline_at, trace_context
 FROM workflows WHERE key = %(key)s AND is_current
 FOR UPDATE
 
 -- name: get_run
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at
+       cancel_reason, deadline_at, trace_context
 FROM workflows WHERE run_id = %(run_id)s
 
 -- name: insert_workflow
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space, deadline_at)
+                       next_run_at, queue, key_space, deadline_at, trace_context)
 VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s, %(parent_key)s,
         %(now)s, %(now)s, %(lease_token)s, %(lease_owner)s, %(lease_expires_at)s, %(now)s,
-        %(queue)s, %(key_space)s, %(deadline_at)s)
+        %(queue)s, %(key_space)s, %(deadline_at)s, %(trace_context)s)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at
+       cancel_reason, deadline_at, trace_context
 
 -- name: insert_workflows
 -- insert_workflow for many executions at once (group commit of starts): one JSON parameter.
 -- A key already taken (or taken twice in the batch) inserts nothing and returns no row.
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space, deadline_at)
+                       next_run_at, queue, key_space, deadline_at, trace_context)
 SELECT run_id, key, TRUE, name, args, args_hash, status, parent_key, now, now, lease_token,
-       lease_owner, lease_expires_at, now, queue, key_space, deadline_at
+       lease_owner, lease_expires_at, now, queue, key_space, deadline_at, trace_context
 FROM json_to_recordset(%(batch)s::json)
     AS i (run_id text, key text, name text, args text, args_hash text, status text,
           parent_key text, now double precision, lease_token text, lease_owner text,
           lease_expires_at double precision, queue text, key_space text,
-          deadline_at double precision)
+          deadline_at double precision, trace_context text)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at
+       cancel_reason, deadline_at, trace_context
 
 -- name: supersede
 UPDATE workflows
@@ -94,7 +94,7 @@ LIMIT 1
 -- name: list_workflows
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at
+       cancel_reason, deadline_at, trace_context
 FROM workflows WHERE is_current
 ORDER BY created_at DESC, run_id
 LIMIT %(limit)s
@@ -102,7 +102,7 @@ LIMIT %(limit)s
 -- name: list_workflows_by_status
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at
+       cancel_reason, deadline_at, trace_context
 FROM workflows WHERE is_current AND status = %(status)s
 ORDER BY created_at DESC, run_id
 LIMIT %(limit)s
@@ -125,7 +125,7 @@ ORDER BY run_id, started_at, call_id
 -- name: get_runs
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at
+       cancel_reason, deadline_at, trace_context
 FROM workflows WHERE run_id = ANY(%(run_ids)s::text[])
 
 -- name: record_steps_owned
@@ -303,8 +303,9 @@ RETURNING w.lease_token
 -- name: claim_due
 -- Many processes claim at once: SKIP LOCKED hands each one disjoint rows; a row changed by a
 -- claimer that committed meanwhile is re-checked against the WHERE clause before it is locked.
+-- previous_owner: the process whose expired lease is taken over (NULL for a run nobody held).
 WITH due AS (
-    SELECT run_id, next_run_at FROM workflows
+    SELECT run_id, next_run_at, lease_owner FROM workflows
     WHERE is_current AND (
            (status IN ('PENDING', 'RUNNING')
             AND (lease_expires_at IS NULL OR lease_expires_at <= %(now)s)
@@ -316,24 +317,24 @@ WITH due AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), numbered AS (
-    SELECT run_id, row_number() OVER (ORDER BY next_run_at, run_id) AS n FROM due
+    SELECT run_id, lease_owner, row_number() OVER (ORDER BY next_run_at, run_id) AS n FROM due
 )
 UPDATE workflows AS w
 SET status = 'RUNNING', lease_token = (%(tokens)s::text[])[numbered.n], lease_owner = %(owner)s,
     lease_expires_at = %(expires_at)s, updated_at = %(now)s, waiting_for = NULL
 FROM numbered
 WHERE w.run_id = numbered.run_id
-RETURNING numbered.n, w.lease_token,
+RETURNING numbered.n, w.lease_token, numbered.lease_owner AS previous_owner,
           w.run_id, w.key, w.name, w.args, w.args_hash, w.status, w.result, w.error,
           w.parent_key, w.created_at, w.updated_at, w.ended_at, w.lease_owner,
           w.lease_expires_at, w.next_run_at, w.suspend_count, w.key_space,
-          w.cancel_reason, w.deadline_at
+          w.cancel_reason, w.deadline_at, w.trace_context
 
 -- name: claimed_with
 -- After a retried claim: the executions an attempt whose acknowledgement was lost did take.
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at,
+       cancel_reason, deadline_at, trace_context,
        lease_token
 FROM workflows
 WHERE status = 'RUNNING' AND lease_token = ANY(%(tokens)s::text[])
@@ -402,7 +403,7 @@ WHERE is_current AND status = 'WAITING'
 -- name: signal_target
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at
+       cancel_reason, deadline_at, trace_context
 FROM workflows WHERE key = %(key)s AND is_current
 FOR NO KEY UPDATE
 
@@ -470,7 +471,7 @@ WHERE run_id = %(run_id)s AND status = 'WAITING' AND waiting_for = %(waiting_for
 -- name: get_current_shared
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at
+       cancel_reason, deadline_at, trace_context
 FROM workflows WHERE key = %(key)s AND is_current
 FOR SHARE
 
@@ -497,7 +498,7 @@ WHERE run_id = %(source_run_id)s AND status IN ('COMPLETED', 'FAILED', 'CANCELLE
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-          cancel_reason, deadline_at
+          cancel_reason, deadline_at, trace_context
 
 -- name: fork_steps
 INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at)
@@ -549,7 +550,7 @@ WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
 -- bounds are never NULL (the store passes infinities for "none"), so they stay sargable.
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at
+       cancel_reason, deadline_at, trace_context
 FROM workflows
 WHERE is_current
   AND created_at >= %(since)s AND created_at < %(until)s AND created_at <= %(after_at)s

@@ -15,19 +15,19 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (:version, :nam
 -- name: get_current
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at FROM workflows WHERE key = :key AND is_current = 1
+       cancel_reason, deadline_at, trace_context FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: get_run
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at FROM workflows WHERE run_id = :run_id
+       cancel_reason, deadline_at, trace_context FROM workflows WHERE run_id = :run_id
 
 -- name: insert_workflow
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space, deadline_at)
+                       next_run_at, queue, key_space, deadline_at, trace_context)
 VALUES (:run_id, :key, 1, :name, :args, :args_hash, :status, :parent_key, :now, :now,
-        :lease_token, :lease_owner, :lease_expires_at, :now, :queue, :key_space, :deadline_at)
+        :lease_token, :lease_owner, :lease_expires_at, :now, :queue, :key_space, :deadline_at, :trace_context)
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
 
 -- name: supersede
@@ -40,12 +40,12 @@ WHERE run_id = :run_id
 -- name: list_workflows
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at FROM workflows WHERE is_current = 1 ORDER BY created_at DESC, run_id LIMIT :limit
+       cancel_reason, deadline_at, trace_context FROM workflows WHERE is_current = 1 ORDER BY created_at DESC, run_id LIMIT :limit
 
 -- name: list_workflows_by_status
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at FROM workflows
+       cancel_reason, deadline_at, trace_context FROM workflows
 WHERE is_current = 1 AND status = :status ORDER BY created_at DESC, run_id LIMIT :limit
 
 -- name: load_steps
@@ -92,7 +92,7 @@ UPDATE workflows SET lease_expires_at = :expires_at
 WHERE lease_token = :token AND status = 'RUNNING'
 
 -- name: due_candidates
-SELECT run_id, lease_token FROM workflows
+SELECT run_id, lease_token, lease_owner FROM workflows
 WHERE is_current = 1 AND (
        (status IN ('PENDING', 'RUNNING')
         AND (lease_expires_at IS NULL OR lease_expires_at <= :now)
@@ -147,7 +147,7 @@ SELECT status, COUNT(*) FROM workflows WHERE is_current = 1 GROUP BY status
 -- name: signal_target
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at
+       cancel_reason, deadline_at, trace_context
 FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: insert_signal
@@ -256,7 +256,7 @@ WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
 -- bounds are never NULL (the store passes infinities for "none"), so they stay sargable.
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at
+       cancel_reason, deadline_at, trace_context
 FROM workflows
 WHERE is_current = 1
   AND created_at >= :since AND created_at < :until AND created_at <= :after_at

@@ -47,6 +47,11 @@ def leave(token: contextvars.Token[ActivityInfo | None]) -> None:
     _current.reset(token)
 
 
+def current() -> ActivityInfo | None:
+    """The activity being executed in this context, None outside one (never raises)."""
+    return _current.get()
+
+
 def activity_info() -> ActivityInfo:
     """Information about the activity being executed.
 

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 
+from sagaway import observe
 from sagaway._engine.engine import Engine
 from sagaway.store.base import StoreUnavailable
 from sagaway.store.records import StepRecord
@@ -67,12 +68,22 @@ class RecoveryWorker:
             except Exception:
                 logger.exception("reading the steps of claimed executions failed; retrying each")
         for record, lease in claimed:
-            logger.info(
-                "resuming workflow %s (%s)",
-                record.key,
-                record.status.value,
-                extra={"action": "recover", "workflow_id": record.key},
-            )
+            if record.previous_owner is not None:
+                if observe.observers:
+                    observe.took_over(record.name, record.key, record.previous_owner)
+                logger.info(
+                    "taking over workflow %s from %s (its lease expired)",
+                    record.key,
+                    record.previous_owner,
+                    extra={"action": "take_over", "workflow_id": record.key},
+                )
+            else:
+                logger.info(
+                    "resuming workflow %s (%s)",
+                    record.key,
+                    record.status.value,
+                    extra={"action": "recover", "workflow_id": record.key},
+                )
             worker.dispatch(
                 record, lease, steps=None if steps is None else steps.get(record.run_id, [])
             )

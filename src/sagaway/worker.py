@@ -21,7 +21,7 @@ import contextlib
 import dataclasses
 import logging
 
-from sagaway import errors
+from sagaway import errors, observe
 from sagaway._engine import context
 from sagaway._engine.engine import Engine
 from sagaway._engine.executor import Execution
@@ -370,6 +370,10 @@ class Worker:
                 if entry.execution is not None and entry.execution.finishing:
                     continue  # its end was written (or is): it is not lost, it is over
                 if entry.lease.token not in kept and entry.record.run_id in self._running:
+                    if entry.execution is not None:
+                        entry.execution.outcome = "lease_lost"
+                    if observe.observers:
+                        observe.lease_lost(entry.record.name, entry.record.key)
                     logger.warning(
                         "lease of workflow %s lost; stopping it here",
                         entry.record.key,

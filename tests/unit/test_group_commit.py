@@ -32,7 +32,7 @@ class Recorder:
 
 async def test_requests_made_while_a_batch_is_written_share_the_next() -> None:
     recorder = Recorder()
-    commits = GroupCommit(recorder.write, max_batch=3)
+    commits = GroupCommit(recorder.write, name="test", max_batch=3)
     recorder.gate.clear()
     first = asyncio.ensure_future(commits.submit("a"))
     await asyncio.sleep(0)  # the writer takes "a" alone and blocks on the gate
@@ -46,7 +46,7 @@ async def test_requests_made_while_a_batch_is_written_share_the_next() -> None:
 
 async def test_an_item_refused_alone_fails_alone() -> None:
     recorder = Recorder()
-    commits = GroupCommit(recorder.write, max_batch=10)
+    commits = GroupCommit(recorder.write, name="test", max_batch=10)
     results = await asyncio.gather(
         *(commits.submit(x) for x in ("a", "no-1", "b")), return_exceptions=True
     )
@@ -56,7 +56,7 @@ async def test_an_item_refused_alone_fails_alone() -> None:
 
 async def test_an_idle_request_is_written_at_once_by_its_own_task() -> None:
     recorder = Recorder()
-    commits = GroupCommit(recorder.write, max_batch=10)
+    commits = GroupCommit(recorder.write, name="test", max_batch=10)
     assert await commits.submit("a") == "A"
     assert commits._writer is None  # no writer task, no hop: written in the caller's task
     assert recorder.batches == [["a"]]
@@ -64,7 +64,7 @@ async def test_an_idle_request_is_written_at_once_by_its_own_task() -> None:
 
 async def test_a_batch_the_database_refuses_is_retried_item_by_item() -> None:
     recorder = Recorder()
-    commits = GroupCommit(recorder.write, max_batch=10)
+    commits = GroupCommit(recorder.write, name="test", max_batch=10)
     recorder.gate.clear()
     first = asyncio.ensure_future(commits.submit("a"))  # written at once, held at the gate
     await recorder.writing.wait()
@@ -80,7 +80,7 @@ async def test_a_batch_the_database_refuses_is_retried_item_by_item() -> None:
 
 async def test_equal_keys_never_share_a_batch_and_keep_their_order() -> None:
     recorder = Recorder()
-    commits = GroupCommit(recorder.write, max_batch=10, unique=lambda item: item[0])
+    commits = GroupCommit(recorder.write, name="test", max_batch=10, unique=lambda item: item[0])
     recorder.gate.clear()
     first = asyncio.ensure_future(commits.submit("x0"))  # written at once, held at the gate
     await recorder.writing.wait()
@@ -94,7 +94,7 @@ async def test_equal_keys_never_share_a_batch_and_keep_their_order() -> None:
 
 async def test_a_cancelled_caller_does_not_disturb_the_others() -> None:
     recorder = Recorder()
-    commits = GroupCommit(recorder.write, max_batch=10)
+    commits = GroupCommit(recorder.write, name="test", max_batch=10)
     recorder.gate.clear()
     gone = asyncio.ensure_future(commits.submit("a"))
     kept = asyncio.ensure_future(commits.submit("b"))
@@ -109,7 +109,7 @@ async def test_a_cancelled_caller_does_not_disturb_the_others() -> None:
 @pytest.mark.parametrize("writing", [False, True], ids=["before-it-starts", "while-writing"])
 async def test_a_stopped_writer_answers_every_waiting_request(writing: bool) -> None:
     recorder = Recorder()
-    commits = GroupCommit(recorder.write, max_batch=1)
+    commits = GroupCommit(recorder.write, name="test", max_batch=1)
     recorder.gate.clear()
     first = asyncio.ensure_future(commits.submit("a"))  # written alone, held at the gate
     await recorder.writing.wait()
@@ -141,7 +141,7 @@ async def test_a_stopped_writer_answers_every_waiting_request(writing: bool) -> 
 
 async def test_a_failed_write_alone_still_starts_the_writer_for_what_queued() -> None:
     recorder = Recorder()
-    commits = GroupCommit(recorder.write, max_batch=10)
+    commits = GroupCommit(recorder.write, name="test", max_batch=10)
     recorder.gate.clear()
     first = asyncio.ensure_future(commits.submit("bad-a"))
     await recorder.writing.wait()

@@ -11,11 +11,12 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import time
 from collections.abc import Awaitable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from sagaway import activity as activity_mod
-from sagaway import errors, retry
+from sagaway import errors, observe, retry
 from sagaway._engine import context, keys
 from sagaway._engine.execution import FINAL, ExecutionBase, engine_code
 from sagaway.states import ErrorKind, StepKind, StepStatus
@@ -38,6 +39,33 @@ class _Call:
     started_at: float
     local: int = 0
     """Attempts made by this run (the retry policy counts these)."""
+    span: observe.Span = observe.NO_SPAN
+    """The attempt being made, as telemetry sees it."""
+    began: float = 0.0
+    """When that attempt began (``time.perf_counter``)."""
+
+    def begin_attempt(self) -> None:
+        info = self.info
+        self.began = time.perf_counter()
+        self.span = observe.attempt(
+            self.defn.name,
+            info.workflow_key,
+            info.run_id,
+            info.call_id,
+            info.attempt,
+            compensation=info.is_compensation,
+        )
+
+    def end_attempt(self, outcome: str, error: BaseException | None = None) -> None:
+        """Report the attempt (only called with observers installed)."""
+        self.span.end(outcome, error)
+        self.span = observe.NO_SPAN
+        observe.attempt_ended(
+            self.defn.name,
+            outcome,
+            time.perf_counter() - self.began,
+            compensation=self.info.is_compensation,
+        )
 
 
 class ActivityCalls(ExecutionBase):
@@ -110,12 +138,21 @@ class ActivityCalls(ExecutionBase):
         while True:
             call.local += 1
             call.info = dataclasses.replace(call.info, attempt=call.info.attempt + 1)
+            observed = bool(observe.observers)
+            if observed:
+                call.begin_attempt()
             try:
                 value = await self._invoke(defn, args, kwargs, call.info, timeout)
                 result = defn.codec.encode_result(value, self.engine.payload_limit)
             except Exception as exc:
-                await self._attempt_failed(call, exc)  # raises, unless it is retried
+                await self._attempt_failed(call, exc, observed)  # raises, unless retried
                 continue
+            except BaseException as exc:
+                if observed:
+                    call.end_attempt("interrupted", exc)  # shutdown, lost lease
+                raise
+            if observed:
+                call.end_attempt("completed")
             step = self._step(
                 call.info.call_id,
                 call.kind,
@@ -158,10 +195,14 @@ class ActivityCalls(ExecutionBase):
             started_at=previous.started_at if previous else self.engine.clock.now(),
         )
 
-    async def _attempt_failed(self, call: _Call, exc: Exception) -> None:
+    async def _attempt_failed(self, call: _Call, exc: Exception, observed: bool) -> None:
         """Record a failed attempt; return after the backoff if it is retried, else raise."""
         engine, attempt = self.engine, call.info.attempt
         outcome = self._classify(exc, call.kind is StepKind.COMPENSATION)
+        retried = outcome is StepStatus.RETRYING and call.policy.allows(call.local + 1)
+        if observed:
+            failed = "failed" if outcome is StepStatus.FAILED else "error"
+            call.end_attempt("retrying" if retried else failed, exc)
         step = self._step(
             call.info.call_id,
             call.kind,
@@ -177,7 +218,7 @@ class ActivityCalls(ExecutionBase):
             context.note_completion(step.ended_at or 0.0)
             await self._record(step, defer=True)
             raise exc
-        if outcome is StepStatus.RETRYING and call.policy.allows(call.local + 1):
+        if retried:
             await self._record(step)
             with self._waiting_here():  # a backoff holds no worker slot
                 await self._backoff(call, call.policy.interval(call.local))

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any, Protocol
 
-from sagaway import errors, events, retry, serialization
+from sagaway import errors, events, observe, retry, serialization
 from sagaway._engine import forking, keys
 from sagaway._engine.options import EngineOptions, check_timeout
 from sagaway._engine.recent import RecentEnds
@@ -224,6 +224,7 @@ class Engine:
                 key, run_id, replacing=on_conflict is OnConflict.TERMINATE_EXISTING
             ),
             timeout=timeout,
+            trace_context=observe.trace_context(defn.name, key) if observe.observers else None,
         )
         runner = self.runner
         lease = self.new_lease() if runner is not None and runner.accepts(defn.task_queue) else None
@@ -238,6 +239,8 @@ class Engine:
             if result.replaced_run_id is not None:
                 self._ended_elsewhere(result.replaced_run_id, key, WorkflowStatus.TERMINATED)
             self.channel.publish(events.WorkflowStarted(record.run_id, key, defn.name))
+            if observe.observers:
+                observe.workflow_started(defn.name, key)
             if lease is not None and runner is not None:
                 runner.dispatch(record, lease, steps=[])
             return record, True
@@ -388,6 +391,8 @@ class Engine:
         )
         if changed:
             self._ended_elsewhere(record.run_id, key, status)
+            if observe.observers:
+                observe.workflow_ended(record.name, key, status.value)
         return changed
 
     async def request_cancel(self, key: str, reason: str) -> bool:

@@ -123,6 +123,8 @@ class ExecutionBase:
         self.recorded = {step.call_id: step for step in steps}
         self.doomed: BaseException | None = None
         """First incompletable failure; the run will be suspended with it."""
+        self.outcome = "stopped"
+        """How this run left (telemetry): ``completed``, ``suspended``, ``waiting``, ..."""
         self.cancel_requested = False
         """Stopped because it was ended by request (terminate) or elsewhere: no release."""
         self._init_cancellation(record, steps)

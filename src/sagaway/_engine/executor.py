@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import logging
 
-from sagaway import errors, events
+from sagaway import errors, events, observe
 from sagaway._engine import context
 from sagaway._engine.activities import ActivityCalls
 from sagaway._engine.execution import Unload, WorkerSlot
@@ -28,6 +28,20 @@ class Execution(ActivityCalls, WaitCalls):
 
     async def run(self) -> None:
         """Run the workflow function to its end, a suspension, or loss of ownership."""
+        record = self.record
+        span = (
+            observe.execution(record.name, record.key, record.run_id, record.trace_context)
+            if observe.observers
+            else observe.NO_SPAN
+        )
+        try:
+            await self._run()
+        except BaseException as exc:
+            span.end("stopped", exc)  # shut down, or the engine failed (recovery resumes it)
+            raise
+        span.end(self.outcome)
+
+    async def _run(self) -> None:
         engine = self.engine
         token = context.enter(self)
         try:
@@ -63,6 +77,9 @@ class Execution(ActivityCalls, WaitCalls):
                 return
             await self._finish(WorkflowStatus.COMPLETED, result, None)
         except (errors.LeaseLost, errors.Cancelled):
+            self.outcome = "lease_lost"
+            if observe.observers:
+                observe.lease_lost(self.record.name, self.key)
             logger.info(
                 "lost ownership of workflow %s; another worker continues it",
                 self.key,
@@ -107,6 +124,7 @@ class Execution(ActivityCalls, WaitCalls):
 
     def _unloaded(self) -> None:
         """WAITING was committed with the wait, the lease given up: the wait's end re-runs it."""
+        self.outcome = "waiting"
         self.engine.channel.publish(events.WorkflowWaiting(self.record.run_id, self.key))
 
     async def _finish(self, status: WorkflowStatus, result: str | None, error: str | None) -> None:
@@ -155,6 +173,9 @@ class Execution(ActivityCalls, WaitCalls):
         )
         engine.remember_end(ended)
         engine.channel.publish(events.WorkflowEnded(self.record.run_id, self.key, status, ended))
+        self.outcome = status.value.lower()
+        if observe.observers:
+            observe.workflow_ended(self.record.name, self.key, status.value)
 
     async def _suspend(self, exc: BaseException) -> None:
         engine = self.engine
@@ -178,6 +199,9 @@ class Execution(ActivityCalls, WaitCalls):
             extra={"action": "workflow_suspended", "workflow_id": self.key},
         )
         engine.channel.publish(events.WorkflowSuspended(self.record.run_id, self.key, error))
+        self.outcome = "suspended"
+        if observe.observers:
+            observe.workflow_suspended(self.record.name, self.key)
 
 
 def current_execution() -> Execution | None:

@@ -10,8 +10,11 @@ batched the same way.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
+
+from sagaway import observe
 
 Item = TypeVar("Item")
 Outcome = TypeVar("Outcome")
@@ -27,12 +30,15 @@ class GroupCommit(Generic[Item, Outcome]):
         self,
         write: WriteBatch[Item, Outcome],
         *,
+        name: str,
         max_batch: int,
         unique: Callable[[Item], Hashable] | None = None,
     ) -> None:
-        """``unique(item)``: items with equal keys never share a batch (a statement cannot
-        write one row twice); a repeat waits for the next batch, so order is kept."""
-        self._write = write
+        """``name``: the kind of request, as telemetry reports it. ``unique(item)``: items with
+        equal keys never share a batch (a statement cannot write one row twice); a repeat waits
+        for the next batch, so order is kept."""
+        self._name = name
+        self._write_batch = write
         self._max = max_batch
         self._unique = unique
         self._queue: list[tuple[Item, asyncio.Future[Outcome]]] = []
@@ -106,6 +112,15 @@ class GroupCommit(Generic[Item, Outcome]):
                     outcomes = [await self._write_alone(item) for item, _ in batch]
             self._inflight = []
             self._deliver(batch, outcomes)
+
+    async def _write(self, items: list[Item]) -> list[Outcome | BaseException]:
+        if not observe.observers:
+            return await self._write_batch(items)
+        began = time.perf_counter()
+        try:
+            return await self._write_batch(items)
+        finally:
+            observe.batch_written(self._name, len(items), time.perf_counter() - began)
 
     def _writer_done(self, task: asyncio.Task[None]) -> None:
         # The writer was stopped (cancelled, event loop closing) or broke: nobody would answer

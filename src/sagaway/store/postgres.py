@@ -113,19 +113,25 @@ class PostgresStore:
         # workflows share statements.
         self._step_commits: GroupCommit[tuple[StepRecord, str], None] = GroupCommit(
             lambda batch: _pg_batches.write_steps(self._run, batch),
+            name="record_steps",
             max_batch=_STEP_BATCH,
             unique=lambda item: _pg_batches.step_key(item[0]),
         )
         self._create_commits: GroupCommit[dict[str, Any], WorkflowRecord | None] = GroupCommit(
-            lambda batch: _pg_batches.insert_workflows(self._run, batch), max_batch=_CREATE_BATCH
+            lambda batch: _pg_batches.insert_workflows(self._run, batch),
+            name="create_workflows",
+            max_batch=_CREATE_BATCH,
         )
         self._finish_commits: GroupCommit[dict[str, Any], None] = GroupCommit(
             lambda batch: _pg_batches.finish_many(self._run, batch),
+            name="finish_workflows",
             max_batch=_FINISH_BATCH,
             unique=lambda item: item["run_id"],
         )
         self._run_reads: GroupCommit[str, WorkflowRecord | None] = GroupCommit(
-            lambda run_ids: _pg_batches.get_runs(self._run, run_ids), max_batch=_READ_BATCH
+            lambda run_ids: _pg_batches.get_runs(self._run, run_ids),
+            name="read_runs",
+            max_batch=_READ_BATCH,
         )
         self.channel = ("sagaway_" + schema)[:63]
         """The LISTEN/NOTIFY channel of this schema (see migration 0003)."""

@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sagaway import errors
+from sagaway import errors, observe
 from sagaway.states import WorkflowStatus
 from sagaway.store import _fork, _inspect, _params, _purge, _rows
 from sagaway.store import migrations as _migrations
@@ -220,6 +220,7 @@ class SQLiteStore:
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
         outcomes: list[tuple[Any, BaseException | None]] = []
+        began = time.perf_counter()
         try:
             conn.execute("BEGIN IMMEDIATE")
             for job in batch:
@@ -240,6 +241,8 @@ class SQLiteStore:
             failure = errors.SagawayError(f"SQLite transaction failed on {self._path}: {db_error}")
             failure.__cause__ = db_error
             outcomes = [(None, failure)] * len(batch)
+        if observe.observers:
+            observe.batch_written("transaction", len(batch), time.perf_counter() - began)
         for job, (value, error) in zip(batch, outcomes, strict=True):
             job.loop.call_soon_threadsafe(_deliver, job.future, value, error)
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,49 @@ async def test_release_lets_another_worker_take_over_at_once(
         finally:
             second.send_signal(signal.SIGTERM)
             second.communicate(timeout=60)
+
+
+@pytest.mark.slow
+async def test_metrics_port_serves_the_workers_counts_and_json_logs(
+    app: tuple[dict[str, str], object], tmp_path: Path
+) -> None:
+    env, worker_app = app
+    manager = worker_app.manager  # type: ignore[attr-defined]
+    proc = _worker(
+        env, "--metrics-port", "0", "--metrics-refresh", "0.1", "--log-format", "json", "-v"
+    )
+    try:
+        assert proc.stderr is not None
+        line = await asyncio.to_thread(proc.stderr.readline)
+        assert "metrics on http://127.0.0.1:" in line, line
+        url = line.split("metrics on ", 1)[1].strip()
+        async with manager.connect():
+            for key in ("m1", "m2"):
+                (tmp_path / f"open-{key}").touch()
+                handle = await manager.workflow("gated_flow", key).execute(idempotency_key=key)
+                assert await handle.result(timeout=30) == f"done by {proc.pid}"
+        text = ""
+        for _ in range(300):  # the status gauge is read once the worker's Manager is open
+            text = await asyncio.to_thread(_get, url)
+            if 'sagaway_workflows{status="COMPLETED"} 2.0' in text:
+                break
+            await asyncio.sleep(0.05)
+        # Started by the client process, run and ended by the worker.
+        assert 'sagaway_workflows_ended_total{status="COMPLETED",workflow="gated_flow"} 2.0' in text
+        assert (
+            'sagaway_activity_attempts_total{activity="gated",kind="activity",outcome="completed"}'
+            " 2.0" in text
+        )
+        assert 'sagaway_workflows{status="COMPLETED"} 2.0' in text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    # -v logs each workflow the worker takes from the database, as JSON lines with its key.
+    records = [json.loads(x) for x in err.splitlines() if x.startswith("{")]
+    assert any(r.get("workflow_key") == "m1" for r in records), err
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return str(response.read().decode())

@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import sagaway as sw
+from sagaway import telemetry
 from sagaway.cli import _delivery, _format
 from sagaway.cli import _support as support
 from sagaway.cli._support import EXIT_CODES_HELP, Exit, mask_url, run, url_option
@@ -361,6 +362,33 @@ def _wait(manager: sw.Manager, key: str) -> None:
     help="Comma-separated task queues whose workflows to run (default: all), e.g. billing,default.",
 )
 @click.option("--queues", hidden=True, help="Old name of --task-queues.")
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=0, max=65535),
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port; "
+    "needs sagaway[metrics]).",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the metrics endpoint binds (0.0.0.0: every interface; it has no "
+    "authentication, and shows workflow and activity names only).",
+)
+@click.option(
+    "--metrics-refresh",
+    type=click.FloatRange(min=0.1),
+    default=15.0,
+    show_default=True,
+    help="Seconds between two counts of the workflows by status (the sagaway_workflows gauge).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one JSON object per line, with workflow_key, run_id and step.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log every recovery and state change.")
 def worker(
     url: str | None,
@@ -369,6 +397,10 @@ def worker(
     concurrency: int | None,
     task_queues: str | None,
     queues: str | None,
+    metrics_port: int | None,
+    metrics_host: str,
+    metrics_refresh: float,
+    log_format: str,
     verbose: bool,
 ) -> None:
     """Run the workers of an application's Manager until SIGTERM/SIGINT.
@@ -377,9 +409,8 @@ def worker(
     then releases the rest so other workers take them over at once. A second signal skips the
     wait.
     """
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    telemetry.configure_logging(
+        logging.INFO if verbose else logging.WARNING, json_lines=log_format == "json"
     )
     manager = support.load_manager(target)
     if url is not None:
@@ -394,7 +425,22 @@ def worker(
     if task_queues is not None:
         manager.task_queues = _task_queues(task_queues, manager.registry.task_queues())
     run(support.check_reachable(manager.url), manager.url)
-    _serve(manager, target, drain)
+    if metrics_port is not None:
+        _serve_metrics(metrics_port, metrics_host)
+    _serve(manager, target, drain, metrics=metrics_refresh if metrics_port is not None else None)
+
+
+def _serve_metrics(port: int, host: str) -> None:
+    try:
+        from sagaway.telemetry import metrics
+    except ImportError as exc:
+        support.fail(str(exc), Exit.USAGE)
+    try:
+        bound = metrics.serve_metrics(port, host)
+    except OSError as exc:
+        support.fail(f"cannot serve metrics on {host}:{port}: {exc}", Exit.USAGE)
+    shown = f"[{host}]" if ":" in host else host
+    err_console.print(f"sagaway worker: metrics on http://{shown}:{bound}/metrics")
 
 
 def _task_queues(value: str, known: set[str]) -> frozenset[str]:
@@ -416,7 +462,9 @@ def _task_queues(value: str, known: set[str]) -> frozenset[str]:
     return names
 
 
-def _serve(manager: sw.Manager, target: str, drain: float) -> None:
+def _serve(manager: sw.Manager, target: str, drain: float, *, metrics: float | None = None) -> None:
+    """``metrics``: refresh the status gauge this often (None: metrics are off)."""
+
     async def go() -> None:
         stop, force = asyncio.Event(), asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -437,7 +485,17 @@ def _serve(manager: sw.Manager, target: str, drain: float) -> None:
             f"({len(manager.registry.names())} functions registered)",
             soft_wrap=True,
         )
-        await manager.serve(stop, drain_timeout=drain, force=force)
+        poller = None
+        if metrics is not None:
+            from sagaway.telemetry.metrics import StatusPoller
+
+            poller = StatusPoller(manager, metrics)
+            poller.start()
+        try:
+            await manager.serve(stop, drain_timeout=drain, force=force)
+        finally:
+            if poller is not None:
+                await poller.stop()
         console.print("sagaway worker: stopped")
 
     run(go(), manager.url)

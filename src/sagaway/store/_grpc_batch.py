@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from sagaway import observe
 from sagaway.v1 import engine_pb2 as pb
 
 _METHODS = pb.DESCRIPTOR.services_by_name["Engine"].methods_by_name
@@ -82,6 +84,7 @@ class Batcher:
             task.add_done_callback(self._tasks.discard)
 
     async def _send(self, batch: list[_Pending]) -> None:
+        began = time.perf_counter()
         try:
             if len(batch) == 1:
                 first = batch[0]
@@ -97,6 +100,8 @@ class Batcher:
         finally:
             self._in_flight -= 1
             self._send_next()
+            if observe.observers:
+                observe.batch_written("server_calls", len(batch), time.perf_counter() - began)
         for item, outcome in zip(batch, outcomes, strict=True):
             if item.future.done():
                 continue

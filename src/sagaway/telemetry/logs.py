@@ -70,6 +70,23 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
+class TextFormatter(logging.Formatter):
+    """``time LEVEL logger: message``, then ``[workflow KEY step N]`` when there is one."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        key = getattr(record, "workflow_key", None)
+        if key is None:
+            return text
+        step = getattr(record, "step", None)
+        where = f"workflow {key}" if step is None else f"workflow {key} step {step}"
+        head, sep, tail = text.partition("\n")  # after the message, before a traceback
+        return f"{head} [{where}]{sep}{tail}"
+
+
 def configure_logging(
     level: int | str = logging.INFO, *, json_lines: bool = True, stream: IO[str] | None = None
 ) -> logging.Handler:
@@ -77,12 +94,7 @@ def configure_logging(
     workflow key; returns the handler added to the root logger."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.addFilter(ContextFilter())
-    if json_lines:
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(workflow_key)s]: %(message)s")
-        )
+    handler.setFormatter(JsonFormatter() if json_lines else TextFormatter())
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(level)

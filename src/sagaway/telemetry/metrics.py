@@ -234,7 +234,12 @@ class StatusPoller:
                 await task
 
     async def _loop(self) -> None:
+        from sagaway.manager import ManagerState
+
         while True:
+            if self.manager.state is ManagerState.CLOSED:
+                await asyncio.sleep(0.1)  # started with the Manager: wait until it is open
+                continue
             try:
                 await refresh_statuses(self.manager)
             except Exception as exc:  # the database is away: keep the last values

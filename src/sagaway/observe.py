@@ -13,7 +13,11 @@ between, and the code that runs inside (an activity, the workflow function) sees
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+logger = logging.getLogger(__name__)
 
 
 class Span:
@@ -77,7 +81,8 @@ class Observer:
 
 
 class _Spans(Span):
-    """The spans of several observers, ended together (in reverse order of beginning)."""
+    """The spans of the observers, ended together (in reverse order of beginning); an
+    observer's failure is logged, never raised into the workflow."""
 
     __slots__ = ("_spans",)
 
@@ -86,7 +91,24 @@ class _Spans(Span):
 
     def end(self, outcome: str, error: BaseException | None = None) -> None:
         for span in reversed(self._spans):
-            span.end(outcome, error)
+            try:
+                span.end(outcome, error)
+            except Exception:
+                _failed(span)
+
+
+def _failed(what: object) -> None:
+    logger.warning("telemetry observer %r failed; the workflow goes on", what, exc_info=True)
+
+
+def _each(report: Callable[[Observer], Any]) -> None:
+    """``report`` to every observer; one that fails is logged and skipped: telemetry must never
+    change what a workflow does."""
+    for observer in observers:
+        try:
+            report(observer)
+        except Exception:
+            _failed(observer)
 
 
 observers: tuple[Observer, ...] = ()
@@ -106,64 +128,65 @@ def uninstall(observer: Observer) -> None:
 
 
 def workflow_started(name: str, key: str) -> None:
-    for observer in observers:
-        observer.workflow_started(name, key)
+    _each(lambda o: o.workflow_started(name, key))
 
 
 def workflow_ended(name: str, key: str, status: str) -> None:
-    for observer in observers:
-        observer.workflow_ended(name, key, status)
+    _each(lambda o: o.workflow_ended(name, key, status))
 
 
 def workflow_suspended(name: str, key: str) -> None:
-    for observer in observers:
-        observer.workflow_suspended(name, key)
+    _each(lambda o: o.workflow_suspended(name, key))
 
 
 def took_over(name: str, key: str, previous_owner: str) -> None:
-    for observer in observers:
-        observer.took_over(name, key, previous_owner)
+    _each(lambda o: o.took_over(name, key, previous_owner))
 
 
 def lease_lost(name: str, key: str) -> None:
-    for observer in observers:
-        observer.lease_lost(name, key)
+    _each(lambda o: o.lease_lost(name, key))
 
 
 def attempt_ended(name: str, outcome: str, seconds: float, *, compensation: bool) -> None:
-    for observer in observers:
-        observer.attempt_ended(name, outcome, seconds, compensation=compensation)
+    _each(lambda o: o.attempt_ended(name, outcome, seconds, compensation=compensation))
 
 
 def batch_written(operation: str, size: int, seconds: float) -> None:
-    for observer in observers:
-        observer.batch_written(operation, size, seconds)
+    _each(lambda o: o.batch_written(operation, size, seconds))
 
 
 def trace_context(name: str, key: str) -> str | None:
     for observer in observers:
-        found = observer.trace_context(name, key)
+        try:
+            found = observer.trace_context(name, key)
+        except Exception:
+            _failed(observer)
+            continue
         if found is not None:
             return found
     return None
 
 
 def execution(name: str, key: str, run_id: str, trace_context: str | None) -> Span:
-    spans = [o.execution(name, key, run_id, trace_context) for o in observers]
-    return _one(spans)
+    return _begin(lambda o: o.execution(name, key, run_id, trace_context))
 
 
 def attempt(
     name: str, key: str, run_id: str, call_id: str, attempt: int, *, compensation: bool
 ) -> Span:
-    spans = [
-        o.attempt(name, key, run_id, call_id, attempt, compensation=compensation) for o in observers
-    ]
-    return _one(spans)
+    return _begin(
+        lambda o: o.attempt(name, key, run_id, call_id, attempt, compensation=compensation)
+    )
 
 
-def _one(spans: list[Span]) -> Span:
-    real = [s for s in spans if s is not NO_SPAN]
-    if not real:
-        return NO_SPAN
-    return real[0] if len(real) == 1 else _Spans(real)
+def _begin(begin: Callable[[Observer], Span]) -> Span:
+    spans = []
+    for observer in observers:
+        try:
+            span = begin(observer)
+        except Exception:
+            _failed(observer)
+            continue
+        if span is not NO_SPAN:
+            spans.append(span)
+    return _Spans(spans) if spans else NO_SPAN

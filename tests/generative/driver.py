@@ -92,6 +92,8 @@ class Driver:
         """top-level key -> its current run id."""
         self.frozen: tuple[Process, int] | None = None
         self.jumps = 0
+        self.settled = False
+        """Whether the last settle reached the expected end (the runner's final one)."""
         self.delayed = 0
         """Clock jumps that went past the next deadline (delayed wake-ups)."""
         self.idle_violations: dict[str, str] = {}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from tests.generative import invariants
+from sagaway import observe
+from tests.generative import invariants, telemetry_check
 from tests.generative.driver import FINAL_BUDGET, FIRST_BUDGET, Driver
 from tests.generative.program import Scenario
 from tests.generative.settings import GenSettings
@@ -26,6 +27,29 @@ class Report:
 
 async def run_scenario(scenario: Scenario, settings: GenSettings, url: str) -> Report:
     driver = Driver(scenario, settings, url)
+    checker = telemetry_check.CheckingObserver() if settings.telemetry else None
+    if checker is not None:
+        observe.install(checker)
+    try:
+        problems = await _run(driver, scenario, checker)
+    finally:
+        if checker is not None:
+            observe.uninstall(checker)
+    return Report(
+        problems=problems,
+        faults=driver.injector.injected + Counter(delayed_wakeup=driver.delayed),
+        runs=len(driver.world.runs),
+        processes=driver.processes_opened,
+        store_calls=driver.injector.calls,
+        jumps=driver.jumps,
+        settled=driver.settled,
+        fault_log=driver.injector.log,
+    )
+
+
+async def _run(
+    driver: Driver, scenario: Scenario, checker: telemetry_check.CheckingObserver | None
+) -> list[str]:
     async with driver.running():
         for top in scenario.workflows:
             await driver.start(top)
@@ -54,17 +78,10 @@ async def run_scenario(scenario: Scenario, settings: GenSettings, url: str) -> R
                 )
                 if children:
                     await driver.end(children[0].key, cancel=True)
-        settled = await driver.settle(driver.all_as_expected, FINAL_BUDGET)
+        driver.settled = await driver.settle(driver.all_as_expected, FINAL_BUDGET)
         problems = await invariants.check(driver)
+        if checker is not None:
+            problems += checker.check(driver, await driver.statuses())
         seen = len(driver.problems)
     problems += driver.problems[seen:]  # found while closing the processes
-    return Report(
-        problems=problems,
-        faults=driver.injector.injected + Counter(delayed_wakeup=driver.delayed),
-        runs=len(driver.world.runs),
-        processes=driver.processes_opened,
-        store_calls=driver.injector.calls,
-        jumps=driver.jumps,
-        settled=settled,
-        fault_log=driver.injector.log,
-    )
+    return problems

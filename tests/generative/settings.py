@@ -81,6 +81,9 @@ class GenSettings:
     cancel_compensates: bool = True
     """Check that a cancelled workflow ran the compensations of every step it completed
     (cancellation is cooperative and compensates)."""
+    telemetry: bool = True
+    """An observer receives the engine's telemetry (spans, attempt and end reports) and its
+    reports are checked against what happened (``telemetry_check.py``)."""
 
     # ------------------------------------------------------------------ faults
     crash: bool = True

@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import sagaway as sw
+from sagaway import observe
 from sagaway.store import open_store
 from sagaway.store.records import Lease, NewWorkflow
 from sagaway.telemetry import metrics
@@ -220,3 +221,45 @@ def test_enabling_twice_keeps_one_registry(registry: CollectorRegistry) -> None:
     assert metrics.metrics_registry() is registry
     with pytest.raises(ValueError, match="another registry"):
         metrics.enable_metrics(CollectorRegistry())
+
+
+class _Broken(observe.Observer):
+    """Fails at every report and every span."""
+
+    def workflow_started(self, name: str, key: str) -> None:
+        raise RuntimeError("broken observer")
+
+    def workflow_ended(self, name: str, key: str, status: str) -> None:
+        raise RuntimeError("broken observer")
+
+    def trace_context(self, name: str, key: str) -> str | None:
+        raise RuntimeError("broken observer")
+
+    def attempt(self, *args: Any, **kwargs: Any) -> observe.Span:
+        return _BrokenSpan()
+
+    def execution(self, *args: Any, **kwargs: Any) -> observe.Span:
+        raise RuntimeError("broken observer")
+
+
+class _BrokenSpan(observe.Span):
+    def end(self, outcome: str, error: BaseException | None = None) -> None:
+        raise RuntimeError("broken span")
+
+
+async def test_a_failing_observer_changes_nothing_a_workflow_does(
+    db_url: str, registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = _Broken()
+    observe.install(broken)
+    try:
+        manager = sw.Manager(db_url, poll_interval=0.05)
+        order = build(manager, set())
+        async with manager:
+            assert await manager.workflow(order, 1).execute_get(idempotency_key="b1") == "c1"
+    finally:
+        observe.uninstall(broken)
+    found = samples(registry)  # the other observer still got every report
+    ended = "sagaway_workflows_ended_total"
+    assert value(found, ended, workflow="build.order", status="COMPLETED") == 1
+    assert "telemetry observer" in caplog.text

@@ -345,12 +345,14 @@ async def test_token_and_read_only(env: Env) -> None:
     [
         "sqlite:///{tmp}/missing/sagaway.db",
         pytest.param("postgresql://postgres@127.0.0.1:1/none", id="postgres-down"),
+        pytest.param("grpc://127.0.0.1:1", id="server-down"),
     ],
 )
 def test_an_unreachable_database_gives_a_503_page_and_the_console_keeps_running(
     url: str, tmp_path: Path
 ) -> None:
-    pytest.importorskip("psycopg") if url.startswith("postgres") else None
+    if url.startswith("postgres"):
+        pytest.importorskip("psycopg")
     with console(url.format(tmp=tmp_path)) as ui:
         for _ in range(2):  # and again: it stays up, trying each request
             page = ui.client.get("/")

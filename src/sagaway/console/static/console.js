@@ -6,7 +6,7 @@
   function setStale(stale) {
     var state = document.getElementById("live-state");
     if (!state) return;
-    state.textContent = stale ? "connection lost, retrying" : "live";
+    state.textContent = stale ? " · connection lost, retrying" : " · live";
     state.className = stale ? "live-state stale" : "live-state";
   }
 
@@ -19,7 +19,11 @@
     var interval = parseInt(region.getAttribute("data-interval"), 10) || 2000;
     var last = null;
     function tick() {
-      if (ended(region)) return; // an ended workflow does not change any more
+      if (ended(region)) {
+        var state = document.getElementById("live-state");
+        if (state) state.textContent = ""; // an ended workflow does not change any more
+        return;
+      }
       fetch(url, { credentials: "same-origin", cache: "no-store" })
         .then(function (response) {
           if (response.status === 401) {
@@ -48,5 +52,7 @@
     window.setTimeout(tick, interval);
   }
 
-  document.querySelectorAll("[data-poll]").forEach(poll);
+  var regions = document.querySelectorAll("[data-poll]");
+  if (regions.length > 0) setStale(false);
+  regions.forEach(poll);
 })();

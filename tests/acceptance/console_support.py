@@ -122,7 +122,8 @@ class Child:
 @contextmanager
 def ui_process(url: str, log: Path, *options: str) -> Iterator[str]:
     """``sagaway ui --db url`` on a free port; yields its base URL (``http://HOST:PORT``)."""
-    child = Child(["ui", "--db", url, "--listen", "127.0.0.1:0", *options], log)
+    args = ["ui", "--db", url, "--listen", "127.0.0.1:0", "--refresh", "0.3", *options]
+    child = Child(args, log)
     try:
         line = child.first_line()
         assert line.startswith("listening on http://"), (line, log.read_text(encoding="utf-8"))

@@ -99,16 +99,36 @@ async def _create(url: str) -> None:
 
 
 def _text(driver: Any) -> str:
-    return str(driver.find_element("tag name", "body").text)
+    return str(driver.execute_script("return document.body.innerText"))
 
 
-def _wait_text(driver: Any, css: str, text: str) -> None:
+def _waiter(driver: Any) -> Any:
+    """A wait that looks again when the page's live refresh replaced an element meanwhile."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    def shown(d: Any) -> bool:
-        return any(text in e.text for e in d.find_elements("css selector", css))
+    stale = (StaleElementReferenceException, NoSuchElementException)
+    return WebDriverWait(driver, WAIT, poll_frequency=0.1, ignored_exceptions=stale)
 
-    WebDriverWait(driver, WAIT, poll_frequency=0.1).until(shown, f"{css!r} never showed {text!r}")
+
+def _wait_text(driver: Any, css: str, text: str) -> str:
+    """Wait until an element matching ``css`` shows ``text``; that element's text."""
+
+    def shown(d: Any) -> str | None:
+        found = [str(e.text) for e in d.find_elements("css selector", css)]
+        return next((t for t in found if text in t), None)
+
+    return str(_waiter(driver).until(shown, f"{css!r} never showed {text!r}"))
+
+
+def _click(driver: Any, by: str, value: str) -> None:
+    """Click the element (found again if a live refresh replaced it before the click)."""
+
+    def clicked(d: Any) -> bool:
+        d.find_element(by, value).click()
+        return True
+
+    _waiter(driver).until(clicked, f"cannot click {value!r}")
 
 
 def test_counts_last_error_and_retry_to_completion(site: Site, browser: Any) -> None:
@@ -120,22 +140,22 @@ def test_counts_last_error_and_retry_to_completion(site: Site, browser: Any) -> 
     site.wait_for("b-ship-1", S.SUSPENDED)
 
     browser.get(site.base + "/")
-    counts = {
-        e.get_attribute("data-status"): int(e.text)
-        for e in browser.find_elements("css selector", "[data-status]")
-    }
+    pairs = browser.execute_script(  # in one go: the live refresh may replace them between reads
+        "return Array.from(document.querySelectorAll('[data-status]'))"
+        ".map(e => [e.dataset.status, e.textContent])"
+    )
+    counts = {status: int(n) for status, n in pairs}
     assert counts["COMPLETED"] >= 2 and counts["SUSPENDED"] == 1
     assert counts["total"] == sum(v for k, v in counts.items() if k != "total")
 
-    browser.find_element("link text", "b-ship-1").click()
-    error = browser.find_element("id", "last-error").text
-    assert "courier offline: no route for crate" in error
-    assert browser.find_element("id", "status").text == "SUSPENDED"
+    _click(browser, "link text", "b-ship-1")
+    _wait_text(browser, "#last-error", "courier offline: no route for crate")
+    _wait_text(browser, "#status", "SUSPENDED")
 
     site.flag.touch()  # the cause is fixed
-    browser.find_element("id", "action-retry").click()
-    browser.find_element("id", "confirm").click()
-    assert "b-ship-1: will be retried" in _text(browser)
+    _click(browser, "id", "action-retry")
+    _click(browser, "id", "confirm")
+    _wait_text(browser, ".flash", "b-ship-1: will be retried")
     _wait_text(browser, "#status", "COMPLETED")  # the page follows by itself (polling)
     _wait_text(browser, "#result", "crate delivered")
 
@@ -145,11 +165,10 @@ def test_cancel_shows_the_compensation(site: Site, browser: Any) -> None:
     site.wait_for("b-hold-1", S.WAITING)
     browser.get(site.page("b-hold-1"))
     assert "waiting for signal:approval" in _text(browser)
-    browser.find_element("id", "action-cancel").click()
-    browser.find_element("id", "confirm").click()
+    _click(browser, "id", "action-cancel")
+    _click(browser, "id", "confirm")
     _wait_text(browser, "#status", "CANCELLED")
-    _wait_text(browser, ".tl-comp", "unbook")
-    compensation = browser.find_element("css selector", ".tl-comp").text
+    compensation = _wait_text(browser, ".tl-comp", "unbook")
     assert "↩" in compensation and "compensation" in compensation
     assert browser.find_elements("id", "action-cancel") == []
 
@@ -199,9 +218,10 @@ def test_beyond_loopback_nothing_is_served_without_the_token(site: Site, browser
         browser.get(f"{local}/workflows/b-secret-1")
         assert "/login" in browser.current_url and "b-secret-1" not in _text(browser)
         browser.find_element("name", "token").send_keys("wrong")
-        browser.find_element("id", "login").click()
-        assert "wrong token" in _text(browser) and "b-secret-1" not in _text(browser)
+        _click(browser, "id", "login")
+        _wait_text(browser, ".flash", "wrong token")
+        assert "b-secret-1" not in _text(browser)
         browser.find_element("name", "token").send_keys("t0ken-for-the-browser-test")
-        browser.find_element("id", "login").click()
+        _click(browser, "id", "login")
         _wait_text(browser, "#status", "COMPLETED")
         assert browser.current_url == f"{local}/workflows/b-secret-1"

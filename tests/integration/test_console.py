@@ -30,7 +30,7 @@ from starlette.testclient import TestClient
 from sagaway.console import ConsoleConfig, create_app
 from tests.integration import console_app
 
-BASE = "http://testserver"
+BASE = "http://127.0.0.1:8080"
 CSRF = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
 
 
@@ -288,6 +288,12 @@ async def test_refuses_forged_posts_escapes_payloads_and_404s(env: Env) -> None:
         in (await env.ui.get(f"/workflows/{quote(key)}")).text
     )
 
+    # DNS rebinding: a page of another name pointed at 127.0.0.1 gets nothing without a token.
+    rebound = await env.ui.get("/", headers={"Host": "evil.example:8080"})
+    assert rebound.status_code == 421 and "order" not in rebound.text
+    for host in ("localhost:8080", "[::1]:8080", "127.0.0.2"):
+        assert (await env.ui.get("/", headers={"Host": host})).status_code == 200
+
     missing = await env.ui.get("/workflows/no-such-key")
     assert missing.status_code == 404 and "No such workflow" in missing.text
     assert (await env.ui.get("/actions/retry/no-such-key")).status_code == 404
@@ -312,6 +318,8 @@ async def test_token_and_read_only(env: Env) -> None:
         assert wrong.status_code in (303, 401) and "hold-5" not in wrong.text
         bearer = await guarded.get("/", headers={"Authorization": "Bearer s3cret-token"})
         assert bearer.status_code == 200 and "hold-5" in bearer.text
+        named = {"Authorization": "Bearer s3cret-token", "Host": "console.example:8080"}
+        assert (await guarded.get("/", headers=named)).status_code == 200  # any name, with it
 
         token = await guarded.csrf("/login")
         form = {"csrf": token, "token": "guess", "next": "/workflows/hold-5"}

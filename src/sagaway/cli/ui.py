@@ -43,9 +43,22 @@ def _token(token_file: Path | None) -> str | None:
     "needed to listen beyond this machine.",
 )
 @click.option("--read-only", is_flag=True, help="No actions: show workflows only.")
+@click.option(
+    "--refresh",
+    type=click.FloatRange(min=0.1),
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How often open pages refresh their live part.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log every request.")
 def ui(
-    url: str | None, listen: str, token_file: Path | None, read_only: bool, verbose: bool
+    url: str | None,
+    listen: str,
+    token_file: Path | None,
+    read_only: bool,
+    refresh: float,
+    verbose: bool,
 ) -> None:
     """Serve the web console: workflows with live counts, each workflow's steps on a time
     axis, and the operator actions (retry, cancel, terminate, signal).
@@ -78,7 +91,9 @@ def ui(
         sock = _bind(host, port)
     except OSError as exc:
         fail(f"cannot listen on {listen}: {exc.strerror or exc}", Exit.USAGE)
-    app = create_app(ConsoleConfig(url=url, token=token, read_only=read_only))
+    app = create_app(
+        ConsoleConfig(url=url, token=token, read_only=read_only, poll_interval=refresh)
+    )
     config = uvicorn.Config(
         app,
         log_level="info" if verbose else "warning",

@@ -5,6 +5,8 @@
   HttpOnly, SameSite=Strict). Compared in constant time.
 - CSRF: an action is a POST whose form carries the per-browser random token of the
   ``sagaway_csrf`` cookie, and whose Origin (else Referer) names this host.
+- Host: without a token, only requests addressed to a loopback name are answered (421
+  otherwise), against DNS rebinding.
 - Headers: a Content-Security-Policy allowing this origin only (no inline script or style, no
   framing), ``X-Content-Type-Options: nosniff``, ``Referrer-Policy: same-origin``.
 """
@@ -23,7 +25,7 @@ from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoin
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-from sagaway.console.config import ConsoleConfig
+from sagaway.console.config import ConsoleConfig, is_loopback
 
 SESSION_COOKIE = "sagaway_session"
 CSRF_COOKIE = "sagaway_csrf"
@@ -86,8 +88,14 @@ class Guard(BaseHTTPMiddleware):
         token = self.config.token
         request.state.authenticated = token is not None and authorized(request, token)
         public = any(request.url.path.startswith(p) for p in PUBLIC_PATHS)
-        if token is not None and not public and not request.state.authenticated:
-            response: Response = _refuse(request)
+        if token is None and not _loopback_host(request):
+            response: Response = PlainTextResponse(
+                "421 Misdirected Request: without a token this console answers requests "
+                "addressed to localhost, 127.0.0.1 or [::1] only",
+                status_code=421,
+            )
+        elif token is not None and not public and not request.state.authenticated:
+            response = _refuse(request)
         else:
             response = await call_next(request)
         for name, value in HEADERS.items():
@@ -110,6 +118,14 @@ def _refuse(request: Request) -> Response:
         status_code=401,
         headers={"WWW-Authenticate": "Bearer"},
     )
+
+
+def _loopback_host(request: Request) -> bool:
+    """Whether the request was addressed to a loopback name. Without a token the console
+    serves only these: a web page whose own name an attacker points at 127.0.0.1 (DNS
+    rebinding) would otherwise read it and pass the same-origin checks."""
+    host = urllib.parse.urlsplit(f"//{request.headers.get('host', '')}").hostname or ""
+    return is_loopback(host)
 
 
 def _same_host(request: Request) -> bool:

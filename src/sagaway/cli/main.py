@@ -32,6 +32,7 @@ from sagaway.cli.listing import list_cmd
 from sagaway.cli.purge import purge
 from sagaway.cli.server import server as server_command
 from sagaway.cli.show import show
+from sagaway.cli.ui import ui as ui_command
 from sagaway.store import resolve_url
 
 console = Console()
@@ -576,6 +577,7 @@ cli.add_command(purge)
 cli.add_command(list_cmd)
 cli.add_command(show)
 cli.add_command(server_command)
+cli.add_command(ui_command)
 demo.add_command(lab_command)
 
 

@@ -1,0 +1,140 @@
+"""``sagaway ui``: the web console (an ASGI app run by uvicorn)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from pathlib import Path
+
+import click
+
+from sagaway.cli._support import Exit, fail, mask_url, url_option
+from sagaway.store import open_store, resolve_url
+
+TOKEN_ENV = "SAGAWAY_UI_TOKEN"
+
+
+def _token(token_file: Path | None) -> str | None:
+    if token_file is not None:
+        try:
+            token = token_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            fail(f"cannot read the token file {str(token_file)!r}: {exc.strerror}", Exit.USAGE)
+        if not token:
+            fail(f"the token file {str(token_file)!r} is empty", Exit.USAGE)
+        return token
+    return os.environ.get(TOKEN_ENV, "").strip() or None
+
+
+@click.command()
+@url_option
+@click.option(
+    "--listen",
+    default="127.0.0.1:8080",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Address to serve on (port 0: any free port; the ready line says which).",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help=f"File holding the token every request must carry (else ${TOKEN_ENV}); "
+    "needed to listen beyond this machine.",
+)
+@click.option("--read-only", is_flag=True, help="No actions: show workflows only.")
+@click.option(
+    "--refresh",
+    type=click.FloatRange(min=0.1),
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How often open pages refresh their live part.",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log every request.")
+def ui(
+    url: str | None,
+    listen: str,
+    token_file: Path | None,
+    read_only: bool,
+    refresh: float,
+    verbose: bool,
+) -> None:
+    """Serve the web console: workflows with live counts, each workflow's steps on a time
+    axis, and the operator actions (retry, cancel, terminate, signal).
+
+    Prints `listening on http://HOST:PORT` when ready; SIGTERM or Ctrl-C stops it. Listening
+    on anything but the loopback address needs a token (--token-file or $SAGAWAY_UI_TOKEN):
+    browsers then log in once with it, scripts send `Authorization: Bearer TOKEN`.
+    """
+    try:
+        import uvicorn
+
+        from sagaway.console import ConsoleConfig, create_app
+        from sagaway.console.config import is_loopback, parse_listen
+    except ImportError as exc:
+        fail(f"{exc}: pip install 'sagaway[ui]'", Exit.USAGE)
+    url = resolve_url(url)
+    try:
+        host, port = parse_listen(listen)
+        open_store(url, create=False)  # a malformed URL fails here, not on the first page
+    except (ValueError, ImportError) as exc:
+        fail(str(exc), Exit.USAGE, url)
+    token = _token(token_file)
+    if token is None and not is_loopback(host):
+        fail(
+            f"refusing to serve on {listen} without a token: anyone who reaches it could act on "
+            f"workflows. Give --token-file (or ${TOKEN_ENV}), or listen on 127.0.0.1",
+            Exit.USAGE,
+        )
+    try:
+        sock = _bind(host, port)
+    except OSError as exc:
+        fail(f"cannot listen on {listen}: {exc.strerror or exc}", Exit.USAGE)
+    app = create_app(
+        ConsoleConfig(url=url, token=token, read_only=read_only, poll_interval=refresh)
+    )
+    config = uvicorn.Config(
+        app,
+        log_level="info" if verbose else "warning",
+        access_log=verbose,
+        lifespan="on",
+    )
+    listening = f"listening on http://{_shown(sock)}"
+    serving = f"sagaway ui: {mask_url(url)}"
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if not self.should_exit:  # it did start: say so, as `sagaway server` does
+                click.echo(listening)
+                click.echo(serving, err=True)
+
+    async def go() -> None:
+        await Server(config).serve(sockets=[sock])
+
+    asyncio.run(go())
+
+
+def _shown(sock: socket.socket) -> str:
+    """``HOST:PORT`` of a bound socket (``[::1]:PORT`` for IPv6)."""
+    host, port = sock.getsockname()[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``:``port`` (port 0: a free one, read back for the ready
+    line)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if host.lower() == "localhost":
+        host = "127.0.0.1"
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock

@@ -1,0 +1,90 @@
+"""The console's ASGI app: routes, the security middleware, and the error pages."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+import sagaway as sw
+from sagaway.console.backend import UNAVAILABLE, Backend
+from sagaway.console.config import ConsoleConfig
+from sagaway.console.rendering import render
+from sagaway.console.security import Guard
+from sagaway.console.views import actions, auth, listing, workflow
+
+STATIC = Path(__file__).parent / "static"
+
+
+def create_app(config: ConsoleConfig) -> Starlette:
+    """The console for ``config``; it opens its Manager on the first request."""
+    backend = Backend(config.url)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await backend.close()
+
+    routes = [
+        Route("/", listing.list_page),
+        Route("/fragments/list", listing.list_fragment),
+        Route("/workflows/{key:path}", workflow.workflow_page),
+        Route("/fragments/workflow/{key:path}", workflow.workflow_fragment),
+        Route("/actions/{action}/{key:path}", actions.confirm_page, methods=["GET"]),
+        Route("/actions/{action}/{key:path}", actions.perform, methods=["POST"]),
+        Route("/login", auth.login_page, methods=["GET"]),
+        Route("/login", auth.login, methods=["POST"]),
+        Route("/logout", auth.logout, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    handlers = {
+        HTTPException: _http_error,
+        sw.WorkflowNotFound: _not_found,
+        **dict.fromkeys(UNAVAILABLE, _unavailable),
+    }
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(Guard, config=config)],
+        exception_handlers=handlers,
+        lifespan=lifespan,
+    )
+    app.state.config = config
+    app.state.backend = backend
+    return app
+
+
+def _error_page(request: Request, status: int, title: str, detail: str) -> Response:
+    return render(
+        request, "error.html", {"status": status, "title": title, "detail": detail}, status
+    )
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    titles = {403: "Forbidden", 404: "Not found", 405: "Method not allowed"}
+    return _error_page(request, exc.status_code, titles.get(exc.status_code, "Error"), exc.detail)
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return _error_page(request, 404, "No such workflow", str(exc))
+
+
+async def _unavailable(request: Request, exc: Exception) -> Response:
+    detail = f"{type(exc).__name__}: {exc}".replace(request.app.state.config.url, "the database")
+    return _error_page(
+        request,
+        503,
+        "Database unavailable",
+        f"The console cannot reach its database now ({detail}). It keeps running and tries "
+        "again on the next request.",
+    )

@@ -1,0 +1,101 @@
+"""The workflow list's filters, read from and written back to a query string."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+import time
+import urllib.parse
+from collections.abc import Mapping, Sequence
+
+import sagaway as sw
+
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class FilterError(ValueError):
+    """A filter the operator typed cannot be read; the message says how to write it."""
+
+
+def parse_when(value: str, field: str, now: float | None = None) -> float:
+    """Epoch seconds of an ISO 8601 date or date-time (UTC unless it has an offset) or of a
+    duration ago (``90s``, ``15m``, ``2h``, ``3d``, ``1w``)."""
+    now = time.time() if now is None else now
+    relative = _RELATIVE.match(value)
+    if relative:
+        return now - float(relative.group(1)) * _UNIT[relative.group(2)]
+    try:
+        parsed = datetime.datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise FilterError(
+            f"{field}: {value!r} is neither an ISO 8601 date/time in UTC (2026-12-01, "
+            "2026-12-01T10:30) nor a duration ago (90s, 15m, 2h, 3d, 1w)"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.UTC)
+    return parsed.timestamp()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ListFilters:
+    statuses: tuple[sw.WorkflowStatus, ...] = ()
+    name: str = ""
+    key_prefix: str = ""
+    since: str = ""
+    until: str = ""
+    after: str = ""
+    limit: int = PAGE_SIZE
+
+    @classmethod
+    def from_query(cls, query: Mapping[str, str], statuses: Sequence[str]) -> ListFilters:
+        """From the list page's query string (``status`` may repeat); FilterError if bad."""
+        known = {s.value for s in sw.WorkflowStatus}
+        wanted = [s.strip().upper() for s in statuses if s.strip()]
+        unknown = [s for s in wanted if s not in known]
+        if unknown:
+            raise FilterError(f"unknown status {', '.join(unknown)}")
+        try:
+            limit = int(query.get("limit") or PAGE_SIZE)
+        except ValueError:
+            raise FilterError("limit must be a whole number") from None
+        return cls(
+            statuses=tuple(sw.WorkflowStatus(s) for s in dict.fromkeys(wanted)),
+            name=query.get("name", "").strip(),
+            key_prefix=query.get("key_prefix", ""),
+            since=query.get("since", "").strip(),
+            until=query.get("until", "").strip(),
+            after=query.get("after", "").strip(),
+            limit=min(max(limit, 1), MAX_PAGE_SIZE),
+        )
+
+    def bounds(self, now: float | None = None) -> tuple[float | None, float | None]:
+        since = parse_when(self.since, "created since", now) if self.since else None
+        until = parse_when(self.until, "created until", now) if self.until else None
+        return since, until
+
+    def query(self, **changes: object) -> str:
+        """The query string of these filters with ``changes`` (e.g. ``after=cursor``)."""
+        data = dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+        pairs: list[tuple[str, str]] = [("status", s.value) for s in data.statuses]
+        pairs += [
+            (name, str(value))
+            for name, value in (
+                ("name", data.name),
+                ("key_prefix", data.key_prefix),
+                ("since", data.since),
+                ("until", data.until),
+                ("after", data.after),
+            )
+            if value
+        ]
+        if data.limit != PAGE_SIZE:
+            pairs.append(("limit", str(data.limit)))
+        return urllib.parse.urlencode(pairs)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.statuses or self.name or self.key_prefix or self.since or self.until)

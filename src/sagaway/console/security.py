@@ -1,0 +1,150 @@
+"""Who may use the console, and which requests may change something.
+
+- Token: when the console has one, every request needs it, as ``Authorization: Bearer TOKEN``
+  or as the session cookie the login page sets (an HMAC of the token, never the token itself;
+  HttpOnly, SameSite=Strict). Compared in constant time.
+- CSRF: an action is a POST whose form carries the per-browser random token of the
+  ``sagaway_csrf`` cookie, and whose Origin (else Referer) names this host.
+- Host: without a token, only requests addressed to a loopback name are answered (421
+  otherwise), against DNS rebinding.
+- Headers: a Content-Security-Policy allowing this origin only (no inline script or style, no
+  framing), ``X-Content-Type-Options: nosniff``, ``Referrer-Policy: same-origin``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import urllib.parse
+
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+
+from sagaway.console.config import ConsoleConfig, is_loopback
+
+SESSION_COOKIE = "sagaway_session"
+CSRF_COOKIE = "sagaway_csrf"
+CSRF_FIELD = "csrf"
+PUBLIC_PATHS = ("/login", "/static/")
+"""Served without the token: the login page and its stylesheet (no workflow data)."""
+
+HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; base-uri 'none'; object-src 'none'; "
+        "frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+_CSRF_SHAPE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def session_value(token: str) -> str:
+    """What the session cookie holds for ``token``: proof of it, not the token."""
+    return hmac.new(token.encode(), b"sagaway-console-session", hashlib.sha256).hexdigest()
+
+
+def same(a: str, b: str) -> bool:
+    """Constant-time equality of two strings."""
+    return hmac.compare_digest(a.encode(), b.encode())
+
+
+def authorized(request: Request, token: str) -> bool:
+    """Whether ``request`` carries ``token`` (bearer header) or its session cookie."""
+    header = request.headers.get("authorization", "")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() == "bearer" and same(given.strip(), token):
+        return True
+    cookie = request.cookies.get(SESSION_COOKIE, "")
+    return bool(cookie) and same(cookie, session_value(token))
+
+
+def safe_next(target: str | None) -> str:
+    """A local path to go back to after logging in (never another site)."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+class Guard(BaseHTTPMiddleware):
+    """The token check, the CSRF cookie and the security headers of every response."""
+
+    def __init__(self, app: object, config: ConsoleConfig) -> None:
+        super().__init__(app)  # type: ignore[arg-type]
+        self.config = config
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        csrf = request.cookies.get(CSRF_COOKIE, "")
+        fresh = not _CSRF_SHAPE.match(csrf)
+        request.state.csrf = secrets.token_hex(32) if fresh else csrf
+        token = self.config.token
+        request.state.authenticated = token is not None and authorized(request, token)
+        public = any(request.url.path.startswith(p) for p in PUBLIC_PATHS)
+        if token is None and not _loopback_host(request):
+            response: Response = PlainTextResponse(
+                "421 Misdirected Request: without a token this console answers requests "
+                "addressed to localhost, 127.0.0.1 or [::1] only",
+                status_code=421,
+            )
+        elif token is not None and not public and not request.state.authenticated:
+            response = _refuse(request)
+        else:
+            response = await call_next(request)
+        for name, value in HEADERS.items():
+            response.headers.setdefault(name, value)
+        if fresh:
+            response.set_cookie(CSRF_COOKIE, request.state.csrf, httponly=True, samesite="strict")
+        return response
+
+
+def _refuse(request: Request) -> Response:
+    """No token: a browser asking for a page goes to the login page; anything else gets 401."""
+    page = request.method == "GET" and "text/html" in request.headers.get("accept", "")
+    if page and not request.url.path.startswith("/fragments/"):
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        query = urllib.parse.urlencode({"next": target})
+        return RedirectResponse(f"/login?{query}", status_code=303)
+    return PlainTextResponse(
+        "401 Unauthorized: this console needs its token "
+        "(Authorization: Bearer TOKEN, or log in at /login)",
+        status_code=401,
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+def _loopback_host(request: Request) -> bool:
+    """Whether the request was addressed to a loopback name. Without a token the console
+    serves only these: a web page whose own name an attacker points at 127.0.0.1 (DNS
+    rebinding) would otherwise read it and pass the same-origin checks."""
+    host = urllib.parse.urlsplit(f"//{request.headers.get('host', '')}").hostname or ""
+    return is_loopback(host)
+
+
+def _same_host(request: Request) -> bool:
+    """Whether the POST comes from a page of this console: its Origin (else its Referer)
+    names the host the request was sent to."""
+    host = request.headers.get("host", "")
+    source = request.headers.get("origin") or request.headers.get("referer") or ""
+    if not host or not source or source == "null":
+        return False
+    return urllib.parse.urlsplit(source).netloc == host
+
+
+async def checked_form(request: Request) -> FormData:
+    """The form of an action POST, after the CSRF checks (403 when one fails)."""
+    if not _same_host(request):
+        raise HTTPException(403, "refused: the request does not come from this console's pages")
+    form = await request.form()
+    given = form.get(CSRF_FIELD)
+    cookie = request.cookies.get(CSRF_COOKIE, "")
+    if not isinstance(given, str) or not cookie or not same(given, cookie):
+        raise HTTPException(403, "refused: the form's CSRF token is missing or does not match")
+    return form

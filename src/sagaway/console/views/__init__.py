@@ -1,0 +1,1 @@
+"""The console's request handlers, one module per page family."""

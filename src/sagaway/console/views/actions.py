@@ -1,0 +1,128 @@
+"""Operator actions: retry, cancel, terminate, signal.
+
+Each has a confirmation page (GET, works without JavaScript) whose form POSTs the action; the
+POST is CSRF-checked, done through the Manager, and answered with a redirect to the workflow's
+page, where a flash message says what happened (POST-redirect-GET).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+import sagaway as sw
+from sagaway.console.backend import UNAVAILABLE
+from sagaway.console.rendering import flash, render
+from sagaway.console.security import checked_form
+from sagaway.console.views._common import manager_of, workflow_path
+
+ACTIONS = {
+    "retry": "Retry now",
+    "cancel": "Cancel (compensate)",
+    "terminate": "Terminate",
+    "signal": "Send signal",
+}
+DEFAULT_REASON = {
+    "cancel": "cancelled from the web console",
+    "terminate": "terminated from the web console",
+}
+
+
+def _allowed(request: Request) -> str:
+    """The action named by the URL; 403 on a read-only console, 404 for no such action."""
+    if request.app.state.config.read_only:
+        raise HTTPException(403, "this console is read-only (started with --read-only)")
+    action = str(request.path_params["action"])
+    if action not in ACTIONS:
+        raise HTTPException(404, f"no action {action!r}")
+    return action
+
+
+async def confirm_page(request: Request) -> Response:
+    action = _allowed(request)
+    return await _confirm(request, action, {})
+
+
+async def _confirm(
+    request: Request, action: str, form: dict[str, str], error: str | None = None
+) -> Response:
+    key = request.path_params["key"]
+    d = await (await manager_of(request)).get_workflow(key).describe()
+    context: dict[str, Any] = {
+        "d": d,
+        "action": action,
+        "label": ACTIONS[action],
+        "form": {"reason": DEFAULT_REASON.get(action, ""), "payload": "null", **form},
+        "error": error,
+    }
+    return render(request, "confirm.html", context, 400 if error else 200)
+
+
+async def perform(request: Request) -> Response:
+    action = _allowed(request)
+    form = await checked_form(request)
+    key = request.path_params["key"]
+    manager = await manager_of(request)
+    back = RedirectResponse(workflow_path(key), status_code=303)
+    if action == "signal":
+        return await _signal(request, manager, key, form, back)
+    reason = _text(form, "reason") or DEFAULT_REASON.get(action, "")
+    if action == "retry":
+        changed = await manager.retry(key)
+        done, refused = (
+            "will be retried by the next worker scan",
+            "is {}, not SUSPENDED: nothing to retry",
+        )
+    elif action == "cancel":
+        changed = await manager.cancel(key, reason)
+        done, refused = (
+            "cancel requested: it compensates and ends CANCELLED",
+            "had already ended ({})",
+        )
+    else:
+        changed = await manager.terminate(key, reason)
+        done, refused = f"TERMINATED ({reason})", "had already ended ({})"
+    if changed:
+        flash(back, "ok", f"{key}: {done}")
+    else:
+        status = await manager.get_workflow(key).status()
+        flash(back, "error", f"{key} {refused.format(status.value)}")
+    return back
+
+
+async def _signal(
+    request: Request, manager: sw.Manager, key: str, form: FormData, back: Response
+) -> Response:
+    name, payload, dedupe_id = (_text(form, f) for f in ("name", "payload", "dedupe_id"))
+    entered = {"name": name, "payload": payload, "dedupe_id": dedupe_id}
+    if not name.strip():
+        return await _confirm(request, "signal", entered, "give the signal's name")
+    try:
+        data = json.loads(payload or "null")
+    except json.JSONDecodeError as exc:
+        error = f'the payload is not JSON ({exc}); nothing was sent. E.g. {{"ok": true}}'
+        return await _confirm(request, "signal", entered, error)
+    try:
+        stored = await manager.signal(name).send(key, data, dedupe_id=dedupe_id or None)
+    except sw.WorkflowNotFound:
+        raise
+    except UNAVAILABLE:
+        raise
+    except (sw.SagawayError, ValueError) as exc:
+        flash(back, "error", f"{key}: signal {name!r} not sent: {exc}")
+        return back
+    if stored:
+        flash(back, "ok", f"{key}: signal {name!r} sent (its payload is checked when received)")
+    else:
+        flash(back, "ok", f"{key}: signal {name!r} with dedupe id {dedupe_id!r} was already sent")
+    return back
+
+
+def _text(form: FormData, field: str) -> str:
+    value = form.get(field)
+    return value if isinstance(value, str) else ""

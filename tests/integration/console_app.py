@@ -1,0 +1,63 @@
+"""An application for the web console tests: workflows that complete, suspend until a flag
+file exists, wait for a typed signal after a compensable step, and start a child."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import sagaway as sw
+
+
+@dataclasses.dataclass
+class Approval:
+    ok: bool
+    by: str
+
+
+def build(url: str | None, flag: Path) -> sw.Manager:
+    """The Manager; ``deliver`` fails (the workflow suspends) until ``flag`` exists."""
+    m = sw.Manager(url, poll_interval=0.05, recovery_interval=3600.0)
+
+    @m.register_activity(name="book")
+    def book(item: str) -> str:
+        return f"booking of {item}"
+
+    @m.register_activity(name="unbook")
+    def unbook(booking: str) -> None:
+        pass
+
+    @m.register_activity(name="deliver", retry=sw.RetryPolicy(maximum_attempts=1))
+    def deliver(item: str) -> str:
+        if not flag.exists():
+            raise RuntimeError(f"courier offline: no route for {item}")
+        return f"{item} delivered"
+
+    @m.register_workflow(name="simple")
+    async def simple(item: str) -> str:
+        return await book(item)
+
+    @m.register_workflow(name="flaky")
+    async def flaky(item: str) -> str:
+        await book(item)
+        return await deliver(item)
+
+    @m.register_workflow(name="held")
+    async def held(item: str) -> str:
+        async with sw.Saga() as saga:
+            booking = await book(item)
+            saga.add_compensation(unbook, booking)
+            decision = await m.signal("approval").receive(Approval)
+            return f"approved by {decision.by}"
+
+    @m.register_workflow(name="family")
+    async def family(item: str) -> str:
+        return str(await m.workflow(simple, item).execute_get())
+
+    return m
+
+
+manager = build(None, Path(os.environ.get("CONSOLE_APP_FLAG", "courier-back")))
+"""For ``sagaway worker tests.integration.console_app:manager`` (the browser tests): its flag
+file is ``$CONSOLE_APP_FLAG``."""

@@ -348,6 +348,30 @@ async def test_token_and_read_only(env: Env) -> None:
     assert (await env.manager.get_workflow("hold-5").status()) is S.WAITING
 
 
+async def test_metrics_show_the_database_counts_and_need_the_token(env: Env) -> None:
+    from sagaway.telemetry import metrics
+
+    for i in range(3):
+        await env.start("simple", f"m-{i}")
+    await env.start("flaky", "m-broken")
+    for i in range(3):
+        await env.wait_for(f"m-{i}", S.COMPLETED)
+    await env.wait_for("m-broken", S.SUSPENDED)
+    try:
+        scrape = await env.ui.get("/metrics")
+        assert scrape.status_code == 200
+        assert scrape.headers["content-type"].startswith("text/plain")
+        assert 'sagaway_workflows{status="COMPLETED"} 3.0' in scrape.text
+        assert 'sagaway_workflows{status="SUSPENDED"} 1.0' in scrape.text
+        assert 'sagaway_workflows{status="WAITING"} 0.0' in scrape.text
+        with console(env.url, token="s3cret-token") as guarded:
+            assert (await guarded.get("/metrics")).status_code == 401
+            bearer = {"Authorization": "Bearer s3cret-token"}
+            assert (await guarded.get("/metrics", headers=bearer)).status_code == 200
+    finally:
+        metrics.disable_metrics()
+
+
 @pytest.mark.parametrize(
     "url",
     [

@@ -19,7 +19,7 @@ from sagaway.console.backend import UNAVAILABLE, Backend
 from sagaway.console.config import ConsoleConfig
 from sagaway.console.rendering import render
 from sagaway.console.security import Guard
-from sagaway.console.views import actions, auth, listing, workflow
+from sagaway.console.views import actions, auth, listing, metrics, workflow
 
 STATIC = Path(__file__).parent / "static"
 
@@ -45,6 +45,7 @@ def create_app(config: ConsoleConfig) -> Starlette:
         Route("/login", auth.login_page, methods=["GET"]),
         Route("/login", auth.login, methods=["POST"]),
         Route("/logout", auth.logout, methods=["POST"]),
+        Route("/metrics", metrics.metrics_page),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     handlers = {

@@ -1,10 +1,10 @@
 """Runs one scenario: processes (Managers on one database), the client's actions, the faults.
 
 Time is a FakeClock. The driver lets the system run until nothing can happen before the clock
-moves (no store call in flight, no synchronous activity running), then jumps the clock to the
-next deadline (plus an overshoot when the plan delays wake-ups), until every run stands where
-the model says or the time budget is spent. Restarts, crashes and stalls requested by the
-faulty store are carried out between jumps.
+moves (no store call in flight, no synchronous activity handed to a thread pool and not done),
+then jumps the clock to the next deadline (plus an overshoot when the plan delays wake-ups),
+until every run stands where the model says or the time budget is spent. Restarts, crashes and
+stalls requested by the faulty store are carried out between jumps.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from sagaway.store import Store, open_store
 from sagaway.testing import FakeClock, time_skipping_manager
 from tests.generative import model
 from tests.generative.faults import FaultyStore, Injector
+from tests.generative.handover import recording_handovers
 from tests.generative.program import Act, Child, Program, Scenario, TopLevel, to_json, walk
 from tests.generative.settings import GenSettings
 from tests.generative.world import InjectedDbError, Process, ProcessDead, World, install
@@ -118,7 +119,10 @@ class Driver:
         engine_log = logging.getLogger("sagaway")
         level = engine_log.level
         engine_log.setLevel(logging.CRITICAL)
-        with mock.patch.object(sagaway.manager, "open_store", self._open_store):
+        with (
+            mock.patch.object(sagaway.manager, "open_store", self._open_store),
+            recording_handovers(self.world),
+        ):
             self.observer = open_store(self.url)
             await self.observer.open()
             try:

@@ -121,7 +121,9 @@ def _compensations(
         undone_first: dict[str, int] = {}
         for e in done:
             if e.compensation:
-                undone_first.setdefault(e.label, e.seq)
+                # The record is in the order attempts began in their threads; seq is the order
+                # they were handed over (see handover).
+                undone_first[e.label] = min(e.seq, undone_first.get(e.label, e.seq))
         completed_last: dict[str, float] = {}
         for e in done:
             if not e.compensation:

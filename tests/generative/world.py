@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-from typing import TYPE_CHECKING, Any
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sagaway as sw
 from tests.generative.program import (
@@ -29,6 +31,8 @@ from tests.generative.program import (
 if TYPE_CHECKING:
     from sagaway.testing import FakeClock
 
+T = TypeVar("T")
+
 
 class ProcessDead(Exception):
     """The simulated process has crashed: nothing it does reaches the database or the world."""
@@ -45,6 +49,7 @@ class ActivityFailure(Exception):
 @dataclasses.dataclass
 class Execution:
     seq: int
+    """When it began: for a sync attempt, when the engine handed it to its thread pool."""
     process: int
     run_id: str
     call_id: str
@@ -79,6 +84,10 @@ class World:
         self.executing: dict[str, int] = {}
         """Activities running now, by run id."""
         self.sync_running = 0
+        """Sync activity attempts handed to a thread pool and not done (see ``handover``)."""
+        self._sync_lock = threading.Lock()
+        self._handed = threading.local()
+        """In a pool thread: the ``seq`` at which the attempt it runs was handed over."""
         self.interpreting: dict[tuple[int, str], int] = {}
         """(process number, program label) -> workflow functions running it there now."""
         self.chosen_keys: set[str] = set()
@@ -99,6 +108,26 @@ class World:
     def busy(self) -> bool:
         return self.sync_running > 0
 
+    # ------------------------------------------------------------------ sync hand-overs
+
+    def handed_over(self) -> int:
+        """An engine handed a sync attempt to its thread pool: it runs from now on."""
+        with self._sync_lock:
+            self.sync_running += 1
+        return self.tick()
+
+    def handover_done(self) -> None:
+        with self._sync_lock:
+            self.sync_running -= 1
+
+    def run_handed(self, seq: int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run a handed-over attempt in its pool thread; ``begin`` records it at ``seq``."""
+        self._handed.seq = seq
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self._handed.seq = None
+
     # ------------------------------------------------------------------ activities
 
     def begin(self, process: Process, label: str) -> Execution:
@@ -107,8 +136,10 @@ class World:
         info = sw.activity_info()
         slot = (info.run_id, label, info.is_compensation)
         attempt = self.attempts[slot] = self.attempts.get(slot, 0) + 1
+        # A sync attempt began when it was handed to the pool, not when its thread started.
+        handed: int | None = getattr(self._handed, "seq", None)
         execution = Execution(
-            self.tick(),
+            self.tick() if handed is None else handed,
             process.number,
             info.run_id,
             info.call_id,
@@ -208,18 +239,15 @@ def install(manager: sw.Manager, world: World, process: Process) -> None:
 
     @manager.register_activity(name="act_sync", retry=RETRY)
     def act_sync(label: str) -> str:
-        world.sync_running += 1
+        # Counted as running, and begun, from its hand-over to the pool (``handover``).
+        execution = world.begin(process, label)
         try:
-            execution = world.begin(process, label)
-            try:
-                value = world.behave(execution)
-            except BaseException:
-                world.end(process, execution, "error")
-                raise
-            world.end(process, execution, "ok")
-            return value
-        finally:
-            world.sync_running -= 1
+            value = world.behave(execution)
+        except BaseException:
+            world.end(process, execution, "error")
+            raise
+        world.end(process, execution, "ok")
+        return value
 
     @manager.register_workflow(name="interp")
     async def interp(program: dict[str, Any], own_key: str | None = None) -> list[Any]:

@@ -1,0 +1,103 @@
+"""The generative test's own bookkeeping: what it records must be what the engine did.
+
+A sync activity attempt is decided when the engine hands it to its thread pool; the thread may
+start it much later on a loaded machine. The World must count it as running from the hand-over
+(or the driver jumps the clock and lets another process take the run over meanwhile) and record
+it as begun then (or an attempt the engine decided while it held the lease is reported as run
+after another process committed the step).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import sagaway as sw
+from sagaway._engine.threads import DaemonThreadPool
+from sagaway.testing import FakeClock
+from tests.generative.handover import HandoverPool, recording_handovers
+from tests.generative.program import Act, Program, to_json
+from tests.generative.world import Process, World, install
+
+
+class _HeldPool(concurrent.futures.Executor):
+    """Starts each call's thread at once, but the call runs only once ``release`` is set;
+    notes the activity each hand-over was for."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.handed: list[sw.ActivityInfo] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        self.handed.append(sw.activity_info())  # the caller's context: the attempt's
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            self.release.wait(10.0)
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        threading.Thread(target=run, daemon=True).start()
+        return future
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.005)
+
+
+async def test_a_sync_attempt_runs_and_begins_from_its_handover(sqlite_url: str) -> None:
+    clock = FakeClock()
+    act = Act("a1", sync=True)
+    world = World(clock, {"a1": act})
+    held = _HeldPool()
+    with recording_handovers(world, lambda *args, **kwargs: held):
+        manager = sw.Manager(sqlite_url, clock=clock, poll_interval=3600.0)
+        install(manager, world, Process(1))
+        async with manager:
+            program = to_json(Program("p", "none", (act,)))
+            handle = await manager.workflow("interp", program).execute()
+            await _until(lambda: bool(held.handed))
+            # Handed over, its thread not started: idle detection must see work in progress.
+            assert world.busy()
+            assert world.executions == []
+            info = held.handed[0]
+            # Meanwhile (a late thread) another process commits the same step.
+            world.committed(info.run_id, info.call_id)
+            held.release.set()
+            assert await asyncio.wait_for(handle.result(), 10.0) == ["a1"]
+        await _until(lambda: not world.busy())
+    [execution] = world.executions
+    assert (execution.run_id, execution.call_id) == (info.run_id, info.call_id)
+    assert execution.outcome == "ok"
+    # Decided before that commit: not an execution after a committed completion.
+    assert execution.seq < world.commits[(info.run_id, info.call_id)]
+
+
+async def test_a_handover_cancelled_or_refused_is_not_left_running() -> None:
+    world = World(FakeClock(), {})
+    inner = DaemonThreadPool(1, thread_name_prefix="handover-test")
+    pool = HandoverPool(inner, world)
+    gate = threading.Event()
+    first = pool.submit(gate.wait, 10.0)
+    queued = pool.submit(lambda: None)  # behind the first: the only thread is busy
+    assert world.sync_running == 2
+    pool.shutdown(wait=False, cancel_futures=True)  # a closing engine drops queued work
+    assert queued.cancelled()
+    assert world.sync_running == 1
+    gate.set()
+    assert first.result(timeout=10.0) is True
+    await _until(lambda: world.sync_running == 0)
+    with pytest.raises(RuntimeError):
+        pool.submit(lambda: None)
+    assert world.sync_running == 0

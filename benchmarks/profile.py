@@ -6,6 +6,7 @@ runs one scenario of ``benchmarks/WORKLOAD.md`` (20 warm-up workflows, then N me
 the engine, the client and the activities in this one process, and prints throughput, p50
 latency and the CPU this process spent per workflow (user and system, all threads). Options:
 
+* ``--telemetry``: Sagaway's metrics and tracing on (``benchmarks.sagaway_telemetry``);
 * ``--trace``: also count the Store calls and their mean latency (what the engine asked the
   database for, per workflow);
 * ``--cprofile PATH``: run the measured part under cProfile, write the stats to PATH and print the
@@ -97,7 +98,11 @@ async def profile(args: argparse.Namespace) -> None:
             services = workload.Services({"kind": "sqlite", "dir": f"{tmp}/services"})
             engine_url = f"sqlite:///{tmp}/engine.db"
         services.create()
-        config: dict[str, Any] = {"url": engine_url, "activities": args.activities}
+        config: dict[str, Any] = {
+            "url": engine_url,
+            "activities": args.activities,
+            "telemetry": "on" if args.telemetry else "off",
+        }
         server = None
         if args.server or args.server_cprofile:
             from benchmarks.sagaway_server import EngineServer
@@ -176,6 +181,11 @@ def main(argv: list[str] | None = None) -> int:
         "--activities", choices=("async", "sync"), default="async", help="as in benchmarks.run"
     )
     parser.add_argument("--trace", action="store_true", help="count Store calls and latency")
+    parser.add_argument(
+        "--telemetry",
+        action="store_true",
+        help="metrics and SDK tracing on, as `benchmarks.run --telemetry on`",
+    )
     parser.add_argument("--cprofile", metavar="PATH", type=Path, help="cProfile the measured part")
     parser.add_argument("--server", action="store_true", help="through a `sagaway server` process")
     parser.add_argument(

@@ -6,6 +6,9 @@ benchmark's Manager uses ``grpc://``), scenarios A_seq, A_thr, B_thr and C. ``--
 ``--repeat K`` runs every scenario K times and reports the median run.
 ``--compare`` runs the whole comparison instead (every engine, ``benchmarks.compare``; the other
 options of ``compare`` may follow, e.g. ``--compare --quick``).
+``--telemetry on`` enables Sagaway's metrics and tracing in the benchmark process
+(``benchmarks.sagaway_telemetry``); ``both`` runs every scenario with it off and on, in
+alternating order, and prints the ratio of the medians.
 
 Each scenario runs in a fresh subprocess (``benchmarks.scenario``) with fresh engine state and
 fresh service tables (``benchmarks.orchestrate``); this process only orchestrates and measures.
@@ -14,9 +17,11 @@ fresh service tables (``benchmarks.orchestrate``); this process only orchestrate
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import shlex
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -90,6 +95,67 @@ def server_goals(results: report.Results) -> list[str]:
     return lines
 
 
+TELEMETRY_GOAL = 0.90
+"""Throughput with metrics and tracing on >= this fraction of the throughput with them off."""
+
+
+def with_telemetry(target: Target) -> Target:
+    """``target`` with Sagaway's metrics and tracing on in the benchmark process."""
+    return dataclasses.replace(
+        target,
+        key=f"{target.key}+telemetry",
+        label=f"{target.label} + telemetry",
+        options=(*target.options, ("telemetry", "on")),
+    )
+
+
+def telemetry_variants(target: Target, mode: str, round_no: int) -> list[Target]:
+    """The variants to run this round; with ``both``, off first in odd rounds, on first in even
+    ones, so that drift in the machine's load hits both alike."""
+    if mode == "off":
+        return [target]
+    if mode == "on":
+        return [with_telemetry(target)]
+    pair = [target, with_telemetry(target)]
+    return pair if round_no % 2 else pair[::-1]
+
+
+def _median(records: list[dict[str, Any]], field: str) -> float | None:
+    values = [float(r[field]) for r in records if report.clean(r) and r.get(field) is not None]
+    return statistics.median(values) if values else None
+
+
+def telemetry_cost(runs: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
+    """Per backend and scenario: median throughput with telemetry on / off, as printable lines
+    (A_seq also its median p50 latency)."""
+    lines = []
+    for key, by_name in runs.items():
+        on = runs.get(f"{key}+telemetry")
+        if key.endswith("+telemetry") or on is None:
+            continue
+        for name, off_records in by_name.items():
+            on_records = on.get(name, [])
+            thr_off = _median(off_records, "throughput_wf_s")
+            thr_on = _median(on_records, "throughput_wf_s")
+            if thr_off is None or thr_on is None:
+                lines.append(f"telemetry cost: {key} {name}: no clean runs to compare")
+                continue
+            ratio = thr_on / thr_off
+            verdict = "MET" if ratio >= TELEMETRY_GOAL else "MISSED"
+            line = (
+                f"telemetry cost: {key} {name} on/off = {ratio:.2f}x "
+                f"({thr_on:.1f} / {thr_off:.1f} wf/s; goal >= {TELEMETRY_GOAL:.2f}x: {verdict})"
+            )
+            if name == "A_seq":
+                p50 = [
+                    statistics.median(r["latency_ms"]["p50"] for r in recs if report.clean(r))
+                    for recs in (on_records, off_records)
+                ]
+                line += f"; p50 {p50[0]:.2f} vs {p50[1]:.2f} ms ({p50[0] - p50[1]:+.2f} ms)"
+            lines.append(line)
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--compare" in argv:
@@ -127,6 +193,13 @@ def main(argv: list[str] | None = None) -> int:
         default="async",
         help="async def + asyncio.to_thread (default), or plain def run in the engine's pool",
     )
+    parser.add_argument(
+        "--telemetry",
+        choices=("off", "on", "both"),
+        default="off",
+        help="Sagaway's metrics and tracing in the benchmark process: off (default), on, or "
+        "both (each scenario off and on in alternating order; prints on/off of the medians)",
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per process")
     parser.add_argument("--keep", action="store_true", help="keep the scenario workdirs")
     args = parser.parse_args(argv)
@@ -158,29 +231,30 @@ def main(argv: list[str] | None = None) -> int:
             skipped[db] = str(exc)
             continue
         available.append(db)
-        labels[target.key] = target.label
+        for variant in telemetry_variants(target, args.telemetry, 1):
+            labels[variant.key] = variant.label
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for round_no in range(1, args.repeat + 1):
         if args.repeat > 1:
             print(f"=== round {round_no}/{args.repeat}", flush=True)
         for db in available:
-            target = SAGAWAY_TARGETS[db]
             for name in scenarios:
-                print(f"[{db}] {name} ...", flush=True)
-                record = orchestrate.run_scenario(
-                    target,
-                    name,
-                    quick=args.quick,
-                    activities=args.activities,
-                    timeout=args.timeout,
-                    keep=args.keep,
-                )
-                record["round"] = round_no
-                runs.setdefault(target.key, {}).setdefault(name, []).append(record)
-                print("    " + _one_line(record), flush=True)
-                if "failed" in record:
-                    for line in record.get("process", {}).get("output_tail", [])[-15:]:
-                        print(f"    | {line}", flush=True)
+                for target in telemetry_variants(SAGAWAY_TARGETS[db], args.telemetry, round_no):
+                    print(f"[{target.key.removeprefix('sagaway/')}] {name} ...", flush=True)
+                    record = orchestrate.run_scenario(
+                        target,
+                        name,
+                        quick=args.quick,
+                        activities=args.activities,
+                        timeout=args.timeout,
+                        keep=args.keep,
+                    )
+                    record["round"] = round_no
+                    runs.setdefault(target.key, {}).setdefault(name, []).append(record)
+                    print("    " + _one_line(record), flush=True)
+                    if "failed" in record:
+                        for line in record.get("process", {}).get("output_tail", [])[-15:]:
+                            print(f"    | {line}", flush=True)
     results = {
         key: {name: report.pick_median(records, name) for name, records in by_name.items()}
         for key, by_name in runs.items()
@@ -189,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         orchestrate.cleanup_postgres()
     print()
     goal_lines = server_goals(results)
+    cost_lines = telemetry_cost(runs)
     if results:
         if args.repeat > 1:
             print(report.summary_table(results, labels))
@@ -198,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         if any("C" in recs for recs in results.values()):
             print(report.crash_table(results, labels))
             print()
-        for line in goal_lines:
+        for line in goal_lines + cost_lines:
             print(line)
     for db, why in skipped.items():
         print(f"{db}: skipped ({why})")
@@ -211,10 +286,12 @@ def main(argv: list[str] | None = None) -> int:
             "machine": machine(),
             "versions": vers,
             "activities": args.activities,
+            "telemetry": args.telemetry,
+            "telemetry_cost": cost_lines,
             "repeat": args.repeat,
             "server_goals": goal_lines,
             "results": results,
-            "runs": runs if args.repeat > 1 else None,
+            "runs": runs if args.repeat > 1 or args.telemetry == "both" else None,
             "skipped": skipped,
         }
         Path(args.json).write_text(json.dumps(doc, indent=2, default=str) + "\n")

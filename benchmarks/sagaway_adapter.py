@@ -34,11 +34,14 @@ import asyncio
 import dataclasses
 import inspect
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sagaway as sw
 from benchmarks import workload
 from benchmarks.workload import Services
+
+if TYPE_CHECKING:
+    from benchmarks.sagaway_telemetry import Telemetry
 
 RETRY = sw.RetryPolicy(
     maximum_attempts=workload.RETRY_MAXIMUM_ATTEMPTS,
@@ -195,8 +198,9 @@ class SagawayAdapter:
     """Open a Manager (store + Worker + Recovery Worker in this process), start, wait, close.
 
     ``config``: ``url``, optionally ``activities`` (``async``/``sync``), ``lease_timeout``,
-    ``poll_interval`` and ``client_only`` (open with ``manager.connect()``: no workers here, the
-    3-worker-process variant).
+    ``poll_interval``, ``client_only`` (open with ``manager.connect()``: no workers here, the
+    3-worker-process variant) and ``telemetry`` (``on``: metrics and tracing enabled before the
+    Manager opens, see ``benchmarks.sagaway_telemetry``).
     """
 
     name = "sagaway"
@@ -210,11 +214,17 @@ class SagawayAdapter:
             token=config.get("token"),
         )
         self.client_only: bool = config.get("client_only", False)
+        self.telemetry_on = config.get("telemetry", "off") == "on"
+        self._telemetry: Telemetry | None = None
         self.manager = self.settings.manager()
         self.workflow = build(self.manager, services, self.settings.activities)
         self._connection: Any = None
 
     async def open(self, recover: bool = False) -> None:
+        if self.telemetry_on and self._telemetry is None:
+            from benchmarks.sagaway_telemetry import Telemetry
+
+            self._telemetry = Telemetry()
         # Recovery needs nothing special: a Manager with workers claims what is due.
         if self.client_only:
             self._connection = self.manager.connect()
@@ -251,7 +261,14 @@ class SagawayAdapter:
         record = self.settings.as_record()
         record["version"] = sw.__version__
         record["client_only"] = self.client_only
+        record["telemetry"] = "on" if self.telemetry_on else "off"
         return record
+
+    def telemetry_record(self) -> dict[str, Any]:
+        """What telemetry did in this process (after ``close``: the spans exported)."""
+        if self._telemetry is None:
+            return {"telemetry": "on" if self.telemetry_on else "off"}
+        return self._telemetry.record()
 
     async def close(self) -> None:
         if self._connection is not None:
@@ -259,3 +276,5 @@ class SagawayAdapter:
             self._connection = None
         else:
             await self.manager.close()
+        if self._telemetry is not None:
+            self._telemetry.close()

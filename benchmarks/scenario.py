@@ -222,6 +222,9 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"unknown mode {mode!r}")
     record["engine"] = spec["engine"]
     record["engine_settings"] = describe
+    telemetry_record = getattr(adapter, "telemetry_record", None)  # Sagaway's adapter only
+    if telemetry_record is not None:
+        record["telemetry"] = telemetry_record()
     record["service_backend"] = services.describe()
     return record
 

@@ -99,24 +99,27 @@ TELEMETRY_GOAL = 0.90
 """Throughput with metrics and tracing on >= this fraction of the throughput with them off."""
 
 
-def with_telemetry(target: Target) -> Target:
-    """``target`` with Sagaway's metrics and tracing on in the benchmark process."""
+def with_telemetry(target: Target, ratio: float = 1.0) -> Target:
+    """``target`` with Sagaway's metrics and tracing on in the benchmark process (traces
+    sampled at ``ratio``)."""
     return dataclasses.replace(
         target,
         key=f"{target.key}+telemetry",
         label=f"{target.label} + telemetry",
-        options=(*target.options, ("telemetry", "on")),
+        options=(*target.options, ("telemetry", "on"), ("trace_ratio", repr(ratio))),
     )
 
 
-def telemetry_variants(target: Target, mode: str, round_no: int) -> list[Target]:
+def telemetry_variants(
+    target: Target, mode: str, round_no: int, ratio: float = 1.0
+) -> list[Target]:
     """The variants to run this round; with ``both``, off first in odd rounds, on first in even
     ones, so that drift in the machine's load hits both alike."""
     if mode == "off":
         return [target]
     if mode == "on":
-        return [with_telemetry(target)]
-    pair = [target, with_telemetry(target)]
+        return [with_telemetry(target, ratio)]
+    pair = [target, with_telemetry(target, ratio)]
     return pair if round_no % 2 else pair[::-1]
 
 
@@ -200,9 +203,19 @@ def main(argv: list[str] | None = None) -> int:
         help="Sagaway's metrics and tracing in the benchmark process: off (default), on, or "
         "both (each scenario off and on in alternating order; prints on/off of the medians)",
     )
+    parser.add_argument(
+        "--trace-ratio",
+        type=float,
+        default=1.0,
+        metavar="R",
+        help="with --telemetry: the share of workflows traced (ParentBased(TraceIdRatioBased(R)); "
+        "default 1.0, every workflow)",
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per process")
     parser.add_argument("--keep", action="store_true", help="keep the scenario workdirs")
     args = parser.parse_args(argv)
+    if not 0.0 <= args.trace_ratio <= 1.0:
+        parser.error(f"--trace-ratio must be between 0 and 1, not {args.trace_ratio}")
 
     chosen = args.db or ["sqlite"]
     backends = [db for db in ALL if db in chosen or "all" in chosen]
@@ -231,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             skipped[db] = str(exc)
             continue
         available.append(db)
-        for variant in telemetry_variants(target, args.telemetry, 1):
+        for variant in telemetry_variants(target, args.telemetry, 1, args.trace_ratio):
             labels[variant.key] = variant.label
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for round_no in range(1, args.repeat + 1):
@@ -239,7 +252,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"=== round {round_no}/{args.repeat}", flush=True)
         for db in available:
             for name in scenarios:
-                for target in telemetry_variants(SAGAWAY_TARGETS[db], args.telemetry, round_no):
+                for target in telemetry_variants(
+                    SAGAWAY_TARGETS[db], args.telemetry, round_no, args.trace_ratio
+                ):
                     print(f"[{target.key.removeprefix('sagaway/')}] {name} ...", flush=True)
                     record = orchestrate.run_scenario(
                         target,
@@ -287,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
             "versions": vers,
             "activities": args.activities,
             "telemetry": args.telemetry,
+            "trace_ratio": args.trace_ratio,
             "telemetry_cost": cost_lines,
             "repeat": args.repeat,
             "server_goals": goal_lines,

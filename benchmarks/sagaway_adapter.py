@@ -215,6 +215,7 @@ class SagawayAdapter:
         )
         self.client_only: bool = config.get("client_only", False)
         self.telemetry_on = config.get("telemetry", "off") == "on"
+        self.trace_ratio = float(config.get("trace_ratio", "1.0"))
         self._telemetry: Telemetry | None = None
         self.manager = self.settings.manager()
         self.workflow = build(self.manager, services, self.settings.activities)
@@ -224,7 +225,7 @@ class SagawayAdapter:
         if self.telemetry_on and self._telemetry is None:
             from benchmarks.sagaway_telemetry import Telemetry
 
-            self._telemetry = Telemetry()
+            self._telemetry = Telemetry(self.trace_ratio)
         # Recovery needs nothing special: a Manager with workers claims what is due.
         if self.client_only:
             self._connection = self.manager.connect()

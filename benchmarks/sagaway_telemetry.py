@@ -14,6 +14,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
 
 from sagaway.telemetry import disable_metrics, disable_tracing, enable_metrics, enable_tracing
 
@@ -39,9 +40,11 @@ class DroppingExporter(SpanExporter):
 class Telemetry:
     """Metrics and tracing on for this process, from ``__init__`` until ``close``."""
 
-    def __init__(self) -> None:
+    def __init__(self, ratio: float = 1.0) -> None:
+        self.ratio = ratio
         self.exporter = DroppingExporter()
-        self.provider = TracerProvider()
+        sampler = ALWAYS_ON if ratio >= 1.0 else ParentBased(TraceIdRatioBased(ratio))
+        self.provider = TracerProvider(sampler=sampler)
         self.processor = BatchSpanProcessor(self.exporter)  # the SDK's default queue and batch
         self.provider.add_span_processor(self.processor)
         self.registry = enable_metrics()
@@ -67,6 +70,7 @@ class Telemetry:
             "metrics": "enable_metrics() (own CollectorRegistry)",
             "tracing": "enable_tracing(SDK TracerProvider, BatchSpanProcessor defaults, "
             "exporter dropping every span)",
+            "trace_ratio": self.ratio,
             "spans_exported": self.exporter.spans if self.closed else None,
             "export_batches": self.exporter.batches if self.closed else None,
             "create_order_attempts_counted": attempts,

@@ -109,7 +109,7 @@ async def test_each_saga_is_one_trace_with_runs_under_its_start_and_attempts_und
                 assert parent_id(attempt) == span_id(run)
                 assert attempt.attributes is not None
                 assert attempt.attributes["sagaway.attempt"] == 1
-                assert attempt.attributes["sagaway.run_id"] == run.attributes["sagaway.run_id"]  # type: ignore[index]
+                assert attempt.attributes["sagaway.workflow.key"] == f"o{i}"
         charge_span = next(s for s in members if "charge" in s.name)
         failed = i % 4 == 1
         assert (charge_span.status.status_code is StatusCode.ERROR) == failed
@@ -181,3 +181,38 @@ class _nothing:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+async def test_a_workflow_sampled_out_makes_no_run_or_attempt_spans_but_keeps_its_context(
+    db_url: str,
+) -> None:
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ParentBased(ALWAYS_OFF))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.enable_tracing(provider)
+    seen: list[Any] = []
+    try:
+        manager = sw.Manager(db_url, poll_interval=0.05)
+
+        @manager.register_activity(name="look")
+        async def look() -> str:
+            from opentelemetry import trace
+
+            seen.append(trace.get_current_span().get_span_context())
+            return "ok"
+
+        @manager.register_workflow(name="quiet")
+        async def quiet() -> str:
+            return await look()
+
+        async with manager:
+            await manager.workflow(quiet).execute_get(idempotency_key="q1")
+            stored = (await manager.get_workflow("q1").describe()).run_id
+    finally:
+        tracing.disable_tracing()
+        provider.shutdown()
+    assert stored and exporter.get_finished_spans() == ()
+    [context] = seen
+    assert context.is_valid and not context.trace_flags.sampled  # the workflow's own trace

@@ -13,6 +13,10 @@
 Attributes: ``sagaway.workflow.key``, ``sagaway.workflow.name``, ``sagaway.run_id``,
 ``sagaway.step`` (the call id), ``sagaway.attempt`` and ``sagaway.outcome``. A child workflow
 started by a workflow joins its parent's trace.
+
+Sampling is decided once per workflow, by the provider's sampler at its start span, and stored
+with its context: a run or attempt of a trace sampled out makes no span at all (the stored
+context is made current instead), so a ratio sampler cuts the cost in proportion.
 """
 
 from __future__ import annotations
@@ -30,6 +34,20 @@ from sagaway import observe
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 _FAILED = frozenset({"failed", "error", "retrying", "suspended", "interrupted", "stopped"})
+
+
+class _Joined(observe.Span):
+    """A run of an execution whose trace was sampled out: no span is made (a span the sampler
+    drops costs nearly what a recorded one does), but the stored context is made current, so
+    the spans of activity code join the trace and share its sampling decision."""
+
+    __slots__ = ("_token",)
+
+    def __init__(self, parent: otel_context.Context) -> None:
+        self._token = otel_context.attach(parent)
+
+    def end(self, outcome: str, error: BaseException | None = None) -> None:
+        otel_context.detach(self._token)
 
 
 class _OtelSpan(observe.Span):
@@ -74,9 +92,14 @@ class TracingObserver(observe.Observer):
     def execution(
         self, name: str, key: str, run_id: str, trace_context: str | None
     ) -> observe.Span:
+        parent = _parent(trace_context)
+        if parent is not None:
+            stored = trace.get_current_span(parent).get_span_context()
+            if stored.is_valid and not stored.trace_flags.sampled:
+                return _Joined(parent)
         span = self.tracer.start_span(
             f"RunWorkflow:{name}",
-            context=_parent(trace_context),
+            context=parent,
             kind=trace.SpanKind.CONSUMER,
             attributes={
                 "sagaway.workflow.name": name,
@@ -96,16 +119,16 @@ class TracingObserver(observe.Observer):
         *,
         compensation: bool,
     ) -> observe.Span:
+        current = trace.get_current_span().get_span_context()
+        if current.is_valid and not current.trace_flags.sampled:
+            return observe.NO_SPAN  # the run's trace is sampled out: so is its attempt
         kind = "RunCompensation" if compensation else "RunActivity"
         span = self.tracer.start_span(
             f"{kind}:{name}",
             attributes={
-                "sagaway.activity.name": name,
                 "sagaway.workflow.key": key,
-                "sagaway.run_id": run_id,
                 "sagaway.step": call_id,
                 "sagaway.attempt": attempt,
-                "sagaway.compensation": compensation,
             },
         )
         return _OtelSpan(span)

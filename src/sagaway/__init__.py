@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sagaway._engine.forking import ForkPlan
+from sagaway._engine.replaying import ReplayReport
 from sagaway.activity import ActivityInfo, activity_info
 from sagaway.errors import (
     ActivityTimeout,
@@ -31,6 +32,7 @@ from sagaway.retry import RetryPolicy
 from sagaway.saga import Saga
 from sagaway.serialization import DefaultErrorMarshaler, ErrorMarshaler
 from sagaway.states import ErrorKind, OnConflict, StepKind, StepStatus, WorkflowStatus
+from sagaway.versioning import deprecate_patch, patched
 from sagaway.workflow import (
     SignalDescription,
     StepDescription,
@@ -61,6 +63,7 @@ __all__ = [
     "OnConflict",
     "PayloadError",
     "Queue",
+    "ReplayReport",
     "RetriesExhausted",
     "RetryPolicy",
     "RetryableError",
@@ -80,4 +83,6 @@ __all__ = [
     "WorkflowStatus",
     "__version__",
     "activity_info",
+    "deprecate_patch",
+    "patched",
 ]

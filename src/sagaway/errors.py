@@ -102,7 +102,24 @@ class AlreadyRegistered(SagawayError):
 
 
 class NonDeterminismError(SagawayError):
-    """The workflow code no longer matches the history recorded for it."""
+    """The workflow code no longer matches the history recorded for it.
+
+    ``call_id`` is the durable call where they part, ``recorded`` what its history holds
+    there (``activity 'charge'``) and ``requested`` what the code asked for instead.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        call_id: str | None = None,
+        recorded: str | None = None,
+        requested: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.call_id = call_id
+        self.recorded = recorded
+        self.requested = requested
 
 
 class PayloadError(SagawayError):

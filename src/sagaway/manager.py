@@ -21,12 +21,13 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
 
 from sagaway import errors, serialization
-from sagaway._engine import context
+from sagaway._engine import context, history, replaying
 from sagaway._engine import retention as retention_mod
 from sagaway._engine.engine import Engine, EngineRef
 from sagaway._engine.executor import current_execution
 from sagaway._engine.forking import ForkPlan
 from sagaway._engine.options import EngineOptions
+from sagaway._engine.replaying import ReplayReport
 from sagaway._engine.server_clock import server_clock
 from sagaway.clock import Clock, SystemClock
 from sagaway.recovery import RecoveryWorker
@@ -393,6 +394,22 @@ class Manager:
     async def count_workflows(self) -> dict[WorkflowStatus, int]:
         """How many current workflows are in each status."""
         return await self._ref.require().count_by_status()
+
+    async def check_replays(
+        self, *, ended: bool = False, since: float | None = None
+    ) -> list[ReplayReport]:
+        """Replay the history of every live execution (``ended``: of the ended ones too) created
+        at or after ``since`` against the code registered in this Manager, running nothing and
+        writing nothing; one report per execution, ``diverged`` where the code would not replay
+        it. Run it before deploying new workflow code (``sagaway replay``)."""
+        statuses = frozenset(WorkflowStatus) if ended else replaying.LIVE
+        return await replaying.replay_listed(self._ref.require(), statuses=statuses, since=since)
+
+    async def replay_history(self, document: object) -> ReplayReport:
+        """Replay an exported history (``handle.export_history()``, ``sagaway show KEY
+        --export``) against the code registered in this Manager (open; nothing is written)."""
+        record, steps = history.load(document)
+        return await replaying.replay(self._ref.require(), record, steps)
 
     async def retry(self, key: str) -> bool:
         """Make a SUSPENDED workflow due now; False if it is not suspended."""

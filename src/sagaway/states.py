@@ -101,6 +101,8 @@ class StepKind(enum.StrEnum):
     """Waiting for a child workflow's result."""
     SIGNAL = "signal"
     SLEEP = "sleep"
+    PATCH = "patch"
+    """A marker: this execution reached ``sw.patched(name)`` on code that has the change."""
 
 
 class ErrorKind(enum.StrEnum):

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sagaway import errors, serialization
-from sagaway._engine import context
+from sagaway._engine import context, history, replaying
 from sagaway._engine.executor import current_execution
 from sagaway._engine.options import check_timeout
 from sagaway.retry import RetryPolicy
@@ -254,6 +254,20 @@ class WorkflowHandle(Generic[R]):
             # Describe what can be read: the workflow, and why its steps are not shown.
             return _describe(record, [], [f"steps not shown: {exc}"], signals=signals)
         return _describe(record, steps, attempt_errors=attempt_errors, signals=signals)
+
+    async def export_history(self) -> dict[str, Any]:
+        """This execution's record and recorded steps as a JSON-ready document (what
+        ``sagaway show KEY --export`` writes; ``sagaway.testing.replay_history`` replays it)."""
+        engine = self._engines.require()
+        record = await self._record()
+        return history.export(record, await engine.load_steps(record.run_id))
+
+    async def check_replay(self) -> replaying.ReplayReport:
+        """Whether the code registered now would replay this execution's history (nothing
+        runs or is written; see ``sagaway replay``)."""
+        engine = self._engines.require()
+        record = await self._record()
+        return await replaying.replay(engine, record, await engine.load_steps(record.run_id))
 
     async def result(self, timeout: float | None = None) -> R:
         """Wait until the workflow ends; its result, or its completable error raised.

@@ -139,6 +139,16 @@ def install_task_factory(loop: asyncio.AbstractEventLoop) -> None:
 
 def next_call_id() -> tuple[str, int]:
     """The id and sequence number of the durable call being made now."""
+    return _branch_here().next_call()
+
+
+def peek_call_id() -> str:
+    """The id the next durable call of this branch will take (nothing is taken)."""
+    branch = _branch_here()
+    return f"{branch.prefix}{branch.calls + 1}"
+
+
+def _branch_here() -> Branch:
     state = _current.get()
     if state is None:
         raise RuntimeError("not inside a workflow")
@@ -148,8 +158,7 @@ def next_call_id() -> tuple[str, int]:
         # A task not numbered at creation (another task factory replaced ours): numbered now.
         branch = branch.child(task)
         _current.set(_State(state.execution, branch))
-    call_id, seq = branch.next_call()
-    return call_id, seq
+    return branch
 
 
 def note_completion(order: float) -> None:

@@ -65,6 +65,11 @@ class Unload(BaseException):
     """
 
 
+class ReplayFrontier(BaseException):
+    """A replay check (``replaying.replay``) reached the end of the recorded history: the next
+    call would run for the first time, so the check stops here. A BaseException, as Unload."""
+
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -127,6 +132,11 @@ class ExecutionBase:
         """How this run left (telemetry): ``completed``, ``suspended``, ``waiting``, ..."""
         self.cancel_requested = False
         """Stopped because it was ended by request (terminate) or elsewhere: no release."""
+        self.replay_only = False
+        """A replay check: recorded calls return their outcomes, and the first call with no
+        final outcome raises ``ReplayFrontier`` instead of running (nothing is written)."""
+        self.replayed_ids: set[str] = set()
+        """The recorded calls the code made again (a replay check counts them)."""
         self._init_cancellation(record, steps)
         self.inflight = 0
         """Durable calls running now (activities, in-worker waits): a workflow is unloaded to
@@ -296,13 +306,12 @@ class ExecutionBase:
         step = self.recorded.get(call_id)
         if step is not None and (step.name != name or step.kind is not kind):
             # Doomed, so workflow code that catches it cannot complete on a fallback.
-            self.doomed = errors.NonDeterminismError(
-                f"workflow {self.defn.name!r} ({self.key}): durable call {call_id} was recorded "
-                f"as {step.kind.value} {step.name!r}, but the code now calls {kind.value} "
-                f"{name!r}; workflow code must make the same durable calls in the same order "
-                "on every run (deploy changes only for new workflows, or finish old ones first)"
-            )
+            self.doomed = divergence(self.defn.name, self.key, step, f"{kind.value} {name!r}")
             raise self.doomed
+        if self.replay_only:
+            if step is None or step.status not in FINAL:
+                raise ReplayFrontier(call_id)
+            self.replayed_ids.add(call_id)
         if step is not None and is_cancel_step(step):
             # Where the cancellation was delivered before: delivered here again.
             self.cancel_delivered = True
@@ -455,3 +464,26 @@ class ExecutionBase:
                 yield
             finally:
                 self.waiting -= 1
+
+
+def divergence(workflow: str, key: str, step: StepRecord, asked: str) -> errors.NonDeterminismError:
+    """The error of code that no longer makes the durable call ``step`` records: which call,
+    what was recorded, what the code asks for, and the two ways to deploy such a change."""
+    recorded = f"{step.kind.value} {step.name!r}"
+    hint = (
+        f"keep `sw.deprecate_patch({step.name!r})` at this point while executions that "
+        "recorded it remain"
+        if step.kind is StepKind.PATCH
+        else 'put the new code behind `if sw.patched("<change id>"):` so executions that '
+        "passed this point keep the old path"
+    )
+    return errors.NonDeterminismError(
+        f"workflow {workflow!r} ({key}): durable call {step.call_id} was recorded "
+        f"as {recorded}, but the code now calls {asked}. Workflow code must make the same "
+        f"durable calls in the same order on every run of an execution: {hint}, or fork it "
+        f"from this step onto the new code (`sagaway fork {key} --from-step N --new-key NEW`; "
+        "`sagaway replay` checks a deploy before it happens; see docs/versioning.md)",
+        call_id=step.call_id,
+        recorded=recorded,
+        requested=asked,
+    )

@@ -1,4 +1,5 @@
-"""Test support for code built on Sagaway: a fake clock, time-skipping managers, pytest fixtures.
+"""Test support for code built on Sagaway: a fake clock, time-skipping managers, pytest fixtures,
+and replays of exported histories against new workflow code (``assert_replays``).
 
 The pytest fixtures ``sagaway_clock``, ``sagaway_db_url`` and ``sagaway_manager`` are registered
 automatically when Sagaway is installed (pytest11 entry point).
@@ -8,5 +9,6 @@ from __future__ import annotations
 
 from sagaway.testing.clock import FakeClock
 from sagaway.testing.manager import time_skipping_manager
+from sagaway.testing.replay import assert_replays, replay_history
 
-__all__ = ["FakeClock", "time_skipping_manager"]
+__all__ = ["FakeClock", "assert_replays", "replay_history", "time_skipping_manager"]

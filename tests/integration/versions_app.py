@@ -79,3 +79,6 @@ def build(url: str | None, version: str, ledger: list[str] | None = None) -> sw.
 
 
 manager = build(os.environ.get("SAGAWAY_DATABASE_URL"), os.environ.get("VERSION", "v1"))
+# One Manager per version, for `sagaway replay tests.integration.versions_app:reordered` etc.
+v1, v2, v3 = (build(None, v) for v in ("v1", "v2", "v3"))
+reordered, renamed, removed, short = (build(None, v) for v in VERSIONS[3:])

@@ -39,13 +39,27 @@ POLL_INTERVAL = 0.5
 @click.option("--traceback", "show_tb", is_flag=True, help="Show recorded tracebacks.")
 @click.option("--utc", is_flag=True, help="Times in UTC (default: local time, offset shown).")
 @click.option(
+    "--export",
+    is_flag=True,
+    help="Print the execution's history (record and recorded steps, as stored) as JSON, for "
+    "sagaway.testing.assert_replays in a unit test.",
+)
+@click.option(
     "-f",
     "--follow",
     is_flag=True,
     help="Then print each change until the workflow ends; exit 0 if it COMPLETED, 1 if it "
     "FAILED, was CANCELLED or TERMINATED.",
 )
-def show(url: str | None, key: str, as_json: bool, show_tb: bool, utc: bool, follow: bool) -> None:
+def show(
+    url: str | None,
+    key: str,
+    as_json: bool,
+    show_tb: bool,
+    utc: bool,
+    export: bool,
+    follow: bool,
+) -> None:
     """Show one workflow: input, result or error, every step with its output and the error of
     each attempt, signals (pending, delivered, rejected and why), lease, durations.
 
@@ -54,6 +68,11 @@ def show(url: str | None, key: str, as_json: bool, show_tb: bool, utc: bool, fol
     not ends) until COMPLETED, FAILED, CANCELLED or TERMINATED.
     """
     clock = _format.Clock(utc)
+    if export:
+        if follow or as_json:
+            raise click.UsageError("--export prints JSON of its own: without --json or --follow")
+        click.echo(json.dumps(run(_export(url, key), url), indent=2))
+        return
     if follow:
         sys.exit(int(run(_follow(url, key, clock, as_json, show_tb), url)))
 
@@ -66,6 +85,11 @@ def show(url: str | None, key: str, as_json: bool, show_tb: bool, utc: bool, fol
         click.echo(json.dumps(show_json(d, clock), indent=2))
         return
     print_show(d, clock, show_tb)
+
+
+async def _export(url: str | None, key: str) -> dict[str, Any]:
+    async with sw.Manager(url).connect(create=False) as manager:
+        return await manager.get_workflow(key).export_history()
 
 
 # ---------------------------------------------------------------------------- JSON

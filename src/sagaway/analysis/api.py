@@ -19,6 +19,7 @@ from sagaway.analysis.durable import check_broad_except, check_registrations, ch
 from sagaway.analysis.finding import Finding
 from sagaway.analysis.idempotency import check_idempotency
 from sagaway.analysis.index import ModuleIndex, ProjectIndex
+from sagaway.analysis.patches import check_patches
 from sagaway.analysis.rules import is_selected, parse_codes
 from sagaway.analysis.state import check_module_state
 from sagaway.analysis.suppress import Suppressions, is_suppressed, parse_suppressions
@@ -101,6 +102,7 @@ def _module_findings(parsed: _Parsed, project: ProjectIndex) -> Iterator[Finding
         *check_sagas(module),
         *check_broad_except(module, project),
         *check_module_state(module),
+        *check_patches(module),
     ]
     seen: set[tuple[int, int, str]] = set()
     for node, code, message in raws:

@@ -2,8 +2,9 @@
 
 Codes are grouped by concern: ``SW1xx`` determinism of workflow code, ``SW2xx`` registration
 of durable calls, ``SW3xx`` idempotency of activities, ``SW4xx`` sagas, ``SW5xx`` error
-handling, ``SW6xx`` shared state. ``SW000`` is a file that could not be parsed. A code is never
-reused for another meaning; docs/lint.md explains each one.
+handling, ``SW6xx`` shared state, ``SW7xx`` changing running workflows (``sw.patched``).
+``SW000`` is a file that could not be parsed. A code is never reused for another meaning;
+docs/lint.md explains each one.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ RULES: dict[str, Rule] = {
         Rule("SW401", "saga-never-compensated", "compensations are added but never run"),
         Rule("SW501", "broad-except", "bare except/BaseException around durable calls"),
         Rule("SW601", "module-state", "a workflow uses mutable module-level state"),
+        Rule("SW701", "patch-id-not-literal", "a patched()/deprecate_patch() id is not a literal"),
+        Rule("SW702", "patch-in-activity", "patched()/deprecate_patch() called in an activity"),
+        Rule("SW703", "patch-and-deprecation", "one change id both patched and deprecated"),
     )
 }
 

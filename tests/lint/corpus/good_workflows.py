@@ -167,3 +167,12 @@ async def main() -> None:
     async with manager:
         await manager.workflow(checkout, "o-1", 100, ["a"]).execute(idempotency_key="o-1")
         print(stamp)
+
+
+@manager.register_workflow
+async def patched_order(order_id: str) -> str:
+    """A change behind sw.patched, and an older one already deprecated: both clean."""
+    sw.deprecate_patch("retired-change")
+    if sw.patched("new-change"):
+        return order_id
+    return order_id.upper()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tests.generative.program import Act, Child, Gather, Node, Program, Receive, Sleep
+from tests.generative.program import Act, Child, Gather, Node, Patch, Program, Receive, Sleep
 
 SUSPENDED = "SUSPENDED"
 WAITING = "WAITING"
@@ -141,5 +141,7 @@ def _node(node: Node, env: Env) -> _Out:
         if node.timeout is not None:
             return _Out([f"timeout:{node.label}"], [])
         return _Out([], [], stuck=frozenset({WAITING}))
+    if isinstance(node, Patch):
+        return _Out([f"patched:{node.label}"], [])
     assert isinstance(node, Sleep)
     return _Out([], [])

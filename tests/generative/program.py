@@ -69,7 +69,14 @@ class Sleep:
     seconds: float
 
 
-Node: TypeAlias = Act | Gather | Child | Receive | Sleep
+@dataclasses.dataclass(frozen=True)
+class Patch:
+    """``sw.patched(label)``: one code version, so always the new path (its marker must replay)."""
+
+    label: str
+
+
+Node: TypeAlias = Act | Gather | Child | Receive | Sleep | Patch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +98,7 @@ def to_json(node: Program | Node) -> dict[str, Any]:
         data = dataclasses.asdict(node)
         data["program"] = to_json(node.program)
         return {"t": "child", **data}
-    kind = {Act: "act", Receive: "receive", Sleep: "sleep"}[type(node)]
+    kind = {Act: "act", Receive: "receive", Sleep: "sleep", Patch: "patch"}[type(node)]
     return {"t": kind, **dataclasses.asdict(node)}
 
 
@@ -110,7 +117,7 @@ def from_json(data: dict[str, Any]) -> Any:
     if kind == "child":
         fields["program"] = from_json(data["program"])
         return Child(**fields)
-    return {"act": Act, "receive": Receive, "sleep": Sleep}[kind](**fields)
+    return {"act": Act, "receive": Receive, "sleep": Sleep, "patch": Patch}[kind](**fields)
 
 
 def walk(nodes: tuple[Node, ...]) -> list[Node]:
@@ -263,6 +270,8 @@ def _node(s: GenSettings, ctx: _Ctx) -> st.SearchStrategy[Node]:
     if s.timers:
         seconds = [0.5, 30.0, 3600.0] if waits else [0.5]
         options.append(st.sampled_from(seconds).map(lambda sec: Sleep(labels("t"), sec)))
+    if s.patches:
+        options.append(st.just(None).map(lambda _: Patch(labels("p"))))
     if s.signals and ctx.top and waits:
         options.append(st.sampled_from([None, 7200.0]).map(lambda t: Receive(labels("r"), t)))
     if ctx.depth > 0:

@@ -42,6 +42,8 @@ class GenSettings:
     """A compensation that fails once and is retried."""
     cancel: bool = True
     """``handle.cancel()`` of a top-level workflow at a random point."""
+    patches: bool = True
+    """``sw.patched(...)`` points (one code version: the new path; its marker must replay)."""
 
     # Each switch below was off while the defect named with it was open (the reproduction is
     # in test_found_defects.py or tests/integration/test_composition.py); all are fixed now.

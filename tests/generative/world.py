@@ -22,6 +22,7 @@ from tests.generative.program import (
     Child,
     Gather,
     Node,
+    Patch,
     Program,
     Receive,
     Sleep,
@@ -339,6 +340,8 @@ class Interpreter:
             out.append(value)
         elif isinstance(node, Sleep):
             await manager.sleep(node.seconds)
+        elif isinstance(node, Patch):
+            out.append(f"patched:{node.label}" if sw.patched(node.label) else f"old:{node.label}")
 
     async def child(self, node: Child, out: list[Any]) -> None:
         from tests.generative.program import to_json

@@ -84,6 +84,14 @@ class WorkflowNotFound(SagawayError):
         self.key = key
 
 
+class ScheduleNotFound(SagawayError):
+    """No schedule has this id."""
+
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(f"no schedule with id {schedule_id!r}")
+        self.schedule_id = schedule_id
+
+
 class WorkflowNotEnded(SagawayError):
     """The workflow has not ended; this operation needs an ended one."""
 

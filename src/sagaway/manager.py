@@ -16,7 +16,7 @@ import functools
 import logging
 import math
 import warnings
-from collections.abc import AsyncIterator, Callable, Collection, Coroutine
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
 
@@ -31,8 +31,10 @@ from sagaway._engine.replaying import ReplayReport
 from sagaway._engine.server_clock import server_clock
 from sagaway.clock import Clock, SystemClock
 from sagaway.recovery import RecoveryWorker
-from sagaway.registry import ActivityDef, Queue, Registry
+from sagaway.registry import ActivityDef, Queue, Registry, default_name
 from sagaway.retry import RetryPolicy
+from sagaway.scheduler import Scheduler
+from sagaway.schedules import ScheduleMethods, ScheduleSpec, declare, put_declared
 from sagaway.signals import Signal
 from sagaway.states import WorkflowStatus, ended_statuses
 from sagaway.store import open_store, resolve_url
@@ -66,7 +68,7 @@ class ManagerState(enum.Enum):
     """Store open, Worker and Recovery Worker running (``async with manager``)."""
 
 
-class Manager:
+class Manager(ScheduleMethods):
     """Registers workflows and activities and runs them durably.
 
     Args:
@@ -147,6 +149,9 @@ class Manager:
         self._recovery: RecoveryWorker | None = None
         self._retention: retention_mod.RetentionPurger | None = None
         self._clock_task: asyncio.Task[None] | None = None
+        self._scheduler: Scheduler | None = None
+        self._declared: list[ScheduleSpec] = []
+        """Schedules of ``register_workflow(schedule=...)``, written when workers open."""
 
     def __repr__(self) -> str:
         return f"Manager({self.url!r}, state={self.state.value})"
@@ -167,6 +172,11 @@ class Manager:
         """This process's Worker while the Manager runs (``async with manager``), else None:
         its ``executions()`` and ``free_slots`` show what it runs and what it can take."""
         return self._worker
+
+    @property
+    def scheduler(self) -> Scheduler | None:
+        """This process's scheduler while the Manager runs workers (None otherwise)."""
+        return self._scheduler
 
     @property
     def retention_purger(self) -> retention_mod.RetentionPurger | None:
@@ -253,6 +263,11 @@ class Manager:
         name: str | None = None,
         task_queue: str = "default",
         queue: str | None = None,
+        schedule: str | None = None,
+        schedule_timezone: str = "UTC",
+        catch_up: str = "one",
+        schedule_args: Sequence[Any] | Mapping[str, Any] | None = None,
+        schedule_id: str | None = None,
     ) -> Callable[[F], F]: ...
 
     def register_workflow(
@@ -263,6 +278,11 @@ class Manager:
         name: str | None = None,
         task_queue: str = "default",
         queue: str | None = None,
+        schedule: str | None = None,
+        schedule_timezone: str = "UTC",
+        catch_up: str = "one",
+        schedule_args: Sequence[Any] | Mapping[str, Any] | None = None,
+        schedule_id: str | None = None,
     ) -> F | Callable[[F], F]:
         """Register an ``async def`` workflow, bare or ``(name="...", task_queue="...")``.
 
@@ -270,6 +290,10 @@ class Manager:
         ``sagaway worker --task-queues``) runs only workflows of those task queues. (An
         activity's ``queue`` is something else: a concurrency and rate limit, ``sagaway.Queue``.)
         ``queue=`` is the old spelling of ``task_queue=``; it still works, with a warning.
+        ``schedule="*/5 * * * *"`` also starts it at each tick (``schedule_timezone``,
+        ``catch_up``, ``schedule_args``, ``schedule_id``: see ``Manager.schedule``); the schedule,
+        named after the workflow unless ``schedule_id`` is given, is written into the database
+        when a Manager with workers opens.
         """
         if queue is not None:
             warnings.warn(
@@ -283,7 +307,20 @@ class Manager:
             task_queue = queue
 
         def decorate(func: F) -> F:
+            spec = None
+            if schedule is not None:
+                spec = declare(
+                    func,
+                    name or default_name(func),
+                    cron_expr=schedule,
+                    timezone=schedule_timezone,
+                    catch_up=catch_up,
+                    schedule_args=schedule_args,
+                    schedule_id=schedule_id,
+                )
             self.registry.register_workflow(func, name=name, task_queue=task_queue)
+            if spec is not None:
+                self._declared.append(spec)
             return func
 
         return decorate(fn) if fn is not None else decorate
@@ -509,11 +546,18 @@ class Manager:
             raise
         self._ref.engine = engine
         if run_workers:
+            try:
+                await put_declared(engine, self._declared)
+            except BaseException:
+                await self.close()
+                raise
             worker = Worker(engine, self.concurrency, self.task_queues)
             recovery = RecoveryWorker(engine, worker)
             worker.start()
             recovery.start()
             self._worker, self._recovery = worker, recovery
+            self._scheduler = Scheduler(engine)
+            self._scheduler.start()
             if self.retention is not None:
                 self._retention = retention_mod.RetentionPurger(
                     engine, self.retention, interval=self.retention_interval
@@ -535,6 +579,8 @@ class Manager:
         try:
             if self._retention is not None:
                 await self._retention.stop()
+            if self._scheduler is not None:
+                await self._scheduler.stop()
             if self._recovery is not None:
                 await self._recovery.stop()
             if self._worker is not None:
@@ -543,7 +589,7 @@ class Manager:
             await engine.close()
             self._ref.engine = None
             self._worker = self._recovery = None
-            self._retention = None
+            self._retention = self._scheduler = None
             self.state = ManagerState.CLOSED
 
     async def __aenter__(self) -> Manager:

@@ -152,6 +152,8 @@ class Engine:
         """This process's Worker while it runs (``attach_runner``)."""
         self.recovery_wake = asyncio.Event()
         """Set to make this process's Recovery Worker scan now."""
+        self.schedule_wake = asyncio.Event()
+        """Set when a schedule changed: this process's scheduler looks again now."""
         self._queues = {name: _QueueLimiter(q, clock) for name, q in options.queues.items()}
         self._pool: DaemonThreadPool | None = None
 
@@ -429,6 +431,8 @@ class Engine:
                 self.runner.ended_elsewhere(detail)  # cancelled elsewhere while running here
         elif kind == "ready":
             self.wake_recovery()
+        elif kind == "schedules":
+            self.schedule_wake.set()
         elif kind == "cancel":
             if self.runner is not None:
                 self.runner.cancel_requested(detail, None)
@@ -437,6 +441,7 @@ class Engine:
             self.notifications = kind == "listening"
             self.channel.wake_all()
             self.wake_recovery()
+            self.schedule_wake.set()
 
     async def send_signal(self, key: str, name: str, payload: Any, dedupe_id: str | None) -> bool:
         """Store a signal for the workflow under ``key``; False if ``dedupe_id`` was seen."""

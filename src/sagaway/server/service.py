@@ -29,6 +29,7 @@ from sagaway.store.records import (
     Lease,
     ListQuery,
     NewWorkflow,
+    ScheduleRecord,
     StepRecord,
     WorkflowRecord,
 )
@@ -461,6 +462,52 @@ class EngineService(pb_grpc.EngineServicer):
     async def ListAttemptErrors(self, request: pb.RunRequest, context: Any) -> pb.AttemptErrors:
         found = await self.store.list_attempt_errors(request.run_id)
         return pb.AttemptErrors(errors=[wire.attempt_error(e) for e in found])
+
+    # ------------------------------------------------------------------ schedules
+
+    @_verb
+    async def PutSchedule(self, request: pb.PutScheduleRequest, context: Any) -> pb.ScheduleRecord:
+        schedule = wire.from_message(ScheduleRecord, request.schedule)
+        stored = await self.store.put_schedule(
+            schedule, keep_paused=request.keep_paused, now=request.now
+        )
+        if self.announce:
+            self.hub.publish("schedules:")
+        return wire.schedule(stored)
+
+    @_verb
+    async def ListSchedules(self, request: pb.ListSchedulesRequest, context: Any) -> pb.Schedules:
+        found = await self.store.list_schedules()
+        return pb.Schedules(schedules=[wire.schedule(s) for s in found])
+
+    @_verb
+    async def SetSchedulePaused(
+        self, request: pb.SetSchedulePausedRequest, context: Any
+    ) -> pb.MaybeSchedule:
+        stored = await self.store.set_schedule_paused(
+            request.id, paused=request.paused, next_tick_at=request.next_tick_at, now=request.now
+        )
+        if self.announce:
+            self.hub.publish("schedules:")
+        return pb.MaybeSchedule(schedule=wire.schedule(stored) if stored else None)
+
+    @_verb
+    async def DeleteSchedule(self, request: pb.ScheduleIdRequest, context: Any) -> pb.Done:
+        return pb.Done(changed=await self.store.delete_schedule(request.id))
+
+    @_verb
+    async def FireSchedule(self, request: pb.FireScheduleRequest, context: Any) -> pb.Done:
+        won = await self.store.fire_schedule(
+            request.id,
+            tick_at=request.tick_at,
+            next_tick_at=request.next_tick_at,
+            last_tick_at=wire.optional(request, "last_tick_at"),
+            starts=[wire.from_message(NewWorkflow, new) for new in request.starts],
+            now=request.now,
+        )
+        if won and request.starts:
+            self._ready()  # the executions it created are due
+        return pb.Done(changed=won)
 
     @_verb
     async def Batch(self, request: pb.BatchRequest, context: Any) -> pb.BatchReply:

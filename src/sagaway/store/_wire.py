@@ -16,6 +16,7 @@ from sagaway.store.records import (
     AttemptErrorRecord,
     Lease,
     NewWorkflow,
+    ScheduleRecord,
     SignalRecord,
     StepRecord,
     WorkflowRecord,
@@ -82,6 +83,10 @@ def new_workflow(record: NewWorkflow) -> pb.NewWorkflow:
 
 def attempt_error(record: AttemptErrorRecord) -> pb.AttemptErrorRecord:
     return to_message(record, pb.AttemptErrorRecord())  # type: ignore[no-any-return]
+
+
+def schedule(record: ScheduleRecord) -> pb.ScheduleRecord:
+    return to_message(record, pb.ScheduleRecord())  # type: ignore[no-any-return]
 
 
 def optional(message: Any, name: str) -> Any:

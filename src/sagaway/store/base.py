@@ -9,7 +9,7 @@ cancelled) can never overwrite the work of the new owner.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 from sagaway import errors
@@ -19,6 +19,7 @@ from sagaway.store.records import (
     Lease,
     ListQuery,
     NewWorkflow,
+    ScheduleRecord,
     SignalRecord,
     StepRecord,
     WorkflowRecord,
@@ -297,4 +298,47 @@ class Store(Protocol):
         """The error of each failed attempt of the steps of an execution (the last 20 attempts
         of each step), by call and attempt. Written with the step, by the database itself:
         recording a step with an error records it here too."""
+        ...
+
+    # ------------------------------------------------------------ schedules (schema v13/v11)
+
+    async def put_schedule(
+        self, schedule: ScheduleRecord, *, keep_paused: bool, now: float
+    ) -> ScheduleRecord:
+        """Create the schedule ``schedule.id`` or replace its definition; returns it as stored.
+
+        An update keeps the stored ``next_tick_at`` when the cron expression and time zone are
+        unchanged (ticks missed meanwhile stay due for catch-up) unless it resumes a paused
+        schedule; ``keep_paused`` leaves the stored ``paused`` as it is.
+        """
+        ...
+
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        """Every schedule, by id."""
+        ...
+
+    async def set_schedule_paused(
+        self, schedule_id: str, *, paused: bool, next_tick_at: float, now: float
+    ) -> ScheduleRecord | None:
+        """Pause or resume a schedule (None: no such id). Resuming a paused one sets its next
+        tick to ``next_tick_at``: the ticks of a pause are not caught up."""
+        ...
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        """Delete a schedule (its executions stay); False if there is none."""
+        ...
+
+    async def fire_schedule(
+        self,
+        schedule_id: str,
+        *,
+        tick_at: float,
+        next_tick_at: float,
+        last_tick_at: float | None,
+        starts: Sequence[NewWorkflow],
+        now: float,
+    ) -> bool:
+        """In one transaction: advance the unpaused schedule's ``next_tick_at`` from ``tick_at``
+        to ``next_tick_at`` only if it still is ``tick_at`` (compare-and-set), and if so create
+        ``starts`` PENDING (a key already taken is left as it is). True: this call won."""
         ...

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, NoReturn
 
 try:
@@ -43,6 +43,7 @@ from sagaway.store.records import (
     Lease,
     ListQuery,
     NewWorkflow,
+    ScheduleRecord,
     SignalRecord,
     StepRecord,
     WorkflowRecord,
@@ -522,6 +523,55 @@ class GrpcStore:
     async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
         reply = await self._call("ListAttemptErrors", pb.RunRequest(run_id=run_id))
         return [wire.from_message(AttemptErrorRecord, e) for e in reply.errors]
+
+    # ------------------------------------------------------------------ schedules
+
+    async def put_schedule(
+        self, schedule: ScheduleRecord, *, keep_paused: bool, now: float
+    ) -> ScheduleRecord:
+        request = pb.PutScheduleRequest(
+            schedule=wire.schedule(schedule), keep_paused=keep_paused, now=now
+        )
+        return wire.from_message(ScheduleRecord, await self._call("PutSchedule", request))
+
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        reply = await self._call("ListSchedules", pb.ListSchedulesRequest())
+        return [wire.from_message(ScheduleRecord, s) for s in reply.schedules]
+
+    async def set_schedule_paused(
+        self, schedule_id: str, *, paused: bool, next_tick_at: float, now: float
+    ) -> ScheduleRecord | None:
+        request = pb.SetSchedulePausedRequest(
+            id=schedule_id, paused=paused, next_tick_at=next_tick_at, now=now
+        )
+        reply = await self._call("SetSchedulePaused", request)
+        if not reply.HasField("schedule"):
+            return None
+        return wire.from_message(ScheduleRecord, reply.schedule)
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        reply = await self._call("DeleteSchedule", pb.ScheduleIdRequest(id=schedule_id))
+        return bool(reply.changed)
+
+    async def fire_schedule(
+        self,
+        schedule_id: str,
+        *,
+        tick_at: float,
+        next_tick_at: float,
+        last_tick_at: float | None,
+        starts: Sequence[NewWorkflow],
+        now: float,
+    ) -> bool:
+        request = pb.FireScheduleRequest(
+            id=schedule_id,
+            tick_at=tick_at,
+            next_tick_at=next_tick_at,
+            last_tick_at=last_tick_at,
+            starts=[wire.new_workflow(new) for new in starts],
+            now=now,
+        )
+        return bool((await self._call("FireSchedule", request)).changed)
 
 
 def _int32(n: int) -> int:

@@ -51,6 +51,7 @@ from sagaway.store import (
     _pg_fork,
     _pg_listener,
     _pg_purge,
+    _pg_schedules,
     _pg_signals,
     _rows,
 )
@@ -95,7 +96,7 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-class PostgresStore:
+class PostgresStore(_pg_schedules.PostgresSchedules):
     """Store in one schema of a PostgreSQL database (``create=False``: an existing Sagaway schema
     only, see ``open_store``)."""
 

@@ -135,3 +135,29 @@ class ListQuery:
     """Created before this time."""
     after: tuple[float, str] | None = None
     """Keyset cursor: only executions listed after the one with this (created_at, run_id)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScheduleRecord:
+    """A schedule as stored: a workflow started at each tick of a cron expression."""
+
+    id: str
+    workflow: str
+    """The registered name of the workflow it starts."""
+    args: str
+    """JSON object of the bound arguments each execution gets."""
+    queue: str
+    """The task queue of the executions it starts."""
+    cron: str
+    timezone: str
+    """IANA time zone the cron expression is read in (``UTC``, ``Europe/Paris``)."""
+    catch_up: str
+    """What runs of the ticks missed while no scheduler ran: ``skip``, ``one`` or ``all``."""
+    paused: bool
+    next_tick_at: float
+    """Epoch seconds of the earliest tick not started yet; schedulers advance it with a
+    compare-and-set, so one of them wins each tick."""
+    created_at: float
+    updated_at: float
+    last_tick_at: float | None = None
+    """The latest tick an execution was started for (None: none yet)."""

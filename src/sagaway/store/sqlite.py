@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from sagaway import errors, observe
 from sagaway.states import WorkflowStatus
-from sagaway.store import _fork, _inspect, _params, _purge, _rows
+from sagaway.store import _fork, _inspect, _params, _purge, _rows, _schedules
 from sagaway.store import migrations as _migrations
 from sagaway.store.base import CreateResult, DatabaseNotFound
 from sagaway.store.records import (
@@ -94,7 +94,7 @@ def _has_migrations_table(conn: sqlite3.Connection) -> bool:
     return row is not None
 
 
-class SQLiteStore:
+class SQLiteStore(_schedules.SQLiteSchedules):
     """Store on one SQLite file (``create=False``: an existing Sagaway file only, see
     ``open_store``)."""
 

@@ -1902,6 +1902,235 @@ class AwaitWorkflowRequest(_message.Message):
 Global___AwaitWorkflowRequest: _TypeAlias = AwaitWorkflowRequest  # noqa: Y015
 
 @_typing.final
+class ScheduleRecord(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    WORKFLOW_FIELD_NUMBER: _builtins.int
+    ARGS_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    CRON_FIELD_NUMBER: _builtins.int
+    TIMEZONE_FIELD_NUMBER: _builtins.int
+    CATCH_UP_FIELD_NUMBER: _builtins.int
+    PAUSED_FIELD_NUMBER: _builtins.int
+    NEXT_TICK_AT_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    LAST_TICK_AT_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    workflow: _builtins.str
+    """the registered workflow name"""
+    args: _builtins.str
+    """JSON object of the arguments of each execution"""
+    queue: _builtins.str
+    """task queue of the executions"""
+    cron: _builtins.str
+    timezone: _builtins.str
+    """IANA name, e.g. "Europe/Paris" """
+    catch_up: _builtins.str
+    """"skip", "one" or "all" """
+    paused: _builtins.bool
+    next_tick_at: _builtins.float
+    """epoch seconds of the earliest tick not started yet"""
+    created_at: _builtins.float
+    updated_at: _builtins.float
+    last_tick_at: _builtins.float
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        workflow: _builtins.str = ...,
+        args: _builtins.str = ...,
+        queue: _builtins.str = ...,
+        cron: _builtins.str = ...,
+        timezone: _builtins.str = ...,
+        catch_up: _builtins.str = ...,
+        paused: _builtins.bool = ...,
+        next_tick_at: _builtins.float = ...,
+        created_at: _builtins.float = ...,
+        updated_at: _builtins.float = ...,
+        last_tick_at: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_last_tick_at", b"_last_tick_at", "last_tick_at", b"last_tick_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_last_tick_at", b"_last_tick_at", "args", b"args", "catch_up", b"catch_up", "created_at", b"created_at", "cron", b"cron", "id", b"id", "last_tick_at", b"last_tick_at", "next_tick_at", b"next_tick_at", "paused", b"paused", "queue", b"queue", "timezone", b"timezone", "updated_at", b"updated_at", "workflow", b"workflow"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__last_tick_at: _TypeAlias = _typing.Literal["last_tick_at"]  # noqa: Y015
+    _WhichOneofArgType__last_tick_at: _TypeAlias = _typing.Literal["_last_tick_at", b"_last_tick_at"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__last_tick_at) -> _WhichOneofReturnType__last_tick_at | None: ...
+
+Global___ScheduleRecord: _TypeAlias = ScheduleRecord  # noqa: Y015
+
+@_typing.final
+class PutScheduleRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SCHEDULE_FIELD_NUMBER: _builtins.int
+    KEEP_PAUSED_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    keep_paused: _builtins.bool
+    now: _builtins.float
+    @_builtins.property
+    def schedule(self) -> Global___ScheduleRecord: ...
+    def __init__(
+        self,
+        *,
+        schedule: Global___ScheduleRecord | None = ...,
+        keep_paused: _builtins.bool = ...,
+        now: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["keep_paused", b"keep_paused", "now", b"now", "schedule", b"schedule"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PutScheduleRequest: _TypeAlias = PutScheduleRequest  # noqa: Y015
+
+@_typing.final
+class Schedules(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SCHEDULES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def schedules(self) -> _containers.RepeatedCompositeFieldContainer[Global___ScheduleRecord]: ...
+    def __init__(
+        self,
+        *,
+        schedules: _abc.Iterable[Global___ScheduleRecord] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["schedules", b"schedules"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Schedules: _TypeAlias = Schedules  # noqa: Y015
+
+@_typing.final
+class ListSchedulesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSchedulesRequest: _TypeAlias = ListSchedulesRequest  # noqa: Y015
+
+@_typing.final
+class ScheduleIdRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ScheduleIdRequest: _TypeAlias = ScheduleIdRequest  # noqa: Y015
+
+@_typing.final
+class SetSchedulePausedRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    PAUSED_FIELD_NUMBER: _builtins.int
+    NEXT_TICK_AT_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    paused: _builtins.bool
+    next_tick_at: _builtins.float
+    """the next tick when a paused schedule is resumed"""
+    now: _builtins.float
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        paused: _builtins.bool = ...,
+        next_tick_at: _builtins.float = ...,
+        now: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "next_tick_at", b"next_tick_at", "now", b"now", "paused", b"paused"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetSchedulePausedRequest: _TypeAlias = SetSchedulePausedRequest  # noqa: Y015
+
+@_typing.final
+class MaybeSchedule(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SCHEDULE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def schedule(self) -> Global___ScheduleRecord: ...
+    def __init__(
+        self,
+        *,
+        schedule: Global___ScheduleRecord | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_schedule", b"_schedule", "schedule", b"schedule"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_schedule", b"_schedule", "schedule", b"schedule"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__schedule: _TypeAlias = _typing.Literal["schedule"]  # noqa: Y015
+    _WhichOneofArgType__schedule: _TypeAlias = _typing.Literal["_schedule", b"_schedule"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__schedule) -> _WhichOneofReturnType__schedule | None: ...
+
+Global___MaybeSchedule: _TypeAlias = MaybeSchedule  # noqa: Y015
+
+@_typing.final
+class FireScheduleRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    TICK_AT_FIELD_NUMBER: _builtins.int
+    NEXT_TICK_AT_FIELD_NUMBER: _builtins.int
+    LAST_TICK_AT_FIELD_NUMBER: _builtins.int
+    STARTS_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    tick_at: _builtins.float
+    """next_tick_at as the scheduler read it (compare-and-set)"""
+    next_tick_at: _builtins.float
+    last_tick_at: _builtins.float
+    now: _builtins.float
+    @_builtins.property
+    def starts(self) -> _containers.RepeatedCompositeFieldContainer[Global___NewWorkflow]: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        tick_at: _builtins.float = ...,
+        next_tick_at: _builtins.float = ...,
+        last_tick_at: _builtins.float | None = ...,
+        starts: _abc.Iterable[Global___NewWorkflow] | None = ...,
+        now: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_last_tick_at", b"_last_tick_at", "last_tick_at", b"last_tick_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_last_tick_at", b"_last_tick_at", "id", b"id", "last_tick_at", b"last_tick_at", "next_tick_at", b"next_tick_at", "now", b"now", "starts", b"starts", "tick_at", b"tick_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__last_tick_at: _TypeAlias = _typing.Literal["last_tick_at"]  # noqa: Y015
+    _WhichOneofArgType__last_tick_at: _TypeAlias = _typing.Literal["_last_tick_at", b"_last_tick_at"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__last_tick_at) -> _WhichOneofReturnType__last_tick_at | None: ...
+
+Global___FireScheduleRequest: _TypeAlias = FireScheduleRequest  # noqa: Y015
+
+@_typing.final
 class BatchCall(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -201,6 +201,31 @@ class EngineStub:
                 request_serializer=sagaway_dot_v1_dot_engine__pb2.RunRequest.SerializeToString,
                 response_deserializer=sagaway_dot_v1_dot_engine__pb2.AttemptErrors.FromString,
                 _registered_method=True)
+        self.PutSchedule = channel.unary_unary(
+                '/sagaway.v1.Engine/PutSchedule',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.PutScheduleRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.ScheduleRecord.FromString,
+                _registered_method=True)
+        self.ListSchedules = channel.unary_unary(
+                '/sagaway.v1.Engine/ListSchedules',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.ListSchedulesRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.Schedules.FromString,
+                _registered_method=True)
+        self.SetSchedulePaused = channel.unary_unary(
+                '/sagaway.v1.Engine/SetSchedulePaused',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.SetSchedulePausedRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.MaybeSchedule.FromString,
+                _registered_method=True)
+        self.DeleteSchedule = channel.unary_unary(
+                '/sagaway.v1.Engine/DeleteSchedule',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.ScheduleIdRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.Done.FromString,
+                _registered_method=True)
+        self.FireSchedule = channel.unary_unary(
+                '/sagaway.v1.Engine/FireSchedule',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.FireScheduleRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.Done.FromString,
+                _registered_method=True)
         self.Batch = channel.unary_unary(
                 '/sagaway.v1.Engine/Batch',
                 request_serializer=sagaway_dot_v1_dot_engine__pb2.BatchRequest.SerializeToString,
@@ -416,6 +441,37 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutSchedule(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSchedules(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetSchedulePaused(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSchedule(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FireSchedule(self, request, context):
+        """Done.changed: this call won the tick (its compare-and-set changed the row).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Batch(self, request, context):
         """Several of the calls above in one message, for a client with many workflows in flight: each
         runs as if it had come alone (its own transaction, concurrently with the others, so the
@@ -593,6 +649,31 @@ def add_EngineServicer_to_server(servicer, server):
                     servicer.ListAttemptErrors,
                     request_deserializer=sagaway_dot_v1_dot_engine__pb2.RunRequest.FromString,
                     response_serializer=sagaway_dot_v1_dot_engine__pb2.AttemptErrors.SerializeToString,
+            ),
+            'PutSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutSchedule,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.PutScheduleRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.ScheduleRecord.SerializeToString,
+            ),
+            'ListSchedules': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSchedules,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.ListSchedulesRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.Schedules.SerializeToString,
+            ),
+            'SetSchedulePaused': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetSchedulePaused,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.SetSchedulePausedRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.MaybeSchedule.SerializeToString,
+            ),
+            'DeleteSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSchedule,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.ScheduleIdRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.Done.SerializeToString,
+            ),
+            'FireSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.FireSchedule,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.FireScheduleRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.Done.SerializeToString,
             ),
             'Batch': grpc.unary_unary_rpc_method_handler(
                     servicer.Batch,
@@ -1493,6 +1574,141 @@ class Engine:
             '/sagaway.v1.Engine/ListAttemptErrors',
             sagaway_dot_v1_dot_engine__pb2.RunRequest.SerializeToString,
             sagaway_dot_v1_dot_engine__pb2.AttemptErrors.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/PutSchedule',
+            sagaway_dot_v1_dot_engine__pb2.PutScheduleRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.ScheduleRecord.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSchedules(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/ListSchedules',
+            sagaway_dot_v1_dot_engine__pb2.ListSchedulesRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.Schedules.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetSchedulePaused(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/SetSchedulePaused',
+            sagaway_dot_v1_dot_engine__pb2.SetSchedulePausedRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.MaybeSchedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/DeleteSchedule',
+            sagaway_dot_v1_dot_engine__pb2.ScheduleIdRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.Done.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FireSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/FireSchedule',
+            sagaway_dot_v1_dot_engine__pb2.FireScheduleRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.Done.FromString,
             options,
             channel_credentials,
             insecure,

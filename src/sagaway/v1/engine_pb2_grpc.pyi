@@ -102,6 +102,12 @@ class EngineStub:
     CountPurgeable: _grpc.UnaryUnaryMultiCallable[_engine_pb2.CountPurgeableRequest, _engine_pb2.Count]
     ListPage: _grpc.UnaryUnaryMultiCallable[_engine_pb2.ListPageRequest, _engine_pb2.Workflows]
     ListAttemptErrors: _grpc.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.AttemptErrors]
+    PutSchedule: _grpc.UnaryUnaryMultiCallable[_engine_pb2.PutScheduleRequest, _engine_pb2.ScheduleRecord]
+    ListSchedules: _grpc.UnaryUnaryMultiCallable[_engine_pb2.ListSchedulesRequest, _engine_pb2.Schedules]
+    SetSchedulePaused: _grpc.UnaryUnaryMultiCallable[_engine_pb2.SetSchedulePausedRequest, _engine_pb2.MaybeSchedule]
+    DeleteSchedule: _grpc.UnaryUnaryMultiCallable[_engine_pb2.ScheduleIdRequest, _engine_pb2.Done]
+    FireSchedule: _grpc.UnaryUnaryMultiCallable[_engine_pb2.FireScheduleRequest, _engine_pb2.Done]
+    """Done.changed: this call won the tick (its compare-and-set changed the row)."""
     Batch: _grpc.UnaryUnaryMultiCallable[_engine_pb2.BatchRequest, _engine_pb2.BatchReply]
     """Several of the calls above in one message, for a client with many workflows in flight: each
     runs as if it had come alone (its own transaction, concurrently with the others, so the
@@ -152,6 +158,12 @@ class EngineAsyncStub(EngineStub):
     CountPurgeable: _aio.UnaryUnaryMultiCallable[_engine_pb2.CountPurgeableRequest, _engine_pb2.Count]  # type: ignore[assignment]
     ListPage: _aio.UnaryUnaryMultiCallable[_engine_pb2.ListPageRequest, _engine_pb2.Workflows]  # type: ignore[assignment]
     ListAttemptErrors: _aio.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.AttemptErrors]  # type: ignore[assignment]
+    PutSchedule: _aio.UnaryUnaryMultiCallable[_engine_pb2.PutScheduleRequest, _engine_pb2.ScheduleRecord]  # type: ignore[assignment]
+    ListSchedules: _aio.UnaryUnaryMultiCallable[_engine_pb2.ListSchedulesRequest, _engine_pb2.Schedules]  # type: ignore[assignment]
+    SetSchedulePaused: _aio.UnaryUnaryMultiCallable[_engine_pb2.SetSchedulePausedRequest, _engine_pb2.MaybeSchedule]  # type: ignore[assignment]
+    DeleteSchedule: _aio.UnaryUnaryMultiCallable[_engine_pb2.ScheduleIdRequest, _engine_pb2.Done]  # type: ignore[assignment]
+    FireSchedule: _aio.UnaryUnaryMultiCallable[_engine_pb2.FireScheduleRequest, _engine_pb2.Done]  # type: ignore[assignment]
+    """Done.changed: this call won the tick (its compare-and-set changed the row)."""
     Batch: _aio.UnaryUnaryMultiCallable[_engine_pb2.BatchRequest, _engine_pb2.BatchReply]  # type: ignore[assignment]
     """Several of the calls above in one message, for a client with many workflows in flight: each
     runs as if it had come alone (its own transaction, concurrently with the others, so the
@@ -397,6 +409,42 @@ class EngineServicer(metaclass=_abc_1.ABCMeta):
         request: _engine_pb2.RunRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_engine_pb2.AttemptErrors, _abc.Awaitable[_engine_pb2.AttemptErrors]]: ...
+
+    @_abc_1.abstractmethod
+    def PutSchedule(
+        self,
+        request: _engine_pb2.PutScheduleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.ScheduleRecord, _abc.Awaitable[_engine_pb2.ScheduleRecord]]: ...
+
+    @_abc_1.abstractmethod
+    def ListSchedules(
+        self,
+        request: _engine_pb2.ListSchedulesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.Schedules, _abc.Awaitable[_engine_pb2.Schedules]]: ...
+
+    @_abc_1.abstractmethod
+    def SetSchedulePaused(
+        self,
+        request: _engine_pb2.SetSchedulePausedRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.MaybeSchedule, _abc.Awaitable[_engine_pb2.MaybeSchedule]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteSchedule(
+        self,
+        request: _engine_pb2.ScheduleIdRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.Done, _abc.Awaitable[_engine_pb2.Done]]: ...
+
+    @_abc_1.abstractmethod
+    def FireSchedule(
+        self,
+        request: _engine_pb2.FireScheduleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.Done, _abc.Awaitable[_engine_pb2.Done]]:
+        """Done.changed: this call won the tick (its compare-and-set changed the row)."""
 
     @_abc_1.abstractmethod
     def Batch(

@@ -543,6 +543,50 @@ WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
       SELECT 1 FROM workflows p
       WHERE p.key = w.parent_key COLLATE "C" AND p.is_current
         AND p.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
+-- ---------------------------------------------------------------- schedules
+
+-- name: put_schedule
+-- Create or update a schedule. An update keeps the next tick when the expression and time zone
+-- are the same (ticks missed meanwhile are then caught up), unless it resumes a paused one (the
+-- ticks of a pause are never run); keep_paused leaves an operator's pause as it is.
+INSERT INTO schedules (id, workflow, args, queue, cron, timezone, catch_up, paused, next_tick_at,
+                       created_at, updated_at)
+VALUES (%(id)s, %(workflow)s, %(args)s, %(queue)s, %(cron)s, %(timezone)s, %(catch_up)s, %(paused)s,
+        %(next_tick_at)s, %(now)s, %(now)s)
+ON CONFLICT (id) DO UPDATE SET
+    workflow = excluded.workflow, args = excluded.args, queue = excluded.queue,
+    cron = excluded.cron, timezone = excluded.timezone, catch_up = excluded.catch_up,
+    paused = CASE WHEN %(keep_paused)s THEN schedules.paused ELSE excluded.paused END,
+    next_tick_at = CASE
+        WHEN schedules.cron = excluded.cron AND schedules.timezone = excluded.timezone
+             AND NOT (schedules.paused AND NOT (CASE WHEN %(keep_paused)s THEN schedules.paused ELSE excluded.paused END))
+        THEN schedules.next_tick_at ELSE excluded.next_tick_at END,
+    updated_at = excluded.updated_at
+
+-- name: get_schedule
+SELECT id, workflow, args, queue, cron, timezone, catch_up, paused, next_tick_at, created_at, updated_at, last_tick_at
+FROM schedules WHERE id = %(id)s
+
+-- name: list_schedules
+SELECT id, workflow, args, queue, cron, timezone, catch_up, paused, next_tick_at, created_at, updated_at, last_tick_at
+FROM schedules ORDER BY id
+
+-- name: set_schedule_paused
+-- Resuming a paused schedule moves its next tick to the first one from now on.
+UPDATE schedules
+SET next_tick_at = CASE WHEN paused AND NOT %(paused)s THEN %(next_tick_at)s ELSE next_tick_at END,
+    paused = %(paused)s, updated_at = %(now)s
+WHERE id = %(id)s
+
+-- name: delete_schedule
+DELETE FROM schedules WHERE id = %(id)s
+
+-- name: advance_schedule
+-- The compare-and-set of a tick: only the scheduler that read next_tick_at = tick_at wins.
+UPDATE schedules
+SET next_tick_at = %(next_tick_at)s, last_tick_at = COALESCE(%(last_tick_at)s, last_tick_at)
+WHERE id = %(id)s AND next_tick_at = %(tick_at)s AND NOT paused
+
 -- ---------------------------------------------------------------- inspection
 
 -- name: list_page

@@ -1,0 +1,167 @@
+"""Schedules: workflows started at the ticks of a cron expression, once per tick.
+
+Exactly once, however many processes run a scheduler: a tick's execution has a key derived
+from the schedule and the tick (``schedule:<id>:<UTC ISO time>``), and it is created in the
+same transaction as the compare-and-set that moves the schedule's ``next_tick_at`` past it
+(``Store.fire_schedule``). Of the schedulers that read the same ``next_tick_at``, one wins and
+creates the executions; the others change nothing. A crash before that commit leaves the tick
+due for the next scheduler; a crash after it leaves PENDING executions that any worker claims.
+
+Ticks missed while no scheduler ran (the cluster was stopped) are caught up by the schedule's
+policy: ``skip`` none, ``one`` the latest, ``all`` every one (at most ``cron.MAX_CATCH_UP``, the
+latest, oldest first). A tick counts as missed when it came before the scheduler that finds it
+started, or more than ``LATE`` seconds before it is found; other due ticks are merely late
+(a busy or briefly disconnected scheduler) and run whatever the policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+from sagaway import errors, serialization
+from sagaway._engine import cron, keys
+from sagaway._engine.engine import Engine, check_key
+from sagaway.registry import WorkflowDef
+from sagaway.store.records import NewWorkflow, ScheduleRecord, WorkflowRecord
+
+LATE = 60.0
+"""Seconds after which a due tick found by a running scheduler counts as missed."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Plan:
+    """What a scheduler does with a due schedule: start ``ticks`` (oldest first), then wait
+    for ``next_tick_at``."""
+
+    ticks: list[float]
+    next_tick_at: float
+
+
+def plan(schedule: ScheduleRecord, *, now: float, started_at: float) -> Plan:
+    """The ticks of a due schedule to start now, by its catch-up policy (see the module)."""
+    due = cron.ticks_between(
+        schedule.cron, schedule.timezone, schedule.next_tick_at, now, cron.MAX_CATCH_UP
+    )
+    next_at = cron.next_tick(schedule.cron, schedule.timezone, now)
+    # Both tests pick the oldest ticks: the missed ones are a prefix of ``due``.
+    missed = [t for t in due if t < started_at or now - t > LATE]
+    on_time = due[len(missed) :]
+    if schedule.catch_up == "all":
+        return Plan(due, next_at)
+    kept = missed[-1:] if schedule.catch_up == "one" else []
+    return Plan(kept + on_time, next_at)
+
+
+def tick_key(schedule_id: str, tick: float) -> str:
+    """The key of the execution of one tick: the same in every process."""
+    return f"schedule:{schedule_id}:{cron.label(tick)}"
+
+
+def execution(schedule: ScheduleRecord, key: str) -> NewWorkflow:
+    """A PENDING execution of ``schedule`` under ``key`` (any worker of its queue claims it)."""
+    run_id = uuid.uuid4().hex
+    return NewWorkflow(
+        run_id=run_id,
+        key=key,
+        name=schedule.workflow,
+        args=schedule.args,
+        args_hash=serialization.args_hash(schedule.args),
+        queue=schedule.queue,
+        key_space=keys.key_space(key, run_id, replacing=False),
+    )
+
+
+async def fire(engine: Engine, schedule: ScheduleRecord, *, started_at: float) -> tuple[Plan, bool]:
+    """Start the due ticks of ``schedule``: the plan, and whether this process won them (if
+    not, another one did, with the same plan)."""
+    now = engine.clock.now()
+    chosen = plan(schedule, now=now, started_at=started_at)
+    starts = [execution(schedule, tick_key(schedule.id, t)) for t in chosen.ticks]
+    won = await engine.store.fire_schedule(
+        schedule.id,
+        tick_at=schedule.next_tick_at,
+        next_tick_at=chosen.next_tick_at,
+        last_tick_at=chosen.ticks[-1] if chosen.ticks else None,
+        starts=starts,
+        now=now,
+    )
+    if won and starts:
+        engine.wake_recovery()  # a Worker of this process may take them at once
+    return chosen, won
+
+
+def definition(
+    engine: Engine,
+    schedule_id: str,
+    defn: WorkflowDef,
+    args_json: str,
+    *,
+    cron_expr: str,
+    timezone: str,
+    catch_up: str,
+    paused: bool,
+) -> ScheduleRecord:
+    """A checked schedule of ``defn`` whose first tick is the first after now."""
+    check_key(schedule_id, "schedule_id")
+    cron.check(cron_expr, timezone, catch_up)
+    now = engine.clock.now()
+    return ScheduleRecord(
+        id=schedule_id,
+        workflow=defn.name,
+        args=args_json,
+        queue=defn.task_queue,
+        cron=cron_expr,
+        timezone=timezone,
+        catch_up=catch_up,
+        paused=paused,
+        next_tick_at=cron.next_tick(cron_expr, timezone, now),
+        created_at=now,
+        updated_at=now,
+    )
+
+
+async def put(engine: Engine, schedule: ScheduleRecord, *, keep_paused: bool) -> ScheduleRecord:
+    stored = await engine.store.put_schedule(
+        schedule, keep_paused=keep_paused, now=engine.clock.now()
+    )
+    engine.schedule_wake.set()
+    return stored
+
+
+async def get(engine: Engine, schedule_id: str) -> ScheduleRecord:
+    for schedule in await engine.store.list_schedules():
+        if schedule.id == schedule_id:
+            return schedule
+    raise errors.ScheduleNotFound(schedule_id)
+
+
+async def set_paused(engine: Engine, schedule_id: str, *, paused: bool) -> ScheduleRecord:
+    schedule = await get(engine, schedule_id)
+    now = engine.clock.now()
+    stored = await engine.store.set_schedule_paused(
+        schedule_id,
+        paused=paused,
+        next_tick_at=cron.next_tick(schedule.cron, schedule.timezone, now),
+        now=now,
+    )
+    if stored is None:
+        raise errors.ScheduleNotFound(schedule_id)
+    engine.schedule_wake.set()
+    return stored
+
+
+async def trigger(engine: Engine, schedule_id: str) -> WorkflowRecord:
+    """Start one execution of the schedule now, outside its ticks (even if it is paused)."""
+    schedule = await get(engine, schedule_id)
+    new = execution(schedule, f"schedule:{schedule_id}:manual:{uuid.uuid4().hex}")
+    result = await engine.store.create_workflow(
+        new, now=engine.clock.now(), lease=None, replace_live=False
+    )
+    engine.wake_recovery()
+    return result.record
+
+
+async def delete(engine: Engine, schedule_id: str) -> None:
+    if not await engine.store.delete_schedule(schedule_id):
+        raise errors.ScheduleNotFound(schedule_id)

@@ -15,7 +15,6 @@ import logging
 
 from sagaway._engine import cron, schedules
 from sagaway._engine.engine import Engine
-from sagaway.clock import wait_event_or_sleep
 from sagaway.store.base import StoreUnavailable
 
 logger = logging.getLogger(__name__)
@@ -35,12 +34,16 @@ class Scheduler:
         """Scans done: tests wait on it."""
         self._task: asyncio.Task[None] | None = None
         self._store_down = False
+        self._stopping = False
 
     def start(self) -> None:
         self.started_at = self.engine.clock.now()
         self._task = asyncio.create_task(self._loop(), name="sagaway-scheduler")
 
     async def stop(self) -> None:
+        # The flag ends the loop even if a driver turned the cancellation into an error.
+        self._stopping = True
+        self.wake.set()
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -48,8 +51,8 @@ class Scheduler:
                 await task
 
     async def run_once(self) -> float:
-        """Fire what is due now; the seconds until the next tick of any schedule (at most
-        ``poll_interval``: other processes may add schedules without telling this one)."""
+        """Fire what is due now; the time (engine clock) of the next tick of any schedule, at
+        most ``poll_interval`` from now (other processes may add schedules unannounced)."""
         engine = self.engine
         earliest: float | None = None
         for schedule in await engine.store.list_schedules():
@@ -69,29 +72,43 @@ class Scheduler:
                     _log_fired(schedule.id, plan)
                 next_at = plan.next_tick_at
             earliest = next_at if earliest is None else min(earliest, next_at)
-        delay = engine.poll_interval
-        if earliest is not None:
-            delay = min(delay, earliest - engine.clock.now())
-        return max(delay, 0.0)
+        wake_at = engine.clock.now() + engine.poll_interval
+        return wake_at if earliest is None else min(wake_at, earliest)
 
     async def _loop(self) -> None:
         engine = self.engine
-        while True:
+        while not self._stopping:
             self.wake.clear()
             try:
-                delay = await self.run_once()
+                wake_at = await self.run_once()
             except StoreUnavailable as exc:
                 if not self._store_down:
                     logger.warning("scheduler paused: %s", exc, extra={"action": "schedule"})
                 self._store_down = True
-                delay = engine.poll_interval
+                wake_at = engine.clock.now() + engine.poll_interval
             except Exception:
                 logger.exception("scheduler scan failed; retrying", extra={"action": "schedule"})
-                delay = engine.poll_interval
+                wake_at = engine.clock.now() + engine.poll_interval
             else:
                 self._store_down = False
             self.rounds += 1
-            await wait_event_or_sleep(self.wake, engine.clock, delay)
+            if not self._stopping:
+                await self._sleep_until(wake_at)
+
+    async def _sleep_until(self, wake_at: float) -> None:
+        """Until ``wake_at`` or a wake-up. The wait is measured when the sleep begins (in its
+        own task), so time that passed meanwhile is not slept again."""
+        clock = self.engine.clock
+
+        async def sleep() -> None:
+            await clock.sleep(max(wake_at - clock.now(), 0.0))
+
+        waits = [asyncio.ensure_future(sleep()), asyncio.ensure_future(self.wake.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
 
 
 def _log_fired(schedule_id: str, plan: schedules.Plan) -> None:

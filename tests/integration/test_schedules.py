@@ -164,7 +164,12 @@ async def test_pause_resume_trigger_delete(db_url: str) -> None:
         await manager.schedule("hourly", "job", "0 * * * *", timezone="Europe/Paris")
         (row,) = await manager.list_schedules()
         assert (row.id, row.workflow, row.cron, row.timezone, row.catch_up, row.paused) == (
-            "hourly", "job", "0 * * * *", "Europe/Paris", "one", False,
+            "hourly",
+            "job",
+            "0 * * * *",
+            "Europe/Paris",
+            "one",
+            False,
         )
         now = engine_now(manager)
         assert row.next_tick_at == cron.next_tick("0 * * * *", "UTC", now)
@@ -180,8 +185,12 @@ async def test_pause_resume_trigger_delete(db_url: str) -> None:
         assert await handle.result(timeout=15) == "done"
         await manager.delete_schedule("hourly")
         assert await manager.list_schedules() == []
-        for verb in (manager.pause_schedule, manager.resume_schedule, manager.trigger_schedule,
-                     manager.delete_schedule):
+        for verb in (
+            manager.pause_schedule,
+            manager.resume_schedule,
+            manager.trigger_schedule,
+            manager.delete_schedule,
+        ):
             with pytest.raises(sw.SagawayError, match="no schedule with id 'hourly'"):
                 await verb("hourly")
     assert ran == [handle.key]
@@ -195,7 +204,10 @@ async def test_a_declared_schedule_is_written_when_workers_open(db_url: str) -> 
         (row,) = await declared.list_schedules()
         first = cron.next_tick("*/5 * * * * *", "UTC", engine_now(declared))
         assert (row.id, row.cron, row.catch_up, row.next_tick_at) == (
-            "job", "*/5 * * * * *", "all", first,
+            "job",
+            "*/5 * * * * *",
+            "all",
+            first,
         )
         await declared.pause_schedule("job")
     # Opened again (a deploy): the definition is written again, the operator's pause stays.

@@ -82,7 +82,11 @@ async def test_fire_creates_the_ticks_executions_once(store: Store) -> None:
     await store.put_schedule(schedule(), keep_paused=False, now=T0)
     starts = [new("schedule:nightly:a"), new("schedule:nightly:b")]
     assert await store.fire_schedule(
-        "nightly", tick_at=T0 + 60, next_tick_at=T0 + 180, last_tick_at=T0 + 120, starts=starts,
+        "nightly",
+        tick_at=T0 + 60,
+        next_tick_at=T0 + 180,
+        last_tick_at=T0 + 120,
+        starts=starts,
         now=T0 + 121,
     )
     (row,) = await store.list_schedules()
@@ -93,15 +97,23 @@ async def test_fire_creates_the_ticks_executions_once(store: Store) -> None:
     # The same tick again (a scheduler that read the old value): nothing changes.
     late = [new("schedule:nightly:c")]
     assert not await store.fire_schedule(
-        "nightly", tick_at=T0 + 60, next_tick_at=T0 + 180, last_tick_at=None, starts=late,
+        "nightly",
+        tick_at=T0 + 60,
+        next_tick_at=T0 + 180,
+        last_tick_at=None,
+        starts=late,
         now=T0 + 122,
     )
     assert await store.get_workflow("schedule:nightly:c") is None
     # A key already taken is left as it is (the execution of a tick is not created twice).
     first = await store.get_workflow("schedule:nightly:a")
     assert await store.fire_schedule(
-        "nightly", tick_at=T0 + 180, next_tick_at=T0 + 240, last_tick_at=T0 + 180,
-        starts=[new("schedule:nightly:a")], now=T0 + 181,
+        "nightly",
+        tick_at=T0 + 180,
+        next_tick_at=T0 + 240,
+        last_tick_at=T0 + 180,
+        starts=[new("schedule:nightly:a")],
+        now=T0 + 181,
     )
     assert await store.get_workflow("schedule:nightly:a") == first
 
@@ -114,8 +126,12 @@ async def test_two_stores_racing_on_one_tick(store: Store, other: Store) -> None
 
         async def race(s: Store, who: str, tick: float = tick) -> bool:
             return await s.fire_schedule(
-                "nightly", tick_at=tick, next_tick_at=tick + 60, last_tick_at=tick,
-                starts=[new(f"schedule:nightly:{tick}:{who}")], now=tick,
+                "nightly",
+                tick_at=tick,
+                next_tick_at=tick + 60,
+                last_tick_at=tick,
+                starts=[new(f"schedule:nightly:{tick}:{who}")],
+                now=tick,
             )
 
         results = await asyncio.gather(race(store, "a"), race(other, "b"))

@@ -9,7 +9,7 @@ EXPECTED = {
     "DefaultErrorMarshaler", "ErrorKind", "ErrorMarshaler", "ForkPlan", "IdempotencyConflict",
     "IncompletableError", "LeaseLost", "Manager", "ManagerState", "ManagerStateError",
     "NonDeterminismError", "NotRegistered", "OnConflict", "PayloadError", "Queue",
-    "RetriesExhausted", "RetryPolicy", "RetryableError", "Saga", "SagawayError",
+    "RetriesExhausted", "RetryPolicy", "RetryableError", "Saga", "SagawayError", "ScheduleNotFound",
     "SignalDescription", "SignalTimeout",
     "StepDescription", "StepKind", "StepStatus", "WorkflowAlreadyExists", "WorkflowCancelled",
     "WorkflowDescription", "WorkflowHandle", "WorkflowNotEnded", "WorkflowNotFound",
@@ -29,7 +29,7 @@ def test_error_tree() -> None:
         sw.WorkflowAlreadyExists, sw.WorkflowNotFound, sw.NotRegistered, sw.NonDeterminismError,
         sw.PayloadError, sw.SignalTimeout, sw.IdempotencyConflict, sw.ActivityTimeout,
         sw.RetriesExhausted, sw.WorkflowCancelled, sw.ManagerStateError, sw.AlreadyRegistered,
-        sw.WorkflowNotEnded,
+        sw.WorkflowNotEnded, sw.ScheduleNotFound,
     ]  # fmt: skip
     for cls in engine_errors:
         assert issubclass(cls, sw.SagawayError)

@@ -41,14 +41,14 @@ EXIT_CODES_HELP = (
     "  1  operation refused (wrong state: retry of a workflow that is not SUSPENDED,\n"
     "     cancel or terminate of an ended one), or the awaited workflow failed\n"
     "  2  usage or bad input (options, JSON payloads, database URLs, missing extras)\n"
-    "  3  not found (unknown workflow key, or no Sagaway database at the URL)\n"
+    "  3  not found (unknown workflow key or schedule id, or no Sagaway database at the URL)\n"
     "  4  cannot reach the database"
 )
 
 
 def exit_code(exc: BaseException) -> Exit:
     """The exit code an exception means (the one mapping of every command)."""
-    if isinstance(exc, (sw.WorkflowNotFound, DatabaseNotFound)):
+    if isinstance(exc, (sw.WorkflowNotFound, sw.ScheduleNotFound, DatabaseNotFound)):
         return Exit.NOT_FOUND
     if isinstance(exc, (StoreUnavailable, sqlite3.Error, OSError)):
         return Exit.UNREACHABLE

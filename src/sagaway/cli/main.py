@@ -31,6 +31,7 @@ from sagaway.cli.lint import lint
 from sagaway.cli.listing import list_cmd
 from sagaway.cli.purge import purge
 from sagaway.cli.replay import replay as replay_command
+from sagaway.cli.schedule import schedule_command
 from sagaway.cli.server import server as server_command
 from sagaway.cli.show import show
 from sagaway.cli.ui import ui as ui_command
@@ -576,6 +577,7 @@ cli.add_command(lint)
 cli.add_command(fork_command)
 cli.add_command(replay_command)
 cli.add_command(purge)
+cli.add_command(schedule_command)
 cli.add_command(list_cmd)
 cli.add_command(show)
 cli.add_command(server_command)

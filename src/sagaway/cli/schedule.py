@@ -1,0 +1,128 @@
+"""``sagaway schedule``: list, pause, resume, trigger and delete schedules.
+
+Schedules are created by code (``register_workflow(schedule=...)``, ``manager.schedule``),
+which knows the workflow and its arguments; operators look at them and steer them here.
+``delete`` asks first on a terminal and needs ``--yes`` without one, as ``purge`` does.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+import sagaway as sw
+from sagaway.cli._support import EXIT_CODES_HELP, Exit, fail, mask_url, run, url_option
+from sagaway.store import resolve_url
+from sagaway.store.records import ScheduleRecord
+
+T = TypeVar("T")
+console = Console()
+
+
+def _at(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).isoformat(timespec="seconds")
+
+
+def as_json(schedule: ScheduleRecord) -> dict[str, Any]:
+    return {
+        "id": schedule.id,
+        "workflow": schedule.workflow,
+        "args": json.loads(schedule.args),
+        "cron": schedule.cron,
+        "timezone": schedule.timezone,
+        "catch_up": schedule.catch_up,
+        "paused": schedule.paused,
+        "next_tick_at": _at(schedule.next_tick_at),
+        "last_tick_at": _at(schedule.last_tick_at),
+    }
+
+
+def _with_manager(url: str | None, action: Callable[[sw.Manager], Awaitable[T]]) -> T:
+    async def go() -> T:
+        async with sw.Manager(url).connect(create=False) as manager:
+            return await action(manager)
+
+    return run(go(), url)
+
+
+@click.group("schedule", epilog=EXIT_CODES_HELP)
+def schedule_command() -> None:
+    """Look at and steer schedules (workflows started at the ticks of a cron expression).
+
+    Exit 3 for an unknown schedule id.
+    """
+
+
+@schedule_command.command("list")
+@url_option
+@click.option("--json", "json_out", is_flag=True, help="Print one JSON array.")
+def list_schedules(url: str | None, json_out: bool) -> None:
+    """List the schedules, by id."""
+    found = _with_manager(url, lambda manager: manager.list_schedules())
+    if json_out:
+        click.echo(json.dumps([as_json(s) for s in found]))
+        return
+    table = Table(title=f"schedules in {escape(mask_url(resolve_url(url)))}")
+    for column in ("id", "workflow", "cron", "timezone", "catch-up", "state", "next tick (UTC)"):
+        table.add_column(column)
+    for s in found:
+        state = "[yellow]paused[/]" if s.paused else "[green]active[/]"
+        row = (s.id, s.workflow, s.cron, s.timezone, s.catch_up)
+        table.add_row(*map(escape, row), state, _at(s.next_tick_at) or "")
+    console.print(table)
+
+
+@schedule_command.command()
+@url_option
+@click.argument("schedule_id", metavar="ID")
+def pause(url: str | None, schedule_id: str) -> None:
+    """Stop starting executions of schedule ID (running ones go on)."""
+    _with_manager(url, lambda manager: manager.pause_schedule(schedule_id))
+    console.print(f"{escape(schedule_id)}: paused")
+
+
+@schedule_command.command()
+@url_option
+@click.argument("schedule_id", metavar="ID")
+def resume(url: str | None, schedule_id: str) -> None:
+    """Start executions of schedule ID again, from its next tick (ticks of the pause are not
+    run)."""
+    stored = _with_manager(url, lambda manager: manager.resume_schedule(schedule_id))
+    console.print(f"{escape(schedule_id)}: active, next tick at {_at(stored.next_tick_at)} UTC")
+
+
+@schedule_command.command()
+@url_option
+@click.argument("schedule_id", metavar="ID")
+def trigger(url: str | None, schedule_id: str) -> None:
+    """Start one execution of schedule ID now (key schedule:ID:manual:UUID); a running worker
+    runs it."""
+    handle = _with_manager(url, lambda manager: manager.trigger_schedule(schedule_id))
+    click.echo(handle.key)
+
+
+@schedule_command.command()
+@url_option
+@click.argument("schedule_id", metavar="ID")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+def delete(url: str | None, schedule_id: str, yes: bool) -> None:
+    """Delete schedule ID (its executions stay). Asks on a terminal; without one, deletes only
+    with --yes (exit 2 otherwise). Answering no exits 1. A schedule declared in code is written
+    again when its workers start: remove it from the code too."""
+    if not yes:
+        if not sys.stdin.isatty():
+            fail("stdin is not a terminal, so no one can confirm: pass --yes to delete", Exit.USAGE)
+        if not click.confirm(f"delete schedule {schedule_id!r}?", default=False):
+            sys.exit(int(Exit.REFUSED))
+    _with_manager(url, lambda manager: manager.delete_schedule(schedule_id))
+    console.print(f"{escape(schedule_id)}: deleted")

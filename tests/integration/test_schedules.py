@@ -117,33 +117,34 @@ async def test_catch_up_after_the_cluster_was_stopped(db_url: str, policy: str) 
     of them (skip), the latest (one) or all ten (all), then the following tick as usual."""
     clock = FakeClock(T)
     ran: list[str] = []
+    hour = 3600.0
     async with worker(db_url, clock, ran) as first:
-        await first.schedule("s", "job", "* * * * *", catch_up=policy)
+        await first.schedule("s", "job", "0 * * * *", catch_up=policy)
         (row,) = await first.list_schedules()
         start = row.next_tick_at
         fake_time = first._require_engine().clock is clock
         if fake_time:
-            await advance_to(clock, first, start - 30)
+            await advance_to(clock, first, start - hour / 2)
     if fake_time:
-        await clock.advance(600.0)  # ten ticks come while the cluster is stopped
+        await clock.advance(10 * hour)  # ten ticks come while the cluster is stopped
     else:
         # On PostgreSQL (and through an Engine Server) a process reads the server's clock when
         # it opens, so a jump of the fake clock does not carry over to the next Manager: the
         # stopped cluster's state (ten ticks due, none started) is made by moving the next tick
-        # ten minutes back instead.
-        raw_sql(db_url, "UPDATE schedules SET next_tick_at = next_tick_at - 600")
-        start -= 600
+        # ten hours back instead.
+        raw_sql(db_url, "UPDATE schedules SET next_tick_at = next_tick_at - 36000")
+        start -= 10 * hour
     later = worker(db_url, clock, ran)
     async with later:
 
         async def caught_up() -> bool:
             (row,) = await later.list_schedules()
-            return row.next_tick_at > start + 540
+            return row.next_tick_at > start + 9 * hour
 
         await eventually(caught_up, "the schedule caught up")
         (row,) = await later.list_schedules()
-        missed = [start + 60 * k for k in range(int((row.next_tick_at - start) // 60))]
-        # Exactly ten in fake time; on PostgreSQL real time may have crossed one more minute.
+        missed = [start + hour * k for k in range(int((row.next_tick_at - start) // hour))]
+        # Exactly ten in fake time; on PostgreSQL real time may have crossed one more hour.
         assert len(missed) == 10 or (len(missed) == 11 and not fake_time)
         await advance_to(clock, later, row.next_tick_at + 0.5)  # on time, whatever the policy
         expected = {"skip": [], "one": missed[-1:], "all": missed}[policy] + [row.next_tick_at]

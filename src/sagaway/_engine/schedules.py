@@ -9,9 +9,10 @@ due for the next scheduler; a crash after it leaves PENDING executions that any 
 
 Ticks missed while no scheduler ran (the cluster was stopped) are caught up by the schedule's
 policy: ``skip`` none, ``one`` the latest, ``all`` every one (at most ``cron.MAX_CATCH_UP``, the
-latest, oldest first). A tick counts as missed when it came before the scheduler that finds it
-started, or more than ``LATE`` seconds before it is found; other due ticks are merely late
-(a busy or briefly disconnected scheduler) and run whatever the policy.
+latest, oldest first). A tick counts as missed when it came more than ``JOINING`` seconds
+before the scheduler that finds it started, or more than ``LATE`` seconds before it is found;
+other due ticks are merely late (a busy scheduler, or one that started just as another was
+about to fire) and run whatever the policy.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from sagaway.store.records import NewWorkflow, ScheduleRecord, WorkflowRecord
 
 LATE = 60.0
 """Seconds after which a due tick found by a running scheduler counts as missed."""
+JOINING = 5.0
+"""A scheduler that starts while others run may find a tick they were about to fire: a tick
+this little before its start is not counted as missed."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -45,7 +49,7 @@ def plan(schedule: ScheduleRecord, *, now: float, started_at: float) -> Plan:
     )
     next_at = cron.next_tick(schedule.cron, schedule.timezone, now)
     # Both tests pick the oldest ticks: the missed ones are a prefix of ``due``.
-    missed = [t for t in due if t < started_at or now - t > LATE]
+    missed = [t for t in due if t < started_at - JOINING or now - t > LATE]
     on_time = due[len(missed) :]
     if schedule.catch_up == "all":
         return Plan(due, next_at)

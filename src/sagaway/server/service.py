@@ -16,6 +16,7 @@ import grpc
 import grpc.aio
 
 from sagaway import __version__
+from sagaway._engine import cron
 from sagaway.server.batch import run_batch
 from sagaway.server.checks import check_message, max_request_bytes
 from sagaway.server.notices import Hub, is_close
@@ -468,6 +469,8 @@ class EngineService(pb_grpc.EngineServicer):
     @_verb
     async def PutSchedule(self, request: pb.PutScheduleRequest, context: Any) -> pb.ScheduleRecord:
         schedule = wire.from_message(ScheduleRecord, request.schedule)
+        # A definition no scheduler could read is refused here (INVALID_ARGUMENT), not stored.
+        cron.check(schedule.cron, schedule.timezone, schedule.catch_up)
         stored = await self.store.put_schedule(
             schedule, keep_paused=request.keep_paused, now=request.now
         )

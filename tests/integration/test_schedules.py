@@ -257,4 +257,6 @@ async def test_bad_runtime_schedules_are_refused(tmp_path: Any) -> None:
             await manager.schedule("s", job, "0 1 * * *", catch_up="every")
         with pytest.raises(TypeError):
             await manager.schedule("s", job, "0 1 * * *", args=(1,))
+        with pytest.raises(ValueError, match="at most 400 characters"):
+            await manager.schedule("s" * 401, job, "0 1 * * *")
         assert await manager.list_schedules() == []

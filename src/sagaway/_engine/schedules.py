@@ -28,6 +28,8 @@ from sagaway.store.records import NewWorkflow, ScheduleRecord, WorkflowRecord
 
 LATE = 60.0
 """Seconds after which a due tick found by a running scheduler counts as missed."""
+MAX_ID = 400
+"""Characters of a schedule id at most: its executions' keys (at most 512) hold it."""
 JOINING = 5.0
 """A scheduler that starts while others run may find a tick they were about to fire: a tick
 this little before its start is not counted as missed."""
@@ -108,6 +110,8 @@ def definition(
 ) -> ScheduleRecord:
     """A checked schedule of ``defn`` whose first tick is the first after now."""
     check_key(schedule_id, "schedule_id")
+    if len(schedule_id) > MAX_ID:  # room for the prefix and the tick in execution keys
+        raise ValueError(f"schedule_id must be at most {MAX_ID} characters")
     cron.check(cron_expr, timezone, catch_up)
     now = engine.clock.now()
     return ScheduleRecord(

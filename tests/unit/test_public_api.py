@@ -14,6 +14,7 @@ EXPECTED = {
     "StepDescription", "StepKind", "StepStatus", "WorkflowAlreadyExists", "WorkflowCancelled",
     "WorkflowDescription", "WorkflowHandle", "WorkflowNotEnded", "WorkflowNotFound",
     "WorkflowStatus", "__version__", "activity_info",
+    "ReplayReport", "deprecate_patch", "patched",
 }  # fmt: skip
 
 

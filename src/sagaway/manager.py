@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
 
 from sagaway import errors, serialization
-from sagaway._engine import context, history, replaying
+from sagaway._engine import context, history, replaying, versions
 from sagaway._engine import retention as retention_mod
 from sagaway._engine.engine import Engine, EngineRef
 from sagaway._engine.executor import current_execution
@@ -93,6 +93,14 @@ class Manager:
             in the background, workflows that ended longer ago than this (see ``purge``).
         retention_interval: seconds (or a ``timedelta``) between those background purges; the
             first comes a minute after the Manager opens (sooner if the interval is shorter).
+        version: the version of the application code, such as ``"2026.12.1"`` (default:
+            ``$SAGAWAY_CODE_VERSION``, else None: unversioned). Every execution this process
+            creates (a start, a child, a fork) records it. At most 100 characters, no control
+            characters or commas.
+        run_versions: the code versions whose executions this process's Worker runs (None,
+            the default: every version; ``None`` in the set: unversioned executions). For
+            blue/green deploys: ``Manager(version="v2", run_versions={"v2"})`` runs only what
+            v2 processes started while the v1 workers drain the rest (see docs/operating.md).
     """
 
     def __init__(
@@ -111,6 +119,8 @@ class Manager:
         clock: Clock | None = None,
         retention: datetime.timedelta | float | None = None,
         retention_interval: datetime.timedelta | float = retention_mod.DEFAULT_INTERVAL,
+        version: str | None = None,
+        run_versions: Collection[str | None] | None = None,
     ) -> None:
         if concurrency < 1 or activity_threads < 1:
             raise ValueError("concurrency and activity_threads must be >= 1")
@@ -131,6 +141,11 @@ class Manager:
             payload_limit=payload_limit,
             marshaler=error_marshaler or serialization.DefaultErrorMarshaler(),
             queues=dict(queues or {}),
+            code_version=(
+                versions.default_code_version()
+                if version is None
+                else versions.check_code_version(version)
+            ),
         )
         """The engine's settings, checked here (read-only)."""
         self.concurrency = concurrency
@@ -138,6 +153,9 @@ class Manager:
         self.task_queues: frozenset[str] | None = None
         """Task queues whose workflows this process's Worker runs (None: all; read when the
         Manager opens)."""
+        self.run_versions: frozenset[str | None] | None = versions.check_run_versions(run_versions)
+        """Code versions whose executions this process's Worker runs (None: all; read when
+        the Manager opens)."""
         self.clock: Clock = clock or SystemClock()
         self.registry = Registry()
         self.state = ManagerState.CLOSED
@@ -161,6 +179,11 @@ class Manager:
     def workflow_queues(self, value: frozenset[str] | None) -> None:
         warnings.warn(_RENAMED_QUEUES, DeprecationWarning, stacklevel=2)
         self.task_queues = value
+
+    @property
+    def version(self) -> str | None:
+        """The version of the application code recorded on the executions created here."""
+        return self.options.code_version
 
     @property
     def worker(self) -> Worker | None:
@@ -353,6 +376,7 @@ class Manager:
         since: float | None = None,
         until: float | None = None,
         after: str | None = None,
+        code_versions: Collection[str | None] | None = None,
     ) -> list[WorkflowDescription]:
         """Current workflows, newest first (steps not included).
 
@@ -365,12 +389,14 @@ class Manager:
             until: only those created before this time (epoch seconds).
             after: the ``cursor`` of the last workflow of the previous page: the next page
                 (keyset pagination: rows created meanwhile shift nothing, none is skipped).
+            code_versions: only workflows created by these code versions (``None`` in it:
+                unversioned ones).
 
         Raises:
             ValueError: ``after`` is not a cursor.
         """
         engine = self._ref.require()
-        plain = (name, key_prefix, since, until, after) == (None,) * 5
+        plain = (name, key_prefix, since, until, after, code_versions) == (None,) * 6
         if plain and (status is None or isinstance(status, WorkflowStatus)):
             records = await engine.list_workflows(status=status, limit=limit)
         else:
@@ -383,6 +409,7 @@ class Manager:
                 since=since,
                 until=until,
                 after=None if after is None else _parse_cursor(after),
+                code_versions=frozenset(code_versions or ()),
             )
             records = await engine.list_page(query)
         return [_describe(r, []) for r in records]
@@ -509,7 +536,7 @@ class Manager:
             raise
         self._ref.engine = engine
         if run_workers:
-            worker = Worker(engine, self.concurrency, self.task_queues)
+            worker = Worker(engine, self.concurrency, self.task_queues, self.run_versions)
             recovery = RecoveryWorker(engine, worker)
             worker.start()
             recovery.start()

@@ -105,6 +105,9 @@ class WorkflowDescription:
     """When the lease of ``owner`` runs out unless renewed (its heartbeat renews it)."""
     signals: list[SignalDescription] = dataclasses.field(default_factory=list)
     """Signals sent to it, in order: pending, delivered and rejected (``describe()`` only)."""
+    code_version: str | None = None
+    """The application code version (``Manager(version=...)``) of the process that created it;
+    None: unversioned."""
 
     @property
     def cursor(self) -> str:
@@ -154,6 +157,7 @@ def _describe(
         owner=record.lease_owner,
         next_run_at=record.next_run_at,
         suspend_count=record.suspend_count,
+        code_version=record.code_version,
         children=[
             _child_key(s.result) for s in steps if s.kind is StepKind.CHILD and s.result is not None
         ],

@@ -151,6 +151,31 @@ async def test_start_same_key_other_args_is_already_exists(server: str) -> None:
     assert raw.code() is grpc.StatusCode.ALREADY_EXISTS
 
 
+async def test_start_says_which_code_version_should_run_it(server: str) -> None:
+    async with grpc.aio.insecure_channel(server) as channel:
+        stub = pb_grpc.EngineStub(channel)
+        reply = await stub.StartWorkflow(
+            pb.StartWorkflowRequest(
+                name="greet", key="versioned-1", args='{"name": "a"}', code_version="2026.12.1"
+            ),
+            timeout=10,
+        )
+        assert reply.created and reply.record.code_version == "2026.12.1"
+        plain = await stub.StartWorkflow(
+            pb.StartWorkflowRequest(name="greet", key="versioned-2", args='{"name": "a"}'),
+            timeout=10,
+        )
+        assert not plain.record.HasField("code_version")
+    for bad in ("", "a,b", "x" * 101, "unversioned"):
+        raw = await _raw_error(
+            server,
+            "StartWorkflow",
+            pb.StartWorkflowRequest(name="greet", key="versioned-3", args="{}", code_version=bad),
+        )
+        assert raw.code() is grpc.StatusCode.INVALID_ARGUMENT, bad
+        assert "code_version" in (raw.details() or "")
+
+
 # ----------------------------------------------------------------------------- .proto only
 
 _PROTO_CLIENT = textwrap.dedent(

@@ -6,6 +6,7 @@ version of Sagaway is refused.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -72,3 +73,39 @@ async def test_schema_version_newer_than_code_is_refused(db_url: str) -> None:
     assert "9999" in str(info.value)
     with pytest.raises(errors.ManagerStateError):  # not left half-open
         await newer.get_workflow("k1")
+
+
+@pytest.mark.direct_db  # it rewinds the schema behind the store's back
+async def test_a_database_at_the_previous_schema_gets_the_code_version_column(
+    db_url: str,
+) -> None:
+    dialect = "sqlite" if is_sqlite(db_url) else "postgres"
+    latest = latest_version(dialect)
+    s = open_store(db_url)
+    await s.open()
+    old = await s.create_workflow(new("before"), now=T0, lease=None, replace_live=False)
+    await s.close()
+    # Back to the schema before code versions (sqlite v9, postgres v11), as an older Sagaway
+    # left it: the column and its migration record gone.
+    [(name,)] = raw_sql(db_url, f"SELECT name FROM schema_migrations WHERE version = {latest}")
+    assert "code_version" in name
+    raw_sql(db_url, "ALTER TABLE workflows DROP COLUMN code_version")
+    raw_sql(db_url, f"DELETE FROM schema_migrations WHERE version = {latest}")
+
+    upgraded = open_store(db_url)
+    await upgraded.open()
+    try:
+        before = await upgraded.get_workflow("before")
+        assert before == old.record and before.code_version is None
+        created = await upgraded.create_workflow(
+            dataclasses.replace(new("after"), code_version="2026.12.1"),
+            now=T0,
+            lease=None,
+            replace_live=False,
+        )
+        assert (await upgraded.get_workflow("after")) == created.record
+        assert created.record.code_version == "2026.12.1"
+    finally:
+        await upgraded.close()
+    versions = raw_sql(db_url, "SELECT version FROM schema_migrations ORDER BY version")
+    assert [v for (v,) in versions] == list(range(1, latest + 1))

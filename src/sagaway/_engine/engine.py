@@ -94,8 +94,9 @@ class _QueueLimiter:
 class LocalRunner(Protocol):
     """What the Engine needs from the Worker of its process (the Worker implements it)."""
 
-    def accepts(self, task_queue: str) -> bool:
-        """Whether a workflow of ``task_queue`` started here may run here at once."""
+    def accepts(self, task_queue: str, code_version: str | None) -> bool:
+        """Whether a workflow of ``task_queue`` and ``code_version`` started here may run here
+        at once."""
         ...
 
     def dispatch(
@@ -211,23 +212,10 @@ class Engine:
         ``timeout``: seconds until its deadline (then it is cancelled as by a request)."""
         check_timeout(timeout)
         check_key(key, "idempotency_key")
-        run_id = uuid.uuid4().hex
-        new = NewWorkflow(
-            run_id=run_id,
-            key=key,
-            name=defn.name,
-            args=args_json,
-            args_hash=serialization.args_hash(args_json),
-            parent_key=parent_key,
-            queue=defn.task_queue,
-            key_space=keys.key_space(
-                key, run_id, replacing=on_conflict is OnConflict.TERMINATE_EXISTING
-            ),
-            timeout=timeout,
-            trace_context=observe.trace_context(defn.name, key) if observe.observers else None,
-        )
+        new = self._new_workflow(defn, args_json, key, on_conflict, parent_key, timeout)
         runner = self.runner
-        lease = self.new_lease() if runner is not None and runner.accepts(defn.task_queue) else None
+        here = runner is not None and runner.accepts(defn.task_queue, new.code_version)
+        lease = self.new_lease() if here else None
         result = await self.store.create_workflow(
             new,
             now=self.clock.now(),
@@ -259,6 +247,33 @@ class Engine:
                 "arguments; a retry must send the same arguments, a new request needs a new key"
             )
         return record, False
+
+    def _new_workflow(
+        self,
+        defn: WorkflowDef,
+        args_json: str,
+        key: str,
+        on_conflict: OnConflict,
+        parent_key: str | None,
+        timeout: float | None,
+    ) -> NewWorkflow:
+        """The execution ``start`` creates, of this process's code version."""
+        run_id = uuid.uuid4().hex
+        return NewWorkflow(
+            run_id=run_id,
+            key=key,
+            name=defn.name,
+            args=args_json,
+            args_hash=serialization.args_hash(args_json),
+            parent_key=parent_key,
+            queue=defn.task_queue,
+            key_space=keys.key_space(
+                key, run_id, replacing=on_conflict is OnConflict.TERMINATE_EXISTING
+            ),
+            timeout=timeout,
+            trace_context=observe.trace_context(defn.name, key) if observe.observers else None,
+            code_version=self.options.code_version,
+        )
 
     async def start_child(
         self,
@@ -299,6 +314,7 @@ class Engine:
             key_space=keys.key_space(new_key, run_id, replacing=True),
             call_ids=plan.kept,
             now=self.clock.now(),
+            code_version=self.options.code_version,
         )
         if result is None:
             # An ended execution does not come back to life: it was purged meanwhile.
@@ -542,9 +558,15 @@ class Engine:
     # ------------------------------------------------------------------ ownership
 
     async def claim_due(
-        self, *, limit: int, exclude: Collection[str], queues: Collection[str] | None
+        self,
+        *,
+        limit: int,
+        exclude: Collection[str],
+        queues: Collection[str] | None,
+        versions: Collection[str | None] | None = None,
     ) -> list[tuple[WorkflowRecord, Lease]]:
-        """Take leases on up to ``limit`` executions due now (not those in ``exclude``)."""
+        """Take leases on up to ``limit`` executions due now (not those in ``exclude``) of
+        ``queues`` and code ``versions`` (None: any)."""
         return await self.store.claim_due(
             owner=self.owner,
             now=self.clock.now(),
@@ -552,14 +574,18 @@ class Engine:
             limit=limit,
             exclude=exclude,
             queues=queues,
+            versions=versions,
         )
 
     async def load_steps_many(self, run_ids: Collection[str]) -> dict[str, list[StepRecord]]:
         return await self.store.load_steps_many(run_ids)
 
-    async def next_due(self, queues: Collection[str] | None) -> float | None:
-        """When the next execution another process does not own falls due (None: none)."""
-        return await self.store.next_due(owner=self.owner, queues=queues)
+    async def next_due(
+        self, queues: Collection[str] | None, versions: Collection[str | None] | None = None
+    ) -> float | None:
+        """When the next execution (of ``queues`` and ``versions``) another process does not
+        own falls due (None: none)."""
+        return await self.store.next_due(owner=self.owner, queues=queues, versions=versions)
 
     async def renew_leases(self, tokens: Collection[str]) -> set[str]:
         """Extend the leases of ``tokens``; the tokens still owned."""

@@ -22,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import sagaway as sw
+from sagaway._engine import versions
 from sagaway.cli import _format
 from sagaway.cli._support import Exit, run, url_option
 from sagaway.cli.listing import summary_json
@@ -173,6 +174,7 @@ def print_show(d: sw.WorkflowDescription, clock: _format.Clock, show_tb: bool) -
     )
     span = "after" if d.status.ended else "for"
     _line("status", f"{_format.styled(d.status.value)}  ({span} {_format.duration(_elapsed(d))})")
+    _line("version", escape(versions.label(d.code_version)))
     _line("created", clock.text(d.created_at))
     _line("updated", clock.text(d.updated_at))
     if d.ended_at is not None:

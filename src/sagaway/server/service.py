@@ -198,6 +198,7 @@ class EngineService(pb_grpc.EngineServicer):
             key_space=request.key_space,
             call_ids=list(request.call_ids),
             now=request.now,
+            code_version=wire.optional(request, "code_version"),
         )
         if result is None:
             return pb.ForkWorkflowReply()
@@ -291,6 +292,7 @@ class EngineService(pb_grpc.EngineServicer):
             limit=request.limit,
             exclude=list(request.exclude),
             queues=_queues(request),
+            versions=wire.versions_of(request),
         )
         return pb.ClaimDueReply(
             claimed=[pb.Claimed(record=wire.workflow(r), lease=wire.lease(le)) for r, le in claimed]
@@ -298,7 +300,9 @@ class EngineService(pb_grpc.EngineServicer):
 
     @_verb
     async def NextDue(self, request: pb.NextDueRequest, context: Any) -> pb.NextDueReply:
-        at = await self.store.next_due(owner=request.owner, queues=_queues(request))
+        at = await self.store.next_due(
+            owner=request.owner, queues=_queues(request), versions=wire.versions_of(request)
+        )
         return pb.NextDueReply(at=at)
 
     @_verb
@@ -453,6 +457,9 @@ class EngineService(pb_grpc.EngineServicer):
             since=wire.optional(request, "since"),
             until=wire.optional(request, "until"),
             after=(request.after_created_at, request.after_run_id) if has_after[0] else None,
+            code_versions=frozenset(
+                [*request.code_versions, *([None] if request.unversioned else [])]
+            ),
         )
         records = await self.store.list_page(query)
         return pb.Workflows(records=[wire.workflow(r) for r in records])

@@ -14,7 +14,7 @@ import time
 import uuid
 
 from sagaway import errors, serialization
-from sagaway._engine import keys
+from sagaway._engine import keys, versions
 from sagaway._engine.engine import check_key, check_text
 from sagaway._engine.options import check_timeout
 from sagaway.server.notices import Hub
@@ -61,6 +61,11 @@ class StartWorkflows:
             key_space=keys.key_space(request.key, run_id, replacing=False),
             timeout=timeout,
             trace_context=_trace_context(request),
+            code_version=(
+                versions.check_code_version(request.code_version, "code_version")
+                if request.HasField("code_version")
+                else None
+            ),
         )
         result = await self.store.create_workflow(
             new, now=await self._now(), lease=None, replace_live=False

@@ -8,7 +8,8 @@ its batched end with the final step) stays in its store.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+import json
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from sagaway.errors import error_record
@@ -34,10 +35,23 @@ def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
         "key_space": new.key_space,
         "deadline_at": None if new.timeout is None else now + new.timeout,
         "trace_context": new.trace_context,
+        "code_version": new.code_version,
         "now": now,
         "lease_token": lease.token if lease else None,
         "lease_owner": lease.owner if lease else None,
         "lease_expires_at": lease.expires_at if lease else None,
+    }
+
+
+def version_filter(versions: Collection[str | None] | None, *, arrays: bool) -> Params:
+    """The ``any_version``, ``versions`` and ``unversioned`` parameters of the queries that take
+    only executions of some code versions (``versions`` None: every version; None in it: the
+    unversioned ones). ``arrays``: the names as a list (PostgreSQL), else a JSON array."""
+    named = sorted(v for v in versions or () if v is not None)
+    return {
+        "any_version": versions is None,
+        "versions": named if arrays else json.dumps(named),
+        "unversioned": versions is not None and None in versions,
     }
 
 

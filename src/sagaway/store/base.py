@@ -97,10 +97,12 @@ class Store(Protocol):
         key_space: str,
         call_ids: Collection[str],
         now: float,
+        code_version: str | None = None,
     ) -> CreateResult | None:
         """Create a PENDING execution ``run_id`` under ``key`` (no parent) with the name,
         arguments and queue of the ended execution ``source_run_id``, and copies of its steps
-        ``call_ids``, in one transaction (a worker may take it at once).
+        ``call_ids``, in one transaction (a worker may take it at once). Its ``code_version`` is
+        the one given (the forking process's), not the source's.
 
         Returns the new execution (``created``), or the one holding ``key`` (not created), or
         None when ``source_run_id`` is not an ended execution.
@@ -172,16 +174,26 @@ class Store(Protocol):
         limit: int,
         exclude: Collection[str],
         queues: Collection[str] | None = None,
+        versions: Collection[str | None] | None = None,
     ) -> list[tuple[WorkflowRecord, Lease]]:
-        """Take ownership of executions that should run now (of ``queues``; None: any queue).
+        """Take ownership of executions that should run now (of ``queues``; None: any queue),
+        created by one of the code ``versions`` (None: any version; None in it: unversioned
+        executions, ``WorkflowRecord.code_version`` None).
 
         Due are: PENDING or RUNNING executions whose lease is absent or expired (a crashed
         owner), and SUSPENDED or WAITING ones whose ``next_run_at`` has come.
         """
         ...
 
-    async def next_due(self, *, owner: str, queues: Collection[str] | None = None) -> float | None:
-        """The earliest time an execution of ``queues`` not owned by ``owner`` may become due."""
+    async def next_due(
+        self,
+        *,
+        owner: str,
+        queues: Collection[str] | None = None,
+        versions: Collection[str | None] | None = None,
+    ) -> float | None:
+        """The earliest time an execution of ``queues`` and ``versions`` (as in ``claim_due``)
+        not owned by ``owner`` may become due."""
         ...
 
     async def end_workflow(

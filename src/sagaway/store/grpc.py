@@ -279,6 +279,7 @@ class GrpcStore:
         key_space: str,
         call_ids: Collection[str],
         now: float,
+        code_version: str | None = None,
     ) -> CreateResult | None:
         request = pb.ForkWorkflowRequest(
             source_run_id=source_run_id,
@@ -287,6 +288,7 @@ class GrpcStore:
             key_space=key_space,
             call_ids=list(call_ids),
             now=now,
+            code_version=code_version,
         )
         reply = await self._call("ForkWorkflow", request)
         return _created(reply.result) if reply.HasField("result") else None
@@ -368,6 +370,7 @@ class GrpcStore:
         limit: int,
         exclude: Collection[str],
         queues: Collection[str] | None = None,
+        versions: Collection[str | None] | None = None,
     ) -> list[tuple[WorkflowRecord, Lease]]:
         request = pb.ClaimDueRequest(
             owner=owner,
@@ -377,6 +380,7 @@ class GrpcStore:
             exclude=list(exclude),
             any_queue=queues is None,
             queues=list(queues or ()),
+            **wire.version_filter(versions),
         )
         reply = await self._call("ClaimDue", request)
         return [
@@ -384,9 +388,18 @@ class GrpcStore:
             for c in reply.claimed
         ]
 
-    async def next_due(self, *, owner: str, queues: Collection[str] | None = None) -> float | None:
+    async def next_due(
+        self,
+        *,
+        owner: str,
+        queues: Collection[str] | None = None,
+        versions: Collection[str | None] | None = None,
+    ) -> float | None:
         request = pb.NextDueRequest(
-            owner=owner, any_queue=queues is None, queues=list(queues or ())
+            owner=owner,
+            any_queue=queues is None,
+            queues=list(queues or ()),
+            **wire.version_filter(versions),
         )
         return wire.optional(await self._call("NextDue", request), "at")  # type: ignore[no-any-return]
 
@@ -514,6 +527,8 @@ class GrpcStore:
             key_prefix=query.key_prefix,
             since=query.since,
             until=query.until,
+            code_versions=sorted(v for v in query.code_versions if v is not None),
+            unversioned=None in query.code_versions,
         )
         if query.after is not None:
             request.after_created_at, request.after_run_id = query.after

@@ -39,6 +39,9 @@ class WorkflowRecord:
     """When the workflow is cancelled as by a request (``execute(..., timeout=)``)."""
     trace_context: str | None = None
     """The W3C trace context (JSON) of the code that started it; None when tracing was off."""
+    code_version: str | None = None
+    """The version of the application code (``Manager(version=...)``) of the process that
+    created it; None: unversioned. Workers given a set of versions claim only those."""
     previous_owner: str | None = dataclasses.field(default=None, compare=False)
     """Only on a record returned by ``Store.claim_due``: the process whose expired lease the
     claim took over (a recovery takeover); None for a run nobody held. Not stored."""
@@ -93,6 +96,8 @@ class NewWorkflow:
     """Seconds from its creation to its deadline (``WorkflowRecord.deadline_at``)."""
     trace_context: str | None = None
     """See ``WorkflowRecord.trace_context``."""
+    code_version: str | None = None
+    """See ``WorkflowRecord.code_version``."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -135,3 +140,6 @@ class ListQuery:
     """Created before this time."""
     after: tuple[float, str] | None = None
     """Keyset cursor: only executions listed after the one with this (created_at, run_id)."""
+    code_versions: frozenset[str | None] = frozenset()
+    """Only executions created by these code versions (None in it: unversioned ones); empty:
+    any version."""

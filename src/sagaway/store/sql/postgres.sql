@@ -32,51 +32,51 @@ VALUES (%(version)s, %(name)s, %(applied_at)s)
 -- name: get_current
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version
 FROM workflows WHERE key = %(key)s AND is_current
 
 -- name: get_current_for_update
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version
 FROM workflows WHERE key = %(key)s AND is_current
 FOR UPDATE
 
 -- name: get_run
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version
 FROM workflows WHERE run_id = %(run_id)s
 
 -- name: insert_workflow
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space, deadline_at, trace_context)
+                       next_run_at, queue, key_space, deadline_at, trace_context, code_version)
 VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s, %(parent_key)s,
         %(now)s, %(now)s, %(lease_token)s, %(lease_owner)s, %(lease_expires_at)s, %(now)s,
-        %(queue)s, %(key_space)s, %(deadline_at)s, %(trace_context)s)
+        %(queue)s, %(key_space)s, %(deadline_at)s, %(trace_context)s, %(code_version)s)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version
 
 -- name: insert_workflows
 -- insert_workflow for many executions at once (group commit of starts): one JSON parameter.
 -- A key already taken (or taken twice in the batch) inserts nothing and returns no row.
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space, deadline_at, trace_context)
+                       next_run_at, queue, key_space, deadline_at, trace_context, code_version)
 SELECT run_id, key, TRUE, name, args, args_hash, status, parent_key, now, now, lease_token,
-       lease_owner, lease_expires_at, now, queue, key_space, deadline_at, trace_context
+       lease_owner, lease_expires_at, now, queue, key_space, deadline_at, trace_context, code_version
 FROM json_to_recordset(%(batch)s::json)
     AS i (run_id text, key text, name text, args text, args_hash text, status text,
           parent_key text, now double precision, lease_token text, lease_owner text,
           lease_expires_at double precision, queue text, key_space text,
-          deadline_at double precision, trace_context text)
+          deadline_at double precision, trace_context text, code_version text)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version
 
 -- name: supersede
 UPDATE workflows
@@ -94,7 +94,7 @@ LIMIT 1
 -- name: list_workflows
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version
 FROM workflows WHERE is_current
 ORDER BY created_at DESC, run_id
 LIMIT %(limit)s
@@ -102,7 +102,7 @@ LIMIT %(limit)s
 -- name: list_workflows_by_status
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version
 FROM workflows WHERE is_current AND status = %(status)s
 ORDER BY created_at DESC, run_id
 LIMIT %(limit)s
@@ -125,7 +125,7 @@ ORDER BY run_id, started_at, call_id
 -- name: get_runs
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version
 FROM workflows WHERE run_id = ANY(%(run_ids)s::text[])
 
 -- name: record_steps_owned
@@ -313,6 +313,8 @@ WITH due AS (
         OR (status IN ('SUSPENDED', 'WAITING') AND next_run_at <= %(now)s))
       AND run_id <> ALL(%(exclude)s::text[])
       AND (%(any_queue)s OR queue = ANY(%(queues)s::text[]))
+      AND (%(any_version)s OR code_version = ANY(%(versions)s::text[])
+           OR (%(unversioned)s AND code_version IS NULL))
     ORDER BY next_run_at, run_id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -328,13 +330,13 @@ RETURNING numbered.n, w.lease_token, numbered.lease_owner AS previous_owner,
           w.run_id, w.key, w.name, w.args, w.args_hash, w.status, w.result, w.error,
           w.parent_key, w.created_at, w.updated_at, w.ended_at, w.lease_owner,
           w.lease_expires_at, w.next_run_at, w.suspend_count, w.key_space,
-          w.cancel_reason, w.deadline_at, w.trace_context
+          w.cancel_reason, w.deadline_at, w.trace_context, w.code_version
 
 -- name: claimed_with
 -- After a retried claim: the executions an attempt whose acknowledgement was lost did take.
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context,
+       cancel_reason, deadline_at, trace_context, code_version,
        lease_token
 FROM workflows
 WHERE status = 'RUNNING' AND lease_token = ANY(%(tokens)s::text[])
@@ -348,6 +350,8 @@ FROM workflows
 WHERE is_current AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
   AND lease_owner IS DISTINCT FROM %(owner)s
   AND (%(any_queue)s OR queue = ANY(%(queues)s::text[]))
+  AND (%(any_version)s OR code_version = ANY(%(versions)s::text[])
+       OR (%(unversioned)s AND code_version IS NULL))
 
 -- ---------------------------------------------------------------- operator requests
 
@@ -403,7 +407,7 @@ WHERE is_current AND status = 'WAITING'
 -- name: signal_target
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version
 FROM workflows WHERE key = %(key)s AND is_current
 FOR NO KEY UPDATE
 
@@ -471,7 +475,7 @@ WHERE run_id = %(run_id)s AND status = 'WAITING' AND waiting_for = %(waiting_for
 -- name: get_current_shared
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version
 FROM workflows WHERE key = %(key)s AND is_current
 FOR SHARE
 
@@ -486,19 +490,20 @@ SELECT extract(epoch FROM clock_timestamp())::double precision
 
 -- name: fork_workflow
 -- A new PENDING execution under %(key)s with the name, arguments and queue of the ended
--- execution %(source_run_id)s; nothing if the key is taken or the source is not ended. The
+-- execution %(source_run_id)s, and the code version of the forking process; nothing if the
+-- key is taken or the source is not ended. The
 -- notify trigger announces it ('ready:') at commit, as it does a start no process owns.
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space)
+                       next_run_at, queue, key_space, code_version)
 SELECT %(run_id)s, %(key)s, TRUE, name, args, args_hash, 'PENDING', NULL, %(now)s, %(now)s,
-       NULL, NULL, NULL, %(now)s, queue, %(key_space)s
+       NULL, NULL, NULL, %(now)s, queue, %(key_space)s, %(code_version)s
 FROM workflows
 WHERE run_id = %(source_run_id)s AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-          cancel_reason, deadline_at, trace_context
+          cancel_reason, deadline_at, trace_context, code_version
 
 -- name: fork_steps
 INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at)
@@ -550,7 +555,7 @@ WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
 -- bounds are never NULL (the store passes infinities for "none"), so they stay sargable.
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version
 FROM workflows
 WHERE is_current
   AND created_at >= %(since)s AND created_at < %(until)s AND created_at <= %(after_at)s
@@ -558,6 +563,8 @@ WHERE is_current
   AND (%(any_status)s OR status = ANY(%(statuses)s::text[]))
   AND (%(name)s::text IS NULL OR name = %(name)s::text)
   AND (%(key_prefix)s = '' OR left(key, length(%(key_prefix)s)) = %(key_prefix)s)
+  AND (%(any_version)s OR code_version = ANY(%(versions)s::text[])
+       OR (%(unversioned)s AND code_version IS NULL))
 ORDER BY created_at DESC, run_id
 LIMIT %(limit)s
 

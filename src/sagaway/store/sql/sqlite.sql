@@ -15,19 +15,19 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (:version, :nam
 -- name: get_current
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context FROM workflows WHERE key = :key AND is_current = 1
+       cancel_reason, deadline_at, trace_context, code_version FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: get_run
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context FROM workflows WHERE run_id = :run_id
+       cancel_reason, deadline_at, trace_context, code_version FROM workflows WHERE run_id = :run_id
 
 -- name: insert_workflow
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space, deadline_at, trace_context)
+                       next_run_at, queue, key_space, deadline_at, trace_context, code_version)
 VALUES (:run_id, :key, 1, :name, :args, :args_hash, :status, :parent_key, :now, :now,
-        :lease_token, :lease_owner, :lease_expires_at, :now, :queue, :key_space, :deadline_at, :trace_context)
+        :lease_token, :lease_owner, :lease_expires_at, :now, :queue, :key_space, :deadline_at, :trace_context, :code_version)
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
 
 -- name: supersede
@@ -40,12 +40,12 @@ WHERE run_id = :run_id
 -- name: list_workflows
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context FROM workflows WHERE is_current = 1 ORDER BY created_at DESC, run_id LIMIT :limit
+       cancel_reason, deadline_at, trace_context, code_version FROM workflows WHERE is_current = 1 ORDER BY created_at DESC, run_id LIMIT :limit
 
 -- name: list_workflows_by_status
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context FROM workflows
+       cancel_reason, deadline_at, trace_context, code_version FROM workflows
 WHERE is_current = 1 AND status = :status ORDER BY created_at DESC, run_id LIMIT :limit
 
 -- name: load_steps
@@ -99,6 +99,8 @@ WHERE is_current = 1 AND (
         AND next_run_at <= :now)
     OR (status IN ('SUSPENDED', 'WAITING') AND next_run_at <= :now))
   AND (:any_queue OR queue IN (SELECT value FROM json_each(:queues)))
+  AND (:any_version OR code_version IN (SELECT value FROM json_each(:versions))
+       OR (:unversioned AND code_version IS NULL))
 ORDER BY next_run_at
 LIMIT :limit
 
@@ -110,6 +112,8 @@ FROM workflows
 WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
   AND (lease_owner IS NULL OR lease_owner != :owner)
   AND (:any_queue OR queue IN (SELECT value FROM json_each(:queues)))
+  AND (:any_version OR code_version IN (SELECT value FROM json_each(:versions))
+       OR (:unversioned AND code_version IS NULL))
 
 -- name: claim
 UPDATE workflows
@@ -147,7 +151,7 @@ SELECT status, COUNT(*) FROM workflows WHERE is_current = 1 GROUP BY status
 -- name: signal_target
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version
 FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: insert_signal
@@ -196,12 +200,13 @@ FROM signals WHERE run_id = :run_id ORDER BY id
 
 -- name: fork_workflow
 -- A new PENDING execution under :key with the name, arguments and queue of the ended execution
--- :source_run_id; nothing if the key is taken or the source is not ended.
+-- :source_run_id, and the code version of the forking process; nothing if the key is taken or
+-- the source is not ended.
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space)
+                       next_run_at, queue, key_space, code_version)
 SELECT :run_id, :key, 1, name, args, args_hash, 'PENDING', NULL, :now, :now, NULL, NULL, NULL,
-       :now, queue, :key_space
+       :now, queue, :key_space, :code_version
 FROM workflows
 WHERE run_id = :source_run_id AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
@@ -256,7 +261,7 @@ WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
 -- bounds are never NULL (the store passes infinities for "none"), so they stay sargable.
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version
 FROM workflows
 WHERE is_current = 1
   AND created_at >= :since AND created_at < :until AND created_at <= :after_at
@@ -264,6 +269,8 @@ WHERE is_current = 1
   AND (:any_status OR status IN (SELECT value FROM json_each(:statuses)))
   AND (:name IS NULL OR name = :name)
   AND (:key_prefix = '' OR substr(key, 1, length(:key_prefix)) = :key_prefix)
+  AND (:any_version OR code_version IN (SELECT value FROM json_each(:versions))
+       OR (:unversioned AND code_version IS NULL))
 ORDER BY created_at DESC, run_id
 LIMIT :limit
 

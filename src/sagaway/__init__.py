@@ -32,6 +32,7 @@ from sagaway.retry import RetryPolicy
 from sagaway.saga import Saga
 from sagaway.serialization import DefaultErrorMarshaler, ErrorMarshaler
 from sagaway.states import ErrorKind, OnConflict, StepKind, StepStatus, WorkflowStatus
+from sagaway.sync import SyncClient, SyncWorkflowHandle
 from sagaway.versioning import deprecate_patch, patched
 from sagaway.workflow import (
     SignalDescription,
@@ -74,6 +75,8 @@ __all__ = [
     "StepDescription",
     "StepKind",
     "StepStatus",
+    "SyncClient",
+    "SyncWorkflowHandle",
     "WorkflowAlreadyExists",
     "WorkflowCancelled",
     "WorkflowDescription",

@@ -34,9 +34,10 @@ from sagaway.recovery import RecoveryWorker
 from sagaway.registry import ActivityDef, Queue, Registry
 from sagaway.retry import RetryPolicy
 from sagaway.signals import Signal
-from sagaway.states import WorkflowStatus, ended_statuses
+from sagaway.states import OnConflict, WorkflowStatus, ended_statuses
 from sagaway.store import open_store, resolve_url
 from sagaway.store.records import ListQuery, SignalRecord
+from sagaway.sync import SyncClient, set_default_manager
 from sagaway.worker import Worker
 from sagaway.workflow import (
     ActivityCall,
@@ -44,6 +45,7 @@ from sagaway.workflow import (
     WorkflowDescription,
     WorkflowHandle,
     _describe,
+    start_by_name,
 )
 
 logger = logging.getLogger(__name__)
@@ -346,6 +348,44 @@ class Manager:
         """A start of a registered workflow; run it with ``execute``/``execute_get``."""
         return WorkflowCall(self._ref, fn, args, kwargs)
 
+    async def start_by_name(
+        self,
+        name: str,
+        kwargs: dict[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        task_queue: str = "default",
+        on_conflict: OnConflict = OnConflict.ATTACH,
+        timeout: float | None = None,
+    ) -> WorkflowHandle[Any]:
+        """Start a workflow this process knows by name only (a worker registered it), its
+        arguments given by parameter name as JSON values; ``result()`` then returns plain JSON.
+        A name registered here is started as ``workflow(name, **kwargs).execute()`` would."""
+        return await start_by_name(
+            self._ref,
+            name,
+            dict(kwargs or {}),
+            key=idempotency_key,
+            task_queue=task_queue,
+            on_conflict=on_conflict,
+            timeout=timeout,
+        )
+
+    def sync(self, *, call_timeout: float | None = 60.0) -> SyncClient:
+        """A blocking client for synchronous code (Django, Flask, scripts) on this Manager's
+        database, sharing its registry: results decode into the workflows' return types. It
+        runs its own event loop in a thread and opens there a Manager of its own in client
+        mode; this Manager need not be open. See ``SyncClient`` and docs/sync-client.md."""
+        return SyncClient(manager=self, call_timeout=call_timeout)
+
+    def client_copy(self) -> Manager:
+        """A new, closed Manager on the same database, with this one's registry and options
+        (for another event loop; ``SyncClient`` opens one in client mode)."""
+        copy = Manager(self.url, token=self._token)
+        copy.options = self.options
+        copy.registry = self.registry
+        return copy
+
     def signal(self, name: str) -> Signal:
         """A named signal: ``send(key, payload)`` from anywhere, ``receive(Type)`` in a workflow."""
         return Signal(self._ref, name)
@@ -622,3 +662,6 @@ def _parse_cursor(cursor: str) -> tuple[float, str]:
     if not sep or not run_id or not math.isfinite(at):
         raise ValueError(f"not a listing cursor: {cursor!r} (expected CREATED_AT:RUN_ID)")
     return at, run_id
+
+
+set_default_manager(Manager)

@@ -94,6 +94,10 @@ def _adapter_for(annotation: Any) -> _Adapter:
     return _Adapter(annotation)
 
 
+_VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
 class FunctionCodec:
     """Encodes a function's arguments and result by its annotations; built once per function."""
 
@@ -161,21 +165,34 @@ class FunctionCodec:
         """Decode stored arguments into call arguments of the annotated types."""
         data = load_json(text, f"arguments of {self.label}")
         adapters = self._adapters()
-        args: list[Any] = []
-        kwargs: dict[str, Any] = {}
-        for name, value in data.items():
+        for name in data:
             if name not in adapters:
                 raise errors.PayloadError(
                     f"stored arguments of {self.label} name {name!r}, which the function no "
                     "longer has; restore the parameter or finish old workflows before renaming it"
                 )
-            kind, adapter = adapters[name]
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        # In the signature's order, not the stored one: arguments stored by name (a client that
+        # knows the workflow by name only) may come in any order or leave defaults out. After a
+        # left-out positional parameter, the later ones are passed by name.
+        by_name = False
+        for name, (kind, adapter) in adapters.items():
+            if name not in data:
+                by_name = by_name or kind in _POSITIONAL
+                continue
+            value = data[name]
+            if by_name and kind in (inspect.Parameter.POSITIONAL_ONLY, _VAR_POSITIONAL):
+                raise errors.PayloadError(
+                    f"stored arguments of {self.label} give {name!r} but leave out a positional "
+                    "parameter before it"
+                )
             try:
-                if kind is inspect.Parameter.VAR_POSITIONAL:
+                if kind is _VAR_POSITIONAL:
                     args.extend(adapter.validate_python(v) for v in value)
                 elif kind is inspect.Parameter.VAR_KEYWORD:
                     kwargs.update({k: adapter.validate_python(v) for k, v in value.items()})
-                elif kind is inspect.Parameter.KEYWORD_ONLY:
+                elif kind is inspect.Parameter.KEYWORD_ONLY or by_name:
                     kwargs[name] = adapter.validate_python(value)
                 else:
                     args.append(adapter.validate_python(value))

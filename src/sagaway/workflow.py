@@ -12,6 +12,7 @@ from sagaway import errors, serialization
 from sagaway._engine import context, history, replaying
 from sagaway._engine.executor import current_execution
 from sagaway._engine.options import check_timeout
+from sagaway.registry import WorkflowDef
 from sagaway.retry import RetryPolicy
 from sagaway.states import OnConflict, StepKind, StepStatus, WorkflowStatus
 from sagaway.store.base import StoreUnavailable
@@ -21,7 +22,6 @@ logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from sagaway._engine.engine import Engine, EngineRef
-    from sagaway.registry import WorkflowDef
 
 R = TypeVar("R")
 
@@ -494,3 +494,48 @@ class WorkflowCall(Generic[R]):
             timeout=timeout,
             workflow_timeout=workflow_timeout,
         )
+
+
+def _unregistered(**kwargs: Any) -> Any:
+    """Stands for a workflow this process knows by name only (never called)."""
+    raise errors.NotRegistered("a workflow started by name runs in a process that registered it")
+
+
+async def start_by_name(
+    engines: EngineRef,
+    name: str,
+    kwargs: dict[str, Any],
+    *,
+    key: str | None,
+    task_queue: str,
+    on_conflict: OnConflict,
+    timeout: float | None,
+) -> WorkflowHandle[Any]:
+    """Start the workflow registered as ``name`` in some other process (a worker), with its
+    arguments by parameter name as plain JSON values. A name this process registered is
+    started as ``WorkflowCall`` would, its arguments encoded by the function's annotations."""
+    engine = engines.require()
+    if name in engine.registry.names():
+        call = WorkflowCall[Any](engines, name, (), kwargs)
+        return await call.execute(idempotency_key=key, on_conflict=on_conflict, timeout=timeout)
+    if not isinstance(on_conflict, OnConflict):
+        raise TypeError("on_conflict must be a sagaway.OnConflict")
+    check_timeout(timeout)
+    if not isinstance(name, str) or not name:
+        raise ValueError("a workflow name is a non-empty string")
+    if not isinstance(task_queue, str) or not task_queue:
+        raise ValueError("a workflow's task_queue is a non-empty string")
+    args_json = serialization.encode_value(
+        kwargs, f"arguments of workflow {name!r}", engine.payload_limit
+    )
+    defn = WorkflowDef(
+        name=name,
+        fn=_unregistered,
+        codec=serialization.FunctionCodec(_unregistered, f"workflow {name!r}"),
+        task_queue=task_queue,
+    )
+    key = key if key is not None else uuid.uuid4().hex
+    record, _ = await engine.start(
+        defn, args_json, key=key, on_conflict=on_conflict, timeout=timeout
+    )
+    return WorkflowHandle(engines, key, record.run_id)

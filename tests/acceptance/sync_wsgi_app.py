@@ -1,8 +1,9 @@
 """A WSGI application that runs sagas from synchronous request threads (env: SYNC_DB_URL).
 
-``python -c "from tests.acceptance.sync_wsgi_app import main; main()"`` serves it on a free port with the standard
-library's threaded WSGI server and prints ``listening on PORT``; ``sagaway worker
-tests.acceptance.sync_wsgi_app:manager`` runs the workflows in another process. Routes:
+``main()`` serves it on a free port with the standard library's threaded WSGI server and prints
+``listening on PORT`` (import it and call it: run as ``__main__``, its error classes would not be
+the ones the worker records); ``sagaway worker tests.acceptance.sync_wsgi_app:manager`` runs the
+workflows in another process. Routes:
 
 - ``/quote?sku=S&qty=N&key=K``: start ``shop.quote`` under K, wait, return its receipt as JSON;
 - ``/refuse?sku=S&key=K``: a workflow that fails as the business says: 409 with the error;

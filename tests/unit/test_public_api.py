@@ -15,6 +15,7 @@ EXPECTED = {
     "WorkflowDescription", "WorkflowHandle", "WorkflowNotEnded", "WorkflowNotFound",
     "WorkflowStatus", "__version__", "activity_info",
     "ReplayReport", "deprecate_patch", "patched",
+    "SyncClient", "SyncWorkflowHandle",
 }  # fmt: skip
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sagaway import codecs
 from sagaway._engine.forking import ForkPlan
 from sagaway._engine.replaying import ReplayReport
 from sagaway.activity import ActivityInfo, activity_info
@@ -17,6 +18,7 @@ from sagaway.errors import (
     NonDeterminismError,
     NotRegistered,
     PayloadError,
+    PayloadKeyError,
     RetriesExhausted,
     RetryableError,
     SagawayError,
@@ -44,6 +46,7 @@ from sagaway.workflow import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "codecs",
     "ActivityInfo",
     "ActivityTimeout",
     "AlreadyRegistered",
@@ -63,6 +66,7 @@ __all__ = [
     "NotRegistered",
     "OnConflict",
     "PayloadError",
+    "PayloadKeyError",
     "Queue",
     "ReplayReport",
     "RetriesExhausted",

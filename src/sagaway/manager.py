@@ -16,11 +16,11 @@ import functools
 import logging
 import math
 import warnings
-from collections.abc import AsyncIterator, Callable, Collection, Coroutine
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Sequence
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
 
-from sagaway import errors, serialization
+from sagaway import codecs, errors, serialization
 from sagaway._engine import context, history, replaying, versions
 from sagaway._engine import retention as retention_mod
 from sagaway._engine.engine import Engine, EngineRef
@@ -36,6 +36,7 @@ from sagaway.retry import RetryPolicy
 from sagaway.signals import Signal
 from sagaway.states import OnConflict, WorkflowStatus, ended_statuses
 from sagaway.store import open_store, resolve_url
+from sagaway.store.base import Store
 from sagaway.store.records import ListQuery, SignalRecord
 from sagaway.sync import SyncClient, set_default_manager
 from sagaway.worker import Worker
@@ -103,6 +104,9 @@ class Manager:
             the default: every version; ``None`` in the set: unversioned executions). For
             blue/green deploys: ``Manager(version="v2", run_versions={"v2"})`` runs only what
             v2 processes started while the v1 workers drain the rest (see docs/operating.md).
+        codec: a codec or a list of codecs (``sagaway.codecs``: Compress, Encrypt, Offload),
+            applied in order to every stored payload (inputs, results, errors, signals) and
+            undone in reverse on read; see docs/codecs.md.
     """
 
     def __init__(
@@ -123,6 +127,7 @@ class Manager:
         retention_interval: datetime.timedelta | float = retention_mod.DEFAULT_INTERVAL,
         version: str | None = None,
         run_versions: Collection[str | None] | None = None,
+        codec: codecs.Codec | Sequence[codecs.Codec] | None = None,
     ) -> None:
         if concurrency < 1 or activity_threads < 1:
             raise ValueError("concurrency and activity_threads must be >= 1")
@@ -135,6 +140,8 @@ class Manager:
         if token is not None and not self.url.lower().startswith("grpc"):
             raise ValueError("token= is for an Engine Server URL (grpc://host:port)")
         self._token = token
+        self.codec = None if codec is None else codecs.Chain(codec)
+        """Applied to every stored payload (None: payloads stored as plain JSON)."""
         self.options = EngineOptions(
             recovery_interval=recovery_interval,
             lease_timeout=lease_timeout,
@@ -562,7 +569,9 @@ class Manager:
     async def _open(self, run_workers: bool, create: bool = True) -> None:
         if self.state is not ManagerState.CLOSED:
             raise errors.ManagerStateError(f"the Manager is already open ({self.state.value})")
-        store = open_store(self.url, create=create, token=self._token)
+        store: Store = open_store(self.url, create=create, token=self._token)
+        if self.codec is not None:
+            store = codecs.CodecStore(store, self.codec)
         await store.open()
         try:
             clock, self._clock_task = await server_clock(store, self.clock)

@@ -129,6 +129,8 @@ def _describe(
     def load(text: str | None, what: str) -> Any:
         if text is None:
             return None
+        if serialization.is_sealed(text):
+            return serialization.SEALED_MARKER  # no key here: shown, never decoded
         try:
             return serialization.load_json(text, what)
         except errors.PayloadError as exc:

@@ -127,7 +127,7 @@ class Manager:
         retention_interval: datetime.timedelta | float = retention_mod.DEFAULT_INTERVAL,
         version: str | None = None,
         run_versions: Collection[str | None] | None = None,
-        codec: codecs.Codec | Sequence[codecs.Codec] | None = None,
+        codec: codecs.Codec | Sequence[codecs.Codec] | codecs.Chain | None = None,
     ) -> None:
         if concurrency < 1 or activity_threads < 1:
             raise ValueError("concurrency and activity_threads must be >= 1")
@@ -140,7 +140,9 @@ class Manager:
         if token is not None and not self.url.lower().startswith("grpc"):
             raise ValueError("token= is for an Engine Server URL (grpc://host:port)")
         self._token = token
-        self.codec = None if codec is None else codecs.Chain(codec)
+        self.codec = (
+            codec if codec is None or isinstance(codec, codecs.Chain) else codecs.Chain(codec)
+        )
         """Applied to every stored payload (None: payloads stored as plain JSON)."""
         self.options = EngineOptions(
             recovery_interval=recovery_interval,

@@ -19,7 +19,7 @@ from rich.table import Table
 import sagaway as sw
 from sagaway._engine import versions
 from sagaway.cli import _format
-from sagaway.cli._support import mask_url, run, url_option
+from sagaway.cli._support import codec_key_option, mask_url, reading_codec, run, url_option
 from sagaway.store import resolve_url
 
 console = Console()
@@ -95,6 +95,7 @@ def summary_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, A
 @click.option("--utc", is_flag=True, help="Times in UTC (default: local time, offset shown).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
 @click.option("--jsonl", "as_jsonl", is_flag=True, help="Print one JSON object per line.")
+@codec_key_option
 def list_cmd(
     url: str | None,
     status: str | None,
@@ -108,6 +109,7 @@ def list_cmd(
     utc: bool,
     as_json: bool,
     as_jsonl: bool,
+    codec_key_file: str | None,
 ) -> None:
     """List workflows, newest first, a page at a time.
 
@@ -129,8 +131,10 @@ def list_cmd(
         if value is not None
     }
 
+    codec = reading_codec(codec_key_file)
+
     async def go() -> list[sw.WorkflowDescription]:
-        async with sw.Manager(url).connect(create=False) as manager:
+        async with sw.Manager(url, codec=codec).connect(create=False) as manager:
             return await manager.list_workflows(
                 status=wanted,
                 name=name,

@@ -18,7 +18,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from sagaway import errors, serialization
 
@@ -51,17 +51,13 @@ class Chain:
     """Codecs applied in order on write, in reverse on read."""
 
     def __init__(self, codecs: Codec | Sequence[Codec]) -> None:
-        self.codecs: tuple[Codec, ...] = (
-            (codecs,) if isinstance(codecs, Codec) else tuple(codecs)
-        )
+        self.codecs: tuple[Codec, ...] = (codecs,) if isinstance(codecs, Codec) else tuple(codecs)
         for codec in self.codecs:
             if not isinstance(codec, Codec):
                 raise TypeError(f"not a codec: {codec!r} (needs name, encode and decode)")
         self._by_name = {c.name: c for c in self.codecs}
-        self._hashing: HashKeys | None = next(
-            (c for c in self.codecs if hasattr(c, "current_hash_key")),  # type: ignore[misc]
-            None,
-        )
+        hashing = [c for c in self.codecs if hasattr(c, "current_hash_key")]
+        self._hashing: HashKeys | None = cast("HashKeys", hashing[0]) if hashing else None
 
     def seal(self, text: str) -> str:
         """The text to store for the payload ``text``."""
@@ -125,7 +121,7 @@ class Chain:
         of ``args_json``."""
         if not stored.startswith("hmac:"):
             return hmac.compare_digest(stored, serialization.args_hash(args_json))
-        _, key_id, digest = (stored.split(":", 2) + ["", ""])[:3]
+        _, key_id, digest = [*stored.split(":", 2), "", ""][:3]
         key = None if self._hashing is None else self._hashing.hash_key(key_id)
         return key is not None and hmac.compare_digest(digest, _hmac(key, args_json))
 

@@ -321,6 +321,11 @@ def sealed_error(text: str, what: str) -> errors.PayloadKeyError:
     )
 
 
+def _sealed_note(text: str) -> str:
+    key_id = sealed_error(text, "error").key_id
+    return f"needs key id {key_id!r}" if key_id else "sealed by a codec not configured here"
+
+
 def load_json(text: str, what: str) -> Any:
     """Parse stored JSON (``what`` names it in the error: a PayloadError, never a crash)."""
     if text.startswith(SEALED_PREFIX):
@@ -538,7 +543,7 @@ def error_summary(text: str | None) -> dict[str, Any] | None:
         return {
             "kind": ErrorKind.UNREADABLE.value,
             "type": SEALED_MARKER,
-            "message": f"{SEALED_MARKER} ({sealed_error(text, 'error record')})",
+            "message": _sealed_note(text),
         }
     data = _error_record(text)
     if data is None:

@@ -46,7 +46,6 @@ from sagaway.workflow import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "codecs",
     "ActivityInfo",
     "ActivityTimeout",
     "AlreadyRegistered",
@@ -90,6 +89,7 @@ __all__ = [
     "WorkflowStatus",
     "__version__",
     "activity_info",
+    "codecs",
     "deprecate_patch",
     "patched",
 ]

@@ -274,3 +274,22 @@ async def test_console_workflow_page_decodes_with_the_keys_only(sealed_db: str) 
     assert MARK not in blind and "«encrypted»" in blind
     seen = await asyncio.to_thread(page, (KEY_A,))
     assert MARK in seen and "«encrypted»" not in seen
+
+
+async def test_cli_signal_with_the_keys_stores_the_payload_encrypted(
+    db_url: str, tmp_path: Path
+) -> None:
+    key_file = tmp_path / "keys"
+    key_file.write_text(f"{KEY_A}\n")
+    m = codecs_app.build(db_url, Encrypt(keys=[KEY_A]))
+    async with m:
+        await m.workflow("kyc.wait", "p").execute(idempotency_key="sig-1")
+        await _reaches(m, "sig-1", sw.WorkflowStatus.WAITING)
+        sent = await _sagaway(
+            "signal", "--db", db_url, "--codec-key-file", str(key_file),
+            "sig-1", "approve", json.dumps(MARK),
+        )  # fmt: skip
+        assert sent.exit_code == 0, sent.output
+        assert await m.get_workflow("sig-1").result(timeout=30) == f"p approved: {MARK}"
+    signals = _payload_columns(db_url)["signals"]
+    assert len(signals) == 1 and MARK not in signals[0]

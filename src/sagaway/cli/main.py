@@ -25,7 +25,15 @@ from sagaway import telemetry
 from sagaway._engine import versions
 from sagaway.cli import _delivery, _format
 from sagaway.cli import _support as support
-from sagaway.cli._support import EXIT_CODES_HELP, Exit, mask_url, run, url_option
+from sagaway.cli._support import (
+    EXIT_CODES_HELP,
+    Exit,
+    codec_key_option,
+    mask_url,
+    reading_codec,
+    run,
+    url_option,
+)
 from sagaway.cli.fork import fork as fork_command
 from sagaway.cli.lab import lab as lab_command
 from sagaway.cli.lint import lint
@@ -204,8 +212,15 @@ def _json_arg(text: str, what: str, example: str) -> Any:
     help="When the workflow is waiting for this signal, wait this long to report whether it "
     "was delivered or rejected (0: do not wait).",
 )
+@codec_key_option
 def signal_cmd(
-    url: str | None, key: str, name: str, payload: str, dedupe_id: str | None, wait: float
+    url: str | None,
+    key: str,
+    name: str,
+    payload: str,
+    dedupe_id: str | None,
+    wait: float,
+    codec_key_file: str | None,
 ) -> None:
     """Send signal NAME with a JSON PAYLOAD to the workflow KEY.
 
@@ -217,9 +232,10 @@ def signal_cmd(
     no such workflow.
     """
     data = _json_arg(payload, "PAYLOAD", "'{\"ok\": true}'")
+    codec = reading_codec(codec_key_file)  # with keys, the payload is stored encrypted
 
     async def go() -> _delivery.Sent:
-        async with sw.Manager(url).connect(create=False) as manager:
+        async with sw.Manager(url, codec=codec).connect(create=False) as manager:
             return await _delivery.send(manager, key, name, data, dedupe_id, wait)
 
     sent = run(go(), url)

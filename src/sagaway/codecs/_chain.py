@@ -72,10 +72,9 @@ class Chain:
                 tags.append(tag)
         if not tags:
             return text
-        return json.dumps(
-            {"$sagaway_codec": ",".join(tags), "data": base64.b64encode(data).decode()},
-            separators=(",", ":"),
-        )
+        # The same text as json.dumps of the envelope, built directly (base64 needs no escape).
+        chain = json.dumps(",".join(tags))
+        return f'{serialization.SEALED_PREFIX}{chain},"data":"{base64.b64encode(data).decode()}"}}'
 
     def open(self, text: str) -> str:
         """The payload sealed in ``text`` (plain text is returned as it is)."""

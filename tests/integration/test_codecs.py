@@ -27,7 +27,7 @@ KEY_B = Encrypt.generate_key()
 TABLES = {
     "workflows": "args, args_hash, result, error",
     "steps": "result, error",
-    "signals": "payload",
+    "signals": "payload, rejected",
     "attempt_errors": "error",
 }
 
@@ -276,6 +276,16 @@ async def test_console_workflow_page_decodes_with_the_keys_only(sealed_db: str) 
     assert MARK in seen and "«encrypted»" not in seen
 
 
+async def _signal_state(m: sw.Manager, key: str, index: int, state: str) -> sw.SignalDescription:
+    deadline = time.monotonic() + 30
+    while True:
+        signals = (await m.get_workflow(key).describe()).signals
+        if len(signals) > index and signals[index].state == state:
+            return signals[index]
+        assert time.monotonic() < deadline, f"signal {index} of {key} never {state}: {signals}"
+        await asyncio.sleep(0.02)
+
+
 async def test_cli_signal_with_the_keys_stores_the_payload_encrypted(
     db_url: str, tmp_path: Path
 ) -> None:
@@ -285,11 +295,37 @@ async def test_cli_signal_with_the_keys_stores_the_payload_encrypted(
     async with m:
         await m.workflow("kyc.wait", "p").execute(idempotency_key="sig-1")
         await _reaches(m, "sig-1", sw.WorkflowStatus.WAITING)
+        # Not a str: rejected, and the reason (which may quote the payload) is sealed too.
+        await m.signal("approve").send("sig-1", {"who": MARK})
+        rejected = await _signal_state(m, "sig-1", 0, "rejected")
+        assert rejected.rejected and "str" in rejected.rejected
         sent = await _sagaway(
             "signal", "--db", db_url, "--codec-key-file", str(key_file),
             "sig-1", "approve", json.dumps(MARK),
         )  # fmt: skip
         assert sent.exit_code == 0, sent.output
         assert await m.get_workflow("sig-1").result(timeout=30) == f"p approved: {MARK}"
-    signals = _payload_columns(db_url)["signals"]
-    assert len(signals) == 1 and MARK not in signals[0]
+    rows = raw_sql(db_url, "SELECT payload, rejected FROM signals ORDER BY id")
+    assert len(rows) == 2 and rows[0][1] is not None and rows[1][1] is None
+    for value in (rows[0][0], rows[0][1], rows[1][0]):
+        assert value.startswith('{"$sagaway_codec"') and MARK not in value
+
+
+async def test_a_signal_sealed_with_an_unknown_key_waits_pending_until_the_key_is_given(
+    db_url: str,
+) -> None:
+    kid_b = key_id(_raw(KEY_B))
+    worker = codecs_app.build(db_url, Encrypt(keys=[KEY_A]))
+    sender = codecs_app.build(db_url, Encrypt(keys=[KEY_B, KEY_A]))
+    async with worker, sender.connect():
+        await worker.workflow("kyc.wait", "p").execute(idempotency_key="sig-2")
+        await _reaches(worker, "sig-2", sw.WorkflowStatus.WAITING)
+        await sender.signal("approve").send("sig-2", "yes")
+        await _reaches(worker, "sig-2", sw.WorkflowStatus.SUSPENDED)
+        d = await worker.get_workflow("sig-2").describe()
+        assert d.error is not None and kid_b in d.error["message"]
+        assert [s.state for s in d.signals] == ["pending"]  # neither rejected nor delivered
+    healed = codecs_app.build(db_url, Encrypt(keys=[KEY_A, KEY_B]))
+    async with healed:
+        await healed.retry("sig-2")
+        assert await healed.get_workflow("sig-2").result(timeout=30) == "p approved: yes"

@@ -216,7 +216,12 @@ class CodecStore:
         opened = self.chain.try_open
 
         def accept_opened(payload: str) -> str | None:
-            return accept(opened(payload) or "")
+            # A payload sealed beyond this process's keys raises PayloadKeyError here: the
+            # read is rolled back and the workflow suspends, the signal stays pending (neither
+            # rejected for good nor delivered as an envelope).
+            problem = accept(self.chain.open(payload))
+            # Why a signal was refused may quote its payload: sealed like the payload.
+            return None if problem is None else self.chain.seal(problem)
 
         payload = await self.inner.receive_signal(
             run_id,
@@ -262,7 +267,8 @@ class CodecStore:
     async def list_signals(self, run_id: str) -> list[SignalRecord]:
         o = self.chain.try_open
         return [
-            _replaced(s, payload=o(s.payload) or "") for s in await self.inner.list_signals(run_id)
+            _replaced(s, payload=o(s.payload) or "", rejected=o(s.rejected))
+            for s in await self.inner.list_signals(run_id)
         ]
 
     async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:

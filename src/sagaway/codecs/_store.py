@@ -74,11 +74,15 @@ class CodecStore:
         return None if text is None else self.chain.seal(text)
 
     def _created(self, result: CreateResult, new: NewWorkflow, plain_hash: str) -> CreateResult:
-        record = self._wf(result.record)
         # The engine compares hashes to spot a reused key with other arguments: give it the
         # plain digest when the stored (keyed) hash matches these arguments.
-        if record.name == new.name and self.chain.hash_matches(record.args_hash, new.args):
-            record = dataclasses.replace(record, args_hash=plain_hash)
+        if result.created and result.record.run_id == new.run_id:
+            # Ours: its input is what was just sealed (no need to open it again).
+            record = _replaced(result.record, args=new.args, args_hash=plain_hash)
+        else:
+            record = self._wf(result.record)
+            if record.name == new.name and self.chain.hash_matches(record.args_hash, new.args):
+                record = _replaced(record, args_hash=plain_hash)
         return dataclasses.replace(result, record=record)
 
     # ----------------------------------------------------------- payload-carrying calls

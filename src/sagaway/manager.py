@@ -393,6 +393,7 @@ class Manager:
         copy = Manager(self.url, token=self._token)
         copy.options = self.options
         copy.registry = self.registry
+        copy.codec = self.codec  # a sync client must seal what it stores, too
         return copy
 
     def signal(self, name: str) -> Signal:

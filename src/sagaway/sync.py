@@ -117,6 +117,8 @@ class SyncClient:
             it need not be open, and is not opened: the client opens a copy of its own.
         call_timeout: seconds a call other than a result wait may take before ``TimeoutError``
             (None: no limit).
+        codec: as ``Manager(codec=...)``, for a client by URL (``manager=`` brings its own):
+            what it starts and signals is sealed, what it reads is opened.
 
     Use it as a context manager, or call ``close()`` when done. Create it after forking.
     """
@@ -128,15 +130,16 @@ class SyncClient:
         token: str | None = None,
         manager: ClientManager | None = None,
         call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
+        codec: Any = None,
     ) -> None:
         if manager is not None:
-            if url is not None or token is not None:
-                raise ValueError("pass either manager= or url/token, not both")
+            if url is not None or token is not None or codec is not None:
+                raise ValueError("pass either manager= or url/token/codec, not both")
             self._manager = manager.client_copy()
         else:
             if _default_manager is None:
                 raise RuntimeError("import sagaway before creating a SyncClient")
-            self._manager = _default_manager(url, token=token)
+            self._manager = _default_manager(url, token=token, codec=codec)
         if call_timeout is not None and call_timeout <= 0:
             raise ValueError("call_timeout must be > 0 seconds (or None)")
         self.call_timeout = call_timeout

@@ -347,3 +347,20 @@ def test_nonces_are_unique_and_a_forked_child_draws_its_own() -> None:
         os._exit(0)
     os.waitpid(pid, 0)
     assert os.read(read, 12) != _NONCES.take()  # not the parent's next one
+
+
+def test_a_sync_client_of_the_manager_stores_its_starts_encrypted(sqlite_url: str) -> None:
+    m = codecs_app.build(sqlite_url, Encrypt(keys=[KEY_A]))
+    with m.sync() as client:
+        client.start("kyc.child", person=MARK, key="sync-1")
+        assert client.get_workflow("sync-1").describe().input == {"person": MARK}
+    (args,) = raw_sql(sqlite_url, "SELECT args FROM workflows WHERE key = 'sync-1'")[0]
+    assert args.startswith('{"$sagaway_codec":"aesgcm:') and MARK not in args
+
+
+def test_a_sync_client_by_url_takes_a_codec(sqlite_url: str) -> None:
+    with sw.SyncClient(sqlite_url, codec=Encrypt(keys=[KEY_A])) as client:
+        client.start("kyc.child", person=MARK, key="sync-2")
+        assert client.get_workflow("sync-2").describe().input == {"person": MARK}
+    (args,) = raw_sql(sqlite_url, "SELECT args FROM workflows WHERE key = 'sync-2'")[0]
+    assert args.startswith('{"$sagaway_codec":"aesgcm:') and MARK not in args

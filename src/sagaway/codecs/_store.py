@@ -107,9 +107,16 @@ class CodecStore:
         key_space: str,
         call_ids: Collection[str],
         now: float,
+        code_version: str | None = None,
     ) -> CreateResult | None:
         result = await self.inner.fork_workflow(
-            source_run_id, run_id=run_id, key=key, key_space=key_space, call_ids=call_ids, now=now
+            source_run_id,
+            run_id=run_id,
+            key=key,
+            key_space=key_space,
+            call_ids=call_ids,
+            now=now,
+            code_version=code_version,
         )
         if result is None:
             return None
@@ -178,6 +185,7 @@ class CodecStore:
         limit: int,
         exclude: Collection[str],
         queues: Collection[str] | None = None,
+        versions: Collection[str | None] | None = None,
     ) -> list[tuple[WorkflowRecord, Lease]]:
         claimed = await self.inner.claim_due(
             owner=owner,
@@ -186,6 +194,7 @@ class CodecStore:
             limit=limit,
             exclude=exclude,
             queues=queues,
+            versions=versions,
         )
         return [(self._wf(r), lease) for r, lease in claimed]
 
@@ -302,8 +311,14 @@ class CodecStore:
     async def renew_leases(self, tokens: Collection[str], *, expires_at: float) -> set[str]:
         return await self.inner.renew_leases(tokens, expires_at=expires_at)
 
-    async def next_due(self, *, owner: str, queues: Collection[str] | None = None) -> float | None:
-        return await self.inner.next_due(owner=owner, queues=queues)
+    async def next_due(
+        self,
+        *,
+        owner: str,
+        queues: Collection[str] | None = None,
+        versions: Collection[str | None] | None = None,
+    ) -> float | None:
+        return await self.inner.next_due(owner=owner, queues=queues, versions=versions)
 
     async def request_cancel(self, run_id: str, *, reason: str, now: float) -> bool:
         return await self.inner.request_cancel(run_id, reason=reason, now=now)

@@ -5,26 +5,49 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from sagaway import errors, retry
 from sagaway.serialization import FunctionCodec
 
 
+QueueScope = Literal["process", "cluster"]
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Queue:
-    """Limits for the activities of one queue, per process."""
+    """Limits for the activities of one queue: per process (``scope="process"``, the default)
+    or for every process of the database together (``scope="cluster"``, kept in the database;
+    see docs/limits.md)."""
 
     concurrency: int | None = None
-    """Activities of this queue running at once in one process (None: unlimited)."""
+    """Activities of this queue running at once (None: unlimited)."""
     rate_per_second: float | None = None
-    """Activity starts per second in one process (None: unlimited)."""
+    """Activity starts per second (None: unlimited); starts are spaced ``1/rate`` apart."""
+    scope: QueueScope = "process"
+    """``"process"``: each process keeps its own count; ``"cluster"``: all processes share one."""
 
     def __post_init__(self) -> None:
+        if self.concurrency is not None and (
+            isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int)
+        ):
+            raise TypeError("Queue.concurrency must be an int (or None)")
         if self.concurrency is not None and self.concurrency < 1:
             raise ValueError("Queue.concurrency must be >= 1")
-        if self.rate_per_second is not None and self.rate_per_second <= 0:
-            raise ValueError("Queue.rate_per_second must be > 0")
+        if self.rate_per_second is not None and not (
+            0 < self.rate_per_second < float("inf")
+        ):
+            raise ValueError("Queue.rate_per_second must be > 0 and finite")
+        if self.scope not in ("process", "cluster"):
+            raise ValueError(f"Queue.scope must be 'process' or 'cluster', not {self.scope!r}")
+        if self.scope == "cluster" and self.concurrency is None and self.rate_per_second is None:
+            raise ValueError(
+                "a cluster-wide Queue needs a limit: concurrency=, rate_per_second= or both"
+            )
+
+    @property
+    def cluster(self) -> bool:
+        return self.scope == "cluster"
 
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)

@@ -1359,6 +1359,121 @@ class RetryNowRequest(_message.Message):
 Global___RetryNowRequest: _TypeAlias = RetryNowRequest  # noqa: Y015
 
 @_typing.final
+class AcquireQueueSlotRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    HOLDER_FIELD_NUMBER: _builtins.int
+    CONCURRENCY_FIELD_NUMBER: _builtins.int
+    RATE_PER_SECOND_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    holder: _builtins.str
+    concurrency: _builtins.int
+    """absent: no concurrency limit"""
+    rate_per_second: _builtins.float
+    """absent: no rate limit"""
+    expires_at: _builtins.float
+    now: _builtins.float
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        holder: _builtins.str = ...,
+        concurrency: _builtins.int | None = ...,
+        rate_per_second: _builtins.float | None = ...,
+        expires_at: _builtins.float = ...,
+        now: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency", "_rate_per_second", b"_rate_per_second", "concurrency", b"concurrency", "rate_per_second", b"rate_per_second"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency", "_rate_per_second", b"_rate_per_second", "concurrency", b"concurrency", "expires_at", b"expires_at", "holder", b"holder", "now", b"now", "queue", b"queue", "rate_per_second", b"rate_per_second"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__concurrency: _TypeAlias = _typing.Literal["concurrency"]  # noqa: Y015
+    _WhichOneofArgType__concurrency: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency"]  # noqa: Y015
+    _WhichOneofReturnType__rate_per_second: _TypeAlias = _typing.Literal["rate_per_second"]  # noqa: Y015
+    _WhichOneofArgType__rate_per_second: _TypeAlias = _typing.Literal["_rate_per_second", b"_rate_per_second"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__concurrency) -> _WhichOneofReturnType__concurrency | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__rate_per_second) -> _WhichOneofReturnType__rate_per_second | None: ...
+
+Global___AcquireQueueSlotRequest: _TypeAlias = AcquireQueueSlotRequest  # noqa: Y015
+
+@_typing.final
+class AcquireQueueSlotReply(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RETRY_AT_FIELD_NUMBER: _builtins.int
+    retry_at: _builtins.float
+    """absent: admitted"""
+    def __init__(
+        self,
+        *,
+        retry_at: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_retry_at", b"_retry_at", "retry_at", b"retry_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_retry_at", b"_retry_at", "retry_at", b"retry_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__retry_at: _TypeAlias = _typing.Literal["retry_at"]  # noqa: Y015
+    _WhichOneofArgType__retry_at: _TypeAlias = _typing.Literal["_retry_at", b"_retry_at"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__retry_at) -> _WhichOneofReturnType__retry_at | None: ...
+
+Global___AcquireQueueSlotReply: _TypeAlias = AcquireQueueSlotReply  # noqa: Y015
+
+@_typing.final
+class RenewQueueSlotRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    HOLDER_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    holder: _builtins.str
+    expires_at: _builtins.float
+    now: _builtins.float
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        holder: _builtins.str = ...,
+        expires_at: _builtins.float = ...,
+        now: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "holder", b"holder", "now", b"now", "queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RenewQueueSlotRequest: _TypeAlias = RenewQueueSlotRequest  # noqa: Y015
+
+@_typing.final
+class ReleaseQueueSlotRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    HOLDER_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    holder: _builtins.str
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        holder: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["holder", b"holder", "queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReleaseQueueSlotRequest: _TypeAlias = ReleaseQueueSlotRequest  # noqa: Y015
+
+@_typing.final
 class Done(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

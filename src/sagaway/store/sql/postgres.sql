@@ -571,3 +571,33 @@ LIMIT %(limit)s
 -- name: list_attempt_errors
 SELECT call_id, attempt, error, at FROM attempt_errors WHERE run_id = %(run_id)s
 ORDER BY call_id, attempt
+
+-- ---------------------------------------------------------------- cluster-wide queue limits
+-- name: queue_limit_row
+INSERT INTO queue_limits (queue) VALUES (%(queue)s) ON CONFLICT (queue) DO NOTHING
+
+-- name: lock_queue_limit
+SELECT next_start_at FROM queue_limits WHERE queue = %(queue)s FOR UPDATE
+
+-- name: holds_queue_slot
+SELECT 1 FROM queue_slots WHERE queue = %(queue)s AND holder = %(holder)s AND expires_at > %(now)s
+
+-- name: drop_expired_slots
+DELETE FROM queue_slots WHERE queue = %(queue)s AND expires_at <= %(now)s
+
+-- name: count_queue_slots
+SELECT count(*) FROM queue_slots WHERE queue = %(queue)s
+
+-- name: take_queue_slot
+INSERT INTO queue_slots (queue, holder, expires_at) VALUES (%(queue)s, %(holder)s, %(expires_at)s)
+ON CONFLICT (queue, holder) DO UPDATE SET expires_at = excluded.expires_at
+
+-- name: space_queue_starts
+UPDATE queue_limits SET next_start_at = %(next_start_at)s WHERE queue = %(queue)s
+
+-- name: renew_queue_slot
+UPDATE queue_slots SET expires_at = %(expires_at)s
+WHERE queue = %(queue)s AND holder = %(holder)s AND expires_at > %(now)s
+
+-- name: release_queue_slot
+DELETE FROM queue_slots WHERE queue = %(queue)s AND holder = %(holder)s

@@ -277,3 +277,33 @@ LIMIT :limit
 -- name: list_attempt_errors
 SELECT call_id, attempt, error, at FROM attempt_errors WHERE run_id = :run_id
 ORDER BY call_id, attempt
+
+-- ---------------------------------------------------------------- cluster-wide queue limits
+-- name: queue_limit_row
+INSERT INTO queue_limits (queue) VALUES (:queue) ON CONFLICT (queue) DO NOTHING
+
+-- name: lock_queue_limit
+SELECT next_start_at FROM queue_limits WHERE queue = :queue
+
+-- name: holds_queue_slot
+SELECT 1 FROM queue_slots WHERE queue = :queue AND holder = :holder AND expires_at > :now
+
+-- name: drop_expired_slots
+DELETE FROM queue_slots WHERE queue = :queue AND expires_at <= :now
+
+-- name: count_queue_slots
+SELECT count(*) FROM queue_slots WHERE queue = :queue
+
+-- name: take_queue_slot
+INSERT INTO queue_slots (queue, holder, expires_at) VALUES (:queue, :holder, :expires_at)
+ON CONFLICT (queue, holder) DO UPDATE SET expires_at = excluded.expires_at
+
+-- name: space_queue_starts
+UPDATE queue_limits SET next_start_at = :next_start_at WHERE queue = :queue
+
+-- name: renew_queue_slot
+UPDATE queue_slots SET expires_at = :expires_at
+WHERE queue = :queue AND holder = :holder AND expires_at > :now
+
+-- name: release_queue_slot
+DELETE FROM queue_slots WHERE queue = :queue AND holder = :holder

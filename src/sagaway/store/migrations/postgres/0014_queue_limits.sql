@@ -1,0 +1,15 @@
+-- Sagaway schema v14 (PostgreSQL): limits of activity queues shared by every process
+-- (sagaway.Queue(scope="cluster")). One row per queue holds when its next start may come (the
+-- rate, starts 1/rate apart) and is the lock that serialises admissions to the queue; a slot
+-- row per admitted attempt holds its place until released or until it expires (a crashed
+-- holder's slot frees itself).
+CREATE TABLE queue_limits (
+    queue         TEXT COLLATE "C" PRIMARY KEY,
+    next_start_at DOUBLE PRECISION NOT NULL DEFAULT 0
+);
+CREATE TABLE queue_slots (
+    queue      TEXT COLLATE "C" NOT NULL,
+    holder     TEXT COLLATE "C" NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (queue, holder)
+);

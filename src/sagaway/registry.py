@@ -34,9 +34,7 @@ class Queue:
             raise TypeError("Queue.concurrency must be an int (or None)")
         if self.concurrency is not None and self.concurrency < 1:
             raise ValueError("Queue.concurrency must be >= 1")
-        if self.rate_per_second is not None and not (
-            0 < self.rate_per_second < float("inf")
-        ):
+        if self.rate_per_second is not None and not (0 < self.rate_per_second < float("inf")):
             raise ValueError("Queue.rate_per_second must be > 0 and finite")
         if self.scope not in ("process", "cluster"):
             raise ValueError(f"Queue.scope must be 'process' or 'cluster', not {self.scope!r}")

@@ -35,9 +35,7 @@ async def _acquire(
     )
 
 
-async def test_slots_are_counted_per_queue_and_shared_by_stores(
-    store: Store, other: Store
-) -> None:
+async def test_slots_are_counted_per_queue_and_shared_by_stores(store: Store, other: Store) -> None:
     assert await _acquire(store, "a") is None
     assert await _acquire(other, "b") is None
     # Full: refused with "try again after a release" (now), nothing taken.
@@ -55,7 +53,9 @@ async def test_a_crashed_holders_slot_expires_unless_renewed(store: Store, other
     assert await _acquire(store, "crashed", concurrency=1, ttl=10) is None
     assert await _acquire(store, "alive", concurrency=1, now=T0 + 5) == T0 + 5
     # Renewed while it runs, a slot stays; a crashed holder renews no more and its slot lapses.
-    assert await store.renew_queue_slot("payments", holder="crashed", expires_at=T0 + 12, now=T0 + 9)
+    assert await store.renew_queue_slot(
+        "payments", holder="crashed", expires_at=T0 + 12, now=T0 + 9
+    )
     assert await _acquire(other, "alive", concurrency=1, now=T0 + 11) == T0 + 11
     assert await _acquire(other, "alive", concurrency=1, now=T0 + 12) is None
     assert not await store.renew_queue_slot(

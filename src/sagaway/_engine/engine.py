@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from sagaway import errors, events, observe, retry, serialization
 from sagaway._engine import forking, keys
 from sagaway._engine.options import EngineOptions, check_timeout
+from sagaway._engine.queue_limits import ClusterLimit
 from sagaway._engine.recent import RecentEnds
 from sagaway._engine.threads import DaemonThreadPool
 from sagaway.channel import Channel
@@ -153,7 +154,14 @@ class Engine:
         """This process's Worker while it runs (``attach_runner``)."""
         self.recovery_wake = asyncio.Event()
         """Set to make this process's Recovery Worker scan now."""
-        self._queues = {name: _QueueLimiter(q, clock) for name, q in options.queues.items()}
+        self._queues = {
+            name: _QueueLimiter(q, clock) for name, q in options.queues.items() if not q.cluster
+        }
+        self._cluster_limits = {
+            name: ClusterLimit(name, q, store, clock, options.lease_timeout)
+            for name, q in options.queues.items()
+            if q.cluster
+        }
         self._pool: DaemonThreadPool | None = None
 
     def attach_runner(self, runner: LocalRunner | None) -> None:
@@ -184,6 +192,10 @@ class Engine:
     def queue_slot(self, queue: str | None) -> contextlib.AbstractAsyncContextManager[None]:
         limiter = self._queues.get(queue) if queue else None
         return limiter.slot() if limiter else contextlib.nullcontext()
+
+    def cluster_limit(self, queue: str | None) -> ClusterLimit | None:
+        """The limits ``queue`` shares with every process, if it is a cluster-wide queue."""
+        return self._cluster_limits.get(queue) if queue else None
 
     def is_completable(self, exc: BaseException) -> bool:
         if isinstance(exc, errors.CompletableError):

@@ -4,8 +4,13 @@ while other queues are not held up."""
 
 from __future__ import annotations
 
-from sagaway.store._pg_conn import Conn, Params, Q, Run, named
+from collections.abc import Awaitable
+from typing import TypeVar
+
+from sagaway.store._pg_conn import Conn, Op, Params, Q, Run, named
 from sagaway.store._queue_limits import decide
+
+T = TypeVar("T")
 
 
 async def pg_acquire(
@@ -65,7 +70,8 @@ async def pg_release(run: Run, queue: str, *, holder: str) -> None:
 class PgQueueLimits:
     """The queue limit verbs of ``PostgresStore``."""
 
-    _run: Run
+    def _run(self, op: Op[T], /, *, transaction: bool = True) -> Awaitable[T]:
+        raise NotImplementedError  # PostgresStore's
 
     async def acquire_queue_slot(
         self,

@@ -55,9 +55,9 @@ from sagaway.store import (
     _rows,
 )
 from sagaway.store import migrations as _migrations
-from sagaway.store._pg_queue_limits import PgQueueLimits
 from sagaway.store._group_commit import GroupCommit
 from sagaway.store._pg_conn import Conn, Op, exists, named
+from sagaway.store._pg_queue_limits import PgQueueLimits
 from sagaway.store._pg_url import Timing, parse_postgres_url, parse_timing
 from sagaway.store.base import CreateResult, DatabaseNotFound, StoreUnavailable
 from sagaway.store.records import (

@@ -1,0 +1,139 @@
+"""Cluster-wide activity queue limits (``Queue(scope="cluster")``), as an execution meets them.
+
+Before each attempt of an activity of such a queue, the execution asks the store for a slot
+and a start (``Store.acquire_queue_slot``). Admitted, the attempt holds the slot while it runs
+(its expiry renewed every third of the lease timeout, so a crashed process's slot lapses as its
+lease does) and gives it back when it ends. Refused, nothing is recorded and the attempt number
+does not move: if the call is all the workflow is doing, the workflow is unloaded like a durable
+timer (WAITING until the expected start, or a short poll for a slot, with no lease held) and the
+replay after recovery reaches the call again; beside other work (a gather) it waits in the
+worker, its worker slot given back, and unloads once it is alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import uuid
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from sagaway._engine.execution import ExecutionBase, Unload
+from sagaway.clock import Clock
+from sagaway.registry import Queue
+from sagaway.states import StepKind
+from sagaway.store.base import Store
+
+if TYPE_CHECKING:
+    from sagaway.registry import ActivityDef
+
+logger = logging.getLogger(__name__)
+
+SLOT_POLL = (0.1, 0.3)
+"""Seconds (a random pick, so waiters do not all come back at once) before a workflow refused
+for want of a slot looks again: a slot's release cannot be foreseen."""
+
+
+class ClusterLimit:
+    """The shared limits of one activity queue, kept in the database."""
+
+    def __init__(
+        self, name: str, queue: Queue, store: Store, clock: Clock, lease_timeout: float
+    ) -> None:
+        self.name = name
+        self.queue = queue
+        self._store = store
+        self._clock = clock
+        self._ttl = lease_timeout
+
+    async def admit(self, holder: str) -> float | None:
+        """None if an attempt of ``holder`` may start now (a slot is held for it); else the
+        time to try again (never now)."""
+        now = self._clock.now()
+        retry_at = await self._store.acquire_queue_slot(
+            self.name,
+            holder=holder,
+            concurrency=self.queue.concurrency,
+            rate_per_second=self.queue.rate_per_second,
+            expires_at=now + self._ttl,
+            now=now,
+        )
+        if retry_at is None or retry_at > now:
+            return retry_at
+        return now + random.uniform(*SLOT_POLL)
+
+    @contextlib.asynccontextmanager
+    async def holding(self, holder: str) -> AsyncIterator[None]:
+        """While the attempt runs: renew its slot; afterwards give it back."""
+        renewer = asyncio.create_task(self._renew(holder), name=f"sagaway-slot-{self.name}")
+        try:
+            yield
+        finally:
+            renewer.cancel()
+            try:
+                await asyncio.shield(self._store.release_queue_slot(self.name, holder=holder))
+            except Exception as exc:  # the slot lapses at its expiry instead
+                logger.warning("could not release a slot of queue %s: %s", self.name, exc)
+
+    async def _renew(self, holder: str) -> None:
+        while True:
+            await self._clock.sleep(self._ttl / 3)
+            now = self._clock.now()
+            try:
+                await self._store.renew_queue_slot(
+                    self.name, holder=holder, expires_at=now + self._ttl, now=now
+                )
+            except Exception as exc:  # tried again at the next beat
+                logger.warning("could not renew a slot of queue %s: %s", self.name, exc)
+
+
+class QueueAdmission(ExecutionBase):
+    """How an execution's activity attempts get into a cluster-wide queue."""
+
+    async def _admitted(
+        self, defn: ActivityDef, kind: StepKind, call_id: str, started_at: float
+    ) -> contextlib.AbstractAsyncContextManager[None] | None:
+        """A slot for the next attempt of ``defn``, to hold while it runs (None: its queue has
+        no cluster limit); waits (or unloads the workflow) until one is given."""
+        limit = self.engine.cluster_limit(defn.queue)
+        if limit is None:
+            return None
+        holder = f"{self.lease.token}:{call_id}:{uuid.uuid4().hex[:8]}"
+        while True:
+            retry_at = await self._store_call(limit.admit(holder))
+            if retry_at is None:
+                return limit.holding(holder)
+            # A compensation is never unloaded midway: it waits in the worker.
+            if kind is StepKind.ACTIVITY and self.inflight == 1:
+                await self._unload_for_queue(limit.name, retry_at)
+            with self._waiting_here():
+                await self.engine.clock.sleep(
+                    self.until_cancel(max(retry_at - self.engine.clock.now(), 0.0))
+                )
+            self._check_usable()
+            if kind is StepKind.ACTIVITY:
+                await self._cancel_here(call_id, kind, defn.name, started_at)
+
+    async def _unload_for_queue(self, queue: str, retry_at: float) -> None:
+        """Commit WAITING until ``retry_at`` and unload (raises Unload), unless other work
+        began meanwhile (then returns)."""
+        await self._before_durable_action()
+        if self.inflight != 1:
+            return
+        engine = self.engine
+        await self._unload_guard(
+            True,
+            engine.store.wait_workflow(
+                self.record.run_id,
+                token=self.lease.token,
+                waiting_for=f"queue:{queue}",
+                next_run_at=retry_at,
+                step=None,
+                now=engine.clock.now(),
+            ),
+            unloads=lambda _: True,
+        )
+        engine.wake_recovery()  # it may have planned its next scan for later
+        raise Unload()

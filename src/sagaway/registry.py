@@ -10,7 +10,6 @@ from typing import Any, Literal
 from sagaway import errors, retry
 from sagaway.serialization import FunctionCodec
 
-
 QueueScope = Literal["process", "cluster"]
 
 

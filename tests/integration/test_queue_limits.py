@@ -25,7 +25,9 @@ def _manager(db_url: str, queue: sw.Queue) -> sw.Manager:
 
 async def _until(predicate: Any, timeout: float = 15.0) -> None:
     async def poll() -> None:
-        while not await predicate():
+        while True:
+            if await predicate():
+                return
             await asyncio.sleep(0.02)
 
     await asyncio.wait_for(poll(), timeout)

@@ -12,11 +12,15 @@ import asyncio
 import os
 import time
 from pathlib import Path
+from typing import Literal
 
 import sagaway as sw
 
 CONCURRENCY = 5
 RATE = 20.0
+SCOPE: Literal["process", "cluster"] = (
+    "process" if os.environ.get("LIMITS_SCOPE") == "process" else "cluster"
+)
 
 manager = sw.Manager(
     os.environ.get("LIMITS_DB_URL", "sqlite:///unused-limits.db"),

@@ -66,6 +66,8 @@ class WorkflowDef:
     task_queue: str = "default"
     """Which workers run it: a worker given a list of task queues runs only workflows of
     those (not to be confused with an activity's ``queue``, a concurrency and rate limit)."""
+    max_per_key: int = 1
+    """Executions started with one ``concurrency_key`` that may run at once (cluster-wide)."""
 
 
 def default_name(fn: Callable[..., Any]) -> str:
@@ -126,7 +128,12 @@ class Registry:
         return defn
 
     def register_workflow(
-        self, fn: Callable[..., Any], *, name: str | None, task_queue: str = "default"
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None,
+        task_queue: str = "default",
+        max_per_key: int = 1,
     ) -> WorkflowDef:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(
@@ -135,12 +142,15 @@ class Registry:
             )
         if not isinstance(task_queue, str) or not task_queue:
             raise ValueError("a workflow's task_queue is a non-empty string")
+        if isinstance(max_per_key, bool) or not isinstance(max_per_key, int) or max_per_key < 1:
+            raise ValueError(f"max_per_key must be an int >= 1, not {max_per_key!r}")
         workflow_name = name or default_name(fn)
         defn = WorkflowDef(
             name=workflow_name,
             fn=fn,
             codec=FunctionCodec(fn, f"workflow {workflow_name!r}"),
             task_queue=task_queue,
+            max_per_key=max_per_key,
         )
         self._add(defn)
         return defn

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -219,14 +220,27 @@ class Engine:
         on_conflict: OnConflict,
         parent_key: str | None = None,
         timeout: float | None = None,
+        concurrency_key: str | None = None,
     ) -> tuple[WorkflowRecord, bool]:
         """Create an execution under ``key`` (or find the one there); True if created.
-        ``timeout``: seconds until its deadline (then it is cancelled as by a request)."""
+        ``timeout``: seconds until its deadline (then it is cancelled as by a request).
+        ``concurrency_key``: its per-key limit's key (``defn.max_per_key``): it is created
+        PENDING, and a claim (here or elsewhere) starts it when the key has room."""
         check_timeout(timeout)
         check_key(key, "idempotency_key")
+        if concurrency_key is not None:
+            check_key(concurrency_key, "concurrency_key")
         new = self._new_workflow(defn, args_json, key, on_conflict, parent_key, timeout)
+        if concurrency_key is not None:
+            new = dataclasses.replace(
+                new, concurrency_key=concurrency_key, max_per_key=defn.max_per_key
+            )
         runner = self.runner
-        here = runner is not None and runner.accepts(defn.task_queue, new.code_version)
+        here = (
+            concurrency_key is None
+            and runner is not None
+            and runner.accepts(defn.task_queue, new.code_version)
+        )
         lease = self.new_lease() if here else None
         result = await self.store.create_workflow(
             new,
@@ -243,6 +257,8 @@ class Engine:
                 observe.workflow_started(defn.name, key)
             if lease is not None and runner is not None:
                 runner.dispatch(record, lease, steps=[])
+            elif concurrency_key is not None:
+                self.wake_recovery()  # a Worker of this process may claim it at once
             return record, True
         if on_conflict is OnConflict.FAIL:
             raise errors.WorkflowAlreadyExists(key, record.status.value)

@@ -13,3 +13,11 @@ CREATE TABLE queue_slots (
     expires_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (queue, holder)
 );
+
+-- Per-key limits of workflows (execute(concurrency_key=...), register_workflow(max_per_key=)):
+-- a PENDING execution with a key is claimed only while fewer than its limit of the key's
+-- executions run (RUNNING, WAITING, SUSPENDED). NULL: no key, as every execution before.
+ALTER TABLE workflows ADD COLUMN concurrency_key TEXT COLLATE "C";
+ALTER TABLE workflows ADD COLUMN concurrency_limit INTEGER;
+CREATE INDEX workflows_concurrency_key ON workflows (concurrency_key, status)
+    WHERE concurrency_key IS NOT NULL;

@@ -80,7 +80,8 @@ class Manager:
             ``grpc://`` and ``grpcs://`` URLs.
         error_marshaler: lets domain error types cross the database (default: handles
             ``CompletableError`` subclasses).
-        queues: per-process limits of activity queues, by queue name.
+        queues: limits of activity queues, by queue name: per process, or for all processes
+            together with ``Queue(scope="cluster")`` (docs/limits.md).
         recovery_interval: seconds; base backoff before a SUSPENDED workflow is retried.
         lease_timeout: seconds without a heartbeat after which another process takes a
             workflow over.

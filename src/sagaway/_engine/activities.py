@@ -19,7 +19,7 @@ from sagaway import activity as activity_mod
 from sagaway import errors, observe, retry
 from sagaway._engine import context, keys
 from sagaway._engine.execution import FINAL, engine_code
-from sagaway._engine.queue_limits import QueueAdmission
+from sagaway._engine.queue_admission import QueueAdmission
 from sagaway.states import ErrorKind, StepKind, StepStatus
 from sagaway.store.records import StepRecord
 

@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 from sagaway import errors, events, observe, retry, serialization
 from sagaway._engine import forking, keys
+from sagaway._engine.cluster_limits import ClusterLimit
 from sagaway._engine.options import EngineOptions, check_timeout
-from sagaway._engine.queue_limits import ClusterLimit
 from sagaway._engine.recent import RecentEnds
 from sagaway._engine.threads import DaemonThreadPool
 from sagaway.channel import Channel

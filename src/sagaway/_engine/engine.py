@@ -93,6 +93,12 @@ class _QueueLimiter:
             yield
 
 
+def _keyed(new: NewWorkflow, concurrency_key: str, max_per_key: int) -> NewWorkflow:
+    """``new`` under a per-key limit: ``concurrency_key`` checked as a workflow key is."""
+    check_key(concurrency_key, "concurrency_key")
+    return dataclasses.replace(new, concurrency_key=concurrency_key, max_per_key=max_per_key)
+
+
 class LocalRunner(Protocol):
     """What the Engine needs from the Worker of its process (the Worker implements it)."""
 
@@ -224,17 +230,12 @@ class Engine:
     ) -> tuple[WorkflowRecord, bool]:
         """Create an execution under ``key`` (or find the one there); True if created.
         ``timeout``: seconds until its deadline (then it is cancelled as by a request).
-        ``concurrency_key``: its per-key limit's key (``defn.max_per_key``): it is created
-        PENDING, and a claim (here or elsewhere) starts it when the key has room."""
+        ``concurrency_key``: created PENDING, never leased here: only a claim applies its limit."""
         check_timeout(timeout)
         check_key(key, "idempotency_key")
-        if concurrency_key is not None:
-            check_key(concurrency_key, "concurrency_key")
         new = self._new_workflow(defn, args_json, key, on_conflict, parent_key, timeout)
         if concurrency_key is not None:
-            new = dataclasses.replace(
-                new, concurrency_key=concurrency_key, max_per_key=defn.max_per_key
-            )
+            new = _keyed(new, concurrency_key, defn.max_per_key)
         runner = self.runner
         here = (
             concurrency_key is None

@@ -131,3 +131,32 @@ async def test_gathered_activities_stay_within_the_limit(db_url: str) -> None:
 def test_bad_limits_are_refused(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         sw.Queue(**kwargs)
+
+
+async def test_a_deadline_ends_the_wait_for_a_start(db_url: str) -> None:
+    manager = _manager(db_url, sw.Queue(rate_per_second=0.01, scope="cluster"))
+
+    @manager.register_activity(queue="q")
+    async def charge() -> str:
+        return "charged"
+
+    @manager.register_workflow
+    async def pay() -> str:
+        return await charge()
+
+    other: Store = open_store(db_url)
+    await other.open()
+    try:
+        now = time.time()
+        # The queue's next start is 100 s away: wait_workflow wakes it at its deadline instead.
+        admitted = await other.acquire_queue_slot(
+            "q", holder="elsewhere", concurrency=None, rate_per_second=0.01,
+            expires_at=now + 600, now=now,
+        )  # fmt: skip
+        assert admitted is None
+        async with manager:
+            handle = await manager.workflow(pay).execute(timeout=1.0)
+            with pytest.raises(sw.WorkflowCancelled):
+                await handle.result(timeout=15)
+    finally:
+        await other.close()

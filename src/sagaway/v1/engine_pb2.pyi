@@ -2007,6 +2007,8 @@ class StartWorkflowRequest(_message.Message):
     TIMEOUT_FIELD_NUMBER: _builtins.int
     TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
     CODE_VERSION_FIELD_NUMBER: _builtins.int
+    CONCURRENCY_KEY_FIELD_NUMBER: _builtins.int
+    MAX_PER_KEY_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """the registered workflow name"""
     key: _builtins.str
@@ -2025,6 +2027,11 @@ class StartWorkflowRequest(_message.Message):
     """The application code version that should run it: only workers that run this version (or
     every version) claim it. Absent: unversioned.
     """
+    concurrency_key: _builtins.str
+    """A per-key limit: at most `max_per_key` (absent or 0: 1) executions started with this key
+    run at once; the others wait PENDING (docs/limits.md).
+    """
+    max_per_key: _builtins.int
     def __init__(
         self,
         *,
@@ -2035,19 +2042,25 @@ class StartWorkflowRequest(_message.Message):
         timeout: _builtins.float | None = ...,
         trace_context: _builtins.str | None = ...,
         code_version: _builtins.str | None = ...,
+        concurrency_key: _builtins.str | None = ...,
+        max_per_key: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "code_version", b"code_version", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "code_version", b"code_version", "key", b"key", "name", b"name", "queue", b"queue", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "key", b"key", "max_per_key", b"max_per_key", "name", b"name", "queue", b"queue", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__code_version: _TypeAlias = _typing.Literal["code_version"]  # noqa: Y015
     _WhichOneofArgType__code_version: _TypeAlias = _typing.Literal["_code_version", b"_code_version"]  # noqa: Y015
+    _WhichOneofReturnType__concurrency_key: _TypeAlias = _typing.Literal["concurrency_key"]  # noqa: Y015
+    _WhichOneofArgType__concurrency_key: _TypeAlias = _typing.Literal["_concurrency_key", b"_concurrency_key"]  # noqa: Y015
     _WhichOneofReturnType__timeout: _TypeAlias = _typing.Literal["timeout"]  # noqa: Y015
     _WhichOneofArgType__timeout: _TypeAlias = _typing.Literal["_timeout", b"_timeout"]  # noqa: Y015
     _WhichOneofReturnType__trace_context: _TypeAlias = _typing.Literal["trace_context"]  # noqa: Y015
     _WhichOneofArgType__trace_context: _TypeAlias = _typing.Literal["_trace_context", b"_trace_context"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__code_version) -> _WhichOneofReturnType__code_version | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__concurrency_key) -> _WhichOneofReturnType__concurrency_key | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__timeout) -> _WhichOneofReturnType__timeout | None: ...
     @_typing.overload

@@ -84,7 +84,7 @@ async def test_a_workflow_waiting_for_a_slot_holds_no_lease(db_url: str) -> None
             await _until(parked)
             assert seen == [sw.WorkflowStatus.WAITING]
             assert attempts == []
-            await other.release_queue_slot("q", holder="elsewhere")
+            await other.release_queue_slot("q", holder="elsewhere", now=time.time())
             assert await handle.result(timeout=20) == "charged"
             [step] = (await handle.describe()).steps
     finally:

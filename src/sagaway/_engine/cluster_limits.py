@@ -3,7 +3,8 @@
 Before each attempt of an activity of such a queue, the execution asks the store for a slot
 and a start (``Store.acquire_queue_slot``). Admitted, the attempt holds the slot while it runs
 (its expiry renewed every third of the lease timeout, so a crashed process's slot lapses as its
-lease does) and gives it back when it ends. Refused, nothing is recorded and the attempt number
+lease does) and gives it back when it ends, making the workflow that has waited longest for a
+slot due at once. Refused, nothing is recorded and the attempt number
 does not move: if the call is all the workflow is doing, the workflow is unloaded like a durable
 timer (WAITING until the expected start, or a short poll for a slot, with no lease held) and the
 replay after recovery reaches the call again; beside other work (a gather) it waits in the
@@ -16,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from sagaway.clock import Clock
 from sagaway.registry import Queue
@@ -33,13 +34,21 @@ class ClusterLimit:
     """The shared limits of one activity queue, kept in the database."""
 
     def __init__(
-        self, name: str, queue: Queue, store: Store, clock: Clock, lease_timeout: float
+        self,
+        name: str,
+        queue: Queue,
+        store: Store,
+        clock: Clock,
+        lease_timeout: float,
+        wake: Callable[[], None],
     ) -> None:
         self.name = name
         self.queue = queue
         self._store = store
         self._clock = clock
         self._ttl = lease_timeout
+        self._wake = wake
+        """Makes this process's Recovery Worker look now (a release made a waiter due)."""
 
     async def admit(self, holder: str) -> float | None:
         """None if an attempt of ``holder`` may start now (a slot is held for it); else the
@@ -66,9 +75,13 @@ class ClusterLimit:
         finally:
             renewer.cancel()
             try:
-                await asyncio.shield(self._store.release_queue_slot(self.name, holder=holder))
+                await asyncio.shield(
+                    self._store.release_queue_slot(self.name, holder=holder, now=self._clock.now())
+                )
             except Exception as exc:  # the slot lapses at its expiry instead
                 logger.warning("could not release a slot of queue %s: %s", self.name, exc)
+            else:
+                self._wake()
 
     async def _renew(self, holder: str) -> None:
         while True:

@@ -165,7 +165,7 @@ class Engine:
             name: _QueueLimiter(q, clock) for name, q in options.queues.items() if not q.cluster
         }
         self._cluster_limits = {
-            name: ClusterLimit(name, q, store, clock, options.lease_timeout)
+            name: ClusterLimit(name, q, store, clock, options.lease_timeout, self.wake_recovery)
             for name, q in options.queues.items()
             if q.cluster
         }

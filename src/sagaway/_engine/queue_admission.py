@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from sagaway._engine.execution import ExecutionBase, Unload
 from sagaway.states import StepKind
+from sagaway.store._queue_limits import waiting_for
 
 if TYPE_CHECKING:
     from sagaway.registry import ActivityDef
@@ -53,7 +54,7 @@ class QueueAdmission(ExecutionBase):
             engine.store.wait_workflow(
                 self.record.run_id,
                 token=self.lease.token,
-                waiting_for=f"queue:{queue}",
+                waiting_for=waiting_for(queue),
                 next_run_at=retry_at,
                 step=None,
                 now=engine.clock.now(),

@@ -368,5 +368,5 @@ class CodecStore:
             queue, holder=holder, expires_at=expires_at, now=now
         )
 
-    async def release_queue_slot(self, queue: str, *, holder: str) -> None:
-        await self.inner.release_queue_slot(queue, holder=holder)
+    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
+        await self.inner.release_queue_slot(queue, holder=holder, now=now)

@@ -492,7 +492,8 @@ class EngineService(pb_grpc.EngineServicer):
 
     @_verb
     async def ReleaseQueueSlot(self, request: pb.ReleaseQueueSlotRequest, context: Any) -> pb.Empty:
-        await self.store.release_queue_slot(request.queue, holder=request.holder)
+        await self.store.release_queue_slot(request.queue, holder=request.holder, now=request.now)
+        self._ready()
         return pb.Empty()
 
     @_verb

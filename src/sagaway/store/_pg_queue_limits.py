@@ -8,7 +8,7 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from sagaway.store._pg_conn import Conn, Op, Params, Q, Run, named
-from sagaway.store._queue_limits import decide
+from sagaway.store._queue_limits import decide, waiting_for
 
 T = TypeVar("T")
 
@@ -58,13 +58,17 @@ async def pg_renew(run: Run, queue: str, *, holder: str, expires_at: float, now:
     return await run(op, transaction=False)
 
 
-async def pg_release(run: Run, queue: str, *, holder: str) -> None:
+async def pg_release(run: Run, queue: str, *, holder: str, now: float) -> None:
     """See ``Store.release_queue_slot``."""
+    params: Params = {"queue": queue, "holder": holder, "now": now}
 
     async def op(conn: Conn, retried: bool) -> None:
-        await conn.execute(Q["release_queue_slot"], {"queue": queue, "holder": holder})
+        if (await conn.execute(Q["release_queue_slot"], params)).rowcount:
+            await conn.execute(
+                Q["wake_queue_waiter"], {**params, "waiting_for": waiting_for(queue)}
+            )
 
-    await run(op, transaction=False)
+    await run(op, transaction=True)
 
 
 class PgQueueLimits:
@@ -98,5 +102,5 @@ class PgQueueLimits:
     ) -> bool:
         return await pg_renew(self._run, queue, holder=holder, expires_at=expires_at, now=now)
 
-    async def release_queue_slot(self, queue: str, *, holder: str) -> None:
-        await pg_release(self._run, queue, holder=holder)
+    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
+        await pg_release(self._run, queue, holder=holder, now=now)

@@ -19,6 +19,11 @@ from sagaway.store.sql import queries
 _SQ = queries("sqlite")
 
 
+def waiting_for(queue: str) -> str:
+    """What a workflow waiting for a slot or a start of ``queue`` is WAITING for."""
+    return f"queue:{queue}"
+
+
 def decide(
     next_start_at: float, taken: int, *, concurrency: int | None, rate: float | None, now: float
 ) -> tuple[float | None, float | None]:
@@ -65,8 +70,9 @@ def sqlite_renew(
     return conn.execute(_SQ["renew_queue_slot"], params).rowcount == 1
 
 
-def sqlite_release(conn: sqlite3.Connection, queue: str, *, holder: str) -> None:
-    conn.execute(_SQ["release_queue_slot"], {"queue": queue, "holder": holder})
+def sqlite_release(conn: sqlite3.Connection, queue: str, *, holder: str, now: float) -> None:
+    if conn.execute(_SQ["release_queue_slot"], {"queue": queue, "holder": holder}).rowcount:
+        conn.execute(_SQ["wake_queue_waiter"], {"waiting_for": waiting_for(queue), "now": now})
 
 
 class SQLiteQueueLimits:
@@ -108,5 +114,5 @@ class SQLiteQueueLimits:
             )
         )
 
-    async def release_queue_slot(self, queue: str, *, holder: str) -> None:
-        await self._call(lambda conn: sqlite_release(conn, queue, holder=holder))
+    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
+        await self._call(lambda conn: sqlite_release(conn, queue, holder=holder, now=now))

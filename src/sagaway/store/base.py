@@ -303,8 +303,9 @@ class Store(Protocol):
         """Push a live slot's expiry to ``expires_at``; False if ``holder`` holds none now."""
         ...
 
-    async def release_queue_slot(self, queue: str, *, holder: str) -> None:
-        """Free ``holder``'s slot of ``queue`` (no-op if it holds none)."""
+    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
+        """Free ``holder``'s slot of ``queue`` (no-op if it holds none), and make the execution
+        WAITING longest for a slot of it (``waiting_for`` ``queue:<queue>``) due at ``now``."""
         ...
 
     # ------------------------------------------------------------ retention (schema v9/v7)

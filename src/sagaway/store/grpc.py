@@ -548,8 +548,8 @@ class GrpcStore:
         )
         return bool((await self._call("RenewQueueSlot", request)).changed)
 
-    async def release_queue_slot(self, queue: str, *, holder: str) -> None:
-        request = pb.ReleaseQueueSlotRequest(queue=queue, holder=holder)
+    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
+        request = pb.ReleaseQueueSlotRequest(queue=queue, holder=holder, now=now)
         await self._call("ReleaseQueueSlot", request)
 
     async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:

@@ -1477,17 +1477,21 @@ class ReleaseQueueSlotRequest(_message.Message):
 
     QUEUE_FIELD_NUMBER: _builtins.int
     HOLDER_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     holder: _builtins.str
+    now: _builtins.float
+    """a workflow waiting for a slot of the queue is made due now"""
     def __init__(
         self,
         *,
         queue: _builtins.str = ...,
         holder: _builtins.str = ...,
+        now: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["holder", b"holder", "queue", b"queue"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["holder", b"holder", "now", b"now", "queue", b"queue"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -323,3 +323,13 @@ WHERE queue = :queue AND holder = :holder AND expires_at > :now
 
 -- name: release_queue_slot
 DELETE FROM queue_slots WHERE queue = :queue AND holder = :holder
+
+-- name: wake_queue_waiter
+-- A slot was given back: the workflow that has waited longest for one looks again now, instead
+-- of at its next poll.
+UPDATE workflows SET next_run_at = :now
+WHERE run_id = (
+    SELECT run_id FROM workflows
+    WHERE status = 'WAITING' AND waiting_for = :waiting_for AND next_run_at > :now
+    ORDER BY updated_at, run_id
+    LIMIT 1)

@@ -80,7 +80,8 @@ class Manager:
             ``grpc://`` and ``grpcs://`` URLs.
         error_marshaler: lets domain error types cross the database (default: handles
             ``CompletableError`` subclasses).
-        queues: per-process limits of activity queues, by queue name.
+        queues: limits of activity queues, by queue name: per process, or for all processes
+            together with ``Queue(scope="cluster")`` (docs/limits.md).
         recovery_interval: seconds; base backoff before a SUSPENDED workflow is retried.
         lease_timeout: seconds without a heartbeat after which another process takes a
             workflow over.
@@ -287,6 +288,7 @@ class Manager:
         name: str | None = None,
         task_queue: str = "default",
         queue: str | None = None,
+        max_per_key: int = 1,
     ) -> Callable[[F], F]: ...
 
     def register_workflow(
@@ -297,6 +299,7 @@ class Manager:
         name: str | None = None,
         task_queue: str = "default",
         queue: str | None = None,
+        max_per_key: int = 1,
     ) -> F | Callable[[F], F]:
         """Register an ``async def`` workflow, bare or ``(name="...", task_queue="...")``.
 
@@ -304,6 +307,8 @@ class Manager:
         ``sagaway worker --task-queues``) runs only workflows of those task queues. (An
         activity's ``queue`` is something else: a concurrency and rate limit, ``sagaway.Queue``.)
         ``queue=`` is the old spelling of ``task_queue=``; it still works, with a warning.
+        ``max_per_key``: how many of its executions started with one ``concurrency_key`` (see
+        ``execute``) run at once in the whole cluster; the others wait PENDING (docs/limits.md).
         """
         if queue is not None:
             warnings.warn(
@@ -317,7 +322,9 @@ class Manager:
             task_queue = queue
 
         def decorate(func: F) -> F:
-            self.registry.register_workflow(func, name=name, task_queue=task_queue)
+            self.registry.register_workflow(
+                func, name=name, task_queue=task_queue, max_per_key=max_per_key
+            )
             return func
 
         return decorate(fn) if fn is not None else decorate

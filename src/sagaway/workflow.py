@@ -108,6 +108,8 @@ class WorkflowDescription:
     code_version: str | None = None
     """The application code version (``Manager(version=...)``) of the process that created it;
     None: unversioned."""
+    concurrency_key: str | None = None
+    """The key of its per-key limit (``execute(concurrency_key=...)``); None: none."""
 
     @property
     def cursor(self) -> str:
@@ -160,6 +162,7 @@ def _describe(
         next_run_at=record.next_run_at,
         suspend_count=record.suspend_count,
         code_version=record.code_version,
+        concurrency_key=record.concurrency_key,
         children=[
             _child_key(s.result) for s in steps if s.kind is StepKind.CHILD and s.result is not None
         ],
@@ -431,6 +434,7 @@ class WorkflowCall(Generic[R]):
         idempotency_key: str | None = None,
         on_conflict: OnConflict = OnConflict.ATTACH,
         timeout: float | None = None,
+        concurrency_key: str | None = None,
     ) -> WorkflowHandle[R]:
         """Start the workflow (or find the execution its key names) and return a handle.
 
@@ -441,6 +445,10 @@ class WorkflowCall(Generic[R]):
         is cancelled as by ``handle.cancel()`` (it compensates and ends CANCELLED). It is
         recorded with the workflow, so it holds across restarts; attaching to an existing
         execution does not change its deadline.
+
+        ``concurrency_key``: at most ``max_per_key`` (see ``register_workflow``) executions
+        started with this key run at once, in the whole cluster; the others wait PENDING,
+        holding no lease, until one ends (docs/limits.md). Not for child workflows.
         """
         if not isinstance(on_conflict, OnConflict):
             raise TypeError("on_conflict must be a sagaway.OnConflict")
@@ -450,6 +458,11 @@ class WorkflowCall(Generic[R]):
             engine = execution.engine
             defn = engine.registry.workflow(self._fn)
             args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
+            if concurrency_key is not None:
+                raise ValueError(
+                    "concurrency_key is for top-level starts: a child workflow started inside "
+                    "a workflow cannot wait for a key its parent may hold"
+                )
             call_id, _ = context.next_call_id()
             key = await execution.call_child(defn, args_json, idempotency_key, call_id, timeout)
             return WorkflowHandle(self._engines, key, child_of=defn)
@@ -458,7 +471,12 @@ class WorkflowCall(Generic[R]):
         args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
         key = idempotency_key if idempotency_key is not None else uuid.uuid4().hex
         record, _ = await engine.start(
-            defn, args_json, key=key, on_conflict=on_conflict, timeout=timeout
+            defn,
+            args_json,
+            key=key,
+            on_conflict=on_conflict,
+            timeout=timeout,
+            concurrency_key=concurrency_key,
         )
         return WorkflowHandle(self._engines, key, record.run_id)
 
@@ -469,6 +487,7 @@ class WorkflowCall(Generic[R]):
         on_conflict: OnConflict = OnConflict.ATTACH,
         timeout: float | None = None,
         workflow_timeout: float | None = None,
+        concurrency_key: str | None = None,
     ) -> R:
         """Start the workflow and wait for its result.
 
@@ -476,7 +495,10 @@ class WorkflowCall(Generic[R]):
         ``workflow_timeout`` is the workflow's own deadline (see ``execute``'s ``timeout``).
         """
         handle = await self.execute(
-            idempotency_key=idempotency_key, on_conflict=on_conflict, timeout=workflow_timeout
+            idempotency_key=idempotency_key,
+            on_conflict=on_conflict,
+            timeout=workflow_timeout,
+            concurrency_key=concurrency_key,
         )
         return await handle.result(timeout=timeout)
 
@@ -487,6 +509,7 @@ class WorkflowCall(Generic[R]):
         on_conflict: OnConflict = OnConflict.ATTACH,
         timeout: float | None = None,
         workflow_timeout: float | None = None,
+        concurrency_key: str | None = None,
     ) -> None:
         """Start the workflow and wait until it ends; the result is discarded (``timeout``
         and ``workflow_timeout`` as in ``execute_get``)."""
@@ -495,6 +518,7 @@ class WorkflowCall(Generic[R]):
             on_conflict=on_conflict,
             timeout=timeout,
             workflow_timeout=workflow_timeout,
+            concurrency_key=concurrency_key,
         )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 
 from sagaway import errors, events, observe, retry, serialization
 from sagaway._engine import forking, keys
+from sagaway._engine.cluster_limits import ClusterLimit
 from sagaway._engine.options import EngineOptions, check_timeout
 from sagaway._engine.recent import RecentEnds
 from sagaway._engine.threads import DaemonThreadPool
@@ -91,6 +93,12 @@ class _QueueLimiter:
             yield
 
 
+def _keyed(new: NewWorkflow, concurrency_key: str, max_per_key: int) -> NewWorkflow:
+    """``new`` under a per-key limit: ``concurrency_key`` checked as a workflow key is."""
+    check_key(concurrency_key, "concurrency_key")
+    return dataclasses.replace(new, concurrency_key=concurrency_key, max_per_key=max_per_key)
+
+
 class LocalRunner(Protocol):
     """What the Engine needs from the Worker of its process (the Worker implements it)."""
 
@@ -153,7 +161,14 @@ class Engine:
         """This process's Worker while it runs (``attach_runner``)."""
         self.recovery_wake = asyncio.Event()
         """Set to make this process's Recovery Worker scan now."""
-        self._queues = {name: _QueueLimiter(q, clock) for name, q in options.queues.items()}
+        self._queues = {
+            name: _QueueLimiter(q, clock) for name, q in options.queues.items() if not q.cluster
+        }
+        self._cluster_limits = {
+            name: ClusterLimit(name, q, store, clock, options.lease_timeout, self.wake_recovery)
+            for name, q in options.queues.items()
+            if q.cluster
+        }
         self._pool: DaemonThreadPool | None = None
 
     def attach_runner(self, runner: LocalRunner | None) -> None:
@@ -185,6 +200,10 @@ class Engine:
         limiter = self._queues.get(queue) if queue else None
         return limiter.slot() if limiter else contextlib.nullcontext()
 
+    def cluster_limit(self, queue: str | None) -> ClusterLimit | None:
+        """The limits ``queue`` shares with every process, if it is a cluster-wide queue."""
+        return self._cluster_limits.get(queue) if queue else None
+
     def is_completable(self, exc: BaseException) -> bool:
         if isinstance(exc, errors.CompletableError):
             return True
@@ -207,14 +226,22 @@ class Engine:
         on_conflict: OnConflict,
         parent_key: str | None = None,
         timeout: float | None = None,
+        concurrency_key: str | None = None,
     ) -> tuple[WorkflowRecord, bool]:
         """Create an execution under ``key`` (or find the one there); True if created.
-        ``timeout``: seconds until its deadline (then it is cancelled as by a request)."""
+        ``timeout``: seconds until its deadline (then it is cancelled as by a request).
+        ``concurrency_key``: created PENDING, never leased here: only a claim applies its limit."""
         check_timeout(timeout)
         check_key(key, "idempotency_key")
         new = self._new_workflow(defn, args_json, key, on_conflict, parent_key, timeout)
+        if concurrency_key is not None:
+            new = _keyed(new, concurrency_key, defn.max_per_key)
         runner = self.runner
-        here = runner is not None and runner.accepts(defn.task_queue, new.code_version)
+        here = (
+            concurrency_key is None
+            and runner is not None
+            and runner.accepts(defn.task_queue, new.code_version)
+        )
         lease = self.new_lease() if here else None
         result = await self.store.create_workflow(
             new,
@@ -231,6 +258,8 @@ class Engine:
                 observe.workflow_started(defn.name, key)
             if lease is not None and runner is not None:
                 runner.dispatch(record, lease, steps=[])
+            elif concurrency_key is not None:
+                self.wake_recovery()  # a Worker of this process may claim it at once
             return record, True
         if on_conflict is OnConflict.FAIL:
             raise errors.WorkflowAlreadyExists(key, record.status.value)

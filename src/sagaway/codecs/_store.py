@@ -341,3 +341,32 @@ class CodecStore:
         self, *, before: float, statuses: Collection[WorkflowStatus] | None
     ) -> int:
         return await self.inner.count_purgeable(before=before, statuses=statuses)
+
+    async def acquire_queue_slot(
+        self,
+        queue: str,
+        *,
+        holder: str,
+        concurrency: int | None,
+        rate_per_second: float | None,
+        expires_at: float,
+        now: float,
+    ) -> float | None:
+        return await self.inner.acquire_queue_slot(
+            queue,
+            holder=holder,
+            concurrency=concurrency,
+            rate_per_second=rate_per_second,
+            expires_at=expires_at,
+            now=now,
+        )
+
+    async def renew_queue_slot(
+        self, queue: str, *, holder: str, expires_at: float, now: float
+    ) -> bool:
+        return await self.inner.renew_queue_slot(
+            queue, holder=holder, expires_at=expires_at, now=now
+        )
+
+    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
+        await self.inner.release_queue_slot(queue, holder=holder, now=now)

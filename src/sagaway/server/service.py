@@ -470,5 +470,39 @@ class EngineService(pb_grpc.EngineServicer):
         return pb.AttemptErrors(errors=[wire.attempt_error(e) for e in found])
 
     @_verb
+    async def AcquireQueueSlot(
+        self, request: pb.AcquireQueueSlotRequest, context: Any
+    ) -> pb.AcquireQueueSlotReply:
+        retry_at = await self.store.acquire_queue_slot(
+            _text(request.queue, "queue"),
+            holder=_text(request.holder, "holder"),
+            concurrency=wire.optional(request, "concurrency"),
+            rate_per_second=wire.optional(request, "rate_per_second"),
+            expires_at=request.expires_at,
+            now=request.now,
+        )
+        return pb.AcquireQueueSlotReply(retry_at=retry_at)
+
+    @_verb
+    async def RenewQueueSlot(self, request: pb.RenewQueueSlotRequest, context: Any) -> pb.Done:
+        renewed = await self.store.renew_queue_slot(
+            request.queue, holder=request.holder, expires_at=request.expires_at, now=request.now
+        )
+        return pb.Done(changed=renewed)
+
+    @_verb
+    async def ReleaseQueueSlot(self, request: pb.ReleaseQueueSlotRequest, context: Any) -> pb.Empty:
+        await self.store.release_queue_slot(request.queue, holder=request.holder, now=request.now)
+        self._ready()
+        return pb.Empty()
+
+    @_verb
     async def Batch(self, request: pb.BatchRequest, context: Any) -> pb.BatchReply:
         return await run_batch(self, request)
+
+
+def _text(value: str, what: str) -> str:
+    """A queue limit's name or holder from the wire: a non-empty string (ValueError)."""
+    if not value:
+        raise ValueError(f"{what} must be a non-empty string")
+    return value

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 import uuid
@@ -67,6 +68,8 @@ class StartWorkflows:
                 else None
             ),
         )
+        if request.HasField("concurrency_key"):
+            new = _keyed(new, request)
         result = await self.store.create_workflow(
             new, now=await self._now(), lease=None, replace_live=False
         )
@@ -110,6 +113,16 @@ class StartWorkflows:
     async def _now(self) -> float:
         now = await self.store.server_time()
         return now if now is not None else time.time()
+
+
+def _keyed(new: NewWorkflow, request: pb.StartWorkflowRequest) -> NewWorkflow:
+    """``new`` under the request's per-key limit (``max_per_key`` 0: the default, 1)."""
+    check_key(request.concurrency_key, "concurrency_key")
+    if request.max_per_key < 0:
+        raise ValueError(f"max_per_key must be >= 1, not {request.max_per_key}")
+    return dataclasses.replace(
+        new, concurrency_key=request.concurrency_key, max_per_key=request.max_per_key or 1
+    )
 
 
 def _trace_context(request: pb.StartWorkflowRequest) -> str | None:

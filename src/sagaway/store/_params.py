@@ -23,6 +23,12 @@ Write = tuple[str, Params]
 
 def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
     """``insert_workflow``: RUNNING under ``lease`` if given, else PENDING."""
+    if new.concurrency_key is not None and new.max_per_key < 1:
+        raise ValueError(f"max_per_key must be >= 1, not {new.max_per_key!r}")
+    if new.concurrency_key is not None and lease is not None:
+        raise ValueError(
+            "an execution with a concurrency_key is created PENDING: claims apply its limit"
+        )
     return {
         "run_id": new.run_id,
         "key": new.key,
@@ -36,6 +42,8 @@ def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
         "deadline_at": None if new.timeout is None else now + new.timeout,
         "trace_context": new.trace_context,
         "code_version": new.code_version,
+        "concurrency_key": new.concurrency_key,
+        "concurrency_limit": None if new.concurrency_key is None else new.max_per_key,
         "now": now,
         "lease_token": lease.token if lease else None,
         "lease_owner": lease.owner if lease else None,

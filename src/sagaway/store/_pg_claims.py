@@ -11,6 +11,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection
 
+from psycopg.rows import DictRow
+
 from sagaway.store import _params, _rows
 from sagaway.store._pg_conn import Conn, Params, Q, Run, named
 from sagaway.store.records import Lease, WorkflowRecord
@@ -61,6 +63,7 @@ async def claim_due(
             conn, "claim_due", {**params, "limit": limit - len(claimed), "tokens": free}
         )
         rows.sort(key=lambda row: int(row["n"]))  # the order of next_run_at, run_id
+        rows = await _within_key_limits(conn, rows)
         claimed.extend(
             (_rows.claimed_from_row(row), Lease(row["lease_token"], owner, expires_at))
             for row in rows
@@ -68,6 +71,32 @@ async def claim_due(
         return claimed
 
     return await run(op, transaction=True)
+
+
+async def _within_key_limits(conn: Conn, rows: list[DictRow]) -> list[DictRow]:
+    """The claimed rows, less those that started an execution beyond its per-key limit.
+
+    The claim's filter counted the key's running executions without seeing concurrent claims
+    (nor the other rows of this claim): the key is locked now (until commit, in key order, so
+    concurrent claims take turns) and counted again, seeing what committed meanwhile and this
+    claim's own rows; the excess is given back, PENDING again.
+    """
+    started: dict[str, list[DictRow]] = {}
+    for row in rows:
+        if row["concurrency_key"] is not None and row["previous_status"] == "PENDING":
+            started.setdefault(row["concurrency_key"], []).append(row)
+    given_back: set[str] = set()
+    for key in sorted(started):
+        params = {"concurrency_key": key}
+        await conn.execute(Q["lock_concurrency_key"], params)
+        (count,) = await named(conn, "running_with_key", params)
+        excess = int(count["count"]) - min(int(r["concurrency_limit"]) for r in started[key])
+        if excess > 0:
+            given_back.update(r["run_id"] for r in started[key][-excess:])
+    if not given_back:
+        return rows
+    await conn.execute(Q["unclaim"], {"run_ids": sorted(given_back)})
+    return [row for row in rows if row["run_id"] not in given_back]
 
 
 async def _taken_before(conn: Conn, tokens: list[str], owner: str) -> Claimed:

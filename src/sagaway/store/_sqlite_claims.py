@@ -1,7 +1,8 @@
 """Claiming due work on SQLite (``SQLiteStore.claim_due`` and ``next_due``), run in the store's
 writer thread: one writer, so a candidate is claimed by a compare-and-set on its lease token.
 
-A claim takes only executions of the worker's task queues and code versions (see ``_params``).
+A claim takes only executions of the worker's task queues and code versions (see ``_params``),
+and a PENDING execution with a per-key limit only while fewer than its limit of its key run.
 """
 
 from __future__ import annotations
@@ -52,12 +53,22 @@ def claim_due(
     ).fetchall()
     claimed: Claimed = []
     for due in rows:
-        if due["run_id"] in excluded or len(claimed) >= limit:
+        if due["run_id"] in excluded or len(claimed) >= limit or _key_full(conn, due):
             continue
         taken = _claim_one(conn, due, owner=owner, now=now, lease_timeout=lease_timeout)
         if taken is not None:
             claimed.append(taken)
     return claimed
+
+
+def _key_full(conn: sqlite3.Connection, due: sqlite3.Row) -> bool:
+    """Whether a PENDING candidate's per-key limit is reached now: the candidates were read
+    before this claim took others of the same key (one writer: the count is exact)."""
+    if due["concurrency_key"] is None or due["status"] != "PENDING":
+        return False
+    params = {"concurrency_key": due["concurrency_key"]}
+    running = int(conn.execute(_Q["running_with_key"], params).fetchone()[0])
+    return running >= int(due["concurrency_limit"])
 
 
 def _claim_one(

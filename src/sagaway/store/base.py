@@ -275,6 +275,39 @@ class Store(Protocol):
 
     async def list_signals(self, run_id: str) -> list[SignalRecord]: ...
 
+    # ------------------------------------------------------------ queue limits (v14/v12)
+
+    async def acquire_queue_slot(
+        self,
+        queue: str,
+        *,
+        holder: str,
+        concurrency: int | None,
+        rate_per_second: float | None,
+        expires_at: float,
+        now: float,
+    ) -> float | None:
+        """Admit one activity attempt of ``queue`` under limits every process shares: take one
+        of ``concurrency`` slots for ``holder`` until ``expires_at`` (slots expired by ``now``
+        are freed first) and the next start of ``rate_per_second`` (starts ``1/rate`` apart).
+
+        None if admitted (also when ``holder`` already holds a live slot); otherwise nothing is
+        taken and the answer is the earliest time to try again: when the next start is allowed,
+        or ``now`` when only a release can free a slot.
+        """
+        ...
+
+    async def renew_queue_slot(
+        self, queue: str, *, holder: str, expires_at: float, now: float
+    ) -> bool:
+        """Push a live slot's expiry to ``expires_at``; False if ``holder`` holds none now."""
+        ...
+
+    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
+        """Free ``holder``'s slot of ``queue`` (no-op if it holds none), and make the execution
+        WAITING longest for a slot of it (``waiting_for`` ``queue:<queue>``) due at ``now``."""
+        ...
+
     # ------------------------------------------------------------ retention (schema v9/v7)
 
     async def purge_ended(

@@ -519,6 +519,39 @@ class GrpcStore:
         request = pb.CountPurgeableRequest(before=before, statuses=names)
         return int((await self._call("CountPurgeable", request)).count)
 
+    async def acquire_queue_slot(
+        self,
+        queue: str,
+        *,
+        holder: str,
+        concurrency: int | None,
+        rate_per_second: float | None,
+        expires_at: float,
+        now: float,
+    ) -> float | None:
+        request = pb.AcquireQueueSlotRequest(
+            queue=queue,
+            holder=holder,
+            concurrency=concurrency,
+            rate_per_second=rate_per_second,
+            expires_at=expires_at,
+            now=now,
+        )
+        reply = await self._call("AcquireQueueSlot", request)
+        return wire.optional(reply, "retry_at")  # type: ignore[no-any-return]
+
+    async def renew_queue_slot(
+        self, queue: str, *, holder: str, expires_at: float, now: float
+    ) -> bool:
+        request = pb.RenewQueueSlotRequest(
+            queue=queue, holder=holder, expires_at=expires_at, now=now
+        )
+        return bool((await self._call("RenewQueueSlot", request)).changed)
+
+    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
+        request = pb.ReleaseQueueSlotRequest(queue=queue, holder=holder, now=now)
+        await self._call("ReleaseQueueSlot", request)
+
     async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
         request = pb.ListPageRequest(
             limit=_int32(query.limit),

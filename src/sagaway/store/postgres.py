@@ -57,6 +57,7 @@ from sagaway.store import (
 from sagaway.store import migrations as _migrations
 from sagaway.store._group_commit import GroupCommit
 from sagaway.store._pg_conn import Conn, Op, exists, named
+from sagaway.store._pg_queue_limits import PgQueueLimits
 from sagaway.store._pg_url import Timing, parse_postgres_url, parse_timing
 from sagaway.store.base import CreateResult, DatabaseNotFound, StoreUnavailable
 from sagaway.store.records import (
@@ -95,7 +96,7 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-class PostgresStore:
+class PostgresStore(PgQueueLimits):
     """Store in one schema of a PostgreSQL database (``create=False``: an existing Sagaway schema
     only, see ``open_store``)."""
 

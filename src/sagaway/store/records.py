@@ -42,6 +42,9 @@ class WorkflowRecord:
     code_version: str | None = None
     """The version of the application code (``Manager(version=...)``) of the process that
     created it; None: unversioned. Workers given a set of versions claim only those."""
+    concurrency_key: str | None = None
+    """Its per-key limit's key (``execute(concurrency_key=...)``): while PENDING it is claimed
+    only if fewer than its limit of the key's executions run. None: no such limit."""
     previous_owner: str | None = dataclasses.field(default=None, compare=False)
     """Only on a record returned by ``Store.claim_due``: the process whose expired lease the
     claim took over (a recovery takeover); None for a run nobody held. Not stored."""
@@ -98,6 +101,10 @@ class NewWorkflow:
     """See ``WorkflowRecord.trace_context``."""
     code_version: str | None = None
     """See ``WorkflowRecord.code_version``."""
+    concurrency_key: str | None = None
+    """See ``WorkflowRecord.concurrency_key``."""
+    max_per_key: int = 1
+    """With a ``concurrency_key``: how many of the key's executions may run at once."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from sagaway import errors, observe
 from sagaway.states import WorkflowStatus
-from sagaway.store import _fork, _inspect, _params, _purge, _rows, _sqlite_claims
+from sagaway.store import _fork, _inspect, _params, _purge, _queue_limits, _rows, _sqlite_claims
 from sagaway.store import migrations as _migrations
 from sagaway.store.base import CreateResult, DatabaseNotFound
 from sagaway.store.records import (
@@ -92,7 +92,7 @@ def _has_migrations_table(conn: sqlite3.Connection) -> bool:
     return row is not None
 
 
-class SQLiteStore:
+class SQLiteStore(_queue_limits.SQLiteQueueLimits):
     """Store on one SQLite file (``create=False``: an existing Sagaway file only, see
     ``open_store``)."""
 

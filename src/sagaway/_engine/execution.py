@@ -162,6 +162,9 @@ class ExecutionBase:
         branch left running may start nothing more."""
         self.finishing = False
         """Its end is being written: an "ended" notice for it is its own, not a cancel."""
+        self._init_writes(steps)
+
+    def _init_writes(self, steps: list[StepRecord]) -> None:
         self.unrecorded: list[StepRecord] = []
         """Outcomes of finished activities not written yet. Each is written before the workflow's
         next durable action (another activity, a wait, a child, its end, a suspension), so a

@@ -9,6 +9,7 @@ options of ``compare`` may follow, e.g. ``--compare --quick``).
 ``--telemetry on`` enables Sagaway's metrics and tracing in the benchmark process
 (``benchmarks.sagaway_telemetry``); ``both`` runs every scenario with it off and on, in
 alternating order, and prints the ratio of the medians.
+``--codec encrypt`` seals every payload with ``sw.codecs.Encrypt`` (its throughput cost).
 
 Each scenario runs in a fresh subprocess (``benchmarks.scenario``) with fresh engine state and
 fresh service tables (``benchmarks.orchestrate``); this process only orchestrates and measures.
@@ -107,6 +108,18 @@ def with_telemetry(target: Target, ratio: float = 1.0) -> Target:
         key=f"{target.key}+telemetry",
         label=f"{target.label} + telemetry",
         options=(*target.options, ("telemetry", "on"), ("trace_ratio", repr(ratio))),
+    )
+
+
+def with_codec(target: Target, codec: str) -> Target:
+    """``target`` with its payloads sealed by ``codec`` (``none``: unchanged)."""
+    if codec == "none":
+        return target
+    return dataclasses.replace(
+        target,
+        key=f"{target.key}+{codec}",
+        label=f"{target.label} + {codec}",
+        options=(*target.options, ("codec", codec)),
     )
 
 
@@ -211,6 +224,12 @@ def main(argv: list[str] | None = None) -> int:
         help="with --telemetry: the share of workflows traced (ParentBased(TraceIdRatioBased(R)); "
         "default 1.0, every workflow)",
     )
+    parser.add_argument(
+        "--codec",
+        choices=("none", "encrypt"),
+        default="none",
+        help="encrypt: Manager(codec=sw.codecs.Encrypt(...)) seals every payload (AES-GCM)",
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per process")
     parser.add_argument("--keep", action="store_true", help="keep the scenario workdirs")
     args = parser.parse_args(argv)
@@ -233,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     skipped: dict[str, str] = {}
     available: list[str] = []
     for db in backends:
-        target = SAGAWAY_TARGETS[db]
+        target = with_codec(SAGAWAY_TARGETS[db], args.codec)
         try:
             if target.pg:
                 _preflight_postgres()
@@ -253,7 +272,10 @@ def main(argv: list[str] | None = None) -> int:
         for db in available:
             for name in scenarios:
                 for target in telemetry_variants(
-                    SAGAWAY_TARGETS[db], args.telemetry, round_no, args.trace_ratio
+                    with_codec(SAGAWAY_TARGETS[db], args.codec),
+                    args.telemetry,
+                    round_no,
+                    args.trace_ratio,
                 ):
                     print(f"[{target.key.removeprefix('sagaway/')}] {name} ...", flush=True)
                     record = orchestrate.run_scenario(

@@ -69,6 +69,8 @@ class ManagerSettings:
     """None: the Manager's default."""
     token: str | None = None
     """grpc:// only: the Engine Server's bearer token."""
+    codec: str = "none"
+    """``encrypt``: every payload sealed with ``sw.codecs.Encrypt`` (a fresh key per process)."""
 
     def manager(self) -> sw.Manager:
         kwargs: dict[str, Any] = {"lease_timeout": self.lease_timeout}
@@ -76,6 +78,8 @@ class ManagerSettings:
             kwargs["token"] = self.token
         if self.poll_interval is not None:
             kwargs["poll_interval"] = self.poll_interval
+        if self.codec == "encrypt":
+            kwargs["codec"] = sw.codecs.Encrypt(keys=[sw.codecs.Encrypt.generate_key()])
         return sw.Manager(self.url, **kwargs)
 
     def as_record(self) -> dict[str, Any]:
@@ -92,6 +96,7 @@ class ManagerSettings:
         if self.poll_interval is not None:
             record["poll_interval"] = self.poll_interval
         record["activities"] = self.activities
+        record["codec"] = self.codec
         record["activity_retry"] = dataclasses.asdict(RETRY)
         record["error_marshaler"] = "default"
         record["queues"] = None
@@ -212,6 +217,7 @@ class SagawayAdapter:
             lease_timeout=config.get("lease_timeout", LEASE_TIMEOUT),
             poll_interval=config.get("poll_interval"),
             token=config.get("token"),
+            codec=config.get("codec", "none"),
         )
         self.client_only: bool = config.get("client_only", False)
         self.telemetry_on = config.get("telemetry", "off") == "on"

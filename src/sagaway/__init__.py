@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sagaway import codecs
 from sagaway._engine.forking import ForkPlan
 from sagaway._engine.replaying import ReplayReport
 from sagaway.activity import ActivityInfo, activity_info
@@ -17,6 +18,7 @@ from sagaway.errors import (
     NonDeterminismError,
     NotRegistered,
     PayloadError,
+    PayloadKeyError,
     RetriesExhausted,
     RetryableError,
     SagawayError,
@@ -33,6 +35,7 @@ from sagaway.retry import RetryPolicy
 from sagaway.saga import Saga
 from sagaway.serialization import DefaultErrorMarshaler, ErrorMarshaler
 from sagaway.states import ErrorKind, OnConflict, StepKind, StepStatus, WorkflowStatus
+from sagaway.sync import SyncClient, SyncWorkflowHandle
 from sagaway.versioning import deprecate_patch, patched
 from sagaway.workflow import (
     SignalDescription,
@@ -63,6 +66,7 @@ __all__ = [
     "NotRegistered",
     "OnConflict",
     "PayloadError",
+    "PayloadKeyError",
     "Queue",
     "ReplayReport",
     "RetriesExhausted",
@@ -76,6 +80,8 @@ __all__ = [
     "StepDescription",
     "StepKind",
     "StepStatus",
+    "SyncClient",
+    "SyncWorkflowHandle",
     "WorkflowAlreadyExists",
     "WorkflowCancelled",
     "WorkflowDescription",
@@ -85,6 +91,7 @@ __all__ = [
     "WorkflowStatus",
     "__version__",
     "activity_info",
+    "codecs",
     "deprecate_patch",
     "patched",
 ]

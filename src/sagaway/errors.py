@@ -134,6 +134,15 @@ class PayloadError(SagawayError):
     """A payload cannot be serialised, deserialised, or exceeds the size limit."""
 
 
+class PayloadKeyError(PayloadError):
+    """A stored payload is sealed by a codec (``sagaway.codecs``) this process cannot open: its
+    key id is not among the configured keys, or the data was altered."""
+
+    def __init__(self, message: str, key_id: str | None = None) -> None:
+        super().__init__(message)
+        self.key_id = key_id
+
+
 class SignalTimeout(SagawayError):
     """The signal did not arrive within the timeout."""
 

@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapp
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
 
-from sagaway import errors, serialization
-from sagaway._engine import context, history, replaying
+from sagaway import codecs, errors, serialization
+from sagaway._engine import context, history, replaying, versions
 from sagaway._engine import retention as retention_mod
 from sagaway._engine.engine import Engine, EngineRef
 from sagaway._engine.executor import current_execution
@@ -31,14 +31,15 @@ from sagaway._engine.replaying import ReplayReport
 from sagaway._engine.server_clock import server_clock
 from sagaway.clock import Clock, SystemClock
 from sagaway.recovery import RecoveryWorker
-from sagaway.registry import ActivityDef, Queue, Registry, default_name
+from sagaway.registry import ActivityDef, Queue, Registry
 from sagaway.retry import RetryPolicy
-from sagaway.scheduler import Scheduler
-from sagaway.schedules import ScheduleMethods, ScheduleSpec, declare, put_declared
+from sagaway.schedules import ScheduleMethods, declare
 from sagaway.signals import Signal
-from sagaway.states import WorkflowStatus, ended_statuses
+from sagaway.states import OnConflict, WorkflowStatus, ended_statuses
 from sagaway.store import open_store, resolve_url
+from sagaway.store.base import Store
 from sagaway.store.records import ListQuery, SignalRecord
+from sagaway.sync import SyncClient, set_default_manager
 from sagaway.worker import Worker
 from sagaway.workflow import (
     ActivityCall,
@@ -46,6 +47,8 @@ from sagaway.workflow import (
     WorkflowDescription,
     WorkflowHandle,
     _describe,
+    parse_cursor,
+    start_by_name,
 )
 
 logger = logging.getLogger(__name__)
@@ -79,7 +82,8 @@ class Manager(ScheduleMethods):
             ``grpc://`` and ``grpcs://`` URLs.
         error_marshaler: lets domain error types cross the database (default: handles
             ``CompletableError`` subclasses).
-        queues: per-process limits of activity queues, by queue name.
+        queues: limits of activity queues, by queue name: per process, or for all processes
+            together with ``Queue(scope="cluster")`` (docs/limits.md).
         recovery_interval: seconds; base backoff before a SUSPENDED workflow is retried.
         lease_timeout: seconds without a heartbeat after which another process takes a
             workflow over.
@@ -95,6 +99,17 @@ class Manager(ScheduleMethods):
             in the background, workflows that ended longer ago than this (see ``purge``).
         retention_interval: seconds (or a ``timedelta``) between those background purges; the
             first comes a minute after the Manager opens (sooner if the interval is shorter).
+        version: the version of the application code, such as ``"2026.12.1"`` (default:
+            ``$SAGAWAY_CODE_VERSION``, else None: unversioned). Every execution this process
+            creates (a start, a child, a fork) records it. At most 100 characters, no control
+            characters or commas.
+        run_versions: the code versions whose executions this process's Worker runs (None,
+            the default: every version; ``None`` in the set: unversioned executions). For
+            blue/green deploys: ``Manager(version="v2", run_versions={"v2"})`` runs only what
+            v2 processes started while the v1 workers drain the rest (see docs/operating.md).
+        codec: a codec or a list of codecs (``sagaway.codecs``: Compress, Encrypt, Offload),
+            applied in order to every stored payload (inputs, results, errors, signals) and
+            undone in reverse on read; see docs/codecs.md.
     """
 
     def __init__(
@@ -113,6 +128,9 @@ class Manager(ScheduleMethods):
         clock: Clock | None = None,
         retention: datetime.timedelta | float | None = None,
         retention_interval: datetime.timedelta | float = retention_mod.DEFAULT_INTERVAL,
+        version: str | None = None,
+        run_versions: Collection[str | None] | None = None,
+        codec: codecs.Codec | Sequence[codecs.Codec] | codecs.Chain | None = None,
     ) -> None:
         if concurrency < 1 or activity_threads < 1:
             raise ValueError("concurrency and activity_threads must be >= 1")
@@ -125,6 +143,10 @@ class Manager(ScheduleMethods):
         if token is not None and not self.url.lower().startswith("grpc"):
             raise ValueError("token= is for an Engine Server URL (grpc://host:port)")
         self._token = token
+        self.codec = (
+            codec if codec is None or isinstance(codec, codecs.Chain) else codecs.Chain(codec)
+        )
+        """Applied to every stored payload (None: payloads stored as plain JSON)."""
         self.options = EngineOptions(
             recovery_interval=recovery_interval,
             lease_timeout=lease_timeout,
@@ -133,6 +155,11 @@ class Manager(ScheduleMethods):
             payload_limit=payload_limit,
             marshaler=error_marshaler or serialization.DefaultErrorMarshaler(),
             queues=dict(queues or {}),
+            code_version=(
+                versions.default_code_version()
+                if version is None
+                else versions.check_code_version(version)
+            ),
         )
         """The engine's settings, checked here (read-only)."""
         self.concurrency = concurrency
@@ -140,6 +167,9 @@ class Manager(ScheduleMethods):
         self.task_queues: frozenset[str] | None = None
         """Task queues whose workflows this process's Worker runs (None: all; read when the
         Manager opens)."""
+        self.run_versions: frozenset[str | None] | None = versions.check_run_versions(run_versions)
+        """Code versions whose executions this process's Worker runs (None: all; read when
+        the Manager opens)."""
         self.clock: Clock = clock or SystemClock()
         self.registry = Registry()
         self.state = ManagerState.CLOSED
@@ -149,9 +179,8 @@ class Manager(ScheduleMethods):
         self._recovery: RecoveryWorker | None = None
         self._retention: retention_mod.RetentionPurger | None = None
         self._clock_task: asyncio.Task[None] | None = None
-        self._scheduler: Scheduler | None = None
-        self._declared: list[ScheduleSpec] = []
-        """Schedules of ``register_workflow(schedule=...)``, written when workers open."""
+        self._scheduler = None
+        self._declared = []
 
     def __repr__(self) -> str:
         return f"Manager({self.url!r}, state={self.state.value})"
@@ -168,15 +197,15 @@ class Manager(ScheduleMethods):
         self.task_queues = value
 
     @property
+    def version(self) -> str | None:
+        """The version of the application code recorded on the executions created here."""
+        return self.options.code_version
+
+    @property
     def worker(self) -> Worker | None:
         """This process's Worker while the Manager runs (``async with manager``), else None:
         its ``executions()`` and ``free_slots`` show what it runs and what it can take."""
         return self._worker
-
-    @property
-    def scheduler(self) -> Scheduler | None:
-        """This process's scheduler while the Manager runs workers (None otherwise)."""
-        return self._scheduler
 
     @property
     def retention_purger(self) -> retention_mod.RetentionPurger | None:
@@ -263,6 +292,7 @@ class Manager(ScheduleMethods):
         name: str | None = None,
         task_queue: str = "default",
         queue: str | None = None,
+        max_per_key: int = 1,
         schedule: str | None = None,
         schedule_timezone: str = "UTC",
         catch_up: str = "one",
@@ -278,6 +308,7 @@ class Manager(ScheduleMethods):
         name: str | None = None,
         task_queue: str = "default",
         queue: str | None = None,
+        max_per_key: int = 1,
         schedule: str | None = None,
         schedule_timezone: str = "UTC",
         catch_up: str = "one",
@@ -290,10 +321,10 @@ class Manager(ScheduleMethods):
         ``sagaway worker --task-queues``) runs only workflows of those task queues. (An
         activity's ``queue`` is something else: a concurrency and rate limit, ``sagaway.Queue``.)
         ``queue=`` is the old spelling of ``task_queue=``; it still works, with a warning.
-        ``schedule="*/5 * * * *"`` also starts it at each tick (``schedule_timezone``,
-        ``catch_up``, ``schedule_args``, ``schedule_id``: see ``Manager.schedule``); the schedule,
-        named after the workflow unless ``schedule_id`` is given, is written into the database
-        when a Manager with workers opens.
+        ``max_per_key``: how many of its executions started with one ``concurrency_key`` (see
+        ``execute``) run at once in the whole cluster; the others wait PENDING (docs/limits.md).
+        ``schedule="*/5 * * * *"`` (with ``schedule_timezone``, ``catch_up``, ``schedule_args``,
+        ``schedule_id``) starts it at each tick: see ``Manager.schedule``, docs/schedules.md.
         """
         if queue is not None:
             warnings.warn(
@@ -307,18 +338,12 @@ class Manager(ScheduleMethods):
             task_queue = queue
 
         def decorate(func: F) -> F:
-            spec = None
-            if schedule is not None:
-                spec = declare(
-                    func,
-                    name or default_name(func),
-                    cron_expr=schedule,
-                    timezone=schedule_timezone,
-                    catch_up=catch_up,
-                    schedule_args=schedule_args,
-                    schedule_id=schedule_id,
-                )
-            self.registry.register_workflow(func, name=name, task_queue=task_queue)
+            spec = declare(
+                func, name, schedule, schedule_timezone, catch_up, schedule_args, schedule_id
+            )
+            self.registry.register_workflow(
+                func, name=name, task_queue=task_queue, max_per_key=max_per_key
+            )
             if spec is not None:
                 self._declared.append(spec)
             return func
@@ -360,6 +385,45 @@ class Manager(ScheduleMethods):
         """A start of a registered workflow; run it with ``execute``/``execute_get``."""
         return WorkflowCall(self._ref, fn, args, kwargs)
 
+    async def start_by_name(
+        self,
+        name: str,
+        kwargs: dict[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        task_queue: str = "default",
+        on_conflict: OnConflict = OnConflict.ATTACH,
+        timeout: float | None = None,
+    ) -> WorkflowHandle[Any]:
+        """Start a workflow this process knows by name only (a worker registered it), its
+        arguments given by parameter name as JSON values; ``result()`` then returns plain JSON.
+        A name registered here is started as ``workflow(name, **kwargs).execute()`` would."""
+        return await start_by_name(
+            self._ref,
+            name,
+            dict(kwargs or {}),
+            key=idempotency_key,
+            task_queue=task_queue,
+            on_conflict=on_conflict,
+            timeout=timeout,
+        )
+
+    def sync(self, *, call_timeout: float | None = 60.0) -> SyncClient:
+        """A blocking client for synchronous code (Django, Flask, scripts) on this Manager's
+        database, sharing its registry: results decode into the workflows' return types. It
+        runs its own event loop in a thread and opens there a Manager of its own in client
+        mode; this Manager need not be open. See ``SyncClient`` and docs/sync-client.md."""
+        return SyncClient(manager=self, call_timeout=call_timeout)
+
+    def client_copy(self) -> Manager:
+        """A new, closed Manager on the same database, with this one's registry and options
+        (for another event loop; ``SyncClient`` opens one in client mode)."""
+        copy = Manager(self.url, token=self._token)
+        copy.options = self.options
+        copy.registry = self.registry
+        copy.codec = self.codec  # a sync client must seal what it stores, too
+        return copy
+
     def signal(self, name: str) -> Signal:
         """A named signal: ``send(key, payload)`` from anywhere, ``receive(Type)`` in a workflow."""
         return Signal(self._ref, name)
@@ -390,6 +454,7 @@ class Manager(ScheduleMethods):
         since: float | None = None,
         until: float | None = None,
         after: str | None = None,
+        code_versions: Collection[str | None] | None = None,
     ) -> list[WorkflowDescription]:
         """Current workflows, newest first (steps not included).
 
@@ -402,12 +467,14 @@ class Manager(ScheduleMethods):
             until: only those created before this time (epoch seconds).
             after: the ``cursor`` of the last workflow of the previous page: the next page
                 (keyset pagination: rows created meanwhile shift nothing, none is skipped).
+            code_versions: only workflows created by these code versions (``None`` in it:
+                unversioned ones).
 
         Raises:
             ValueError: ``after`` is not a cursor.
         """
         engine = self._ref.require()
-        plain = (name, key_prefix, since, until, after) == (None,) * 5
+        plain = (name, key_prefix, since, until, after, code_versions) == (None,) * 6
         if plain and (status is None or isinstance(status, WorkflowStatus)):
             records = await engine.list_workflows(status=status, limit=limit)
         else:
@@ -419,7 +486,8 @@ class Manager(ScheduleMethods):
                 key_prefix=key_prefix or "",
                 since=since,
                 until=until,
-                after=None if after is None else _parse_cursor(after),
+                after=None if after is None else parse_cursor(after),
+                code_versions=frozenset(code_versions or ()),
             )
             records = await engine.list_page(query)
         return [_describe(r, []) for r in records]
@@ -532,7 +600,9 @@ class Manager(ScheduleMethods):
     async def _open(self, run_workers: bool, create: bool = True) -> None:
         if self.state is not ManagerState.CLOSED:
             raise errors.ManagerStateError(f"the Manager is already open ({self.state.value})")
-        store = open_store(self.url, create=create, token=self._token)
+        store: Store = open_store(self.url, create=create, token=self._token)
+        if self.codec is not None:
+            store = codecs.CodecStore(store, self.codec)
         await store.open()
         try:
             clock, self._clock_task = await server_clock(store, self.clock)
@@ -546,18 +616,13 @@ class Manager(ScheduleMethods):
             raise
         self._ref.engine = engine
         if run_workers:
-            try:
-                await put_declared(engine, self._declared)
-            except BaseException:
-                await self.close()
-                raise
-            worker = Worker(engine, self.concurrency, self.task_queues)
+            await self._write_declared(engine)  # closes the Manager if it fails
+            worker = Worker(engine, self.concurrency, self.task_queues, self.run_versions)
             recovery = RecoveryWorker(engine, worker)
             worker.start()
             recovery.start()
             self._worker, self._recovery = worker, recovery
-            self._scheduler = Scheduler(engine)
-            self._scheduler.start()
+            self._start_scheduler(engine)
             if self.retention is not None:
                 self._retention = retention_mod.RetentionPurger(
                     engine, self.retention, interval=self.retention_interval
@@ -579,8 +644,7 @@ class Manager(ScheduleMethods):
         try:
             if self._retention is not None:
                 await self._retention.stop()
-            if self._scheduler is not None:
-                await self._scheduler.stop()
+            await self._stop_scheduler()
             if self._recovery is not None:
                 await self._recovery.stop()
             if self._worker is not None:
@@ -589,7 +653,7 @@ class Manager(ScheduleMethods):
             await engine.close()
             self._ref.engine = None
             self._worker = self._recovery = None
-            self._retention = self._scheduler = None
+            self._retention = None
             self.state = ManagerState.CLOSED
 
     async def __aenter__(self) -> Manager:
@@ -631,13 +695,4 @@ class Manager(ScheduleMethods):
             await self.close(drain_timeout, force)
 
 
-def _parse_cursor(cursor: str) -> tuple[float, str]:
-    """(created_at, run_id) from ``WorkflowDescription.cursor``."""
-    created, sep, run_id = cursor.partition(":")
-    try:
-        at = float(created)
-    except ValueError:
-        at = math.nan
-    if not sep or not run_id or not math.isfinite(at):
-        raise ValueError(f"not a listing cursor: {cursor!r} (expected CREATED_AT:RUN_ID)")
-    return at, run_id
+set_default_manager(Manager)

@@ -57,7 +57,10 @@ class RecoveryWorker:
         if limit <= 0 or not worker.accepting:
             return 0
         claimed = await engine.claim_due(
-            limit=limit, exclude=worker.running_ids, queues=worker.task_queues
+            limit=limit,
+            exclude=worker.running_ids,
+            queues=worker.task_queues,
+            versions=worker.run_versions,
         )
         # One read for the steps of everything claimed, not one per execution. If it fails, each
         # execution reads its own when it starts (what is claimed must run, not wait for expiry).
@@ -101,7 +104,7 @@ class RecoveryWorker:
                 if claimed >= _BATCH:
                     continue
                 delay = engine.poll_interval
-                next_due = await engine.next_due(self.worker.task_queues)
+                next_due = await engine.next_due(self.worker.task_queues, self.worker.run_versions)
                 if next_due is not None:
                     delay = min(delay, max(next_due - engine.clock.now(), 0.0))
                     # Due before the scan, yet nothing claimed: an execution of this process

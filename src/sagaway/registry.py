@@ -5,26 +5,46 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from sagaway import errors, retry
 from sagaway.serialization import FunctionCodec
 
+QueueScope = Literal["process", "cluster"]
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Queue:
-    """Limits for the activities of one queue, per process."""
+    """Limits for the activities of one queue: per process (``scope="process"``, the default)
+    or for every process of the database together (``scope="cluster"``, kept in the database;
+    see docs/limits.md)."""
 
     concurrency: int | None = None
-    """Activities of this queue running at once in one process (None: unlimited)."""
+    """Activities of this queue running at once (None: unlimited)."""
     rate_per_second: float | None = None
-    """Activity starts per second in one process (None: unlimited)."""
+    """Activity starts per second (None: unlimited); starts are spaced ``1/rate`` apart."""
+    scope: QueueScope = "process"
+    """``"process"``: each process keeps its own count; ``"cluster"``: all processes share one."""
 
     def __post_init__(self) -> None:
+        if self.concurrency is not None and (
+            isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int)
+        ):
+            raise TypeError("Queue.concurrency must be an int (or None)")
         if self.concurrency is not None and self.concurrency < 1:
             raise ValueError("Queue.concurrency must be >= 1")
-        if self.rate_per_second is not None and self.rate_per_second <= 0:
-            raise ValueError("Queue.rate_per_second must be > 0")
+        if self.rate_per_second is not None and not (0 < self.rate_per_second < float("inf")):
+            raise ValueError("Queue.rate_per_second must be > 0 and finite")
+        if self.scope not in ("process", "cluster"):
+            raise ValueError(f"Queue.scope must be 'process' or 'cluster', not {self.scope!r}")
+        if self.scope == "cluster" and self.concurrency is None and self.rate_per_second is None:
+            raise ValueError(
+                "a cluster-wide Queue needs a limit: concurrency=, rate_per_second= or both"
+            )
+
+    @property
+    def cluster(self) -> bool:
+        return self.scope == "cluster"
 
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
@@ -46,6 +66,8 @@ class WorkflowDef:
     task_queue: str = "default"
     """Which workers run it: a worker given a list of task queues runs only workflows of
     those (not to be confused with an activity's ``queue``, a concurrency and rate limit)."""
+    max_per_key: int = 1
+    """Executions started with one ``concurrency_key`` that may run at once (cluster-wide)."""
 
 
 def default_name(fn: Callable[..., Any]) -> str:
@@ -106,7 +128,12 @@ class Registry:
         return defn
 
     def register_workflow(
-        self, fn: Callable[..., Any], *, name: str | None, task_queue: str = "default"
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None,
+        task_queue: str = "default",
+        max_per_key: int = 1,
     ) -> WorkflowDef:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(
@@ -115,12 +142,15 @@ class Registry:
             )
         if not isinstance(task_queue, str) or not task_queue:
             raise ValueError("a workflow's task_queue is a non-empty string")
+        if isinstance(max_per_key, bool) or not isinstance(max_per_key, int) or max_per_key < 1:
+            raise ValueError(f"max_per_key must be an int >= 1, not {max_per_key!r}")
         workflow_name = name or default_name(fn)
         defn = WorkflowDef(
             name=workflow_name,
             fn=fn,
             codec=FunctionCodec(fn, f"workflow {workflow_name!r}"),
             task_queue=task_queue,
+            max_per_key=max_per_key,
         )
         self._add(defn)
         return defn

@@ -16,7 +16,8 @@ from typing import Any
 from sagaway._engine import cron
 from sagaway._engine import schedules as ops
 from sagaway._engine.engine import Engine
-from sagaway.registry import Registry, WorkflowDef
+from sagaway.registry import Registry, WorkflowDef, default_name
+from sagaway.scheduler import Scheduler
 from sagaway.store.records import ScheduleRecord
 from sagaway.workflow import WorkflowHandle
 
@@ -36,15 +37,18 @@ class ScheduleSpec:
 
 def declare(
     fn: Callable[..., Any],
-    name: str,
-    *,
-    cron_expr: str,
+    name: str | None,
+    cron_expr: str | None,
     timezone: str,
     catch_up: str,
     schedule_args: Sequence[Any] | Mapping[str, Any] | None,
     schedule_id: str | None,
-) -> ScheduleSpec:
-    """A checked ``ScheduleSpec`` of the workflow ``fn`` registered as ``name``."""
+) -> ScheduleSpec | None:
+    """A checked ``ScheduleSpec`` of the workflow ``fn`` registered as ``name`` (its default
+    name if None); None without a cron expression."""
+    if cron_expr is None:
+        return None
+    name = name or default_name(fn)
     cron.check(cron_expr, timezone, catch_up)
     if isinstance(schedule_args, Mapping):
         args: tuple[Any, ...] = ()
@@ -83,9 +87,36 @@ class ScheduleMethods:
     """``Manager``'s schedule methods (a mixin: the Manager gives the engine and registry)."""
 
     registry: Registry
+    _scheduler: Scheduler | None
+    _declared: list[ScheduleSpec]
+    """Schedules of ``register_workflow(schedule=...)``, written when workers open."""
 
     def _require_engine(self) -> Engine:
         raise NotImplementedError  # Manager's
+
+    async def close(self) -> None:
+        raise NotImplementedError  # Manager's
+
+    @property
+    def scheduler(self) -> Scheduler | None:
+        """This process's scheduler while the Manager runs workers (None otherwise)."""
+        return self._scheduler
+
+    async def _write_declared(self, engine: Engine) -> None:
+        try:
+            await put_declared(engine, self._declared)
+        except BaseException:
+            await self.close()
+            raise
+
+    def _start_scheduler(self, engine: Engine) -> None:
+        self._scheduler = Scheduler(engine)
+        self._scheduler.start()
+
+    async def _stop_scheduler(self) -> None:
+        scheduler, self._scheduler = self._scheduler, None
+        if scheduler is not None:
+            await scheduler.stop()
 
     def get_workflow(self, key: str) -> WorkflowHandle[Any]:
         raise NotImplementedError  # Manager's

@@ -94,6 +94,10 @@ def _adapter_for(annotation: Any) -> _Adapter:
     return _Adapter(annotation)
 
 
+_VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
 class FunctionCodec:
     """Encodes a function's arguments and result by its annotations; built once per function."""
 
@@ -161,21 +165,34 @@ class FunctionCodec:
         """Decode stored arguments into call arguments of the annotated types."""
         data = load_json(text, f"arguments of {self.label}")
         adapters = self._adapters()
-        args: list[Any] = []
-        kwargs: dict[str, Any] = {}
-        for name, value in data.items():
+        for name in data:
             if name not in adapters:
                 raise errors.PayloadError(
                     f"stored arguments of {self.label} name {name!r}, which the function no "
                     "longer has; restore the parameter or finish old workflows before renaming it"
                 )
-            kind, adapter = adapters[name]
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        # In the signature's order, not the stored one: arguments stored by name (a client that
+        # knows the workflow by name only) may come in any order or leave defaults out. After a
+        # left-out positional parameter, the later ones are passed by name.
+        by_name = False
+        for name, (kind, adapter) in adapters.items():
+            if name not in data:
+                by_name = by_name or kind in _POSITIONAL
+                continue
+            value = data[name]
+            if by_name and kind in (inspect.Parameter.POSITIONAL_ONLY, _VAR_POSITIONAL):
+                raise errors.PayloadError(
+                    f"stored arguments of {self.label} give {name!r} but leave out a positional "
+                    "parameter before it"
+                )
             try:
-                if kind is inspect.Parameter.VAR_POSITIONAL:
+                if kind is _VAR_POSITIONAL:
                     args.extend(adapter.validate_python(v) for v in value)
                 elif kind is inspect.Parameter.VAR_KEYWORD:
                     kwargs.update({k: adapter.validate_python(v) for k, v in value.items()})
-                elif kind is inspect.Parameter.KEYWORD_ONLY:
+                elif kind is inspect.Parameter.KEYWORD_ONLY or by_name:
                     kwargs[name] = adapter.validate_python(value)
                 else:
                     args.append(adapter.validate_python(value))
@@ -276,8 +293,43 @@ def _check_readable(text: str, what: str) -> None:
         ) from None
 
 
+SEALED_PREFIX = '{"$sagaway_codec":'
+"""How a payload sealed by ``sagaway.codecs`` begins in its column (a JSON envelope)."""
+
+SEALED_MARKER = "«encrypted»"
+"""What readers without the codec's keys show in place of a sealed payload."""
+
+
+def is_sealed(text: str | None) -> bool:
+    """True for a payload still sealed by a codec (not opened by this process)."""
+    return text is not None and text.startswith(SEALED_PREFIX)
+
+
+def sealed_error(text: str, what: str) -> errors.PayloadKeyError:
+    """Why a sealed payload could not be read here, naming the key id it needs."""
+    try:
+        chain = str(json.loads(text).get("$sagaway_codec", "?"))
+    except (ValueError, AttributeError):
+        chain = "?"
+    key_ids = [t.split(":", 1)[1] for t in chain.split(",") if t.startswith("aesgcm:")]
+    key_id = key_ids[0] if key_ids else None
+    need = f"the key with id {key_id!r}" if key_id else f"codecs for {chain!r}"
+    return errors.PayloadKeyError(
+        f"stored {what} is sealed by codecs {chain!r} and could not be opened: {need} is not "
+        "configured in this process (Manager(codec=...)), or the data was altered",
+        key_id,
+    )
+
+
+def _sealed_note(text: str) -> str:
+    key_id = sealed_error(text, "error").key_id
+    return f"needs key id {key_id!r}" if key_id else "sealed by a codec not configured here"
+
+
 def load_json(text: str, what: str) -> Any:
     """Parse stored JSON (``what`` names it in the error: a PayloadError, never a crash)."""
+    if text.startswith(SEALED_PREFIX):
+        raise sealed_error(text, what)
     try:
         return pydantic_core.from_json(text)
     except ValueError as exc:
@@ -448,6 +500,8 @@ def format_traceback(err: BaseException) -> str:
 
 def error_from_record(text: str, marshaler: ErrorMarshaler) -> BaseException:
     """Rebuild a recorded completable error."""
+    if text.startswith(SEALED_PREFIX):
+        raise sealed_error(text, "error record")
     record = _error_record(text)
     if record is None:
         raise errors.PayloadError(
@@ -485,6 +539,12 @@ def error_summary(text: str | None) -> dict[str, Any] | None:
     """
     if text is None:
         return None
+    if text.startswith(SEALED_PREFIX):
+        return {
+            "kind": ErrorKind.UNREADABLE.value,
+            "type": SEALED_MARKER,
+            "message": _sealed_note(text),
+        }
     data = _error_record(text)
     if data is None:
         return {

@@ -22,7 +22,7 @@ import dataclasses
 import logging
 
 from sagaway import errors, observe
-from sagaway._engine import context
+from sagaway._engine import context, versions
 from sagaway._engine.engine import Engine
 from sagaway._engine.executor import Execution
 from sagaway.store.records import Lease, StepRecord, WorkflowRecord
@@ -112,7 +112,11 @@ class Worker:
     """Executes owned workflows as asyncio tasks."""
 
     def __init__(
-        self, engine: Engine, concurrency: int, task_queues: frozenset[str] | None = None
+        self,
+        engine: Engine,
+        concurrency: int,
+        task_queues: frozenset[str] | None = None,
+        run_versions: frozenset[str | None] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -120,6 +124,9 @@ class Worker:
         self.concurrency = concurrency
         self.task_queues = task_queues
         """Task queues whose workflows this worker runs (None: all)."""
+        self.run_versions = run_versions
+        """Code versions whose executions this worker runs (None: all; None in the set: the
+        unversioned ones)."""
         self.accepting = False
         self._slots = asyncio.Semaphore(concurrency)
         self._demand = 0
@@ -176,12 +183,15 @@ class Worker:
     def is_running(self, run_id: str) -> bool:
         return run_id in self._running
 
-    def serves(self, task_queue: str) -> bool:
-        return self.task_queues is None or task_queue in self.task_queues
+    def serves(self, task_queue: str, code_version: str | None = None) -> bool:
+        """Whether this worker runs workflows of ``task_queue`` and ``code_version``."""
+        in_queue = self.task_queues is None or task_queue in self.task_queues
+        return in_queue and versions.runs(self.run_versions, code_version)
 
-    def accepts(self, task_queue: str) -> bool:
-        """Whether a workflow of ``task_queue`` started in this process may run here at once."""
-        return self.accepting and self.serves(task_queue)
+    def accepts(self, task_queue: str, code_version: str | None = None) -> bool:
+        """Whether a workflow of ``task_queue`` and ``code_version`` started in this process
+        may run here at once."""
+        return self.accepting and self.serves(task_queue, code_version)
 
     @property
     def running_ids(self) -> set[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -12,6 +13,7 @@ from sagaway import errors, serialization
 from sagaway._engine import context, history, replaying
 from sagaway._engine.executor import current_execution
 from sagaway._engine.options import check_timeout
+from sagaway.registry import WorkflowDef
 from sagaway.retry import RetryPolicy
 from sagaway.states import OnConflict, StepKind, StepStatus, WorkflowStatus
 from sagaway.store.base import StoreUnavailable
@@ -21,7 +23,6 @@ logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from sagaway._engine.engine import Engine, EngineRef
-    from sagaway.registry import WorkflowDef
 
 R = TypeVar("R")
 
@@ -105,6 +106,11 @@ class WorkflowDescription:
     """When the lease of ``owner`` runs out unless renewed (its heartbeat renews it)."""
     signals: list[SignalDescription] = dataclasses.field(default_factory=list)
     """Signals sent to it, in order: pending, delivered and rejected (``describe()`` only)."""
+    code_version: str | None = None
+    """The application code version (``Manager(version=...)``) of the process that created it;
+    None: unversioned."""
+    concurrency_key: str | None = None
+    """The key of its per-key limit (``execute(concurrency_key=...)``); None: none."""
 
     @property
     def cursor(self) -> str:
@@ -126,6 +132,8 @@ def _describe(
     def load(text: str | None, what: str) -> Any:
         if text is None:
             return None
+        if serialization.is_sealed(text):
+            return serialization.SEALED_MARKER  # no key here: shown, never decoded
         try:
             return serialization.load_json(text, what)
         except errors.PayloadError as exc:
@@ -154,6 +162,8 @@ def _describe(
         owner=record.lease_owner,
         next_run_at=record.next_run_at,
         suspend_count=record.suspend_count,
+        code_version=record.code_version,
+        concurrency_key=record.concurrency_key,
         children=[
             _child_key(s.result) for s in steps if s.kind is StepKind.CHILD and s.result is not None
         ],
@@ -425,6 +435,7 @@ class WorkflowCall(Generic[R]):
         idempotency_key: str | None = None,
         on_conflict: OnConflict = OnConflict.ATTACH,
         timeout: float | None = None,
+        concurrency_key: str | None = None,
     ) -> WorkflowHandle[R]:
         """Start the workflow (or find the execution its key names) and return a handle.
 
@@ -435,6 +446,10 @@ class WorkflowCall(Generic[R]):
         is cancelled as by ``handle.cancel()`` (it compensates and ends CANCELLED). It is
         recorded with the workflow, so it holds across restarts; attaching to an existing
         execution does not change its deadline.
+
+        ``concurrency_key``: at most ``max_per_key`` (see ``register_workflow``) executions
+        started with this key run at once, in the whole cluster; the others wait PENDING,
+        holding no lease, until one ends (docs/limits.md). Not for child workflows.
         """
         if not isinstance(on_conflict, OnConflict):
             raise TypeError("on_conflict must be a sagaway.OnConflict")
@@ -444,6 +459,11 @@ class WorkflowCall(Generic[R]):
             engine = execution.engine
             defn = engine.registry.workflow(self._fn)
             args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
+            if concurrency_key is not None:
+                raise ValueError(
+                    "concurrency_key is for top-level starts: a child workflow started inside "
+                    "a workflow cannot wait for a key its parent may hold"
+                )
             call_id, _ = context.next_call_id()
             key = await execution.call_child(defn, args_json, idempotency_key, call_id, timeout)
             return WorkflowHandle(self._engines, key, child_of=defn)
@@ -452,7 +472,12 @@ class WorkflowCall(Generic[R]):
         args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
         key = idempotency_key if idempotency_key is not None else uuid.uuid4().hex
         record, _ = await engine.start(
-            defn, args_json, key=key, on_conflict=on_conflict, timeout=timeout
+            defn,
+            args_json,
+            key=key,
+            on_conflict=on_conflict,
+            timeout=timeout,
+            concurrency_key=concurrency_key,
         )
         return WorkflowHandle(self._engines, key, record.run_id)
 
@@ -463,6 +488,7 @@ class WorkflowCall(Generic[R]):
         on_conflict: OnConflict = OnConflict.ATTACH,
         timeout: float | None = None,
         workflow_timeout: float | None = None,
+        concurrency_key: str | None = None,
     ) -> R:
         """Start the workflow and wait for its result.
 
@@ -470,7 +496,10 @@ class WorkflowCall(Generic[R]):
         ``workflow_timeout`` is the workflow's own deadline (see ``execute``'s ``timeout``).
         """
         handle = await self.execute(
-            idempotency_key=idempotency_key, on_conflict=on_conflict, timeout=workflow_timeout
+            idempotency_key=idempotency_key,
+            on_conflict=on_conflict,
+            timeout=workflow_timeout,
+            concurrency_key=concurrency_key,
         )
         return await handle.result(timeout=timeout)
 
@@ -481,6 +510,7 @@ class WorkflowCall(Generic[R]):
         on_conflict: OnConflict = OnConflict.ATTACH,
         timeout: float | None = None,
         workflow_timeout: float | None = None,
+        concurrency_key: str | None = None,
     ) -> None:
         """Start the workflow and wait until it ends; the result is discarded (``timeout``
         and ``workflow_timeout`` as in ``execute_get``)."""
@@ -489,4 +519,62 @@ class WorkflowCall(Generic[R]):
             on_conflict=on_conflict,
             timeout=timeout,
             workflow_timeout=workflow_timeout,
+            concurrency_key=concurrency_key,
         )
+
+
+def _unregistered(**kwargs: Any) -> Any:
+    """Stands for a workflow this process knows by name only (never called)."""
+    raise errors.NotRegistered("a workflow started by name runs in a process that registered it")
+
+
+async def start_by_name(
+    engines: EngineRef,
+    name: str,
+    kwargs: dict[str, Any],
+    *,
+    key: str | None,
+    task_queue: str,
+    on_conflict: OnConflict,
+    timeout: float | None,
+) -> WorkflowHandle[Any]:
+    """Start the workflow registered as ``name`` in some other process (a worker), with its
+    arguments by parameter name as plain JSON values. A name this process registered is
+    started as ``WorkflowCall`` would, its arguments encoded by the function's annotations."""
+    engine = engines.require()
+    if name in engine.registry.names():
+        call = WorkflowCall[Any](engines, name, (), kwargs)
+        return await call.execute(idempotency_key=key, on_conflict=on_conflict, timeout=timeout)
+    if not isinstance(on_conflict, OnConflict):
+        raise TypeError("on_conflict must be a sagaway.OnConflict")
+    check_timeout(timeout)
+    if not isinstance(name, str) or not name:
+        raise ValueError("a workflow name is a non-empty string")
+    if not isinstance(task_queue, str) or not task_queue:
+        raise ValueError("a workflow's task_queue is a non-empty string")
+    args_json = serialization.encode_value(
+        kwargs, f"arguments of workflow {name!r}", engine.payload_limit
+    )
+    defn = WorkflowDef(
+        name=name,
+        fn=_unregistered,
+        codec=serialization.FunctionCodec(_unregistered, f"workflow {name!r}"),
+        task_queue=task_queue,
+    )
+    key = key if key is not None else uuid.uuid4().hex
+    record, _ = await engine.start(
+        defn, args_json, key=key, on_conflict=on_conflict, timeout=timeout
+    )
+    return WorkflowHandle(engines, key, record.run_id)
+
+
+def parse_cursor(cursor: str) -> tuple[float, str]:
+    """(created_at, run_id) from ``WorkflowDescription.cursor``."""
+    created, sep, run_id = cursor.partition(":")
+    try:
+        at = float(created)
+    except ValueError:
+        at = math.nan
+    if not sep or not run_id or not math.isfinite(at):
+        raise ValueError(f"not a listing cursor: {cursor!r} (expected CREATED_AT:RUN_ID)")
+    return at, run_id

@@ -130,10 +130,19 @@ def _compensations(
                 completed_last[e.label] = completed_at.get((run_id, e.call_id), float(e.end_seq))
         expected = want.compensated
         if record.status is sw.WorkflowStatus.CANCELLED and driver.settings.cancel_compensates:
+            # The steps whose completion was committed: an attempt that ran in a process that
+            # died (or froze) before its outcome was written is unknown to the engine, and a
+            # cancel delivered at that call does not compensate it (docs/cancellation.md).
+            committed = {
+                e.label
+                for e in done
+                if not e.compensation and (run_id, e.call_id) in driver.world.commits
+            }
             expected = frozenset(
                 label
                 for label in completed_last
-                if driver.world.acts[label].compensate != "none"
+                if label in committed
+                and driver.world.acts[label].compensate != "none"
                 and driver.programs[driver.world.runs[run_id].program].saga != "none"
             )
         if expected is None or record.status.value not in want.statuses:

@@ -473,6 +473,10 @@ async def test_recovery_waits_for_a_due_run_this_process_still_holds(db_url: str
         handle = await manager.workflow(flow).execute(idempotency_key="held")
         await wait_until(handle, lambda d: d.status is sw.WorkflowStatus.WAITING)
         assert worker.is_running(handle.run_id)
+        # Recovery has seen the WAITING commit and sleeps until the timer is due. (Advancing the
+        # clock before that, while its scan is under way, would leave it a 5 ms sleep that a
+        # clock standing still never ends: slow machines did.)
+        await clock.wait_for_sleep(5)
 
         await clock.advance(6)  # the timer is due; the execution is still here
         # Recovery sees it due but held here, and waits (a poll, or until an execution leaves).

@@ -151,6 +151,58 @@ async def test_start_same_key_other_args_is_already_exists(server: str) -> None:
     assert raw.code() is grpc.StatusCode.ALREADY_EXISTS
 
 
+async def test_start_says_which_code_version_should_run_it(server: str) -> None:
+    async with grpc.aio.insecure_channel(server) as channel:
+        stub = pb_grpc.EngineStub(channel)
+        reply = await stub.StartWorkflow(
+            pb.StartWorkflowRequest(
+                name="greet", key="versioned-1", args='{"name": "a"}', code_version="2026.12.1"
+            ),
+            timeout=10,
+        )
+        assert reply.created and reply.record.code_version == "2026.12.1"
+        plain = await stub.StartWorkflow(
+            pb.StartWorkflowRequest(name="greet", key="versioned-2", args='{"name": "a"}'),
+            timeout=10,
+        )
+        assert not plain.record.HasField("code_version")
+    for bad in ("", "a,b", "x" * 101, "unversioned"):
+        raw = await _raw_error(
+            server,
+            "StartWorkflow",
+            pb.StartWorkflowRequest(name="greet", key="versioned-3", args="{}", code_version=bad),
+        )
+        assert raw.code() is grpc.StatusCode.INVALID_ARGUMENT, bad
+        assert "code_version" in (raw.details() or "")
+
+
+async def test_start_takes_a_per_key_limit(server: str) -> None:
+    async with grpc.aio.insecure_channel(server) as channel:
+        stub = pb_grpc.EngineStub(channel)
+        reply = await stub.StartWorkflow(
+            pb.StartWorkflowRequest(
+                name="greet", key="keyed-1", args='{"name": "a"}', concurrency_key="c-1"
+            ),
+            timeout=10,
+        )
+        assert reply.created and reply.record.concurrency_key == "c-1"
+        assert reply.record.status == "PENDING"
+    for bad, max_per_key in (("", 1), ("c", -1), ("x" * 513, 1)):
+        raw = await _raw_error(
+            server,
+            "StartWorkflow",
+            pb.StartWorkflowRequest(
+                name="greet",
+                key="keyed-2",
+                args="{}",
+                concurrency_key=bad,
+                max_per_key=max_per_key,
+            ),
+        )
+        assert raw.code() is grpc.StatusCode.INVALID_ARGUMENT, bad
+        assert "concurrency_key" in (raw.details() or "") or "max_per_key" in (raw.details() or "")
+
+
 # ----------------------------------------------------------------------------- .proto only
 
 _PROTO_CLIENT = textwrap.dedent(

@@ -62,6 +62,9 @@ async def test_postgres_schema_holds_the_tables_and_isolates_data(
     )
     assert [t for (t,) in tables] == [
         "attempt_errors",
+        "queue_limits",
+        "queue_slots",
+        "schedules",
         "schema_migrations",
         "signals",
         "steps",

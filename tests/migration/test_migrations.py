@@ -6,12 +6,13 @@ version of Sagaway is refused.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
 from sagaway import errors
 from sagaway.store import open_store
-from sagaway.store.migrations import latest_version
+from sagaway.store.migrations import latest_version, migrations
 from tests.store_helpers import T0, is_sqlite, new, raw_sql
 
 
@@ -34,7 +35,30 @@ async def test_migrations_apply_once_and_data_survives_reopen(db_url: str) -> No
     finally:
         await reopened.close()
     versions = raw_sql(db_url, "SELECT version FROM schema_migrations ORDER BY version")
-    assert [v for (v,) in versions] == list(range(1, latest + 1))
+    assert [v for (v,) in versions] == _shipped(db_url)
+
+
+def _shipped(db_url: str) -> list[int]:
+    """The versions of the migrations this Sagaway ships (numbers may be skipped: a number is
+    reserved when a branch takes it, and branches merge in any order)."""
+    return [m.version for m in migrations("sqlite" if is_sqlite(db_url) else "postgres")]
+
+
+def _undo_limits(db_url: str) -> None:
+    """Take the limits migration (sqlite v12, postgres v14) back out, as an older Sagaway's
+    database would be."""
+    raw_sql(db_url, "DROP INDEX workflows_concurrency_key")
+    raw_sql(db_url, "ALTER TABLE workflows DROP COLUMN concurrency_key")
+    raw_sql(db_url, "ALTER TABLE workflows DROP COLUMN concurrency_limit")
+    raw_sql(db_url, "DROP TABLE queue_slots")
+    raw_sql(db_url, "DROP TABLE queue_limits")
+
+
+def _undo_schedules(db_url: str) -> None:
+    """Take the schedules migration (sqlite v11, postgres v13) back out."""
+    raw_sql(db_url, "DROP TABLE schedules")
+    if not is_sqlite(db_url):
+        raw_sql(db_url, "DROP FUNCTION sagaway_notify_schedules()")
 
 
 async def test_concurrent_first_opens_migrate_once(db_url: str) -> None:
@@ -72,3 +96,68 @@ async def test_schema_version_newer_than_code_is_refused(db_url: str) -> None:
     assert "9999" in str(info.value)
     with pytest.raises(errors.ManagerStateError):  # not left half-open
         await newer.get_workflow("k1")
+
+
+@pytest.mark.direct_db  # it rewinds the schema behind the store's back
+async def test_a_database_at_the_previous_schema_gets_the_code_version_column(
+    db_url: str,
+) -> None:
+    dialect = "sqlite" if is_sqlite(db_url) else "postgres"
+    [version] = [m.version for m in migrations(dialect) if m.name == "code_version"]
+    s = open_store(db_url)
+    await s.open()
+    old = await s.create_workflow(new("before"), now=T0, lease=None, replace_live=False)
+    await s.close()
+    # Back to the schema before code versions (sqlite v9, postgres v11), as an older Sagaway
+    # left it: the column and its migration record gone (and every later migration's).
+    _undo_limits(db_url)
+    _undo_schedules(db_url)
+    raw_sql(db_url, "ALTER TABLE workflows DROP COLUMN code_version")
+    raw_sql(db_url, f"DELETE FROM schema_migrations WHERE version >= {version}")
+
+    upgraded = open_store(db_url)
+    await upgraded.open()
+    try:
+        before = await upgraded.get_workflow("before")
+        assert before == old.record and before.code_version is None
+        created = await upgraded.create_workflow(
+            dataclasses.replace(new("after"), code_version="2026.12.1"),
+            now=T0,
+            lease=None,
+            replace_live=False,
+        )
+        assert (await upgraded.get_workflow("after")) == created.record
+        assert created.record.code_version == "2026.12.1"
+    finally:
+        await upgraded.close()
+    versions = raw_sql(db_url, "SELECT version FROM schema_migrations ORDER BY version")
+    assert [v for (v,) in versions] == _shipped(db_url)
+
+
+@pytest.mark.direct_db  # it rewinds the schema behind the store's back
+async def test_a_database_at_the_previous_schema_gets_the_limits(db_url: str) -> None:
+    dialect = "sqlite" if is_sqlite(db_url) else "postgres"
+    [version] = [m.version for m in migrations(dialect) if m.name == "limits"]
+    s = open_store(db_url)
+    await s.open()
+    old = await s.create_workflow(new("before"), now=T0, lease=None, replace_live=False)
+    await s.close()
+    _undo_limits(db_url)
+    raw_sql(db_url, f"DELETE FROM schema_migrations WHERE version >= {version}")
+
+    upgraded = open_store(db_url)
+    await upgraded.open()
+    try:
+        before = await upgraded.get_workflow("before")
+        assert before == old.record and before.concurrency_key is None
+        keyed = dataclasses.replace(new("after"), concurrency_key="customer-1")
+        created = await upgraded.create_workflow(keyed, now=T0, lease=None, replace_live=False)
+        assert created.record.concurrency_key == "customer-1"
+        assert (
+            await upgraded.acquire_queue_slot(
+                "q", holder="h", concurrency=1, rate_per_second=None, expires_at=T0 + 1, now=T0
+            )
+            is None
+        )
+    finally:
+        await upgraded.close()

@@ -8,12 +8,16 @@ EXPECTED = {
     "ActivityInfo", "ActivityTimeout", "AlreadyRegistered", "Cancelled", "CompletableError",
     "DefaultErrorMarshaler", "ErrorKind", "ErrorMarshaler", "ForkPlan", "IdempotencyConflict",
     "IncompletableError", "LeaseLost", "Manager", "ManagerState", "ManagerStateError",
-    "NonDeterminismError", "NotRegistered", "OnConflict", "PayloadError", "Queue",
+    "NonDeterminismError", "NotRegistered", "OnConflict", "PayloadError", "PayloadKeyError",
+    "Queue",
     "RetriesExhausted", "RetryPolicy", "RetryableError", "Saga", "SagawayError", "ScheduleNotFound",
     "SignalDescription", "SignalTimeout",
     "StepDescription", "StepKind", "StepStatus", "WorkflowAlreadyExists", "WorkflowCancelled",
     "WorkflowDescription", "WorkflowHandle", "WorkflowNotEnded", "WorkflowNotFound",
     "WorkflowStatus", "__version__", "activity_info",
+    "ReplayReport", "deprecate_patch", "patched",
+    "SyncClient", "SyncWorkflowHandle",
+    "codecs",
 }  # fmt: skip
 
 
@@ -29,7 +33,7 @@ def test_error_tree() -> None:
         sw.WorkflowAlreadyExists, sw.WorkflowNotFound, sw.NotRegistered, sw.NonDeterminismError,
         sw.PayloadError, sw.SignalTimeout, sw.IdempotencyConflict, sw.ActivityTimeout,
         sw.RetriesExhausted, sw.WorkflowCancelled, sw.ManagerStateError, sw.AlreadyRegistered,
-        sw.WorkflowNotEnded, sw.ScheduleNotFound,
+        sw.WorkflowNotEnded, sw.PayloadKeyError, sw.ScheduleNotFound,
     ]  # fmt: skip
     for cls in engine_errors:
         assert issubclass(cls, sw.SagawayError)

@@ -64,6 +64,29 @@ def test_unserialisable_and_oversized_payloads() -> None:
         codec.encode_args(("é" * 3000,), {}, 4096)
 
 
+def quote(sku: str, qty: int = 1, discount: int = 0, *, note: str = "") -> str:
+    return f"{sku}x{qty}-{discount}{note}"
+
+
+def test_arguments_stored_by_name_bind_in_the_signatures_order() -> None:
+    # A client that knows the workflow by name only stores its arguments as given: in any
+    # order, defaults left out. They must reach the same parameters all the same.
+    codec = FunctionCodec(quote, "quote")
+    args, kwargs = codec.decode_args('{"discount": 5, "note": "!", "sku": "tea"}')
+    assert quote(*args, **kwargs) == "teax1-5!"
+    args, kwargs = codec.decode_args('{"qty": 3, "sku": "mug"}')
+    assert (args, kwargs) == (["mug", 3], {})
+    assert quote(*args, **kwargs) == "mugx3-0"
+
+
+def test_a_positional_only_argument_after_a_left_out_one_is_a_payload_error() -> None:
+    def f(a: int = 1, b: int = 2, /) -> int:
+        return a + b
+
+    with pytest.raises(sw.PayloadError, match="leave out a positional"):
+        FunctionCodec(f, "f").decode_args('{"b": 3}')
+
+
 def test_stored_arguments_that_no_longer_fit_are_a_payload_error() -> None:
     codec = FunctionCodec(fn, "fn")
     with pytest.raises(sw.PayloadError, match="no longer has"):

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from sagaway import activity as activity_mod
 from sagaway import errors, observe, retry
 from sagaway._engine import context, keys
-from sagaway._engine.execution import FINAL, ExecutionBase, engine_code
+from sagaway._engine.execution import FINAL, engine_code
+from sagaway._engine.queue_admission import QueueAdmission
 from sagaway.states import ErrorKind, StepKind, StepStatus
 from sagaway.store.records import StepRecord
 
@@ -68,7 +69,7 @@ class _Call:
         )
 
 
-class ActivityCalls(ExecutionBase):
+class ActivityCalls(QueueAdmission):
     """The activity calls of an execution."""
 
     async def settle(self) -> None:
@@ -136,13 +137,16 @@ class ActivityCalls(ExecutionBase):
         """Attempt the call until it succeeds, is retried no more, or fails for good."""
         defn = call.defn
         while True:
+            # Admitted first: an attempt refused by a cluster-wide limit never began.
+            admitted = await self._admitted(defn, call.kind, call.info.call_id, call.started_at)
             call.local += 1
             call.info = dataclasses.replace(call.info, attempt=call.info.attempt + 1)
             observed = bool(observe.observers)
             if observed:
                 call.begin_attempt()
             try:
-                value = await self._invoke(defn, args, kwargs, call.info, timeout)
+                async with admitted or contextlib.nullcontext():
+                    value = await self._invoke(defn, args, kwargs, call.info, timeout)
                 result = defn.codec.encode_result(value, self.engine.payload_limit)
             except Exception as exc:
                 await self._attempt_failed(call, exc, observed)  # raises, unless retried

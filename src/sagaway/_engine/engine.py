@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 
 from sagaway import errors, events, observe, retry, serialization
 from sagaway._engine import forking, keys
+from sagaway._engine.cluster_limits import ClusterLimit
 from sagaway._engine.options import EngineOptions, check_timeout
 from sagaway._engine.recent import RecentEnds
 from sagaway._engine.threads import DaemonThreadPool
@@ -91,11 +93,18 @@ class _QueueLimiter:
             yield
 
 
+def _keyed(new: NewWorkflow, concurrency_key: str, max_per_key: int) -> NewWorkflow:
+    """``new`` under a per-key limit: ``concurrency_key`` checked as a workflow key is."""
+    check_key(concurrency_key, "concurrency_key")
+    return dataclasses.replace(new, concurrency_key=concurrency_key, max_per_key=max_per_key)
+
+
 class LocalRunner(Protocol):
     """What the Engine needs from the Worker of its process (the Worker implements it)."""
 
-    def accepts(self, task_queue: str) -> bool:
-        """Whether a workflow of ``task_queue`` started here may run here at once."""
+    def accepts(self, task_queue: str, code_version: str | None) -> bool:
+        """Whether a workflow of ``task_queue`` and ``code_version`` started here may run here
+        at once."""
         ...
 
     def dispatch(
@@ -154,7 +163,14 @@ class Engine:
         """Set to make this process's Recovery Worker scan now."""
         self.schedule_wake = asyncio.Event()
         """Set when a schedule changed: this process's scheduler looks again now."""
-        self._queues = {name: _QueueLimiter(q, clock) for name, q in options.queues.items()}
+        self._queues = {
+            name: _QueueLimiter(q, clock) for name, q in options.queues.items() if not q.cluster
+        }
+        self._cluster_limits = {
+            name: ClusterLimit(name, q, store, clock, options.lease_timeout, self.wake_recovery)
+            for name, q in options.queues.items()
+            if q.cluster
+        }
         self._pool: DaemonThreadPool | None = None
 
     def attach_runner(self, runner: LocalRunner | None) -> None:
@@ -186,6 +202,10 @@ class Engine:
         limiter = self._queues.get(queue) if queue else None
         return limiter.slot() if limiter else contextlib.nullcontext()
 
+    def cluster_limit(self, queue: str | None) -> ClusterLimit | None:
+        """The limits ``queue`` shares with every process, if it is a cluster-wide queue."""
+        return self._cluster_limits.get(queue) if queue else None
+
     def is_completable(self, exc: BaseException) -> bool:
         if isinstance(exc, errors.CompletableError):
             return True
@@ -208,28 +228,23 @@ class Engine:
         on_conflict: OnConflict,
         parent_key: str | None = None,
         timeout: float | None = None,
+        concurrency_key: str | None = None,
     ) -> tuple[WorkflowRecord, bool]:
         """Create an execution under ``key`` (or find the one there); True if created.
-        ``timeout``: seconds until its deadline (then it is cancelled as by a request)."""
+        ``timeout``: seconds until its deadline (then it is cancelled as by a request).
+        ``concurrency_key``: created PENDING, never leased here: only a claim applies its limit."""
         check_timeout(timeout)
         check_key(key, "idempotency_key")
-        run_id = uuid.uuid4().hex
-        new = NewWorkflow(
-            run_id=run_id,
-            key=key,
-            name=defn.name,
-            args=args_json,
-            args_hash=serialization.args_hash(args_json),
-            parent_key=parent_key,
-            queue=defn.task_queue,
-            key_space=keys.key_space(
-                key, run_id, replacing=on_conflict is OnConflict.TERMINATE_EXISTING
-            ),
-            timeout=timeout,
-            trace_context=observe.trace_context(defn.name, key) if observe.observers else None,
-        )
+        new = self._new_workflow(defn, args_json, key, on_conflict, parent_key, timeout)
+        if concurrency_key is not None:
+            new = _keyed(new, concurrency_key, defn.max_per_key)
         runner = self.runner
-        lease = self.new_lease() if runner is not None and runner.accepts(defn.task_queue) else None
+        here = (
+            concurrency_key is None
+            and runner is not None
+            and runner.accepts(defn.task_queue, new.code_version)
+        )
+        lease = self.new_lease() if here else None
         result = await self.store.create_workflow(
             new,
             now=self.clock.now(),
@@ -245,6 +260,8 @@ class Engine:
                 observe.workflow_started(defn.name, key)
             if lease is not None and runner is not None:
                 runner.dispatch(record, lease, steps=[])
+            elif concurrency_key is not None:
+                self.wake_recovery()  # a Worker of this process may claim it at once
             return record, True
         if on_conflict is OnConflict.FAIL:
             raise errors.WorkflowAlreadyExists(key, record.status.value)
@@ -261,6 +278,33 @@ class Engine:
                 "arguments; a retry must send the same arguments, a new request needs a new key"
             )
         return record, False
+
+    def _new_workflow(
+        self,
+        defn: WorkflowDef,
+        args_json: str,
+        key: str,
+        on_conflict: OnConflict,
+        parent_key: str | None,
+        timeout: float | None,
+    ) -> NewWorkflow:
+        """The execution ``start`` creates, of this process's code version."""
+        run_id = uuid.uuid4().hex
+        return NewWorkflow(
+            run_id=run_id,
+            key=key,
+            name=defn.name,
+            args=args_json,
+            args_hash=serialization.args_hash(args_json),
+            parent_key=parent_key,
+            queue=defn.task_queue,
+            key_space=keys.key_space(
+                key, run_id, replacing=on_conflict is OnConflict.TERMINATE_EXISTING
+            ),
+            timeout=timeout,
+            trace_context=observe.trace_context(defn.name, key) if observe.observers else None,
+            code_version=self.options.code_version,
+        )
 
     async def start_child(
         self,
@@ -301,6 +345,7 @@ class Engine:
             key_space=keys.key_space(new_key, run_id, replacing=True),
             call_ids=plan.kept,
             now=self.clock.now(),
+            code_version=self.options.code_version,
         )
         if result is None:
             # An ended execution does not come back to life: it was purged meanwhile.
@@ -547,9 +592,15 @@ class Engine:
     # ------------------------------------------------------------------ ownership
 
     async def claim_due(
-        self, *, limit: int, exclude: Collection[str], queues: Collection[str] | None
+        self,
+        *,
+        limit: int,
+        exclude: Collection[str],
+        queues: Collection[str] | None,
+        versions: Collection[str | None] | None = None,
     ) -> list[tuple[WorkflowRecord, Lease]]:
-        """Take leases on up to ``limit`` executions due now (not those in ``exclude``)."""
+        """Take leases on up to ``limit`` executions due now (not those in ``exclude``) of
+        ``queues`` and code ``versions`` (None: any)."""
         return await self.store.claim_due(
             owner=self.owner,
             now=self.clock.now(),
@@ -557,14 +608,18 @@ class Engine:
             limit=limit,
             exclude=exclude,
             queues=queues,
+            versions=versions,
         )
 
     async def load_steps_many(self, run_ids: Collection[str]) -> dict[str, list[StepRecord]]:
         return await self.store.load_steps_many(run_ids)
 
-    async def next_due(self, queues: Collection[str] | None) -> float | None:
-        """When the next execution another process does not own falls due (None: none)."""
-        return await self.store.next_due(owner=self.owner, queues=queues)
+    async def next_due(
+        self, queues: Collection[str] | None, versions: Collection[str | None] | None = None
+    ) -> float | None:
+        """When the next execution (of ``queues`` and ``versions``) another process does not
+        own falls due (None: none)."""
+        return await self.store.next_due(owner=self.owner, queues=queues, versions=versions)
 
     async def renew_leases(self, tokens: Collection[str]) -> set[str]:
         """Extend the leases of ``tokens``; the tokens still owned."""

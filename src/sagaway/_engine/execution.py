@@ -132,12 +132,8 @@ class ExecutionBase:
         """How this run left (telemetry): ``completed``, ``suspended``, ``waiting``, ..."""
         self.cancel_requested = False
         """Stopped because it was ended by request (terminate) or elsewhere: no release."""
-        self.replay_only = False
-        """A replay check: recorded calls return their outcomes, and the first call with no
-        final outcome raises ``ReplayFrontier`` instead of running (nothing is written)."""
-        self.replayed_ids: set[str] = set()
-        """The recorded calls the code made again (a replay check counts them)."""
         self._init_cancellation(record, steps)
+        self._init_replay()
         self.inflight = 0
         """Durable calls running now (activities, in-worker waits): a workflow is unloaded to
         wait durably only when nothing else of it is running."""
@@ -166,6 +162,9 @@ class ExecutionBase:
         branch left running may start nothing more."""
         self.finishing = False
         """Its end is being written: an "ended" notice for it is its own, not a cancel."""
+        self._init_writes(steps)
+
+    def _init_writes(self, steps: list[StepRecord]) -> None:
         self.unrecorded: list[StepRecord] = []
         """Outcomes of finished activities not written yet. Each is written before the workflow's
         next durable action (another activity, a wait, a child, its end, a suspension), so a
@@ -178,6 +177,13 @@ class ExecutionBase:
             (s.ended_at or 0.0 for s in steps if s.kind in _ORDERED_KINDS), default=0.0
         )
         """Completion time of the latest outcome received (see ``completion_time``)."""
+
+    def _init_replay(self) -> None:
+        self.replay_only = False
+        """A replay check: recorded calls return their outcomes, and the first call with no
+        final outcome raises ``ReplayFrontier`` instead of running (nothing is written)."""
+        self.replayed_ids: set[str] = set()
+        """The recorded calls the code made again (a replay check counts them)."""
 
     def _init_cancellation(self, record: WorkflowRecord, steps: list[StepRecord]) -> None:
         self.cancel_reason: str | None = record.cancel_reason

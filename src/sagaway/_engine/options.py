@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from sagaway import serialization
+from sagaway._engine import versions
 from sagaway.registry import Queue
 
 
@@ -22,6 +23,8 @@ class EngineOptions:
         default_factory=serialization.DefaultErrorMarshaler
     )
     queues: Mapping[str, Queue] = dataclasses.field(default_factory=dict)
+    code_version: str | None = None
+    """The version of the application code: recorded on every execution created here."""
 
     def __post_init__(self) -> None:
         for label, value in (
@@ -40,6 +43,8 @@ class EngineOptions:
                 "error_marshaler must implement marshal_completable_error(err) -> bytes | None "
                 "and unmarshal_completable_error(data) -> BaseException"
             )
+        if self.code_version is not None:
+            versions.check_code_version(self.code_version)
         for name, queue in self.queues.items():
             if not isinstance(queue, Queue):
                 raise TypeError(f"queues[{name!r}] must be a sagaway.Queue")

@@ -16,6 +16,8 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 import sagaway as sw
+from sagaway import codecs
+from sagaway.codecs import Chain
 from sagaway.store import DatabaseNotFound, StoreUnavailable, resolve_url
 
 T = TypeVar("T")
@@ -128,6 +130,30 @@ def url_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         "postgresql://… needs the sagaway[postgres] extra; grpc://HOST:PORT reaches an Engine "
         "Server, with its token in $SAGAWAY_TOKEN).",
     )(fn)
+
+
+def codec_key_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--codec-key-file PATH`` (else ``$SAGAWAY_CODEC_KEYS``): keys that open encrypted
+    payloads for display; without them such payloads show as «encrypted»."""
+    return click.option(
+        "--codec-key-file",
+        "codec_key_file",
+        default=None,
+        metavar="PATH",
+        type=click.Path(exists=True, dir_okay=False),
+        help="File of payload keys (one base64 key per line, the current one first; else "
+        "$SAGAWAY_CODEC_KEYS, keys separated by commas): encrypted payloads are shown decoded.",
+    )(fn)
+
+
+def reading_codec(key_file: str | None) -> Chain | None:
+    """The codec chain that opens payloads for display (None: show them «encrypted»)."""
+    try:
+        return codecs.reader(codecs.keys_from(key_file))
+    except (ValueError, OSError) as exc:
+        fail(f"codec keys: {exc}", Exit.USAGE)
+    except ImportError as exc:
+        fail(str(exc), Exit.USAGE)
 
 
 async def check_reachable(url: str | None) -> None:

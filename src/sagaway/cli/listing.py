@@ -1,9 +1,9 @@
 """``sagaway list``: workflows, newest first, filtered and paged by the database.
 
-Every filter (statuses, name, key prefix, creation time) is a condition of the store's query,
-and pages are keyset pages: ``--after CURSOR`` continues after the last row of the previous page
-(``created_at``, then ``run_id``), so paging through a table that grows meanwhile shows every
-row once.
+Every filter (statuses, name, key prefix, code version, creation time) is a condition of the
+store's query, and pages are keyset pages: ``--after CURSOR`` continues after the last row of
+the previous page (``created_at``, then ``run_id``), so paging through a table that grows
+meanwhile shows every row once.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from rich.markup import escape
 from rich.table import Table
 
 import sagaway as sw
+from sagaway._engine import versions
 from sagaway.cli import _format
-from sagaway.cli._support import mask_url, run, url_option
+from sagaway.cli._support import codec_key_option, mask_url, reading_codec, run, url_option
 from sagaway.store import resolve_url
 
 console = Console()
@@ -45,6 +46,7 @@ def summary_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, A
         "workflow": d.name,
         "status": d.status.value,
         "parent_key": d.parent_key,
+        "code_version": d.code_version,
         **clock.fields(created_at=d.created_at, updated_at=d.updated_at, ended_at=d.ended_at),
         "error": d.error,
         "result": d.result,
@@ -64,6 +66,12 @@ def summary_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, A
 )
 @click.option("--name", help="Only workflows of this registered name.")
 @click.option("--key-prefix", help="Only keys that start with this.")
+@click.option(
+    "--version",
+    "code_versions",
+    metavar="V[,V...]",
+    help="Only workflows created by these code versions ('unversioned': without one).",
+)
 @click.option(
     "--since",
     metavar="WHEN",
@@ -87,11 +95,13 @@ def summary_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, A
 @click.option("--utc", is_flag=True, help="Times in UTC (default: local time, offset shown).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
 @click.option("--jsonl", "as_jsonl", is_flag=True, help="Print one JSON object per line.")
+@codec_key_option
 def list_cmd(
     url: str | None,
     status: str | None,
     name: str | None,
     key_prefix: str | None,
+    code_versions: str | None,
     since: str | None,
     until: str | None,
     after: str | None,
@@ -99,6 +109,7 @@ def list_cmd(
     utc: bool,
     as_json: bool,
     as_jsonl: bool,
+    codec_key_file: str | None,
 ) -> None:
     """List workflows, newest first, a page at a time.
 
@@ -109,6 +120,10 @@ def list_cmd(
     if as_json and as_jsonl:
         raise click.UsageError("--json and --jsonl exclude each other")
     wanted = parse_statuses(status)
+    try:
+        chosen = None if code_versions is None else versions.parse_versions(code_versions)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--version") from None
     clock = _format.Clock(utc)
     bounds = {
         option: _format.parse_time(value, utc=utc, option=f"--{option}")
@@ -116,12 +131,15 @@ def list_cmd(
         if value is not None
     }
 
+    codec = reading_codec(codec_key_file)
+
     async def go() -> list[sw.WorkflowDescription]:
-        async with sw.Manager(url).connect(create=False) as manager:
+        async with sw.Manager(url, codec=codec).connect(create=False) as manager:
             return await manager.list_workflows(
                 status=wanted,
                 name=name,
                 key_prefix=key_prefix,
+                code_versions=chosen,
                 since=bounds.get("since"),
                 until=bounds.get("until"),
                 after=after,
@@ -147,13 +165,14 @@ def _print_list(
     rows: list[sw.WorkflowDescription], url: str | None, clock: _format.Clock, paged: bool
 ) -> None:
     table = Table(title=f"workflows in {escape(mask_url(resolve_url(url)))}")
-    for column in ("key", "workflow", "status", "created", "updated"):
+    for column in ("key", "workflow", "status", "version", "created", "updated"):
         table.add_column(column)
     for row in rows:
         table.add_row(
             escape(row.key),
             escape(row.name),
             _format.styled(row.status.value),
+            "-" if row.code_version is None else escape(row.code_version),
             clock.text(row.created_at),
             clock.text(row.updated_at),
         )

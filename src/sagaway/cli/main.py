@@ -22,9 +22,18 @@ from rich.table import Table
 
 import sagaway as sw
 from sagaway import telemetry
+from sagaway._engine import versions
 from sagaway.cli import _delivery, _format
 from sagaway.cli import _support as support
-from sagaway.cli._support import EXIT_CODES_HELP, Exit, mask_url, run, url_option
+from sagaway.cli._support import (
+    EXIT_CODES_HELP,
+    Exit,
+    codec_key_option,
+    mask_url,
+    reading_codec,
+    run,
+    url_option,
+)
 from sagaway.cli.fork import fork as fork_command
 from sagaway.cli.lab import lab as lab_command
 from sagaway.cli.lint import lint
@@ -204,8 +213,15 @@ def _json_arg(text: str, what: str, example: str) -> Any:
     help="When the workflow is waiting for this signal, wait this long to report whether it "
     "was delivered or rejected (0: do not wait).",
 )
+@codec_key_option
 def signal_cmd(
-    url: str | None, key: str, name: str, payload: str, dedupe_id: str | None, wait: float
+    url: str | None,
+    key: str,
+    name: str,
+    payload: str,
+    dedupe_id: str | None,
+    wait: float,
+    codec_key_file: str | None,
 ) -> None:
     """Send signal NAME with a JSON PAYLOAD to the workflow KEY.
 
@@ -217,9 +233,10 @@ def signal_cmd(
     no such workflow.
     """
     data = _json_arg(payload, "PAYLOAD", "'{\"ok\": true}'")
+    codec = reading_codec(codec_key_file)  # with keys, the payload is stored encrypted
 
     async def go() -> _delivery.Sent:
-        async with sw.Manager(url).connect(create=False) as manager:
+        async with sw.Manager(url, codec=codec).connect(create=False) as manager:
             return await _delivery.send(manager, key, name, data, dedupe_id, wait)
 
     sent = run(go(), url)
@@ -366,6 +383,13 @@ def _wait(manager: sw.Manager, key: str) -> None:
 )
 @click.option("--queues", hidden=True, help="Old name of --task-queues.")
 @click.option(
+    "--versions",
+    "run_versions",
+    metavar="V[,V...]",
+    help="Run only executions created by these code versions (Manager(version=...)); "
+    "'unversioned' for those without one (default: every version). For blue/green deploys.",
+)
+@click.option(
     "--metrics-port",
     type=click.IntRange(min=0, max=65535),
     help="Serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port; "
@@ -400,6 +424,7 @@ def worker(
     concurrency: int | None,
     task_queues: str | None,
     queues: str | None,
+    run_versions: str | None,
     metrics_port: int | None,
     metrics_host: str,
     metrics_refresh: float,
@@ -427,6 +452,11 @@ def worker(
         task_queues = queues
     if task_queues is not None:
         manager.task_queues = _task_queues(task_queues, manager.registry.task_queues())
+    if run_versions is not None:
+        try:
+            manager.run_versions = versions.parse_versions(run_versions)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--versions") from None
     run(support.check_reachable(manager.url), manager.url)
     if metrics_port is not None:
         _serve_metrics(metrics_port, metrics_host)
@@ -465,6 +495,15 @@ def _task_queues(value: str, known: set[str]) -> frozenset[str]:
     return names
 
 
+def _version_note(manager: sw.Manager) -> str:
+    """The banner's words on code versions: what this process creates, what it runs."""
+    note = f"; code version {manager.version}" if manager.version is not None else ""
+    if manager.run_versions is not None:
+        shown = sorted(versions.label(v) for v in manager.run_versions)
+        note += f"; runs versions {','.join(shown)}"
+    return note
+
+
 def _serve(manager: sw.Manager, target: str, drain: float, *, metrics: float | None = None) -> None:
     """``metrics``: refresh the status gauge this often (None: metrics are off)."""
 
@@ -485,7 +524,8 @@ def _serve(manager: sw.Manager, target: str, drain: float, *, metrics: float | N
             loop.add_signal_handler(sig, on_signal)
         console.print(
             f"sagaway worker: {escape(target)} on {escape(mask_url(manager.url))} "
-            f"({len(manager.registry.names())} functions registered)",
+            f"({len(manager.registry.names())} functions registered"
+            f"{escape(_version_note(manager))})",
             soft_wrap=True,
         )
         poller = None

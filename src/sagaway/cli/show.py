@@ -22,8 +22,9 @@ from rich.markup import escape
 from rich.table import Table
 
 import sagaway as sw
+from sagaway._engine import versions
 from sagaway.cli import _format
-from sagaway.cli._support import Exit, run, url_option
+from sagaway.cli._support import Exit, codec_key_option, reading_codec, run, url_option
 from sagaway.cli.listing import summary_json
 
 console = Console()
@@ -34,6 +35,7 @@ POLL_INTERVAL = 0.5
 
 @click.command()
 @url_option
+@codec_key_option
 @click.argument("key")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (with --follow: JSON lines).")
 @click.option("--traceback", "show_tb", is_flag=True, help="Show recorded tracebacks.")
@@ -53,6 +55,7 @@ POLL_INTERVAL = 0.5
 )
 def show(
     url: str | None,
+    codec_key_file: str | None,
     key: str,
     as_json: bool,
     show_tb: bool,
@@ -68,16 +71,17 @@ def show(
     not ends) until COMPLETED, FAILED, CANCELLED or TERMINATED.
     """
     clock = _format.Clock(utc)
+    codec = reading_codec(codec_key_file)
     if export:
         if follow or as_json:
             raise click.UsageError("--export prints JSON of its own: without --json or --follow")
         click.echo(json.dumps(run(_export(url, key), url), indent=2))
         return
     if follow:
-        sys.exit(int(run(_follow(url, key, clock, as_json, show_tb), url)))
+        sys.exit(int(run(_follow(url, key, clock, as_json, show_tb, codec), url)))
 
     async def go() -> sw.WorkflowDescription:
-        async with sw.Manager(url).connect(create=False) as manager:
+        async with sw.Manager(url, codec=codec).connect(create=False) as manager:
             return await manager.get_workflow(key).describe()
 
     d = run(go(), url)
@@ -173,6 +177,7 @@ def print_show(d: sw.WorkflowDescription, clock: _format.Clock, show_tb: bool) -
     )
     span = "after" if d.status.ended else "for"
     _line("status", f"{_format.styled(d.status.value)}  ({span} {_format.duration(_elapsed(d))})")
+    _line("version", escape(versions.label(d.code_version)))
     _line("created", clock.text(d.created_at))
     _line("updated", clock.text(d.updated_at))
     if d.ended_at is not None:
@@ -285,10 +290,15 @@ def _print_signals(signals: list[sw.SignalDescription], clock: _format.Clock) ->
 
 
 async def _follow(
-    url: str | None, key: str, clock: _format.Clock, as_json: bool, show_tb: bool
+    url: str | None,
+    key: str,
+    clock: _format.Clock,
+    as_json: bool,
+    show_tb: bool,
+    codec: sw.codecs.Chain | None = None,
 ) -> Exit:
     """Print the workflow, then each change, until it ends; its exit code."""
-    async with sw.Manager(url).connect(create=False) as manager:
+    async with sw.Manager(url, codec=codec).connect(create=False) as manager:
         handle = manager.get_workflow(key)
         d = await handle.describe()
         if as_json:

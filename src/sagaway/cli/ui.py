@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from sagaway.cli._support import Exit, fail, mask_url, url_option
+from sagaway import codecs
+from sagaway.cli._support import Exit, codec_key_option, fail, mask_url, url_option
 from sagaway.store import open_store, resolve_url
 
 TOKEN_ENV = "SAGAWAY_UI_TOKEN"
@@ -52,6 +53,7 @@ def _token(token_file: Path | None) -> str | None:
     help="How often open pages refresh their live part.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log every request.")
+@codec_key_option
 def ui(
     url: str | None,
     listen: str,
@@ -59,6 +61,7 @@ def ui(
     read_only: bool,
     refresh: float,
     verbose: bool,
+    codec_key_file: str | None,
 ) -> None:
     """Serve the web console: workflows with live counts, each workflow's steps on a time
     axis, and the operator actions (retry, cancel, terminate, signal).
@@ -81,6 +84,10 @@ def ui(
     except (ValueError, ImportError) as exc:
         fail(str(exc), Exit.USAGE, url)
     token = _token(token_file)
+    try:
+        keys = tuple(codecs.keys_from(codec_key_file) or ())
+    except (ValueError, OSError) as exc:
+        fail(f"codec keys: {exc}", Exit.USAGE)
     if token is None and not is_loopback(host):
         fail(
             f"refusing to serve on {listen} without a token: anyone who reaches it could act on "
@@ -92,7 +99,9 @@ def ui(
     except OSError as exc:
         fail(f"cannot listen on {listen}: {exc.strerror or exc}", Exit.USAGE)
     app = create_app(
-        ConsoleConfig(url=url, token=token, read_only=read_only, poll_interval=refresh)
+        ConsoleConfig(
+            url=url, token=token, read_only=read_only, poll_interval=refresh, codec_keys=keys
+        )
     )
     config = uvicorn.Config(
         app,

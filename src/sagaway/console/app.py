@@ -15,6 +15,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import sagaway as sw
+from sagaway import codecs
 from sagaway.console.backend import UNAVAILABLE, Backend
 from sagaway.console.config import ConsoleConfig
 from sagaway.console.rendering import render
@@ -26,7 +27,7 @@ STATIC = Path(__file__).parent / "static"
 
 def create_app(config: ConsoleConfig) -> Starlette:
     """The console for ``config``; it opens its Manager on the first request."""
-    backend = Backend(config.url)
+    backend = Backend(config.url, codecs.reader(config.codec_keys))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -13,6 +13,7 @@ import sqlite3
 from contextlib import AbstractAsyncContextManager
 
 import sagaway as sw
+from sagaway import codecs
 from sagaway.store import DatabaseNotFound, StoreUnavailable
 
 UNAVAILABLE: tuple[type[BaseException], ...] = (
@@ -27,8 +28,9 @@ UNAVAILABLE: tuple[type[BaseException], ...] = (
 class Backend:
     """Hands out the opened Manager of ``url``."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, codec: codecs.Chain | None = None) -> None:
         self.url = url
+        self.codec = codec
         self._manager: sw.Manager | None = None
         self._context: AbstractAsyncContextManager[sw.Manager] | None = None
         self._lock = asyncio.Lock()
@@ -39,7 +41,7 @@ class Backend:
             return self._manager
         async with self._lock:
             if self._manager is None:
-                manager = sw.Manager(self.url)
+                manager = sw.Manager(self.url, codec=self.codec)
                 context = manager.connect(create=False)
                 await context.__aenter__()  # raises: nothing opened, the next request retries
                 self._manager, self._context = manager, context

@@ -20,6 +20,9 @@ class ConsoleConfig:
     """Hide the actions and refuse their requests (403)."""
     poll_interval: float = 2.0
     """Seconds between two refreshes of a page's live part in the browser."""
+    codec_keys: tuple[str, ...] = ()
+    """Keys that open encrypted payloads for display (``sagaway.codecs``; the current one
+    first); without them encrypted payloads are shown as «encrypted»."""
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

@@ -10,6 +10,7 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 
 import sagaway as sw
+from sagaway._engine import versions
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -45,6 +46,8 @@ class ListFilters:
     statuses: tuple[sw.WorkflowStatus, ...] = ()
     name: str = ""
     key_prefix: str = ""
+    version: str = ""
+    """Code versions, comma-separated (``unversioned``: executions without one)."""
     since: str = ""
     until: str = ""
     after: str = ""
@@ -66,6 +69,7 @@ class ListFilters:
             statuses=tuple(sw.WorkflowStatus(s) for s in dict.fromkeys(wanted)),
             name=query.get("name", "").strip(),
             key_prefix=query.get("key_prefix", ""),
+            version=query.get("version", "").strip(),
             since=query.get("since", "").strip(),
             until=query.get("until", "").strip(),
             after=query.get("after", "").strip(),
@@ -86,6 +90,7 @@ class ListFilters:
             for name, value in (
                 ("name", data.name),
                 ("key_prefix", data.key_prefix),
+                ("version", data.version),
                 ("since", data.since),
                 ("until", data.until),
                 ("after", data.after),
@@ -98,4 +103,16 @@ class ListFilters:
 
     @property
     def active(self) -> bool:
-        return bool(self.statuses or self.name or self.key_prefix or self.since or self.until)
+        return bool(
+            self.statuses
+            or self.name
+            or self.key_prefix
+            or self.version
+            or self.since
+            or self.until
+        )
+
+    def code_versions(self) -> frozenset[str | None] | None:
+        """The versions of the ``version`` filter (None: any); ValueError if it is not a
+        comma-separated list of versions."""
+        return versions.parse_versions(self.version) if self.version else None

@@ -200,6 +200,7 @@ class EngineService(pb_grpc.EngineServicer):
             key_space=request.key_space,
             call_ids=list(request.call_ids),
             now=request.now,
+            code_version=wire.optional(request, "code_version"),
         )
         if result is None:
             return pb.ForkWorkflowReply()
@@ -293,6 +294,7 @@ class EngineService(pb_grpc.EngineServicer):
             limit=request.limit,
             exclude=list(request.exclude),
             queues=_queues(request),
+            versions=wire.versions_of(request),
         )
         return pb.ClaimDueReply(
             claimed=[pb.Claimed(record=wire.workflow(r), lease=wire.lease(le)) for r, le in claimed]
@@ -300,7 +302,9 @@ class EngineService(pb_grpc.EngineServicer):
 
     @_verb
     async def NextDue(self, request: pb.NextDueRequest, context: Any) -> pb.NextDueReply:
-        at = await self.store.next_due(owner=request.owner, queues=_queues(request))
+        at = await self.store.next_due(
+            owner=request.owner, queues=_queues(request), versions=wire.versions_of(request)
+        )
         return pb.NextDueReply(at=at)
 
     @_verb
@@ -455,6 +459,9 @@ class EngineService(pb_grpc.EngineServicer):
             since=wire.optional(request, "since"),
             until=wire.optional(request, "until"),
             after=(request.after_created_at, request.after_run_id) if has_after[0] else None,
+            code_versions=frozenset(
+                [*request.code_versions, *([None] if request.unversioned else [])]
+            ),
         )
         records = await self.store.list_page(query)
         return pb.Workflows(records=[wire.workflow(r) for r in records])
@@ -513,5 +520,39 @@ class EngineService(pb_grpc.EngineServicer):
         return pb.Done(changed=won)
 
     @_verb
+    async def AcquireQueueSlot(
+        self, request: pb.AcquireQueueSlotRequest, context: Any
+    ) -> pb.AcquireQueueSlotReply:
+        retry_at = await self.store.acquire_queue_slot(
+            _text(request.queue, "queue"),
+            holder=_text(request.holder, "holder"),
+            concurrency=wire.optional(request, "concurrency"),
+            rate_per_second=wire.optional(request, "rate_per_second"),
+            expires_at=request.expires_at,
+            now=request.now,
+        )
+        return pb.AcquireQueueSlotReply(retry_at=retry_at)
+
+    @_verb
+    async def RenewQueueSlot(self, request: pb.RenewQueueSlotRequest, context: Any) -> pb.Done:
+        renewed = await self.store.renew_queue_slot(
+            request.queue, holder=request.holder, expires_at=request.expires_at, now=request.now
+        )
+        return pb.Done(changed=renewed)
+
+    @_verb
+    async def ReleaseQueueSlot(self, request: pb.ReleaseQueueSlotRequest, context: Any) -> pb.Empty:
+        await self.store.release_queue_slot(request.queue, holder=request.holder, now=request.now)
+        self._ready()
+        return pb.Empty()
+
+    @_verb
     async def Batch(self, request: pb.BatchRequest, context: Any) -> pb.BatchReply:
         return await run_batch(self, request)
+
+
+def _text(value: str, what: str) -> str:
+    """A queue limit's name or holder from the wire: a non-empty string (ValueError)."""
+    if not value:
+        raise ValueError(f"{what} must be a non-empty string")
+    return value

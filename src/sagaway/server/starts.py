@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 import uuid
 
 from sagaway import errors, serialization
-from sagaway._engine import keys
+from sagaway._engine import keys, versions
 from sagaway._engine.engine import check_key, check_text
 from sagaway._engine.options import check_timeout
 from sagaway.server.notices import Hub
@@ -61,7 +62,14 @@ class StartWorkflows:
             key_space=keys.key_space(request.key, run_id, replacing=False),
             timeout=timeout,
             trace_context=_trace_context(request),
+            code_version=(
+                versions.check_code_version(request.code_version, "code_version")
+                if request.HasField("code_version")
+                else None
+            ),
         )
+        if request.HasField("concurrency_key"):
+            new = _keyed(new, request)
         result = await self.store.create_workflow(
             new, now=await self._now(), lease=None, replace_live=False
         )
@@ -105,6 +113,16 @@ class StartWorkflows:
     async def _now(self) -> float:
         now = await self.store.server_time()
         return now if now is not None else time.time()
+
+
+def _keyed(new: NewWorkflow, request: pb.StartWorkflowRequest) -> NewWorkflow:
+    """``new`` under the request's per-key limit (``max_per_key`` 0: the default, 1)."""
+    check_key(request.concurrency_key, "concurrency_key")
+    if request.max_per_key < 0:
+        raise ValueError(f"max_per_key must be >= 1, not {request.max_per_key}")
+    return dataclasses.replace(
+        new, concurrency_key=request.concurrency_key, max_per_key=request.max_per_key or 1
+    )
 
 
 def _trace_context(request: pb.StartWorkflowRequest) -> str | None:

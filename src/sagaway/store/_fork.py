@@ -29,6 +29,8 @@ class Fork:
     call_ids: tuple[str, ...]
     """The source's steps the new execution keeps."""
     now: float
+    code_version: str | None = None
+    """The code version of the process that forks (not the source's): see ``NewWorkflow``."""
 
     def params(self) -> dict[str, Any]:
         """``fork_workflow`` and ``fork_steps`` (``call_ids`` as a list: PostgreSQL's array)."""
@@ -39,6 +41,7 @@ class Fork:
             "key_space": self.key_space,
             "now": self.now,
             "call_ids": list(self.call_ids),
+            "code_version": self.code_version,
         }
 
 
@@ -50,6 +53,7 @@ def fork(
     key_space: str,
     call_ids: Collection[str],
     now: float,
+    code_version: str | None = None,
 ) -> Fork:
     return Fork(
         source_run_id=source_run_id,
@@ -58,6 +62,7 @@ def fork(
         key_space=key_space,
         call_ids=tuple(call_ids),
         now=now,
+        code_version=code_version,
     )
 
 

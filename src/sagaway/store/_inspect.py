@@ -13,6 +13,7 @@ import json
 import math
 from typing import Any
 
+from sagaway.store._params import version_filter
 from sagaway.store._rows import Row
 from sagaway.store.records import AttemptErrorRecord, ListQuery
 
@@ -32,6 +33,7 @@ def page_params(query: ListQuery, *, arrays: bool) -> dict[str, Any]:
         "name": query.name,
         "key_prefix": query.key_prefix,
         "limit": query.limit,
+        **version_filter(query.code_versions or None, arrays=arrays),
     }
 
 

@@ -8,7 +8,8 @@ its batched end with the final step) stays in its store.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+import json
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from sagaway.errors import error_record
@@ -22,6 +23,12 @@ Write = tuple[str, Params]
 
 def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
     """``insert_workflow``: RUNNING under ``lease`` if given, else PENDING."""
+    if new.concurrency_key is not None and new.max_per_key < 1:
+        raise ValueError(f"max_per_key must be >= 1, not {new.max_per_key!r}")
+    if new.concurrency_key is not None and lease is not None:
+        raise ValueError(
+            "an execution with a concurrency_key is created PENDING: claims apply its limit"
+        )
     return {
         "run_id": new.run_id,
         "key": new.key,
@@ -34,10 +41,25 @@ def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
         "key_space": new.key_space,
         "deadline_at": None if new.timeout is None else now + new.timeout,
         "trace_context": new.trace_context,
+        "code_version": new.code_version,
+        "concurrency_key": new.concurrency_key,
+        "concurrency_limit": None if new.concurrency_key is None else new.max_per_key,
         "now": now,
         "lease_token": lease.token if lease else None,
         "lease_owner": lease.owner if lease else None,
         "lease_expires_at": lease.expires_at if lease else None,
+    }
+
+
+def version_filter(versions: Collection[str | None] | None, *, arrays: bool) -> Params:
+    """The ``any_version``, ``versions`` and ``unversioned`` parameters of the queries that take
+    only executions of some code versions (``versions`` None: every version; None in it: the
+    unversioned ones). ``arrays``: the names as a list (PostgreSQL), else a JSON array."""
+    named = sorted(v for v in versions or () if v is not None)
+    return {
+        "any_version": versions is None,
+        "versions": named if arrays else json.dumps(named),
+        "unversioned": versions is not None and None in versions,
     }
 
 

@@ -42,7 +42,7 @@ def _enum(cls: type[E], value: Any, what: str, field: str) -> E:
 
 
 def workflow_from_row(row: Row) -> WorkflowRecord:
-    """A ``WorkflowRecord`` from the columns run_id .. trace_context of a workflows row."""
+    """A ``WorkflowRecord`` from the columns run_id .. concurrency_key of a workflows row."""
     run_id, key = row["run_id"], row["key"]
     return WorkflowRecord(
         run_id=run_id,
@@ -65,6 +65,8 @@ def workflow_from_row(row: Row) -> WorkflowRecord:
         cancel_reason=row["cancel_reason"],
         deadline_at=row["deadline_at"],
         trace_context=row["trace_context"],
+        code_version=row["code_version"],
+        concurrency_key=row["concurrency_key"],
     )
 
 

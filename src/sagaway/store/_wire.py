@@ -7,6 +7,7 @@ holds None. Shared by the client (``store/grpc.py``) and the server (``sagaway.s
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from typing import Any, TypeVar
 
 from google.protobuf.message import Message
@@ -101,3 +102,23 @@ def workflow_status(name: str) -> WorkflowStatus:
     except ValueError:
         known = ", ".join(s.value for s in WorkflowStatus)
         raise ValueError(f"unknown workflow status {name!r}; use one of {known}") from None
+
+
+def version_filter(versions: Collection[str | None] | None) -> dict[str, Any]:
+    """The ``only_versions``, ``versions`` and ``unversioned`` fields of a claim (and of
+    ``next_due``) for ``Store.claim_due(versions=...)``. Unset, they mean every version, which
+    is what a client older than code versions sends."""
+    if versions is None:
+        return {}
+    named = sorted(v for v in versions if v is not None)
+    return {"only_versions": True, "versions": named, "unversioned": None in versions}
+
+
+def versions_of(request: Any) -> frozenset[str | None] | None:
+    """``version_filter`` read back (None: every version)."""
+    if not request.only_versions:
+        return None
+    chosen: set[str | None] = set(request.versions)
+    if request.unversioned:
+        chosen.add(None)
+    return frozenset(chosen)

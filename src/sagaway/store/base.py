@@ -98,10 +98,12 @@ class Store(Protocol):
         key_space: str,
         call_ids: Collection[str],
         now: float,
+        code_version: str | None = None,
     ) -> CreateResult | None:
         """Create a PENDING execution ``run_id`` under ``key`` (no parent) with the name,
         arguments and queue of the ended execution ``source_run_id``, and copies of its steps
-        ``call_ids``, in one transaction (a worker may take it at once).
+        ``call_ids``, in one transaction (a worker may take it at once). Its ``code_version`` is
+        the one given (the forking process's), not the source's.
 
         Returns the new execution (``created``), or the one holding ``key`` (not created), or
         None when ``source_run_id`` is not an ended execution.
@@ -173,16 +175,26 @@ class Store(Protocol):
         limit: int,
         exclude: Collection[str],
         queues: Collection[str] | None = None,
+        versions: Collection[str | None] | None = None,
     ) -> list[tuple[WorkflowRecord, Lease]]:
-        """Take ownership of executions that should run now (of ``queues``; None: any queue).
+        """Take ownership of executions that should run now (of ``queues``; None: any queue),
+        created by one of the code ``versions`` (None: any version; None in it: unversioned
+        executions, ``WorkflowRecord.code_version`` None).
 
         Due are: PENDING or RUNNING executions whose lease is absent or expired (a crashed
         owner), and SUSPENDED or WAITING ones whose ``next_run_at`` has come.
         """
         ...
 
-    async def next_due(self, *, owner: str, queues: Collection[str] | None = None) -> float | None:
-        """The earliest time an execution of ``queues`` not owned by ``owner`` may become due."""
+    async def next_due(
+        self,
+        *,
+        owner: str,
+        queues: Collection[str] | None = None,
+        versions: Collection[str | None] | None = None,
+    ) -> float | None:
+        """The earliest time an execution of ``queues`` and ``versions`` (as in ``claim_due``)
+        not owned by ``owner`` may become due."""
         ...
 
     async def end_workflow(
@@ -263,6 +275,39 @@ class Store(Protocol):
         ...
 
     async def list_signals(self, run_id: str) -> list[SignalRecord]: ...
+
+    # ------------------------------------------------------------ queue limits (v14/v12)
+
+    async def acquire_queue_slot(
+        self,
+        queue: str,
+        *,
+        holder: str,
+        concurrency: int | None,
+        rate_per_second: float | None,
+        expires_at: float,
+        now: float,
+    ) -> float | None:
+        """Admit one activity attempt of ``queue`` under limits every process shares: take one
+        of ``concurrency`` slots for ``holder`` until ``expires_at`` (slots expired by ``now``
+        are freed first) and the next start of ``rate_per_second`` (starts ``1/rate`` apart).
+
+        None if admitted (also when ``holder`` already holds a live slot); otherwise nothing is
+        taken and the answer is the earliest time to try again: when the next start is allowed,
+        or ``now`` when only a release can free a slot.
+        """
+        ...
+
+    async def renew_queue_slot(
+        self, queue: str, *, holder: str, expires_at: float, now: float
+    ) -> bool:
+        """Push a live slot's expiry to ``expires_at``; False if ``holder`` holds none now."""
+        ...
+
+    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
+        """Free ``holder``'s slot of ``queue`` (no-op if it holds none), and make the execution
+        WAITING longest for a slot of it (``waiting_for`` ``queue:<queue>``) due at ``now``."""
+        ...
 
     # ------------------------------------------------------------ retention (schema v9/v7)
 

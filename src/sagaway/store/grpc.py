@@ -280,6 +280,7 @@ class GrpcStore:
         key_space: str,
         call_ids: Collection[str],
         now: float,
+        code_version: str | None = None,
     ) -> CreateResult | None:
         request = pb.ForkWorkflowRequest(
             source_run_id=source_run_id,
@@ -288,6 +289,7 @@ class GrpcStore:
             key_space=key_space,
             call_ids=list(call_ids),
             now=now,
+            code_version=code_version,
         )
         reply = await self._call("ForkWorkflow", request)
         return _created(reply.result) if reply.HasField("result") else None
@@ -369,6 +371,7 @@ class GrpcStore:
         limit: int,
         exclude: Collection[str],
         queues: Collection[str] | None = None,
+        versions: Collection[str | None] | None = None,
     ) -> list[tuple[WorkflowRecord, Lease]]:
         request = pb.ClaimDueRequest(
             owner=owner,
@@ -378,6 +381,7 @@ class GrpcStore:
             exclude=list(exclude),
             any_queue=queues is None,
             queues=list(queues or ()),
+            **wire.version_filter(versions),
         )
         reply = await self._call("ClaimDue", request)
         return [
@@ -385,9 +389,18 @@ class GrpcStore:
             for c in reply.claimed
         ]
 
-    async def next_due(self, *, owner: str, queues: Collection[str] | None = None) -> float | None:
+    async def next_due(
+        self,
+        *,
+        owner: str,
+        queues: Collection[str] | None = None,
+        versions: Collection[str | None] | None = None,
+    ) -> float | None:
         request = pb.NextDueRequest(
-            owner=owner, any_queue=queues is None, queues=list(queues or ())
+            owner=owner,
+            any_queue=queues is None,
+            queues=list(queues or ()),
+            **wire.version_filter(versions),
         )
         return wire.optional(await self._call("NextDue", request), "at")  # type: ignore[no-any-return]
 
@@ -507,6 +520,39 @@ class GrpcStore:
         request = pb.CountPurgeableRequest(before=before, statuses=names)
         return int((await self._call("CountPurgeable", request)).count)
 
+    async def acquire_queue_slot(
+        self,
+        queue: str,
+        *,
+        holder: str,
+        concurrency: int | None,
+        rate_per_second: float | None,
+        expires_at: float,
+        now: float,
+    ) -> float | None:
+        request = pb.AcquireQueueSlotRequest(
+            queue=queue,
+            holder=holder,
+            concurrency=concurrency,
+            rate_per_second=rate_per_second,
+            expires_at=expires_at,
+            now=now,
+        )
+        reply = await self._call("AcquireQueueSlot", request)
+        return wire.optional(reply, "retry_at")  # type: ignore[no-any-return]
+
+    async def renew_queue_slot(
+        self, queue: str, *, holder: str, expires_at: float, now: float
+    ) -> bool:
+        request = pb.RenewQueueSlotRequest(
+            queue=queue, holder=holder, expires_at=expires_at, now=now
+        )
+        return bool((await self._call("RenewQueueSlot", request)).changed)
+
+    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
+        request = pb.ReleaseQueueSlotRequest(queue=queue, holder=holder, now=now)
+        await self._call("ReleaseQueueSlot", request)
+
     async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
         request = pb.ListPageRequest(
             limit=_int32(query.limit),
@@ -515,6 +561,8 @@ class GrpcStore:
             key_prefix=query.key_prefix,
             since=query.since,
             until=query.until,
+            code_versions=sorted(v for v in query.code_versions if v is not None),
+            unversioned=None in query.code_versions,
         )
         if query.after is not None:
             request.after_created_at, request.after_run_id = query.after

@@ -33,7 +33,6 @@ and parsed in ``_pg_url``.
 from __future__ import annotations
 
 import hashlib
-import uuid
 from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
@@ -47,6 +46,7 @@ from sagaway.store import (
     _inspect,
     _params,
     _pg_batches,
+    _pg_claims,
     _pg_conn,
     _pg_fork,
     _pg_listener,
@@ -58,6 +58,7 @@ from sagaway.store import (
 from sagaway.store import migrations as _migrations
 from sagaway.store._group_commit import GroupCommit
 from sagaway.store._pg_conn import Conn, Op, exists, named
+from sagaway.store._pg_queue_limits import PgQueueLimits
 from sagaway.store._pg_url import Timing, parse_postgres_url, parse_timing
 from sagaway.store.base import CreateResult, DatabaseNotFound, StoreUnavailable
 from sagaway.store.records import (
@@ -96,7 +97,7 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-class PostgresStore(_pg_schedules.PostgresSchedules):
+class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
     """Store in one schema of a PostgreSQL database (``create=False``: an existing Sagaway schema
     only, see ``open_store``)."""
 
@@ -318,9 +319,16 @@ class PostgresStore(_pg_schedules.PostgresSchedules):
         key_space: str,
         call_ids: Collection[str],
         now: float,
+        code_version: str | None = None,
     ) -> CreateResult | None:
         fork = _fork.fork(
-            source_run_id, run_id=run_id, key=key, key_space=key_space, call_ids=call_ids, now=now
+            source_run_id,
+            run_id=run_id,
+            key=key,
+            key_space=key_space,
+            call_ids=call_ids,
+            now=now,
+            code_version=code_version,
         )
         return await _pg_fork.run_postgres(self._run, fork)
 
@@ -456,59 +464,27 @@ class PostgresStore(_pg_schedules.PostgresSchedules):
         limit: int,
         exclude: Collection[str],
         queues: Collection[str] | None = None,
+        versions: Collection[str | None] | None = None,
     ) -> list[tuple[WorkflowRecord, Lease]]:
-        if limit <= 0:
-            return []
-        excluded = list(exclude)
-        expires_at = now + lease_timeout
-        # Tokens are chosen once for all attempts: after a lost acknowledgement the retry finds
-        # the executions the first attempt took by their tokens, instead of stranding them.
-        tokens = [uuid.uuid4().hex for _ in range(limit)]
+        return await _pg_claims.claim_due(
+            self._run,
+            owner=owner,
+            now=now,
+            lease_timeout=lease_timeout,
+            limit=limit,
+            exclude=exclude,
+            queues=queues,
+            versions=versions,
+        )
 
-        async def op(conn: Conn, retried: bool) -> list[tuple[WorkflowRecord, Lease]]:
-            claimed: list[tuple[WorkflowRecord, Lease]] = []
-            free = tokens
-            if retried:
-                for row in await named(conn, "claimed_with", {"tokens": tokens}):
-                    record = _rows.workflow_from_row(row)
-                    assert record.lease_expires_at is not None
-                    claimed.append(
-                        (record, Lease(row["lease_token"], owner, record.lease_expires_at))
-                    )
-                taken = {lease.token for _, lease in claimed}
-                free = [t for t in tokens if t not in taken]
-            if len(claimed) >= limit:
-                return claimed
-            rows = await named(
-                conn,
-                "claim_due",
-                {
-                    "now": now,
-                    "exclude": excluded,
-                    "limit": limit - len(claimed),
-                    "any_queue": queues is None,
-                    "queues": sorted(queues or ()),
-                    "tokens": free,
-                    "owner": owner,
-                    "expires_at": expires_at,
-                },
-            )
-            rows.sort(key=lambda row: int(row["n"]))  # the order of next_run_at, run_id
-            claimed.extend(
-                (_rows.claimed_from_row(row), Lease(row["lease_token"], owner, expires_at))
-                for row in rows
-            )
-            return claimed
-
-        return await self._run(op, transaction=True)
-
-    async def next_due(self, *, owner: str, queues: Collection[str] | None = None) -> float | None:
-        async def op(conn: Conn, retried: bool) -> float | None:
-            params = {"owner": owner, "any_queue": queues is None, "queues": sorted(queues or ())}
-            row = await (await conn.execute(_Q["next_due"], params)).fetchone()
-            return None if row is None or row[0] is None else float(row[0])
-
-        return await self._run(op, transaction=False)
+    async def next_due(
+        self,
+        *,
+        owner: str,
+        queues: Collection[str] | None = None,
+        versions: Collection[str | None] | None = None,
+    ) -> float | None:
+        return await _pg_claims.next_due(self._run, owner=owner, queues=queues, versions=versions)
 
     async def end_workflow(
         self, run_id: str, *, status: WorkflowStatus, error: str | None, now: float

@@ -39,6 +39,12 @@ class WorkflowRecord:
     """When the workflow is cancelled as by a request (``execute(..., timeout=)``)."""
     trace_context: str | None = None
     """The W3C trace context (JSON) of the code that started it; None when tracing was off."""
+    code_version: str | None = None
+    """The version of the application code (``Manager(version=...)``) of the process that
+    created it; None: unversioned. Workers given a set of versions claim only those."""
+    concurrency_key: str | None = None
+    """Its per-key limit's key (``execute(concurrency_key=...)``): while PENDING it is claimed
+    only if fewer than its limit of the key's executions run. None: no such limit."""
     previous_owner: str | None = dataclasses.field(default=None, compare=False)
     """Only on a record returned by ``Store.claim_due``: the process whose expired lease the
     claim took over (a recovery takeover); None for a run nobody held. Not stored."""
@@ -93,6 +99,12 @@ class NewWorkflow:
     """Seconds from its creation to its deadline (``WorkflowRecord.deadline_at``)."""
     trace_context: str | None = None
     """See ``WorkflowRecord.trace_context``."""
+    code_version: str | None = None
+    """See ``WorkflowRecord.code_version``."""
+    concurrency_key: str | None = None
+    """See ``WorkflowRecord.concurrency_key``."""
+    max_per_key: int = 1
+    """With a ``concurrency_key``: how many of the key's executions may run at once."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -135,6 +147,9 @@ class ListQuery:
     """Created before this time."""
     after: tuple[float, str] | None = None
     """Keyset cursor: only executions listed after the one with this (created_at, run_id)."""
+    code_versions: frozenset[str | None] = frozenset()
+    """Only executions created by these code versions (None in it: unversioned ones); empty:
+    any version."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

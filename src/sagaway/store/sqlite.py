@@ -11,21 +11,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import queue
 import sqlite3
 import threading
 import time
 import urllib.parse
-import uuid
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sagaway import errors, observe
 from sagaway.states import WorkflowStatus
-from sagaway.store import _fork, _inspect, _params, _purge, _rows, _schedules
+from sagaway.store import (
+    _fork,
+    _inspect,
+    _params,
+    _purge,
+    _queue_limits,
+    _rows,
+    _schedules,
+    _sqlite_claims,
+)
 from sagaway.store import migrations as _migrations
 from sagaway.store.base import CreateResult, DatabaseNotFound
 from sagaway.store.records import (
@@ -94,7 +101,7 @@ def _has_migrations_table(conn: sqlite3.Connection) -> bool:
     return row is not None
 
 
-class SQLiteStore(_schedules.SQLiteSchedules):
+class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
     """Store on one SQLite file (``create=False``: an existing Sagaway file only, see
     ``open_store``)."""
 
@@ -296,9 +303,16 @@ class SQLiteStore(_schedules.SQLiteSchedules):
         key_space: str,
         call_ids: Collection[str],
         now: float,
+        code_version: str | None = None,
     ) -> CreateResult | None:
         fork = _fork.fork(
-            source_run_id, run_id=run_id, key=key, key_space=key_space, call_ids=call_ids, now=now
+            source_run_id,
+            run_id=run_id,
+            key=key,
+            key_space=key_space,
+            call_ids=call_ids,
+            now=now,
+            code_version=code_version,
         )
         return await self._call(lambda conn: _fork.run_sqlite(conn, fork))
 
@@ -421,49 +435,33 @@ class SQLiteStore(_schedules.SQLiteSchedules):
         limit: int,
         exclude: Collection[str],
         queues: Collection[str] | None = None,
+        versions: Collection[str | None] | None = None,
     ) -> list[tuple[WorkflowRecord, Lease]]:
-        excluded = set(exclude)
+        return await self._call(
+            lambda conn: _sqlite_claims.claim_due(
+                conn,
+                owner=owner,
+                now=now,
+                lease_timeout=lease_timeout,
+                limit=limit,
+                exclude=exclude,
+                queues=queues,
+                versions=versions,
+            )
+        )
 
-        def op(conn: sqlite3.Connection) -> list[tuple[WorkflowRecord, Lease]]:
-            rows = conn.execute(
-                _Q["due_candidates"],
-                {"now": now, "limit": limit + len(excluded), **_queue_params(queues)},
-            ).fetchall()
-            claimed: list[tuple[WorkflowRecord, Lease]] = []
-            for due in rows:
-                run_id, old_token = due["run_id"], due["lease_token"]
-                if run_id in excluded or len(claimed) >= limit:
-                    continue
-                lease = Lease(uuid.uuid4().hex, owner, now + lease_timeout)
-                cur = conn.execute(
-                    _Q["claim"],
-                    {
-                        "run_id": run_id,
-                        "old_token": old_token,
-                        "new_token": lease.token,
-                        "owner": owner,
-                        "expires_at": lease.expires_at,
-                        "now": now,
-                    },
-                )
-                if cur.rowcount == 1:
-                    row = conn.execute(_Q["get_run"], {"run_id": run_id}).fetchone()
-                    record = _rows.workflow_from_row(row)
-                    if due["lease_owner"] is not None:
-                        record = dataclasses.replace(record, previous_owner=due["lease_owner"])
-                    claimed.append((record, lease))
-            return claimed
-
-        return await self._call(op)
-
-    async def next_due(self, *, owner: str, queues: Collection[str] | None = None) -> float | None:
-        def op(conn: sqlite3.Connection) -> float | None:
-            value = conn.execute(
-                _Q["next_due"], {"owner": owner, **_queue_params(queues)}
-            ).fetchone()[0]
-            return None if value is None else float(value)
-
-        return await self._call(op)
+    async def next_due(
+        self,
+        *,
+        owner: str,
+        queues: Collection[str] | None = None,
+        versions: Collection[str | None] | None = None,
+    ) -> float | None:
+        return await self._call(
+            lambda conn: _sqlite_claims.next_due(
+                conn, owner=owner, queues=queues, versions=versions
+            )
+        )
 
     async def end_workflow(
         self, run_id: str, *, status: WorkflowStatus, error: str | None, now: float
@@ -659,10 +657,6 @@ class SQLiteStore(_schedules.SQLiteSchedules):
             return [_inspect.attempt_error_from_row(row) for row in rows]
 
         return await self._call(op)
-
-
-def _queue_params(queues: Collection[str] | None) -> dict[str, Any]:
-    return {"any_queue": queues is None, "queues": json.dumps(sorted(queues or ()))}
 
 
 def _get_current(conn: sqlite3.Connection, key: str) -> WorkflowRecord:

@@ -79,6 +79,8 @@ class WorkflowRecord(_message.Message):
     DEADLINE_AT_FIELD_NUMBER: _builtins.int
     TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
     PREVIOUS_OWNER_FIELD_NUMBER: _builtins.int
+    CODE_VERSION_FIELD_NUMBER: _builtins.int
+    CONCURRENCY_KEY_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """unique id of this execution"""
     key: _builtins.str
@@ -115,6 +117,10 @@ class WorkflowRecord(_message.Message):
     """W3C trace context (JSON) of the code that started it"""
     previous_owner: _builtins.str
     """claims only: the owner whose expired lease was taken"""
+    code_version: _builtins.str
+    """application code version of the creating process"""
+    concurrency_key: _builtins.str
+    """its per-key limit's key (absent: none)"""
     def __init__(
         self,
         *,
@@ -139,13 +145,19 @@ class WorkflowRecord(_message.Message):
         deadline_at: _builtins.float | None = ...,
         trace_context: _builtins.str | None = ...,
         previous_owner: _builtins.str | None = ...,
+        code_version: _builtins.str | None = ...,
+        concurrency_key: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_deadline_at", b"_deadline_at", "_ended_at", b"_ended_at", "_error", b"_error", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "cancel_reason", b"cancel_reason", "deadline_at", b"deadline_at", "ended_at", b"ended_at", "error", b"error", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "next_run_at", b"next_run_at", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "result", b"result", "trace_context", b"trace_context"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_deadline_at", b"_deadline_at", "_ended_at", b"_ended_at", "_error", b"_error", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "cancel_reason", b"cancel_reason", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "deadline_at", b"deadline_at", "ended_at", b"ended_at", "error", b"error", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "next_run_at", b"next_run_at", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "result", b"result", "trace_context", b"trace_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_deadline_at", b"_deadline_at", "_ended_at", b"_ended_at", "_error", b"_error", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "cancel_reason", b"cancel_reason", "created_at", b"created_at", "deadline_at", b"deadline_at", "ended_at", b"ended_at", "error", b"error", "key", b"key", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "name", b"name", "next_run_at", b"next_run_at", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "result", b"result", "run_id", b"run_id", "status", b"status", "suspend_count", b"suspend_count", "trace_context", b"trace_context", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_deadline_at", b"_deadline_at", "_ended_at", b"_ended_at", "_error", b"_error", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "cancel_reason", b"cancel_reason", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "created_at", b"created_at", "deadline_at", b"deadline_at", "ended_at", b"ended_at", "error", b"error", "key", b"key", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "name", b"name", "next_run_at", b"next_run_at", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "result", b"result", "run_id", b"run_id", "status", b"status", "suspend_count", b"suspend_count", "trace_context", b"trace_context", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cancel_reason: _TypeAlias = _typing.Literal["cancel_reason"]  # noqa: Y015
     _WhichOneofArgType__cancel_reason: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason"]  # noqa: Y015
+    _WhichOneofReturnType__code_version: _TypeAlias = _typing.Literal["code_version"]  # noqa: Y015
+    _WhichOneofArgType__code_version: _TypeAlias = _typing.Literal["_code_version", b"_code_version"]  # noqa: Y015
+    _WhichOneofReturnType__concurrency_key: _TypeAlias = _typing.Literal["concurrency_key"]  # noqa: Y015
+    _WhichOneofArgType__concurrency_key: _TypeAlias = _typing.Literal["_concurrency_key", b"_concurrency_key"]  # noqa: Y015
     _WhichOneofReturnType__deadline_at: _TypeAlias = _typing.Literal["deadline_at"]  # noqa: Y015
     _WhichOneofArgType__deadline_at: _TypeAlias = _typing.Literal["_deadline_at", b"_deadline_at"]  # noqa: Y015
     _WhichOneofReturnType__ended_at: _TypeAlias = _typing.Literal["ended_at"]  # noqa: Y015
@@ -170,6 +182,10 @@ class WorkflowRecord(_message.Message):
     _WhichOneofArgType__trace_context: _TypeAlias = _typing.Literal["_trace_context", b"_trace_context"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__cancel_reason) -> _WhichOneofReturnType__cancel_reason | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__code_version) -> _WhichOneofReturnType__code_version | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__concurrency_key) -> _WhichOneofReturnType__concurrency_key | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__deadline_at) -> _WhichOneofReturnType__deadline_at | None: ...
     @_typing.overload
@@ -332,6 +348,9 @@ class NewWorkflow(_message.Message):
     KEY_SPACE_FIELD_NUMBER: _builtins.int
     TIMEOUT_FIELD_NUMBER: _builtins.int
     TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
+    CODE_VERSION_FIELD_NUMBER: _builtins.int
+    CONCURRENCY_KEY_FIELD_NUMBER: _builtins.int
+    MAX_PER_KEY_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     key: _builtins.str
     name: _builtins.str
@@ -344,6 +363,12 @@ class NewWorkflow(_message.Message):
     """seconds from creation to the deadline"""
     trace_context: _builtins.str
     """W3C trace context (JSON) of the code that starts it"""
+    code_version: _builtins.str
+    """application code version of the creating process"""
+    concurrency_key: _builtins.str
+    """its per-key limit's key (absent: none)"""
+    max_per_key: _builtins.int
+    """with concurrency_key: how many of the key may run"""
     def __init__(
         self,
         *,
@@ -357,11 +382,18 @@ class NewWorkflow(_message.Message):
         key_space: _builtins.str | None = ...,
         timeout: _builtins.float | None = ...,
         trace_context: _builtins.str | None = ...,
+        code_version: _builtins.str | None = ...,
+        concurrency_key: _builtins.str | None = ...,
+        max_per_key: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_key_space", b"_key_space", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "key_space", b"key_space", "parent_key", b"parent_key", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_key_space", b"_key_space", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "key_space", b"key_space", "parent_key", b"parent_key", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_key_space", b"_key_space", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "key", b"key", "key_space", b"key_space", "name", b"name", "parent_key", b"parent_key", "queue", b"queue", "run_id", b"run_id", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_key_space", b"_key_space", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "key", b"key", "key_space", b"key_space", "max_per_key", b"max_per_key", "name", b"name", "parent_key", b"parent_key", "queue", b"queue", "run_id", b"run_id", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__code_version: _TypeAlias = _typing.Literal["code_version"]  # noqa: Y015
+    _WhichOneofArgType__code_version: _TypeAlias = _typing.Literal["_code_version", b"_code_version"]  # noqa: Y015
+    _WhichOneofReturnType__concurrency_key: _TypeAlias = _typing.Literal["concurrency_key"]  # noqa: Y015
+    _WhichOneofArgType__concurrency_key: _TypeAlias = _typing.Literal["_concurrency_key", b"_concurrency_key"]  # noqa: Y015
     _WhichOneofReturnType__key_space: _TypeAlias = _typing.Literal["key_space"]  # noqa: Y015
     _WhichOneofArgType__key_space: _TypeAlias = _typing.Literal["_key_space", b"_key_space"]  # noqa: Y015
     _WhichOneofReturnType__parent_key: _TypeAlias = _typing.Literal["parent_key"]  # noqa: Y015
@@ -370,6 +402,10 @@ class NewWorkflow(_message.Message):
     _WhichOneofArgType__timeout: _TypeAlias = _typing.Literal["_timeout", b"_timeout"]  # noqa: Y015
     _WhichOneofReturnType__trace_context: _TypeAlias = _typing.Literal["trace_context"]  # noqa: Y015
     _WhichOneofArgType__trace_context: _TypeAlias = _typing.Literal["_trace_context", b"_trace_context"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__code_version) -> _WhichOneofReturnType__code_version | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__concurrency_key) -> _WhichOneofReturnType__concurrency_key | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__key_space) -> _WhichOneofReturnType__key_space | None: ...
     @_typing.overload
@@ -696,11 +732,14 @@ class ForkWorkflowRequest(_message.Message):
     KEY_SPACE_FIELD_NUMBER: _builtins.int
     CALL_IDS_FIELD_NUMBER: _builtins.int
     NOW_FIELD_NUMBER: _builtins.int
+    CODE_VERSION_FIELD_NUMBER: _builtins.int
     source_run_id: _builtins.str
     run_id: _builtins.str
     key: _builtins.str
     key_space: _builtins.str
     now: _builtins.float
+    code_version: _builtins.str
+    """of the forking process (not the source's)"""
     @_builtins.property
     def call_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -712,12 +751,15 @@ class ForkWorkflowRequest(_message.Message):
         key_space: _builtins.str = ...,
         call_ids: _abc.Iterable[_builtins.str] | None = ...,
         now: _builtins.float = ...,
+        code_version: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "code_version", b"code_version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_ids", b"call_ids", "key", b"key", "key_space", b"key_space", "now", b"now", "run_id", b"run_id", "source_run_id", b"source_run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "call_ids", b"call_ids", "code_version", b"code_version", "key", b"key", "key_space", b"key_space", "now", b"now", "run_id", b"run_id", "source_run_id", b"source_run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__code_version: _TypeAlias = _typing.Literal["code_version"]  # noqa: Y015
+    _WhichOneofArgType__code_version: _TypeAlias = _typing.Literal["_code_version", b"_code_version"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__code_version) -> _WhichOneofReturnType__code_version | None: ...
 
 Global___ForkWorkflowRequest: _TypeAlias = ForkWorkflowRequest  # noqa: Y015
 
@@ -1096,18 +1138,28 @@ class ClaimDueRequest(_message.Message):
     EXCLUDE_FIELD_NUMBER: _builtins.int
     ANY_QUEUE_FIELD_NUMBER: _builtins.int
     QUEUES_FIELD_NUMBER: _builtins.int
+    ONLY_VERSIONS_FIELD_NUMBER: _builtins.int
+    VERSIONS_FIELD_NUMBER: _builtins.int
+    UNVERSIONED_FIELD_NUMBER: _builtins.int
     owner: _builtins.str
     now: _builtins.float
     lease_timeout: _builtins.float
     limit: _builtins.int
     any_queue: _builtins.bool
     """true: every task queue; false: only `queues`"""
+    only_versions: _builtins.bool
+    """Code versions: false (the default, and what older clients send): every version; true: only
+    executions whose code_version is in `versions`, or NULL when `unversioned`.
+    """
+    unversioned: _builtins.bool
     @_builtins.property
     def exclude(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """run ids not to take"""
 
     @_builtins.property
     def queues(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -1118,10 +1170,13 @@ class ClaimDueRequest(_message.Message):
         exclude: _abc.Iterable[_builtins.str] | None = ...,
         any_queue: _builtins.bool = ...,
         queues: _abc.Iterable[_builtins.str] | None = ...,
+        only_versions: _builtins.bool = ...,
+        versions: _abc.Iterable[_builtins.str] | None = ...,
+        unversioned: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["any_queue", b"any_queue", "exclude", b"exclude", "lease_timeout", b"lease_timeout", "limit", b"limit", "now", b"now", "owner", b"owner", "queues", b"queues"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["any_queue", b"any_queue", "exclude", b"exclude", "lease_timeout", b"lease_timeout", "limit", b"limit", "now", b"now", "only_versions", b"only_versions", "owner", b"owner", "queues", b"queues", "unversioned", b"unversioned", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1154,20 +1209,31 @@ class NextDueRequest(_message.Message):
     OWNER_FIELD_NUMBER: _builtins.int
     ANY_QUEUE_FIELD_NUMBER: _builtins.int
     QUEUES_FIELD_NUMBER: _builtins.int
+    ONLY_VERSIONS_FIELD_NUMBER: _builtins.int
+    VERSIONS_FIELD_NUMBER: _builtins.int
+    UNVERSIONED_FIELD_NUMBER: _builtins.int
     owner: _builtins.str
     any_queue: _builtins.bool
+    only_versions: _builtins.bool
+    """as in ClaimDueRequest"""
+    unversioned: _builtins.bool
     @_builtins.property
     def queues(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
         owner: _builtins.str = ...,
         any_queue: _builtins.bool = ...,
         queues: _abc.Iterable[_builtins.str] | None = ...,
+        only_versions: _builtins.bool = ...,
+        versions: _abc.Iterable[_builtins.str] | None = ...,
+        unversioned: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["any_queue", b"any_queue", "owner", b"owner", "queues", b"queues"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["any_queue", b"any_queue", "only_versions", b"only_versions", "owner", b"owner", "queues", b"queues", "unversioned", b"unversioned", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1311,6 +1377,125 @@ class RetryNowRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RetryNowRequest: _TypeAlias = RetryNowRequest  # noqa: Y015
+
+@_typing.final
+class AcquireQueueSlotRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    HOLDER_FIELD_NUMBER: _builtins.int
+    CONCURRENCY_FIELD_NUMBER: _builtins.int
+    RATE_PER_SECOND_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    holder: _builtins.str
+    concurrency: _builtins.int
+    """absent: no concurrency limit"""
+    rate_per_second: _builtins.float
+    """absent: no rate limit"""
+    expires_at: _builtins.float
+    now: _builtins.float
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        holder: _builtins.str = ...,
+        concurrency: _builtins.int | None = ...,
+        rate_per_second: _builtins.float | None = ...,
+        expires_at: _builtins.float = ...,
+        now: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency", "_rate_per_second", b"_rate_per_second", "concurrency", b"concurrency", "rate_per_second", b"rate_per_second"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency", "_rate_per_second", b"_rate_per_second", "concurrency", b"concurrency", "expires_at", b"expires_at", "holder", b"holder", "now", b"now", "queue", b"queue", "rate_per_second", b"rate_per_second"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__concurrency: _TypeAlias = _typing.Literal["concurrency"]  # noqa: Y015
+    _WhichOneofArgType__concurrency: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency"]  # noqa: Y015
+    _WhichOneofReturnType__rate_per_second: _TypeAlias = _typing.Literal["rate_per_second"]  # noqa: Y015
+    _WhichOneofArgType__rate_per_second: _TypeAlias = _typing.Literal["_rate_per_second", b"_rate_per_second"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__concurrency) -> _WhichOneofReturnType__concurrency | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__rate_per_second) -> _WhichOneofReturnType__rate_per_second | None: ...
+
+Global___AcquireQueueSlotRequest: _TypeAlias = AcquireQueueSlotRequest  # noqa: Y015
+
+@_typing.final
+class AcquireQueueSlotReply(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RETRY_AT_FIELD_NUMBER: _builtins.int
+    retry_at: _builtins.float
+    """absent: admitted"""
+    def __init__(
+        self,
+        *,
+        retry_at: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_retry_at", b"_retry_at", "retry_at", b"retry_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_retry_at", b"_retry_at", "retry_at", b"retry_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__retry_at: _TypeAlias = _typing.Literal["retry_at"]  # noqa: Y015
+    _WhichOneofArgType__retry_at: _TypeAlias = _typing.Literal["_retry_at", b"_retry_at"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__retry_at) -> _WhichOneofReturnType__retry_at | None: ...
+
+Global___AcquireQueueSlotReply: _TypeAlias = AcquireQueueSlotReply  # noqa: Y015
+
+@_typing.final
+class RenewQueueSlotRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    HOLDER_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    holder: _builtins.str
+    expires_at: _builtins.float
+    now: _builtins.float
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        holder: _builtins.str = ...,
+        expires_at: _builtins.float = ...,
+        now: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "holder", b"holder", "now", b"now", "queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RenewQueueSlotRequest: _TypeAlias = RenewQueueSlotRequest  # noqa: Y015
+
+@_typing.final
+class ReleaseQueueSlotRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    HOLDER_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    holder: _builtins.str
+    now: _builtins.float
+    """a workflow waiting for a slot of the queue is made due now"""
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        holder: _builtins.str = ...,
+        now: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["holder", b"holder", "now", b"now", "queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReleaseQueueSlotRequest: _TypeAlias = ReleaseQueueSlotRequest  # noqa: Y015
 
 @_typing.final
 class Done(_message.Message):
@@ -1736,6 +1921,8 @@ class ListPageRequest(_message.Message):
     UNTIL_FIELD_NUMBER: _builtins.int
     AFTER_CREATED_AT_FIELD_NUMBER: _builtins.int
     AFTER_RUN_ID_FIELD_NUMBER: _builtins.int
+    CODE_VERSIONS_FIELD_NUMBER: _builtins.int
+    UNVERSIONED_FIELD_NUMBER: _builtins.int
     limit: _builtins.int
     name: _builtins.str
     key_prefix: _builtins.str
@@ -1744,8 +1931,14 @@ class ListPageRequest(_message.Message):
     after_created_at: _builtins.float
     """keyset cursor: both or neither"""
     after_run_id: _builtins.str
+    unversioned: _builtins.bool
+    """executions without a code version"""
     @_builtins.property
     def statuses(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def code_versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """with `unversioned`: none of either = any version"""
+
     def __init__(
         self,
         *,
@@ -1757,10 +1950,12 @@ class ListPageRequest(_message.Message):
         until: _builtins.float | None = ...,
         after_created_at: _builtins.float | None = ...,
         after_run_id: _builtins.str | None = ...,
+        code_versions: _abc.Iterable[_builtins.str] | None = ...,
+        unversioned: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at", "_after_run_id", b"_after_run_id", "_name", b"_name", "_since", b"_since", "_until", b"_until", "after_created_at", b"after_created_at", "after_run_id", b"after_run_id", "name", b"name", "since", b"since", "until", b"until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at", "_after_run_id", b"_after_run_id", "_name", b"_name", "_since", b"_since", "_until", b"_until", "after_created_at", b"after_created_at", "after_run_id", b"after_run_id", "key_prefix", b"key_prefix", "limit", b"limit", "name", b"name", "since", b"since", "statuses", b"statuses", "until", b"until"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at", "_after_run_id", b"_after_run_id", "_name", b"_name", "_since", b"_since", "_until", b"_until", "after_created_at", b"after_created_at", "after_run_id", b"after_run_id", "code_versions", b"code_versions", "key_prefix", b"key_prefix", "limit", b"limit", "name", b"name", "since", b"since", "statuses", b"statuses", "until", b"until", "unversioned", b"unversioned"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__after_created_at: _TypeAlias = _typing.Literal["after_created_at"]  # noqa: Y015
     _WhichOneofArgType__after_created_at: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at"]  # noqa: Y015
@@ -1815,6 +2010,9 @@ class StartWorkflowRequest(_message.Message):
     QUEUE_FIELD_NUMBER: _builtins.int
     TIMEOUT_FIELD_NUMBER: _builtins.int
     TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
+    CODE_VERSION_FIELD_NUMBER: _builtins.int
+    CONCURRENCY_KEY_FIELD_NUMBER: _builtins.int
+    MAX_PER_KEY_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """the registered workflow name"""
     key: _builtins.str
@@ -1829,6 +2027,15 @@ class StartWorkflowRequest(_message.Message):
     """W3C trace context of the caller, as {"traceparent": "00-...", "tracestate": "..."} JSON:
     the workflow's spans join the caller's trace.
     """
+    code_version: _builtins.str
+    """The application code version that should run it: only workers that run this version (or
+    every version) claim it. Absent: unversioned.
+    """
+    concurrency_key: _builtins.str
+    """A per-key limit: at most `max_per_key` (absent or 0: 1) executions started with this key
+    run at once; the others wait PENDING (docs/limits.md).
+    """
+    max_per_key: _builtins.int
     def __init__(
         self,
         *,
@@ -1838,15 +2045,26 @@ class StartWorkflowRequest(_message.Message):
         queue: _builtins.str = ...,
         timeout: _builtins.float | None = ...,
         trace_context: _builtins.str | None = ...,
+        code_version: _builtins.str | None = ...,
+        concurrency_key: _builtins.str | None = ...,
+        max_per_key: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_timeout", b"_timeout", "_trace_context", b"_trace_context", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "key", b"key", "name", b"name", "queue", b"queue", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "key", b"key", "max_per_key", b"max_per_key", "name", b"name", "queue", b"queue", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__code_version: _TypeAlias = _typing.Literal["code_version"]  # noqa: Y015
+    _WhichOneofArgType__code_version: _TypeAlias = _typing.Literal["_code_version", b"_code_version"]  # noqa: Y015
+    _WhichOneofReturnType__concurrency_key: _TypeAlias = _typing.Literal["concurrency_key"]  # noqa: Y015
+    _WhichOneofArgType__concurrency_key: _TypeAlias = _typing.Literal["_concurrency_key", b"_concurrency_key"]  # noqa: Y015
     _WhichOneofReturnType__timeout: _TypeAlias = _typing.Literal["timeout"]  # noqa: Y015
     _WhichOneofArgType__timeout: _TypeAlias = _typing.Literal["_timeout", b"_timeout"]  # noqa: Y015
     _WhichOneofReturnType__trace_context: _TypeAlias = _typing.Literal["trace_context"]  # noqa: Y015
     _WhichOneofArgType__trace_context: _TypeAlias = _typing.Literal["_trace_context", b"_trace_context"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__code_version) -> _WhichOneofReturnType__code_version | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__concurrency_key) -> _WhichOneofReturnType__concurrency_key | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__timeout) -> _WhichOneofReturnType__timeout | None: ...
     @_typing.overload

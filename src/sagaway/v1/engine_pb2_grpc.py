@@ -201,6 +201,21 @@ class EngineStub:
                 request_serializer=sagaway_dot_v1_dot_engine__pb2.RunRequest.SerializeToString,
                 response_deserializer=sagaway_dot_v1_dot_engine__pb2.AttemptErrors.FromString,
                 _registered_method=True)
+        self.AcquireQueueSlot = channel.unary_unary(
+                '/sagaway.v1.Engine/AcquireQueueSlot',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.AcquireQueueSlotRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.AcquireQueueSlotReply.FromString,
+                _registered_method=True)
+        self.RenewQueueSlot = channel.unary_unary(
+                '/sagaway.v1.Engine/RenewQueueSlot',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.RenewQueueSlotRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.Done.FromString,
+                _registered_method=True)
+        self.ReleaseQueueSlot = channel.unary_unary(
+                '/sagaway.v1.Engine/ReleaseQueueSlot',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.ReleaseQueueSlotRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.Empty.FromString,
+                _registered_method=True)
         self.PutSchedule = channel.unary_unary(
                 '/sagaway.v1.Engine/PutSchedule',
                 request_serializer=sagaway_dot_v1_dot_engine__pb2.PutScheduleRequest.SerializeToString,
@@ -441,6 +456,25 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AcquireQueueSlot(self, request, context):
+        """Limits of activity queues shared by every process (Queue(scope="cluster")).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RenewQueueSlot(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReleaseQueueSlot(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PutSchedule(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -649,6 +683,21 @@ def add_EngineServicer_to_server(servicer, server):
                     servicer.ListAttemptErrors,
                     request_deserializer=sagaway_dot_v1_dot_engine__pb2.RunRequest.FromString,
                     response_serializer=sagaway_dot_v1_dot_engine__pb2.AttemptErrors.SerializeToString,
+            ),
+            'AcquireQueueSlot': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcquireQueueSlot,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.AcquireQueueSlotRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.AcquireQueueSlotReply.SerializeToString,
+            ),
+            'RenewQueueSlot': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenewQueueSlot,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.RenewQueueSlotRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.Done.SerializeToString,
+            ),
+            'ReleaseQueueSlot': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseQueueSlot,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.ReleaseQueueSlotRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.Empty.SerializeToString,
             ),
             'PutSchedule': grpc.unary_unary_rpc_method_handler(
                     servicer.PutSchedule,
@@ -1574,6 +1623,87 @@ class Engine:
             '/sagaway.v1.Engine/ListAttemptErrors',
             sagaway_dot_v1_dot_engine__pb2.RunRequest.SerializeToString,
             sagaway_dot_v1_dot_engine__pb2.AttemptErrors.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcquireQueueSlot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/AcquireQueueSlot',
+            sagaway_dot_v1_dot_engine__pb2.AcquireQueueSlotRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.AcquireQueueSlotReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenewQueueSlot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/RenewQueueSlot',
+            sagaway_dot_v1_dot_engine__pb2.RenewQueueSlotRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.Done.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseQueueSlot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/ReleaseQueueSlot',
+            sagaway_dot_v1_dot_engine__pb2.ReleaseQueueSlotRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

@@ -102,6 +102,10 @@ class EngineStub:
     CountPurgeable: _grpc.UnaryUnaryMultiCallable[_engine_pb2.CountPurgeableRequest, _engine_pb2.Count]
     ListPage: _grpc.UnaryUnaryMultiCallable[_engine_pb2.ListPageRequest, _engine_pb2.Workflows]
     ListAttemptErrors: _grpc.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.AttemptErrors]
+    AcquireQueueSlot: _grpc.UnaryUnaryMultiCallable[_engine_pb2.AcquireQueueSlotRequest, _engine_pb2.AcquireQueueSlotReply]
+    """Limits of activity queues shared by every process (Queue(scope="cluster"))."""
+    RenewQueueSlot: _grpc.UnaryUnaryMultiCallable[_engine_pb2.RenewQueueSlotRequest, _engine_pb2.Done]
+    ReleaseQueueSlot: _grpc.UnaryUnaryMultiCallable[_engine_pb2.ReleaseQueueSlotRequest, _engine_pb2.Empty]
     PutSchedule: _grpc.UnaryUnaryMultiCallable[_engine_pb2.PutScheduleRequest, _engine_pb2.ScheduleRecord]
     ListSchedules: _grpc.UnaryUnaryMultiCallable[_engine_pb2.ListSchedulesRequest, _engine_pb2.Schedules]
     SetSchedulePaused: _grpc.UnaryUnaryMultiCallable[_engine_pb2.SetSchedulePausedRequest, _engine_pb2.MaybeSchedule]
@@ -158,6 +162,10 @@ class EngineAsyncStub(EngineStub):
     CountPurgeable: _aio.UnaryUnaryMultiCallable[_engine_pb2.CountPurgeableRequest, _engine_pb2.Count]  # type: ignore[assignment]
     ListPage: _aio.UnaryUnaryMultiCallable[_engine_pb2.ListPageRequest, _engine_pb2.Workflows]  # type: ignore[assignment]
     ListAttemptErrors: _aio.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.AttemptErrors]  # type: ignore[assignment]
+    AcquireQueueSlot: _aio.UnaryUnaryMultiCallable[_engine_pb2.AcquireQueueSlotRequest, _engine_pb2.AcquireQueueSlotReply]  # type: ignore[assignment]
+    """Limits of activity queues shared by every process (Queue(scope="cluster"))."""
+    RenewQueueSlot: _aio.UnaryUnaryMultiCallable[_engine_pb2.RenewQueueSlotRequest, _engine_pb2.Done]  # type: ignore[assignment]
+    ReleaseQueueSlot: _aio.UnaryUnaryMultiCallable[_engine_pb2.ReleaseQueueSlotRequest, _engine_pb2.Empty]  # type: ignore[assignment]
     PutSchedule: _aio.UnaryUnaryMultiCallable[_engine_pb2.PutScheduleRequest, _engine_pb2.ScheduleRecord]  # type: ignore[assignment]
     ListSchedules: _aio.UnaryUnaryMultiCallable[_engine_pb2.ListSchedulesRequest, _engine_pb2.Schedules]  # type: ignore[assignment]
     SetSchedulePaused: _aio.UnaryUnaryMultiCallable[_engine_pb2.SetSchedulePausedRequest, _engine_pb2.MaybeSchedule]  # type: ignore[assignment]
@@ -409,6 +417,28 @@ class EngineServicer(metaclass=_abc_1.ABCMeta):
         request: _engine_pb2.RunRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_engine_pb2.AttemptErrors, _abc.Awaitable[_engine_pb2.AttemptErrors]]: ...
+
+    @_abc_1.abstractmethod
+    def AcquireQueueSlot(
+        self,
+        request: _engine_pb2.AcquireQueueSlotRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.AcquireQueueSlotReply, _abc.Awaitable[_engine_pb2.AcquireQueueSlotReply]]:
+        """Limits of activity queues shared by every process (Queue(scope="cluster"))."""
+
+    @_abc_1.abstractmethod
+    def RenewQueueSlot(
+        self,
+        request: _engine_pb2.RenewQueueSlotRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.Done, _abc.Awaitable[_engine_pb2.Done]]: ...
+
+    @_abc_1.abstractmethod
+    def ReleaseQueueSlot(
+        self,
+        request: _engine_pb2.ReleaseQueueSlotRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.Empty, _abc.Awaitable[_engine_pb2.Empty]]: ...
 
     @_abc_1.abstractmethod
     def PutSchedule(

@@ -47,6 +47,7 @@ async def _listing(request: Request, template: str) -> Response:
             status=list(filters.statuses) or None,
             name=filters.name or None,
             key_prefix=filters.key_prefix or None,
+            code_versions=filters.code_versions(),
             since=since,
             until=until,
             after=filters.after or None,

@@ -32,51 +32,56 @@ VALUES (%(version)s, %(name)s, %(applied_at)s)
 -- name: get_current
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
 FROM workflows WHERE key = %(key)s AND is_current
 
 -- name: get_current_for_update
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
 FROM workflows WHERE key = %(key)s AND is_current
 FOR UPDATE
 
 -- name: get_run
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
 FROM workflows WHERE run_id = %(run_id)s
 
 -- name: insert_workflow
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space, deadline_at, trace_context)
+                       next_run_at, queue, key_space, deadline_at, trace_context, code_version,
+                       concurrency_key, concurrency_limit)
 VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s, %(parent_key)s,
         %(now)s, %(now)s, %(lease_token)s, %(lease_owner)s, %(lease_expires_at)s, %(now)s,
-        %(queue)s, %(key_space)s, %(deadline_at)s, %(trace_context)s)
+        %(queue)s, %(key_space)s, %(deadline_at)s, %(trace_context)s, %(code_version)s,
+        %(concurrency_key)s, %(concurrency_limit)s)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
 
 -- name: insert_workflows
 -- insert_workflow for many executions at once (group commit of starts): one JSON parameter.
 -- A key already taken (or taken twice in the batch) inserts nothing and returns no row.
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space, deadline_at, trace_context)
+                       next_run_at, queue, key_space, deadline_at, trace_context, code_version,
+                       concurrency_key, concurrency_limit)
 SELECT run_id, key, TRUE, name, args, args_hash, status, parent_key, now, now, lease_token,
-       lease_owner, lease_expires_at, now, queue, key_space, deadline_at, trace_context
+       lease_owner, lease_expires_at, now, queue, key_space, deadline_at, trace_context, code_version,
+       concurrency_key, concurrency_limit
 FROM json_to_recordset(%(batch)s::json)
     AS i (run_id text, key text, name text, args text, args_hash text, status text,
           parent_key text, now double precision, lease_token text, lease_owner text,
           lease_expires_at double precision, queue text, key_space text,
-          deadline_at double precision, trace_context text)
+          deadline_at double precision, trace_context text, code_version text,
+          concurrency_key text, concurrency_limit integer)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
 
 -- name: supersede
 UPDATE workflows
@@ -94,7 +99,7 @@ LIMIT 1
 -- name: list_workflows
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
 FROM workflows WHERE is_current
 ORDER BY created_at DESC, run_id
 LIMIT %(limit)s
@@ -102,7 +107,7 @@ LIMIT %(limit)s
 -- name: list_workflows_by_status
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
 FROM workflows WHERE is_current AND status = %(status)s
 ORDER BY created_at DESC, run_id
 LIMIT %(limit)s
@@ -125,7 +130,7 @@ ORDER BY run_id, started_at, call_id
 -- name: get_runs
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
 FROM workflows WHERE run_id = ANY(%(run_ids)s::text[])
 
 -- name: record_steps_owned
@@ -305,7 +310,7 @@ RETURNING w.lease_token
 -- claimer that committed meanwhile is re-checked against the WHERE clause before it is locked.
 -- previous_owner: the process whose expired lease is taken over (NULL for a run nobody held).
 WITH due AS (
-    SELECT run_id, next_run_at, lease_owner FROM workflows
+    SELECT run_id, next_run_at, lease_owner, status FROM workflows
     WHERE is_current AND (
            (status IN ('PENDING', 'RUNNING')
             AND (lease_expires_at IS NULL OR lease_expires_at <= %(now)s)
@@ -313,11 +318,18 @@ WITH due AS (
         OR (status IN ('SUSPENDED', 'WAITING') AND next_run_at <= %(now)s))
       AND run_id <> ALL(%(exclude)s::text[])
       AND (%(any_queue)s OR queue = ANY(%(queues)s::text[]))
+      AND (%(any_version)s OR code_version = ANY(%(versions)s::text[])
+           OR (%(unversioned)s AND code_version IS NULL))
+      AND (concurrency_key IS NULL OR status <> 'PENDING'
+           OR (SELECT count(*) FROM workflows AS o
+               WHERE o.concurrency_key = workflows.concurrency_key
+                 AND o.status IN ('RUNNING', 'WAITING', 'SUSPENDED')) < concurrency_limit)
     ORDER BY next_run_at, run_id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), numbered AS (
-    SELECT run_id, lease_owner, row_number() OVER (ORDER BY next_run_at, run_id) AS n FROM due
+    SELECT run_id, lease_owner, status, row_number() OVER (ORDER BY next_run_at, run_id) AS n
+    FROM due
 )
 UPDATE workflows AS w
 SET status = 'RUNNING', lease_token = (%(tokens)s::text[])[numbered.n], lease_owner = %(owner)s,
@@ -325,16 +337,32 @@ SET status = 'RUNNING', lease_token = (%(tokens)s::text[])[numbered.n], lease_ow
 FROM numbered
 WHERE w.run_id = numbered.run_id
 RETURNING numbered.n, w.lease_token, numbered.lease_owner AS previous_owner,
+          numbered.status AS previous_status, w.concurrency_limit,
           w.run_id, w.key, w.name, w.args, w.args_hash, w.status, w.result, w.error,
           w.parent_key, w.created_at, w.updated_at, w.ended_at, w.lease_owner,
           w.lease_expires_at, w.next_run_at, w.suspend_count, w.key_space,
-          w.cancel_reason, w.deadline_at, w.trace_context
+          w.cancel_reason, w.deadline_at, w.trace_context, w.code_version,
+          w.concurrency_key
+
+-- name: lock_concurrency_key
+-- Claims of one per-key limit's key take turns (until commit), so each counts the others'.
+SELECT pg_advisory_xact_lock(hashtextextended(%(concurrency_key)s, 0))
+
+-- name: running_with_key
+SELECT count(*) FROM workflows
+WHERE concurrency_key = %(concurrency_key)s AND status IN ('RUNNING', 'WAITING', 'SUSPENDED')
+
+-- name: unclaim
+-- A claim over a per-key limit is given back: PENDING again, no lease.
+UPDATE workflows
+SET status = 'PENDING', lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
+WHERE run_id = ANY(%(run_ids)s::text[]) AND status = 'RUNNING'
 
 -- name: claimed_with
 -- After a retried claim: the executions an attempt whose acknowledgement was lost did take.
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context,
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
        lease_token
 FROM workflows
 WHERE status = 'RUNNING' AND lease_token = ANY(%(tokens)s::text[])
@@ -348,6 +376,12 @@ FROM workflows
 WHERE is_current AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
   AND lease_owner IS DISTINCT FROM %(owner)s
   AND (%(any_queue)s OR queue = ANY(%(queues)s::text[]))
+  AND (%(any_version)s OR code_version = ANY(%(versions)s::text[])
+       OR (%(unversioned)s AND code_version IS NULL))
+  AND (concurrency_key IS NULL OR status <> 'PENDING'
+       OR (SELECT count(*) FROM workflows AS o
+           WHERE o.concurrency_key = workflows.concurrency_key
+             AND o.status IN ('RUNNING', 'WAITING', 'SUSPENDED')) < concurrency_limit)
 
 -- ---------------------------------------------------------------- operator requests
 
@@ -403,7 +437,7 @@ WHERE is_current AND status = 'WAITING'
 -- name: signal_target
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
 FROM workflows WHERE key = %(key)s AND is_current
 FOR NO KEY UPDATE
 
@@ -471,7 +505,7 @@ WHERE run_id = %(run_id)s AND status = 'WAITING' AND waiting_for = %(waiting_for
 -- name: get_current_shared
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
 FROM workflows WHERE key = %(key)s AND is_current
 FOR SHARE
 
@@ -486,19 +520,20 @@ SELECT extract(epoch FROM clock_timestamp())::double precision
 
 -- name: fork_workflow
 -- A new PENDING execution under %(key)s with the name, arguments and queue of the ended
--- execution %(source_run_id)s; nothing if the key is taken or the source is not ended. The
+-- execution %(source_run_id)s, and the code version of the forking process; nothing if the
+-- key is taken or the source is not ended. The
 -- notify trigger announces it ('ready:') at commit, as it does a start no process owns.
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space)
+                       next_run_at, queue, key_space, code_version)
 SELECT %(run_id)s, %(key)s, TRUE, name, args, args_hash, 'PENDING', NULL, %(now)s, %(now)s,
-       NULL, NULL, NULL, %(now)s, queue, %(key_space)s
+       NULL, NULL, NULL, %(now)s, queue, %(key_space)s, %(code_version)s
 FROM workflows
 WHERE run_id = %(source_run_id)s AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-          cancel_reason, deadline_at, trace_context
+          cancel_reason, deadline_at, trace_context, code_version, concurrency_key
 
 -- name: fork_steps
 INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at)
@@ -594,7 +629,7 @@ WHERE id = %(id)s AND next_tick_at = %(tick_at)s AND NOT paused
 -- bounds are never NULL (the store passes infinities for "none"), so they stay sargable.
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
 FROM workflows
 WHERE is_current
   AND created_at >= %(since)s AND created_at < %(until)s AND created_at <= %(after_at)s
@@ -602,9 +637,52 @@ WHERE is_current
   AND (%(any_status)s OR status = ANY(%(statuses)s::text[]))
   AND (%(name)s::text IS NULL OR name = %(name)s::text)
   AND (%(key_prefix)s = '' OR left(key, length(%(key_prefix)s)) = %(key_prefix)s)
+  AND (%(any_version)s OR code_version = ANY(%(versions)s::text[])
+       OR (%(unversioned)s AND code_version IS NULL))
 ORDER BY created_at DESC, run_id
 LIMIT %(limit)s
 
 -- name: list_attempt_errors
 SELECT call_id, attempt, error, at FROM attempt_errors WHERE run_id = %(run_id)s
 ORDER BY call_id, attempt
+
+-- ---------------------------------------------------------------- cluster-wide queue limits
+-- name: queue_limit_row
+INSERT INTO queue_limits (queue) VALUES (%(queue)s) ON CONFLICT (queue) DO NOTHING
+
+-- name: lock_queue_limit
+SELECT next_start_at FROM queue_limits WHERE queue = %(queue)s FOR UPDATE
+
+-- name: holds_queue_slot
+SELECT 1 FROM queue_slots WHERE queue = %(queue)s AND holder = %(holder)s AND expires_at > %(now)s
+
+-- name: drop_expired_slots
+DELETE FROM queue_slots WHERE queue = %(queue)s AND expires_at <= %(now)s
+
+-- name: count_queue_slots
+SELECT count(*) FROM queue_slots WHERE queue = %(queue)s
+
+-- name: take_queue_slot
+INSERT INTO queue_slots (queue, holder, expires_at) VALUES (%(queue)s, %(holder)s, %(expires_at)s)
+ON CONFLICT (queue, holder) DO UPDATE SET expires_at = excluded.expires_at
+
+-- name: space_queue_starts
+UPDATE queue_limits SET next_start_at = %(next_start_at)s WHERE queue = %(queue)s
+
+-- name: renew_queue_slot
+UPDATE queue_slots SET expires_at = %(expires_at)s
+WHERE queue = %(queue)s AND holder = %(holder)s AND expires_at > %(now)s
+
+-- name: release_queue_slot
+DELETE FROM queue_slots WHERE queue = %(queue)s AND holder = %(holder)s
+
+-- name: wake_queue_waiter
+-- A slot was given back: the workflow that has waited longest for one looks again now, instead
+-- of at its next poll (its 'ready:' notice wakes the claimers).
+UPDATE workflows SET next_run_at = %(now)s
+WHERE run_id = (
+    SELECT run_id FROM workflows
+    WHERE status = 'WAITING' AND waiting_for = %(waiting_for)s AND next_run_at > %(now)s
+    ORDER BY updated_at, run_id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED)

@@ -15,19 +15,21 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (:version, :nam
 -- name: get_current
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context FROM workflows WHERE key = :key AND is_current = 1
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: get_run
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context FROM workflows WHERE run_id = :run_id
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key FROM workflows WHERE run_id = :run_id
 
 -- name: insert_workflow
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space, deadline_at, trace_context)
+                       next_run_at, queue, key_space, deadline_at, trace_context, code_version,
+                       concurrency_key, concurrency_limit)
 VALUES (:run_id, :key, 1, :name, :args, :args_hash, :status, :parent_key, :now, :now,
-        :lease_token, :lease_owner, :lease_expires_at, :now, :queue, :key_space, :deadline_at, :trace_context)
+        :lease_token, :lease_owner, :lease_expires_at, :now, :queue, :key_space, :deadline_at, :trace_context, :code_version,
+        :concurrency_key, :concurrency_limit)
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
 
 -- name: supersede
@@ -40,12 +42,12 @@ WHERE run_id = :run_id
 -- name: list_workflows
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context FROM workflows WHERE is_current = 1 ORDER BY created_at DESC, run_id LIMIT :limit
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key FROM workflows WHERE is_current = 1 ORDER BY created_at DESC, run_id LIMIT :limit
 
 -- name: list_workflows_by_status
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context FROM workflows
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key FROM workflows
 WHERE is_current = 1 AND status = :status ORDER BY created_at DESC, run_id LIMIT :limit
 
 -- name: load_steps
@@ -92,13 +94,20 @@ UPDATE workflows SET lease_expires_at = :expires_at
 WHERE lease_token = :token AND status = 'RUNNING'
 
 -- name: due_candidates
-SELECT run_id, lease_token, lease_owner FROM workflows
+SELECT run_id, lease_token, lease_owner, status, concurrency_key, concurrency_limit
+FROM workflows
 WHERE is_current = 1 AND (
        (status IN ('PENDING', 'RUNNING')
         AND (lease_expires_at IS NULL OR lease_expires_at <= :now)
         AND next_run_at <= :now)
     OR (status IN ('SUSPENDED', 'WAITING') AND next_run_at <= :now))
   AND (:any_queue OR queue IN (SELECT value FROM json_each(:queues)))
+  AND (:any_version OR code_version IN (SELECT value FROM json_each(:versions))
+       OR (:unversioned AND code_version IS NULL))
+  AND (concurrency_key IS NULL OR status != 'PENDING'
+       OR (SELECT COUNT(*) FROM workflows AS o
+           WHERE o.concurrency_key = workflows.concurrency_key
+             AND o.status IN ('RUNNING', 'WAITING', 'SUSPENDED')) < concurrency_limit)
 ORDER BY next_run_at
 LIMIT :limit
 
@@ -110,6 +119,17 @@ FROM workflows
 WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
   AND (lease_owner IS NULL OR lease_owner != :owner)
   AND (:any_queue OR queue IN (SELECT value FROM json_each(:queues)))
+  AND (:any_version OR code_version IN (SELECT value FROM json_each(:versions))
+       OR (:unversioned AND code_version IS NULL))
+  AND (concurrency_key IS NULL OR status != 'PENDING'
+       OR (SELECT COUNT(*) FROM workflows AS o
+           WHERE o.concurrency_key = workflows.concurrency_key
+             AND o.status IN ('RUNNING', 'WAITING', 'SUSPENDED')) < concurrency_limit)
+
+-- name: running_with_key
+-- How many executions of a per-key limit's key run (started, not ended).
+SELECT COUNT(*) FROM workflows
+WHERE concurrency_key = :concurrency_key AND status IN ('RUNNING', 'WAITING', 'SUSPENDED')
 
 -- name: claim
 UPDATE workflows
@@ -147,7 +167,7 @@ SELECT status, COUNT(*) FROM workflows WHERE is_current = 1 GROUP BY status
 -- name: signal_target
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
 FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: insert_signal
@@ -196,12 +216,13 @@ FROM signals WHERE run_id = :run_id ORDER BY id
 
 -- name: fork_workflow
 -- A new PENDING execution under :key with the name, arguments and queue of the ended execution
--- :source_run_id; nothing if the key is taken or the source is not ended.
+-- :source_run_id, and the code version of the forking process; nothing if the key is taken or
+-- the source is not ended.
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space)
+                       next_run_at, queue, key_space, code_version)
 SELECT :run_id, :key, 1, name, args, args_hash, 'PENDING', NULL, :now, :now, NULL, NULL, NULL,
-       :now, queue, :key_space
+       :now, queue, :key_space, :code_version
 FROM workflows
 WHERE run_id = :source_run_id AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
@@ -300,7 +321,7 @@ WHERE id = :id AND next_tick_at = :tick_at AND NOT paused
 -- bounds are never NULL (the store passes infinities for "none"), so they stay sargable.
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
 FROM workflows
 WHERE is_current = 1
   AND created_at >= :since AND created_at < :until AND created_at <= :after_at
@@ -308,9 +329,51 @@ WHERE is_current = 1
   AND (:any_status OR status IN (SELECT value FROM json_each(:statuses)))
   AND (:name IS NULL OR name = :name)
   AND (:key_prefix = '' OR substr(key, 1, length(:key_prefix)) = :key_prefix)
+  AND (:any_version OR code_version IN (SELECT value FROM json_each(:versions))
+       OR (:unversioned AND code_version IS NULL))
 ORDER BY created_at DESC, run_id
 LIMIT :limit
 
 -- name: list_attempt_errors
 SELECT call_id, attempt, error, at FROM attempt_errors WHERE run_id = :run_id
 ORDER BY call_id, attempt
+
+-- ---------------------------------------------------------------- cluster-wide queue limits
+-- name: queue_limit_row
+INSERT INTO queue_limits (queue) VALUES (:queue) ON CONFLICT (queue) DO NOTHING
+
+-- name: lock_queue_limit
+SELECT next_start_at FROM queue_limits WHERE queue = :queue
+
+-- name: holds_queue_slot
+SELECT 1 FROM queue_slots WHERE queue = :queue AND holder = :holder AND expires_at > :now
+
+-- name: drop_expired_slots
+DELETE FROM queue_slots WHERE queue = :queue AND expires_at <= :now
+
+-- name: count_queue_slots
+SELECT count(*) FROM queue_slots WHERE queue = :queue
+
+-- name: take_queue_slot
+INSERT INTO queue_slots (queue, holder, expires_at) VALUES (:queue, :holder, :expires_at)
+ON CONFLICT (queue, holder) DO UPDATE SET expires_at = excluded.expires_at
+
+-- name: space_queue_starts
+UPDATE queue_limits SET next_start_at = :next_start_at WHERE queue = :queue
+
+-- name: renew_queue_slot
+UPDATE queue_slots SET expires_at = :expires_at
+WHERE queue = :queue AND holder = :holder AND expires_at > :now
+
+-- name: release_queue_slot
+DELETE FROM queue_slots WHERE queue = :queue AND holder = :holder
+
+-- name: wake_queue_waiter
+-- A slot was given back: the workflow that has waited longest for one looks again now, instead
+-- of at its next poll.
+UPDATE workflows SET next_run_at = :now
+WHERE run_id = (
+    SELECT run_id FROM workflows
+    WHERE status = 'WAITING' AND waiting_for = :waiting_for AND next_run_at > :now
+    ORDER BY updated_at, run_id
+    LIMIT 1)

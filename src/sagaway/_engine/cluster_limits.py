@@ -1,0 +1,95 @@
+"""Cluster-wide activity queue limits (``Queue(scope="cluster")``), as an execution meets them.
+
+Before each attempt of an activity of such a queue, the execution asks the store for a slot
+and a start (``Store.acquire_queue_slot``). Admitted, the attempt holds the slot while it runs
+(its expiry renewed every third of the lease timeout, so a crashed process's slot lapses as its
+lease does) and gives it back when it ends, making the workflow that has waited longest for a
+slot due at once. Refused, nothing is recorded and the attempt number
+does not move: if the call is all the workflow is doing, the workflow is unloaded like a durable
+timer (WAITING until the expected start, or a short poll for a slot, with no lease held) and the
+replay after recovery reaches the call again; beside other work (a gather) it waits in the
+worker, its worker slot given back, and unloads once it is alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import AsyncIterator, Callable
+
+from sagaway.clock import Clock
+from sagaway.registry import Queue
+from sagaway.store.base import Store
+
+logger = logging.getLogger(__name__)
+
+SLOT_POLL = (0.1, 0.3)
+"""Seconds (a random pick, so waiters do not all come back at once) before a workflow refused
+for want of a slot looks again: a slot's release cannot be foreseen."""
+
+
+class ClusterLimit:
+    """The shared limits of one activity queue, kept in the database."""
+
+    def __init__(
+        self,
+        name: str,
+        queue: Queue,
+        store: Store,
+        clock: Clock,
+        lease_timeout: float,
+        wake: Callable[[], None],
+    ) -> None:
+        self.name = name
+        self.queue = queue
+        self._store = store
+        self._clock = clock
+        self._ttl = lease_timeout
+        self._wake = wake
+        """Makes this process's Recovery Worker look now (a release made a waiter due)."""
+
+    async def admit(self, holder: str) -> float | None:
+        """None if an attempt of ``holder`` may start now (a slot is held for it); else the
+        time to try again (never now)."""
+        now = self._clock.now()
+        retry_at = await self._store.acquire_queue_slot(
+            self.name,
+            holder=holder,
+            concurrency=self.queue.concurrency,
+            rate_per_second=self.queue.rate_per_second,
+            expires_at=now + self._ttl,
+            now=now,
+        )
+        if retry_at is None or retry_at > now:
+            return retry_at
+        return now + random.uniform(*SLOT_POLL)
+
+    @contextlib.asynccontextmanager
+    async def holding(self, holder: str) -> AsyncIterator[None]:
+        """While the attempt runs: renew its slot; afterwards give it back."""
+        renewer = asyncio.create_task(self._renew(holder), name=f"sagaway-slot-{self.name}")
+        try:
+            yield
+        finally:
+            renewer.cancel()
+            try:
+                await asyncio.shield(
+                    self._store.release_queue_slot(self.name, holder=holder, now=self._clock.now())
+                )
+            except Exception as exc:  # the slot lapses at its expiry instead
+                logger.warning("could not release a slot of queue %s: %s", self.name, exc)
+            else:
+                self._wake()
+
+    async def _renew(self, holder: str) -> None:
+        while True:
+            await self._clock.sleep(self._ttl / 3)
+            now = self._clock.now()
+            try:
+                await self._store.renew_queue_slot(
+                    self.name, holder=holder, expires_at=now + self._ttl, now=now
+                )
+            except Exception as exc:  # tried again at the next beat
+                logger.warning("could not renew a slot of queue %s: %s", self.name, exc)

@@ -1,0 +1,130 @@
+"""Codecs and the chain that seals stored payloads into an envelope and opens them again.
+
+The envelope is one JSON object in the payload's text column::
+
+    {"$sagaway_codec":"zlib,aesgcm:3f9a1c2b","data":"<base64>"}
+
+``$sagaway_codec`` lists the codecs applied, in the order they were applied on write (each
+entry is a codec name, with a parameter after ``:`` such as the key id); ``data`` is the
+result, base64-encoded. Opening undoes them in reverse order, choosing each codec by name,
+so the chain configured for reading need not be the one that wrote (rotation, new codecs).
+A payload no codec changed (Compress that would not save space) stays plain JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from collections.abc import Sequence
+from typing import Protocol, cast, runtime_checkable
+
+from sagaway import errors, serialization
+
+
+@runtime_checkable
+class Codec(Protocol):
+    """One transformation of payload bytes."""
+
+    name: str
+    """Written in the envelope (before ``:``); opening picks the codec by it."""
+
+    def encode(self, data: bytes) -> tuple[str, bytes] | None:
+        """``(tag, new bytes)``, or None to leave the data as it is (not worth it here)."""
+        ...
+
+    def decode(self, tag: str, data: bytes) -> bytes:
+        """Undo ``encode`` for an entry ``tag`` it wrote; ``PayloadError`` when it cannot."""
+        ...
+
+
+class HashKeys(Protocol):
+    """A codec that can key the idempotency hash of arguments (Encrypt)."""
+
+    def current_hash_key(self) -> tuple[str, bytes]: ...
+
+    def hash_key(self, key_id: str) -> bytes | None: ...
+
+
+class Chain:
+    """Codecs applied in order on write, in reverse on read."""
+
+    def __init__(self, codecs: Codec | Sequence[Codec]) -> None:
+        self.codecs: tuple[Codec, ...] = (codecs,) if isinstance(codecs, Codec) else tuple(codecs)
+        for codec in self.codecs:
+            if not isinstance(codec, Codec):
+                raise TypeError(f"not a codec: {codec!r} (needs name, encode and decode)")
+        self._by_name = {c.name: c for c in self.codecs}
+        hashing = [c for c in self.codecs if hasattr(c, "current_hash_key")]
+        self._hashing: HashKeys | None = cast("HashKeys", hashing[0]) if hashing else None
+
+    def seal(self, text: str) -> str:
+        """The text to store for the payload ``text``."""
+        if text.startswith(serialization.SEALED_PREFIX):
+            return text  # already sealed (a record read and written back unopened)
+        data = text.encode()
+        tags: list[str] = []
+        for codec in self.codecs:
+            done = codec.encode(data)
+            if done is not None:
+                tag, data = done
+                tags.append(tag)
+        if not tags:
+            return text
+        # The same text as json.dumps of the envelope, built directly (base64 needs no escape).
+        chain = json.dumps(",".join(tags))
+        return f'{serialization.SEALED_PREFIX}{chain},"data":"{base64.b64encode(data).decode()}"}}'
+
+    def open(self, text: str) -> str:
+        """The payload sealed in ``text`` (plain text is returned as it is)."""
+        if not text.startswith(serialization.SEALED_PREFIX):
+            return text
+        try:
+            envelope = json.loads(text)
+            data = base64.b64decode(envelope["data"], validate=True)
+            tags = str(envelope["$sagaway_codec"]).split(",")
+        except (ValueError, KeyError, TypeError):
+            raise errors.PayloadError(
+                f"a stored payload looks sealed but its envelope is damaged: {text[:120]!r}"
+            ) from None
+        for tag in reversed(tags):
+            codec = self._by_name.get(tag.split(":", 1)[0])
+            if codec is None:
+                raise serialization.sealed_error(text, "payload")
+            data = codec.decode(tag, data)
+        return data.decode()
+
+    def try_open(self, text: str | None) -> str | None:
+        """``open``, or the sealed text unchanged when it cannot be opened here: whoever
+        decodes it then gets the clear error (``serialization.load_json``)."""
+        if text is None or not text.startswith(serialization.SEALED_PREFIX):
+            return text
+        try:
+            return self.open(text)
+        except errors.PayloadError:
+            return text
+
+    # ----------------------------------------------------------- idempotency hash
+
+    def args_hash(self, args_json: str) -> str:
+        """The stored hash of arguments: keyed (HMAC) when a codec gives a key, so the
+        column cannot be used to guess the arguments; else the plain digest."""
+        if self._hashing is None:
+            return serialization.args_hash(args_json)
+        key_id, key = self._hashing.current_hash_key()
+        return f"hmac:{key_id}:{_hmac(key, args_json)}"
+
+    def hash_matches(self, stored: str, args_json: str) -> bool:
+        """True when ``stored`` (any key still configured, or the plain digest) is the hash
+        of ``args_json``."""
+        if not stored.startswith("hmac:"):
+            return hmac.compare_digest(stored, serialization.args_hash(args_json))
+        _, key_id, digest = [*stored.split(":", 2), "", ""][:3]
+        key = None if self._hashing is None else self._hashing.hash_key(key_id)
+        return key is not None and hmac.compare_digest(digest, _hmac(key, args_json))
+
+
+def _hmac(key: bytes, args_json: str) -> str:
+    canonical = json.dumps(json.loads(args_json), sort_keys=True, separators=(",", ":"))
+    return hmac.new(key, canonical.encode(), hashlib.sha256).hexdigest()

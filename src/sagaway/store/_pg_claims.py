@@ -1,0 +1,122 @@
+"""Claiming due work on PostgreSQL (``PostgresStore.claim_due`` and ``next_due``).
+
+Many processes claim at once: ``FOR UPDATE SKIP LOCKED`` hands each one disjoint rows. A claim
+takes only executions of the worker's task queues and code versions (see ``_params``). Tokens
+are chosen once for all attempts of a claim: after a lost acknowledgement the retry finds the
+executions the first attempt took by their tokens, instead of stranding them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection
+
+from psycopg.rows import DictRow
+
+from sagaway.store import _params, _rows
+from sagaway.store._pg_conn import Conn, Params, Q, Run, named
+from sagaway.store.records import Lease, WorkflowRecord
+
+Claimed = list[tuple[WorkflowRecord, Lease]]
+
+
+def due_filter(queues: Collection[str] | None, versions: Collection[str | None] | None) -> Params:
+    """The task queue and code version parameters of ``claim_due`` and ``next_due``."""
+    return {
+        "any_queue": queues is None,
+        "queues": sorted(queues or ()),
+        **_params.version_filter(versions, arrays=True),
+    }
+
+
+async def claim_due(
+    run: Run,
+    *,
+    owner: str,
+    now: float,
+    lease_timeout: float,
+    limit: int,
+    exclude: Collection[str],
+    queues: Collection[str] | None,
+    versions: Collection[str | None] | None,
+) -> Claimed:
+    """Leases on up to ``limit`` due executions (see ``Store.claim_due``)."""
+    if limit <= 0:
+        return []
+    expires_at = now + lease_timeout
+    tokens = [uuid.uuid4().hex for _ in range(limit)]
+    params: Params = {
+        "now": now,
+        "exclude": list(exclude),
+        "owner": owner,
+        "expires_at": expires_at,
+        **due_filter(queues, versions),
+    }
+
+    async def op(conn: Conn, retried: bool) -> Claimed:
+        claimed = await _taken_before(conn, tokens, owner) if retried else []
+        if len(claimed) >= limit:
+            return claimed
+        taken = {lease.token for _, lease in claimed}
+        free = [t for t in tokens if t not in taken]
+        rows = await named(
+            conn, "claim_due", {**params, "limit": limit - len(claimed), "tokens": free}
+        )
+        rows.sort(key=lambda row: int(row["n"]))  # the order of next_run_at, run_id
+        rows = await _within_key_limits(conn, rows)
+        claimed.extend(
+            (_rows.claimed_from_row(row), Lease(row["lease_token"], owner, expires_at))
+            for row in rows
+        )
+        return claimed
+
+    return await run(op, transaction=True)
+
+
+async def _within_key_limits(conn: Conn, rows: list[DictRow]) -> list[DictRow]:
+    """The claimed rows, less those that started an execution beyond its per-key limit.
+
+    The claim's filter counted the key's running executions without seeing concurrent claims
+    (nor the other rows of this claim): the key is locked now (until commit, in key order, so
+    concurrent claims take turns) and counted again, seeing what committed meanwhile and this
+    claim's own rows; the excess is given back, PENDING again.
+    """
+    started: dict[str, list[DictRow]] = {}
+    for row in rows:
+        if row["concurrency_key"] is not None and row["previous_status"] == "PENDING":
+            started.setdefault(row["concurrency_key"], []).append(row)
+    given_back: set[str] = set()
+    for key in sorted(started):
+        params = {"concurrency_key": key}
+        await conn.execute(Q["lock_concurrency_key"], params)
+        (count,) = await named(conn, "running_with_key", params)
+        excess = int(count["count"]) - min(int(r["concurrency_limit"]) for r in started[key])
+        if excess > 0:
+            given_back.update(r["run_id"] for r in started[key][-excess:])
+    if not given_back:
+        return rows
+    await conn.execute(Q["unclaim"], {"run_ids": sorted(given_back)})
+    return [row for row in rows if row["run_id"] not in given_back]
+
+
+async def _taken_before(conn: Conn, tokens: list[str], owner: str) -> Claimed:
+    """What an attempt whose acknowledgement was lost did claim, found by its tokens."""
+    claimed: Claimed = []
+    for row in await named(conn, "claimed_with", {"tokens": tokens}):
+        record = _rows.workflow_from_row(row)
+        assert record.lease_expires_at is not None
+        claimed.append((record, Lease(row["lease_token"], owner, record.lease_expires_at)))
+    return claimed
+
+
+async def next_due(
+    run: Run, *, owner: str, queues: Collection[str] | None, versions: Collection[str | None] | None
+) -> float | None:
+    """See ``Store.next_due``."""
+    params = {"owner": owner, **due_filter(queues, versions)}
+
+    async def op(conn: Conn, retried: bool) -> float | None:
+        row = await (await conn.execute(Q["next_due"], params)).fetchone()
+        return None if row is None or row[0] is None else float(row[0])
+
+    return await run(op, transaction=False)

@@ -1,0 +1,106 @@
+"""Cluster-wide queue limits on PostgreSQL (see ``_queue_limits``): an admission locks the
+queue's ``queue_limits`` row (``FOR UPDATE``), so concurrent admissions to one queue take turns
+while other queues are not held up."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import TypeVar
+
+from sagaway.store._pg_conn import Conn, Op, Params, Q, Run, named
+from sagaway.store._queue_limits import decide, waiting_for
+
+T = TypeVar("T")
+
+
+async def pg_acquire(
+    run: Run,
+    queue: str,
+    *,
+    holder: str,
+    concurrency: int | None,
+    rate: float | None,
+    expires_at: float,
+    now: float,
+) -> float | None:
+    """See ``Store.acquire_queue_slot``; the queue's row is locked for the transaction."""
+    params: Params = {"queue": queue, "holder": holder, "now": now, "expires_at": expires_at}
+
+    async def op(conn: Conn, retried: bool) -> float | None:
+        if await named(conn, "holds_queue_slot", params):
+            return None  # admitted by an attempt whose acknowledgement was lost
+        await conn.execute(Q["queue_limit_row"], params)
+        (row,) = await named(conn, "lock_queue_limit", params)
+        await conn.execute(Q["drop_expired_slots"], params)
+        taken = int((await named(conn, "count_queue_slots", params))[0]["count"])
+        retry_at, spaced = decide(
+            float(row["next_start_at"]), taken, concurrency=concurrency, rate=rate, now=now
+        )
+        if retry_at is not None:
+            return retry_at
+        await conn.execute(Q["take_queue_slot"], params)
+        await conn.execute(Q["space_queue_starts"], {**params, "next_start_at": spaced})
+        return None
+
+    return await run(op, transaction=True)
+
+
+async def pg_renew(run: Run, queue: str, *, holder: str, expires_at: float, now: float) -> bool:
+    """See ``Store.renew_queue_slot``."""
+    params: Params = {"queue": queue, "holder": holder, "now": now, "expires_at": expires_at}
+
+    async def op(conn: Conn, retried: bool) -> bool:
+        cur = await conn.execute(Q["renew_queue_slot"], params)
+        return cur.rowcount == 1 or (
+            retried and bool(await named(conn, "holds_queue_slot", params))
+        )
+
+    return await run(op, transaction=False)
+
+
+async def pg_release(run: Run, queue: str, *, holder: str, now: float) -> None:
+    """See ``Store.release_queue_slot``."""
+    params: Params = {"queue": queue, "holder": holder, "now": now}
+
+    async def op(conn: Conn, retried: bool) -> None:
+        if (await conn.execute(Q["release_queue_slot"], params)).rowcount:
+            await conn.execute(
+                Q["wake_queue_waiter"], {**params, "waiting_for": waiting_for(queue)}
+            )
+
+    await run(op, transaction=True)
+
+
+class PgQueueLimits:
+    """The queue limit verbs of ``PostgresStore``."""
+
+    def _run(self, op: Op[T], /, *, transaction: bool = True) -> Awaitable[T]:
+        raise NotImplementedError  # PostgresStore's
+
+    async def acquire_queue_slot(
+        self,
+        queue: str,
+        *,
+        holder: str,
+        concurrency: int | None,
+        rate_per_second: float | None,
+        expires_at: float,
+        now: float,
+    ) -> float | None:
+        return await pg_acquire(
+            self._run,
+            queue,
+            holder=holder,
+            concurrency=concurrency,
+            rate=rate_per_second,
+            expires_at=expires_at,
+            now=now,
+        )
+
+    async def renew_queue_slot(
+        self, queue: str, *, holder: str, expires_at: float, now: float
+    ) -> bool:
+        return await pg_renew(self._run, queue, holder=holder, expires_at=expires_at, now=now)
+
+    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
+        await pg_release(self._run, queue, holder=holder, now=now)

@@ -1,0 +1,477 @@
+"""A blocking client for synchronous code: ``sagaway.SyncClient`` and ``manager.sync()``.
+
+Django views, Flask routes and scripts have no event loop. The client runs one asyncio event
+loop in a daemon thread of its own and opens there, at first use, a Manager in client mode
+(``connect()``: no workers; ``sagaway worker`` processes run the workflows). Each blocking
+method hands a coroutine to that loop (``asyncio.run_coroutine_threadsafe``) and waits for its
+outcome; the exception it raises is raised in the caller's thread, of the same type as the
+async API's. Many threads can share one client: the loop thread runs their calls in turn.
+
+A client belongs to the process that created it: its thread does not survive ``fork()``, so
+create it after forking (in each gunicorn worker, not in the master); use in a forked child
+is refused with ``ManagerStateError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from types import TracebackType
+from typing import Any, Generic, Protocol, TypeVar, overload
+
+from sagaway import errors
+from sagaway.registry import Registry
+from sagaway.signals import Signal
+from sagaway.states import OnConflict, WorkflowStatus
+from sagaway.workflow import WorkflowCall, WorkflowDescription, WorkflowHandle
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+DEFAULT_CALL_TIMEOUT = 60.0
+"""Seconds a blocking call other than a result wait may take (opening, starting, signalling)."""
+
+
+class ClientManager(Protocol):
+    """What the sync client uses of a Manager (``sagaway.Manager`` is one)."""
+
+    url: str
+    registry: Registry
+
+    def connect(self, *, create: bool = True) -> contextlib.AbstractAsyncContextManager[Any]: ...
+
+    def client_copy(self) -> ClientManager: ...
+
+    def workflow(self, fn: Any, /, *args: Any, **kwargs: Any) -> WorkflowCall[Any]: ...
+
+    async def start_by_name(
+        self,
+        name: str,
+        kwargs: dict[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        task_queue: str = "default",
+        on_conflict: OnConflict = OnConflict.ATTACH,
+        timeout: float | None = None,
+    ) -> WorkflowHandle[Any]: ...
+
+    def get_workflow(self, key: str) -> WorkflowHandle[Any]: ...
+
+    def signal(self, name: str) -> Signal: ...
+
+    async def cancel(self, key: str, reason: str = ...) -> bool: ...
+
+    async def terminate(self, key: str, reason: str = ...) -> bool: ...
+
+
+_default_manager: Callable[..., ClientManager] | None = None
+
+
+def set_default_manager(factory: Callable[..., ClientManager]) -> None:
+    """What ``SyncClient(url, token=...)`` builds its Manager with (``sagaway.Manager``, set
+    by ``sagaway.manager``, which sits above this module)."""
+    global _default_manager
+    _default_manager = factory
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """The client's thread: run the loop until ``close()`` stops it, then tidy up."""
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()
+
+
+async def _invoke(make: Callable[[], Awaitable[T]]) -> T:
+    # The awaitable is built in the loop's thread: nothing of the Manager runs elsewhere.
+    return await make()
+
+
+class SyncClient:
+    """Start, watch, signal and cancel workflows from synchronous code.
+
+    ``SyncClient(url)`` knows workflows by name only: it starts them with keyword arguments
+    (JSON values) and returns their results as plain JSON. ``manager.sync()`` (or
+    ``SyncClient(manager=manager)``) shares that Manager's registry, so registered functions
+    can be passed and results decode into their return types.
+
+    Args:
+        url: the database or Engine Server, as for ``Manager`` (default:
+            ``$SAGAWAY_DATABASE_URL`` or ``./sagaway.db``).
+        token: the Engine Server's bearer token (``grpc://`` URLs only).
+        manager: share this Manager's registry and options instead (not with ``url``/``token``);
+            it need not be open, and is not opened: the client opens a copy of its own.
+        call_timeout: seconds a call other than a result wait may take before ``TimeoutError``
+            (None: no limit).
+        codec: as ``Manager(codec=...)``, for a client by URL (``manager=`` brings its own):
+            what it starts and signals is sealed, what it reads is opened.
+
+    Use it as a context manager, or call ``close()`` when done. Create it after forking.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        token: str | None = None,
+        manager: ClientManager | None = None,
+        call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
+        codec: Any = None,
+    ) -> None:
+        if manager is not None:
+            if url is not None or token is not None or codec is not None:
+                raise ValueError("pass either manager= or url/token/codec, not both")
+            self._manager = manager.client_copy()
+        else:
+            if _default_manager is None:
+                raise RuntimeError("import sagaway before creating a SyncClient")
+            self._manager = _default_manager(url, token=token, codec=codec)
+        if call_timeout is not None and call_timeout <= 0:
+            raise ValueError("call_timeout must be > 0 seconds (or None)")
+        self.call_timeout = call_timeout
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._session: contextlib.AbstractAsyncContextManager[Any] | None = None
+        self._in_flight: set[concurrent.futures.Future[Any]] = set()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open" if self._session is not None else "new"
+        return f"SyncClient({self.url!r}, {state})"
+
+    @property
+    def url(self) -> str:
+        return self._manager.url
+
+    # ------------------------------------------------------------------ workflows
+
+    @overload
+    def start(
+        self,
+        workflow: Callable[..., Coroutine[Any, Any, R]],
+        /,
+        *args: Any,
+        key: str | None = None,
+        on_conflict: OnConflict = OnConflict.ATTACH,
+        timeout: float | None = None,
+        task_queue: str = "default",
+        **kwargs: Any,
+    ) -> SyncWorkflowHandle[R]: ...
+
+    @overload
+    def start(
+        self,
+        workflow: str,
+        /,
+        *args: Any,
+        key: str | None = None,
+        on_conflict: OnConflict = OnConflict.ATTACH,
+        timeout: float | None = None,
+        task_queue: str = "default",
+        **kwargs: Any,
+    ) -> SyncWorkflowHandle[Any]: ...
+
+    def start(
+        self,
+        workflow: Callable[..., Coroutine[Any, Any, Any]] | str,
+        /,
+        *args: Any,
+        key: str | None = None,
+        on_conflict: OnConflict = OnConflict.ATTACH,
+        timeout: float | None = None,
+        task_queue: str = "default",
+        **kwargs: Any,
+    ) -> SyncWorkflowHandle[Any]:
+        """Start ``workflow`` under ``key`` (default: a new random key), or join the execution
+        the key names (``on_conflict``), and return a handle.
+
+        ``workflow`` is a registered function or a workflow name. A name this client's
+        registry lacks is started for a worker that registered it: arguments by parameter name
+        only, as JSON values, and ``task_queue`` says which workers run it. ``timeout`` is the
+        workflow's deadline (it is cancelled past it), not a wait.
+        """
+        manager = self._manager
+
+        async def go() -> WorkflowHandle[Any]:
+            if isinstance(workflow, str) and workflow not in manager.registry.names():
+                if args:
+                    raise TypeError(
+                        f"workflow {workflow!r} is known here by name only: pass its arguments "
+                        "by parameter name (keyword arguments)"
+                    )
+                return await manager.start_by_name(
+                    workflow,
+                    kwargs,
+                    idempotency_key=key,
+                    task_queue=task_queue,
+                    on_conflict=on_conflict,
+                    timeout=timeout,
+                )
+            call = manager.workflow(workflow, *args, **kwargs)
+            return await call.execute(idempotency_key=key, on_conflict=on_conflict, timeout=timeout)
+
+        return SyncWorkflowHandle(self, self._call(go))
+
+    @overload
+    def execute_get(
+        self,
+        workflow: Callable[..., Coroutine[Any, Any, R]],
+        /,
+        *args: Any,
+        key: str | None = None,
+        on_conflict: OnConflict = OnConflict.ATTACH,
+        timeout: float | None = None,
+        wait_timeout: float | None = None,
+        task_queue: str = "default",
+        **kwargs: Any,
+    ) -> R: ...
+
+    @overload
+    def execute_get(
+        self,
+        workflow: str,
+        /,
+        *args: Any,
+        key: str | None = None,
+        on_conflict: OnConflict = OnConflict.ATTACH,
+        timeout: float | None = None,
+        wait_timeout: float | None = None,
+        task_queue: str = "default",
+        **kwargs: Any,
+    ) -> Any: ...
+
+    def execute_get(
+        self,
+        workflow: Callable[..., Coroutine[Any, Any, Any]] | str,
+        /,
+        *args: Any,
+        key: str | None = None,
+        on_conflict: OnConflict = OnConflict.ATTACH,
+        timeout: float | None = None,
+        wait_timeout: float | None = None,
+        task_queue: str = "default",
+        **kwargs: Any,
+    ) -> Any:
+        """Start ``workflow`` (as ``start``) and wait for its result.
+
+        Raises the workflow's completable error when it FAILED, ``WorkflowCancelled`` when it
+        was cancelled or terminated, ``TimeoutError`` when ``wait_timeout`` seconds passed
+        first (the workflow runs on: wait again with ``get_workflow(key).result()``).
+        """
+        handle = self.start(
+            workflow,
+            *args,
+            key=key,
+            on_conflict=on_conflict,
+            timeout=timeout,
+            task_queue=task_queue,
+            **kwargs,
+        )
+        return handle.result(timeout=wait_timeout)
+
+    def get_workflow(self, key: str) -> SyncWorkflowHandle[Any]:
+        """A handle for the workflow under ``key`` at once (no I/O; its methods raise
+        ``WorkflowNotFound`` for an unknown key)."""
+        self._check_usable()
+        return SyncWorkflowHandle(self, self._manager.get_workflow(key))
+
+    def signal(
+        self, key: str, name: str, payload: Any = None, *, dedupe_id: str | None = None
+    ) -> bool:
+        """Send signal ``name`` with ``payload`` to the workflow under ``key``; False when
+        ``dedupe_id`` was already delivered. Raises as ``manager.signal(name).send``."""
+        manager = self._manager
+        return self._call(lambda: manager.signal(name).send(key, payload, dedupe_id=dedupe_id))
+
+    def cancel(self, key: str, reason: str = "cancelled by request") -> bool:
+        """Ask the workflow under ``key`` to cancel (it compensates); False if it had ended."""
+        manager = self._manager
+        return self._call(lambda: manager.cancel(key, reason))
+
+    def terminate(self, key: str, reason: str = "terminated by operator") -> bool:
+        """End the workflow under ``key`` at once, without compensating; False if it had ended."""
+        manager = self._manager
+        return self._call(lambda: manager.terminate(key, reason))
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _check_usable(self) -> None:
+        if os.getpid() != self._pid:
+            raise errors.ManagerStateError(
+                f"this SyncClient was created in process {self._pid} and is used in process "
+                f"{os.getpid()}, a fork of it: its event-loop thread did not survive the fork. "
+                "Create the client after forking (e.g. in each gunicorn worker, not at import "
+                "time in the master)"
+            )
+        if self._closed:
+            raise errors.ManagerStateError("this SyncClient is closed: create a new one")
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        raise errors.ManagerStateError(
+            "SyncClient blocks, so it cannot be called from async code (a running event loop "
+            "in this thread): use the async API instead, in `async with manager.connect():` "
+            "(`await manager.workflow(...).execute_get()`, `await handle.result()`)"
+        )
+
+    def _ensure_open(self) -> asyncio.AbstractEventLoop:
+        self._check_usable()
+        with self._lock:
+            if self._closed:
+                raise errors.ManagerStateError("this SyncClient is closed: create a new one")
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=_run_loop, args=(loop,), name="sagaway-sync-client", daemon=True
+                )
+                thread.start()
+                self._loop, self._thread = loop, thread
+            if self._session is None:
+                session = self._manager.connect()
+                opened = asyncio.run_coroutine_threadsafe(session.__aenter__(), self._loop)
+                self._wait(opened, self.call_timeout)
+                self._session = session
+            return self._loop
+
+    def open(self) -> SyncClient:
+        """Open now (otherwise the first call does): start the loop thread, connect."""
+        self._ensure_open()
+        return self
+
+    def _call(self, make: Callable[[], Awaitable[T]]) -> T:
+        """Run ``make()`` on the loop and wait for it (``call_timeout`` at most)."""
+        return self._call_within(make, self.call_timeout)
+
+    def _call_within(self, make: Callable[[], Awaitable[T]], limit: float | None) -> T:
+        """Run ``make()`` on the loop and wait for it (``limit`` seconds at most)."""
+        loop = self._ensure_open()
+        future = asyncio.run_coroutine_threadsafe(_invoke(make), loop)
+        with self._lock:
+            self._in_flight.add(future)
+        try:
+            return self._wait(future, limit)
+        finally:
+            with self._lock:
+                self._in_flight.discard(future)
+
+    def _wait(self, future: concurrent.futures.Future[T], limit: float | None) -> T:
+        try:
+            return future.result(limit)
+        except concurrent.futures.CancelledError:
+            if self._closed:
+                raise errors.ManagerStateError("the SyncClient closed during the call") from None
+            raise
+        except BaseException as exc:
+            if future.done():
+                raise  # the call's own outcome, as the async API raises it
+            future.cancel()  # our wait ended first (a timeout, Ctrl-C): stop the call too
+            if isinstance(exc, TimeoutError):
+                raise TimeoutError(f"no answer within {limit} s") from None
+            raise
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Close the Manager and stop the loop thread; calls waiting meanwhile are ended with
+        ``ManagerStateError``. Idempotent. In a forked child it only marks the client closed."""
+        if os.getpid() != self._pid:
+            self._closed = True
+            return
+        with self._lock:
+            if self._closed:
+                return
+            loop, thread, session = self._loop, self._thread, self._session
+            if loop is not None:
+                try:
+                    asyncio.get_running_loop()
+                except RuntimeError:
+                    pass
+                else:
+                    raise errors.ManagerStateError(
+                        "close() blocks: call it from synchronous code, not a running event loop"
+                    )
+            self._closed = True
+            in_flight = list(self._in_flight)
+            self._session = None
+        for future in in_flight:
+            future.cancel()
+        if loop is None or thread is None:
+            return
+        try:
+            if session is not None:
+                done = asyncio.run_coroutine_threadsafe(session.__aexit__(None, None, None), loop)
+                done.result(timeout)
+        except Exception:
+            logger.exception("closing the SyncClient's Manager failed")
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout)
+
+    def __enter__(self) -> SyncClient:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class SyncWorkflowHandle(Generic[R]):
+    """A workflow execution, for synchronous code (from ``SyncClient``)."""
+
+    def __init__(self, client: SyncClient, handle: WorkflowHandle[R]) -> None:
+        self._client = client
+        self._handle = handle
+
+    def __repr__(self) -> str:
+        return f"SyncWorkflowHandle(key={self.key!r})"
+
+    @property
+    def key(self) -> str:
+        return self._handle.key
+
+    @property
+    def run_id(self) -> str | None:
+        """The execution this handle was started for (None: whatever is current under key)."""
+        return self._handle.run_id
+
+    def result(self, timeout: float | None = None) -> R:
+        """Wait until the workflow ends: its result, or its error raised (see
+        ``WorkflowHandle.result``); ``TimeoutError`` after ``timeout`` seconds."""
+        handle = self._handle
+        call_timeout = self._client.call_timeout
+        # The engine bounds the wait; the margin only covers the hand-over between threads.
+        wait = None if timeout is None else timeout + (call_timeout or DEFAULT_CALL_TIMEOUT)
+        return self._client._call_within(lambda: handle.result(timeout), wait)
+
+    def status(self) -> WorkflowStatus:
+        handle = self._handle
+        return self._client._call(handle.status)
+
+    def describe(self) -> WorkflowDescription:
+        """The execution with its steps, attempts, errors and signals."""
+        handle = self._handle
+        return self._client._call(handle.describe)
+
+    def cancel(self, reason: str = "cancelled by request") -> bool:
+        """Ask the workflow to cancel (it compensates); False if it had already ended."""
+        handle = self._handle
+        return self._client._call(lambda: handle.cancel(reason))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -260,3 +261,37 @@ async def test_bad_runtime_schedules_are_refused(tmp_path: Any) -> None:
         with pytest.raises(ValueError, match="at most 400 characters"):
             await manager.schedule("s" * 401, job, "0 1 * * *")
         assert await manager.list_schedules() == []
+
+
+@pytest.mark.direct_db  # reads the rows behind the store's back
+async def test_an_encrypted_schedule_stores_no_plaintext_arguments(db_url: str) -> None:
+    """With ``Manager(codec=Encrypt(...))`` a schedule's arguments and those of the executions
+    it starts are sealed in the database, and the workflow gets them in the clear."""
+    from sagaway.codecs import Encrypt
+    from tests.store_helpers import raw_sql
+
+    secret = "iban-FR76-secret"
+    clock = FakeClock(T)
+    manager = sw.Manager(db_url, clock=clock, codec=Encrypt(keys=[Encrypt.generate_key()]))
+
+    @manager.register_workflow(name="pay")
+    async def pay(iban: str) -> str:
+        return iban
+
+    async with manager:
+        await manager.schedule("payroll", pay, "* * * * * *", args=(secret,))
+        (row,) = await manager.list_schedules()
+        assert json.loads(row.args) == {"iban": secret}
+        handle = await manager.trigger_schedule("payroll")
+        assert await handle.result(timeout=15) == secret
+        # A tick of it: fire the schedule as a scheduler would, once its tick is due.
+        await advance_to(clock, manager, row.next_tick_at + 0.5)
+
+        async def ticked() -> bool:
+            return len(await executions(manager, "payroll")) == 2  # the tick and the trigger
+
+        await eventually(ticked, "the tick started")
+    stored = raw_sql(db_url, "SELECT args FROM schedules") + raw_sql(
+        db_url, "SELECT args FROM workflows"
+    )
+    assert stored and all(secret not in str(args) for (args,) in stored)

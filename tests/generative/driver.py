@@ -21,6 +21,8 @@ from unittest import mock
 
 import sagaway as sw
 import sagaway.manager
+from sagaway import codecs
+from sagaway.codecs import CodecStore
 from sagaway.store import Store, open_store
 from sagaway.testing import FakeClock, time_skipping_manager
 from tests.generative import model
@@ -34,6 +36,8 @@ T = TypeVar("T")
 
 LEASE = 600.0
 POLL = 600.0
+CODEC = codecs.Chain([codecs.Compress(), codecs.Encrypt(keys=[bytes(range(32))])])
+"""What every process seals its payloads with (``settings.codec``): a fixed test key."""
 RECOVERY = 10.0
 FIRST_BUDGET = 1800.0
 FINAL_BUDGET = 2 * 86400.0
@@ -124,6 +128,8 @@ class Driver:
             recording_handovers(self.world),
         ):
             self.observer = open_store(self.url)
+            if self.settings.codec:
+                self.observer = CodecStore(self.observer, CODEC)
             await self.observer.open()
             try:
                 await self.open_process()
@@ -143,6 +149,7 @@ class Driver:
             poll_interval=POLL,
             recovery_interval=RECOVERY,
             concurrency=self.scenario.faults.concurrency,
+            codec=CODEC if self.settings.codec else None,
         )
         install(manager, self.world, process)
         self._opening = (process, client)

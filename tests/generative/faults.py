@@ -184,7 +184,8 @@ class FaultyStore:
         if name == "create_workflow":
             new = args[0] if args else kw["new"]
             if result.created:
-                program = json.loads(new.args)["program"]["label"]
+                # Below the Manager's codec: the arguments may be sealed (settings.codec).
+                program = json.loads(_opened(new.args))["program"]["label"]
                 world.created(new.run_id, new.key, new.parent_key, program)
                 if result.replaced_run_id is not None:
                     world.replaced[result.replaced_run_id] = new.run_id
@@ -196,3 +197,11 @@ class FaultyStore:
             self._process.owner = kw["owner"]
         elif name == "create_workflow" and kw.get("lease") is not None:
             self._process.owner = kw["lease"].owner
+
+
+def _opened(text: str) -> str:
+    """``text`` as written by the engine's codec, opened (plain JSON is returned as it is)."""
+    from tests.generative.driver import CODEC
+
+    return CODEC.open(text)
+

@@ -43,6 +43,9 @@ class GenSettings:
     cancel: bool = True
     """``handle.cancel()`` of a top-level workflow at a random point."""
     patches: bool = True
+    codec: bool = True
+    """Every process's Manager seals what it stores (``codec=[Compress(), Encrypt(...)]``); the
+    checks read the database through the same codec."""
     """``sw.patched(...)`` points (one code version: the new path; its marker must replay)."""
 
     # Each switch below was off while the defect named with it was open (the reproduction is

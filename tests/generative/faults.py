@@ -204,4 +204,3 @@ def _opened(text: str) -> str:
     from tests.generative.driver import CODEC
 
     return CODEC.open(text)
-

@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import importlib
+import os
 import re
 import sqlite3
 import sys
 import urllib.parse
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -182,3 +184,16 @@ def load_manager(target: str) -> sw.Manager:
     if not isinstance(manager, sw.Manager):
         raise click.BadParameter(f"{target} is {type(manager).__name__}, not a sagaway.Manager")
     return manager
+
+
+def read_token(token_file: Path | None, env: str) -> str | None:
+    """The token in ``token_file`` (exit 2 if unreadable or empty), else ``$env``, else None."""
+    if token_file is not None:
+        try:
+            token = token_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            fail(f"cannot read the token file {str(token_file)!r}: {exc.strerror}", Exit.USAGE)
+        if not token:
+            fail(f"the token file {str(token_file)!r} is empty", Exit.USAGE)
+        return token
+    return os.environ.get(env, "").strip() or None

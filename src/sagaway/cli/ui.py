@@ -3,29 +3,27 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 from pathlib import Path
 
 import click
 
 from sagaway import codecs
-from sagaway.cli._support import Exit, codec_key_option, fail, mask_url, url_option
+from sagaway.cli._support import (
+    Exit,
+    codec_key_option,
+    fail,
+    mask_url,
+    read_token,
+    url_option,
+)
 from sagaway.store import open_store, resolve_url
 
 TOKEN_ENV = "SAGAWAY_UI_TOKEN"
 
 
 def _token(token_file: Path | None) -> str | None:
-    if token_file is not None:
-        try:
-            token = token_file.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            fail(f"cannot read the token file {str(token_file)!r}: {exc.strerror}", Exit.USAGE)
-        if not token:
-            fail(f"the token file {str(token_file)!r} is empty", Exit.USAGE)
-        return token
-    return os.environ.get(TOKEN_ENV, "").strip() or None
+    return read_token(token_file, TOKEN_ENV)
 
 
 @click.command()

@@ -113,9 +113,13 @@ class GroupCommit(Generic[Item, Outcome]):
             self._inflight = []
             self._deliver(batch, outcomes)
 
-    async def _write(self, items: list[Item]) -> list[Outcome | BaseException]:
+    def _write(self, items: list[Item]) -> Awaitable[list[Outcome | BaseException]]:
+        # Without telemetry the write is awaited directly: no extra coroutine per batch.
         if not observe.observers:
-            return await self._write_batch(items)
+            return self._write_batch(items)
+        return self._timed_write(items)
+
+    async def _timed_write(self, items: list[Item]) -> list[Outcome | BaseException]:
         began = time.perf_counter()
         try:
             return await self._write_batch(items)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -13,6 +12,7 @@ from sagaway import errors, serialization
 from sagaway._engine import context, history, replaying
 from sagaway._engine.executor import current_execution
 from sagaway._engine.options import check_timeout
+from sagaway.randomness import new_id
 from sagaway.registry import WorkflowDef
 from sagaway.retry import RetryPolicy
 from sagaway.states import OnConflict, StepKind, StepStatus, WorkflowStatus
@@ -470,7 +470,7 @@ class WorkflowCall(Generic[R]):
         engine = self._engines.require()
         defn = engine.registry.workflow(self._fn)
         args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
-        key = idempotency_key if idempotency_key is not None else uuid.uuid4().hex
+        key = idempotency_key if idempotency_key is not None else new_id()
         record, _ = await engine.start(
             defn,
             args_json,
@@ -561,7 +561,7 @@ async def start_by_name(
         codec=serialization.FunctionCodec(_unregistered, f"workflow {name!r}"),
         task_queue=task_queue,
     )
-    key = key if key is not None else uuid.uuid4().hex
+    key = key if key is not None else new_id()
     record, _ = await engine.start(
         defn, args_json, key=key, on_conflict=on_conflict, timeout=timeout
     )

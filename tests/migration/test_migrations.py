@@ -44,6 +44,12 @@ def _shipped(db_url: str) -> list[int]:
     return [m.version for m in migrations("sqlite" if is_sqlite(db_url) else "postgres")]
 
 
+def _undo_history_indexes(db_url: str) -> None:
+    """Take the history indexes (sqlite v13, postgres v15) back out."""
+    raw_sql(db_url, "DROP INDEX workflows_ended_by_status")
+    raw_sql(db_url, "DROP INDEX workflows_by_name")
+
+
 def _undo_limits(db_url: str) -> None:
     """Take the limits migration (sqlite v12, postgres v14) back out, as an older Sagaway's
     database would be."""
@@ -110,6 +116,7 @@ async def test_a_database_at_the_previous_schema_gets_the_code_version_column(
     await s.close()
     # Back to the schema before code versions (sqlite v9, postgres v11), as an older Sagaway
     # left it: the column and its migration record gone (and every later migration's).
+    _undo_history_indexes(db_url)
     _undo_limits(db_url)
     _undo_schedules(db_url)
     raw_sql(db_url, "ALTER TABLE workflows DROP COLUMN code_version")
@@ -142,6 +149,7 @@ async def test_a_database_at_the_previous_schema_gets_the_limits(db_url: str) ->
     await s.open()
     old = await s.create_workflow(new("before"), now=T0, lease=None, replace_live=False)
     await s.close()
+    _undo_history_indexes(db_url)
     _undo_limits(db_url)
     raw_sql(db_url, f"DELETE FROM schema_migrations WHERE version >= {version}")
 

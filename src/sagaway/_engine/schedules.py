@@ -18,11 +18,11 @@ about to fire) and run whatever the policy.
 from __future__ import annotations
 
 import dataclasses
-import uuid
 
 from sagaway import errors, serialization
 from sagaway._engine import cron, keys
 from sagaway._engine.engine import Engine, check_key
+from sagaway.randomness import new_id
 from sagaway.registry import WorkflowDef
 from sagaway.store.records import NewWorkflow, ScheduleRecord, WorkflowRecord
 
@@ -66,7 +66,7 @@ def tick_key(schedule_id: str, tick: float) -> str:
 
 def execution(schedule: ScheduleRecord, key: str) -> NewWorkflow:
     """A PENDING execution of ``schedule`` under ``key`` (any worker of its queue claims it)."""
-    run_id = uuid.uuid4().hex
+    run_id = new_id()
     return NewWorkflow(
         run_id=run_id,
         key=key,
@@ -162,7 +162,7 @@ async def set_paused(engine: Engine, schedule_id: str, *, paused: bool) -> Sched
 async def trigger(engine: Engine, schedule_id: str) -> WorkflowRecord:
     """Start one execution of the schedule now, outside its ticks (even if it is paused)."""
     schedule = await get(engine, schedule_id)
-    new = execution(schedule, f"schedule:{schedule_id}:manual:{uuid.uuid4().hex}")
+    new = execution(schedule, f"schedule:{schedule_id}:manual:{new_id()}")
     result = await engine.store.create_workflow(
         new, now=engine.clock.now(), lease=None, replace_live=False
     )

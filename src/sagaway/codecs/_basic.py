@@ -9,12 +9,12 @@ import hmac
 import os
 import secrets
 import tempfile
-import threading
 import zlib
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from sagaway import errors
+from sagaway.randomness import RANDOM
 
 
 class Compress:
@@ -67,37 +67,6 @@ def key_id(key: bytes) -> str:
     return hashlib.sha256(b"sagaway key id\0" + key).hexdigest()[:12]
 
 
-class _Nonces:
-    """Random 96-bit nonces from ``os.urandom``, drawn 4096 at a time.
-
-    One system call per nonce cost more than the encryption: the call releases the GIL, and
-    under load the store's writer thread takes it for a whole switch interval each time.
-    """
-
-    BATCH = 4096
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._buffer = b""
-        self._next = 0
-
-    def take(self) -> bytes:
-        with self._lock:
-            if self._next >= len(self._buffer):
-                self._buffer, self._next = os.urandom(12 * self.BATCH), 0
-            start = self._next
-            self._next += 12
-            return self._buffer[start : start + 12]
-
-    def forget(self) -> None:
-        """After a fork: the child must never use the nonces its parent may use."""
-        self._buffer, self._next = b"", 0
-
-
-_NONCES = _Nonces()
-os.register_at_fork(after_in_child=_NONCES.forget)
-
-
 class Encrypt:
     """AES-256-GCM with a random 96-bit nonce per payload; the key id travels in the envelope.
 
@@ -124,7 +93,7 @@ class Encrypt:
 
     def encode(self, data: bytes) -> tuple[str, bytes] | None:
         tag = f"aesgcm:{self.current_key_id}"
-        nonce = _NONCES.take()
+        nonce = RANDOM.take(12)  # batched: see sagaway.randomness
         return tag, nonce + self._ciphers[self.current_key_id].encrypt(nonce, data, tag.encode())
 
     def decode(self, tag: str, data: bytes) -> bytes:

@@ -8,11 +8,11 @@ executions the first attempt took by their tokens, instead of stranding them.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Collection
 
 from psycopg.rows import DictRow
 
+from sagaway.randomness import new_id
 from sagaway.store import _params, _rows
 from sagaway.store._pg_conn import Conn, Params, Q, Run, named
 from sagaway.store.records import Lease, WorkflowRecord
@@ -44,7 +44,7 @@ async def claim_due(
     if limit <= 0:
         return []
     expires_at = now + lease_timeout
-    tokens = [uuid.uuid4().hex for _ in range(limit)]
+    tokens = [new_id() for _ in range(limit)]
     params: Params = {
         "now": now,
         "exclude": list(exclude),

@@ -167,8 +167,13 @@ async def run(
 
 async def named(conn: Conn, query: str, params: Params) -> list[DictRow]:
     """The rows of the named query ``query``, read by column name (see ``_rows``)."""
+    return await dict_rows(conn, Q[query], params)
+
+
+async def dict_rows(conn: Conn, text: str, params: Params) -> list[DictRow]:
+    """The rows of the statement ``text`` (fixed fragments, values bound), by column name."""
     cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(Q[query], params)
+    await cur.execute(text, params)
     return await cur.fetchall()
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
-import uuid
 from collections.abc import Collection
 from typing import Any
 
+from sagaway.randomness import new_id
 from sagaway.store import _params, _rows
 from sagaway.store.records import Lease, WorkflowRecord
 from sagaway.store.sql import queries
@@ -76,7 +76,7 @@ def _claim_one(
 ) -> tuple[WorkflowRecord, Lease] | None:
     """Take the candidate ``due`` unless its lease changed since it was read."""
     run_id = due["run_id"]
-    lease = Lease(uuid.uuid4().hex, owner, now + lease_timeout)
+    lease = Lease(new_id(), owner, now + lease_timeout)
     cur = conn.execute(
         _Q["claim"],
         {

@@ -44,6 +44,7 @@ from sagaway.states import WorkflowStatus
 from sagaway.store import (
     _fork,
     _inspect,
+    _listing,
     _params,
     _pg_batches,
     _pg_claims,
@@ -346,18 +347,8 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
     async def list_workflows(
         self, *, status: WorkflowStatus | None, limit: int
     ) -> list[WorkflowRecord]:
-        # A negative limit means no limit, as in SQLite (LIMIT NULL is LIMIT ALL here).
-        bound = limit if limit >= 0 else None
-
-        async def op(conn: Conn, retried: bool) -> list[WorkflowRecord]:
-            if status is None:
-                rows = await named(conn, "list_workflows", {"limit": bound})
-            else:
-                by_status = {"limit": bound, "status": status.value}
-                rows = await named(conn, "list_workflows_by_status", by_status)
-            return _rows.readable_workflows(rows)
-
-        return await self._run(op, transaction=False)
+        statuses = frozenset(() if status is None else (status,))
+        return await self.list_page(ListQuery(limit=limit, statuses=statuses))
 
     async def load_steps(self, run_id: str) -> list[StepRecord]:
         async def op(conn: Conn, retried: bool) -> list[StepRecord]:
@@ -641,10 +632,10 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
         return await _pg_purge.count(self._run, before=before, statuses=statuses)
 
     async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
-        params = _inspect.page_params(query, arrays=True)
+        text, params = _listing.page_query(_listing.POSTGRES, query)
 
         async def op(conn: Conn, retried: bool) -> list[WorkflowRecord]:
-            return _rows.readable_workflows(await named(conn, "list_page", params))
+            return _rows.readable_workflows(await _pg_conn.dict_rows(conn, text, params))
 
         return await self._run(op, transaction=False)
 

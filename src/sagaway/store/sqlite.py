@@ -26,6 +26,7 @@ from sagaway.states import WorkflowStatus
 from sagaway.store import (
     _fork,
     _inspect,
+    _listing,
     _params,
     _purge,
     _queue_limits,
@@ -333,16 +334,8 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
     async def list_workflows(
         self, *, status: WorkflowStatus | None, limit: int
     ) -> list[WorkflowRecord]:
-        def op(conn: sqlite3.Connection) -> list[WorkflowRecord]:
-            if status is None:
-                rows = conn.execute(_Q["list_workflows"], {"limit": limit}).fetchall()
-            else:
-                rows = conn.execute(
-                    _Q["list_workflows_by_status"], {"limit": limit, "status": status.value}
-                ).fetchall()
-            return _rows.readable_workflows(rows)
-
-        return await self._call(op)
+        statuses = frozenset(() if status is None else (status,))
+        return await self.list_page(ListQuery(limit=limit, statuses=statuses))
 
     async def load_steps(self, run_id: str) -> list[StepRecord]:
         def op(conn: sqlite3.Connection) -> list[StepRecord]:
@@ -644,10 +637,10 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         )
 
     async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
-        params = _inspect.page_params(query, arrays=False)
+        text, params = _listing.page_query(_listing.SQLITE, query)
 
         def op(conn: sqlite3.Connection) -> list[WorkflowRecord]:
-            return _rows.readable_workflows(conn.execute(_Q["list_page"], params).fetchall())
+            return _rows.readable_workflows(conn.execute(text, params).fetchall())
 
         return await self._call(op)
 

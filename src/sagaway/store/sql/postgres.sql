@@ -96,22 +96,6 @@ WHERE key = %(key)s AND NOT is_current AND status = 'TERMINATED' AND error = %(e
 ORDER BY ended_at DESC
 LIMIT 1
 
--- name: list_workflows
-SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
-FROM workflows WHERE is_current
-ORDER BY created_at DESC, run_id
-LIMIT %(limit)s
-
--- name: list_workflows_by_status
-SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
-FROM workflows WHERE is_current AND status = %(status)s
-ORDER BY created_at DESC, run_id
-LIMIT %(limit)s
-
 -- name: count_by_status
 SELECT status, COUNT(*) FROM workflows WHERE is_current GROUP BY status
 
@@ -623,24 +607,6 @@ SET next_tick_at = %(next_tick_at)s, last_tick_at = COALESCE(%(last_tick_at)s, l
 WHERE id = %(id)s AND next_tick_at = %(tick_at)s AND NOT paused
 
 -- ---------------------------------------------------------------- inspection
-
--- name: list_page
--- Keyset pagination on (created_at DESC, run_id): the range on created_at uses its index; the
--- bounds are never NULL (the store passes infinities for "none"), so they stay sargable.
-SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
-FROM workflows
-WHERE is_current
-  AND created_at >= %(since)s AND created_at < %(until)s AND created_at <= %(after_at)s
-  AND (created_at < %(after_at)s OR run_id > %(after_run)s)
-  AND (%(any_status)s OR status = ANY(%(statuses)s::text[]))
-  AND (%(name)s::text IS NULL OR name = %(name)s::text)
-  AND (%(key_prefix)s = '' OR left(key, length(%(key_prefix)s)) = %(key_prefix)s)
-  AND (%(any_version)s OR code_version = ANY(%(versions)s::text[])
-       OR (%(unversioned)s AND code_version IS NULL))
-ORDER BY created_at DESC, run_id
-LIMIT %(limit)s
 
 -- name: list_attempt_errors
 SELECT call_id, attempt, error, at FROM attempt_errors WHERE run_id = %(run_id)s

@@ -39,17 +39,6 @@ SET status = 'TERMINATED', is_current = 0, ended_at = :now, updated_at = :now,
     error = :error
 WHERE run_id = :run_id
 
--- name: list_workflows
-SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key FROM workflows WHERE is_current = 1 ORDER BY created_at DESC, run_id LIMIT :limit
-
--- name: list_workflows_by_status
-SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key FROM workflows
-WHERE is_current = 1 AND status = :status ORDER BY created_at DESC, run_id LIMIT :limit
-
 -- name: load_steps
 SELECT run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at
 FROM steps WHERE run_id = :run_id ORDER BY started_at, call_id
@@ -90,13 +79,16 @@ SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at
 WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING'
 
 -- name: renew_lease
+-- The repeated status list is the live index's own condition: SQLite uses a partial index only
+-- when the query states that condition word for word, and the history must not be scanned.
 UPDATE workflows SET lease_expires_at = :expires_at
 WHERE lease_token = :token AND status = 'RUNNING'
+  AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
 
 -- name: due_candidates
 SELECT run_id, lease_token, lease_owner, status, concurrency_key, concurrency_limit
 FROM workflows
-WHERE is_current = 1 AND (
+WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED') AND (
        (status IN ('PENDING', 'RUNNING')
         AND (lease_expires_at IS NULL OR lease_expires_at <= :now)
         AND next_run_at <= :now)
@@ -116,7 +108,7 @@ SELECT MIN(CASE
     WHEN status IN ('PENDING', 'RUNNING') AND lease_expires_at IS NOT NULL THEN lease_expires_at
     ELSE next_run_at END)
 FROM workflows
-WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
   AND (lease_owner IS NULL OR lease_owner != :owner)
   AND (:any_queue OR queue IN (SELECT value FROM json_each(:queues)))
   AND (:any_version OR code_version IN (SELECT value FROM json_each(:versions))
@@ -316,24 +308,6 @@ WHERE id = :id AND next_tick_at = :tick_at AND NOT paused
 
 -- ---------------------------------------------------------------- inspection
 
--- name: list_page
--- Keyset pagination on (created_at DESC, run_id): the range on created_at uses its index; the
--- bounds are never NULL (the store passes infinities for "none"), so they stay sargable.
-SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
-FROM workflows
-WHERE is_current = 1
-  AND created_at >= :since AND created_at < :until AND created_at <= :after_at
-  AND (created_at < :after_at OR run_id > :after_run)
-  AND (:any_status OR status IN (SELECT value FROM json_each(:statuses)))
-  AND (:name IS NULL OR name = :name)
-  AND (:key_prefix = '' OR substr(key, 1, length(:key_prefix)) = :key_prefix)
-  AND (:any_version OR code_version IN (SELECT value FROM json_each(:versions))
-       OR (:unversioned AND code_version IS NULL))
-ORDER BY created_at DESC, run_id
-LIMIT :limit
-
 -- name: list_attempt_errors
 SELECT call_id, attempt, error, at FROM attempt_errors WHERE run_id = :run_id
 ORDER BY call_id, attempt
@@ -375,5 +349,6 @@ UPDATE workflows SET next_run_at = :now
 WHERE run_id = (
     SELECT run_id FROM workflows
     WHERE status = 'WAITING' AND waiting_for = :waiting_for AND next_run_at > :now
+      AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
     ORDER BY updated_at, run_id
     LIMIT 1)

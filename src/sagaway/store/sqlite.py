@@ -35,6 +35,7 @@ from sagaway.store import (
     _sqlite_claims,
 )
 from sagaway.store import migrations as _migrations
+from sagaway.store._sqlite_jobs import Job, deliver, deliver_all
 from sagaway.store.base import CreateResult, DatabaseNotFound
 from sagaway.store.records import (
     AttemptErrorRecord,
@@ -52,29 +53,6 @@ T = TypeVar("T")
 _Q = queries("sqlite")
 _MAX_BATCH = 512
 _SYNCHRONOUS = {"off", "normal", "full", "extra"}
-
-
-class _Job:
-    __slots__ = ("fn", "future", "loop")
-
-    def __init__(
-        self,
-        fn: Callable[[sqlite3.Connection], Any],
-        future: asyncio.Future[Any],
-        loop: asyncio.AbstractEventLoop,
-    ) -> None:
-        self.fn = fn
-        self.future = future
-        self.loop = loop
-
-
-def _deliver(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
-    if future.done():  # the caller gave up waiting; the work itself is done or rolled back
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(result)
 
 
 def parse_sqlite_url(url: str) -> tuple[str, dict[str, str]]:
@@ -120,8 +98,12 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         self._busy_timeout_ms = int(float(options.pop("busy_timeout", "30")) * 1000)
         if options:
             raise ValueError(f"unknown sqlite URL options: {sorted(options)}")
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        # The writer thread takes lists of jobs: the calls made in one turn of the event loop
+        # are handed over together (one wake-up of the thread, not one per call).
+        self._jobs: queue.SimpleQueue[list[Job] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handing: list[Job] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -135,6 +117,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         loop = asyncio.get_running_loop()
         self._jobs = queue.SimpleQueue()  # a fresh queue: no stop signal left from before
+        self._loop, self._handing = loop, None
         self._thread = threading.Thread(
             target=self._run, args=(loop, ready), name=f"sagaway-sqlite:{self._path}", daemon=True
         )
@@ -153,6 +136,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         if thread is None:
             return
         self._thread = None
+        self._hand_over()  # calls of this turn of the loop still run
         self._jobs.put(None)
         await asyncio.to_thread(thread.join)
 
@@ -201,32 +185,32 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             conn = self._connect()
             self._migrate(conn)
         except BaseException as exc:
-            loop.call_soon_threadsafe(_deliver, ready, None, exc)
+            loop.call_soon_threadsafe(deliver, ready, None, exc)
             return
-        loop.call_soon_threadsafe(_deliver, ready, None, None)
+        loop.call_soon_threadsafe(deliver, ready, None, None)
         try:
             while True:
-                job = self._jobs.get()
-                if job is None:
+                jobs = self._jobs.get()
+                if jobs is None:
                     break
-                batch = [job]
+                batch = list(jobs)
                 stop = False
                 while len(batch) < _MAX_BATCH:
                     try:
-                        nxt = self._jobs.get_nowait()
+                        more = self._jobs.get_nowait()
                     except queue.Empty:
                         break
-                    if nxt is None:
+                    if more is None:
                         stop = True
                         break
-                    batch.append(nxt)
+                    batch.extend(more)
                 self._run_batch(conn, batch)
                 if stop:
                     break
         finally:
             conn.close()
 
-    def _run_batch(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
+    def _run_batch(self, conn: sqlite3.Connection, batch: list[Job]) -> None:
         outcomes: list[tuple[Any, BaseException | None]] = []
         began = time.perf_counter()
         try:
@@ -251,16 +235,33 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             outcomes = [(None, failure)] * len(batch)
         if observe.observers:
             observe.batch_written("transaction", len(batch), time.perf_counter() - began)
+        # One wake-up per event loop for the whole batch.
+        by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
         for job, (value, error) in zip(batch, outcomes, strict=True):
-            job.loop.call_soon_threadsafe(_deliver, job.future, value, error)
+            by_loop.setdefault(job.loop, []).append((job.future, value, error))
+        for loop, delivered in by_loop.items():
+            loop.call_soon_threadsafe(deliver_all, delivered)
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._thread is None:
             raise errors.ManagerStateError("the SQLite store is not open")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put(_Job(fn, future, loop))
+        job = Job(fn, future, loop)
+        if loop is not self._loop:  # a call from another event loop goes at once
+            self._jobs.put([job])
+        elif self._handing is None:
+            self._handing = [job]
+            loop.call_soon(self._hand_over)
+        else:
+            self._handing.append(job)
         return await future
+
+    def _hand_over(self) -> None:
+        """Give the writer thread the calls made in this turn of the event loop."""
+        jobs, self._handing = self._handing, None
+        if jobs:
+            self._jobs.put(jobs)
 
     async def server_time(self) -> float | None:
         """None: an SQLite file is used from one machine, whose clock every process shares."""

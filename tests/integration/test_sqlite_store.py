@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -117,5 +119,40 @@ async def test_a_base_exception_in_a_job_fails_that_call_only(sqlite_url: str) -
         with pytest.raises(errors.SagawayError, match="SystemExit"):
             await asyncio.wait_for(store._call(exits), 10)
         assert await asyncio.wait_for(store.count_by_status(), 10) == {}
+    finally:
+        await store.close()
+
+
+async def test_a_failing_job_in_a_batch_loses_only_its_own_writes(sqlite_url: str) -> None:
+    """The calls of one turn of the event loop share a transaction. One that raises after it
+    wrote has its writes undone; the others' writes commit and their callers get their
+    results (the batch runs again, each job in a savepoint)."""
+    from sagaway.store.sqlite import SQLiteStore
+
+    store = open_store(sqlite_url)
+    assert isinstance(store, SQLiteStore)
+    await store.open()
+    runs: dict[str, int] = {}
+    try:
+        await store._call(lambda conn: conn.execute("CREATE TABLE probe (who TEXT)"))
+
+        def writes(who: str, fail: bool) -> Any:
+            def op(conn: sqlite3.Connection) -> str:
+                runs[who] = runs.get(who, 0) + 1
+                conn.execute("INSERT INTO probe VALUES (?)", (who,))
+                if fail:
+                    raise ValueError(f"{who} failed after its write")
+                return who
+
+            return op
+
+        jobs = [store._call(writes(f"job{i}", fail=i == 2)) for i in range(5)]
+        outcomes = await asyncio.wait_for(asyncio.gather(*jobs, return_exceptions=True), 10)
+        assert outcomes[:2] + outcomes[3:] == ["job0", "job1", "job3", "job4"]
+        assert isinstance(outcomes[2], ValueError)
+        rows = await store._call(lambda conn: conn.execute("SELECT who FROM probe").fetchall())
+        assert sorted(r[0] for r in rows) == ["job0", "job1", "job3", "job4"]
+        # One batch: run together first (job2 stopped it), then each in its own savepoint.
+        assert runs == {"job0": 2, "job1": 2, "job2": 2, "job3": 1, "job4": 1}
     finally:
         await store.close()

@@ -35,7 +35,7 @@ from sagaway.store import (
     _sqlite_claims,
 )
 from sagaway.store import migrations as _migrations
-from sagaway.store._sqlite_jobs import Job, deliver, deliver_all
+from sagaway.store._sqlite_jobs import Job, deliver, deliver_batch, run_isolated, run_together
 from sagaway.store.base import CreateResult, DatabaseNotFound
 from sagaway.store.records import (
     AttemptErrorRecord,
@@ -211,22 +211,11 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             conn.close()
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[Job]) -> None:
-        outcomes: list[tuple[Any, BaseException | None]] = []
         began = time.perf_counter()
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            for job in batch:
-                conn.execute("SAVEPOINT job")
-                try:
-                    value = job.fn(conn)
-                except BaseException as exc:  # the writer thread must live on
-                    conn.execute("ROLLBACK TO job")
-                    conn.execute("RELEASE job")
-                    outcomes.append((None, _as_exception(exc)))
-                else:
-                    conn.execute("RELEASE job")
-                    outcomes.append((value, None))
-            conn.execute("COMMIT")
+            outcomes = run_together(conn, batch)
+            if outcomes is None:  # a job failed: again, each in a savepoint undone alone
+                outcomes = run_isolated(conn, batch)
         except sqlite3.Error as db_error:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
@@ -235,12 +224,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             outcomes = [(None, failure)] * len(batch)
         if observe.observers:
             observe.batch_written("transaction", len(batch), time.perf_counter() - began)
-        # One wake-up per event loop for the whole batch.
-        by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
-        for job, (value, error) in zip(batch, outcomes, strict=True):
-            by_loop.setdefault(job.loop, []).append((job.future, value, error))
-        for loop, delivered in by_loop.items():
-            loop.call_soon_threadsafe(deliver_all, delivered)
+        deliver_batch(batch, outcomes)
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._thread is None:
@@ -668,13 +652,3 @@ def _fenced(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> Non
     """A write fenced by the lease token: ``LeaseLost`` unless it changed the owned row."""
     if conn.execute(_Q[query], params).rowcount != 1:
         raise errors.LeaseLost(params["run_id"])
-
-
-def _as_exception(exc: BaseException) -> Exception:
-    """A job's failure as its caller gets it: a BaseException raised in the writer thread (a
-    callback's ``SystemExit``, say) would end the thread and leave every later call waiting."""
-    if isinstance(exc, Exception):
-        return exc
-    failure = errors.SagawayError(f"a store operation raised {type(exc).__name__}: {exc}")
-    failure.__cause__ = exc
-    return failure

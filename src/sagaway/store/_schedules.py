@@ -91,7 +91,7 @@ def _fire(
     if conn.execute(_Q["advance_schedule"], params).rowcount != 1:
         return False
     for new in starts:
-        conn.execute(_Q["insert_workflow"], _params.create(new, now=now, lease=None))
+        conn.execute(_Q["insert_workflow"], _params.create(new, now=now, lease=None)).fetchall()
     return True
 
 

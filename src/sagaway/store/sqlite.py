@@ -262,8 +262,9 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         params = _params.create(new, now=now, lease=lease)
 
         def op(conn: sqlite3.Connection) -> CreateResult:
-            if conn.execute(_Q["insert_workflow"], params).rowcount == 1:
-                return CreateResult(_get_current(conn, new.key), created=True)
+            inserted = conn.execute(_Q["insert_workflow"], params).fetchone()
+            if inserted is not None:
+                return CreateResult(_rows.workflow_from_row(inserted), created=True)
             existing = _get_current(conn, new.key)
             if existing.run_id == new.run_id:  # our own earlier attempt
                 return CreateResult(existing, created=True)
@@ -272,9 +273,11 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
                     _Q["supersede"],
                     _params.supersede(existing.run_id, new_run_id=new.run_id, now=now),
                 )
-                conn.execute(_Q["insert_workflow"], params)
+                replacing = conn.execute(_Q["insert_workflow"], params).fetchone()
                 return CreateResult(
-                    _get_current(conn, new.key), created=True, replaced_run_id=existing.run_id
+                    _rows.workflow_from_row(replacing),
+                    created=True,
+                    replaced_run_id=existing.run_id,
                 )
             return CreateResult(existing, created=False)
 
@@ -342,11 +345,11 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         return await self._call(op)
 
     async def record_step(self, step: StepRecord, *, token: str) -> None:
-        params = _params.step(step)
+        params = {**_params.step(step), "token": token}
 
         def op(conn: sqlite3.Connection) -> None:
-            _check_owner(conn, step.run_id, token)
-            conn.execute(_Q["upsert_step"], params)
+            if conn.execute(_Q["record_step_owned"], params).rowcount != 1:
+                raise errors.LeaseLost(step.run_id)
 
         await self._call(op)
 
@@ -371,7 +374,8 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             _fenced(conn, "finish_owned", params)
             if step_params is not None:
                 conn.execute(_Q["upsert_step"], step_params)
-            conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
+            if has_parent:  # a top-level workflow has no parent to wake
+                conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
 
         await self._call(op)
 

@@ -31,6 +31,9 @@ VALUES (:run_id, :key, 1, :name, :args, :args_hash, :status, :parent_key, :now, 
         :lease_token, :lease_owner, :lease_expires_at, :now, :queue, :key_space, :deadline_at, :trace_context, :code_version,
         :concurrency_key, :concurrency_limit)
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
+RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
 
 -- name: supersede
 UPDATE workflows
@@ -50,6 +53,18 @@ ORDER BY run_id, started_at, call_id
 
 -- name: check_owner
 SELECT 1 FROM workflows WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING'
+
+-- name: record_step_owned
+-- upsert_step fenced by the lease in the same statement: no row changes (rowcount 0) unless the
+-- token still owns the RUNNING execution.
+INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at)
+SELECT :run_id, :call_id, :kind, :name, :status, :attempts, :result, :error, :started_at, :ended_at
+WHERE EXISTS (SELECT 1 FROM workflows
+              WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING')
+ON CONFLICT (run_id, call_id) DO UPDATE SET
+    kind = excluded.kind, name = excluded.name, status = excluded.status,
+    attempts = excluded.attempts, result = excluded.result, error = excluded.error,
+    ended_at = excluded.ended_at
 
 -- name: upsert_step
 INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at)

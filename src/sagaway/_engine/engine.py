@@ -155,11 +155,9 @@ class Engine:
         self.notifications = False
         """True while the store's notifications reach this process (see ``Store.listen``)."""
         self.end_notices: bool | None = None
-        """Whether other processes' ends are heard, when the store says so apart (None: they
-        come with the rest)."""
-        self._ends_wanted: asyncio.Future[None] | None = None
-        """Asking the store for every execution's end: once this process waits for one."""
-        self._listening = False
+        """Whether others' ends are heard, when the store reports it apart (None: it does not)."""
+        self._ends: bool | asyncio.Task[None] | None = None
+        """Whether the store passes on every end (a task: being asked; None: not listening)."""
         self.recent_ends = RecentEnds()
         """Executions that ended in this process lately, by run id: result() needs no read."""
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -658,26 +656,22 @@ class Engine:
         """Have the store's notifications (if it has any) reach this Engine: those of new work,
         the ends and cancel requests of what this process owns, and every end with ``ends``
         (else once it waits for one elsewhere: ``_want_ends``)."""
-        self._listening = True
         await self.store.listen(self.on_notification, owner=self.owner, ends=ends)
-        if ends:
-            self._ends_wanted = asyncio.get_running_loop().create_future()
-            self._ends_wanted.set_result(None)
+        self._ends = ends
 
     def _want_ends(self) -> None:
         """This process waits for an end elsewhere: have the store pass on everyone's. Not
         awaited: until the store says they are heard (``"listening:ends"``, which wakes
         every waiter to look again), an end is seen by the waiter's next read."""
-        if self._listening and self._ends_wanted is None:
-            self._ends_wanted = asyncio.create_task(
+        if self._ends is False:
+            self._ends = asyncio.create_task(
                 self.store.listen(self.on_notification, owner=self.owner, ends=True),
                 name="sagaway-listen-ends",
             )
 
     async def close(self) -> None:
-        ends, self._ends_wanted = self._ends_wanted, None
-        if ends is not None and not ends.done():
-            ends.cancel()
+        ends, self._ends = self._ends, None
+        if isinstance(ends, asyncio.Task) and ends.cancel():
             with contextlib.suppress(asyncio.CancelledError):
                 await ends
         self.runner = None

@@ -607,7 +607,9 @@ class Manager(ScheduleMethods):
         try:
             clock, self._clock_task = await server_clock(store, self.clock)
             engine = Engine(store, self.options, clock=clock, registry=self.registry)
-            await engine.listen()
+            # A process that runs workflows hears the ends of its own; of the others' only
+            # once it waits for one (a client-only process is there to wait).
+            await engine.listen(ends=not run_workers)
         except BaseException:
             if self._clock_task is not None:
                 self._clock_task.cancel()

@@ -98,14 +98,16 @@ class FaultyStore:
     async def server_time(self) -> float | None:
         return await self._inner.server_time()
 
-    async def listen(self, callback: Callable[[str], None]) -> None:
+    async def listen(
+        self, callback: Callable[[str], None], *, owner: str | None = None, ends: bool = True
+    ) -> None:
         process = self._process
 
         def deliver(payload: str) -> None:
             if not process.dead:  # a dead process hears nothing
                 callback(payload)
 
-        await self._inner.listen(deliver)
+        await self._inner.listen(deliver, owner=owner, ends=ends)
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)

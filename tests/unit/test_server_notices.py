@@ -52,3 +52,16 @@ def test_listening_state_and_close() -> None:
     hub.unsubscribe(queue)
     hub.publish("ready:")
     assert queue.empty()
+
+
+def test_listening_needs_every_stream_the_store_reports() -> None:
+    """PostgreSQL reports the listener of every run's end apart: while it is deaf, clients are
+    not told that notices flow (they would wait for ends they cannot hear)."""
+    hub = Hub(listening=False)
+    hub.publish("listening:")
+    hub.publish("listening:ends")
+    assert hub.listening
+    hub.publish("deaf:ends")
+    assert not hub.listening
+    hub.publish("listening:ends")
+    assert hub.listening

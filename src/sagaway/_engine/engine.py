@@ -155,6 +155,10 @@ class Engine:
         self.channel = Channel()
         self.notifications = False
         """True while the store's notifications reach this process (see ``Store.listen``)."""
+        self.end_notices: bool | None = None
+        """Whether others' ends are heard, when the store reports it apart (None: it does not)."""
+        self._ends: bool | asyncio.Task[None] | None = None
+        """Whether the store passes on every end (a task: being asked; None: not listening)."""
         self.recent_ends = RecentEnds()
         """Executions that ended in this process lately, by run id: result() needs no read."""
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -412,7 +416,8 @@ class Engine:
                     if record.status.ended:
                         return record
                     status = record.status.value
-                    if self.notifications:
+                    self._want_ends()
+                    if self.notifications and self.end_notices is not False:
                         # The end's notice will wake us; the read is only a safety net.
                         wait, delay = self.poll_interval, 0.02
                     else:
@@ -482,6 +487,9 @@ class Engine:
         elif kind == "cancel":
             if self.runner is not None:
                 self.runner.cancel_requested(detail, None)
+        elif kind in ("listening", "deaf") and detail == "ends":
+            self.end_notices = kind == "listening"
+            self.channel.wake_all()  # an end may have gone unheard: look again
         elif kind in ("listening", "deaf"):
             # Notices may have been missed (or will be): everyone waiting looks again now.
             self.notifications = kind == "listening"
@@ -645,11 +653,28 @@ class Engine:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def listen(self) -> None:
-        """Have the store's notifications (if it has any) reach this Engine."""
-        await self.store.listen(self.on_notification)
+    async def listen(self, *, ends: bool = True) -> None:
+        """Have the store's notifications (if it has any) reach this Engine: those of new work,
+        the ends and cancel requests of what this process owns, and every end with ``ends``
+        (else once it waits for one elsewhere: ``_want_ends``)."""
+        await self.store.listen(self.on_notification, owner=self.owner, ends=ends)
+        self._ends = ends
+
+    def _want_ends(self) -> None:
+        """This process waits for an end elsewhere: have the store pass on everyone's. Not
+        awaited: until the store says they are heard (``"listening:ends"``, which wakes
+        every waiter to look again), an end is seen by the waiter's next read."""
+        if self._ends is False:
+            self._ends = asyncio.create_task(
+                self.store.listen(self.on_notification, owner=self.owner, ends=True),
+                name="sagaway-listen-ends",
+            )
 
     async def close(self) -> None:
+        ends, self._ends = self._ends, None
+        if isinstance(ends, asyncio.Task) and ends.cancel():
+            with contextlib.suppress(asyncio.CancelledError):
+                await ends
         self.runner = None
         self.close_thread_pool()
         await self.store.close()

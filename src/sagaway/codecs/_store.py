@@ -303,8 +303,10 @@ class CodecStore:
     async def server_time(self) -> float | None:
         return await self.inner.server_time()
 
-    async def listen(self, callback: Callable[[str], None]) -> None:
-        await self.inner.listen(callback)
+    async def listen(
+        self, callback: Callable[[str], None], *, owner: str | None = None, ends: bool = True
+    ) -> None:
+        await self.inner.listen(callback, owner=owner, ends=ends)
 
     async def release_workflow(self, run_id: str, *, token: str, now: float) -> None:
         await self.inner.release_workflow(run_id, token=token, now=now)

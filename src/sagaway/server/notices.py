@@ -20,8 +20,9 @@ class Hub:
     """The notices of one server, copied to each subscriber's queue."""
 
     def __init__(self, *, listening: bool) -> None:
-        self.listening = listening
-        """Whether notices flow (PostgreSQL: the server's listener has connected)."""
+        self._heard = {"": listening}
+        """Whether the notices of each of the store's streams flow: "" all of them, or all
+        but the ends once "ends" reports apart (PostgreSQL: its second listener)."""
         self._subscribers: set[asyncio.Queue[str]] = set()
         self._ready_pending: set[asyncio.Queue[str]] = set()
 
@@ -34,6 +35,11 @@ class Hub:
         self._subscribers.discard(queue)
         self._ready_pending.discard(queue)
 
+    @property
+    def listening(self) -> bool:
+        """Whether every notice flows."""
+        return all(self._heard.values())
+
     def taken(self, queue: asyncio.Queue[str], payload: str) -> None:
         """``payload`` left ``queue``: a later "ready:" is worth queueing again."""
         if payload == "ready:":
@@ -42,10 +48,9 @@ class Hub:
     def publish(self, payload: str) -> None:
         """Queue ``payload`` for every subscriber ("ready:" at most once per queue: one look
         finds all the work that is due)."""
-        if payload.startswith("listening:"):
-            self.listening = True
-        elif payload.startswith("deaf:"):
-            self.listening = False
+        kind, _, stream = payload.partition(":")
+        if kind in ("listening", "deaf") and stream in ("", "ends"):
+            self._heard[stream] = kind == "listening"
         for queue in self._subscribers:
             if queue.qsize() >= MAX_BACKLOG:
                 self._overflow(queue)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import socket
 import uuid
@@ -44,7 +45,7 @@ sits idle), and a bound on reconnecting through a network that drops what it is 
 
 
 class Listener:
-    """Passes the notices of one channel to a callback, and says when they can be counted on.
+    """Passes the notices of its channels to a callback, and says when they can be counted on.
 
     ``callback("listening:")`` once a probe notice it sent itself has come back (notices sent
     before that are lost: look again), ``callback("deaf:")`` when the connection drops or a
@@ -56,6 +57,7 @@ class Listener:
         conninfo: str,
         *,
         channel: str,
+        also: tuple[str, ...] = (),
         url: str,
         probe_interval: float,
         probe_timeout: float,
@@ -64,6 +66,8 @@ class Listener:
     ) -> None:
         self._conninfo = conninfo
         self.channel = channel
+        """Where probes go; notices of the ``also`` channels are passed on too."""
+        self._channels = (channel, *also)
         self._url = url
         self._probe_interval = probe_interval
         self._probe_timeout = probe_timeout
@@ -142,11 +146,11 @@ class Listener:
         return await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
 
     async def _start_listening(self, conn: Conn) -> None:
-        """LISTEN on the channel; the socket is shut down if that takes ``probe_timeout``."""
-        listen = sql.SQL("LISTEN {}").format(sql.Identifier(self.channel))
+        """LISTEN on the channels; the socket is shut down if that takes ``probe_timeout``."""
         guard = asyncio.get_running_loop().call_later(self._probe_timeout, shut_down, conn)
         try:
-            await conn.execute(listen)
+            for name in self._channels:
+                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
         finally:
             guard.cancel()
 
@@ -213,6 +217,19 @@ class Listener:
 
     async def _send_probe(self, conn: Conn, probe: str) -> None:
         await conn.execute("SELECT pg_notify(%s, %s)", (self.channel, probe))
+
+
+def owner_channel(schema: str, owner: str) -> str:
+    """The channel of the ends and cancel requests of what ``owner`` holds (migration 0016)."""
+    digest = hashlib.md5(f"{schema}/{owner}".encode(), usedforsecurity=False).hexdigest()
+    return f"sagaway:owner:{digest}"
+
+
+def runs_notice(payload: str) -> str:
+    """A notice of the every-run channel as passed on: its own word on whether it is heard."""
+    if payload in ("listening:", "deaf:"):
+        return f"{payload}ends"
+    return payload
 
 
 def shut_down(conn: Conn) -> None:

@@ -232,7 +232,10 @@ class GrpcStore:
         reply = await self._call("ServerTime", pb.ServerTimeRequest())
         return float(reply.now)
 
-    async def listen(self, callback: Callable[[str], None]) -> None:
+    async def listen(
+        self, callback: Callable[[str], None], *, owner: str | None = None, ends: bool = True
+    ) -> None:
+        # The server's stream brings every notice: there is nothing to address.
         if self._watch is None:
             self._watch = asyncio.create_task(self._watch_loop(callback), name="sagaway-watch")
 

@@ -137,7 +137,10 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
             max_batch=_READ_BATCH,
         )
         self.channel = ("sagaway_" + schema)[:63]
-        """The LISTEN/NOTIFY channel of this schema (see migration 0003)."""
+        """The LISTEN/NOTIFY channel of this schema's new work (see migrations 0003, 0016)."""
+        self.runs_channel = ("sagaway:runs:" + schema)[:63]
+        """Where every execution's end and cancel request is announced (migration 0016)."""
+        self._runs_listener: _pg_listener.Listener | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -190,9 +193,10 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
         return self._pool
 
     async def close(self) -> None:
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            await listener.close()
+        for listener in (self._listener, self._runs_listener):
+            if listener is not None:
+                await listener.close()
+        self._listener = self._runs_listener = None
         pool = self._pool
         if pool is None:
             return
@@ -207,25 +211,37 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
 
         return await self._run(op, transaction=False)
 
-    async def listen(self, callback: Callable[[str], None]) -> None:
-        """Call ``callback(payload)`` for every notification of this schema's channel.
+    async def listen(
+        self, callback: Callable[[str], None], *, owner: str | None = None, ends: bool = True
+    ) -> None:
+        """Call ``callback(payload)`` for every notification of this schema's channels.
 
         See ``_pg_listener.Listener``: ``callback("listening:")`` once notices are known to
         arrive, ``callback("deaf:")`` when they stop. Returns once notices are heard (or after a
-        few seconds of not hearing them).
+        few seconds of not hearing them). ``owner``'s own channel brings the ends and cancel
+        requests of what it owns; the others' come on a second connection, started at once
+        with ``ends`` (or by a later call with it), which says ``"listening:ends"`` and
+        ``"deaf:ends"``.
         """
-        if self._listener is not None:
-            return
-        self._listener = _pg_listener.Listener(
+        if self._listener is None:
+            mine = () if owner is None else (_pg_listener.owner_channel(self.schema, owner),)
+            self._listener = self._new_listener(self.channel, mine)
+            await self._listener.start(callback)
+        if ends and self._runs_listener is None:
+            self._runs_listener = self._new_listener(self.runs_channel, ())
+            await self._runs_listener.start(lambda note: callback(_pg_listener.runs_notice(note)))
+
+    def _new_listener(self, channel: str, also: tuple[str, ...]) -> _pg_listener.Listener:
+        return _pg_listener.Listener(
             self._conninfo,
-            channel=self.channel,
+            channel=channel,
+            also=also,
             url=self.url,
             probe_interval=self.timing.probe_interval,
             probe_timeout=self.timing.probe_timeout,
             reconnect_delay=self.timing.reconnect_delay,
             on_reconnect=self._wake_pool,
         )
-        await self._listener.start(callback)
 
     def _wake_pool(self) -> None:
         """The listener reconnected: have the pool check its connections now."""

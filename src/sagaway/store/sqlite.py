@@ -251,7 +251,9 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         """None: an SQLite file is used from one machine, whose clock every process shares."""
         return None
 
-    async def listen(self, callback: Callable[[str], None]) -> None:
+    async def listen(
+        self, callback: Callable[[str], None], *, owner: str | None = None, ends: bool = True
+    ) -> None:
         """SQLite has no notifications: other processes' changes are seen by polling."""
 
     # ------------------------------------------------------------------ verbs

@@ -1,0 +1,180 @@
+"""PostgreSQL notices reach the processes that care: an execution's end and cancel request go to
+its lease owner, and to every process only once it waits for someone else's end."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import psycopg
+import pytest
+
+import sagaway as sw
+from sagaway.states import WorkflowStatus
+from sagaway.store import open_store
+from sagaway.store.postgres import PostgresStore
+from sagaway.store.records import Lease, NewWorkflow
+from sagaway.testing.internals import engine_of, store_of
+from tests.conftest import POSTGRES_URL
+
+pytestmark = pytest.mark.postgres
+
+SLOW_POLL = 3600.0  # polling alone would take an hour: only a notice can be this fast
+
+
+class _Heard:
+    """The notices a store passed on, and a way to wait for one."""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+        self._changed = asyncio.Event()
+
+    def __call__(self, payload: str) -> None:
+        self.notes.append(payload)
+        self._changed.set()
+
+    async def until(self, payload: str, count: int = 1) -> None:
+        async def seen() -> None:
+            while self.notes.count(payload) < count:
+                self._changed.clear()
+                await self._changed.wait()
+
+        await asyncio.wait_for(seen(), 10)
+
+    def about_runs(self) -> list[str]:
+        return [n for n in self.notes if n.startswith(("ended:", "cancel:"))]
+
+
+async def _open(url: str) -> PostgresStore:
+    store = open_store(url)
+    assert isinstance(store, PostgresStore)
+    await store.open()
+    return store
+
+
+async def _start(store: PostgresStore, run_id: str, lease: Lease | None) -> None:
+    new = NewWorkflow(run_id=run_id, key=run_id, name="flow", args="[1]", args_hash="h")
+    await store.create_workflow(new, now=1.0, lease=lease, replace_live=False)
+
+
+async def _finish(store: PostgresStore, run_id: str, lease: Lease) -> None:
+    await store.finish_workflow(
+        run_id, token=lease.token, status=WorkflowStatus.COMPLETED, result="1", error=None, now=2.0
+    )
+
+
+async def test_a_process_hears_the_ends_and_cancels_of_what_it_owns_only(
+    postgres_url: str,
+) -> None:
+    store, other = await _open(postgres_url), await _open(postgres_url)
+    heard = _Heard()
+    mine, theirs = Lease("t-mine", "me", 99.0), Lease("t-theirs", "them", 99.0)
+    try:
+        await store.listen(heard, owner="me", ends=False)
+        assert heard.notes == ["listening:"]
+        for run_id, lease in (("a", mine), ("b", theirs)):
+            await _start(other, run_id, lease)
+            assert await other.request_cancel(run_id, reason="stop", now=1.5)
+            await _finish(other, run_id, lease)
+        # An unowned start: its 'ready:' comes on the same connection after all of the above.
+        await _start(other, "marker", None)
+        await heard.until("ready:")
+    finally:
+        await store.close()
+        await other.close()
+    assert heard.about_runs() == ["cancel:a", "ended:a"]
+
+
+async def test_every_end_once_asked_for_and_again_after_its_connection_is_killed(
+    postgres_url: str,
+) -> None:
+    store, other = await _open(postgres_url), await _open(postgres_url)
+    heard = _Heard()
+    theirs = Lease("t-theirs", "them", 99.0)
+    try:
+        await store.listen(heard, owner="me", ends=False)
+        await store.listen(heard, owner="me", ends=True)  # returns once they are heard
+        assert heard.notes == ["listening:", "listening:ends"]
+        await _start(other, "b", theirs)
+        assert await other.request_cancel("b", reason="stop", now=1.5)
+        await _finish(other, "b", theirs)
+        await heard.until("ended:b")
+        assert heard.about_runs() == ["cancel:b", "ended:b"]
+
+        runs = store._runs_listener
+        assert runs is not None and runs._conn is not None
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(%s)", (runs._conn.pgconn.backend_pid,))
+        await heard.until("deaf:ends")
+        await heard.until("listening:ends", count=2)
+        assert "deaf:" not in heard.notes  # the other connection was not touched
+        lease = Lease("t-c", "them", 99.0)
+        await _start(other, "c", lease)
+        await _finish(other, "c", lease)
+        await heard.until("ended:c")
+    finally:
+        await store.close()
+        await other.close()
+
+
+def _define(manager: sw.Manager, entered: asyncio.Event, gate: asyncio.Event) -> None:
+    @manager.register_activity(name="gated_step")
+    async def gated_step(x: int) -> int:
+        entered.set()
+        await gate.wait()
+        return x + 1
+
+    @manager.register_workflow(name="gated")
+    async def gated(x: int) -> int:
+        return await gated_step(x)
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    async def poll() -> None:
+        while not condition():  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(poll(), 10)
+
+
+async def test_a_worker_process_hears_others_ends_once_it_waits_for_one(
+    postgres_url: str,
+) -> None:
+    """A process that runs workflows listens for no one else's ends until it waits for one;
+    then the end's notice wakes it (its poll is an hour away)."""
+    entered, gate = asyncio.Event(), asyncio.Event()
+    runner = sw.Manager(postgres_url, poll_interval=SLOW_POLL)
+    waiter = sw.Manager(postgres_url, poll_interval=SLOW_POLL)
+    _define(runner, entered, gate)
+    _define(waiter, entered, gate)
+    waiter.task_queues = frozenset({"elsewhere"})  # it runs nothing of the default queue
+    async with runner, waiter:
+        assert store_of(waiter)._runs_listener is None  # type: ignore[attr-defined]
+        handle = await waiter.workflow("gated", 1).execute()
+        await asyncio.wait_for(entered.wait(), 10)
+        assert runner.worker is not None and handle.run_id in runner.worker.running_ids
+        result = asyncio.ensure_future(handle.result())
+        try:
+            await _until(lambda: engine_of(waiter).end_notices is True)
+            gate.set()
+            assert await asyncio.wait_for(result, 10) == 2
+        finally:
+            result.cancel()
+
+
+async def test_a_cancel_reaches_the_owner_by_its_notice(postgres_url: str) -> None:
+    entered, gate = asyncio.Event(), asyncio.Event()
+    client = sw.Manager(postgres_url, poll_interval=SLOW_POLL)
+    # A lease of an hour: its heartbeat, which also reads cancel requests, is far away.
+    owner = sw.Manager(postgres_url, poll_interval=SLOW_POLL, lease_timeout=3600)
+    _define(client, entered, gate)
+    _define(owner, entered, gate)
+    async with owner, client.connect():
+        handle = await client.workflow("gated", 1).execute()
+        await asyncio.wait_for(entered.wait(), 10)
+        assert await client.cancel(handle.key, "no longer wanted")
+        assert owner.worker is not None
+        running = owner.worker._running[handle.run_id]  # type: ignore[attr-defined]
+        await _until(lambda: running.cancel_reason == "no longer wanted")
+        gate.set()
+        assert await handle.status() in (WorkflowStatus.RUNNING, WorkflowStatus.CANCELLED)

@@ -5,8 +5,10 @@ in PostgreSQL. Its workflows are static graphs built with ``Flow``: each task re
 previous task's output, so the saga's state (``wf_id``, the steps done) travels from task to
 task. The engine state is in the schema ``config["schema"]`` of the ``bench`` database
 (``search_path`` set through the connection URL's ``options``; the orchestrator drops the schema
-before every scenario, sayiir's migrations recreate its tables on open), with sayiir's default
-connection pool.
+before every scenario, sayiir's migrations recreate its tables on open), with a pool of
+``POOL_SIZE`` connections. One ``DurableEngine`` serves every run: engines built per call or per
+thread opened connections of their own (hundreds at 100 in flight in a trial), the shared one
+stays within its backend's pool.
 
 How the saga is modelled, since sayiir has neither non-retryable errors nor compensations:
 
@@ -57,6 +59,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import urllib.parse
 from collections.abc import Sequence
 from importlib import metadata
@@ -66,6 +69,9 @@ import sayiir
 
 from benchmarks import workload
 from benchmarks.workload import Services
+
+POOL_SIZE = 10
+"""sayiir's PostgreSQL connections (``PostgresBackend(max_connections=...)``), as Sagaway's pool."""
 
 THREADS = 256
 """Threads running ``DurableEngine.run``: more than the workflows ever in flight (100)."""
@@ -200,7 +206,11 @@ class SayiirAdapter:
         await asyncio.to_thread(self._create_schema)
         # The backend runs sayiir's migrations when it connects.
         self._backend = await asyncio.to_thread(
-            sayiir.PostgresBackend, engine_url(self.url, self.schema)
+            functools.partial(
+                sayiir.PostgresBackend,
+                engine_url(self.url, self.schema),
+                max_connections=POOL_SIZE,
+            )
         )
         self._engine = sayiir.DurableEngine(self._backend)
 
@@ -259,7 +269,7 @@ class SayiirAdapter:
             "engine": "one DurableEngine in this process; each run() on a thread of its own",
             "threads": THREADS,
             "schema": self.schema,
-            "connection_pool": "sayiir default (PostgresBackend without pool options)",
+            "connection_pool": f"PostgresBackend(max_connections={POOL_SIZE})",
             "task_retry": {
                 "max_retries": RETRY.max_retries,
                 "initial_delay_secs": RETRY.initial_delay_secs,

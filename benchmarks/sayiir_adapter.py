@@ -30,8 +30,7 @@ does the same but builds a new engine per call: about 4 times slower at 100 in f
 here.) ``run`` takes the compiled workflow and its task registry (``Workflow._inner`` and
 ``_task_registry``, which is what ``run_durable_workflow`` passes too). It blocks its thread
 (the GIL is released while sayiir waits on PostgreSQL), so each workflow runs on a thread of the
-adapter's own pool (``THREADS``, enough for every workflow in flight, scenario C's 200
-included).
+adapter's own pool (``THREADS``, more than the workflows ever in flight).
 
 ``start()`` hands the run to its thread and returns: sayiir has no durable start separate from
 the run, whose first act is to write the instance's snapshot. (Waiting in ``start()`` for the
@@ -48,7 +47,7 @@ workflows by itself:
   the application supplies: sayiir has no call that lists unfinished instances, and the
   in-process engine takes no lease or claim that another process could see expire.
 * A ``Worker`` polls the database for ``InProgress`` instances that no live worker has claimed,
-  but sayiir 1.0's Worker does not run a workflow containing a ``Flow.route`` branch: a
+  but sayiir 1.0's Worker did not run a workflow containing a ``Flow.route`` branch here: a
   submitted ``order_saga`` stayed ``InProgress`` without its first task running, and the
   instances of a killed phase 1 stayed parked at ``branch_0`` (a linear flow did run). And since
   ``DurableEngine.run`` takes no claim, a Worker next to live in-process runs takes them over and
@@ -82,9 +81,6 @@ NO_RECOVERY = (
     "unclaimed InProgress instances, does not run workflows with a Flow.route branch"
 )
 """Why scenario C is not run for sayiir (printed and recorded by ``benchmarks.compare``)."""
-
-WAIT_POLL_INTERVAL = 0.05
-"""Seconds between ``wait_all``'s status reads of one workflow."""
 
 RETRY = sayiir.RetryPolicy(
     max_retries=workload.RETRY_MAXIMUM_ATTEMPTS - 1,
@@ -231,24 +227,8 @@ class SayiirAdapter:
         return result
 
     async def wait_all(self, ids: Sequence[str]) -> dict[str, Any]:
-        """Poll each id's status until it ends (never start one); id -> result or error text."""
-        client = sayiir.WorkflowClient(self._backend)
-        results: dict[str, Any] = {}
-        for wf_id in ids:  # one at a time: the total wait is the slowest one's
-            while True:
-                try:
-                    status = await asyncio.to_thread(client.status, wf_id)
-                except Exception as exc:
-                    results[wf_id] = f"{type(exc).__name__}: {exc}"
-                    break
-                if status.is_completed():
-                    results[wf_id] = _unwrap(status.output)
-                    break
-                if not status.is_in_progress():
-                    results[wf_id] = f"sayiir status {status.status}: {status.error}"
-                    break
-                await asyncio.sleep(WAIT_POLL_INTERVAL)
-        return results
+        """Scenario C's phase 2, which this adapter cannot do (see ``NO_RECOVERY``)."""
+        raise NotImplementedError(NO_RECOVERY)
 
     def _count(self) -> dict[str, int]:
         import psycopg
@@ -279,7 +259,6 @@ class SayiirAdapter:
             "decline": 'charge_payment returns {"declined": true} (sayiir retries every error)',
             "compensation": "Flow.route on the decline: release_stock then cancel_order",
             "recovery": "scenario C not run: " + NO_RECOVERY,
-            "wait_poll_interval_s": WAIT_POLL_INTERVAL,
         }
 
     async def close(self) -> None:

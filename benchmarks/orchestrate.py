@@ -54,7 +54,12 @@ CRASH_FRACTION = 0.25
 BENCH_PG_URL = os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/bench")
 """The benchmark database (created if missing): engine schemas and ``svc_<service>`` schemas."""
 
-PG_SCHEMAS = {"sagaway": "bench_sagaway", "dbos": "bench_dbos", "checkpoint": "bench_ckpt"}
+PG_SCHEMAS = {
+    "sagaway": "bench_sagaway",
+    "dbos": "bench_dbos",
+    "checkpoint": "bench_ckpt",
+    "sayiir": "bench_sayiir",
+}
 """Engine state schemas in the bench database, dropped before every scenario."""
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -69,7 +74,7 @@ class Target:
     """One engine on one backend."""
 
     key: str
-    engine: str  # sagaway | dbos | temporal | none | checkpoint
+    engine: str  # sagaway | dbos | temporal | sayiir | none | checkpoint
     backend: str  # sqlite | sqlite-wal | postgres | dev-server | grpc+sqlite | grpc+postgres
     label: str
     crash: bool = True
@@ -77,6 +82,8 @@ class Target:
     """> 0: Sagaway only, that many ``python -m sagaway worker`` processes; client only here."""
     options: tuple[tuple[str, Any], ...] = ()
     """Extra adapter config (e.g. ``activities``, ``poll_interval``)."""
+    crash_skip: str = ""
+    """With ``crash=False``: why scenario C is not run (printed and recorded in ``skipped``)."""
 
     @property
     def pg(self) -> bool:
@@ -504,6 +511,8 @@ class Prepared:
             self.server = TemporalServer(workdir)
             self.server.start()
             config["address"] = self.server.address
+        elif engine == "sayiir":
+            config.update(url=BENCH_PG_URL, schema=PG_SCHEMAS["sayiir"])
         elif engine == "checkpoint":
             if pg:
                 config.update(kind="postgres", url=BENCH_PG_URL, schema=PG_SCHEMAS["checkpoint"])

@@ -38,6 +38,7 @@ ADAPTERS: dict[str, str] = {
     "sagaway": "benchmarks.sagaway_adapter:SagawayAdapter",
     "dbos": "benchmarks.dbos_adapter:DBOSAdapter",
     "temporal": "benchmarks.temporal_adapter:TemporalAdapter",
+    "sayiir": "benchmarks.sayiir_adapter:SayiirAdapter",
     "none": "benchmarks.baselines:NoEngineAdapter",
     "checkpoint": "benchmarks.baselines:CheckpointAdapter",
 }

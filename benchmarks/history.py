@@ -39,30 +39,42 @@ SCAN_GOAL_MS = 10.0
 """The recovery scan on a store with a long history."""
 
 
-def _time_cli(args: list[str], runs: int = CLI_RUNS) -> dict[str, Any]:
-    """Median wall time of ``python -m sagaway ARGS`` in ms (the goal's figure), and its median
-    CPU time from ``wait4()`` (steadier on a loaded machine); each run must exit 0."""
-    times, cpus = [], []
+def _run_cli(args: list[str]) -> tuple[float, float]:
+    """(wall ms, CPU ms from ``wait4()``) of one ``python -m sagaway ARGS``, which must exit 0."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sagaway", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert proc.stderr is not None
+    err = proc.stderr.read()  # small: nothing but errors and the next-page hint
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = (time.perf_counter() - t0) * 1000
+    proc.returncode = code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise RuntimeError(f"sagaway {' '.join(args)}: exit {code}: {err.decode()[-2000:]}")
+    return wall, (usage.ru_utime + usage.ru_stime) * 1000
+
+
+def _time_cli(commands: dict[str, list[str]], runs: int = CLI_RUNS) -> dict[str, Any]:
+    """Median wall and CPU ms of each command; the commands take turns, run after run, so a
+    change in the machine's load meanwhile hits them alike."""
+    walls: dict[str, list[float]] = {what: [] for what in commands}
+    cpus: dict[str, list[float]] = {what: [] for what in commands}
     for _ in range(runs):
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "sagaway", *args],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env={**os.environ, "NO_COLOR": "1"},
-        )
-        assert proc.stderr is not None
-        err = proc.stderr.read()  # small: nothing but errors and the next-page hint
-        _, status, usage = os.wait4(proc.pid, 0)
-        times.append((time.perf_counter() - t0) * 1000)
-        cpus.append((usage.ru_utime + usage.ru_stime) * 1000)
-        proc.returncode = code = os.waitstatus_to_exitcode(status)
-        if code != 0:
-            raise RuntimeError(f"sagaway {' '.join(args)}: exit {code}: {err.decode()[-2000:]}")
+        for what, args in commands.items():
+            wall, cpu = _run_cli(args)
+            walls[what].append(wall)
+            cpus[what].append(cpu)
     return {
-        "median_ms": statistics.median(times),
-        "cpu_median_ms": statistics.median(cpus),
-        "runs_ms": [round(t, 1) for t in times],
+        what: {
+            "median_ms": statistics.median(walls[what]),
+            "cpu_median_ms": statistics.median(cpus[what]),
+            "runs_ms": [round(t, 1) for t in walls[what]],
+        }
+        for what in commands
     }
 
 
@@ -101,22 +113,24 @@ async def _scan(url: str, runs: int = SCAN_RUNS) -> dict[str, Any]:
 def probe(url: str, sample: dict[str, str]) -> dict[str, Any]:
     """The history probes on the store at ``url`` (preloaded; ``sample`` from
     ``benchmarks.preload.sample``)."""
-    base = _time_cli(["--help"])
-    commands = {
-        "list_status": ["list", "--db", url, "--status", sample["status"]],
-        "list_name": ["list", "--db", url, "--name", sample["name"]],
-        "show": ["show", "--db", url, sample["key"]],
-    }
+    timed = _time_cli(
+        {
+            "start": ["--help"],
+            "list_status": ["list", "--db", url, "--status", sample["status"]],
+            "list_name": ["list", "--db", url, "--name", sample["name"]],
+            "show": ["show", "--db", url, sample["key"]],
+        }
+    )
+    base = timed.pop("start")
     cli: dict[str, Any] = {
         "interpreter_start_ms": base["median_ms"],
         "interpreter_start_cpu_ms": base["cpu_median_ms"],
     }
-    for what, args in commands.items():
-        timed = _time_cli(args)
+    for what, t in timed.items():
         cli[what] = {
-            **timed,
-            "beyond_start_ms": timed["median_ms"] - base["median_ms"],
-            "cpu_beyond_start_ms": timed["cpu_median_ms"] - base["cpu_median_ms"],
+            **t,
+            "beyond_start_ms": t["median_ms"] - base["median_ms"],
+            "cpu_beyond_start_ms": t["cpu_median_ms"] - base["cpu_median_ms"],
         }
     return {"cli": cli, "scan": asyncio.run(_scan(url)), "loadavg": os.getloadavg()}
 

@@ -580,5 +580,9 @@ def issue19_goals(results: Results, waiting: dict[str, Any] | None = None) -> li
 
 def goal_lines(items: list[dict[str, Any]]) -> list[str]:
     """``goal: value vs bar: MET/MISSED`` lines for the console."""
-    verdicts = {None: "n/a", True: "MET", False: "MISSED"}
-    return [f"{g['goal']}: {g['detail']}: {verdicts[g['met']]}" for g in items]
+    return [
+        f"{g['goal']}: not measured (n/a)"
+        if g["met"] is None
+        else f"{g['goal']}: {g['detail']}: {'MET' if g['met'] else 'MISSED'}"
+        for g in items
+    ]

@@ -106,3 +106,28 @@ def test_preload_plan_matches_its_counts() -> None:
     keys = {preload.key_of(i) for i in range(1000)}
     assert len(keys) == 1000
     assert preload.sample(1000)["key"] in keys
+
+
+class _Server:
+    """A server monitor whose CPU grows by 1.5 s between two snapshots."""
+
+    def __init__(self) -> None:
+        self.cpu = 10.0
+
+    def snapshot(self) -> float:
+        self.cpu += 1.5
+        return self.cpu
+
+
+def test_measured_cpu_counts_the_measured_part_only() -> None:
+    from benchmarks.orchestrate import MeasuredCpu
+
+    measured = MeasuredCpu([], [_Server()])
+    assert measured.record(2.0, 100) is None  # no markers seen: nothing to report
+    measured("MEASURE_BEGIN")
+    measured("MEASURE_END")
+    record = measured.record(2.0, 100)
+    assert record is not None
+    assert record["servers_s"] == 1.5
+    assert record["total_s"] == 3.5
+    assert record["per_wf_ms"] == 35.0

@@ -21,6 +21,7 @@ import platform
 import shlex
 import sqlite3
 import sys
+import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
@@ -36,6 +37,7 @@ BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
 TARGETS: list[Target] = [
     Target("sagaway/sqlite", "sagaway", "sqlite", "Sagaway / SQLite (WAL, synchronous=NORMAL)"),
     Target("sagaway/postgres", "sagaway", "postgres", "Sagaway / PostgreSQL"),
+    Target("sagaway/grpc+postgres", "sagaway", "grpc+postgres", "Sagaway server / PostgreSQL"),
     Target("dbos/sqlite", "dbos", "sqlite", "DBOS / SQLite (default journal)"),
     Target("dbos/sqlite-wal", "dbos", "sqlite-wal", "DBOS / SQLite WAL"),
     Target("dbos/postgres", "dbos", "postgres", "DBOS / PostgreSQL"),
@@ -96,6 +98,44 @@ MULTI: list[Target] = [
     ),
 ]
 MULTI_KEYS = [t.key for t in MULTI]
+PRELOAD_N, QUICK_PRELOAD_N = 1_000_000, 20_000
+"""Ended workflows preloaded for the ``-preload`` targets (A_thr on a store with history)."""
+
+
+def preload_targets(n: int) -> list[Target]:
+    """``sagaway/sqlite-preload`` and ``sagaway/postgres-preload`` (none if ``n`` is 0)."""
+    if n <= 0:
+        return []
+    return [
+        Target(
+            f"sagaway/{db}-preload",
+            "sagaway",
+            db,
+            f"Sagaway / {label}, {n:,} ended workflows preloaded",
+            crash=False,
+            preload=n,
+        )
+        for db, label in (("sqlite", "SQLite"), ("postgres", "PostgreSQL"))
+    ]
+
+
+def run_waiting(n: int, timeout: float) -> dict[str, Any]:
+    """``benchmarks.waiting`` with N workflows WAITING (SQLite): the worker's memory."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory(prefix="bench-waiting-") as tmp:
+        out = Path(tmp) / "waiting.json"
+        done = subprocess.run(
+            [sys.executable, "-m", "benchmarks.waiting", "--n", str(n), "--json", str(out)],
+            cwd=HERE.parent,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if done.returncode != 0 or not out.exists():
+            return {"n": n, "failed": f"exit {done.returncode}: {done.stderr[-2000:]}"}
+        loaded: dict[str, Any] = json.loads(out.read_text())
+        return loaded
 
 
 def _version(dist: str) -> str | None:
@@ -124,6 +164,9 @@ def availability(target: Target) -> str | None:
             importlib.import_module("sayiir")
         elif target.engine == "sagaway" and target.pg:
             importlib.import_module("sagaway.store.postgres")
+        if target.grpc:
+            importlib.import_module("grpc")
+            importlib.import_module("sagaway.server.app")
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
@@ -276,6 +319,11 @@ def render(doc: dict[str, Any]) -> str:
         lines += [f"* `{k}`: {why}" for k, why in doc["skipped"].items()]
         lines.append("")
     lines += [
+        *(
+            [f"![throughput and latency per engine]({doc['chart']})", ""]
+            if doc.get("chart")
+            else []
+        ),
         "#### Raw table",
         "",
         report.summary_table(results, main_labels),
@@ -290,6 +338,11 @@ def render(doc: dict[str, Any]) -> str:
         "",
         report.goals_table(goals),
         "",
+        "#### Issue 19 performance goals",
+        "",
+        report.goals_table(doc.get("issue19_goals") or report.issue19_goals(results)),
+        "",
+        *history_notes(results),
         "#### Scenario C (crash recovery) details",
         "",
         report.crash_table(results, main_labels),
@@ -298,6 +351,7 @@ def render(doc: dict[str, Any]) -> str:
         "",
         report.multiproc_table(results, "sagaway/postgres", MULTI_KEYS, labels),
         "",
+        *cpu_notes(results, ["sagaway/postgres", *MULTI_KEYS]),
         "#### Every scenario",
         "",
         report.detail_table(results, labels),
@@ -311,6 +365,43 @@ def render(doc: dict[str, Any]) -> str:
         END,
     ]
     return "\n".join(lines)
+
+
+def cpu_notes(results: report.Results, keys: list[str]) -> list[str]:
+    """CPU per workflow over A_thr's measured part (client + workers + servers), markdown."""
+    lines = []
+    for key in keys:
+        r = results.get(key, {}).get("A_thr") or {}
+        cpu = r.get("measured_cpu")
+        if cpu and cpu.get("per_wf_ms") is not None:
+            lines.append(
+                f"* `{key}`: {cpu['per_wf_ms']:.2f} ms CPU per workflow (client "
+                f"{cpu['client_s']:.1f} s + workers {cpu['workers_s']:.1f} s + PostgreSQL "
+                f"{cpu['servers_s']:.1f} s, measured part only)"
+            )
+    return [*lines, ""] if lines else []
+
+
+def history_notes(results: report.Results) -> list[str]:
+    """The preload and history probe figures of the -preload targets (markdown lines)."""
+    lines = []
+    for key, by_name in results.items():
+        record = by_name.get("A_thr") or {}
+        if "history" not in record:
+            continue
+        pre, hist = record["preload"], record["history"]
+        cli = hist["cli"]
+        lines.append(
+            f"* `{key}`: {pre['n']:,} ended workflows loaded in {pre['load_s']:.0f} s; "
+            f"CLI start (`sagaway --help`) {cli['interpreter_start_ms']:.0f} ms, beyond it: "
+            + ", ".join(
+                f"`{w}` {cli[w]['beyond_start_ms']:.0f} ms"
+                for w in ("list_status", "list_name", "show")
+            )
+            + f"; `claim_due` {hist['scan']['claim_due_ms']:.2f} ms, `next_due` "
+            f"{hist['scan']['next_due_ms']:.2f} ms (median of {hist['scan']['runs']})."
+        )
+    return [*lines, ""] if lines else []
 
 
 def write_readme(section: str, path: Path) -> None:
@@ -351,6 +442,20 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.compar
         metavar="K",
         help="run the whole matrix K times (rounds) and report each scenario's median run",
     )
+    parser.add_argument(
+        "--preload",
+        type=int,
+        metavar="N",
+        help=f"ended workflows preloaded for the -preload targets (default {PRELOAD_N:,}, "
+        f"{QUICK_PRELOAD_N:,} with --quick; 0: no -preload targets)",
+    )
+    parser.add_argument(
+        "--waiting",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run benchmarks.waiting with N workflows WAITING (the worker's memory goal)",
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per process")
     parser.add_argument("--keep", action="store_true", help="keep the scenario workdirs")
     parser.add_argument("--json", metavar="PATH", help="default: results/compare-<date>.json")
@@ -368,7 +473,14 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.compar
         args.json
         or HERE / "results" / f"compare-{started:%Y-%m-%d}{'-quick' if args.quick else ''}.json"
     )
-    targets = [t for t in TARGETS if not args.only or any(t.key.startswith(o) for o in args.only)]
+    preload_n = (
+        args.preload if args.preload is not None else (QUICK_PRELOAD_N if args.quick else PRELOAD_N)
+    )
+    targets = [
+        t
+        for t in [*TARGETS, *preload_targets(preload_n)]
+        if not args.only or any(t.key.startswith(o) for o in args.only)
+    ]
     multi = [
         t
         for t in MULTI
@@ -407,7 +519,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.compar
         if args.repeat > 1:
             print(f"=== round {round_no}/{args.repeat}", flush=True)
         for target in available:
-            names = ["A_thr"] if target.workers else scenarios
+            names = ["A_thr"] if target.workers or target.preload else scenarios
             for name in names:
                 if name == "C" and not target.crash:
                     if target.crash_skip:
@@ -431,6 +543,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.compar
         for key, by_name in runs.items()
     }
     orchestrate.cleanup_postgres()
+    waiting = None
+    if args.waiting:
+        print(f"[waiting] {args.waiting} workflows WAITING ...", flush=True)
+        waiting = run_waiting(args.waiting, args.timeout)
+        print(f"    {waiting}", flush=True)
 
     doc: dict[str, Any] = {
         "date": started.isoformat(timespec="seconds"),
@@ -467,13 +584,27 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.compar
             for key, by_name in runs.items()
         },
         "goals": report.goals(results),
+        "preload": preload_n,
+        "waiting": waiting,
+        "issue19_goals": report.issue19_goals(results, waiting),
         "skipped": skipped,
     }
+    if not args.quick and results:
+        from benchmarks import chart
+
+        try:
+            png = chart.write(doc, json_path.with_suffix(".png"))
+            doc["chart"] = str(png.relative_to(HERE)) if png.is_relative_to(HERE) else str(png)
+        except Exception as exc:  # a chart is a convenience: the run's results stand without it
+            print(f"no chart: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
     section = render(doc)
     print()
     print(section)
+    print()
+    for line in report.goal_lines(doc["issue19_goals"]):
+        print(line)
     print(f"\nwrote {json_path}")
     readme = (
         args.readme if args.readme is not None else ("" if args.quick else str(HERE / "README.md"))

@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,9 @@ class Target:
     """Extra adapter config (e.g. ``activities``, ``poll_interval``)."""
     crash_skip: str = ""
     """With ``crash=False``: why scenario C is not run (printed and recorded in ``skipped``)."""
+    preload: int = 0
+    """Sagaway only: this many ended workflows inserted before the scenario
+    (``benchmarks.preload``), then the history probes (``benchmarks.history``)."""
 
     @property
     def pg(self) -> bool:
@@ -275,6 +279,10 @@ class ServerCpu:
         self.what = what
         self.start = proc_cpu(pid, children=True) or 0.0
 
+    def snapshot(self) -> float:
+        """CPU seconds so far (for the measured part's boundaries)."""
+        return proc_cpu(self.pid, children=True) or 0.0
+
     def stop(self) -> dict[str, Any]:
         end = proc_cpu(self.pid, children=True)
         return {
@@ -295,6 +303,10 @@ class PgCpu:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample_loop, daemon=True)
         self._thread.start()
+
+    def snapshot(self) -> float:
+        """The cluster's CPU seconds so far (for the measured part's boundaries)."""
+        return self._cluster()
 
     def _cluster(self) -> float:
         total = proc_cpu(self.pid, children=True) or 0.0
@@ -352,8 +364,10 @@ class Child:
         log: Path,
         env: dict[str, str] | None = None,
         markers: tuple[str, ...] = (),
+        on_marker: Callable[[str], None] | None = None,
     ) -> None:
         self.log = log
+        self._on_marker = on_marker
         self.markers: dict[str, float] = {}
         self._marker_events = {m: threading.Event() for m in markers}
         self.spawn_epoch = time.time()
@@ -384,6 +398,8 @@ class Child:
                 for marker, event in self._marker_events.items():
                     if not event.is_set() and text.startswith(marker):
                         self.markers[marker] = time.time()
+                        if self._on_marker is not None:
+                            self._on_marker(marker)
                         event.set()
 
     def wait_marker(self, marker: str, timeout: float) -> bool:
@@ -476,6 +492,8 @@ class Prepared:
         self.target = target
         self.workdir = workdir
         self.server: Any = None
+        self.history: dict[str, Any] | None = None
+        """The preload and the history probes' figures (``Target.preload``)."""
         self.services: dict[str, Any] = (
             {"kind": "postgres", "url": BENCH_PG_URL}
             if target.pg
@@ -492,6 +510,8 @@ class Prepared:
                 if pg
                 else f"sqlite:///{workdir / 'engine.db'}"
             )
+            if target.preload:
+                self.history = preload_and_probe(config["url"], target.preload)
             if target.grpc:
                 from benchmarks.sagaway_server import EngineServer
 
@@ -539,6 +559,47 @@ class Prepared:
         if self.server is not None:
             self.server.stop()
             self.server = None
+
+
+def preload_and_probe(url: str, n: int) -> dict[str, Any]:
+    """Insert ``n`` ended workflows into the (fresh) store at ``url``, then run the history
+    probes on it; both records."""
+    from benchmarks import history, preload
+
+    loaded = preload.preload(url, n)
+    print(f"    preloaded {n} workflows in {loaded['load_s']:.1f} s; probing", flush=True)
+    return {"preload": loaded, "history": history.probe(url, loaded["sample"])}
+
+
+class MeasuredCpu:
+    """CPU of the worker processes and external servers between the scenario process's
+    ``MEASURE_BEGIN`` and ``MEASURE_END`` lines (the measured part, without start-up and
+    warm-up); the scenario process reports its own CPU over the same part."""
+
+    MARKERS = ("MEASURE_BEGIN", "MEASURE_END")
+
+    def __init__(self, workers: list[Child], monitors: list[Any]) -> None:
+        self.workers = workers
+        self.monitors = monitors
+        self.at: dict[str, tuple[float, float]] = {}
+
+    def __call__(self, marker: str) -> None:
+        worker_s = sum(proc_cpu(w.proc.pid) or 0.0 for w in self.workers)
+        server_s = sum(m.snapshot() for m in self.monitors)
+        self.at[marker] = (worker_s, server_s)
+
+    def record(self, client_s: float | None, n: int) -> dict[str, Any] | None:
+        if client_s is None or len(self.at) < 2:
+            return None
+        (w0, s0), (w1, s1) = self.at["MEASURE_BEGIN"], self.at["MEASURE_END"]
+        total = client_s + (w1 - w0) + (s1 - s0)
+        return {
+            "client_s": client_s,
+            "workers_s": w1 - w0,
+            "servers_s": s1 - s0,
+            "total_s": total,
+            "per_wf_ms": 1000 * total / n if n else None,
+        }
 
 
 def _external(monitors: list[Any]) -> list[dict[str, Any]]:
@@ -611,8 +672,14 @@ def run_scenario(
         machine_cpu = MachineCpu()
         workers = _start_workers(prepared, target.workers) if target.workers else []
         monitors = prepared.monitors()
+        measured = MeasuredCpu(workers, monitors)
         out = workdir / "result.json"
-        child = Child(scenario_cmd(spec, out), workdir / "output.log")
+        child = Child(
+            scenario_cmd(spec, out),
+            workdir / "output.log",
+            markers=MeasuredCpu.MARKERS,
+            on_marker=measured,
+        )
         finished = child.wait(timeout)
         for w in workers:
             w.sample()
@@ -633,6 +700,9 @@ def run_scenario(
             _ours(record["process"], *record.get("worker_processes", []), *external)
         )
         record["server"] = prepared.server_info()
+        record["measured_cpu"] = measured.record(record.get("measured_client_cpu_s"), spec["n"])
+        if prepared.history is not None:
+            record.update(prepared.history)
     except Exception as exc:
         record = {"scenario": name, "failed": f"{type(exc).__name__}: {exc}"}
         for w in workers:
@@ -739,6 +809,8 @@ def run_crash(
             _ours(record["phase1_process"], record["process"], *external)
         )
         record["server"] = prepared.server_info()
+        if prepared.history is not None:
+            record.update(prepared.history)
     except Exception as exc:
         record["failed"] = f"{type(exc).__name__}: {exc}"
     finally:

@@ -272,28 +272,40 @@ def _x(value: float | None) -> str:
     return f"{value:.2f}x" if value < 10 else f"{value:.0f}x"
 
 
+def _add_goal(
+    found: list[dict[str, Any]],
+    goal: str,
+    value: float | None,
+    bar: float,
+    unit: str,
+    higher: bool = True,
+) -> None:
+    """Append ``goal`` with its measured ``value`` against ``bar`` (met or missed) to ``found``."""
+    if value is None:
+        found.append({"goal": goal, "value": None, "bar": bar, "met": None, "detail": "n/a"})
+        return
+    met = value >= bar if higher else value <= bar
+    digits = 2 if unit else 3
+    if higher:
+        detail = f"{value:.{digits}f}{unit} vs ≥ {bar:.3g}{unit}: " + (
+            f"met ({value / bar:.2f}x the bar)" if met else f"missed by {bar / value:.2f}x"
+        )
+    else:
+        detail = f"{value:.{digits}f}{unit} vs ≤ {bar:.3g}{unit}: " + (
+            f"met ({bar - value:.2f}{unit} to spare)"
+            if met
+            else f"missed by {value - bar:.2f}{unit}"
+        )
+    found.append({"goal": goal, "value": value, "bar": bar, "met": met, "detail": detail})
+
+
 def goals(results: Results) -> list[dict[str, Any]]:
     """The performance goals of ``benchmarks/WORKLOAD.md`` §6, each with the measured value, the bar
     and met / missed."""
     found: list[dict[str, Any]] = []
 
     def add(goal: str, value: float | None, bar: float, unit: str, higher: bool = True) -> None:
-        if value is None:
-            found.append({"goal": goal, "value": None, "bar": bar, "met": None, "detail": "n/a"})
-            return
-        met = value >= bar if higher else value <= bar
-        digits = 2 if unit else 3
-        if higher:
-            detail = f"{value:.{digits}f}{unit} vs ≥ {bar:.3g}{unit}: " + (
-                f"met ({value / bar:.2f}x the bar)" if met else f"missed by {bar / value:.2f}x"
-            )
-        else:
-            detail = f"{value:.{digits}f}{unit} vs ≤ {bar:.3g}{unit}: " + (
-                f"met ({bar - value:.2f}{unit} to spare)"
-                if met
-                else f"missed by {value - bar:.2f}{unit}"
-            )
-        found.append({"goal": goal, "value": value, "bar": bar, "met": met, "detail": detail})
+        _add_goal(found, goal, value, bar, unit, higher)
 
     def worst(*values: float | None) -> float | None:
         present = [v for v in values if v is not None]
@@ -429,3 +441,148 @@ def multiproc_table(results: Results, one: str, variants: list[str], labels: dic
     if notes:
         lines += ["", *notes]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- issue 19 (performance)
+
+CHECKPOINT_BAR = {"sqlite": 1.2, "postgres": 1.5}
+"""A_thr and B_thr: Sagaway / minimal hand-written checkpointing, per backend."""
+SEQ_BAR = 1.3
+"""A_seq p50: Sagaway / minimal checkpointing at most this."""
+PRELOAD_BAR = 0.9
+"""A_thr with a long history preloaded / A_thr on an empty store."""
+CLI_BAR_MS = 50.0
+SCAN_BAR_MS = 10.0
+CPU_3PROC_BAR = 1.15
+"""CPU per workflow of 3 worker processes / of 1 worker process (all processes + PostgreSQL)."""
+SERVER_BAR = 0.5
+WAITING_BAR_MB = 100.0
+BASELINES = ("checkpoint", "none")
+"""Engines that are yardsticks, not peers."""
+
+
+def cpu_per_wf(results: Results, key: str) -> float | None:
+    """ms of CPU per workflow over A_thr's measured part: client + workers + servers."""
+    r = results.get(key, {}).get("A_thr")
+    if not ok(r):
+        return None
+    assert r is not None
+    cpu = r.get("measured_cpu") or {}
+    value = cpu.get("per_wf_ms")
+    return None if value is None else float(value)
+
+
+def _quotient(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b <= 0 else a / b
+
+
+def issue19_goals(results: Results, waiting: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The goals of issue 19, each with the measured value, the bar and met / missed."""
+    found: list[dict[str, Any]] = []
+    for backend, key in SAGAWAY.items():
+        ckpt = f"checkpoint/{backend}"
+        bar = CHECKPOINT_BAR[backend]
+        for name in ("A_thr", "B_thr"):
+            value = ratio(results, key, ckpt, name)
+            _add_goal(
+                found, f"{name} ≥ {bar:g}x minimal checkpointing on {backend}", value, bar, "x"
+            )
+        seq = _quotient(metric(results, key, "A_seq"), metric(results, ckpt, "A_seq"))
+        _add_goal(
+            found,
+            f"A_seq p50 ≤ {SEQ_BAR:g}x minimal checkpointing on {backend}",
+            seq,
+            SEQ_BAR,
+            "x",
+            higher=False,
+        )
+    for backend, key in SAGAWAY.items():
+        pre = results.get(f"{key}-preload", {}).get("A_thr")
+        n = (pre or {}).get("preload", {}).get("n")
+        _add_goal(
+            found,
+            f"A_thr with {n or 'N'} ended workflows preloaded ≥ {PRELOAD_BAR:g}x empty "
+            f"on {backend}",
+            _quotient(metric(results, f"{key}-preload", "A_thr"), metric(results, key, "A_thr")),
+            PRELOAD_BAR,
+            "x",
+        )
+        probes = (pre or {}).get("history") or {}
+        for what in ("list_status", "list_name", "show"):
+            value = (probes.get("cli") or {}).get(what, {}).get("beyond_start_ms")
+            _add_goal(
+                found,
+                f"`sagaway {what.replace('_', ' --')}` beyond interpreter start < "
+                f"{CLI_BAR_MS:g} ms ({backend}, {n or 'N'} preloaded)",
+                value,
+                CLI_BAR_MS,
+                " ms",
+                higher=False,
+            )
+        _add_goal(
+            found,
+            f"recovery lease scan (Store.claim_due) < {SCAN_BAR_MS:g} ms ({backend}, "
+            f"{n or 'N'} preloaded)",
+            (probes.get("scan") or {}).get("claim_due_ms"),
+            SCAN_BAR_MS,
+            " ms",
+            higher=False,
+        )
+    _add_goal(
+        found,
+        f"CPU per workflow, 3 worker processes / 1 worker process ≤ {CPU_3PROC_BAR:g}x "
+        "(client + workers + PostgreSQL, measured part)",
+        _quotient(
+            cpu_per_wf(results, "sagaway/postgres-3proc"),
+            cpu_per_wf(results, "sagaway/postgres-1worker"),
+        ),
+        CPU_3PROC_BAR,
+        "x",
+        higher=False,
+    )
+    _add_goal(
+        found,
+        f"A_thr through the Engine Server ≥ {SERVER_BAR:g}x embedded on PostgreSQL",
+        _quotient(
+            metric(results, "sagaway/grpc+postgres", "A_thr"),
+            metric(results, SAGAWAY["postgres"], "A_thr"),
+        ),
+        SERVER_BAR,
+        "x",
+    )
+    rss = None if not waiting else waiting.get("worker_rss_while_waiting_mb")
+    _add_goal(
+        found,
+        f"worker RSS with {(waiting or {}).get('n', '100000')} workflows WAITING < "
+        f"{WAITING_BAR_MB:g} MB",
+        rss,
+        WAITING_BAR_MB,
+        " MB",
+        higher=False,
+    )
+    for backend, key in SAGAWAY.items():
+        for name in ("A_seq", "A_thr", "B_thr"):
+            ratios = [
+                ratio(results, key, peer, name)
+                for peer in PEERS[backend]
+                if peer.split("/")[0] not in BASELINES
+            ]
+            present = [r for r in ratios if r is not None]
+            _add_goal(
+                found,
+                f"Sagaway ahead of every peer on {backend}, {name} (worst ratio > 1)",
+                min(present) if present else None,
+                1.0,
+                "x",
+            )
+    return found
+
+
+def goal_lines(items: list[dict[str, Any]]) -> list[str]:
+    """``goal: value vs bar: MET/MISSED`` lines for the console."""
+    return [
+        f"{g['goal']}: not measured (n/a)"
+        if g["met"] is None
+        else f"{g['goal']}: {g['detail']}: {'MET' if g['met'] else 'MISSED'}"
+        for g in items
+    ]

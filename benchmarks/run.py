@@ -111,6 +111,32 @@ def with_telemetry(target: Target, ratio: float = 1.0) -> Target:
     )
 
 
+def with_preload(target: Target, n: int) -> Target:
+    """``target`` on a store holding ``n`` ended workflows (0: unchanged); key ``...-preload``."""
+    if n <= 0:
+        return target
+    return dataclasses.replace(
+        target,
+        key=f"{target.key}-preload",
+        label=f"{target.label}, {n:,} ended workflows preloaded",
+        preload=n,
+    )
+
+
+def history_lines(results: report.Results) -> list[str]:
+    """The preload and history probes of every preloaded record, as printable lines."""
+    from benchmarks import history
+
+    lines = []
+    for key, by_name in results.items():
+        for name, record in by_name.items():
+            if "history" in record:
+                pre = record["preload"]
+                lines.append(f"{key} {name}: preloaded {pre['n']:,} in {pre['load_s']:.1f} s")
+                lines += history.goal_lines(record["history"], f"{key} {name}")
+    return lines
+
+
 def with_codec(target: Target, codec: str) -> Target:
     """``target`` with its payloads sealed by ``codec`` (``none``: unchanged)."""
     if codec == "none":
@@ -230,6 +256,14 @@ def main(argv: list[str] | None = None) -> int:
         default="none",
         help="encrypt: Manager(codec=sw.codecs.Encrypt(...)) seals every payload (AES-GCM)",
     )
+    parser.add_argument(
+        "--preload",
+        type=int,
+        default=0,
+        metavar="N",
+        help="insert N ended workflows (4 steps each) by SQL before every scenario, then time "
+        "`sagaway list`/`show` and the recovery scan on them (keys get a -preload suffix)",
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per process")
     parser.add_argument("--keep", action="store_true", help="keep the scenario workdirs")
     args = parser.parse_args(argv)
@@ -252,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     skipped: dict[str, str] = {}
     available: list[str] = []
     for db in backends:
-        target = with_codec(SAGAWAY_TARGETS[db], args.codec)
+        target = with_preload(with_codec(SAGAWAY_TARGETS[db], args.codec), args.preload)
         try:
             if target.pg:
                 _preflight_postgres()
@@ -272,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         for db in available:
             for name in scenarios:
                 for target in telemetry_variants(
-                    with_codec(SAGAWAY_TARGETS[db], args.codec),
+                    with_preload(with_codec(SAGAWAY_TARGETS[db], args.codec), args.preload),
                     args.telemetry,
                     round_no,
                     args.trace_ratio,
@@ -300,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         orchestrate.cleanup_postgres()
     print()
     goal_lines = server_goals(results)
-    cost_lines = telemetry_cost(runs)
+    cost_lines = telemetry_cost(runs) + history_lines(results)
     if results:
         if args.repeat > 1:
             print(report.summary_table(results, labels))
@@ -325,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
             "activities": args.activities,
             "telemetry": args.telemetry,
             "trace_ratio": args.trace_ratio,
+            "preload": args.preload,
             "telemetry_cost": cost_lines,
             "repeat": args.repeat,
             "server_goals": goal_lines,

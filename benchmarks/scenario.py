@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import importlib
 import json
+import resource
 import time
 import traceback
 from pathlib import Path
@@ -128,7 +129,12 @@ async def run_measured(
     open_s = time.perf_counter() - t_open
     try:
         warm = await closed_loop(adapter, warm_ids, fail_step, min(clients, warmup))
+        # The orchestrator samples workers' and servers' CPU when it reads these lines.
+        print("MEASURE_BEGIN", flush=True)
+        cpu0 = _own_cpu()
         measured = await closed_loop(adapter, ids, fail_step, clients)
+        cpu1 = _own_cpu()
+        print("MEASURE_END", flush=True)
         counts = await _counts(adapter)
     finally:
         await adapter.close()
@@ -153,7 +159,13 @@ async def run_measured(
         "error_sample": (warm["errors"] + measured["errors"])[:5],
         "engine_status_counts": counts,
         "service_check": check,
+        "measured_client_cpu_s": cpu1 - cpu0,
     }
+
+
+def _own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 async def run_crash1(spec: dict[str, Any], adapter: Adapter, services: Services) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -89,6 +90,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if args.db == "sqlite":
@@ -101,6 +103,8 @@ def main() -> None:
         result = asyncio.run(run(args.n, url))
     for key, value in result.items():
         print(f"{key:>30}: {value}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({**result, "db": args.db}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +147,14 @@ async def test_a_failing_job_in_a_batch_loses_only_its_own_writes(sqlite_url: st
 
             return op
 
-        jobs = [store._call(writes(f"job{i}", fail=i == 2)) for i in range(5)]
+        # A call that holds the writer until the five are made: they go over as one batch.
+        release = threading.Event()
+        holding = asyncio.ensure_future(store._call(lambda conn: release.wait(10)))
+        await asyncio.sleep(0)  # the holding call is handed over (alone: the writer was idle)
+        jobs = [asyncio.ensure_future(store._call(writes(f"job{i}", i == 2))) for i in range(5)]
+        await asyncio.sleep(0)  # the five are made, and handed over at the end of this turn
+        release.set()
+        assert await asyncio.wait_for(holding, 10) is True
         outcomes = await asyncio.wait_for(asyncio.gather(*jobs, return_exceptions=True), 10)
         assert outcomes[:2] + outcomes[3:] == ["job0", "job1", "job3", "job4"]
         assert isinstance(outcomes[2], ValueError)

@@ -91,13 +91,23 @@ def run_isolated(conn: sqlite3.Connection, batch: list[Job]) -> list[Outcome]:
     return outcomes
 
 
-def deliver_batch(batch: list[Job], outcomes: list[Outcome]) -> None:
-    """Hand each job's outcome to its event loop: one wake-up per loop for the whole batch."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
+Delivered = list[tuple["asyncio.Future[Any]", Any, BaseException | None]]
+
+
+def deliver_batch(
+    batch: list[Job],
+    outcomes: list[Outcome],
+    *,
+    home: asyncio.AbstractEventLoop | None,
+    settle: Callable[[Delivered], None],
+) -> None:
+    """Hand each job's outcome to its event loop: one wake-up per loop for the whole batch;
+    the store's own loop (``home``) is given its outcomes through ``settle``."""
+    by_loop: dict[asyncio.AbstractEventLoop, Delivered] = {}
     for job, (value, error) in zip(batch, outcomes, strict=True):
         by_loop.setdefault(job.loop, []).append((job.future, value, error))
     for loop, delivered in by_loop.items():
-        loop.call_soon_threadsafe(deliver_all, delivered)
+        loop.call_soon_threadsafe(settle if loop is home else deliver_all, delivered)
 
 
 def as_exception(exc: BaseException) -> Exception:

@@ -35,7 +35,15 @@ from sagaway.store import (
     _sqlite_claims,
 )
 from sagaway.store import migrations as _migrations
-from sagaway.store._sqlite_jobs import Job, deliver, deliver_batch, run_isolated, run_together
+from sagaway.store._sqlite_jobs import (
+    Delivered,
+    Job,
+    deliver,
+    deliver_all,
+    deliver_batch,
+    run_isolated,
+    run_together,
+)
 from sagaway.store.base import CreateResult, DatabaseNotFound
 from sagaway.store.records import (
     AttemptErrorRecord,
@@ -98,12 +106,14 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         self._busy_timeout_ms = int(float(options.pop("busy_timeout", "30")) * 1000)
         if options:
             raise ValueError(f"unknown sqlite URL options: {sorted(options)}")
-        # The writer thread takes lists of jobs: the calls made in one turn of the event loop
-        # are handed over together (one wake-up of the thread, not one per call).
+        # The writer thread takes lists of jobs. A call made while the writer has none of this
+        # loop's jobs goes at once, alone; calls made while it is busy are handed over
+        # together at the end of the loop's turn (one wake-up of the thread, not one per call).
         self._jobs: queue.SimpleQueue[list[Job] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._handing: list[Job] | None = None
+        self._in_flight = 0  # jobs of this loop handed over, their outcomes not yet delivered
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -117,7 +127,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         loop = asyncio.get_running_loop()
         self._jobs = queue.SimpleQueue()  # a fresh queue: no stop signal left from before
-        self._loop, self._handing = loop, None
+        self._loop, self._handing, self._in_flight = loop, None, 0
         self._thread = threading.Thread(
             target=self._run, args=(loop, ready), name=f"sagaway-sqlite:{self._path}", daemon=True
         )
@@ -224,7 +234,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             outcomes = [(None, failure)] * len(batch)
         if observe.observers:
             observe.batch_written("transaction", len(batch), time.perf_counter() - began)
-        deliver_batch(batch, outcomes)
+        deliver_batch(batch, outcomes, home=self._loop, settle=self._settle)
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._thread is None:
@@ -234,18 +244,27 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         job = Job(fn, future, loop)
         if loop is not self._loop:  # a call from another event loop goes at once
             self._jobs.put([job])
-        elif self._handing is None:
+        elif self._handing is not None:
+            self._handing.append(job)
+        elif self._in_flight == 0:  # the writer has nothing of ours: no reason to wait
+            self._in_flight = 1
+            self._jobs.put([job])
+        else:
             self._handing = [job]
             loop.call_soon(self._hand_over)
-        else:
-            self._handing.append(job)
         return await future
 
     def _hand_over(self) -> None:
         """Give the writer thread the calls made in this turn of the event loop."""
         jobs, self._handing = self._handing, None
         if jobs:
+            self._in_flight += len(jobs)
             self._jobs.put(jobs)
+
+    def _settle(self, delivered: Delivered) -> None:
+        """Outcomes of this loop's jobs, on this loop."""
+        self._in_flight -= len(delivered)
+        deliver_all(delivered)
 
     async def server_time(self) -> float | None:
         """None: an SQLite file is used from one machine, whose clock every process shares."""

@@ -108,6 +108,14 @@ async def run(n: int, url: str, clients: int = 1) -> dict[str, float]:
     }
 
 
+def _drop_schema(base: str, schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000)
@@ -126,8 +134,13 @@ def main() -> None:
             base = os.environ.get(
                 "SAGAWAY_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
             )
-            url = f"{base}?schema=bench_wait_{uuid.uuid4().hex[:8]}"
-        result = asyncio.run(run(args.n, url, args.clients))
+            schema = f"bench_wait_{uuid.uuid4().hex[:8]}"
+            url = f"{base}?schema={schema}"
+        try:
+            result = asyncio.run(run(args.n, url, args.clients))
+        finally:
+            if args.db == "postgres":
+                _drop_schema(base, schema)
     for key, value in result.items():
         print(f"{key:>30}: {value}")
 

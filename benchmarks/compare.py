@@ -126,7 +126,10 @@ def run_waiting(n: int, timeout: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-waiting-") as tmp:
         out = Path(tmp) / "waiting.json"
         done = subprocess.run(
-            [sys.executable, "-m", "benchmarks.waiting", "--n", str(n), "--json", str(out)],
+            [
+                *(sys.executable, "-m", "benchmarks.waiting", "--n", str(n)),
+                *("--clients", "50", "--json", str(out)),
+            ],
             cwd=HERE.parent,
             capture_output=True,
             text=True,

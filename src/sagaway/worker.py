@@ -377,11 +377,12 @@ class Worker:
                 logger.exception("lease heartbeat failed; retrying", extra={"action": "heartbeat"})
                 continue
             for entry in entries:
-                if entry.execution is not None and entry.execution.finishing:
-                    continue  # its end was written (or is): it is not lost, it is over
+                execution = entry.execution
+                if execution is not None and (execution.finishing or execution.giving_up_lease):
+                    continue  # its end or its wait was written (or is): the lease is not lost
                 if entry.lease.token not in kept and entry.record.run_id in self._running:
-                    if entry.execution is not None:
-                        entry.execution.outcome = "lease_lost"
+                    if execution is not None:
+                        execution.outcome = "lease_lost"
                     if observe.observers:
                         observe.lease_lost(entry.record.name, entry.record.key)
                     logger.warning(

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import sagaway as sw
+
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("waiting_app.py")
 
@@ -47,6 +49,33 @@ async def test_waiting_workflow_survives_kill_and_resumes_on_signal(db_url: str)
         assert (await handle.describe()).status.value == "WAITING"
         await manager.signal("approval").send("kyc-7", waiting_app.Approval(ok=True))
         assert await handle.result(timeout=30) == "alice: approved"
+
+
+@pytest.mark.slow
+async def test_many_unloaded_workflows_of_a_killed_worker_resume_on_signals(db_url: str) -> None:
+    """The killed process had run them all to WAITING and held none of them: another process
+    resumes each by replaying its history when its signal comes."""
+    victim = _spawn(db_url, "many", "kyc", MANY="20")
+    assert victim.stdout is not None
+    line = victim.stdout.readline()
+    assert line == "WAITING\n", victim.stderr.read() if victim.stderr else line
+    _kill(victim)
+
+    sys.path.insert(0, str(APP.parent))
+    import waiting_app
+
+    waiting_app.manager.url = db_url
+    async with waiting_app.manager as manager:
+        counts = await manager.count_workflows()
+        assert counts.get(sw.WorkflowStatus.WAITING) == 20, counts
+        for i in range(20):
+            assert await manager.signal("approval").send(
+                f"kyc-{i}", waiting_app.Approval(ok=i % 2 == 0)
+            )
+        results = [await manager.get_workflow(f"kyc-{i}").result(timeout=30) for i in range(20)]
+    assert results == [
+        f"applicant-{i}: {'approved' if i % 2 == 0 else 'rejected'}" for i in range(20)
+    ]
 
 
 @pytest.mark.slow

@@ -2,6 +2,8 @@
 
 MODE "wait": start an eKYC-like review that waits for the `approval` signal; print WAITING once
 it is durably WAITING, then idle until killed.
+MODE "many": start MANY (default 20) reviews keyed KEY-0, KEY-1, ...; print WAITING once all
+are durably WAITING (and unloaded from this process's worker), then idle until killed.
 MODE "parent": start a line activation whose child blocks in its activity; print PARENT_DONE when
 the parent's result arrived and CHILD_RUNNING when the child is inside its activity, then idle.
 """
@@ -52,6 +54,17 @@ async def activation(line: str) -> str:
     return "accepted"
 
 
+async def _many_waiting(prefix: str, count: int) -> None:
+    for i in range(count):
+        await manager.workflow(review, f"applicant-{i}").execute(idempotency_key=f"{prefix}-{i}")
+    assert manager.worker is not None
+    # Polls the database and the worker: both change in the engine, not in this code.
+    while (await manager.count_workflows()).get(  # noqa: ASYNC110
+        sw.WorkflowStatus.WAITING, 0
+    ) < count or manager.worker.running_ids:
+        await asyncio.sleep(0.01)
+
+
 async def main() -> None:
     mode, key = sys.argv[2], sys.argv[3]
     async with manager:
@@ -60,6 +73,9 @@ async def main() -> None:
             # Polls the database: the wait is committed by the engine's worker, not this code.
             while await handle.status() is not sw.WorkflowStatus.WAITING:  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
+            print("WAITING", flush=True)
+        elif mode == "many":
+            await _many_waiting(key, int(os.environ.get("MANY", "20")))
             print("WAITING", flush=True)
         else:
             result = await manager.workflow(activation, "080-1").execute_get(idempotency_key=key)

@@ -198,6 +198,13 @@ class ExecutionBase:
     def key(self) -> str:
         return self.record.key
 
+    @property
+    def giving_up_lease(self) -> bool:
+        """A wait's write that gives the lease up (WAITING) is under way or done: a heartbeat
+        that does not find the lease then raced that write; the lease was not lost. (Had it
+        been, the fenced write fails and the execution stops by itself.)"""
+        return self.unloading or not self._unload_write.is_set()
+
     def completion_time(self) -> float:
         """Now, as the recorded completion time of an outcome: strictly after every earlier
         completion of this execution (in any process, whatever its clock), so recorded times

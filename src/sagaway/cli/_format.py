@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import click
+from rich.text import Text
 
 STATUS_STYLE = {
     "COMPLETED": "green",
@@ -37,6 +38,11 @@ def styled(status: str) -> str:
     """``status`` in its colour (rich markup)."""
     style = STATUS_STYLE.get(status, "")
     return f"[{style}]{status}[/{style}]" if style else status
+
+
+def status_text(status: str) -> Text:
+    """``status`` in its colour (a cell of ``_table.PlainTable``)."""
+    return Text(status, style=STATUS_STYLE.get(status, ""))
 
 
 def duration(seconds: float) -> str:

@@ -13,13 +13,12 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 import sagaway as sw
 from sagaway._engine import versions
 from sagaway.cli import _format
 from sagaway.cli._support import codec_key_option, mask_url, reading_codec, run, url_option
+from sagaway.cli._table import PlainTable
 from sagaway.store import resolve_url
 
 console = Console()
@@ -164,18 +163,19 @@ def list_cmd(
 def _print_list(
     rows: list[sw.WorkflowDescription], url: str | None, clock: _format.Clock, paged: bool
 ) -> None:
-    table = Table(title=f"workflows in {escape(mask_url(resolve_url(url)))}")
-    for column in ("key", "workflow", "status", "version", "created", "updated"):
-        table.add_column(column)
+    table = PlainTable(
+        f"workflows in {mask_url(resolve_url(url))}",
+        ("key", "workflow", "status", "version", "created", "updated"),
+    )
     for row in rows:
         table.add_row(
-            escape(row.key),
-            escape(row.name),
-            _format.styled(row.status.value),
-            "-" if row.code_version is None else escape(row.code_version),
+            row.key,
+            row.name,
+            _format.status_text(row.status.value),
+            "-" if row.code_version is None else row.code_version,
             clock.text(row.created_at),
             clock.text(row.updated_at),
         )
-    console.print(table)
+    table.print(console)
     if not rows:
         console.print("no more workflows" if paged else "no workflows")

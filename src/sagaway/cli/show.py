@@ -19,12 +19,12 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 import sagaway as sw
 from sagaway._engine import versions
 from sagaway.cli import _format
 from sagaway.cli._support import Exit, codec_key_option, reading_codec, run, url_option
+from sagaway.cli._table import PlainTable
 from sagaway.cli.listing import summary_json
 
 console = Console()
@@ -193,7 +193,7 @@ def print_show(d: sw.WorkflowDescription, clock: _format.Clock, show_tb: bool) -
         _line("error", _error(d.error))
         if show_tb and d.error.get("traceback"):
             console.print(d.error["traceback"], markup=False, highlight=False)
-    console.print(_steps_table(d, clock))
+    _steps_table(d, clock).print(console)
     _print_step_details(d.steps, clock, show_tb)
     if d.signals:
         _print_signals(d.signals, clock)
@@ -227,17 +227,15 @@ def _expiry(expires_at: float | None, clock: _format.Clock) -> str:
     return f", expired {clock.text(expires_at)} ({_format.duration(-left)} ago)"
 
 
-def _steps_table(d: sw.WorkflowDescription, clock: _format.Clock) -> Table:
-    table = Table(title="steps")
-    for column in ("#", "kind", "name", "status", "tries", "at", "took"):
-        table.add_column(column)
+def _steps_table(d: sw.WorkflowDescription, clock: _format.Clock) -> PlainTable:
+    table = PlainTable("steps", ("#", "kind", "name", "status", "tries", "at", "took"))
     for s in d.steps:
         took = _took(s)
         table.add_row(
             s.call_id,
             s.kind.value,
-            escape(s.name),
-            _format.styled(s.status.value),
+            s.name,
+            _format.status_text(s.status.value),
             str(s.attempts),
             "+" + _format.duration(s.started_at - d.created_at),
             "-" if took is None else _format.duration(took),

@@ -8,6 +8,7 @@ database). Outside CI they are skipped with the reason when no server answers; u
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import uuid
@@ -141,13 +142,23 @@ def _server_pool() -> ServerPool:
 
 
 def _served(backend: str) -> Iterator[str]:
-    """A started ``sagaway server`` of its own, in front of a fresh database of ``backend``."""
+    with served(backend) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def served(backend: str, *, again: bool = False) -> Iterator[str]:
+    """A started ``sagaway server`` of its own, in front of a fresh database of ``backend``.
+
+    ``again``: the caller will want another one right after (start it now)."""
     from tests.grpc_server import SERVED
 
     if backend == "postgres":
         require_postgres()
     pool = _server_pool()
     fresh = pool.take(backend)
+    if again:
+        pool.prepare([backend])
     SERVED[fresh.server.url] = fresh.direct
     try:
         yield fresh.server.url

@@ -115,4 +115,3 @@ class ServerPool:
             fresh.server.__exit__()
         finally:
             fresh.remove()
-

@@ -43,6 +43,7 @@ class ServerPool:
         self._new_postgres = new_postgres
         self._ready: dict[str, deque[Fresh]] = {}
         self._stopping: list[Fresh] = []
+        self._taken: list[Fresh] = []
 
     def prepare(self, backends: Iterable[str]) -> None:
         """Have a server spawned (or waiting) for each of ``backends`` (repeats count)."""
@@ -61,21 +62,25 @@ class ServerPool:
         except BaseException:
             self._finish(fresh)
             raise
+        self._taken.append(fresh)
         return fresh
 
     def release(self, fresh: Fresh) -> None:
         """Stop ``fresh``'s server (SIGTERM now; reaped and its database removed later)."""
+        self._taken.remove(fresh)
         fresh.server.terminate()
         self._stopping.append(fresh)
         self._reap(block=False)
 
     def close(self) -> None:
-        """Kill the servers nobody took, wait for the stopping ones; remove every database."""
-        for queue in self._ready.values():
-            while queue:
-                fresh = queue.popleft()
-                fresh.server.kill()
-                self._finish(fresh)
+        """Kill the servers nobody took (or gave back), wait for the stopping ones; remove every
+        database."""
+        unused = [fresh for queue in self._ready.values() for fresh in queue] + self._taken
+        self._ready.clear()
+        self._taken.clear()
+        for fresh in unused:
+            fresh.server.kill()
+            self._finish(fresh)
         self._reap(block=True)
 
     def _spawn(self, backend: str) -> Fresh:

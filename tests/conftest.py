@@ -193,6 +193,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         _server_pool().prepare(ahead)
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own, which tears the last test's fixtures down
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if _pool is not None:
         _pool.close()

@@ -67,6 +67,8 @@ class ServerPool:
 
     def release(self, fresh: Fresh) -> None:
         """Stop ``fresh``'s server (SIGTERM now; reaped and its database removed later)."""
+        if fresh not in self._taken:  # close() came first (an interrupted session)
+            return
         self._taken.remove(fresh)
         fresh.server.terminate()
         self._stopping.append(fresh)

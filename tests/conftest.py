@@ -7,12 +7,19 @@ database). Outside CI they are skipped with the reason when no server answers; u
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import functools
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.server_pool import ServerPool
 
 POSTGRES_URL = os.environ.get(
     "SAGAWAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -77,14 +84,20 @@ def _drop_schema(schema: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def _fresh_postgres_url() -> Iterator[str]:
-    require_postgres()
+def _new_schema() -> tuple[str, Callable[[], None]]:
+    """The URL of a schema no test has used (created on first connect) and its dropper."""
     schema = f"t_{uuid.uuid4().hex[:12]}"
     sep = "&" if "?" in POSTGRES_URL else "?"
+    return f"{POSTGRES_URL}{sep}schema={schema}", functools.partial(_drop_schema, schema)
+
+
+def _fresh_postgres_url() -> Iterator[str]:
+    require_postgres()
+    url, drop = _new_schema()
     try:
-        yield f"{POSTGRES_URL}{sep}schema={schema}"
+        yield url
     finally:
-        _drop_schema(schema)
+        drop()
 
 
 @pytest.fixture(
@@ -97,34 +110,93 @@ def _fresh_postgres_url() -> Iterator[str]:
 )
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A URL of an empty database: a SQLite file in tmp_path, a fresh PostgreSQL schema, or
-    an Engine Server (in a thread of this process) in front of either (``grpc+…``).
+    a ``sagaway server`` process of its own in front of either (``grpc+…``; started while the
+    tests before it run: tests/server_pool.py).
 
     A test that reads the database itself (SQL) is marked ``direct_db``: it runs on the first
     two only (``pytest_collection_modifyitems`` deselects its ``grpc+…`` variants)."""
     backend = request.param.removeprefix("grpc+")
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp_path}/sagaway.db"
-        if backend == request.param:
-            yield url
-            return
-        yield from _served(url)
-        return
-    for url in _fresh_postgres_url():
-        if backend == request.param:
-            yield url
-        else:
-            yield from _served(url)
+    if backend != request.param:
+        yield from _served(backend)
+    elif backend == "sqlite":
+        yield f"sqlite:///{tmp_path}/sagaway.db"
+    else:
+        yield from _fresh_postgres_url()
 
 
-def _served(url: str) -> Iterator[str]:
-    from tests.grpc_server import SERVED, ServerProcess
+PREFETCH = 2
+"""How many ``grpc+…`` tests ahead of the running one get their server started."""
+_pool: ServerPool | None = None
+_upcoming: dict[int, list[str]] = {}
+"""By ``id(item)``: the backends behind the ``grpc+…`` tests from that item on."""
 
-    with ServerProcess(url) as server:
-        SERVED[server.url] = url
-        try:
-            yield server.url
-        finally:
-            del SERVED[server.url]
+
+def _server_pool() -> ServerPool:
+    global _pool
+    if _pool is None:
+        from tests.server_pool import ServerPool
+
+        _pool = ServerPool(_new_schema)
+        atexit.register(_pool.close)  # should the session end without pytest_sessionfinish
+    return _pool
+
+
+def _served(backend: str) -> Iterator[str]:
+    with served(backend) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def served(backend: str, *, again: bool = False) -> Iterator[str]:
+    """A started ``sagaway server`` of its own, in front of a fresh database of ``backend``.
+
+    ``again``: the caller will want another one right after (start it now)."""
+    from tests.grpc_server import SERVED
+
+    if backend == "postgres":
+        require_postgres()
+    pool = _server_pool()
+    fresh = pool.take(backend)
+    if again:
+        pool.prepare([backend])
+    SERVED[fresh.server.url] = fresh.direct
+    try:
+        yield fresh.server.url
+    finally:
+        del SERVED[fresh.server.url]
+        pool.release(fresh)
+
+
+def _grpc_backend(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    param = str(callspec.params.get("db_url", "")) if callspec is not None else ""
+    return param.removeprefix("grpc+") if param.startswith("grpc+") else None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _upcoming.clear()
+    ahead: list[str] = []
+    for item in reversed(session.items):
+        backend = _grpc_backend(item)
+        if backend is not None:
+            ahead = [backend, *ahead[:PREFETCH]]
+        _upcoming[id(item)] = ahead
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Start the servers of this test (if ``grpc+…``) and of the next ``grpc+…`` ones."""
+    ahead = _upcoming.get(id(item), [])
+    if "postgres" in ahead and _postgres_unavailable() is not None:
+        ahead = [backend for backend in ahead if backend != "postgres"]
+    if ahead:
+        _server_pool().prepare(ahead)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own, which tears the last test's fixtures down
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _pool is not None:
+        _pool.close()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -54,6 +54,11 @@ class ServerProcess:
         return args
 
     def start(self) -> ServerProcess:
+        return self.spawn().wait_ready()
+
+    def spawn(self) -> ServerProcess:
+        """Start the process without waiting for it: ``wait_ready()`` later (a pool starts the
+        next test's server while the current test runs)."""
         env = dict(os.environ)
         env.pop("SAGAWAY_SERVER_TOKEN", None)
         # stderr to a file: a pipe nobody reads would block a server that logs much.
@@ -61,6 +66,13 @@ class ServerProcess:
             self.process = subprocess.Popen(
                 self.command(), stdout=subprocess.PIPE, stderr=log, text=True, env=env
             )
+        return self
+
+    def wait_ready(self) -> ServerProcess:
+        """Wait for the ``listening on`` line of a spawned server; kill it if none comes."""
+        assert self.process is not None, "spawn() first"
+        if self.address:
+            return self
         line = _read_line(self.process.stdout, STARTUP_TIMEOUT)
         if not line.startswith("listening on "):
             self.kill()
@@ -69,6 +81,11 @@ class ServerProcess:
             )
         self.address = line.removeprefix("listening on ").strip()
         return self
+
+    def terminate(self) -> None:
+        """SIGTERM without waiting: ``stop()`` (or ``kill()``) reaps it later."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
 
     def stop(self) -> int | None:
         """SIGTERM, then wait (SIGKILL after 30 s); the exit code."""

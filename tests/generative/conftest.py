@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import POSTGRES_URL, require_postgres
+from tests.conftest import POSTGRES_URL, require_postgres, served
 from tests.generative.runner import Report
 from tests.generative.settings import GenSettings, from_environment
 
@@ -66,13 +66,9 @@ def fresh_database(backend: str, root: Path) -> Iterator[str]:
     """An empty database for one example: a new SQLite file, or a new PostgreSQL schema; for
     ``grpc+…``, an Engine Server process in front of one."""
     if backend.startswith("grpc+"):
-        from tests.grpc_server import ServerProcess
-
-        with (
-            fresh_database(backend.removeprefix("grpc+"), root) as url,
-            ServerProcess(url) as server,
-        ):
-            yield server.url
+        # The next example's server starts while this one runs.
+        with served(backend.removeprefix("grpc+"), again=True) as url:
+            yield url
         return
     if backend == "sqlite":
         path = root / f"gen-{uuid.uuid4().hex[:12]}.db"

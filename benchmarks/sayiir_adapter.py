@@ -89,15 +89,18 @@ RETRY = sayiir.RetryPolicy(
 )
 
 
-def engine_url(url: str, schema: str) -> str:
+def engine_url(url: str, schema: str, extension_schema: str | None = None) -> str:
     """``url`` with ``options=-c search_path=<schema>,public``: sayiir's tables go in ``schema``.
 
     ``public`` stays visible for an extension installed there (sayiir's migrations use
-    pgcrypto's ``digest``, and install pgcrypto in ``schema`` when the database has none).
+    pgcrypto's ``digest``, and install pgcrypto in ``schema`` when the database has none);
+    ``extension_schema``: where the database already has pgcrypto, if elsewhere (its
+    ``CREATE EXTENSION IF NOT EXISTS`` then installs nothing, and ``digest`` must be found).
     """
     parts = urllib.parse.urlsplit(url)
     query = urllib.parse.parse_qsl(parts.query)
-    query.append(("options", f"-c search_path={schema},public"))
+    path = [schema, "public"] + ([extension_schema] if extension_schema else [])
+    query.append(("options", f"-c search_path={','.join(path)}"))
     return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
 
 
@@ -185,7 +188,8 @@ class SayiirAdapter:
         self._backend: Any = None
         self._engine: Any = None
 
-    def _create_schema(self) -> None:
+    def _create_schema(self) -> str | None:
+        """Create the engine's schema; the schema of pgcrypto, if the database has it."""
         import psycopg
         from psycopg import sql
 
@@ -193,18 +197,23 @@ class SayiirAdapter:
             conn.execute(
                 sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
             )
+            row = conn.execute(
+                "SELECT extnamespace::regnamespace::text FROM pg_extension"
+                " WHERE extname = 'pgcrypto'"
+            ).fetchone()
+        return None if row is None else str(row[0])
 
     async def open(self, recover: bool = False) -> None:
         if recover:
             raise NotImplementedError(NO_RECOVERY)
         self._loop = asyncio.get_running_loop()
         self._pool = concurrent.futures.ThreadPoolExecutor(THREADS, thread_name_prefix="sayiir")
-        await asyncio.to_thread(self._create_schema)
+        extension_schema = await asyncio.to_thread(self._create_schema)
         # The backend runs sayiir's migrations when it connects.
         self._backend = await asyncio.to_thread(
             functools.partial(
                 sayiir.PostgresBackend,
-                engine_url(self.url, self.schema),
+                engine_url(self.url, self.schema, extension_schema),
                 max_connections=POOL_SIZE,
             )
         )

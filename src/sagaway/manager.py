@@ -471,9 +471,14 @@ class Manager(ScheduleMethods):
                 unversioned ones).
 
         Raises:
-            ValueError: ``after`` is not a cursor.
+            ValueError: ``after`` is not a cursor, or a status is not one (``"FAILED"`` and
+                ``WorkflowStatus.FAILED`` are both accepted).
         """
         engine = self._ref.require()
+        if isinstance(status, str):  # "FAILED" as well as WorkflowStatus.FAILED
+            status = WorkflowStatus(status)
+        elif status is not None:
+            status = [WorkflowStatus(s) for s in status]
         plain = (name, key_prefix, since, until, after, code_versions) == (None,) * 6
         if plain and (status is None or isinstance(status, WorkflowStatus)):
             records = await engine.list_workflows(status=status, limit=limit)

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,18 +33,23 @@ def _kill(proc: subprocess.Popen[str]) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
-@pytest.mark.slow
-async def test_waiting_workflow_survives_kill_and_resumes_on_signal(db_url: str) -> None:
-    victim = _spawn(db_url, "wait", "kyc-7")
+def _kill_when_waiting(db_url: str, victim: subprocess.Popen[str]) -> Any:
+    """Kill ``victim`` once it says its workflows are WAITING; the app module, pointed at
+    ``db_url``, for the process that takes over (this one)."""
     assert victim.stdout is not None
     line = victim.stdout.readline()
     assert line == "WAITING\n", victim.stderr.read() if victim.stderr else line
     _kill(victim)
-
     sys.path.insert(0, str(APP.parent))
     import waiting_app
 
     waiting_app.manager.url = db_url
+    return waiting_app
+
+
+@pytest.mark.slow
+async def test_waiting_workflow_survives_kill_and_resumes_on_signal(db_url: str) -> None:
+    waiting_app = _kill_when_waiting(db_url, _spawn(db_url, "wait", "kyc-7"))
     async with waiting_app.manager as manager:
         handle = manager.get_workflow("kyc-7")
         assert (await handle.describe()).status.value == "WAITING"
@@ -55,16 +61,7 @@ async def test_waiting_workflow_survives_kill_and_resumes_on_signal(db_url: str)
 async def test_many_unloaded_workflows_of_a_killed_worker_resume_on_signals(db_url: str) -> None:
     """The killed process had run them all to WAITING and held none of them: another process
     resumes each by replaying its history when its signal comes."""
-    victim = _spawn(db_url, "many", "kyc", MANY="20")
-    assert victim.stdout is not None
-    line = victim.stdout.readline()
-    assert line == "WAITING\n", victim.stderr.read() if victim.stderr else line
-    _kill(victim)
-
-    sys.path.insert(0, str(APP.parent))
-    import waiting_app
-
-    waiting_app.manager.url = db_url
+    waiting_app = _kill_when_waiting(db_url, _spawn(db_url, "many", "kyc", MANY="20"))
     async with waiting_app.manager as manager:
         counts = await manager.count_workflows()
         assert counts.get(sw.WorkflowStatus.WAITING) == 20, counts

@@ -320,3 +320,25 @@ async def test_garbage_in_a_recorded_error_is_shown_as_unreadable(db_url: str) -
     result = await invoke_cli(["show", "pay", "--db", db_url, "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["steps"][0]["error"]["kind"] == "unreadable"
+
+
+async def test_list_takes_statuses_by_name_and_refuses_an_unknown_one(db_url: str) -> None:
+    manager = make_manager(db_url)
+
+    @manager.register_workflow
+    async def noop() -> int:
+        return 1
+
+    async with manager:
+        await manager.workflow(noop).execute(idempotency_key="listed")
+        handle = manager.get_workflow("listed")
+        await wait_until(lambda: status_is(handle, sw.WorkflowStatus.COMPLETED))  # end written
+        by_name = await manager.list_workflows(status="COMPLETED")
+        by_names = await manager.list_workflows(status=["COMPLETED", "FAILED"])
+        by_enum = await manager.list_workflows(status=sw.WorkflowStatus.COMPLETED)
+        assert [d.key for d in by_name] == [d.key for d in by_names] == ["listed"]
+        assert [d.key for d in by_enum] == ["listed"]
+        with pytest.raises(ValueError, match="DONE"):
+            await manager.list_workflows(status="DONE")
+        with pytest.raises(ValueError, match="DONE"):
+            await manager.list_workflows(status=["COMPLETED", "DONE"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 _BATCH = 65536
 
@@ -47,3 +48,11 @@ os.register_at_fork(after_in_child=RANDOM.forget)
 def new_id() -> str:
     """A new random identifier: 128 random bits as 32 hex digits (like ``uuid4().hex``)."""
     return RANDOM.take(16).hex()
+
+
+def new_run_id() -> str:
+    """A new run id: 32 hex digits, the first 12 the time in milliseconds, the rest 80 random
+    bits. Ids made one after the other sort together, so the indexes keyed by run id (of
+    workflows, steps, signals) take a new one next to the last instead of on a random page:
+    with a long history, random ids made every insert read and write a page of its own."""
+    return f"{time.time_ns() // 1_000_000:012x}{RANDOM.take(10).hex()}"

@@ -36,3 +36,11 @@ def test_a_forked_child_draws_its_own_bytes() -> None:
         os._exit(0)
     os.waitpid(pid, 0)
     assert os.read(read, 16) != randomness.RANDOM.take(16)  # not the parent's next ones
+
+
+def test_run_ids_made_later_sort_later_and_never_repeat() -> None:
+    ids = [randomness.new_run_id() for _ in range(5000)]
+    assert len(set(ids)) == len(ids)
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    # Same millisecond: same 12-digit prefix, random rest; across milliseconds, in order.
+    assert [i[:12] for i in ids] == sorted(i[:12] for i in ids)

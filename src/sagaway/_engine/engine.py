@@ -28,7 +28,7 @@ from sagaway._engine.recent import RecentEnds
 from sagaway._engine.threads import DaemonThreadPool
 from sagaway.channel import Channel
 from sagaway.clock import Clock, wait_event_or_sleep
-from sagaway.randomness import new_id
+from sagaway.randomness import new_id, new_run_id
 from sagaway.registry import Queue, Registry, WorkflowDef
 from sagaway.states import ErrorKind, OnConflict, WorkflowStatus
 from sagaway.store.base import Store, StoreUnavailable
@@ -294,7 +294,7 @@ class Engine:
         timeout: float | None,
     ) -> NewWorkflow:
         """The execution ``start`` creates, of this process's code version."""
-        run_id = new_id()
+        run_id = new_run_id()
         return NewWorkflow(
             run_id=run_id,
             key=key,
@@ -341,7 +341,7 @@ class Engine:
         workflow ``key`` before its step ``from_step`` (see ``forking``)."""
         check_key(new_key, "new_key")
         plan = await forking.prepare(self.store, key, from_step)
-        run_id = new_id()
+        run_id = new_run_id()
         result = await self.store.fork_workflow(
             plan.source_run_id,
             run_id=run_id,

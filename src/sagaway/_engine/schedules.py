@@ -22,7 +22,7 @@ import dataclasses
 from sagaway import errors, serialization
 from sagaway._engine import cron, keys
 from sagaway._engine.engine import Engine, check_key
-from sagaway.randomness import new_id
+from sagaway.randomness import new_id, new_run_id
 from sagaway.registry import WorkflowDef
 from sagaway.store.records import NewWorkflow, ScheduleRecord, WorkflowRecord
 
@@ -66,7 +66,7 @@ def tick_key(schedule_id: str, tick: float) -> str:
 
 def execution(schedule: ScheduleRecord, key: str) -> NewWorkflow:
     """A PENDING execution of ``schedule`` under ``key`` (any worker of its queue claims it)."""
-    run_id = new_id()
+    run_id = new_run_id()
     return NewWorkflow(
         run_id=run_id,
         key=key,

@@ -17,7 +17,7 @@ from sagaway import errors, serialization
 from sagaway._engine import keys, versions
 from sagaway._engine.engine import check_key, check_text
 from sagaway._engine.options import check_timeout
-from sagaway.randomness import new_id
+from sagaway.randomness import new_run_id
 from sagaway.server.notices import Hub
 from sagaway.store import Store
 from sagaway.store.records import NewWorkflow, WorkflowRecord
@@ -51,7 +51,7 @@ class StartWorkflows:
             raise ValueError("args must be a JSON object of the arguments by parameter name")
         timeout = request.timeout if request.HasField("timeout") else None
         check_timeout(timeout)
-        run_id = new_id()
+        run_id = new_run_id()
         new = NewWorkflow(
             run_id=run_id,
             key=request.key,

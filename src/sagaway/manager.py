@@ -35,7 +35,7 @@ from sagaway.registry import ActivityDef, Queue, Registry
 from sagaway.retry import RetryPolicy
 from sagaway.schedules import ScheduleMethods, declare
 from sagaway.signals import Signal
-from sagaway.states import OnConflict, WorkflowStatus, ended_statuses
+from sagaway.states import OnConflict, WorkflowStatus, ended_statuses, statuses_named
 from sagaway.store import open_store, resolve_url
 from sagaway.store.base import Store
 from sagaway.store.records import ListQuery, SignalRecord
@@ -447,7 +447,7 @@ class Manager(ScheduleMethods):
     async def list_workflows(
         self,
         *,
-        status: WorkflowStatus | Collection[WorkflowStatus] | None = None,
+        status: str | Collection[str] | None = None,
         limit: int = 100,
         name: str | None = None,
         key_prefix: str | None = None,
@@ -459,7 +459,7 @@ class Manager(ScheduleMethods):
         """Current workflows, newest first (steps not included).
 
         Args:
-            status: only this status, or any of these.
+            status: only this status, or any of these (``WorkflowStatus`` or its name).
             limit: at most this many (a page).
             name: only workflows registered under this name.
             key_prefix: only keys that start with this.
@@ -470,15 +470,10 @@ class Manager(ScheduleMethods):
             code_versions: only workflows created by these code versions (``None`` in it:
                 unversioned ones).
 
-        Raises:
-            ValueError: ``after`` is not a cursor, or a status is not one (``"FAILED"`` and
-                ``WorkflowStatus.FAILED`` are both accepted).
+        Raises ValueError when ``after`` is not a cursor, or a status is unknown.
         """
         engine = self._ref.require()
-        if isinstance(status, str):  # "FAILED" as well as WorkflowStatus.FAILED
-            status = WorkflowStatus(status)
-        elif status is not None:
-            status = [WorkflowStatus(s) for s in status]
+        status = statuses_named(status)  # "FAILED" as well as WorkflowStatus.FAILED
         plain = (name, key_prefix, since, until, after, code_versions) == (None,) * 6
         if plain and (status is None or isinstance(status, WorkflowStatus)):
             records = await engine.list_workflows(status=status, limit=limit)

@@ -137,3 +137,15 @@ class OnConflict(enum.Enum):
     """Raise ``WorkflowAlreadyExists``."""
     TERMINATE_EXISTING = "terminate_existing"
     """Terminate the live execution and start anew under the key."""
+
+
+def statuses_named(
+    status: str | Collection[str] | None,
+) -> WorkflowStatus | list[WorkflowStatus] | None:
+    """A status filter as given (``"FAILED"`` or ``WorkflowStatus.FAILED``, one or several)
+    as statuses; ValueError names an unknown one."""
+    if status is None:
+        return None
+    if isinstance(status, str):
+        return WorkflowStatus(status)
+    return [WorkflowStatus(s) for s in status]

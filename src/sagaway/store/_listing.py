@@ -18,11 +18,12 @@ partial index only when the query states its condition as written.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
 from sagaway.states import WorkflowStatus
-from sagaway.store import _inspect
+from sagaway.store._params import version_filter
 from sagaway.store.records import ListQuery
 
 COLUMNS = (
@@ -34,7 +35,6 @@ LIVE_CONDITION = "status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')"
 """The condition of the index ``workflows_live``."""
 ENDED_CONDITION = "status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')"
 """The status condition of the index ``workflows_ended_by_status``."""
-_LIVE = ("PENDING", "RUNNING", "WAITING", "SUSPENDED")
 _ORDER = "ORDER BY created_at DESC, run_id"
 
 
@@ -82,9 +82,7 @@ POSTGRES = Dialect(
 def page_query(dialect: Dialect, query: ListQuery) -> tuple[str, dict[str, Any]]:
     """The SQL text and parameters of one listing page."""
     p = dialect.param
-    params = _inspect.page_params(query, arrays=dialect.arrays)
-    if query.limit < 0:
-        params["limit"] = dialect.no_limit
+    params = _page_params(query, dialect)
     common = [
         dialect.current,
         f"created_at >= {p('since')}",
@@ -112,6 +110,23 @@ def page_query(dialect: Dialect, query: ListQuery) -> tuple[str, dict[str, Any]]
     return f"SELECT * FROM ({merged}) AS page {_ORDER} LIMIT {p('limit')}", params
 
 
+def _page_params(query: ListQuery, dialect: Dialect) -> dict[str, Any]:
+    """The parameters every page binds. Keyset paging: the next page starts after the last row
+    shown; bounds not given are infinities rather than NULL, so every condition on
+    ``created_at`` stays usable by its index."""
+    after_at, after_run = query.after if query.after is not None else (math.inf, "")
+    return {
+        "since": -math.inf if query.since is None else query.since,
+        "until": math.inf if query.until is None else query.until,
+        "after_at": after_at,
+        "after_run": after_run,
+        "name": query.name,
+        "key_prefix": query.key_prefix,
+        "limit": query.limit if query.limit >= 0 else dialect.no_limit,
+        **version_filter(query.code_versions or None, arrays=dialect.arrays),
+    }
+
+
 def _status_branches(
     statuses: frozenset[WorkflowStatus], p: Callable[[str], str], params: dict[str, Any]
 ) -> list[list[str]]:
@@ -119,15 +134,15 @@ def _status_branches(
     status parameters to ``params``."""
     if not statuses:
         return [[]]
-    wanted = sorted(s.value for s in statuses)
+    wanted = sorted(statuses)
     branches: list[list[str]] = []
-    live = [s for s in wanted if s in _LIVE]
+    live = [s.value for s in wanted if not s.ended]
     if live:
         names = [f"live_status_{i}" for i in range(len(live))]
         params.update(zip(names, live, strict=True))
         listed = ", ".join(p(name) for name in names)
         branches.append([LIVE_CONDITION, f"status IN ({listed})"])
-    for i, status in enumerate(s for s in wanted if s not in _LIVE):
+    for i, status in enumerate(s.value for s in wanted if s.ended):
         params[f"ended_status_{i}"] = status
         branches.append([ENDED_CONDITION, f"status = {p(f'ended_status_{i}')}"])
     return branches

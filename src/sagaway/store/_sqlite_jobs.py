@@ -20,6 +20,8 @@ from sagaway import errors
 
 Outcome = tuple[Any, BaseException | None]
 """A job's result, or the exception its caller gets."""
+Delivered = list[tuple["asyncio.Future[Any]", Any, BaseException | None]]
+"""Outcomes on their way to the futures of one event loop."""
 
 
 class Job:
@@ -39,7 +41,7 @@ class Job:
         self.loop = loop
 
 
-def deliver_all(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+def deliver_all(outcomes: Delivered) -> None:
     """Deliver a batch's outcomes (one wake-up of the loop for all of them)."""
     for future, result, exc in outcomes:
         deliver(future, result, exc)
@@ -89,9 +91,6 @@ def run_isolated(conn: sqlite3.Connection, batch: list[Job]) -> list[Outcome]:
             outcomes.append((value, None))
     conn.execute("COMMIT")
     return outcomes
-
-
-Delivered = list[tuple["asyncio.Future[Any]", Any, BaseException | None]]
 
 
 def deliver_batch(

@@ -378,7 +378,7 @@ class Worker:
                 continue
             for entry in entries:
                 execution = entry.execution
-                if execution is not None and (execution.finishing or execution.giving_up_lease):
+                if execution is not None and execution.giving_up_lease:
                     continue  # its end or its wait was written (or is): the lease is not lost
                 if entry.lease.token not in kept and entry.record.run_id in self._running:
                     if execution is not None:

@@ -200,10 +200,10 @@ class ExecutionBase:
 
     @property
     def giving_up_lease(self) -> bool:
-        """A wait's write that gives the lease up (WAITING) is under way or done: a heartbeat
-        that does not find the lease then raced that write; the lease was not lost. (Had it
-        been, the fenced write fails and the execution stops by itself.)"""
-        return self.unloading or not self._unload_write.is_set()
+        """A write of its own that gives the lease up (its end, or a wait's WAITING) is under
+        way or done: a heartbeat that does not find the lease then raced that write; the lease
+        was not lost. (Had it been, the fenced write fails and the execution stops by itself.)"""
+        return self.finishing or self.unloading or not self._unload_write.is_set()
 
     def completion_time(self) -> float:
         """Now, as the recorded completion time of an outcome: strictly after every earlier

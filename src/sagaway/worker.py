@@ -29,6 +29,9 @@ from sagaway.store.records import Lease, StepRecord, WorkflowRecord
 
 logger = logging.getLogger(__name__)
 
+ENDING_GRACE = 5.0
+"""Seconds a shutdown waits for executions already writing their end (see ``Worker.stop``)."""
+
 
 class _Slot:
     """One execution's claim on a Worker slot (the ``executor.WorkerSlot`` it is given)."""
@@ -165,6 +168,7 @@ class Worker:
             finally:
                 for waiter in waits:
                     waiter.cancel()
+        await self._let_ends_commit()
         tasks = [entry.task for entry in self._running.values() if entry.task is not None]
         for task in tasks:
             task.cancel()
@@ -177,6 +181,20 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat
             self._heartbeat = None
+
+    async def _let_ends_commit(self) -> None:
+        """Give executions already writing their end a moment to finish that write.
+
+        Cancelling one then saves nothing: the end may already be committed (a caller may
+        even have its result), and the run would be reported as stopped although it ended.
+        """
+        ending = [
+            entry.task
+            for entry in self._running.values()
+            if entry.task is not None and entry.execution is not None and entry.execution.finishing
+        ]
+        if ending:
+            await asyncio.wait(ending, timeout=ENDING_GRACE)
 
     # ------------------------------------------------------------------ work
 

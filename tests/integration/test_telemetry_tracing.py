@@ -216,3 +216,35 @@ async def test_a_workflow_sampled_out_makes_no_run_or_attempt_spans_but_keeps_it
     assert stored and exporter.get_finished_spans() == ()
     [context] = seen
     assert context.is_valid and not context.trace_flags.sampled  # the workflow's own trace
+
+
+async def test_a_shutdown_while_a_run_writes_its_end_lets_it_commit_and_report_completed(
+    db_url: str, spans: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    # The caller may already hold the result when the end's write returns; cancelling the run
+    # then saves nothing and would report a completed workflow as stopped.
+    exporter, _ = spans
+    manager = sw.Manager(db_url, poll_interval=0.05)
+
+    @manager.register_workflow(name="quick")
+    async def quick() -> int:
+        return 7
+
+    writing = asyncio.Event()
+    async with manager:
+        store = manager._ref.engine.store  # type: ignore[union-attr]
+        finish = store.finish_workflow
+
+        async def slow_finish(*args: Any, **kwargs: Any) -> Any:
+            writing.set()
+            await asyncio.sleep(0.3)
+            return await finish(*args, **kwargs)
+
+        store.finish_workflow = slow_finish  # type: ignore[method-assign]
+        await manager.workflow(quick).execute(idempotency_key="q1")
+        await asyncio.wait_for(writing.wait(), 20)
+    run = next(s for s in exporter.get_finished_spans() if s.name == "RunWorkflow:quick")
+    assert run.attributes is not None
+    assert run.attributes["sagaway.outcome"] == "completed"
+    async with manager.connect() as client:
+        assert await client.get_workflow("q1").status() is sw.WorkflowStatus.COMPLETED

@@ -11,6 +11,10 @@ latency and the CPU this process spent per workflow (user and system, all thread
   database for, per workflow);
 * ``--cprofile PATH``: run the measured part under cProfile, write the stats to PATH and print the
   functions with the most own time (main thread only);
+* ``--preload N`` (SQLite): the engine database starts as a copy of one holding N ended
+  workflows (``benchmarks.preload``; made once and kept in the system's temporary directory);
+* ``--batches`` (SQLite): the durations of the writer thread's transactions (p50, p99, max, and
+  how many took over 100 ms), to see stalls;
 * ``--server``: the engine database behind a ``sagaway server`` process (the Manager here uses
   ``grpc://``); with ``--trace`` the latencies are round trips to the server;
   ``--server-cprofile PATH`` runs that server under cProfile and prints its top functions;
@@ -31,6 +35,7 @@ import collections
 import cProfile
 import pstats
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -62,6 +67,32 @@ def _postgres_url() -> str:
             sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(ENGINE_SCHEMA))
         )
     return url
+
+
+async def _preloaded_sqlite(n: int) -> Path:
+    """A SQLite engine database holding ``n`` preloaded ended workflows (made once, then kept)."""
+    from benchmarks.preload import preload
+
+    path = Path(tempfile.gettempdir()) / f"sagaway-profile-preload-{n}.db"
+    if not path.exists():
+        partial = path.with_suffix(".partial.db")
+        partial.unlink(missing_ok=True)
+        print(f"preloading {n:,} ended workflows into {path} (once)...", flush=True)
+        await asyncio.to_thread(preload, f"sqlite:///{partial}", n)
+        partial.rename(path)
+    return path
+
+
+def _time_batches(store: Any, durations: list[float]) -> None:
+    """Record how long each of the SQLite writer's transactions takes (in its thread)."""
+    original = store._run_batch
+
+    def timed(conn: Any, batch: Any) -> None:
+        started = time.perf_counter()
+        original(conn, batch)
+        durations.append(time.perf_counter() - started)
+
+    store._run_batch = timed
 
 
 def _trace(store: Any, stats: dict[str, list[float]]) -> None:
@@ -97,6 +128,8 @@ async def profile(args: argparse.Namespace) -> None:
         else:
             services = workload.Services({"kind": "sqlite", "dir": f"{tmp}/services"})
             engine_url = f"sqlite:///{tmp}/engine.db"
+            if args.preload:
+                shutil.copyfile(await _preloaded_sqlite(args.preload), f"{tmp}/engine.db")
         services.create()
         config: dict[str, Any] = {
             "url": engine_url,
@@ -115,6 +148,9 @@ async def profile(args: argparse.Namespace) -> None:
         stats: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
         if args.trace:
             _trace(store_of(adapter.manager), stats)
+        batches: list[float] = []
+        if args.batches:
+            _time_batches(store_of(adapter.manager), batches)
         latencies: list[float] = []
 
         async def client(ids: list[str]) -> None:
@@ -131,6 +167,7 @@ async def profile(args: argparse.Namespace) -> None:
             await asyncio.gather(*(client(warm) for _ in range(min(clients, 20))))
             latencies.clear()
             stats.clear()
+            batches.clear()
             ids = [f"wf-{i:06d}" for i in range(n)]
             profiler = cProfile.Profile() if args.cprofile else None
             before = resource.getrusage(resource.RUSAGE_SELF)
@@ -158,6 +195,14 @@ async def profile(args: argparse.Namespace) -> None:
         f"CPU of this process {user_ms + sys_ms:.2f} ms/workflow "
         f"(user {user_ms:.2f}, system {sys_ms:.2f})"
     )
+    if batches:
+        batches.sort()
+        print(
+            f"  writer transactions: {len(batches)}, p50 "
+            f"{workload.percentile(batches, 50) * 1000:.2f} ms, p99 "
+            f"{workload.percentile(batches, 99) * 1000:.2f} ms, max {batches[-1] * 1000:.1f} ms, "
+            f"{sum(1 for b in batches if b > 0.1)} over 100 ms"
+        )
     for name, (calls, total) in sorted(stats.items()):
         print(f"  {name:16s} {calls / n:5.2f} calls/workflow, mean {total / calls * 1000:7.3f} ms")
     if profiler is not None:
@@ -181,6 +226,12 @@ def main(argv: list[str] | None = None) -> int:
         "--activities", choices=("async", "sync"), default="async", help="as in benchmarks.run"
     )
     parser.add_argument("--trace", action="store_true", help="count Store calls and latency")
+    parser.add_argument(
+        "--preload", type=int, default=0, metavar="N", help="SQLite: N ended workflows first"
+    )
+    parser.add_argument(
+        "--batches", action="store_true", help="SQLite: the writer's transaction durations"
+    )
     parser.add_argument(
         "--telemetry",
         action="store_true",

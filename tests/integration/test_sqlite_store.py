@@ -164,3 +164,34 @@ async def test_a_failing_job_in_a_batch_loses_only_its_own_writes(sqlite_url: st
         assert runs == {"job0": 2, "job1": 2, "job2": 2, "job3": 1, "job4": 1}
     finally:
         await store.close()
+
+
+async def test_the_checkpointer_thread_copies_the_wal_back_not_the_writer(tmp_path: Path) -> None:
+    """The writer's commits leave the WAL to the checkpointer thread (a checkpoint inside a
+    commit stalls every write behind it): pages reach the database file although the writer's
+    own automatic checkpoint is far above what was written. Closing stops the thread."""
+    from sagaway.store._sqlite_checkpoint import BACKSTOP_PAGES
+    from sagaway.store.sqlite import SQLiteStore
+
+    path = tmp_path / "engine.db"
+    store = open_store(f"sqlite:///{path}")
+    assert isinstance(store, SQLiteStore)
+    await store.open()
+    try:
+        pragma = "PRAGMA wal_autocheckpoint"
+        assert await store._call(lambda c: c.execute(pragma).fetchone()[0]) == BACKSTOP_PAGES
+        await store._call(lambda c: c.execute("CREATE TABLE probe (data BLOB)"))
+        before = path.stat().st_size
+        for _ in range(40):  # ~1,000 pages of 4 KiB, well below the writer's threshold
+            await store._call(lambda c: c.execute("INSERT INTO probe VALUES (randomblob(1e5))"))
+
+        async def copied_back() -> None:
+            while path.stat().st_size < before + 4_000_000:  # noqa: ASYNC110 (a file, no event)
+                await asyncio.sleep(0.02)
+
+        await asyncio.wait_for(copied_back(), 20)
+        assert store.checkpointer is not None and store.checkpointer.checkpoints >= 1
+        assert await store._call(lambda c: c.execute("SELECT count(*) FROM probe").fetchone()[0])
+    finally:
+        await store.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("sagaway-sqlite-checkpoint")]

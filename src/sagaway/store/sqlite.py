@@ -35,6 +35,7 @@ from sagaway.store import (
     _sqlite_claims,
 )
 from sagaway.store import migrations as _migrations
+from sagaway.store._sqlite_checkpoint import BACKSTOP_PAGES, Checkpointer
 from sagaway.store._sqlite_jobs import (
     Delivered,
     Job,
@@ -115,6 +116,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._handing: list[Job] | None = None
         self._in_flight = 0  # jobs of this loop handed over, their outcomes not yet delivered
+        self.checkpointer: Checkpointer | None = None  # while open (see _sqlite_checkpoint)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -177,7 +179,15 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         # With a long history the indexes outgrow SQLite's default 2 MiB page cache, and every
         # write reads again the B-tree pages on its way down; 16 MiB keeps their inner pages.
         conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB:d}")
+        # The checkpointer thread copies the WAL back; the writer does only past a backstop.
+        conn.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP_PAGES:d}")
         conn.row_factory = sqlite3.Row  # rows are read by column name (see _rows)
+        return conn
+
+    def _checkpointer_connection(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         return conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
@@ -202,6 +212,8 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             loop.call_soon_threadsafe(deliver, ready, None, exc)
             return
         loop.call_soon_threadsafe(deliver, ready, None, None)
+        checkpointer = self.checkpointer = Checkpointer(self._checkpointer_connection, self._path)
+        checkpointer.start()
         try:
             while True:
                 jobs = self._jobs.get()
@@ -219,10 +231,12 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
                         break
                     batch.extend(more)
                 self._run_batch(conn, batch)
+                checkpointer.written()
                 if stop:
                     break
         finally:
-            conn.close()
+            checkpointer.stop()
+            conn.close()  # the last connection to close checkpoints what is left
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[Job]) -> None:
         began = time.perf_counter()

@@ -7,12 +7,11 @@ activity's error (``ActivityAborted``) instead of stopping the process.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import dataclasses
 import functools
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from sagaway import activity as activity_mod
@@ -109,27 +108,28 @@ class ActivityCalls(QueueAdmission):
             await self._cancel_here(call_id, kind, defn.name, previous.started_at, always=True)
         else:
             await self._cancel_here(call_id, kind, defn.name, self.engine.clock.now())
-        with self._forward_call(not compensation):
+        # Counted while made (not a compensation): what ``settle`` waits for. Plain counters
+        # rather than context managers: this runs for every activity call.
+        forward = not compensation
+        if forward:
+            self.forward_calls += 1
+        try:
             # An effect runs only once every earlier outcome is durable.
-            await self._before_durable_action()
+            if not self.ready_to_act():
+                await self._before_durable_action()
             call = self._new_call(defn, kind, policy, call_id, seq, previous)
             # In flight for the whole call, the writes and backoff sleeps between attempts
             # included: a sibling branch must not unload the workflow while this one will retry.
-            with self._busy():
+            self.inflight += 1
+            try:
                 return await self._attempts(call, args, kwargs, timeout)
-
-    @contextlib.contextmanager
-    def _forward_call(self, forward: bool) -> Iterator[None]:
-        """An activity call (not a compensation) is being made: what ``settle`` waits for."""
-        if not forward:
-            yield
-            return
-        self.forward_calls += 1
-        try:
-            yield
+            finally:
+                self.inflight -= 1
+                self._note_dropped()
         finally:
-            self.forward_calls -= 1
-            self._note_dropped()
+            if forward:
+                self.forward_calls -= 1
+                self._note_dropped()
 
     async def _attempts(
         self, call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None
@@ -138,15 +138,21 @@ class ActivityCalls(QueueAdmission):
         defn = call.defn
         while True:
             # Admitted first: an attempt refused by a cluster-wide limit never began.
-            admitted = await self._admitted(defn, call.kind, call.info.call_id, call.started_at)
+            admitted = None
+            if self.engine.cluster_limit(defn.queue) is not None:
+                admitted = await self._admitted(defn, call.kind, call.info.call_id, call.started_at)
+            if call.local:  # the first attempt's info was built with its number
+                call.info = _next_attempt(call.info)
             call.local += 1
-            call.info = dataclasses.replace(call.info, attempt=call.info.attempt + 1)
             observed = bool(observe.observers)
             if observed:
                 call.begin_attempt()
             try:
-                async with admitted or contextlib.nullcontext():
+                if admitted is None:
                     value = await self._invoke(defn, args, kwargs, call.info, timeout)
+                else:
+                    async with admitted:
+                        value = await self._invoke(defn, args, kwargs, call.info, timeout)
                 result = defn.codec.encode_result(value, self.engine.payload_limit)
             except Exception as exc:
                 await self._attempt_failed(call, exc, observed)  # raises, unless retried
@@ -192,7 +198,7 @@ class ActivityCalls(QueueAdmission):
                 activity_name=defn.name,
                 call_id=call_id,
                 sequence=seq,
-                attempt=previous.attempts if previous else 0,
+                attempt=(previous.attempts if previous else 0) + 1,
                 idempotency_key=keys.derived_key(self.record, call_id),
                 is_compensation=kind is StepKind.COMPENSATION,
             ),
@@ -293,24 +299,52 @@ class ActivityCalls(QueueAdmission):
         info_token = activity_mod.enter(info)
         wf_token = context.suspend_workflow_context()
         try:
-            async with engine.queue_slot(defn.queue):
-                if defn.is_async:
-                    work: Awaitable[Any] = defn.fn(*args, **kwargs)
-                else:
-                    call = functools.partial(
-                        contextvars.copy_context().run, _sync_contained, defn, *args, **kwargs
-                    )
-                    work = asyncio.get_running_loop().run_in_executor(engine.thread_pool, call)
-                work = _contained(work, defn.name)
-                if timeout is None:
-                    return await work
-                return await _with_timeout(work, timeout, engine, defn.name)
+            slot = engine.queue_slot(defn.queue)
+            if slot is None:
+                return await self._attempt(defn, args, kwargs, timeout)
+            async with slot:  # entered before the attempt begins
+                return await self._attempt(defn, args, kwargs, timeout)
         finally:
             context.leave(wf_token)
             activity_mod.leave(info_token)
             self.activities -= 1
             if self.activities == 0 and self.waiting and self.slot is not None:
                 self.slot.release()  # the last activity ended while branches wait
+
+    def _attempt(
+        self,
+        defn: ActivityDef,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        timeout: float | None,
+    ) -> Awaitable[Any]:
+        """Begin one attempt (a sync activity starts on its thread now): what to await."""
+        engine = self.engine
+        if defn.is_async:
+            work: Awaitable[Any] = defn.fn(*args, **kwargs)
+        else:
+            call = functools.partial(
+                contextvars.copy_context().run, _sync_contained, defn, *args, **kwargs
+            )
+            work = asyncio.get_running_loop().run_in_executor(engine.thread_pool, call)
+        if timeout is None:
+            return _contained(work, defn.name)
+        return _with_timeout(_contained(work, defn.name), timeout, engine, defn.name)
+
+
+def _next_attempt(info: activity_mod.ActivityInfo) -> activity_mod.ActivityInfo:
+    """``info`` for the call's next attempt (built directly: ``dataclasses.replace`` costs
+    several times more, on every activity call)."""
+    return activity_mod.ActivityInfo(
+        info.workflow_key,
+        info.run_id,
+        info.activity_name,
+        info.call_id,
+        info.sequence,
+        info.attempt + 1,
+        info.idempotency_key,
+        info.is_compensation,
+    )
 
 
 async def _contained(work: Awaitable[Any], name: str) -> Any:

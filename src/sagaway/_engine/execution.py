@@ -440,6 +440,18 @@ class ExecutionBase:
         finally:
             self._unload_write.set()
 
+    def ready_to_act(self) -> bool:
+        """Whether ``_before_durable_action`` would return at once (nothing to flush or wait
+        for, the run usable): the common case, checked without a coroutine."""
+        return (
+            not self.unrecorded
+            and self._write_error is None
+            and not self._flush_lock.locked()
+            and self._unload_write.is_set()
+            and not (self.lease_lost or self.stopped or self.unloading or self.finishing)
+            and self.doomed is None
+        )
+
     async def _before_durable_action(self) -> None:
         """Flush, then check the run may still act: a flush can wait, and meanwhile another
         branch may have unloaded the workflow, doomed it, or ended it."""

@@ -160,8 +160,10 @@ class Execution(ActivityCalls, WaitCalls):
             status.value,
             extra={"action": "workflow_ended", "workflow_id": self.key, "status": status.value},
         )
+        # Only result() reads it (here, and from the recent ends, which never keep arguments).
         ended = dataclasses.replace(
             self.record,
+            args="",
             status=status,
             result=result,
             error=error,

@@ -636,7 +636,7 @@ class Manager(ScheduleMethods):
 
     async def close(self, drain_timeout: float = 0.0, force: asyncio.Event | None = None) -> None:
         """Stop workers (running executions get ``drain_timeout`` s, or until ``force`` is set,
-        then are released)."""
+        then are released; one already writing its end finishes that write first)."""
         engine = self._ref.engine
         if engine is None:
             return

@@ -155,7 +155,8 @@ class Worker:
 
     async def stop(self, drain_timeout: float = 0.0, force: asyncio.Event | None = None) -> None:
         """Stop taking work; let running executions finish for ``drain_timeout`` s (or until
-        ``force`` is set), then cancel them and release their leases."""
+        ``force`` is set), then cancel them and release their leases. One already writing its
+        end gets up to ``ENDING_GRACE`` s more to finish that write."""
         self.accepting = False
         if self._running and drain_timeout > 0:
             waits = [asyncio.ensure_future(self._idle.wait())]

@@ -169,7 +169,8 @@ async def test_a_failing_job_in_a_batch_loses_only_its_own_writes(sqlite_url: st
 async def test_the_checkpointer_thread_copies_the_wal_back_not_the_writer(tmp_path: Path) -> None:
     """The writer's commits leave the WAL to the checkpointer thread (a checkpoint inside a
     commit stalls every write behind it): pages reach the database file although the writer's
-    own automatic checkpoint is far above what was written. Closing stops the thread."""
+    own automatic checkpoint is far above what was written. The thread starts at the first
+    write (a process that only reads, like `sagaway list`, has none); closing stops it."""
     from sagaway.store._sqlite_checkpoint import BACKSTOP_PAGES
     from sagaway.store.sqlite import SQLiteStore
 
@@ -181,6 +182,8 @@ async def test_the_checkpointer_thread_copies_the_wal_back_not_the_writer(tmp_pa
         pragma = "PRAGMA wal_autocheckpoint"
         assert await store._call(lambda c: c.execute(pragma).fetchone()[0]) == BACKSTOP_PAGES
         await store._call(lambda c: c.execute("CREATE TABLE probe (data BLOB)"))
+        assert await store.count_by_status() == {}
+        assert not _checkpointer_threads()  # nothing written yet (a table is no row)
         before = path.stat().st_size
         for _ in range(40):  # ~1,000 pages of 4 KiB, well below the writer's threshold
             await store._call(lambda c: c.execute("INSERT INTO probe VALUES (randomblob(1e5))"))
@@ -191,7 +194,12 @@ async def test_the_checkpointer_thread_copies_the_wal_back_not_the_writer(tmp_pa
 
         await asyncio.wait_for(copied_back(), 20)
         assert store.checkpointer is not None and store.checkpointer.checkpoints >= 1
+        assert len(_checkpointer_threads()) == 1
         assert await store._call(lambda c: c.execute("SELECT count(*) FROM probe").fetchone()[0])
     finally:
         await store.close()
-    assert not [t for t in threading.enumerate() if t.name.startswith("sagaway-sqlite-checkpoint")]
+    assert not _checkpointer_threads()
+
+
+def _checkpointer_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("sagaway-sqlite-checkpoint")]

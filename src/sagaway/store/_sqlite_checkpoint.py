@@ -51,12 +51,11 @@ class Checkpointer:
         self.checkpoints = 0
         """Checkpoints run so far (for tests and benchmarks)."""
 
-    def start(self) -> None:
-        if self._enabled:
-            self._thread.start()
-
     def written(self) -> None:
-        """The writer committed: a checkpoint is worth running soon (cheap; any thread)."""
+        """The writer committed changes: a checkpoint is worth running soon. The thread starts
+        at the first call (a process that only reads has none). Called by the writer thread."""
+        if self._thread.ident is None and self._enabled and not self._stopping.is_set():
+            self._thread.start()
         self._written.set()
 
     def stop(self) -> None:

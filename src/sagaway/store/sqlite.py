@@ -213,7 +213,6 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             return
         loop.call_soon_threadsafe(deliver, ready, None, None)
         checkpointer = self.checkpointer = Checkpointer(self._checkpointer_connection, self._path)
-        checkpointer.start()
         try:
             while True:
                 jobs = self._jobs.get()
@@ -230,8 +229,10 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
                         stop = True
                         break
                     batch.extend(more)
+                changes = conn.total_changes
                 self._run_batch(conn, batch)
-                checkpointer.written()
+                if conn.total_changes != changes:  # a process that only reads never starts it
+                    checkpointer.written()
                 if stop:
                     break
         finally:

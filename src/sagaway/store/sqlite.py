@@ -185,7 +185,9 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         return conn
 
     def _checkpointer_connection(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        # mode=rw: the writer has the file; never create an empty one if it vanished since.
+        uri = f"file:{urllib.parse.quote(str(Path(self._path).resolve()))}?mode=rw"
+        conn = sqlite3.connect(uri, isolation_level=None, check_same_thread=False, uri=True)
         conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         return conn

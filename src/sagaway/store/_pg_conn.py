@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 import psycopg
+import pydantic_core
 from psycopg import sql
 from psycopg.rows import DictRow, TupleRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
@@ -185,6 +186,11 @@ async def exists(conn: Conn, query: str, params: Params) -> bool:
 
 def json_batch(rows: list[Params]) -> str:
     """The one JSON parameter of a batched statement (``json_to_recordset``)."""
-    # NaN/Infinity are not JSON: refuse them here; the batch is then written item by item,
-    # where plain parameters carry them.
-    return json.dumps(rows, allow_nan=False)
+    # pydantic-core's encoder: a few times faster than json's on every batch, and floats
+    # written the same way (shortest text that reads back the same).
+    data = pydantic_core.to_json(rows)
+    if b"NaN" in data or b"Infinity" in data:
+        # NaN/Infinity are not JSON (or the words are in a text): json decides, and refuses
+        # them; the batch is then written item by item, where plain parameters carry them.
+        return json.dumps(rows, allow_nan=False)
+    return data.decode()

@@ -12,7 +12,7 @@ from sagaway.store._pg_conn import json_batch
 
 def test_a_batch_reads_back_as_its_rows_floats_exactly() -> None:
     rows = [
-        {"run_id": "0193a-é\"\\", "now": 1764658000.123456, "n": 3, "error": None, "ok": True},
+        {"run_id": '0193a-é"\\', "now": 1764658000.123456, "n": 3, "error": None, "ok": True},
         {"run_id": "x", "now": 5e-324, "n": -1, "error": "line\nbreak", "ok": False},
         {"run_id": "y", "now": 1.2345678901234568e17, "n": 0, "error": "\u2028", "ok": True},
     ]

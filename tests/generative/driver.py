@@ -453,7 +453,9 @@ class Driver:
         assert self.observer is not None
         await self.discover()
         out = {}
-        for run_id in self.world.runs:
+        # A copy: runs created while a read awaits (a workflow starting a child) would change
+        # the dict under the loop; they are read at the next look.
+        for run_id in list(self.world.runs):
             record = await self.observer.get_run(run_id)
             assert record is not None, f"run {run_id} was created but cannot be read"
             out[run_id] = record

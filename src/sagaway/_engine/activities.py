@@ -138,9 +138,12 @@ class ActivityCalls(QueueAdmission):
         defn = call.defn
         while True:
             # Admitted first: an attempt refused by a cluster-wide limit never began.
+            limit = self.engine.cluster_limit(defn.queue)
             admitted = None
-            if self.engine.cluster_limit(defn.queue) is not None:
-                admitted = await self._admitted(defn, call.kind, call.info.call_id, call.started_at)
+            if limit is not None:
+                admitted = await self._admitted(
+                    limit, defn, call.kind, call.info.call_id, call.started_at
+                )
             if call.local:  # the first attempt's info was built with its number
                 call.info = _next_attempt(call.info)
             call.local += 1
@@ -336,14 +339,14 @@ def _next_attempt(info: activity_mod.ActivityInfo) -> activity_mod.ActivityInfo:
     """``info`` for the call's next attempt (built directly: ``dataclasses.replace`` costs
     several times more, on every activity call)."""
     return activity_mod.ActivityInfo(
-        info.workflow_key,
-        info.run_id,
-        info.activity_name,
-        info.call_id,
-        info.sequence,
-        info.attempt + 1,
-        info.idempotency_key,
-        info.is_compensation,
+        workflow_key=info.workflow_key,
+        run_id=info.run_id,
+        activity_name=info.activity_name,
+        call_id=info.call_id,
+        sequence=info.sequence,
+        attempt=info.attempt + 1,
+        idempotency_key=info.idempotency_key,
+        is_compensation=info.is_compensation,
     )
 
 

@@ -397,9 +397,13 @@ class ExecutionBase:
                 asyncio.gather(*(store.record_step(s, token=token) for s in steps))
             )
 
+    def _flushed(self) -> bool:
+        """Nothing pending to write, no flush under way, no write that failed."""
+        return self._write_error is None and not self.unrecorded and not self._flush_lock.locked()
+
     async def flush(self) -> None:
         """Write the outcomes of finished activities not written yet (see unrecorded)."""
-        if self._write_error is None and not self.unrecorded and not self._flush_lock.locked():
+        if self._flushed():
             return
         # The lock makes a flush wait for one another branch started: nothing runs past a
         # flush before every earlier outcome is committed.
@@ -444,9 +448,7 @@ class ExecutionBase:
         """Whether ``_before_durable_action`` would return at once (nothing to flush or wait
         for, the run usable): the common case, checked without a coroutine."""
         return (
-            not self.unrecorded
-            and self._write_error is None
-            and not self._flush_lock.locked()
+            self._flushed()
             and self._unload_write.is_set()
             and not (self.lease_lost or self.stopped or self.unloading or self.finishing)
             and self.doomed is None

@@ -12,6 +12,7 @@ from sagaway.states import StepKind
 from sagaway.store._queue_limits import waiting_for
 
 if TYPE_CHECKING:
+    from sagaway._engine.cluster_limits import ClusterLimit
     from sagaway.registry import ActivityDef
 
 
@@ -19,13 +20,15 @@ class QueueAdmission(ExecutionBase):
     """How an execution's activity attempts get into a cluster-wide queue."""
 
     async def _admitted(
-        self, defn: ActivityDef, kind: StepKind, call_id: str, started_at: float
-    ) -> contextlib.AbstractAsyncContextManager[None] | None:
-        """A slot for the next attempt of ``defn``, to hold while it runs (None: its queue has
-        no cluster limit); waits (or unloads the workflow) until one is given."""
-        limit = self.engine.cluster_limit(defn.queue)
-        if limit is None:
-            return None
+        self,
+        limit: ClusterLimit,
+        defn: ActivityDef,
+        kind: StepKind,
+        call_id: str,
+        started_at: float,
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        """A slot of ``limit`` (the cluster limit of ``defn``'s queue) for the next attempt, to
+        hold while it runs; waits (or unloads the workflow) until one is given."""
         holder = f"{self.lease.token}:{call_id}:{uuid.uuid4().hex[:8]}"
         while True:
             retry_at = await self._store_call(limit.admit(holder))

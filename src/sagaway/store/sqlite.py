@@ -157,8 +157,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         if self._create:
             conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         else:  # mode=rw: fail rather than create the file if it vanished since open() looked
-            uri = f"file:{urllib.parse.quote(str(Path(self._path).resolve()))}?mode=rw"
-            conn = sqlite3.connect(uri, isolation_level=None, check_same_thread=False, uri=True)
+            conn = self._connect_existing()
             if not _has_migrations_table(conn):  # before WAL mode writes to the file
                 conn.close()
                 raise DatabaseNotFound(self.url, "the file holds no Sagaway tables")
@@ -176,18 +175,19 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
                 time.sleep(0.01)
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
-        # With a long history the indexes outgrow SQLite's default 2 MiB page cache, and every
-        # write reads again the B-tree pages on its way down; 16 MiB keeps their inner pages.
+        # 16 MiB, not SQLite's 2 MiB: a long history's inner index pages stay cached for writes.
         conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB:d}")
         # The checkpointer thread copies the WAL back; the writer does only past a backstop.
         conn.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP_PAGES:d}")
         conn.row_factory = sqlite3.Row  # rows are read by column name (see _rows)
         return conn
 
-    def _checkpointer_connection(self) -> sqlite3.Connection:
-        # mode=rw: the writer has the file; never create an empty one if it vanished since.
+    def _connect_existing(self) -> sqlite3.Connection:  # mode=rw: never creates the file
         uri = f"file:{urllib.parse.quote(str(Path(self._path).resolve()))}?mode=rw"
-        conn = sqlite3.connect(uri, isolation_level=None, check_same_thread=False, uri=True)
+        return sqlite3.connect(uri, isolation_level=None, check_same_thread=False, uri=True)
+
+    def _checkpointer_connection(self) -> sqlite3.Connection:
+        conn = self._connect_existing()
         conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         return conn

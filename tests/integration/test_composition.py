@@ -582,12 +582,6 @@ async def test_a_branch_left_running_after_shutdown_starts_nothing(db_url: str) 
     assert runs == [], "a branch left running started an activity after shutdown"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect, not fixed yet: a child's end wakes only the parent that created it "
-    "(its parent_key); another workflow waiting on the same program-chosen child key stays "
-    "WAITING (found by the generative soak, seed 3982077071)",
-)
 async def test_every_workflow_waiting_on_a_shared_child_key_is_woken(db_url: str) -> None:
     """Two workflows wait for the child under one key their code chose: the one that created
     it, and one that attached to it. When the child ends, both must go on."""
@@ -610,3 +604,53 @@ async def test_every_workflow_waiting_on_a_shared_child_key_is_woken(db_url: str
         await manager.signal("go").send("shared-child", "done")
         assert await first.result(timeout=10) == "first:done"
         assert await second.result(timeout=3) == "second:done"
+
+
+async def test_a_workflow_attached_to_a_top_level_workflow_is_woken_by_its_end(
+    db_url: str,
+) -> None:
+    """A client starts a workflow under a key; a workflow then waits for it as its child under
+    the same key (same name and arguments: it attaches). The top-level end, which no parent
+    waits for, still wakes it."""
+    manager = make_manager(db_url)
+
+    @manager.register_workflow
+    async def approval() -> str:
+        return await manager.signal("go").receive(str)
+
+    @manager.register_workflow
+    async def follower() -> str:
+        value: str = await manager.workflow(approval).execute_get(idempotency_key="approval-1")
+        return f"followed:{value}"
+
+    async with manager:
+        leader = await manager.workflow(approval).execute(idempotency_key="approval-1")
+        await wait_until(leader, lambda d: d.status is sw.WorkflowStatus.WAITING)
+        attached = await manager.workflow(follower).execute(idempotency_key="follower-1")
+        await wait_until(attached, lambda d: d.status is sw.WorkflowStatus.WAITING)
+        assert (await leader.describe()).parent_key is None  # it stays top-level
+        await manager.signal("go").send("approval-1", "yes")
+        assert await leader.result(timeout=10) == "yes"
+        assert await attached.result(timeout=10) == "followed:yes"
+
+
+async def test_a_parent_resumes_when_its_child_ends_not_at_the_next_poll(db_url: str) -> None:
+    """The parent unloads to wait for its child; the child's end makes it due and wakes this
+    process's Recovery Worker (SQLite has no notices), so nothing waits for a poll an hour
+    away."""
+    manager = make_manager(db_url, poll_interval=3600.0)
+
+    @manager.register_workflow
+    async def child() -> str:
+        return await manager.signal("go").receive(str)
+
+    @manager.register_workflow
+    async def parent() -> str:
+        value: str = await manager.workflow(child).execute_get(idempotency_key="the-child")
+        return f"parent:{value}"
+
+    async with manager:
+        handle = await manager.workflow(parent).execute(idempotency_key="the-parent")
+        await wait_until(handle, lambda d: d.status is sw.WorkflowStatus.WAITING)
+        await manager.signal("go").send("the-child", "done")
+        assert await handle.result(timeout=10) == "parent:done"

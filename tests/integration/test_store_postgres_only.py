@@ -368,3 +368,62 @@ async def test_postgres_durable_waits_survive_lost_acknowledgements(store: Store
     assert seen == child.record
     parent = await run_of(store, "k1")
     assert parent.status is WorkflowStatus.WAITING and parent.next_run_at is None
+
+
+@pytest.mark.postgres
+@postgres_only
+async def test_postgres_batched_end_wakes_a_waiter_that_committed_while_it_waited_for_the_row(
+    db_url: str, store: Store
+) -> None:
+    # The waiter's decision, held open: it share-locks the child's row (as wait_for_child
+    # does), the child's batched end blocks on that lock, then the waiter commits WAITING.
+    # A statement's snapshot is taken before it blocks, so the end must look for waiters in a
+    # statement of its own after the row is locked; a single statement would miss this one.
+    import psycopg
+    from psycopg import sql
+
+    held = await running(store, "waiter")
+    waiter_id = (await run_of(store, "waiter")).run_id
+    child_lease = lease("worker-b")
+    child = await store.create_workflow(new("top"), now=T0, lease=child_lease, replace_live=False)
+    parts = urllib.parse.urlsplit(db_url)
+    params = dict(urllib.parse.parse_qsl(parts.query))
+    schema = params.pop("schema")
+    conninfo = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(params)))
+    async with await psycopg.AsyncConnection.connect(conninfo) as decision:
+        await decision.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        await decision.execute("SELECT 1 FROM workflows WHERE key = 'top' AND is_current FOR SHARE")
+        end = asyncio.ensure_future(
+            store.finish_workflow(
+                child.record.run_id,
+                token=child_lease.token,
+                status=WorkflowStatus.COMPLETED,
+                result=None,
+                error=None,
+                now=T0 + 6,
+                has_parent=False,
+            )
+        )
+        for _ in range(500):  # until the end waits for the share lock (bounded)
+            (blocked,) = raw_sql(
+                db_url,
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE wait_event_type = 'Lock' AND datname = current_database()",
+            )[0]
+            if blocked:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the end never waited for the waiter's lock")
+        assert not end.done()
+        await decision.execute(
+            "UPDATE workflows SET status = 'WAITING', waiting_for = 'child:top', "
+            "lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, "
+            "next_run_at = NULL WHERE run_id = %s AND lease_token = %s",
+            (waiter_id, held.token),
+        )
+        await decision.commit()
+        await asyncio.wait_for(end, 10)
+    waiter = await run_of(store, "waiter")
+    assert waiter.status is WorkflowStatus.WAITING
+    assert waiter.next_run_at == T0 + 6, "lost wake-up"

@@ -457,3 +457,89 @@ async def test_child_end_never_lost_while_the_parent_starts_waiting(
         else:
             assert parent.status is WorkflowStatus.WAITING
             assert parent.next_run_at == T0 + 6, f"round {i}: lost wake-up"
+
+
+@pytest.mark.parametrize("end", ["finish", "finish_top_level", "end_by_request"])
+async def test_an_end_wakes_every_workflow_waiting_for_it(store: Store, end: str) -> None:
+    # The parent that created the child waits for it, and so does another workflow that
+    # attached to it under the same key; a bystander waits for another child. The end wakes
+    # the two waiters, in its own transaction, and leaves the bystander alone.
+    waiters = {name: await running(store, name) for name in ("parent", "attached", "bystander")}
+    child_lease = lease()
+    top_level = end == "finish_top_level"
+    child = await store.create_workflow(
+        new("shared", parent_key=None if top_level else "parent"),
+        now=T0,
+        lease=child_lease,
+        replace_live=False,
+    )
+    await store.create_workflow(
+        new("other", parent_key="bystander"), now=T0, lease=None, replace_live=False
+    )
+    for name, held in waiters.items():
+        run_id = (await run_of(store, name)).run_id
+        kid = "other" if name == "bystander" else "shared"
+        seen = await store.wait_for_child(
+            run_id, token=held.token, child_key=kid, wait=True, now=T0 + 1
+        )
+        assert seen is not None and not seen.status.ended
+
+    if end == "end_by_request":
+        assert await store.end_workflow(
+            child.record.run_id, status=WorkflowStatus.TERMINATED, error=None, now=T0 + 30
+        )
+    else:
+        await store.finish_workflow(
+            child.record.run_id,
+            token=child_lease.token,
+            status=WorkflowStatus.COMPLETED,
+            result='"r"',
+            error=None,
+            now=T0 + 30,
+            has_parent=not top_level,
+        )
+
+    assert (await run_of(store, "parent")).next_run_at == T0 + 30
+    assert (await run_of(store, "attached")).next_run_at == T0 + 30
+    assert (await run_of(store, "bystander")).next_run_at is None
+    claimed = await store.claim_due(
+        owner="w", now=T0 + 30, lease_timeout=LEASE, limit=9, exclude=()
+    )
+    woken = sorted(record.key for record, _ in claimed if record.key in waiters)
+    assert woken == ["attached", "parent"]  # (the other child's lease has expired meanwhile)
+
+
+async def test_an_attached_waiter_is_never_lost_while_the_top_level_end_commits(
+    store: Store, other: Store
+) -> None:
+    # A top-level workflow's end takes the store's fast path (batched on PostgreSQL) while a
+    # workflow that is not its parent decides to wait for it: either the waiter sees the end,
+    # or it waits and the end has made it due.
+    for i in range(30):
+        held = await running(store, f"w{i}")
+        waiter_id = (await run_of(store, f"w{i}")).run_id
+        child_lease = lease("worker-b")
+        created = await store.create_workflow(
+            new(f"t{i}"), now=T0, lease=child_lease, replace_live=False
+        )
+        seen, _ = await asyncio.gather(
+            store.wait_for_child(
+                waiter_id, token=held.token, child_key=f"t{i}", wait=True, now=T0 + 5
+            ),
+            other.finish_workflow(
+                created.record.run_id,
+                token=child_lease.token,
+                status=WorkflowStatus.COMPLETED,
+                result=None,
+                error=None,
+                now=T0 + 6,
+                has_parent=False,
+            ),
+        )
+        assert seen is not None
+        waiter = await run_of(store, f"w{i}")
+        if seen.status.ended:
+            assert waiter.status is WorkflowStatus.RUNNING
+        else:
+            assert waiter.status is WorkflowStatus.WAITING
+            assert waiter.next_run_at == T0 + 6, f"round {i}: lost wake-up"

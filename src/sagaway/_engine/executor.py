@@ -175,6 +175,10 @@ class Execution(ActivityCalls, WaitCalls):
         )
         engine.remember_end(ended)
         engine.channel.publish(events.WorkflowEnded(self.record.run_id, self.key, status, ended))
+        if self.record.parent_key is not None:
+            # Its parent (and any other waiter) may have unloaded to wait and is due now; a
+            # store without notices would leave it to the next poll.
+            engine.wake_recovery()
         self.outcome = status.value.lower()
         if observe.observers:
             observe.workflow_ended(self.record.name, self.key, status.value)

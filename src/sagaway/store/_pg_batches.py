@@ -94,7 +94,8 @@ def _steps_op(batch: list[tuple[StepRecord, str]]) -> Op[set[tuple[str, str]]]:
 
 async def finish_many(run: Run, batch: list[Params]) -> list[BaseException | None]:
     """Ends of top-level executions (``_params.finish``, with ``step_*`` parameters for a final
-    step): ``LeaseLost`` for those the token no longer owns."""
+    step): ``LeaseLost`` for those the token no longer owns. Whoever waits for one of them (a
+    workflow that attached to it as its child) becomes due in the same transaction."""
 
     async def op(conn: Conn, retried: bool) -> set[str]:
         if len(batch) == 1:
@@ -109,9 +110,12 @@ async def finish_many(run: Run, batch: list[Params]) -> list[BaseException | Non
             for params in batch:
                 if params["run_id"] not in ended and await exists(conn, "finished_as", params):
                     ended.add(params["run_id"])  # the lost attempt committed it
+        if ended:
+            now = max(params["now"] for params in batch)
+            await conn.execute(Q["wake_waiters_many"], {"run_ids": sorted(ended), "now": now})
         return ended
 
-    ended = await run(op, transaction=False)
+    ended = await run(op)
     return [
         None if params["run_id"] in ended else errors.LeaseLost(params["run_id"])
         for params in batch

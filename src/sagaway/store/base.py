@@ -153,9 +153,10 @@ class Store(Protocol):
     ) -> None:
         """End an owned execution as COMPLETED or FAILED (fenced).
 
-        ``final_step``, if given, is recorded in the same transaction. A parent waiting for it
-        becomes due in the same transaction; ``has_parent=False`` (a top-level workflow) lets a
-        store skip that.
+        ``final_step``, if given, is recorded in the same transaction. Every workflow waiting
+        for it as a child (its parent, and any other that attached to it under its key) becomes
+        due in the same transaction. ``has_parent=False`` (a top-level workflow, whose end only
+        rarely has a waiter) lets a store take a faster path, such as ending it in a batch.
         """
         ...
 

@@ -422,12 +422,12 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
             return
 
         async def op(conn: Conn, retried: bool) -> None:
-            # A child's end also wakes its parent: one transaction.
+            # A child's end also wakes its waiters (its parent first of all): one transaction.
             if not await _fenced(conn, "finish_owned", params, retried, done_as="finished_as"):
                 return  # the lost attempt committed (with its final step and wake-up)
             if step_params is not None:
                 await conn.execute(_Q["upsert_step"], step_params)
-            await conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
+            await conn.execute(_Q["wake_waiters"], {"run_id": run_id, "now": now})
 
         await self._run(op)
 
@@ -501,7 +501,7 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
         async def op(conn: Conn, retried: bool) -> bool:
             if (await conn.execute(_Q["end_by_request"], params)).rowcount != 1:
                 return retried and await exists(conn, "ended_as", params)
-            await conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
+            await conn.execute(_Q["wake_waiters"], {"run_id": run_id, "now": now})
             return True
 
         return await self._run(op)

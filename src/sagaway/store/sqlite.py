@@ -416,8 +416,8 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             _fenced(conn, "finish_owned", params)
             if step_params is not None:
                 conn.execute(_Q["upsert_step"], step_params)
-            if has_parent:  # a top-level workflow has no parent to wake
-                conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
+            # Not only a parent: any workflow may have attached to this one as its child.
+            conn.execute(_Q["wake_waiters"], {"run_id": run_id, "now": now})
 
         await self._call(op)
 
@@ -495,7 +495,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         def op(conn: sqlite3.Connection) -> bool:
             if conn.execute(_Q["end_by_request"], params).rowcount != 1:
                 return False
-            conn.execute(_Q["wake_parent"], {"run_id": run_id, "now": now})
+            conn.execute(_Q["wake_waiters"], {"run_id": run_id, "now": now})
             return True
 
         return await self._call(op)

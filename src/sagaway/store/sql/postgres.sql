@@ -187,7 +187,7 @@ SET status = %(status)s, result = %(result)s, error = %(error)s, ended_at = %(no
 WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
 
 -- name: finish_owned_with_step
--- finish_owned and the final step in one statement (a top-level workflow: no parent to wake).
+-- finish_owned and the final step in one statement (its waiters: wake_waiters_many, after it).
 WITH ended AS (
     UPDATE workflows
     SET status = %(status)s, result = %(result)s, error = %(error)s, ended_at = %(now)s,
@@ -403,12 +403,24 @@ SELECT 1 FROM workflows
 WHERE run_id = %(run_id)s AND status = 'SUSPENDED' AND next_run_at = %(now)s
   AND updated_at = %(now)s
 
--- name: wake_parent
--- The parent WAITING for this execution (as its child) becomes due at once.
+-- name: wake_waiters
+-- Every execution WAITING for this one (as its child) becomes due at once: the parent that
+-- created it and any other that attached to it under the same key.
 UPDATE workflows SET next_run_at = %(now)s, updated_at = %(now)s
-WHERE is_current AND status = 'WAITING'
-  AND key = (SELECT parent_key FROM workflows WHERE run_id = %(run_id)s)
+WHERE status = 'WAITING'
   AND waiting_for = 'child:' || (SELECT key FROM workflows WHERE run_id = %(run_id)s)
+  AND is_current
+
+-- name: wake_waiters_many
+-- wake_waiters for the ends of a batch (finish_owned_many), run after it in its transaction as
+-- a statement of its own: a waiter that held a share lock on one of the ended rows (deciding to
+-- wait) committed before that statement could lock the row, and only a later statement's
+-- snapshot sees its WAITING.
+UPDATE workflows SET next_run_at = %(now)s, updated_at = %(now)s
+WHERE status = 'WAITING'
+  AND waiting_for = ANY(ARRAY(
+      SELECT 'child:' || key FROM workflows WHERE run_id = ANY(%(run_ids)s::text[])))
+  AND is_current
 
 -- ---------------------------------------------------------------- durable waits (schema v2)
 -- Lost wake-ups are prevented by row locks on the waiting execution: a receiver locks its own

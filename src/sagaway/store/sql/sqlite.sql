@@ -217,11 +217,13 @@ SET status = 'WAITING', waiting_for = :waiting_for,
     updated_at = :now, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
 WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING'
 
--- name: wake_parent
+-- name: wake_waiters
+-- Every execution WAITING for the one that ended (as its child) becomes due at once: the parent
+-- that created it and any other that attached to it under the same key.
 UPDATE workflows SET next_run_at = :now, updated_at = :now
-WHERE is_current = 1 AND status = 'WAITING'
-  AND key = (SELECT parent_key FROM workflows WHERE run_id = :run_id)
+WHERE status = 'WAITING'
   AND waiting_for = 'child:' || (SELECT key FROM workflows WHERE run_id = :run_id)
+  AND is_current = 1
 
 -- name: list_signals
 SELECT id, name, payload, dedupe_id, created_at, consumed_call, consumed_at, rejected

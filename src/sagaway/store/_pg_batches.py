@@ -97,25 +97,34 @@ async def finish_many(run: Run, batch: list[Params]) -> list[BaseException | Non
     step): ``LeaseLost`` for those the token no longer owns. Whoever waits for one of them (a
     workflow that attached to it as its child) becomes due in the same transaction."""
 
+    if len(batch) == 1:
+        params = batch[0]
+        query = "finish_owned_with_step" if "step_call_id" in params else "finish_owned"
+    else:
+        query, params = "finish_owned_many", {"batch": json_batch(batch)}
+    wake = {"run_ids": [p["run_id"] for p in batch], "now": max(p["now"] for p in batch)}
+
     async def op(conn: Conn, retried: bool) -> set[str]:
-        if len(batch) == 1:
-            params = batch[0]
-            query = "finish_owned_with_step" if "step_call_id" in params else "finish_owned"
+        # The end and the wake of its waiters: one transaction of two statements (see
+        # wake_waiters_many), sent in one round trip (conn.transaction() would wait for BEGIN
+        # and COMMIT each). A failed statement leaves the transaction aborted; the pool rolls
+        # back a connection returned inside one.
+        async with conn.pipeline():
+            await conn.execute(b"BEGIN")
             cur = await conn.execute(Q[query], params)
-            ended = {params["run_id"]} if cur.rowcount == 1 else set()
+            await conn.execute(Q["wake_waiters_many"], wake)
+            await conn.execute(b"COMMIT")
+        if len(batch) == 1:
+            ended = {batch[0]["run_id"]} if cur.rowcount == 1 else set()
         else:
-            cur = await conn.execute(Q["finish_owned_many"], {"batch": json_batch(batch)})
             ended = {row[0] for row in await cur.fetchall()}
         if retried:
-            for params in batch:
-                if params["run_id"] not in ended and await exists(conn, "finished_as", params):
-                    ended.add(params["run_id"])  # the lost attempt committed it
-        if ended:
-            now = max(params["now"] for params in batch)
-            await conn.execute(Q["wake_waiters_many"], {"run_ids": sorted(ended), "now": now})
+            for one in batch:
+                if one["run_id"] not in ended and await exists(conn, "finished_as", one):
+                    ended.add(one["run_id"])  # the lost attempt committed it (and its wake)
         return ended
 
-    ended = await run(op)
+    ended = await run(op, transaction=False)
     return [
         None if params["run_id"] in ended else errors.LeaseLost(params["run_id"])
         for params in batch

@@ -412,14 +412,16 @@ WHERE status = 'WAITING'
   AND is_current
 
 -- name: wake_waiters_many
--- wake_waiters for the ends of a batch (finish_owned_many), run after it in its transaction as
--- a statement of its own: a waiter that held a share lock on one of the ended rows (deciding to
--- wait) committed before that statement could lock the row, and only a later statement's
--- snapshot sees its WAITING.
+-- wake_waiters for the ends of a batch (finish_owned_many: :run_ids are the batch's, of which
+-- it ended those it still owned), run after it in its transaction as a statement of its own: a
+-- waiter that held a share lock on one of the rows (deciding to wait) committed before that
+-- statement could lock the row, and only a later statement's snapshot sees its WAITING.
 UPDATE workflows SET next_run_at = %(now)s, updated_at = %(now)s
 WHERE status = 'WAITING'
   AND waiting_for = ANY(ARRAY(
-      SELECT 'child:' || key FROM workflows WHERE run_id = ANY(%(run_ids)s::text[])))
+      SELECT 'child:' || key FROM workflows
+      WHERE run_id = ANY(%(run_ids)s::text[])
+        AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')))
   AND is_current
 
 -- ---------------------------------------------------------------- durable waits (schema v2)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sagaway.store import open_store
-from sagaway.store.sqlite import parse_sqlite_url
+from sagaway.store._sqlite_connect import parse_sqlite_url
 
 
 async def test_cancelled_open_does_not_hang_and_the_store_reopens(sqlite_url: str) -> None:
@@ -203,3 +203,107 @@ async def test_the_checkpointer_thread_copies_the_wal_back_not_the_writer(tmp_pa
 
 def _checkpointer_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("sagaway-sqlite-checkpoint")]
+
+
+async def _store_with_a_workflow(url: str) -> tuple[Any, str, str]:
+    """An open SQLite store holding one RUNNING workflow: (store, run id, lease token)."""
+    from sagaway.store.sqlite import SQLiteStore
+    from tests.store_helpers import T0, lease, new
+
+    store = open_store(url)
+    assert isinstance(store, SQLiteStore)
+    await store.open()
+    held = lease()
+    created = await store.create_workflow(new("k1"), now=T0, lease=held, replace_live=False)
+    return store, created.record.run_id, held.token
+
+
+def _writes_by_thread(store: Any) -> list[str]:
+    """The thread names that begin write transactions on the store's connection, from now on."""
+    seen: list[str] = []
+
+    def trace(statement: str) -> None:
+        if statement.startswith("BEGIN IMMEDIATE"):
+            seen.append(threading.current_thread().name)
+
+    store._conn.set_trace_callback(trace)
+    return seen
+
+
+async def test_a_lone_write_runs_on_the_event_loop_and_concurrent_ones_go_together(
+    sqlite_url: str,
+) -> None:
+    """One saga at a time: its writes need no hand-off to the writer thread (two thread wake-ups
+    each). Many at once: they still go to the writer, together, one transaction per batch."""
+    from tests.store_helpers import T0, step
+
+    store, run_id, token = await _store_with_a_workflow(sqlite_url)
+    try:
+        begins = _writes_by_thread(store)
+        await store.record_step(step(run_id, "1", T0), token=token)
+        assert begins == [threading.current_thread().name]
+
+        begins.clear()
+        await asyncio.gather(
+            *(store.record_step(step(run_id, str(i), T0), token=token) for i in range(2, 52))
+        )
+        assert begins and len(begins) <= 3, begins  # batched, not one transaction per call
+        assert threading.current_thread().name not in begins
+        assert len(await store.load_steps(run_id)) == 51
+    finally:
+        await store.close()
+
+
+async def test_a_lone_write_fails_on_the_event_loop_as_it_would_on_the_writer(
+    sqlite_url: str,
+) -> None:
+    """A fenced write refused on the loop's thread raises the same error and writes nothing;
+    the connection is left outside any transaction for the next call."""
+    from sagaway import errors
+    from tests.store_helpers import T0, step
+
+    store, run_id, token = await _store_with_a_workflow(sqlite_url)
+    try:
+        begins = _writes_by_thread(store)
+        with pytest.raises(errors.LeaseLost):
+            await store.record_step(step(run_id, "1", T0), token="not-the-token")
+        assert begins == [threading.current_thread().name]
+        assert not store._conn.in_transaction
+        assert await store.load_steps(run_id) == []
+        await store.record_step(step(run_id, "1", T0), token=token)
+        assert len(await store.load_steps(run_id)) == 1
+    finally:
+        await store.close()
+
+
+async def test_another_process_holding_the_write_lock_never_blocks_the_event_loop(
+    sqlite_url: str,
+) -> None:
+    """While another connection (another process, as far as SQLite knows) holds the write lock,
+    a lone write does not wait for it on the loop's thread: it goes to the writer thread, which
+    waits (busy_timeout), and the loop goes on meanwhile. The write lands once the lock is
+    free."""
+    from tests.store_helpers import T0, step
+
+    store, run_id, token = await _store_with_a_workflow(sqlite_url)
+    other = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        begins = _writes_by_thread(store)
+        other.execute("BEGIN IMMEDIATE")
+        write = asyncio.ensure_future(store.record_step(step(run_id, "1", T0), token=token))
+        ticks = 0
+        while len(begins) < 2:  # the try on the loop's thread, then the writer's (waiting)
+            await asyncio.sleep(0.01)
+            ticks += 1
+            assert ticks < 1000, begins
+        for _ in range(5):  # the loop runs on while the writer waits for the lock
+            await asyncio.sleep(0.01)
+        assert not write.done()
+        assert begins[0] == threading.current_thread().name and begins[1] != begins[0]
+        other.execute("COMMIT")
+        await asyncio.wait_for(write, 10)
+        assert len(await store.load_steps(run_id)) == 1
+        assert store._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 30000
+    finally:
+        other.close()
+        await store.close()

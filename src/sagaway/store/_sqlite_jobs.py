@@ -73,6 +73,37 @@ def run_together(conn: sqlite3.Connection, batch: list[Job]) -> list[Outcome] | 
     return outcomes
 
 
+def run_alone(
+    conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any], busy_timeout_ms: int
+) -> Outcome | None:
+    """Run ``fn`` in a transaction of its own, on the caller's thread, if the write lock is
+    free at once: None when another process holds it (nothing was done). A failed COMMIT
+    raises (``sqlite3.Error``), as in ``run_together``."""
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms:d}")
+    try:
+        value = fn(conn)
+    except BaseException as exc:  # the caller gets it, as it would from the writer thread
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        return None, as_exception(exc)
+    conn.execute("COMMIT")
+    return value, None
+
+
+def unwrap(outcome: Outcome) -> Any:
+    """The job's result, or its error raised."""
+    value, exc = outcome
+    if exc is not None:
+        raise exc
+    return value
+
+
 def run_isolated(conn: sqlite3.Connection, batch: list[Job]) -> list[Outcome]:
     """Run the batch in one transaction, each job in a savepoint: a job that raises has its
     own writes undone, and the others commit."""

@@ -1,10 +1,12 @@
 """SQLite store: WAL, busy_timeout, IMMEDIATE transactions, group commit.
 
-All database work runs on one dedicated thread that owns the connection. Requests queue up while
-a transaction commits; the thread then runs everything queued in *one* transaction, each request
-inside its own SAVEPOINT (a request that fails rolls back alone). Under load this turns many
-workflows' step records into one commit (group commit); alone, a request costs one commit.
-Several processes may share the file: SQLite's write lock and busy_timeout serialise them.
+Database work runs on a dedicated writer thread with one connection. Requests queue up while a
+transaction commits; the thread then runs everything queued in *one* transaction (a request that
+fails is rolled back alone: see ``_sqlite_jobs``). Under load this turns many workflows' step
+records into one commit (group commit). When nothing else is going on in the process, a small
+write (a start, a step, an end) runs on the event loop's thread instead, on the same connection
+under the same lock, and saves the two thread hand-offs. Several processes may share the file:
+SQLite's write lock and busy_timeout serialise them.
 """
 
 from __future__ import annotations
@@ -16,10 +18,9 @@ import queue
 import sqlite3
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sagaway import errors, observe
 from sagaway.states import WorkflowStatus
@@ -34,16 +35,19 @@ from sagaway.store import (
     _schedules,
     _sqlite_claims,
 )
-from sagaway.store import migrations as _migrations
-from sagaway.store._sqlite_checkpoint import BACKSTOP_PAGES, Checkpointer
+from sagaway.store._sqlite_checkpoint import Checkpointer
+from sagaway.store._sqlite_connect import Connector, is_file
 from sagaway.store._sqlite_jobs import (
     Delivered,
     Job,
+    Outcome,
     deliver,
     deliver_all,
     deliver_batch,
+    run_alone,
     run_isolated,
     run_together,
+    unwrap,
 )
 from sagaway.store.base import CreateResult, DatabaseNotFound
 from sagaway.store.records import (
@@ -61,33 +65,6 @@ T = TypeVar("T")
 
 _Q = queries("sqlite")
 _MAX_BATCH = 512
-_CACHE_KIB = 16 * 1024
-_SYNCHRONOUS = {"off", "normal", "full", "extra"}
-
-
-def parse_sqlite_url(url: str) -> tuple[str, dict[str, str]]:
-    """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite:///:memory:`` + query."""
-    parsed = urllib.parse.urlsplit(url)
-    if parsed.scheme != "sqlite":
-        raise ValueError(f"not a sqlite URL: {url!r}")
-    path = parsed.path
-    if path.startswith("/"):
-        path = path[1:]  # sqlite:///x.db -> x.db ; sqlite:////abs -> /abs
-    if not path:
-        raise ValueError(f"sqlite URL without a file path: {url!r} (e.g. sqlite:///sagaway.db)")
-    options = dict(urllib.parse.parse_qsl(parsed.query))
-    return path, options
-
-
-def _is_file(path: str) -> bool:
-    return path != ":memory:" and Path(path).is_file()
-
-
-def _has_migrations_table(conn: sqlite3.Connection) -> bool:
-    row = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
-    ).fetchone()
-    return row is not None
 
 
 class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
@@ -96,18 +73,8 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         self.url = url
-        self._create = create
-        path, options = parse_sqlite_url(url)
-        self._path = path
-        synchronous = options.pop("synchronous", "normal").lower()
-        if synchronous not in _SYNCHRONOUS:
-            raise ValueError(
-                f"synchronous must be one of {sorted(_SYNCHRONOUS)}, not {synchronous!r}"
-            )
-        self._synchronous = synchronous
-        self._busy_timeout_ms = int(float(options.pop("busy_timeout", "30")) * 1000)
-        if options:
-            raise ValueError(f"unknown sqlite URL options: {sorted(options)}")
+        self._connector = Connector.from_url(url, create=create)
+        self._path = self._connector.path
         # The writer thread takes lists of jobs. A call made while the writer has none of this
         # loop's jobs goes at once, alone; calls made while it is busy are handed over
         # together at the end of the loop's turn (one wake-up of the thread, not one per call).
@@ -116,6 +83,8 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._handing: list[Job] | None = None
         self._in_flight = 0  # jobs of this loop handed over, their outcomes not yet delivered
+        self._conn: sqlite3.Connection | None = None
+        self._writing = threading.Lock()
         self.checkpointer: Checkpointer | None = None  # while open (see _sqlite_checkpoint)
 
     # ------------------------------------------------------------------ lifecycle
@@ -123,7 +92,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
     async def open(self) -> None:
         if self._thread is not None:
             return
-        if not self._create and not _is_file(self._path):
+        if not self._connector.create and not is_file(self._path):
             raise DatabaseNotFound(self.url)
         if self._path != ":memory:":
             Path(self._path).parent.mkdir(parents=True, exist_ok=True)
@@ -153,68 +122,16 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         self._jobs.put(None)
         await asyncio.to_thread(thread.join)
 
-    def _connect(self) -> sqlite3.Connection:
-        if self._create:
-            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-        else:  # mode=rw: fail rather than create the file if it vanished since open() looked
-            conn = self._connect_existing()
-            if not _has_migrations_table(conn):  # before WAL mode writes to the file
-                conn.close()
-                raise DatabaseNotFound(self.url, "the file holds no Sagaway tables")
-        conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
-        # Switching a new file to WAL takes an exclusive lock without waiting on busy_timeout:
-        # processes that open one file at once retry here instead.
-        deadline = time.monotonic() + self._busy_timeout_ms / 1000
-        while True:
-            try:
-                conn.execute("PRAGMA journal_mode = WAL")
-                break
-            except sqlite3.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.01)
-        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        # 16 MiB, not SQLite's 2 MiB: a long history's inner index pages stay cached for writes.
-        conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB:d}")
-        # The checkpointer thread copies the WAL back; the writer does only past a backstop.
-        conn.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP_PAGES:d}")
-        conn.row_factory = sqlite3.Row  # rows are read by column name (see _rows)
-        return conn
-
-    def _connect_existing(self) -> sqlite3.Connection:  # mode=rw: never creates the file
-        uri = f"file:{urllib.parse.quote(str(Path(self._path).resolve()))}?mode=rw"
-        return sqlite3.connect(uri, isolation_level=None, check_same_thread=False, uri=True)
-
-    def _checkpointer_connection(self) -> sqlite3.Connection:
-        conn = self._connect_existing()
-        conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
-        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-        return conn
-
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        conn.execute("BEGIN IMMEDIATE")  # serialises concurrent first starts across processes
-        try:
-            conn.execute(_Q["create_schema_migrations"])
-            current = int(conn.execute(_Q["schema_version"]).fetchone()[0])
-            for migration in _migrations.pending("sqlite", current, self._path):
-                for statement in _migrations.statements(migration.sql):  # one at a time
-                    conn.execute(statement)
-                conn.execute(_Q["record_migration"], _migrations.record(migration))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-
     def _run(self, loop: asyncio.AbstractEventLoop, ready: asyncio.Future[None]) -> None:
         try:
-            conn = self._connect()
-            self._migrate(conn)
+            conn = self._connector.writer()
+            self._connector.migrate(conn)
         except BaseException as exc:
             loop.call_soon_threadsafe(deliver, ready, None, exc)
             return
+        checkpointer = self.checkpointer = Checkpointer(self._connector.checkpointer, self._path)
+        self._conn = conn
         loop.call_soon_threadsafe(deliver, ready, None, None)
-        checkpointer = self.checkpointer = Checkpointer(self._checkpointer_connection, self._path)
         try:
             while True:
                 jobs = self._jobs.get()
@@ -231,13 +148,16 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
                         stop = True
                         break
                     batch.extend(more)
-                changes = conn.total_changes
-                self._run_batch(conn, batch)
-                if conn.total_changes != changes:  # a process that only reads never starts it
-                    checkpointer.written()
+                with self._writing:
+                    changes = conn.total_changes
+                    self._run_batch(conn, batch)
+                    if conn.total_changes != changes:  # a process that only reads never starts it
+                        checkpointer.written()
                 if stop:
                     break
         finally:
+            with self._writing:
+                self._conn = None
             checkpointer.stop()
             conn.close()  # the last connection to close checkpoints what is left
 
@@ -248,19 +168,29 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             if outcomes is None:  # a job failed: again, each in a savepoint undone alone
                 outcomes = run_isolated(conn, batch)
         except sqlite3.Error as db_error:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            failure = errors.SagawayError(f"SQLite transaction failed on {self._path}: {db_error}")
-            failure.__cause__ = db_error
-            outcomes = [(None, failure)] * len(batch)
+            outcomes = [(None, self._failed(conn, db_error))] * len(batch)
         if observe.observers:
             observe.batch_written("transaction", len(batch), time.perf_counter() - began)
         deliver_batch(batch, outcomes, home=self._loop, settle=self._settle)
 
-    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _failed(self, conn: sqlite3.Connection, db_error: sqlite3.Error) -> errors.SagawayError:
+        """The transaction rolled back; what its callers get."""
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        failure = errors.SagawayError(f"SQLite transaction failed on {self._path}: {db_error}")
+        failure.__cause__ = db_error
+        return failure
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], T], alone: bool = False) -> T:
+        """``fn(conn)``'s result, run in a write transaction (its error raised). ``alone``: a
+        small write that may run on this thread when nothing else is going on (``_idle``)."""
         if self._thread is None:
             raise errors.ManagerStateError("the SQLite store is not open")
         loop = asyncio.get_running_loop()
+        if alone and self._idle(loop):
+            outcome = self._run_here(fn)
+            if outcome is not None:
+                return cast(T, unwrap(outcome))
         future: asyncio.Future[T] = loop.create_future()
         job = Job(fn, future, loop)
         if loop is not self._loop:  # a call from another event loop goes at once
@@ -274,6 +204,42 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             self._handing = [job]
             loop.call_soon(self._hand_over)
         return await future
+
+    def _idle(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Nothing to batch a call with: no call of this loop is with the writer or on its way
+        to it, and no other callback is ready to run on the loop (asyncio's ready queue; a loop
+        without one, such as uvloop's, always goes through the writer). One saga at a time
+        then waits for two thread hand-offs per write that it need not."""
+        return (
+            loop is self._loop
+            and self._in_flight == 0
+            and self._handing is None
+            and not getattr(loop, "_ready", True)
+        )
+
+    def _run_here(self, fn: Callable[[sqlite3.Connection], Any]) -> Outcome | None:
+        """Run ``fn`` in a transaction of its own on this thread; None when the writer thread
+        is busy (with another loop's work) or another process holds the write lock: the call
+        then goes through the writer, which waits for it. Blocks the loop for one small
+        transaction (no waiting on the lock: busy_timeout 0 for its BEGIN)."""
+        if not self._writing.acquire(blocking=False):
+            return None
+        try:
+            conn = self._conn
+            if conn is None:
+                return None
+            began, changes = time.perf_counter(), conn.total_changes
+            try:
+                outcome = run_alone(conn, fn, self._connector.busy_timeout_ms)
+            except sqlite3.Error as db_error:
+                outcome = None, self._failed(conn, db_error)
+            if conn.total_changes != changes and self.checkpointer is not None:
+                self.checkpointer.written()
+            if observe.observers and outcome is not None:
+                observe.batch_written("transaction", 1, time.perf_counter() - began)
+            return outcome
+        finally:
+            self._writing.release()
 
     def _hand_over(self) -> None:
         """Give the writer thread the calls made in this turn of the event loop."""
@@ -323,7 +289,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
                 )
             return CreateResult(existing, created=False)
 
-        return await self._call(op)
+        return await self._call(op, alone=True)
 
     async def fork_workflow(
         self,
@@ -393,7 +359,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             if conn.execute(_Q["record_step_owned"], params).rowcount != 1:
                 raise errors.LeaseLost(step.run_id)
 
-        await self._call(op)
+        await self._call(op, alone=True)
 
     async def finish_workflow(
         self,
@@ -419,7 +385,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             # Not only a parent: any workflow may have attached to this one as its child.
             conn.execute(_Q["wake_waiters"], {"run_id": run_id, "now": now})
 
-        await self._call(op)
+        await self._call(op, alone=True)
 
     async def suspend_workflow(
         self, run_id: str, *, token: str, error: str, now: float, next_run_at: float

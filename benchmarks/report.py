@@ -123,19 +123,26 @@ def summary_table(results: Results, labels: dict[str, str]) -> str:
             ]
         cells = [
             label,
-            _fmt(metric(results, key, "A_seq"), 2)
-            + _range(rec.get("A_seq"), 2)
-            + _mark(rec.get("A_seq")),
-            _fmt(metric(results, key, "A_thr"))
-            + _range(rec.get("A_thr"))
-            + _mark(rec.get("A_thr")),
-            _fmt(metric(results, key, "B_thr"))
-            + _range(rec.get("B_thr"))
-            + _mark(rec.get("B_thr")),
+            _headline(results, key, "A_seq", 2),
+            _headline(results, key, "A_thr", 1),
+            _headline(results, key, "B_thr", 1),
             *c_cells,
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _headline(results: Results, key: str, scenario: str, digits: int) -> str:
+    """A scenario's figure with its range and mark; n/a for one the target does not run (the
+    preloaded targets run A_thr only)."""
+    rec = results[key]
+    if scenario not in rec:
+        return "n/a"
+    return (
+        _fmt(metric(results, key, scenario), digits)
+        + _range(rec.get(scenario), digits)
+        + _mark(rec.get(scenario))
+    )
 
 
 def detail_table(results: Results, labels: dict[str, str]) -> str:

@@ -79,6 +79,15 @@ def is_sqlite(db_url: str) -> bool:
     return direct_url(db_url).startswith("sqlite")
 
 
+def pg_conninfo(db_url: str) -> tuple[str, str]:
+    """(libpq connection string, schema) of a PostgreSQL store URL, to reach its tables
+    behind the store's back."""
+    parts = urllib.parse.urlsplit(direct_url(db_url))
+    params = dict(urllib.parse.parse_qsl(parts.query))
+    schema = params.pop("schema")
+    return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(params))), schema
+
+
 def raw_sql(db_url: str, statement: str) -> list[tuple[Any, ...]]:
     """Run one statement on the test database behind the store's back."""
     db_url = direct_url(db_url)
@@ -93,10 +102,7 @@ def raw_sql(db_url: str, statement: str) -> list[tuple[Any, ...]]:
     import psycopg
     from psycopg import sql
 
-    parts = urllib.parse.urlsplit(db_url)
-    params = dict(urllib.parse.parse_qsl(parts.query))
-    schema = params.pop("schema")
-    conninfo = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(params)))
+    conninfo, schema = pg_conninfo(db_url)
     with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         cur = conn.execute(statement.encode())

@@ -17,7 +17,18 @@ import pytest
 from sagaway import errors
 from sagaway.states import WorkflowStatus
 from sagaway.store import Store, open_store
-from tests.store_helpers import LEASE, T0, lease, new, raw_sql, receive, run_of, running, step
+from tests.store_helpers import (
+    LEASE,
+    T0,
+    lease,
+    new,
+    pg_conninfo,
+    raw_sql,
+    receive,
+    run_of,
+    running,
+    step,
+)
 
 postgres_only = pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
 
@@ -386,10 +397,7 @@ async def test_postgres_batched_end_wakes_a_waiter_that_committed_while_it_waite
     waiter_id = (await run_of(store, "waiter")).run_id
     child_lease = lease("worker-b")
     child = await store.create_workflow(new("top"), now=T0, lease=child_lease, replace_live=False)
-    parts = urllib.parse.urlsplit(db_url)
-    params = dict(urllib.parse.parse_qsl(parts.query))
-    schema = params.pop("schema")
-    conninfo = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(params)))
+    conninfo, schema = pg_conninfo(db_url)
     async with await psycopg.AsyncConnection.connect(conninfo) as decision:
         await decision.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         await decision.execute("SELECT 1 FROM workflows WHERE key = 'top' AND is_current FOR SHARE")

@@ -427,15 +427,23 @@ async def test_signal_never_lost_while_the_receiver_starts_waiting(
             assert got == "p" and record.status is WorkflowStatus.RUNNING
 
 
+@pytest.mark.parametrize("waiter", ["parent", "attached"])
 async def test_child_end_never_lost_while_the_parent_starts_waiting(
-    store: Store, other: Store
+    store: Store, other: Store, waiter: str
 ) -> None:
+    # The waiter decides to wait while the child's end commits: either it sees the end, or it
+    # waits and the end has made it due. "attached": the child is a top-level workflow, not
+    # the waiter's own, and its end takes the store's fast path (batched on PostgreSQL).
+    top_level = waiter == "attached"
     for i in range(30):
         held = await running(store, f"p{i}")
         parent_id = (await run_of(store, f"p{i}")).run_id
         child_lease = lease("worker-b")
         created = await store.create_workflow(
-            new(f"c{i}", parent_key=f"p{i}"), now=T0, lease=child_lease, replace_live=False
+            new(f"c{i}", parent_key=None if top_level else f"p{i}"),
+            now=T0,
+            lease=child_lease,
+            replace_live=False,
         )
         seen, _ = await asyncio.gather(
             store.wait_for_child(
@@ -448,6 +456,7 @@ async def test_child_end_never_lost_while_the_parent_starts_waiting(
                 result=None,
                 error=None,
                 now=T0 + 6,
+                has_parent=not top_level,
             ),
         )
         assert seen is not None
@@ -507,39 +516,3 @@ async def test_an_end_wakes_every_workflow_waiting_for_it(store: Store, end: str
     )
     woken = sorted(record.key for record, _ in claimed if record.key in waiters)
     assert woken == ["attached", "parent"]  # (the other child's lease has expired meanwhile)
-
-
-async def test_an_attached_waiter_is_never_lost_while_the_top_level_end_commits(
-    store: Store, other: Store
-) -> None:
-    # A top-level workflow's end takes the store's fast path (batched on PostgreSQL) while a
-    # workflow that is not its parent decides to wait for it: either the waiter sees the end,
-    # or it waits and the end has made it due.
-    for i in range(30):
-        held = await running(store, f"w{i}")
-        waiter_id = (await run_of(store, f"w{i}")).run_id
-        child_lease = lease("worker-b")
-        created = await store.create_workflow(
-            new(f"t{i}"), now=T0, lease=child_lease, replace_live=False
-        )
-        seen, _ = await asyncio.gather(
-            store.wait_for_child(
-                waiter_id, token=held.token, child_key=f"t{i}", wait=True, now=T0 + 5
-            ),
-            other.finish_workflow(
-                created.record.run_id,
-                token=child_lease.token,
-                status=WorkflowStatus.COMPLETED,
-                result=None,
-                error=None,
-                now=T0 + 6,
-                has_parent=False,
-            ),
-        )
-        assert seen is not None
-        waiter = await run_of(store, f"w{i}")
-        if seen.status.ended:
-            assert waiter.status is WorkflowStatus.RUNNING
-        else:
-            assert waiter.status is WorkflowStatus.WAITING
-            assert waiter.next_run_at == T0 + 6, f"round {i}: lost wake-up"

@@ -106,13 +106,13 @@ async def finish_many(run: Run, batch: list[Params]) -> list[BaseException | Non
 
     async def op(conn: Conn, retried: bool) -> set[str]:
         # The end and the wake of its waiters: one transaction of two statements (see
-        # wake_waiters_many), sent in one round trip (conn.transaction() would wait for BEGIN
+        # wake_waiters), sent in one round trip (conn.transaction() would wait for BEGIN
         # and COMMIT each). A failed statement leaves the transaction aborted; the pool rolls
         # back a connection returned inside one.
         async with conn.pipeline():
             await conn.execute(b"BEGIN")
             cur = await conn.execute(Q[query], params)
-            await conn.execute(Q["wake_waiters_many"], wake)
+            await conn.execute(Q["wake_waiters"], wake)
             await conn.execute(b"COMMIT")
         if len(batch) == 1:
             ended = {batch[0]["run_id"]} if cur.rowcount == 1 else set()

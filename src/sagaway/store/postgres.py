@@ -427,7 +427,7 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
                 return  # the lost attempt committed (with its final step and wake-up)
             if step_params is not None:
                 await conn.execute(_Q["upsert_step"], step_params)
-            await conn.execute(_Q["wake_waiters"], {"run_id": run_id, "now": now})
+            await conn.execute(_Q["wake_waiters"], {"run_ids": [run_id], "now": now})
 
         await self._run(op)
 
@@ -501,7 +501,7 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
         async def op(conn: Conn, retried: bool) -> bool:
             if (await conn.execute(_Q["end_by_request"], params)).rowcount != 1:
                 return retried and await exists(conn, "ended_as", params)
-            await conn.execute(_Q["wake_waiters"], {"run_id": run_id, "now": now})
+            await conn.execute(_Q["wake_waiters"], {"run_ids": [run_id], "now": now})
             return True
 
         return await self._run(op)

@@ -151,8 +151,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
                 with self._writing:
                     changes = conn.total_changes
                     self._run_batch(conn, batch)
-                    if conn.total_changes != changes:  # a process that only reads never starts it
-                        checkpointer.written()
+                    self._wrote(conn, changes)
                 if stop:
                     break
         finally:
@@ -233,13 +232,18 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
                 outcome = run_alone(conn, fn, self._connector.busy_timeout_ms)
             except sqlite3.Error as db_error:
                 outcome = None, self._failed(conn, db_error)
-            if conn.total_changes != changes and self.checkpointer is not None:
-                self.checkpointer.written()
+            self._wrote(conn, changes)
             if observe.observers and outcome is not None:
                 observe.batch_written("transaction", 1, time.perf_counter() - began)
             return outcome
         finally:
             self._writing.release()
+
+    def _wrote(self, conn: sqlite3.Connection, changes: int) -> None:
+        """After a transaction: if it changed rows, a checkpoint is worth running soon (a
+        process that only reads never starts the checkpointer)."""
+        if conn.total_changes != changes and self.checkpointer is not None:
+            self.checkpointer.written()
 
     def _hand_over(self) -> None:
         """Give the writer thread the calls made in this turn of the event loop."""

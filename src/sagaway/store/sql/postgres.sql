@@ -187,7 +187,7 @@ SET status = %(status)s, result = %(result)s, error = %(error)s, ended_at = %(no
 WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
 
 -- name: finish_owned_with_step
--- finish_owned and the final step in one statement (its waiters: wake_waiters_many, after it).
+-- finish_owned and the final step in one statement (its waiters: wake_waiters, after it).
 WITH ended AS (
     UPDATE workflows
     SET status = %(status)s, result = %(result)s, error = %(error)s, ended_at = %(now)s,
@@ -404,18 +404,12 @@ WHERE run_id = %(run_id)s AND status = 'SUSPENDED' AND next_run_at = %(now)s
   AND updated_at = %(now)s
 
 -- name: wake_waiters
--- Every execution WAITING for this one (as its child) becomes due at once: the parent that
--- created it and any other that attached to it under the same key.
-UPDATE workflows SET next_run_at = %(now)s, updated_at = %(now)s
-WHERE status = 'WAITING'
-  AND waiting_for = 'child:' || (SELECT key FROM workflows WHERE run_id = %(run_id)s)
-  AND is_current
-
--- name: wake_waiters_many
--- wake_waiters for the ends of a batch (finish_owned_many: :run_ids are the batch's, of which
--- it ended those it still owned), run after it in its transaction as a statement of its own: a
--- waiter that held a share lock on one of the rows (deciding to wait) committed before that
--- statement could lock the row, and only a later statement's snapshot sees its WAITING.
+-- Every execution WAITING for one of the ended executions :run_ids (as its child) becomes due
+-- at once: the parent that created it and any other that attached to it under the same key.
+-- (A batch of ends passes all its run ids; those it did not end, having lost their lease, are
+-- not ended and wake no one.) Run after the end in its transaction, as a statement of its own:
+-- a waiter that held a share lock on an ended row while deciding to wait committed before the
+-- end could lock the row, and only a later statement's snapshot sees it WAITING.
 UPDATE workflows SET next_run_at = %(now)s, updated_at = %(now)s
 WHERE status = 'WAITING'
   AND waiting_for = ANY(ARRAY(

@@ -179,6 +179,23 @@ async def test_signal_exit_codes(seeded: str) -> None:
     assert result.exit_code == 2 and "PAYLOAD must be JSON" in result.output
 
 
+async def test_signal_dedupe_id_is_sent_once_even_after_the_workflow_ended(seeded: str) -> None:
+    send = ("signal", "waiting-2", "go", '"yes"', "--dedupe-id", "cb-1", "--wait-delivery", "0")
+    result = await sagaway(*send, "--db", seeded)
+    assert result.exit_code == 0 and "already sent" not in result.output, result.output
+    m = cli_app.build(seeded)
+    async with m:
+        assert await m.get_workflow("waiting-2").result(timeout=10) == "yes"
+    # The webhook retries after its signal ended the workflow: told it was sent, exit 0.
+    result = await sagaway(*send, "--db", seeded)
+    assert result.exit_code == 0 and "already sent" in result.output, result.output
+    # Another dedupe id is a new signal, which the ended workflow cannot take.
+    result = await sagaway(
+        "signal", "waiting-2", "go", '"no"', "--dedupe-id", "cb-2", "--db", seeded
+    )
+    assert result.exit_code == 1 and "has ended" in result.output, result.output
+
+
 async def test_start(seeded: str) -> None:
     result = await sagaway("start", "ok", '{"x": 5}', "--key", "s-1", "--app", APP, "--db", seeded)
     assert result.exit_code == 0 and "s-1" in result.output, result.output

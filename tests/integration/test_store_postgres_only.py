@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import urllib.parse
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -159,9 +159,16 @@ async def test_postgres_survives_terminated_connections(db_url: str) -> None:
 
 
 @contextlib.contextmanager
-def transient_failure(store: Store, *, use: int, after_commit: bool = True) -> Iterator[None]:
+def transient_failure(
+    store: Store,
+    *,
+    use: int,
+    after_commit: bool = True,
+    meanwhile: Callable[[], Awaitable[object]] | None = None,
+) -> Iterator[None]:
     """Make the ``use``-th transaction (1-based) fail as if the connection dropped: after its
-    COMMIT, before the acknowledgement (``after_commit``), or before it did anything."""
+    COMMIT, before the acknowledgement (``after_commit``), or before it did anything.
+    ``meanwhile`` runs after that COMMIT, before the retry (what another process did)."""
     import psycopg
 
     pool = store.pool  # type: ignore[attr-defined]
@@ -177,6 +184,8 @@ def transient_failure(store: Store, *, use: int, after_commit: bool = True) -> I
     async def putconn(conn: Any) -> None:
         await original_put(conn)
         if uses[0] == use and after_commit:
+            if meanwhile is not None:
+                await meanwhile()
             raise psycopg.OperationalError("simulated: connection lost after COMMIT")
 
     pool.getconn, pool.putconn = getconn, putconn
@@ -379,6 +388,34 @@ async def test_postgres_durable_waits_survive_lost_acknowledgements(store: Store
     assert seen == child.record
     parent = await run_of(store, "k1")
     assert parent.status is WorkflowStatus.WAITING and parent.next_run_at is None
+
+
+@pytest.mark.postgres
+@postgres_only
+@pytest.mark.parametrize("dedupe_id", [None, "cb-1"])
+async def test_postgres_send_retried_after_the_signal_ended_the_workflow_reports_it_stored(
+    store: Store, dedupe_id: str | None
+) -> None:
+    # The send commits, its acknowledgement is lost, and the workflow receives the signal and
+    # ends before the retry. The retry must report the signal stored, not "ended, not sent".
+    await running(store, "k1")
+    run_id = (await run_of(store, "k1")).run_id
+
+    async def ended_meanwhile() -> None:
+        await store.end_workflow(run_id, status=WorkflowStatus.CANCELLED, error=None, now=T0 + 2)
+
+    with transient_failure(store, use=1, meanwhile=ended_meanwhile):
+        record, stored = await store.send_signal(
+            "k1", name="approve", payload="p1", dedupe_id=dedupe_id, now=T0 + 1
+        )
+    assert record is not None and record.status is WorkflowStatus.CANCELLED
+    assert stored
+    assert [s.payload for s in await store.list_signals(run_id)] == ["p1"]
+    # A later send of the same dedupe_id is not this one: not stored.
+    _, again = await store.send_signal(
+        "k1", name="approve", payload="p1", dedupe_id=dedupe_id, now=T0 + 3
+    )
+    assert not again
 
 
 @pytest.mark.postgres

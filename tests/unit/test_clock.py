@@ -51,3 +51,22 @@ async def test_fake_clock_wait_ends_when_the_clock_is_advanced() -> None:
     await clock.advance(5.0)
     await asyncio.wait_for(waiting, 5)
     assert not event.is_set()
+
+
+async def test_run_until_jumps_to_the_next_deadline_or_creeps_with_max_jump() -> None:
+    clock = FakeClock()
+    start = clock.now()
+
+    async def sleeper() -> float:
+        await clock.sleep(3600)
+        return clock.now()
+
+    assert await clock.run_until(sleeper()) == start + 3600  # one jump
+
+    # Capped: time creeps, so an hour's sleep is not reached within the real timeout.
+    with pytest.raises(TimeoutError):
+        await clock.run_until(sleeper(), max_jump=0.01, timeout=0.2)
+    crept = clock.now() - (start + 3600)
+    assert 0 < crept < 1
+    with pytest.raises(ValueError, match="max_jump"):
+        await clock.run_until(sleeper(), max_jump=0)

@@ -514,7 +514,9 @@ class Engine:
         )
         if record is None:
             raise errors.WorkflowNotFound(key)
-        if record.status.ended:
+        if record.status.ended and not stored:
+            if dedupe_id is not None and await self._signal_seen(record.run_id, name, dedupe_id):
+                return False  # a repeat of a send that was delivered before the end
             raise errors.SagawayError(
                 f"workflow {key!r} has ended ({record.status.value}); signal {name!r} was not "
                 "delivered"
@@ -523,6 +525,12 @@ class Engine:
             self.channel.publish(events.SignalSent(record.run_id, key, name))
             self.wake_recovery()
         return stored
+
+    async def _signal_seen(self, run_id: str, name: str, dedupe_id: str) -> bool:
+        """Whether ``run_id`` holds signal ``name`` sent with ``dedupe_id``: read only when a
+        send finds the execution ended, so a retried callback is told "already sent"."""
+        signals = await self.store.list_signals(run_id)
+        return any(s.name == name and s.dedupe_id == dedupe_id for s in signals)
 
     async def retry_now(self, key: str) -> bool:
         """Make a SUSPENDED workflow due now; False if it is not suspended."""

@@ -37,19 +37,16 @@ async def send(
         else:
             raise errors.SagawayError(f"key {key!r} kept changing while sending a signal")
         record = _rows.workflow_from_row(rows[0])
-        if record.status.ended:
-            return record, False
         params = _params.signal(
             record.run_id, name=name, payload=payload, dedupe_id=dedupe_id, now=now
         )
         params["sender"] = sender
-        if retried and dedupe_id is None and await exists(conn, "signal_sent_as", params):
+        # Checked before the end: the signal the lost attempt stored may have ended the run.
+        if retried and await _sent_by(conn, params, sender):
             return record, True  # the lost attempt stored it (and woke the receiver)
+        if record.status.ended:
+            return record, False
         stored = (await conn.execute(Q["insert_signal"], params)).rowcount == 1
-        if not stored and retried:
-            row = await (await conn.execute(Q["deduped_by"], params)).fetchone()
-            if row is not None and row[0] == sender:
-                return record, True  # the lost attempt stored it (and woke the receiver)
         if stored:
             waiting_for = _params.signal_wait(name)
             await conn.execute(
@@ -59,6 +56,15 @@ async def send(
         return record, stored
 
     return await run(op)
+
+
+async def _sent_by(conn: Conn, params: _params.Params, sender: str) -> bool:
+    """Whether the send whose token is ``sender`` stored the signal ``params`` describe."""
+    if params["dedupe_id"] is None:
+        return await exists(conn, "signal_sent_as", params)
+    # The row holding a dedupe_id may be an earlier send's: only its sender tells.
+    row = await (await conn.execute(Q["deduped_by"], params)).fetchone()
+    return row is not None and row[0] == sender
 
 
 async def request_cancel(run: Run, run_id: str, *, reason: str, now: float) -> bool:

@@ -72,22 +72,34 @@ class FakeClock:
         await asyncio.wait_for(found(), timeout)
 
     async def run_until(
-        self, awaitable: Awaitable[T], *, timeout: float = 10.0, idle: float = 0.005
+        self,
+        awaitable: Awaitable[T],
+        *,
+        timeout: float = 10.0,
+        idle: float = 0.005,
+        max_jump: float | None = None,
     ) -> T:
         """Await ``awaitable``, jumping time to the next sleeper's deadline whenever nothing
         happened for ``idle`` real seconds (trio's autojump). ``timeout`` is in real seconds.
+
+        ``max_jump`` caps each jump: time then creeps forward as a real clock would while the
+        engine waits on its database, instead of leaping to the next timer or poll, so a test
+        can assert that something happened *without* waiting for a far deadline.
         """
         task = asyncio.ensure_future(awaitable)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         try:
+            if max_jump is not None and max_jump <= 0:
+                raise ValueError(f"max_jump must be positive, not {max_jump}")
             while not task.done():
                 if loop.time() > deadline:
                     raise TimeoutError(f"not done within {timeout} real seconds")
                 await asyncio.wait({task}, timeout=idle)
                 pending = self.pending()
                 if not task.done() and pending:
-                    await self.advance(max(pending[0][0] - self._now, 0.0))
+                    jump = max(pending[0][0] - self._now, 0.0)
+                    await self.advance(jump if max_jump is None else min(jump, max_jump))
             return task.result()
         finally:
             task.cancel()

@@ -16,8 +16,9 @@ import pydantic
 
 from sagaway import errors
 from sagaway._engine import context
-from sagaway._engine.engine import EngineRef, check_text
+from sagaway._engine.engine import EngineRef
 from sagaway._engine.executor import current_execution
+from sagaway._engine.text_checks import check_text
 
 T = TypeVar("T")
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from sagaway import errors
 from sagaway._engine import patches
-from sagaway._engine.engine import check_text
 from sagaway._engine.executor import current_execution
+from sagaway._engine.text_checks import check_text
 
 MAX_CHANGE_ID = 200
 

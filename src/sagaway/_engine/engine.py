@@ -25,6 +25,7 @@ from sagaway._engine import forking, keys
 from sagaway._engine.cluster_limits import ClusterLimit
 from sagaway._engine.options import EngineOptions, check_timeout
 from sagaway._engine.recent import RecentEnds
+from sagaway._engine.text_checks import check_key, check_text
 from sagaway._engine.threads import DaemonThreadPool
 from sagaway.channel import Channel
 from sagaway.clock import Clock, wait_event_or_sleep
@@ -46,28 +47,6 @@ logger = logging.getLogger(__name__)
 
 _PURGE_PACE = 1.0
 """Pause after a purge batch, relative to the time the batch took (see ``Engine.purge``)."""
-
-
-def check_text(value: str, what: str) -> None:
-    """Refuse a key or name that a database cannot store as text (``ValueError``)."""
-    if "\x00" in value:
-        raise ValueError(f"{what} must not contain NUL characters (\\x00): {value!r}")
-    if not value.isascii():
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            raise ValueError(
-                f"{what} must be valid Unicode (no lone surrogates such as '\\ud800'): {value!r}"
-            ) from None
-
-
-def check_key(key: str, what: str) -> None:
-    """Refuse a workflow key that is empty, too long or not storable (``ValueError``)."""
-    if not isinstance(key, str) or not key:
-        raise ValueError(f"{what} must be a non-empty string")
-    if len(key) > 512:
-        raise ValueError(f"{what} must be at most 512 characters")
-    check_text(key, what)
 
 
 class _QueueLimiter:

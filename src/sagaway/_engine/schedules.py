@@ -21,7 +21,8 @@ import dataclasses
 
 from sagaway import errors, serialization
 from sagaway._engine import cron, keys
-from sagaway._engine.engine import Engine, check_key
+from sagaway._engine.engine import Engine
+from sagaway._engine.text_checks import check_key
 from sagaway.randomness import new_id, new_run_id
 from sagaway.registry import WorkflowDef
 from sagaway.store.records import NewWorkflow, ScheduleRecord, WorkflowRecord

@@ -15,8 +15,8 @@ import time
 
 from sagaway import errors, serialization
 from sagaway._engine import keys, versions
-from sagaway._engine.engine import check_key, check_text
 from sagaway._engine.options import check_timeout
+from sagaway._engine.text_checks import check_key, check_text
 from sagaway.randomness import new_run_id
 from sagaway.server.notices import Hub
 from sagaway.store import Store

@@ -295,16 +295,27 @@ class Driver:
     async def send(self, top: TopLevel, label: str, dup: bool, round_: int) -> None:
         run_id = self.top_runs[top.key]
         dedupe = f"{label}-{round_}" if dup else None
+        outcomes: list[bool | str] = []
         for _ in range(2 if dup else 1):
 
-            async def op(manager: sw.Manager) -> None:
+            async def op(manager: sw.Manager) -> bool | str:
                 try:
-                    await manager.signal(label).send(top.key, f"sig:{label}", dedupe_id=dedupe)
+                    return await manager.signal(label).send(
+                        top.key, f"sig:{label}", dedupe_id=dedupe
+                    )
                 except sw.SagawayError as exc:
                     if "has ended" not in str(exc):
-                        raise  # ended: the signal is not delivered, as documented
+                        raise
+                    return "ended"  # not delivered, as documented
 
-            await self.client(op)
+            outcomes.append(await self.client(op))
+        # The repeat of a dedupe id is "already sent" whenever the first send stored it, even
+        # if that signal ended the run meanwhile; "has ended" only if nothing was stored.
+        if dup and outcomes[1] != ("ended" if outcomes[0] == "ended" else False):
+            self.problems.append(
+                f"signal {label!r} to {top.key} sent twice with dedupe id {dedupe!r}: "
+                f"{outcomes[0]!r} then {outcomes[1]!r}"
+            )
         self.sent[run_id].add(label)
 
     async def end(self, key: str, cancel: bool) -> None:

@@ -48,11 +48,12 @@ class Signal:
     async def send(self, key: str, payload: Any = None, *, dedupe_id: str | None = None) -> bool:
         """Send ``payload`` (JSON-serialisable) to the workflow under ``key``.
 
-        Returns False when ``dedupe_id`` was already delivered (nothing sent again).
+        Returns False when ``dedupe_id`` was sent to this execution before (nothing sent
+        again), also once it has ended: a retried callback is told "already sent".
 
         Raises:
             WorkflowNotFound: no workflow has this key.
-            SagawayError: the workflow has ended.
+            SagawayError: the workflow has ended (and ``dedupe_id``, if any, is new to it).
             PayloadError: the payload cannot be serialised or is too large.
         """
         if dedupe_id is not None and (not isinstance(dedupe_id, str) or not dedupe_id):

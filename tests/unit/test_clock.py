@@ -68,5 +68,6 @@ async def test_run_until_jumps_to_the_next_deadline_or_creeps_with_max_jump() ->
         await clock.run_until(sleeper(), max_jump=0.01, timeout=0.2)
     crept = clock.now() - (start + 3600)
     assert 0 < crept < 1
-    with pytest.raises(ValueError, match="max_jump"):
-        await clock.run_until(sleeper(), max_jump=0)
+    for bad in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="max_jump"):
+            await clock.run_until(sleeper(), max_jump=bad)

@@ -230,7 +230,8 @@ def signal_cmd(
     or rejected; else `sagaway show KEY` tells later (pending, delivered, or rejected and why).
 
     Exit 1 if the workflow rejected it (or had ended), 2 if PAYLOAD is not JSON, 3 if there is
-    no such workflow.
+    no such workflow. A --dedupe-id sent before exits 0 ("already sent"), even once the
+    workflow has ended.
     """
     data = _json_arg(payload, "PAYLOAD", "'{\"ok\": true}'")
     codec = reading_codec(codec_key_file)  # with keys, the payload is stored encrypted

@@ -235,7 +235,8 @@ class Store(Protocol):
 
         Returns the execution (None: no such key) and whether the signal was stored (False when
         the execution has ended or the dedupe_id was seen before). An execution WAITING for this
-        signal becomes due at once.
+        signal becomes due at once. A retry after a lost acknowledgement reports True if the
+        lost attempt stored it, even if the execution has ended since.
         """
         ...
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import inspect
 import itertools
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -86,12 +87,14 @@ class FakeClock:
         engine waits on its database, instead of leaping to the next timer or poll, so a test
         can assert that something happened *without* waiting for a far deadline.
         """
+        if max_jump is not None and not max_jump > 0:  # NaN too
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()  # never to be awaited: no "never awaited" warning
+            raise ValueError(f"max_jump must be a positive number of seconds, not {max_jump}")
         task = asyncio.ensure_future(awaitable)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         try:
-            if max_jump is not None and max_jump <= 0:
-                raise ValueError(f"max_jump must be positive, not {max_jump}")
             while not task.done():
                 if loop.time() > deadline:
                     raise TimeoutError(f"not done within {timeout} real seconds")

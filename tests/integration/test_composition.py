@@ -634,6 +634,48 @@ async def test_a_workflow_attached_to_a_top_level_workflow_is_woken_by_its_end(
         assert await attached.result(timeout=10) == "followed:yes"
 
 
+async def test_cancelling_a_workflow_does_not_cancel_one_it_only_attached_to(db_url: str) -> None:
+    """A cancelled workflow asks the children it started to cancel, not a workflow it merely
+    waits for under a shared key: that one belongs to whoever started it (here a parent that
+    created it, and a client), and must go on for them."""
+    manager = make_manager(db_url)
+
+    @manager.register_workflow
+    async def shared() -> str:
+        return await manager.signal("go").receive(str)
+
+    @manager.register_workflow
+    async def waiter(key: str) -> str:
+        value: str = await manager.workflow(shared).execute_get(idempotency_key=key)
+        return value
+
+    async with manager:
+        owner = await manager.workflow(waiter, "child-1").execute(idempotency_key="owner")
+        await wait_until(owner, lambda d: d.status is sw.WorkflowStatus.WAITING)
+        top = await manager.workflow(shared).execute(idempotency_key="top-1")
+        for key in ("child-1", "top-1"):
+            attached = await manager.workflow(waiter, key).execute(idempotency_key=f"on-{key}")
+            await wait_until(attached, lambda d: d.status is sw.WorkflowStatus.WAITING)
+            assert await attached.cancel("no longer wanted")
+            with pytest.raises(sw.WorkflowCancelled):
+                await attached.result(timeout=10)
+        for key in ("child-1", "top-1"):
+            described = await manager.get_workflow(key).describe()
+            assert described.status is sw.WorkflowStatus.WAITING, key
+            await manager.signal("go").send(key, "still wanted")
+        assert await owner.result(timeout=10) == "still wanted"
+        assert await top.result(timeout=10) == "still wanted"
+        # Its owner's cancel still reaches a child.
+        owner2 = await manager.workflow(waiter, "child-2").execute(idempotency_key="owner-2")
+        await wait_until(owner2, lambda d: d.status is sw.WorkflowStatus.WAITING)
+        assert await owner2.cancel("stop")
+        with pytest.raises(sw.WorkflowCancelled):
+            await owner2.result(timeout=10)
+        child = manager.get_workflow("child-2")
+        with pytest.raises(sw.WorkflowCancelled):
+            await child.result(timeout=10)
+
+
 async def test_a_parent_resumes_when_its_child_ends_not_at_the_next_poll(db_url: str) -> None:
     """The parent unloads to wait for its child; the child's end makes it due and wakes this
     process's Recovery Worker (SQLite has no notices), so nothing waits for a poll an hour

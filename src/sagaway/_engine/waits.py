@@ -337,19 +337,22 @@ class WaitCalls(ExecutionBase):
         self, defn: WorkflowDef, child_key: str, call_id: str, started_at: float
     ) -> WorkflowRecord:
         """The child's record once it has ended (the workflow unloads meanwhile if this wait
-        is all it is doing). Cancelled meanwhile, the parent asks the child to cancel too."""
+        is all it is doing). Cancelled meanwhile, the parent asks the child to cancel too, if
+        it started it: a workflow it attached to under a shared key goes on for its owner."""
         engine = self.engine
         while True:
             await self._before_durable_action()  # as in call_receive: before a possible unload
             reason = self.pending_cancel(always=True)
             if reason is not None:
-                with contextlib.suppress(errors.WorkflowNotFound):
-                    await self._store_call(
-                        engine.request_cancel(
-                            child_key, f"its parent {self.key!r} was cancelled: {reason}"
-                        ),
-                        answers=(errors.WorkflowNotFound,),
-                    )
+                child = await self._store_call(engine.store.get_workflow(child_key))
+                if child is not None and child.parent_key == self.key:
+                    with contextlib.suppress(errors.WorkflowNotFound):
+                        await self._store_call(
+                            engine.request_cancel(
+                                child_key, f"its parent {self.key!r} was cancelled: {reason}"
+                            ),
+                            answers=(errors.WorkflowNotFound,),
+                        )
                 await self._cancel_here(
                     call_id, StepKind.CHILD_RESULT, defn.name, started_at, always=True
                 )

@@ -28,7 +28,16 @@ from sagaway.testing import FakeClock, time_skipping_manager
 from tests.generative import model
 from tests.generative.faults import FaultyStore, Injector
 from tests.generative.handover import recording_handovers
-from tests.generative.program import Act, Child, Program, Scenario, TopLevel, to_json, walk
+from tests.generative.program import (
+    Act,
+    Child,
+    Program,
+    Scenario,
+    TopLevel,
+    shared_key,
+    to_json,
+    walk,
+)
 from tests.generative.settings import GenSettings
 from tests.generative.world import InjectedDbError, Process, ProcessDead, World, install
 
@@ -484,13 +493,23 @@ class Driver:
             return model.Expect(frozenset({"TERMINATED"}), compensated=None)
         if by_request == "CANCELLED":
             return model.Expect(frozenset({"CANCELLED"}), compensated=None)
+        program = self.programs[info.program]
+        # Waited for under a key shared with another top-level workflow, whichever created it.
+        shared = {
+            shared_key(n.program)
+            for n in walk(program.body)
+            if isinstance(n, Child) and n.key == "shared"
+        }
         children = [
             child
             for child in world.runs.values()
-            if child.parent_key == info.key
-            # this run's children: a replaced run's default-keyed children (in its own key
-            # space) are not; a child under a key the program chose is shared
-            and (child.seq > info.seq or child.key in world.chosen_keys)
+            if (
+                child.parent_key == info.key
+                # this run's children: a replaced run's default-keyed children (in its own key
+                # space) are not; a child under a key the program chose is shared
+                and (child.seq > info.seq or child.key in world.chosen_keys)
+            )
+            or child.key in shared
         ]
         ended = frozenset(
             c.program for c in children if world.ended_by_request.get(c.run_id) == "CANCELLED"
@@ -498,7 +517,6 @@ class Driver:
         # A cancel request is cooperative: it may come too late to change anything.
         maybe = frozenset(c.program for c in children if c.run_id in world.cancel_requested)
         signals = frozenset(self.sent.get(run_id, ()))
-        program = self.programs[info.program]
         want = model.expect(program, model.Env(signals, ended))
         if maybe - ended:
             other = model.expect(program, model.Env(signals, ended | maybe))

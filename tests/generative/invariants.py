@@ -21,8 +21,26 @@ async def check(driver: Driver) -> list[str]:
     problems += _no_rerun(driver)
     problems += _compensations(driver, records, await _completion_times(driver, records))
     problems += _owners(driver, records)
+    problems += _cancels_from_owners(driver, records)
     problems += list(driver.idle_violations.values())
     return problems
+
+
+def _cancels_from_owners(driver: Driver, records: dict[str, Any]) -> list[str]:
+    """A cancel passed on by a cancelled parent reaches only children it started: a workflow
+    that merely attached (a shared key) must not cancel its owner's child."""
+    out = []
+    for run_id, record in records.items():
+        reason = record.cancel_reason or ""
+        if not reason.startswith("its parent "):
+            continue
+        sender = reason.removeprefix("its parent ").split(" was cancelled", 1)[0]
+        if sender != repr(record.parent_key):
+            out.append(
+                f"{_name(driver, run_id)}: cancelled by {sender}, which is not its parent "
+                f"({record.parent_key!r}): {reason!r}"
+            )
+    return out
 
 
 def _name(driver: Driver, run_id: str) -> str:

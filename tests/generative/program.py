@@ -53,8 +53,9 @@ class Child:
     label: str
     program: Program
     mode: Literal["get", "start_then_result", "start"]
-    key: Literal["default", "user", "slash"] = "default"
-    """default: the engine's key; user: ``child-<label>``; slash: ``<own key>/<n>``."""
+    key: Literal["default", "user", "slash", "shared"] = "default"
+    """default: the engine's key; user: ``child-<label>``; slash: ``<own key>/<n>``; shared:
+    ``shared-<program label>``, the same child program in two top-level workflows."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -311,7 +312,7 @@ def _child(draw: st.DrawFn, s: GenSettings, labels: _Labels, depth: int, wait: b
     if s.children_start or not modes:
         modes.append("start")
     mode = draw(st.sampled_from(modes))
-    keys: list[Literal["default", "user", "slash"]] = ["default"]
+    keys: list[Literal["default", "user", "slash", "shared"]] = ["default"]
     if s.user_child_keys:
         keys += ["user", "slash"]
     key = draw(st.sampled_from(keys))
@@ -346,12 +347,23 @@ FAULT_KINDS = (
 )
 
 
+def shared_key(program: Program) -> str:
+    """The key of a child under ``key="shared"``."""
+    return f"shared-{program.label}"
+
+
 @st.composite
 def scenarios(draw: st.DrawFn, s: GenSettings) -> Scenario:
     count = draw(st.integers(1, 2))
+    shared: Program | None = None
+    if count == 2 and s.shared_child_keys and s.children_get and draw(st.booleans()):
+        shared = draw(_program(s, _Labels("s."), 1, top=False))
     tops = []
     for i in range(count):
         program = draw(_program(s, _Labels(f"w{i}."), 2, top=True))
+        if shared is not None:  # both wait for it, last: one creates it, the other attaches
+            wait = Child(f"w{i}.shared", shared, "get", "shared")
+            program = dataclasses.replace(program, body=(*program.body, wait))
         receives = [n for n in walk(program.body) if isinstance(n, Receive)]
         when: st.SearchStrategy[Literal["before", "after", "never"]] = st.sampled_from(
             ["before", "after", "never"]

@@ -55,7 +55,9 @@ class GenSettings:
     restart the compensations ran in another order than the steps completed)."""
     user_child_keys: bool = True
     """Child keys chosen by the workflow, including ``<own key>/<n>`` (activity keys
-    of the child and of the parent's branches collided)."""
+    of the child and of the parent's branches collided; open: ``<own key>/<n>`` can equal the
+    key the engine derives for another child, see
+    ``test_composition.py::test_a_chosen_child_key_never_equals_a_derived_one``)."""
     branches_opening_with_gather: bool = True
     """Gather branches whose first step is an inner gather (found by this test: such a branch
     was numbered by timing, and a replay handed a call another call's recorded result)."""
@@ -83,6 +85,11 @@ class GenSettings:
     reached workflow code, which completed on its fallback)."""
     cancel_child: bool = True
     """Cancel a child the parent waits for (the parent was stranded SUSPENDED)."""
+    shared_child_keys: bool = False
+    """Two top-level workflows wait for one child under a key both chose: one creates it, the
+    other attaches (its end woke only the creator; cancelling the one that attached cancelled
+    the child). Off by default while what it finds is open: turned on, it changes the programs
+    the fixed seed draws, and the run then fails (see README.md, "Open findings")."""
     cancel_compensates: bool = True
     """Check that a cancelled workflow ran the compensations of every step it completed
     (cancellation is cooperative and compensates)."""

@@ -344,7 +344,7 @@ class Interpreter:
             out.append(f"patched:{node.label}" if sw.patched(node.label) else f"old:{node.label}")
 
     async def child(self, node: Child, out: list[Any]) -> None:
-        from tests.generative.program import to_json
+        from tests.generative.program import shared_key, to_json
 
         self.children += 1
         key: str | None = None
@@ -352,6 +352,8 @@ class Interpreter:
             key = f"child-{node.label}"
         elif node.key == "slash" and self.own_key is not None:
             key = f"{self.own_key}/{self.children}"
+        elif node.key == "shared":
+            key = shared_key(node.program)
         if key is not None:
             self.chosen_keys.add(key)
         call = self.manager.workflow(self.wf, to_json(node.program), key)

@@ -48,14 +48,17 @@ class Gather:
     branches: tuple[tuple[Node, ...], ...]
 
 
+ChildKey = Literal["default", "user", "slash", "shared"]
+"""default: the engine's key; user: ``child-<label>``; slash: ``<own key>/<n>``; shared:
+``shared-<program label>``, the same child program in two top-level workflows."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Child:
     label: str
     program: Program
     mode: Literal["get", "start_then_result", "start"]
-    key: Literal["default", "user", "slash", "shared"] = "default"
-    """default: the engine's key; user: ``child-<label>``; slash: ``<own key>/<n>``; shared:
-    ``shared-<program label>``, the same child program in two top-level workflows."""
+    key: ChildKey = "default"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -312,7 +315,7 @@ def _child(draw: st.DrawFn, s: GenSettings, labels: _Labels, depth: int, wait: b
     if s.children_start or not modes:
         modes.append("start")
     mode = draw(st.sampled_from(modes))
-    keys: list[Literal["default", "user", "slash", "shared"]] = ["default"]
+    keys: list[ChildKey] = ["default"]
     if s.user_child_keys:
         keys += ["user", "slash"]
     key = draw(st.sampled_from(keys))

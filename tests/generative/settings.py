@@ -55,9 +55,10 @@ class GenSettings:
     restart the compensations ran in another order than the steps completed)."""
     user_child_keys: bool = True
     """Child keys chosen by the workflow, including ``<own key>/<n>`` (activity keys
-    of the child and of the parent's branches collided; open: ``<own key>/<n>`` can equal the
-    key the engine derives for another child, see
-    ``test_composition.py::test_a_chosen_child_key_never_equals_a_derived_one``)."""
+    of the child and of the parent's branches collided; ``<own key>/<n>`` could equal the
+    key the engine derives for another child: such keys are now refused, and the interpreter
+    checks the refusal, see
+    ``test_composition.py::test_a_chosen_child_key_of_the_derived_form_is_refused``)."""
     branches_opening_with_gather: bool = True
     """Gather branches whose first step is an inner gather (found by this test: such a branch
     was numbered by timing, and a replay handed a call another call's recorded result)."""

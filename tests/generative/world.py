@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import re
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -33,6 +34,14 @@ if TYPE_CHECKING:
     from sagaway.testing import FakeClock
 
 T = TypeVar("T")
+
+# The form of the keys the engine derives, ``<key space>/<call id>`` (a key space holds no
+# ``/``, a call id is numbers joined by ``/``): a child key chosen in that form must be refused.
+DERIVED_FORM = re.compile(r"[^/]+/[0-9]+(?:/[0-9]+)*")
+
+
+class ChosenKeyAccepted(AssertionError):
+    """The engine started a child under a chosen key of the derived form."""
 
 
 class ProcessDead(Exception):
@@ -343,6 +352,17 @@ class Interpreter:
         elif isinstance(node, Patch):
             out.append(f"patched:{node.label}" if sw.patched(node.label) else f"old:{node.label}")
 
+    async def expect_refused(self, key: str, node: Child) -> None:
+        """A chosen key that could equal a derived one: the start must raise ValueError."""
+        from tests.generative.program import to_json
+
+        call = self.manager.workflow(self.wf, to_json(node.program), key)
+        try:
+            await call.execute(idempotency_key=key)
+        except ValueError:
+            return
+        raise ChosenKeyAccepted(f"the chosen child key {key!r} has the derived form")
+
     async def child(self, node: Child, out: list[Any]) -> None:
         from tests.generative.program import shared_key, to_json
 
@@ -352,6 +372,9 @@ class Interpreter:
             key = f"child-{node.label}"
         elif node.key == "slash" and self.own_key is not None:
             key = f"{self.own_key}/{self.children}"
+            if DERIVED_FORM.fullmatch(key):
+                await self.expect_refused(key, node)
+                key += "-kid"
         elif node.key == "shared":
             key = shared_key(node.program)
         if key is not None:

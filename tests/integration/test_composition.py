@@ -106,7 +106,8 @@ async def test_parallel_saga_keeps_its_compensation_order_across_a_restart(db_ur
 
 async def test_idempotency_keys_are_unique_across_a_workflow_tree(db_url: str) -> None:
     """A child keyed 'P/1' and the parent's gather branch (call 1/1) used to share the activity
-    key 'P/1/1'; a grandchild's default key 'P/2/2' matched a child started from branch 2."""
+    key 'P/1/1' (such a chosen key is refused now; 'P/1/x' is allowed); a grandchild's default
+    key 'P/2/2' matched a child started from branch 2."""
     manager = make_manager(db_url)
     keys: list[tuple[str, str]] = []
 
@@ -130,8 +131,9 @@ async def test_idempotency_keys_are_unique_across_a_workflow_tree(db_url: str) -
             await manager.workflow(grandchild, f"branch-{n}.child").execute_get()  # "P/n/2"
 
         await asyncio.gather(branch(1), branch(2))
-        # root call 1: a user key with '/' whose first activity was once keyed "P/1/1"
-        await manager.workflow(child, "user-keyed").execute_get(idempotency_key="P/1")
+        # root call 1: a user key with '/'; its activity is keyed by its escaped key space
+        # (a bare "P/1", whose activity was once keyed "P/1/1" like branch 1's, is refused now)
+        await manager.workflow(child, "user-keyed").execute_get(idempotency_key="P/1/x")
         # root call 2: default key "P/2", whose grandchild was once keyed "P/2/2" too
         await manager.workflow(child, "default-keyed").execute_get()
 
@@ -676,16 +678,13 @@ async def test_cancelling_a_workflow_does_not_cancel_one_it_only_attached_to(db_
             await child.result(timeout=10)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect (docs/guarantees.md): a chosen child key can equal a derived one",
-    raises=AssertionError,
-)
-async def test_a_chosen_child_key_never_equals_a_derived_one(db_url: str) -> None:
-    """A workflow's first child takes the engine's key ``p/1``; its second is given the key
-    ``p/1`` by the workflow's code. They are two children: both must run, each once. Found by
-    the generative test (its ``<own key>/<n>`` child keys); today the second start raises
-    IdempotencyConflict and the parent is suspended."""
+async def test_a_chosen_child_key_of_the_derived_form_is_refused(db_url: str) -> None:
+    """The engine derives ``p/1`` for the first child of ``p``; a key chosen by workflow code
+    in that form (``<key>/<call number>``, of this workflow or of another in its tree) could
+    name another call's child, so it is refused with a ValueError before anything is written,
+    in either order: before the call that would derive it (``p/3``) and after (``p/1``). Found
+    by the generative test (its ``<own key>/<n>`` child keys): the second start raised
+    IdempotencyConflict and the parent was suspended."""
     manager = make_manager(db_url)
 
     @manager.register_workflow
@@ -694,16 +693,36 @@ async def test_a_chosen_child_key_never_equals_a_derived_one(db_url: str) -> Non
 
     @manager.register_workflow
     async def parent() -> list[str]:
-        first: str = await manager.workflow(kid, "a").execute_get()
-        second: str = await manager.workflow(kid, "b").execute_get(idempotency_key="p/1")
-        return [first, second]
+        refused: list[str] = []
+        for key in ("p/3", "p%2F1/1", "p/2/1"):
+            try:
+                await manager.workflow(kid, "never").execute(idempotency_key=key)
+            except ValueError as error:
+                refused.append(str(error))
+        first: str = await manager.workflow(kid, "a").execute_get()  # call 4: p/4
+        for key in ("p/4", "p/1"):
+            try:
+                await manager.workflow(kid, "never").execute_get(idempotency_key=key)
+            except ValueError as error:
+                refused.append(str(error))
+        named: str = await manager.workflow(kid, "b").execute_get(idempotency_key="p/4-child")
+        deeper: str = await manager.workflow(kid, "c").execute_get(idempotency_key="p/1/x")
+        return [first, named, deeper, *refused]
 
-    settled = (sw.WorkflowStatus.COMPLETED, sw.WorkflowStatus.SUSPENDED, sw.WorkflowStatus.FAILED)
     async with manager:
         handle = await manager.workflow(parent).execute(idempotency_key="p")
-        described = await wait_until(handle, lambda d: d.status in settled)
-        assert described.status is sw.WorkflowStatus.COMPLETED, described.problems
-        assert await handle.result(timeout=10) == ["a", "b"]
+        result = await handle.result(timeout=10)
+        assert result[:3] == ["a", "b", "c"]
+        refused = result[3:]
+        assert len(refused) == 5
+        assert "child key 'p/3' has the form <key>/<call number>" in refused[0]
+        assert "call 1 of a workflow keyed 'p%2F1'" in refused[1]
+        assert "call 2/1 of a workflow keyed 'p'" in refused[2]
+        assert "for example 'p/4-child'" in refused[3]
+        children = sorted((await handle.describe()).children)
+        assert children == ["p/1/x", "p/4", "p/4-child"]
+        listed = {record.key for record in await manager.list_workflows()}
+        assert listed == {"p", "p/1/x", "p/4", "p/4-child"}
 
 
 async def test_a_parent_resumes_when_its_child_ends_not_at_the_next_poll(db_url: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -92,3 +93,29 @@ def test_parent_calls_and_child_calls_differ() -> None:
         for owner, call in ((parent, f"{n}/{m}"), (child, str(m))):
             key = keys.derived_key(owner, call)
             assert derived.setdefault(key, (owner.key, call)) == (owner.key, call)
+
+
+@given(workflow_keys, st.sampled_from(["r1", "r2"]), st.booleans(), call_ids)
+def test_every_derived_key_is_refused_as_a_chosen_child_key(
+    key: str, run: str, replacing: bool, call: str
+) -> None:
+    derived = keys.derived_key(record(key, keys.key_space(key, run, replacing=replacing)), call)
+    with pytest.raises(ValueError, match="has the form <key>/<call number>"):
+        keys.check_chosen_child_key(derived)
+
+
+@pytest.mark.parametrize(
+    "chosen",
+    ["order-7", "order-7/payment", "order-7/2-kid", "order-7/2/x", "a/b/1", "/1", "7/", "x/1.5"],
+)
+def test_a_chosen_child_key_outside_the_derived_form_is_accepted(chosen: str) -> None:
+    """``a/b/1`` cannot be derived: a key space never holds ``/`` (``a/b`` is ``a%2Fb``)."""
+    keys.check_chosen_child_key(chosen)
+
+
+def test_the_refusal_names_the_call_and_a_key_to_use_instead() -> None:
+    with pytest.raises(ValueError) as refused:
+        keys.check_chosen_child_key("order-7/2/1")
+    message = str(refused.value)
+    assert "call 2/1 of a workflow keyed 'order-7'" in message
+    assert "'order-7/2/1-child'" in message

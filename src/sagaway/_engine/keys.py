@@ -13,13 +13,21 @@ its key space also names the run (``order-7@<run id>``): the new run never reuse
 keys, which a payment API would deduplicate away.
 A fork (``forking``) names its run the same way: the calls it runs again never carry a key an
 earlier execution used, even one under the same key that was purged.
+
+A key a workflow chooses for its child must not have that form (``check_chosen_child_key``):
+``order-7/2`` could be the key the engine derives for call 2 of ``order-7``, or for a call of
+another workflow of the same tree, and two calls would then name one child.
 """
 
 from __future__ import annotations
 
+import re
+
 from sagaway.store.records import WorkflowRecord
 
 _ESCAPES = str.maketrans({"%": "%25", "/": "%2F", "@": "%40"})
+# ``<key space>/<call id>``: a key space holds no ``/``; a call id is numbers joined by ``/``.
+_DERIVED_FORM = re.compile(r"[^/]+/[0-9]+(?:/[0-9]+)*")
 
 
 def key_space(key: str, run_id: str, *, replacing: bool) -> str:
@@ -36,3 +44,15 @@ def derived_key(record: WorkflowRecord, call_id: str) -> str:
     """
     space = record.key_space if record.key_space is not None else record.key
     return f"{space}/{call_id}"
+
+
+def check_chosen_child_key(key: str) -> None:
+    """Refuse a child key chosen by workflow code that has the derived form (``ValueError``)."""
+    if _DERIVED_FORM.fullmatch(key):
+        space, _, call_id = key.partition("/")
+        raise ValueError(
+            f"child key {key!r} has the form <key>/<call number> that the engine uses for the "
+            f"keys it derives (it is the key of call {call_id} of a workflow keyed {space!r}), "
+            f"so it could name another call's child: choose a key with a word in its last part, "
+            f"for example {key + '-child'!r}, or leave the key out to let the engine derive one"
+        )

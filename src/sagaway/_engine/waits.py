@@ -274,6 +274,8 @@ class WaitCalls(ExecutionBase):
             assert previous.result is not None
             child_key: str = serialization.load_json(previous.result, "child key")
             return child_key
+        if key is not None and previous is None:
+            keys.check_chosen_child_key(key)
         child_key = key or keys.derived_key(self.record, call_id)
         await self._before_durable_action()
         now = engine.clock.now()

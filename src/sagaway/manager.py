@@ -607,9 +607,7 @@ class Manager(ScheduleMethods):
         try:
             clock, self._clock_task = await server_clock(store, self.clock)
             engine = Engine(store, self.options, clock=clock, registry=self.registry)
-            # A process that runs workflows hears the ends of its own; of the others' only
-            # once it waits for one (a client-only process is there to wait).
-            await engine.listen(ends=not run_workers)
+            await engine.listen(runs_workflows=run_workers)
         except BaseException:
             if self._clock_task is not None:
                 self._clock_task.cancel()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 import pytest
@@ -160,6 +161,63 @@ async def test_a_worker_process_hears_others_ends_once_it_waits_for_one(
             assert await asyncio.wait_for(result, 10) == 2
         finally:
             result.cancel()
+
+
+async def test_a_client_only_process_listens_from_its_first_wait(postgres_url: str) -> None:
+    """``connect()`` opens no listening connection (a command that only reads needs none); the
+    first wait for an end starts listening, and from then the end's notice wakes it (its poll
+    is an hour away)."""
+    entered, gate = asyncio.Event(), asyncio.Event()
+    runner = sw.Manager(postgres_url, poll_interval=SLOW_POLL)
+    client = sw.Manager(postgres_url, poll_interval=SLOW_POLL)
+    _define(runner, entered, gate)
+    _define(client, entered, gate)
+    async with runner, client.connect():
+        store = store_of(client)
+        handle = await client.workflow("gated", 1).execute()
+        await asyncio.wait_for(entered.wait(), 10)
+        assert await client.list_workflows()  # reads, lists: still deaf
+        assert store._listener is None and store._runs_listener is None  # type: ignore[attr-defined]
+        result = asyncio.ensure_future(handle.result())
+        try:
+            await _until(lambda: engine_of(client).end_notices is True)
+            gate.set()
+            assert await asyncio.wait_for(result, 10) == 2
+        finally:
+            result.cancel()
+
+
+async def test_a_reading_open_of_a_current_schema_runs_no_migration(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``create=False`` on a schema at this Sagaway's version: one connection to check it, the
+    pool's one, and no migration transaction (its advisory lock would show in pg_stat)."""
+    await (await _open(postgres_url)).close()  # creates or migrates the schema
+    opened: list[str] = []
+    connect = psycopg.AsyncConnection.connect
+
+    async def counted(*args: Any, **kwargs: Any) -> psycopg.AsyncConnection[Any]:
+        opened.append("connection")
+        return await connect(*args, **kwargs)
+
+    store = open_store(postgres_url, create=False)
+    assert isinstance(store, PostgresStore)
+    migrated: list[bool] = []
+    migrate = store._migrate
+
+    async def watched(conn: Any, retried: bool) -> None:
+        migrated.append(True)
+        await migrate(conn, retried)
+
+    monkeypatch.setattr(store, "_migrate", watched)
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", counted)
+    try:
+        await store.open()
+        await store.list_workflows(status=None, limit=1)
+    finally:
+        await store.close()
+    assert migrated == []
+    assert len(opened) == 2
 
 
 async def test_a_cancel_reaches_the_owner_by_its_notice(postgres_url: str) -> None:

@@ -182,7 +182,7 @@ async def test_a_client_waits_for_a_result_on_the_notice_not_by_polling(
     _define_gated(client, entered, gate)
     _define_gated(worker, entered, gate)
     async with worker, client.connect():
-        assert engine_of(client).notifications
+        assert not engine_of(client).notifications  # nothing to hear before its first wait
         reads = _count_reads(client)
         handle = await client.workflow("gated", 1).execute()
         await asyncio.wait_for(entered.wait(), 10)
@@ -194,6 +194,7 @@ async def test_a_client_waits_for_a_result_on_the_notice_not_by_polling(
             assert await asyncio.wait_for(waiting, 10) == 2  # woken by the notice, not the clock
         finally:
             waiting.cancel()
+        assert engine_of(client).notifications  # its first wait started listening
     assert len(reads) == 2
 
 
@@ -253,13 +254,13 @@ async def test_notices_that_never_arrive_leave_waiters_polling(
     _define_gated(client, entered, gate)
     _define_gated(worker, entered, gate)
     async with worker, client.connect():
-        assert not engine_of(client).notifications
-        assert [r for r in caplog.records if "do not arrive" in r.getMessage()]
         handle = await client.workflow("gated", 1).execute(idempotency_key="silent-1")
         await asyncio.wait_for(entered.wait(), 10)
-        waiting = asyncio.ensure_future(handle.result())
+        waiting = asyncio.ensure_future(handle.result())  # its first wait: it listens now
         try:
             await clock.wait_for_sleep(lambda seconds: seconds < 1.0)  # polling, not 30 s
+            assert not engine_of(client).notifications
+            assert [r for r in caplog.records if "do not arrive" in r.getMessage()]
             gate.set()
             assert await worker.get_workflow("silent-1").result(timeout=10) == 2
             await clock.advance(1.0)
@@ -284,7 +285,7 @@ async def test_an_unanswered_probe_makes_the_listener_reconnect(
 
     monkeypatch.setattr(postgres, "_PROBE_EVERY", 0.2)
     manager = sw.Manager(postgres_url, poll_interval=SLOW_POLL)
-    async with manager.connect():
+    async with manager:  # a process that runs workflows listens from the start
         engine = engine_of(manager)
         assert engine.notifications
         send = _pg_listener.Listener._send_probe

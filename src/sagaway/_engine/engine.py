@@ -365,6 +365,7 @@ class Engine:
         ``timeout``.
         """
         deadline = None if timeout is None else self.clock.now() + timeout
+        await self._hear_ends()
         waiter = self.channel.watch(run_id)
         delay = 0.02
         local = self._runs_here(run_id)
@@ -642,12 +643,25 @@ class Engine:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def listen(self, *, ends: bool = True) -> None:
-        """Have the store's notifications (if it has any) reach this Engine: those of new work,
-        the ends and cancel requests of what this process owns, and every end with ``ends``
-        (else once it waits for one elsewhere: ``_want_ends``)."""
-        await self.store.listen(self.on_notification, owner=self.owner, ends=ends)
-        self._ends = ends
+    async def listen(self, *, runs_workflows: bool) -> None:
+        """Have the store's notifications (if any) reach this Engine: a process that runs
+        workflows hears new work and what it owns now, every end from its first wait for one
+        (``_want_ends``); one that runs none, nothing before its first wait (``_hear_ends``)."""
+        self._ends = False
+        if runs_workflows:
+            await self.store.listen(self.on_notification, owner=self.owner, ends=False)
+
+    async def _hear_ends(self) -> None:
+        """A process that runs no workflows listens from its first wait, which reads once
+        notices are heard (a worker's wait polls meanwhile)."""
+        if self.runner is not None:
+            return
+        self._want_ends()
+        if isinstance(self._ends, asyncio.Task) and not self._ends.done():
+            try:
+                await asyncio.shield(self._ends)
+            except Exception as exc:  # its waits poll instead
+                logger.warning("cannot listen for notices (%s); waits will poll", exc)
 
     def _want_ends(self) -> None:
         """This process waits for an end elsewhere: have the store pass on everyone's. Not

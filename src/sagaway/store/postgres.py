@@ -147,8 +147,9 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
     async def open(self) -> None:
         if self._pool is not None:
             return
-        if not self._create:
-            await self._require_schema()
+        # An existing schema already at this Sagaway's version (create=False) needs no
+        # migration transaction: a reading command opens one pooled connection and queries.
+        current = None if self._create else await self._require_schema()
         pool = await _pg_conn.open_pool(
             self._conninfo,
             schema=self.schema,
@@ -157,6 +158,8 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
             url=self.url,
         )
         self._pool = pool
+        if current == _migrations.latest_version(_DIALECT):
+            return
         try:
             await self._run(self._migrate)
         except BaseException:
@@ -164,10 +167,10 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
             await pool.close()
             raise
 
-    async def _require_schema(self) -> None:
-        """Raise DatabaseNotFound unless this schema holds Sagaway's tables; one connection,
-        failing within seconds with the server's own message (StoreUnavailable), or ValueError
-        for a URL libpq rejects."""
+    async def _require_schema(self) -> int:
+        """The schema version of this schema's Sagaway tables; DatabaseNotFound if it has none.
+        One connection, failing within seconds with the server's own message
+        (StoreUnavailable), or ValueError for a URL libpq rejects."""
         timeout = max(2, min(10, int(self.timing.pool_timeout)))
         try:
             conn = await psycopg.AsyncConnection.connect(
@@ -181,9 +184,15 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
             ) from exc
         async with conn:
             cur = await conn.execute(_Q["schema_is_sagaway"], {"schema": self.schema})
+            if await cur.fetchone() is None:
+                raise DatabaseNotFound(self.url, f"no schema {self.schema!r} with Sagaway's tables")
+            cur = await conn.execute(
+                sql.SQL("SELECT COALESCE(MAX(version), 0) FROM {}.schema_migrations").format(
+                    sql.Identifier(self.schema)
+                )
+            )
             row = await cur.fetchone()
-        if row is None:
-            raise DatabaseNotFound(self.url, f"no schema {self.schema!r} with Sagaway's tables")
+        return int(row[0]) if row else 0
 
     @property
     def pool(self) -> _pg_conn.Pool:

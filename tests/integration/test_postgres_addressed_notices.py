@@ -154,13 +154,21 @@ async def test_a_worker_process_hears_others_ends_once_it_waits_for_one(
         handle = await waiter.workflow("gated", 1).execute()
         await asyncio.wait_for(entered.wait(), 10)
         assert runner.worker is not None and handle.run_id in runner.worker.running_ids
-        result = asyncio.ensure_future(handle.result())
-        try:
-            await _until(lambda: engine_of(waiter).end_notices is True)
-            gate.set()
-            assert await asyncio.wait_for(result, 10) == 2
-        finally:
-            result.cancel()
+        await _woken_by_the_notice(waiter, handle, gate)
+
+
+async def _woken_by_the_notice(
+    waiter: sw.Manager, handle: sw.WorkflowHandle[Any], gate: asyncio.Event
+) -> None:
+    """``waiter`` waits for ``handle``'s result; the gate opens once it hears ends, so only the
+    end's notice can wake it in time (its poll is an hour away)."""
+    result = asyncio.ensure_future(handle.result())
+    try:
+        await _until(lambda: engine_of(waiter).end_notices is True)
+        gate.set()
+        assert await asyncio.wait_for(result, 10) == 2
+    finally:
+        result.cancel()
 
 
 async def test_a_client_only_process_listens_from_its_first_wait(postgres_url: str) -> None:
@@ -178,13 +186,7 @@ async def test_a_client_only_process_listens_from_its_first_wait(postgres_url: s
         await asyncio.wait_for(entered.wait(), 10)
         assert await client.list_workflows()  # reads, lists: still deaf
         assert store._listener is None and store._runs_listener is None  # type: ignore[attr-defined]
-        result = asyncio.ensure_future(handle.result())
-        try:
-            await _until(lambda: engine_of(client).end_notices is True)
-            gate.set()
-            assert await asyncio.wait_for(result, 10) == 2
-        finally:
-            result.cancel()
+        await _woken_by_the_notice(client, handle, gate)
 
 
 async def test_a_reading_open_of_a_current_schema_runs_no_migration(

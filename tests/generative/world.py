@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 # The form of the keys the engine derives, ``<key space>/<call id>`` (a key space holds no
-# ``/``, a call id is numbers joined by ``/``): a child key chosen in that form must be refused.
-DERIVED_FORM = re.compile(r"[^/]+/[0-9]+(?:/[0-9]+)*")
+# ``/``; a call id is call numbers, counted from 1, joined by ``/``): a child key chosen in
+# that form must be refused.
+DERIVED_FORM = re.compile(r"[^/]+/[1-9][0-9]*(?:/[1-9][0-9]*)*")
 
 
 class ChosenKeyAccepted(AssertionError):

@@ -678,50 +678,60 @@ async def test_cancelling_a_workflow_does_not_cancel_one_it_only_attached_to(db_
             await child.result(timeout=10)
 
 
+def _define_refusing_parent(manager: sw.Manager) -> None:
+    @manager.register_workflow(name="kid")
+    async def kid(name: str) -> str:
+        return name
+
+    async def refused(key: str, errors: list[str]) -> None:
+        try:
+            await manager.workflow(kid, "never").execute(idempotency_key=key)
+        except ValueError as error:
+            errors.append(str(error))
+
+    @manager.register_workflow(name="parent")
+    async def parent() -> list[str]:
+        errors: list[str] = []
+        for key in ("p/3", "p%2F1/1", "p/2/1"):  # calls 1-3
+            await refused(key, errors)
+        first: str = await manager.workflow(kid, "a").execute_get()  # call 4: p/4
+        for key in ("p/4", "p/1"):  # calls 5-6
+            await refused(key, errors)
+        await manager.signal("go").receive(str)  # the process restarts here
+        named: str = await manager.workflow(kid, "b").execute_get(idempotency_key="p/4-child")
+        deeper: str = await manager.workflow(kid, "c").execute_get(idempotency_key="p/1/x")
+        return [first, named, deeper, *errors]
+
+
 async def test_a_chosen_child_key_of_the_derived_form_is_refused(db_url: str) -> None:
     """The engine derives ``p/1`` for the first child of ``p``; a key chosen by workflow code
     in that form (``<key>/<call number>``, of this workflow or of another in its tree) could
     name another call's child, so it is refused with a ValueError before anything is written,
-    in either order: before the call that would derive it (``p/3``) and after (``p/1``). Found
-    by the generative test (its ``<own key>/<n>`` child keys): the second start raised
-    IdempotencyConflict and the parent was suspended."""
-    manager = make_manager(db_url)
-
-    @manager.register_workflow
-    async def kid(name: str) -> str:
-        return name
-
-    @manager.register_workflow
-    async def parent() -> list[str]:
-        refused: list[str] = []
-        for key in ("p/3", "p%2F1/1", "p/2/1"):
-            try:
-                await manager.workflow(kid, "never").execute(idempotency_key=key)
-            except ValueError as error:
-                refused.append(str(error))
-        first: str = await manager.workflow(kid, "a").execute_get()  # call 4: p/4
-        for key in ("p/4", "p/1"):
-            try:
-                await manager.workflow(kid, "never").execute_get(idempotency_key=key)
-            except ValueError as error:
-                refused.append(str(error))
-        named: str = await manager.workflow(kid, "b").execute_get(idempotency_key="p/4-child")
-        deeper: str = await manager.workflow(kid, "c").execute_get(idempotency_key="p/1/x")
-        return [first, named, deeper, *refused]
-
-    async with manager:
-        handle = await manager.workflow(parent).execute(idempotency_key="p")
+    in either order: before the call that would derive it (``p/3``) and after (``p/1``). A
+    refused call takes a call number, the same one when the workflow runs again in another
+    process. Found by the generative test (its ``<own key>/<n>`` child keys): the second start
+    raised IdempotencyConflict and the parent was suspended."""
+    first = make_manager(db_url)
+    _define_refusing_parent(first)
+    async with first:
+        handle = await first.workflow("parent").execute(idempotency_key="p")
+        await wait_until(handle, lambda d: d.status is sw.WorkflowStatus.WAITING)
+    second = make_manager(db_url)
+    _define_refusing_parent(second)
+    async with second:
+        await second.signal("go").send("p", "now")
+        handle = second.get_workflow("p")
         result = await handle.result(timeout=10)
         assert result[:3] == ["a", "b", "c"]
         refused = result[3:]
         assert len(refused) == 5
         assert "child key 'p/3' has the form <key>/<call number>" in refused[0]
-        assert "call 1 of a workflow keyed 'p%2F1'" in refused[1]
-        assert "call 2/1 of a workflow keyed 'p'" in refused[2]
+        assert "call 1 of workflow 'p/1'" in refused[1]
+        assert "call 2/1 of workflow 'p'" in refused[2]
         assert "for example 'p/4-child'" in refused[3]
         children = sorted((await handle.describe()).children)
         assert children == ["p/1/x", "p/4", "p/4-child"]
-        listed = {record.key for record in await manager.list_workflows()}
+        listed = {record.key for record in await second.list_workflows()}
         assert listed == {"p", "p/1/x", "p/4", "p/4-child"}
 
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 import sagaway as sw
 from sagaway.states import WorkflowStatus
-from sagaway.store import open_store
+from sagaway.store import migrations, open_store
 from sagaway.store.postgres import PostgresStore
 from sagaway.store.records import Lease, NewWorkflow
 from sagaway.testing.internals import engine_of, store_of
@@ -220,6 +221,25 @@ async def test_a_reading_open_of_a_current_schema_runs_no_migration(
         await store.close()
     assert migrated == []
     assert len(opened) == 2
+
+
+async def test_a_reading_open_of_a_newer_schema_is_refused(postgres_url: str) -> None:
+    """The version check that lets a current schema skip the migration does not let a newer
+    one through: ``create=False`` refuses it as opening for writing does."""
+    await (await _open(postgres_url)).close()
+    store = open_store(postgres_url, create=False)
+    assert isinstance(store, PostgresStore)
+    newer = migrations.latest_version("postgres") + 1
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("INSERT INTO {}.schema_migrations VALUES (%s, 'future', 0)").format(
+                sql.Identifier(store.schema)
+            ),
+            (newer,),
+        )
+    with pytest.raises(sw.SagawayError, match=f"schema version {newer}, newer than this"):
+        await store.open()
+    await store.close()
 
 
 async def test_a_cancel_reaches_the_owner_by_its_notice(postgres_url: str) -> None:

@@ -182,7 +182,10 @@ async def test_a_client_waits_for_a_result_on_the_notice_not_by_polling(
     _define_gated(client, entered, gate)
     _define_gated(worker, entered, gate)
     async with worker, client.connect():
-        assert not engine_of(client).notifications  # nothing to hear before its first wait
+        engine = engine_of(client)
+        assert not engine.notifications  # nothing to hear before its first wait
+        engine._want_ends()  # what its first wait does (then it polls until they are heard)
+        await _until(lambda: engine.end_notices is True and engine.notifications)
         reads = _count_reads(client)
         handle = await client.workflow("gated", 1).execute()
         await asyncio.wait_for(entered.wait(), 10)
@@ -194,7 +197,6 @@ async def test_a_client_waits_for_a_result_on_the_notice_not_by_polling(
             assert await asyncio.wait_for(waiting, 10) == 2  # woken by the notice, not the clock
         finally:
             waiting.cancel()
-        assert engine_of(client).notifications  # its first wait started listening
     assert len(reads) == 2
 
 

@@ -95,27 +95,55 @@ def test_parent_calls_and_child_calls_differ() -> None:
             assert derived.setdefault(key, (owner.key, call)) == (owner.key, call)
 
 
+CHOOSER = record("chooser", keys.key_space("chooser", "r", replacing=False))
+"""A workflow with a key space choosing a child key (the refusal depends on the key alone)."""
+
+
 @given(workflow_keys, st.sampled_from(["r1", "r2"]), st.booleans(), call_ids)
 def test_every_derived_key_is_refused_as_a_chosen_child_key(
     key: str, run: str, replacing: bool, call: str
 ) -> None:
     derived = keys.derived_key(record(key, keys.key_space(key, run, replacing=replacing)), call)
     with pytest.raises(ValueError, match="has the form <key>/<call number>"):
-        keys.check_chosen_child_key(derived)
+        keys.check_chosen_child_key(derived, CHOOSER)
+
+
+@given(workflow_keys, call_ids)
+def test_an_execution_from_before_key_spaces_may_not_choose_its_own_derived_keys(
+    key: str, call: str
+) -> None:
+    """Such an execution derives ``<its key>/<call id>``, and its key may hold ``/``."""
+    legacy = record(key, None)
+    with pytest.raises(ValueError, match=f"of call {call} of workflow"):
+        keys.check_chosen_child_key(keys.derived_key(legacy, call), legacy)
 
 
 @pytest.mark.parametrize(
     "chosen",
-    ["order-7", "order-7/payment", "order-7/2-kid", "order-7/2/x", "a/b/1", "/1", "7/", "x/1.5"],
+    [
+        "order-7",
+        "order-7/payment",
+        "order-7/2-kid",
+        "order-7/2/x",
+        "a/b/1",
+        "/1",
+        "7/",
+        "x/1.5",
+        "order-7/0",
+        "invoice/2024/0012",
+    ],
 )
-def test_a_chosen_child_key_outside_the_derived_form_is_accepted(chosen: str) -> None:
-    """``a/b/1`` cannot be derived: a key space never holds ``/`` (``a/b`` is ``a%2Fb``)."""
-    keys.check_chosen_child_key(chosen)
+def test_a_chosen_child_key_the_engine_cannot_derive_is_accepted(chosen: str) -> None:
+    """``a/b/1`` is not derived by a workflow with a key space (``a/b``'s is ``a%2Fb``); call
+    numbers start at 1 and have no leading zero."""
+    keys.check_chosen_child_key(chosen, CHOOSER)
 
 
-def test_the_refusal_names_the_call_and_a_key_to_use_instead() -> None:
+def test_the_refusal_names_the_call_the_workflow_and_a_key_to_use_instead() -> None:
     with pytest.raises(ValueError) as refused:
-        keys.check_chosen_child_key("order-7/2/1")
+        keys.check_chosen_child_key("order-7/2/1", CHOOSER)
     message = str(refused.value)
-    assert "call 2/1 of a workflow keyed 'order-7'" in message
+    assert "call 2/1 of workflow 'order-7'" in message
     assert "'order-7/2/1-child'" in message
+    with pytest.raises(ValueError, match="call 3 of workflow 'p/1'"):
+        keys.check_chosen_child_key("p%2F1@r9/3", CHOOSER)  # key space of a replacing run

@@ -365,7 +365,6 @@ class Engine:
         ``timeout``.
         """
         deadline = None if timeout is None else self.clock.now() + timeout
-        await self._hear_ends()
         waiter = self.channel.watch(run_id)
         delay = 0.02
         local = self._runs_here(run_id)
@@ -646,22 +645,10 @@ class Engine:
     async def listen(self, *, runs_workflows: bool) -> None:
         """Have the store's notifications (if any) reach this Engine: a process that runs
         workflows hears new work and what it owns now, every end from its first wait for one
-        (``_want_ends``); one that runs none, nothing before its first wait (``_hear_ends``)."""
+        (``_want_ends``); one that runs none, nothing before its first wait for an end."""
         self._ends = False
         if runs_workflows:
             await self.store.listen(self.on_notification, owner=self.owner, ends=False)
-
-    async def _hear_ends(self) -> None:
-        """A process that runs no workflows listens from its first wait, which reads once
-        notices are heard (a worker's wait polls meanwhile)."""
-        if self.runner is not None:
-            return
-        self._want_ends()
-        if isinstance(self._ends, asyncio.Task) and not self._ends.done():
-            try:
-                await asyncio.shield(self._ends)
-            except Exception as exc:  # its waits poll instead
-                logger.warning("cannot listen for notices (%s); waits will poll", exc)
 
     def _want_ends(self) -> None:
         """This process waits for an end elsewhere: have the store pass on everyone's. Not
@@ -672,6 +659,13 @@ class Engine:
                 self.store.listen(self.on_notification, owner=self.owner, ends=True),
                 name="sagaway-listen-ends",
             )
+            self._ends.add_done_callback(self._listen_failed)
+
+    def _listen_failed(self, task: asyncio.Task[None]) -> None:
+        """A listen that raised: said once, and tried again at the next wait (polls meanwhile)."""
+        if not task.cancelled() and task.exception() is not None and self._ends is task:
+            logger.warning("cannot listen for notices (%s); waits poll", task.exception())
+            self._ends = False
 
     async def close(self) -> None:
         ends, self._ends = self._ends, None

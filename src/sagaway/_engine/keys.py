@@ -22,12 +22,16 @@ another workflow of the same tree, and two calls would then name one child.
 from __future__ import annotations
 
 import re
+import urllib.parse
 
 from sagaway.store.records import WorkflowRecord
 
 _ESCAPES = str.maketrans({"%": "%25", "/": "%2F", "@": "%40"})
-# ``<key space>/<call id>``: a key space holds no ``/``; a call id is numbers joined by ``/``.
-_DERIVED_FORM = re.compile(r"[^/]+/[0-9]+(?:/[0-9]+)*")
+# A call id: numbers from 1 (no leading zero) joined by ``/`` (``context.Branch``).
+_CALL_ID = r"[1-9][0-9]*(?:/[1-9][0-9]*)*"
+# ``<key space>/<call id>``: a key space holds no ``/``.
+_DERIVED_FORM = re.compile(r"[^/]+/" + _CALL_ID)
+_CALL_ID_FORM = re.compile(_CALL_ID)
 
 
 def key_space(key: str, run_id: str, *, replacing: bool) -> str:
@@ -46,13 +50,22 @@ def derived_key(record: WorkflowRecord, call_id: str) -> str:
     return f"{space}/{call_id}"
 
 
-def check_chosen_child_key(key: str) -> None:
-    """Refuse a child key chosen by workflow code that has the derived form (``ValueError``)."""
-    if _DERIVED_FORM.fullmatch(key):
+def check_chosen_child_key(key: str, record: WorkflowRecord) -> None:
+    """Refuse a child key that ``record``'s workflow code chose and that the engine could
+    derive (``ValueError``): any ``<key space>/<call id>``, and for an execution created before
+    key spaces existed, ``<its key>/<call id>`` too."""
+    own = record.key + "/"
+    legacy = record.key_space is None and key.startswith(own)
+    if legacy and _CALL_ID_FORM.fullmatch(key[len(own) :]):
+        owner, call_id = record.key, key[len(own) :]
+    elif _DERIVED_FORM.fullmatch(key):
         space, _, call_id = key.partition("/")
-        raise ValueError(
-            f"child key {key!r} has the form <key>/<call number> that the engine uses for the "
-            f"keys it derives (it is the key of call {call_id} of a workflow keyed {space!r}), "
-            f"so it could name another call's child: choose a key with a word in its last part, "
-            f"for example {key + '-child'!r}, or leave the key out to let the engine derive one"
-        )
+        owner = urllib.parse.unquote(space.partition("@")[0])
+    else:
+        return
+    raise ValueError(
+        f"child key {key!r} has the form <key>/<call number> of the keys the engine derives "
+        f"(it could be the key of call {call_id} of workflow {owner!r}), so two calls could "
+        f"name one child: choose a key with a word in its last part, for example "
+        f"{key + '-child'!r}, or leave the key out to let the engine derive one"
+    )

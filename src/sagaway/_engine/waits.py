@@ -275,7 +275,7 @@ class WaitCalls(ExecutionBase):
             child_key: str = serialization.load_json(previous.result, "child key")
             return child_key
         if key is not None and previous is None:
-            keys.check_chosen_child_key(key)
+            keys.check_chosen_child_key(key, self.record)
         child_key = key or keys.derived_key(self.record, call_id)
         await self._before_durable_action()
         now = engine.clock.now()

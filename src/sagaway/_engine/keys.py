@@ -46,17 +46,19 @@ def derived_key(record: WorkflowRecord, call_id: str) -> str:
     Executions created before key spaces existed keep their ``<key>/<call id>`` keys, so an
     upgrade never changes the key of a call in flight.
     """
-    space = record.key_space if record.key_space is not None else record.key
-    return f"{space}/{call_id}"
+    return f"{_space_of(record)}/{call_id}"
+
+
+def _space_of(record: WorkflowRecord) -> str:
+    return record.key_space if record.key_space is not None else record.key
 
 
 def check_chosen_child_key(key: str, record: WorkflowRecord) -> None:
     """Refuse a child key that ``record``'s workflow code chose and that the engine could
-    derive (``ValueError``): any ``<key space>/<call id>``, and for an execution created before
-    key spaces existed, ``<its key>/<call id>`` too."""
-    own = record.key + "/"
-    legacy = record.key_space is None and key.startswith(own)
-    if legacy and _CALL_ID_FORM.fullmatch(key[len(own) :]):
+    derive (``ValueError``): one of ``record``'s own derived keys (whose space is its raw key
+    if it was created before key spaces existed) or any ``<key space>/<call id>``."""
+    own = _space_of(record) + "/"
+    if key.startswith(own) and _CALL_ID_FORM.fullmatch(key[len(own) :]):
         owner, call_id = record.key, key[len(own) :]
     elif _DERIVED_FORM.fullmatch(key):
         space, _, call_id = key.partition("/")

@@ -109,6 +109,8 @@ class _Running:
     """Stopped on purpose (ended by request, lease lost): do not release the lease."""
     cancel_reason: str | None = None
     """A cancel request that came before the execution was built."""
+    valid_until: float = 0.0
+    """Until when the lease is known to be held (its claim, then each renewal heard)."""
 
 
 class Worker:
@@ -253,7 +255,7 @@ class Worker:
         if record.run_id in self._running:
             logger.error("run %s dispatched twice; ignoring the second", record.run_id)
             return
-        entry = _Running(record, lease, _Slot(self))
+        entry = _Running(record, lease, _Slot(self), valid_until=lease.expires_at)
         entry.slot.want()  # counted at once: the Recovery Worker must not claim past it
         self._running[record.run_id] = entry
         self._idle.clear()
@@ -321,6 +323,7 @@ class Worker:
                     return
             execution = Execution(engine, defn, record, entry.lease, steps, slot=entry.slot)
             execution.cancel_requested = entry.cancelled
+            execution.lease_valid_until = entry.valid_until
             if entry.cancel_reason is not None:
                 execution.deliver_cancel(entry.cancel_reason)
             entry.execution = execution
@@ -391,12 +394,16 @@ class Worker:
                 continue
             entries = list(self._running.values())
             try:
-                kept = await engine.renew_leases([e.lease.token for e in entries])
+                kept, renewed_to = await engine.renew_leases([e.lease.token for e in entries])
             except Exception:
                 logger.exception("lease heartbeat failed; retrying", extra={"action": "heartbeat"})
                 continue
             for entry in entries:
                 execution = entry.execution
+                if entry.lease.token in kept:
+                    entry.valid_until = renewed_to
+                    if execution is not None:
+                        execution.lease_valid_until = renewed_to
                 if execution is not None and execution.giving_up_lease:
                     continue  # its end or its wait was written (or is): the lease is not lost
                 if entry.lease.token not in kept and entry.record.run_id in self._running:

@@ -86,11 +86,10 @@ class GenSettings:
     reached workflow code, which completed on its fallback)."""
     cancel_child: bool = True
     """Cancel a child the parent waits for (the parent was stranded SUSPENDED)."""
-    shared_child_keys: bool = False
+    shared_child_keys: bool = True
     """Two top-level workflows wait for one child under a key both chose: one creates it, the
     other attaches (its end woke only the creator; cancelling the one that attached cancelled
-    the child). Off by default while what it finds is open: turned on, the fixed seed draws
-    other programs, and one of them failed once in CI (see README.md, "Open findings")."""
+    the child)."""
     cancel_compensates: bool = True
     """Check that a cancelled workflow ran the compensations of every step it completed
     (cancellation is cooperative and compensates)."""

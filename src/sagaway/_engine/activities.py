@@ -157,6 +157,10 @@ class ActivityCalls(QueueAdmission):
                     async with admitted:
                         value = await self._invoke(defn, args, kwargs, call.info, timeout)
                 result = defn.codec.encode_result(value, self.engine.payload_limit)
+            except _Unconfirmed as unconfirmed:  # nothing ran: not the activity's failure
+                if observed:
+                    call.end_attempt("interrupted", unconfirmed.reason)
+                raise unconfirmed.reason from None
             except Exception as exc:
                 await self._attempt_failed(call, exc, observed)  # raises, unless retried
                 continue
@@ -304,8 +308,12 @@ class ActivityCalls(QueueAdmission):
         try:
             slot = engine.queue_slot(defn.queue)
             if slot is None:
+                if engine.clock.now() >= self.lease_valid_until:
+                    await self._lease_confirmed()
                 return await self._attempt(defn, args, kwargs, timeout)
             async with slot:  # entered before the attempt begins
+                if engine.clock.now() >= self.lease_valid_until:
+                    await self._lease_confirmed()
                 return await self._attempt(defn, args, kwargs, timeout)
         finally:
             context.leave(wf_token)
@@ -313,6 +321,13 @@ class ActivityCalls(QueueAdmission):
             self.activities -= 1
             if self.activities == 0 and self.waiting and self.slot is not None:
                 self.slot.release()  # the last activity ended while branches wait
+
+    async def _lease_confirmed(self) -> None:
+        """``confirm_lease`` before an attempt; what stops it is not the activity's error."""
+        try:
+            await self.confirm_lease()
+        except Exception as exc:
+            raise _Unconfirmed(exc) from exc
 
     def _attempt(
         self,
@@ -333,6 +348,15 @@ class ActivityCalls(QueueAdmission):
         if timeout is None:
             return _contained(work, defn.name)
         return _with_timeout(_contained(work, defn.name), timeout, engine, defn.name)
+
+
+class _Unconfirmed(Exception):
+    """The lease could not be confirmed before an attempt (``reason``: another process took
+    the run over, or the store failed): the attempt never began."""
+
+    def __init__(self, reason: Exception) -> None:
+        super().__init__(str(reason))
+        self.reason = reason
 
 
 def _next_attempt(info: activity_mod.ActivityInfo) -> activity_mod.ActivityInfo:

@@ -619,11 +619,10 @@ class Engine:
         own falls due (None: none)."""
         return await self.store.next_due(owner=self.owner, queues=queues, versions=versions)
 
-    async def renew_leases(self, tokens: Collection[str]) -> set[str]:
-        """Extend the leases of ``tokens``; the tokens still owned."""
-        return await self.store.renew_leases(
-            tokens, expires_at=self.clock.now() + self.lease_timeout
-        )
+    async def renew_leases(self, tokens: Collection[str]) -> tuple[set[str], float]:
+        """Extend the leases of ``tokens``: the tokens still owned, and until when they are."""
+        expires_at = self.clock.now() + self.lease_timeout
+        return await self.store.renew_leases(tokens, expires_at=expires_at), expires_at
 
     async def release(self, run_id: str, token: str) -> None:
         """Give an owned execution up, due now (another process may take it at once)."""

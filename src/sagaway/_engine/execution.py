@@ -157,6 +157,9 @@ class ExecutionBase:
         self.unloading = False
         self.lease_lost = False
         """A fenced write found another owner: nothing more may run here."""
+        self.lease_valid_until = lease.expires_at
+        """Until when the lease is known to be held, by this process's clock (its claim, then
+        each renewal heard). An effect begun later is begun only after the lease is renewed."""
         self.stopped = False
         """The workflow function has returned or unwound (an end, an unload, a shutdown): a
         branch left running may start nothing more."""
@@ -219,6 +222,16 @@ class ExecutionBase:
         an effect the new owner runs too)."""
         self.lease_lost = True
         return errors.Cancelled(f"lost ownership of workflow {self.key!r}")
+
+    async def confirm_lease(self) -> None:
+        """Renew the lease before an effect once it may have lapsed (no renewal heard since
+        it expired: a stalled heartbeat, a run that waited long for a worker slot): another
+        process may have taken the run over, and must be the only one to run the effect."""
+        token = self.lease.token
+        kept, renewed_to = await self._store_call(self.engine.renew_leases([token]))
+        if token not in kept:
+            raise self._lost()
+        self.lease_valid_until = renewed_to
 
     def _describe(self, exc: BaseException, kind: ErrorKind) -> str:
         return serialization.describe_error(exc, kind, self.engine.marshaler)

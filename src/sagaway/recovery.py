@@ -17,12 +17,15 @@ import logging
 from sagaway import observe
 from sagaway._engine.engine import Engine
 from sagaway.store.base import StoreUnavailable
-from sagaway.store.records import StepRecord
+from sagaway.store.records import Lease, StepRecord, WorkflowRecord
 from sagaway.worker import Worker
 
 logger = logging.getLogger(__name__)
 
 _BATCH = 100
+_STOP_GRACE = 5.0
+"""Seconds ``stop`` lets a scan under way finish: a claim it made is handed back rather than
+left held until its leases expire (a database that does not answer gets no longer)."""
 
 
 class RecoveryWorker:
@@ -44,11 +47,15 @@ class RecoveryWorker:
         # The flag ends the loop even if a driver turned the cancellation into an error.
         self._stopping = True
         self.wake.set()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        if task is None:
+            return
+        # Not cancelled at once: a claim may be committing, and its leases, never handed to
+        # the Worker, would keep every other process off those runs until they expire.
+        await asyncio.wait({task}, timeout=_STOP_GRACE)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
     async def run_once(self) -> int:
         """Claim and dispatch what is due now; returns how many executions were claimed."""
@@ -62,6 +69,9 @@ class RecoveryWorker:
             queues=worker.task_queues,
             versions=worker.run_versions,
         )
+        if claimed and (self._stopping or not worker.accepting):
+            await self._give_back(claimed)  # the process is closing: others run them now
+            return len(claimed)
         # One read for the steps of everything claimed, not one per execution. If it fails, each
         # execution reads its own when it starts (what is claimed must run, not wait for expiry).
         steps: dict[str, list[StepRecord]] | None = None
@@ -91,6 +101,19 @@ class RecoveryWorker:
                 record, lease, steps=None if steps is None else steps.get(record.run_id, [])
             )
         return len(claimed)
+
+    async def _give_back(self, claimed: list[tuple[WorkflowRecord, Lease]]) -> None:
+        for record, lease in claimed:
+            try:
+                await self.engine.release(record.run_id, lease.token)
+            except Exception:
+                logger.warning(
+                    "could not give workflow %s back while closing; it runs again when its "
+                    "lease expires",
+                    record.key,
+                    exc_info=True,
+                    extra={"action": "recover", "workflow_id": record.key},
+                )
 
     async def _loop(self) -> None:
         engine = self.engine

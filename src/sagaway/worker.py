@@ -111,6 +111,8 @@ class _Running:
     """A cancel request that came before the execution was built."""
     valid_until: float = 0.0
     """Until when the lease is known to be held (its claim, then each renewal heard)."""
+    started: bool = False
+    """Its task began (a task cancelled before it began never released the lease)."""
 
 
 class Worker:
@@ -172,11 +174,15 @@ class Worker:
                 for waiter in waits:
                     waiter.cancel()
         await self._let_ends_commit()
-        tasks = [entry.task for entry in self._running.values() if entry.task is not None]
+        entries = list(self._running.values())
+        tasks = [entry.task for entry in entries if entry.task is not None]
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        for entry in entries:
+            if not entry.started and not entry.cancelled:
+                await self._release(entry)  # dispatched just now: others run it at once
         for request in list(self._requests):
             request.cancel()
         if self._heartbeat is not None:
@@ -308,6 +314,7 @@ class Worker:
     async def _run(self, entry: _Running, steps: list[StepRecord] | None) -> None:
         engine = self.engine
         record = entry.record
+        entry.started = True
         try:
             await entry.slot.acquire()
             try:

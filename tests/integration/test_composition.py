@@ -711,17 +711,17 @@ async def test_a_chosen_child_key_of_the_derived_form_is_refused(db_url: str) ->
     refused call takes a call number, the same one when the workflow runs again in another
     process. Found by the generative test (its ``<own key>/<n>`` child keys): the second start
     raised IdempotencyConflict and the parent was suspended."""
-    first = make_manager(db_url, lease_timeout=5)
+    first = make_manager(db_url)
     _define_refusing_parent(first)
     async with first:
         handle = await first.workflow("parent").execute(idempotency_key="p")
-        await wait_until(handle, lambda d: d.status is sw.WorkflowStatus.WAITING)
-    second = make_manager(db_url, lease_timeout=5)
+        await wait_until(handle, lambda d: d.waiting_for == "signal:go")
+    second = make_manager(db_url)
     _define_refusing_parent(second)
     async with second:
         await second.signal("go").send("p", "now")
         handle = second.get_workflow("p")
-        result = await handle.result(timeout=20)  # a lease left by the first: 5 s
+        result = await handle.result(timeout=10)
         assert result[:3] == ["a", "b", "c"]
         refused = result[3:]
         assert len(refused) == 5

@@ -330,7 +330,7 @@ class Worker:
                     return
             execution = Execution(engine, defn, record, entry.lease, steps, slot=entry.slot)
             execution.cancel_requested = entry.cancelled
-            execution.lease_valid_until = entry.valid_until
+            execution.lease_renewed(entry.valid_until)
             if entry.cancel_reason is not None:
                 execution.deliver_cancel(entry.cancel_reason)
             entry.execution = execution
@@ -408,9 +408,9 @@ class Worker:
             for entry in entries:
                 execution = entry.execution
                 if entry.lease.token in kept:
-                    entry.valid_until = renewed_to
+                    entry.valid_until = max(entry.valid_until, renewed_to)
                     if execution is not None:
-                        execution.lease_valid_until = renewed_to
+                        execution.lease_renewed(renewed_to)
                 if execution is not None and execution.giving_up_lease:
                     continue  # its end or its wait was written (or is): the lease is not lost
                 if entry.lease.token not in kept and entry.record.run_id in self._running:

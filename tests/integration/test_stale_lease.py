@@ -216,3 +216,103 @@ async def test_a_store_error_while_confirming_the_lease_is_not_the_activitys_fai
         assert [(s.name.rsplit(".", 1)[-1], s.status.value, s.attempts) for s in steps] == [
             ("charge", "COMPLETED", 1)
         ]
+
+
+async def test_a_renewal_answered_too_late_is_made_again(db_url: str, other: Store) -> None:
+    """The run's own renewal is held up on its way back past the expiry it set, and another
+    process takes the run over meanwhile: the attempt must not begin on that answer."""
+    clock = FakeClock()
+    effects: list[str] = []
+    release, stalled = asyncio.Event(), asyncio.Event()
+    manager, blocker, pay = build(db_url, clock, effects, release)
+    async with manager:
+        stall_heartbeats(manager, stalled)
+        store = store_of(manager)
+        renew = store.renew_leases
+        taken: list[list[str]] = []
+
+        async def answered_late(tokens: Collection[str], *, expires_at: float) -> set[str]:
+            kept = await renew(tokens, expires_at=expires_at)  # committed
+            if len(list(tokens)) == 1 and not taken:
+                await clock.advance(LEASE + 1)  # the answer is slow to come back
+                taken.append(await take_over(manager, other, "pay"))
+            return kept
+
+        store.renew_leases = answered_late  # type: ignore[method-assign]
+        await manager.workflow(blocker).execute(idempotency_key="blocker")
+        await manager.workflow(pay, "here").execute(idempotency_key="pay")
+        await clock.advance(LEASE + 1)
+        await asyncio.wait_for(stalled.wait(), 10)
+        release.set()
+        await until_gone(manager, "pay")
+        assert taken == [["pay"]]
+        assert effects == [], "the run charged on a renewal whose lease had lapsed"
+
+
+async def test_a_lease_in_its_last_third_is_renewed_before_an_attempt(db_url: str) -> None:
+    """Processes' clocks differ a little: an attempt does not begin on a lease close to its
+    expiry (its last third) without renewing it first."""
+    clock = FakeClock()
+    effects: list[str] = []
+    release, stalled = asyncio.Event(), asyncio.Event()
+    manager, blocker, pay = build(db_url, clock, effects, release)
+    async with manager:
+        through = stall_heartbeats(manager, stalled)
+        await manager.workflow(blocker).execute(idempotency_key="blocker")
+        handle = await manager.workflow(pay, "here").execute(idempotency_key="pay")
+        await clock.advance(LEASE * 2 / 3 + 1)  # not expired
+        await asyncio.wait_for(stalled.wait(), 10)
+        release.set()
+        assert await asyncio.wait_for(handle.result(), 10) == "charged"
+        assert effects == ["here"]
+        assert len(through) == 1, "the attempt began without renewing the lease"
+
+
+async def test_a_branch_left_waiting_for_a_queue_slot_starts_nothing_after_the_end(
+    db_url: str,
+) -> None:
+    """``gather`` does not cancel a sibling when one branch fails: the run ends FAILED while
+    ``charge`` still waits for its queue (a rate limit here); when the wait ends, the attempt
+    must not begin (the run ended and gave its lease up)."""
+    clock = FakeClock()
+    interval = 3600.0
+    manager = sw.Manager(
+        db_url,
+        clock=clock,
+        lease_timeout=100 * interval,
+        poll_interval=10 * interval,
+        queues={"q": sw.Queue(rate_per_second=1 / interval)},
+    )
+    go = asyncio.Event()
+    effects: list[str] = []
+
+    @manager.register_activity(queue="q")
+    async def tick() -> str:
+        return "tick"
+
+    @manager.register_activity(queue="q")
+    async def charge() -> str:
+        effects.append("charge")
+        return "charged"
+
+    @manager.register_activity
+    async def refuse() -> str:
+        await go.wait()
+        raise sw.CompletableError("refused")
+
+    @manager.register_workflow
+    async def flow() -> list[str]:
+        await tick()  # takes the queue's rate: the next attempt waits an interval
+        return list(await asyncio.gather(refuse(), charge()))
+
+    async with manager:
+        handle = await manager.workflow(flow).execute(idempotency_key="flow")
+        await clock.wait_for_sleep(interval)  # charge waits for its turn
+        go.set()
+        with pytest.raises(sw.CompletableError):
+            await asyncio.wait_for(handle.result(), 10)
+        await clock.advance(interval)
+        await until_gone(manager, "flow")
+        for _ in range(20):
+            await asyncio.sleep(0)  # the left-over branch resumes (and gives up)
+        assert effects == [], "a branch began an attempt after its run had ended"

@@ -326,6 +326,16 @@ async def test_claim_due_takes_over_expired_leases(store: Store) -> None:
     assert await store.renew_leases([held.token, taken.token], expires_at=T0 + 99) == {taken.token}
 
 
+async def test_a_renewal_never_shortens_a_lease(store: Store) -> None:
+    """A heartbeat's renewal delayed on its way can land after the run's own, later one."""
+    held = await running(store, "k1")
+    assert await store.renew_leases([held.token], expires_at=T0 + 500) == {held.token}
+    assert await store.renew_leases([held.token], expires_at=T0 + 200) == {held.token}
+    assert (await run_of(store, "k1")).lease_expires_at == T0 + 500
+    assert await store.renew_leases([held.token], expires_at=T0 + 700) == {held.token}
+    assert (await run_of(store, "k1")).lease_expires_at == T0 + 700
+
+
 async def test_claim_due_suspended_when_due(store: Store) -> None:
     held = await running(store, "k1")
     run_id = (await run_of(store, "k1")).run_id

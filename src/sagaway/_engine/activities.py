@@ -157,10 +157,10 @@ class ActivityCalls(QueueAdmission):
                     async with admitted:
                         value = await self._invoke(defn, args, kwargs, call.info, timeout)
                 result = defn.codec.encode_result(value, self.engine.payload_limit)
-            except _Unconfirmed as unconfirmed:  # nothing ran: not the activity's failure
+            except _NotBegun as not_begun:  # nothing ran: not the activity's failure
                 if observed:
-                    call.end_attempt("interrupted", unconfirmed.reason)
-                raise unconfirmed.reason from None
+                    call.end_attempt("interrupted", not_begun.reason)
+                raise not_begun.reason from None
             except Exception as exc:
                 await self._attempt_failed(call, exc, observed)  # raises, unless retried
                 continue
@@ -308,12 +308,12 @@ class ActivityCalls(QueueAdmission):
         try:
             slot = engine.queue_slot(defn.queue)
             if slot is None:
-                if engine.clock.now() >= self.lease_valid_until:
-                    await self._lease_confirmed()
+                if not self._may_begin():
+                    await self._before_attempt()
                 return await self._attempt(defn, args, kwargs, timeout)
             async with slot:  # entered before the attempt begins
-                if engine.clock.now() >= self.lease_valid_until:
-                    await self._lease_confirmed()
+                if not self._may_begin():
+                    await self._before_attempt()
                 return await self._attempt(defn, args, kwargs, timeout)
         finally:
             context.leave(wf_token)
@@ -322,12 +322,26 @@ class ActivityCalls(QueueAdmission):
             if self.activities == 0 and self.waiting and self.slot is not None:
                 self.slot.release()  # the last activity ended while branches wait
 
-    async def _lease_confirmed(self) -> None:
-        """``confirm_lease`` before an attempt; what stops it is not the activity's error."""
+    def _may_begin(self) -> bool:
+        """Whether an attempt may begin now, after its waits for slots: the run still acts
+        (a sibling branch may have ended, unloaded or doomed it meanwhile) and its lease is
+        known to hold."""
+        return (
+            not (self.lease_lost or self.stopped or self.unloading or self.finishing)
+            and self.doomed is None
+            and self.engine.clock.now() < self.act_until
+        )
+
+    async def _before_attempt(self) -> None:
+        """Stop the attempt as the run's state says, or renew the lease for it; what stops it
+        is not the activity's error (``_NotBegun``)."""
         try:
+            self._check_usable()
+            if self.finishing:
+                raise errors.Cancelled(f"workflow {self.key!r} has ended")
             await self.confirm_lease()
         except Exception as exc:
-            raise _Unconfirmed(exc) from exc
+            raise _NotBegun(exc) from exc
 
     def _attempt(
         self,
@@ -350,9 +364,9 @@ class ActivityCalls(QueueAdmission):
         return _with_timeout(_contained(work, defn.name), timeout, engine, defn.name)
 
 
-class _Unconfirmed(Exception):
-    """The lease could not be confirmed before an attempt (``reason``: another process took
-    the run over, or the store failed): the attempt never began."""
+class _NotBegun(Exception):
+    """An attempt was stopped before it began (``reason``: the run ended, was doomed, or was
+    taken over by another process, or renewing its lease failed)."""
 
     def __init__(self, reason: Exception) -> None:
         super().__init__(str(reason))

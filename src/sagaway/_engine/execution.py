@@ -157,9 +157,10 @@ class ExecutionBase:
         self.unloading = False
         self.lease_lost = False
         """A fenced write found another owner: nothing more may run here."""
-        self.lease_valid_until = lease.expires_at
-        """Until when the lease is known to be held, by this process's clock (its claim, then
-        each renewal heard). An effect begun later is begun only after the lease is renewed."""
+        self.act_until = lease.expires_at - engine.lease_timeout / 3
+        """Until when an activity attempt may begin without renewing the lease first: the
+        latest expiry heard (its claim, then each renewal), less a third of the lease for
+        error between the clocks of the processes (see ``lease_renewed``)."""
         self.stopped = False
         """The workflow function has returned or unwound (an end, an unload, a shutdown): a
         branch left running may start nothing more."""
@@ -223,15 +224,21 @@ class ExecutionBase:
         self.lease_lost = True
         return errors.Cancelled(f"lost ownership of workflow {self.key!r}")
 
+    def lease_renewed(self, until: float) -> None:
+        """A renewal was heard: the lease holds until ``until``."""
+        self.act_until = max(self.act_until, until - self.engine.lease_timeout / 3)
+
     async def confirm_lease(self) -> None:
-        """Renew the lease before an effect once it may have lapsed (no renewal heard since
-        it expired: a stalled heartbeat, a run that waited long for a worker slot): another
-        process may have taken the run over, and must be the only one to run the effect."""
+        """Renew the lease before an attempt once it may have lapsed (no renewal heard for
+        too long: a stalled heartbeat, a run that waited long for a worker slot): another
+        process may have taken the run over, and must be the only one to run the attempt. A
+        renewal whose answer comes too late to count is made again."""
         token = self.lease.token
-        kept, renewed_to = await self._store_call(self.engine.renew_leases([token]))
-        if token not in kept:
-            raise self._lost()
-        self.lease_valid_until = renewed_to
+        while self.engine.clock.now() >= self.act_until:
+            kept, renewed_to = await self._store_call(self.engine.renew_leases([token]))
+            if token not in kept:
+                raise self._lost()
+            self.lease_renewed(renewed_to)
 
     def _describe(self, exc: BaseException, kind: ErrorKind) -> str:
         return serialization.describe_error(exc, kind, self.engine.marshaler)

@@ -171,7 +171,9 @@ class Store(Protocol):
         ...
 
     async def renew_leases(self, tokens: Collection[str], *, expires_at: float) -> set[str]:
-        """Extend leases; returns the tokens that are still owned."""
+        """Extend leases to ``expires_at`` (one that already holds longer keeps its expiry:
+        a renewal delayed on its way may arrive after a later one); returns the tokens that
+        are still owned."""
         ...
 
     async def claim_due(

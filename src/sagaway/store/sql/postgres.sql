@@ -275,14 +275,15 @@ WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
 
 -- name: renew_leases
 -- Rows are locked in run_id order, as by the grouped step and end writes of the same process, so
--- a heartbeat and a batch never wait on each other in a cycle.
+-- a heartbeat and a batch never wait on each other in a cycle. A renewal never shortens a lease:
+-- one delayed on its way may land after a later one.
 WITH mine AS (
     SELECT run_id FROM workflows
     WHERE status = 'RUNNING' AND lease_token = ANY(%(tokens)s::text[])
     ORDER BY run_id
     FOR UPDATE
 )
-UPDATE workflows AS w SET lease_expires_at = %(expires_at)s
+UPDATE workflows AS w SET lease_expires_at = GREATEST(w.lease_expires_at, %(expires_at)s)
 FROM mine
 WHERE w.run_id = mine.run_id AND w.status = 'RUNNING'
 RETURNING w.lease_token

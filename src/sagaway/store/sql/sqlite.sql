@@ -96,7 +96,8 @@ WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING'
 -- name: renew_lease
 -- The repeated status list is the live index's own condition: SQLite uses a partial index only
 -- when the query states that condition word for word, and the history must not be scanned.
-UPDATE workflows SET lease_expires_at = :expires_at
+-- A renewal never shortens a lease: one delayed on its way may land after a later one.
+UPDATE workflows SET lease_expires_at = MAX(COALESCE(lease_expires_at, 0), :expires_at)
 WHERE lease_token = :token AND status = 'RUNNING'
   AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
 

@@ -52,10 +52,12 @@ class RecoveryWorker:
             return
         # Not cancelled at once: a claim may be committing, and its leases, never handed to
         # the Worker, would keep every other process off those runs until they expire.
-        await asyncio.wait({task}, timeout=_STOP_GRACE)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        try:
+            await asyncio.wait({task}, timeout=_STOP_GRACE)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def run_once(self) -> int:
         """Claim and dispatch what is due now; returns how many executions were claimed."""
@@ -103,17 +105,19 @@ class RecoveryWorker:
         return len(claimed)
 
     async def _give_back(self, claimed: list[tuple[WorkflowRecord, Lease]]) -> None:
-        for record, lease in claimed:
-            try:
-                await self.engine.release(record.run_id, lease.token)
-            except Exception:
-                logger.warning(
-                    "could not give workflow %s back while closing; it runs again when its "
-                    "lease expires",
-                    record.key,
-                    exc_info=True,
-                    extra={"action": "recover", "workflow_id": record.key},
-                )
+        await asyncio.gather(*(self._give_back_one(record, lease) for record, lease in claimed))
+
+    async def _give_back_one(self, record: WorkflowRecord, lease: Lease) -> None:
+        try:
+            await self.engine.release(record.run_id, lease.token)
+        except Exception:
+            logger.warning(
+                "could not give workflow %s back while closing; it runs again when its lease "
+                "expires",
+                record.key,
+                exc_info=True,
+                extra={"action": "recover", "workflow_id": record.key},
+            )
 
     async def _loop(self) -> None:
         engine = self.engine

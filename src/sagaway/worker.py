@@ -180,9 +180,10 @@ class Worker:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        for entry in entries:
-            if not entry.started and not entry.cancelled:
-                await self._release(entry)  # dispatched just now: others run it at once
+        # Dispatched just now, cancelled before they began: give them back to run elsewhere.
+        unstarted = [e for e in entries if not e.started and not e.cancelled]
+        if unstarted:
+            await asyncio.gather(*(self._release(entry) for entry in unstarted))
         for request in list(self._requests):
             request.cancel()
         if self._heartbeat is not None:

@@ -131,6 +131,7 @@ async def test_a_wait_a_child_and_the_callers_span_all_join_one_trace(
     @manager.register_workflow(name="child")
     async def child(n: int) -> int:
         await step("in child")
+        await approve.receive(bool, timeout=60)  # so the parent surely unloads to wait for it
         return n + 1
 
     @manager.register_workflow(name="parent")
@@ -138,7 +139,7 @@ async def test_a_wait_a_child_and_the_callers_span_all_join_one_trace(
         await step("before")
         waiting.set()
         await approve.receive(bool, timeout=60)
-        return await manager.workflow(child, 1).execute_get()
+        return await manager.workflow(child, 1).execute_get(idempotency_key="p1-child")
 
     tracer = provider.get_tracer("the application")
     async with manager:
@@ -147,6 +148,8 @@ async def test_a_wait_a_child_and_the_callers_span_all_join_one_trace(
         await asyncio.wait_for(waiting.wait(), 20)
         await _until_waiting(handle)
         await approve.send("p1", True)
+        await _until_waiting(handle, "child:p1-child")
+        await approve.send("p1-child", True)
         assert await handle.result(timeout=20) == 2
 
     finished = exporter.get_finished_spans()
@@ -156,9 +159,12 @@ async def test_a_wait_a_child_and_the_callers_span_all_join_one_trace(
     start = next(s for s in members if s.name == "StartWorkflow:parent")
     assert parent_id(start) == request.get_span_context().span_id
     runs = [s for s in members if s.name == "RunWorkflow:parent"]
-    assert len(runs) == 2  # before the wait, and after the signal (a replay, then the rest)
+    # Before the signal; after it until the child's end (a replay, then the child's start);
+    # after the child's end.
+    assert len(runs) == 3
     assert {parent_id(r) for r in runs} == {span_id(start)}
-    assert [r.attributes["sagaway.outcome"] for r in runs] == ["waiting", "completed"]  # type: ignore[index]
+    outcomes = [r.attributes["sagaway.outcome"] for r in runs]  # type: ignore[index]
+    assert outcomes == ["waiting", "waiting", "completed"]
     child_start = next(s for s in members if s.name == "StartWorkflow:child")
     assert parent_id(child_start) == span_id(runs[1])  # started by the second run
     child_run = next(s for s in members if s.name == "RunWorkflow:child")
@@ -167,9 +173,14 @@ async def test_a_wait_a_child_and_the_callers_span_all_join_one_trace(
     assert parent_id(in_child) == span_id(child_run)
 
 
-async def _until_waiting(handle: sw.WorkflowHandle[Any]) -> None:
+async def _until_waiting(handle: sw.WorkflowHandle[Any], waiting_for: str | None = None) -> None:
     async def poll() -> None:
-        while await handle.status() is not sw.WorkflowStatus.WAITING:  # noqa: ASYNC110
+        while True:
+            description = await handle.describe()
+            if description.status is sw.WorkflowStatus.WAITING and (
+                waiting_for is None or description.waiting_for == waiting_for
+            ):
+                return
             await asyncio.sleep(0.01)
 
     await asyncio.wait_for(poll(), 20)

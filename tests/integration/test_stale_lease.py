@@ -9,7 +9,9 @@ knows until when each lease was last renewed; past that, it renews before the at
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Collection
 from typing import Any
 
 import pytest
@@ -98,46 +100,64 @@ def build(
     return manager, blocker, pay
 
 
-async def test_a_run_that_waited_for_a_slot_past_its_lease_does_not_act_once_taken_over(
-    db_url: str, other: Store
-) -> None:
-    """``pay`` is created here with a lease and waits for the only slot. The heartbeat hangs,
-    the lease expires, another process takes ``pay`` over; when the slot frees, the run here
-    must not charge (the other process does)."""
+@dataclasses.dataclass
+class Scene:
+    """One worker slot held by ``blocker``; ``pay`` created here behind it; heartbeats hang."""
+
+    clock: FakeClock
+    manager: sw.Manager
+    effects: list[str]
+    through: list[list[str]]
+    """Renewals of one lease that went through (the run's own)."""
+    blocker: Any
+    pay: Any
+    release: asyncio.Event
+    stalled: asyncio.Event
+
+    async def pay_later(self, seconds: float) -> sw.WorkflowHandle[Any]:
+        """Start ``blocker`` then ``pay``, let ``seconds`` pass while the heartbeat hangs."""
+        manager = self.manager
+        await manager.workflow(self.blocker).execute(idempotency_key="blocker")
+        handle = await manager.workflow(self.pay, "here").execute(idempotency_key="pay")
+        await self.clock.advance(seconds)
+        await asyncio.wait_for(self.stalled.wait(), 10)
+        return handle
+
+
+@contextlib.asynccontextmanager
+async def scene(db_url: str) -> AsyncIterator[Scene]:
     clock = FakeClock()
     effects: list[str] = []
     release, stalled = asyncio.Event(), asyncio.Event()
     manager, blocker, pay = build(db_url, clock, effects, release)
     async with manager:
         through = stall_heartbeats(manager, stalled)
-        await manager.workflow(blocker).execute(idempotency_key="blocker")
-        await manager.workflow(pay, "here").execute(idempotency_key="pay")
-        await clock.advance(LEASE + 1)
-        await asyncio.wait_for(stalled.wait(), 10)
-        assert await take_over(manager, other, "pay") == ["pay"]
+        yield Scene(clock, manager, effects, through, blocker, pay, release, stalled)
 
-        release.set()
-        await until_gone(manager, "pay")
-        assert effects == [], "the run charged after another process took it over"
-        assert len(through) == 1, "the run renewed its own lease once before the attempt"
+
+async def test_a_run_that_waited_for_a_slot_past_its_lease_does_not_act_once_taken_over(
+    db_url: str, other: Store
+) -> None:
+    """``pay`` is created here with a lease and waits for the only slot. The heartbeat hangs,
+    the lease expires, another process takes ``pay`` over; when the slot frees, the run here
+    must not charge (the other process does)."""
+    async with scene(db_url) as it:
+        await it.pay_later(LEASE + 1)
+        assert await take_over(it.manager, other, "pay") == ["pay"]
+        it.release.set()
+        await until_gone(it.manager, "pay")
+        assert it.effects == [], "the run charged after another process took it over"
+        assert len(it.through) == 1, "the run renewed its own lease once before the attempt"
 
 
 async def test_a_run_whose_heartbeat_hangs_renews_its_lease_and_goes_on(db_url: str) -> None:
     """Without a takeover the run's own renewal succeeds: the activity runs once, the run
     completes."""
-    clock = FakeClock()
-    effects: list[str] = []
-    release, stalled = asyncio.Event(), asyncio.Event()
-    manager, blocker, pay = build(db_url, clock, effects, release)
-    async with manager:
-        stall_heartbeats(manager, stalled)
-        await manager.workflow(blocker).execute(idempotency_key="blocker")
-        handle = await manager.workflow(pay, "here").execute(idempotency_key="pay")
-        await clock.advance(LEASE + 1)
-        await asyncio.wait_for(stalled.wait(), 10)
-        release.set()
+    async with scene(db_url) as it:
+        handle = await it.pay_later(LEASE + 1)
+        it.release.set()
         assert await asyncio.wait_for(handle.result(), 10) == "charged"
-        assert effects == ["here"]
+        assert it.effects == ["here"]
 
 
 @pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
@@ -187,31 +207,23 @@ async def test_a_store_error_while_confirming_the_lease_is_not_the_activitys_fai
 ) -> None:
     """The run's own renewal fails (the database is unreachable): the attempt never began, so
     nothing records it as failed; the run resumes later and charges once."""
-    clock = FakeClock()
-    effects: list[str] = []
-    release, stalled = asyncio.Event(), asyncio.Event()
-    manager, blocker, pay = build(db_url, clock, effects, release)
-    async with manager:
-        stall_heartbeats(manager, stalled)
-        store = store_of(manager)
+    async with scene(db_url) as it:
+        store = store_of(it.manager)
         renew = store.renew_leases
         failed: list[list[str]] = []
 
         async def unreachable_once(tokens: Collection[str], *, expires_at: float) -> set[str]:
-            if len(list(tokens)) == 1 and not failed:
+            if len(list(tokens)) == 1 and not failed:  # the run's own, not a heartbeat
                 failed.append(list(tokens))
                 raise ConnectionError("the database went away")
             return await renew(tokens, expires_at=expires_at)
 
         store.renew_leases = unreachable_once  # type: ignore[method-assign]
-        await manager.workflow(blocker).execute(idempotency_key="blocker")
-        handle = await manager.workflow(pay, "here").execute(idempotency_key="pay")
-        await clock.advance(LEASE + 1)
-        await asyncio.wait_for(stalled.wait(), 10)
-        release.set()
-        assert await clock.run_until(handle.result(), timeout=20) == "charged"
+        handle = await it.pay_later(LEASE + 1)
+        it.release.set()
+        assert await it.clock.run_until(handle.result(), timeout=20) == "charged"
         assert failed, "the run's renewal was not tried"
-        assert effects == ["here"]
+        assert it.effects == ["here"]
         steps = await store.load_steps((await handle.describe()).run_id)
         assert [(s.name.rsplit(".", 1)[-1], s.status.value, s.attempts) for s in steps] == [
             ("charge", "COMPLETED", 1)
@@ -221,51 +233,35 @@ async def test_a_store_error_while_confirming_the_lease_is_not_the_activitys_fai
 async def test_a_renewal_answered_too_late_is_made_again(db_url: str, other: Store) -> None:
     """The run's own renewal is held up on its way back past the expiry it set, and another
     process takes the run over meanwhile: the attempt must not begin on that answer."""
-    clock = FakeClock()
-    effects: list[str] = []
-    release, stalled = asyncio.Event(), asyncio.Event()
-    manager, blocker, pay = build(db_url, clock, effects, release)
-    async with manager:
-        stall_heartbeats(manager, stalled)
-        store = store_of(manager)
+    async with scene(db_url) as it:
+        store = store_of(it.manager)
         renew = store.renew_leases
         taken: list[list[str]] = []
 
         async def answered_late(tokens: Collection[str], *, expires_at: float) -> set[str]:
             kept = await renew(tokens, expires_at=expires_at)  # committed
-            if len(list(tokens)) == 1 and not taken:
-                await clock.advance(LEASE + 1)  # the answer is slow to come back
-                taken.append(await take_over(manager, other, "pay"))
+            if len(list(tokens)) == 1 and not taken:  # the run's own, not a heartbeat
+                await it.clock.advance(LEASE + 1)  # the answer is slow to come back
+                taken.append(await take_over(it.manager, other, "pay"))
             return kept
 
         store.renew_leases = answered_late  # type: ignore[method-assign]
-        await manager.workflow(blocker).execute(idempotency_key="blocker")
-        await manager.workflow(pay, "here").execute(idempotency_key="pay")
-        await clock.advance(LEASE + 1)
-        await asyncio.wait_for(stalled.wait(), 10)
-        release.set()
-        await until_gone(manager, "pay")
+        await it.pay_later(LEASE + 1)
+        it.release.set()
+        await until_gone(it.manager, "pay")
         assert taken == [["pay"]]
-        assert effects == [], "the run charged on a renewal whose lease had lapsed"
+        assert it.effects == [], "the run charged on a renewal whose lease had lapsed"
 
 
 async def test_a_lease_in_its_last_third_is_renewed_before_an_attempt(db_url: str) -> None:
     """Processes' clocks differ a little: an attempt does not begin on a lease close to its
     expiry (its last third) without renewing it first."""
-    clock = FakeClock()
-    effects: list[str] = []
-    release, stalled = asyncio.Event(), asyncio.Event()
-    manager, blocker, pay = build(db_url, clock, effects, release)
-    async with manager:
-        through = stall_heartbeats(manager, stalled)
-        await manager.workflow(blocker).execute(idempotency_key="blocker")
-        handle = await manager.workflow(pay, "here").execute(idempotency_key="pay")
-        await clock.advance(LEASE * 2 / 3 + 1)  # not expired
-        await asyncio.wait_for(stalled.wait(), 10)
-        release.set()
+    async with scene(db_url) as it:
+        handle = await it.pay_later(LEASE * 2 / 3 + 1)  # not expired
+        it.release.set()
         assert await asyncio.wait_for(handle.result(), 10) == "charged"
-        assert effects == ["here"]
-        assert len(through) == 1, "the attempt began without renewing the lease"
+        assert it.effects == ["here"]
+        assert len(it.through) == 1, "the attempt began without renewing the lease"
 
 
 async def test_a_branch_left_waiting_for_a_queue_slot_starts_nothing_after_the_end(

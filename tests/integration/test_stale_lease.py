@@ -1,9 +1,11 @@
-"""An effect begins only under a lease known to be held (SQLite, PostgreSQL).
+"""An activity attempt begins only under a lease known to be held (SQLite, PostgreSQL).
 
 A process whose heartbeat cannot reach the database keeps running its event loop: a run that
 waited for a worker slot, or a retry whose backoff ended, could start an activity after its
 lease expired and another process took the run over (and ran the activity too). The engine
-knows until when each lease was last renewed; past that, it renews before the attempt.
+knows until when each lease was last renewed; in the last third of that time or later, it
+renews the lease before the attempt. After waiting for a slot, an attempt also checks that its
+run still acts (a ``gather`` branch can outlive its run).
 """
 
 from __future__ import annotations

@@ -49,9 +49,10 @@ class Gather:
 
 
 ChildKey = Literal["default", "user", "slash", "shared"]
-"""default: the engine's key; user: ``child-<label>``; slash: ``<own key>/<n>`` (when that
-has the derived form, the start must be refused and ``<own key>/<n>-kid`` is used); shared:
-``shared-<program label>``, the same child program in two top-level workflows."""
+"""default: the engine's key; user: ``child-<label>``; slash: ``<own key>/<n>``, n the node's
+number in its program (when that has the derived form, the start must be refused and
+``<own key>/<n>-kid`` is used); shared: ``shared-<program label>``, the same child program in
+two top-level workflows."""
 
 
 @dataclasses.dataclass(frozen=True)

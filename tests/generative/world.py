@@ -273,6 +273,13 @@ def install(manager: sw.Manager, world: World, process: Process) -> None:
             world.interpreting[where] -= 1
 
 
+def _node_number(label: str) -> int:
+    """The number of a child node from its label (``w0.c4`` -> 4): unique in its program."""
+    match = re.search(r"[a-z]+([0-9]+)$", label)
+    assert match is not None, f"a child node label ends in its number: {label!r}"
+    return int(match.group(1))
+
+
 class Interpreter:
     """Runs a program's nodes as durable calls (one instance per workflow run)."""
 
@@ -285,7 +292,6 @@ class Interpreter:
         self.act_async = act_async
         self.wf = wf
         self.saga: sw.Saga | None = None
-        self.children = 0
         self.chosen_keys: set[str] = set()
         """Where to note the keys this program chose for its children."""
 
@@ -367,12 +373,14 @@ class Interpreter:
     async def child(self, node: Child, out: list[Any]) -> None:
         from tests.generative.program import shared_key, to_json
 
-        self.children += 1
         key: str | None = None
         if node.key == "user":
             key = f"child-{node.label}"
         elif node.key == "slash" and self.own_key is not None:
-            key = f"{self.own_key}/{self.children}"
+            # Numbered by the node's place in the program, not by the order the calls came in:
+            # gather branches reach their children in another order on replay (a counter
+            # once gave two children one key after a restart, which is the program's bug).
+            key = f"{self.own_key}/{_node_number(node.label)}"
             if DERIVED_FORM.fullmatch(key):
                 await self.expect_refused(key, node)
                 key += "-kid"

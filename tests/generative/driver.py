@@ -39,7 +39,7 @@ from tests.generative.program import (
     walk,
 )
 from tests.generative.settings import GenSettings
-from tests.generative.world import InjectedDbError, Process, ProcessDead, World, install
+from tests.generative.world import InjectedDbError, Process, ProcessDead, RunInfo, World, install
 
 T = TypeVar("T")
 
@@ -485,22 +485,16 @@ class Driver:
                 self.world.cancel_requested.add(run_id)
         return out
 
-    def expectation(self, run_id: str) -> model.Expect:
+    def _children(self, info: RunInfo) -> list[RunInfo]:
         world = self.world
-        info = world.runs[run_id]
-        by_request = world.ended_by_request.get(run_id)
-        if run_id in world.replaced or by_request == "TERMINATED":
-            return model.Expect(frozenset({"TERMINATED"}), compensated=None)
-        if by_request == "CANCELLED":
-            return model.Expect(frozenset({"CANCELLED"}), compensated=None)
         program = self.programs[info.program]
-        # Waited for under a key shared with another top-level workflow, whichever created it.
-        shared = {
-            shared_key(n.program)
-            for n in walk(program.body)
-            if isinstance(n, Child) and n.key == "shared"
-        }
-        children = [
+        # Waited for under a key shared with another top-level workflow, whichever created it,
+        # or under a key the program chose (``child-<label>``): the same for a run that
+        # replaced an earlier one of a workflow above it, whose run may have created it.
+        nodes = [n for n in walk(program.body) if isinstance(n, Child)]
+        shared = {shared_key(n.program) for n in nodes if n.key == "shared"}
+        shared |= {f"child-{n.label}" for n in nodes if n.key == "user"}
+        return [
             child
             for child in world.runs.values()
             if (
@@ -511,6 +505,28 @@ class Driver:
             )
             or child.key in shared
         ]
+
+    def _descendants(self, info: RunInfo) -> list[RunInfo]:
+        found: dict[str, RunInfo] = {}
+        todo = [info]
+        while todo:
+            for child in self._children(todo.pop()):
+                if child.run_id not in found and child.run_id != info.run_id:
+                    found[child.run_id] = child
+                    todo.append(child)
+        return list(found.values())
+
+    def expectation(self, run_id: str) -> model.Expect:
+        world = self.world
+        info = world.runs[run_id]
+        by_request = world.ended_by_request.get(run_id)
+        if run_id in world.replaced or by_request == "TERMINATED":
+            return model.Expect(frozenset({"TERMINATED"}), compensated=None)
+        if by_request == "CANCELLED":
+            return model.Expect(frozenset({"CANCELLED"}), compensated=None)
+        program = self.programs[info.program]
+        # Its whole tree: a cancelled grandchild ends its parent CANCELLED, and that one's.
+        children = self._descendants(info)
         ended = frozenset(
             c.program for c in children if world.ended_by_request.get(c.run_id) == "CANCELLED"
         )

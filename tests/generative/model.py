@@ -129,7 +129,10 @@ def _node(node: Node, env: Env) -> _Out:
             return _Out([f"started:{node.label}"], [])
         if node.program.label in env.cancelled_children:
             return _Out([], [], fail="*", cancelled_child=True)
-        child = expect(node.program, Env())
+        # Signals go to top-level workflows only; a cancelled grandchild ends its parent too.
+        child = expect(node.program, Env(cancelled_children=env.cancelled_children))
+        if "CANCELLED" in child.statuses:
+            return _Out([], [], fail="*", cancelled_child=True)
         if child.statuses == {"COMPLETED"}:
             return _Out([child.result], [])
         if child.statuses == {"FAILED"}:

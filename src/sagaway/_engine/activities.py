@@ -336,9 +336,7 @@ class ActivityCalls(QueueAdmission):
         """Stop the attempt as the run's state says, or renew the lease for it; what stops it
         is not the activity's error (``_NotBegun``)."""
         try:
-            self._check_usable()
-            if self.finishing:
-                raise errors.Cancelled(f"workflow {self.key!r} has ended")
+            self._check_may_act()
             await self.confirm_lease()
         except Exception as exc:
             raise _NotBegun(exc) from exc

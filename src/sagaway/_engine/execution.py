@@ -157,10 +157,11 @@ class ExecutionBase:
         self.unloading = False
         self.lease_lost = False
         """A fenced write found another owner: nothing more may run here."""
-        self.act_until = lease.expires_at - engine.lease_timeout / 3
+        self.act_until = float("-inf")
         """Until when an activity attempt may begin without renewing the lease first: the
         latest expiry heard (its claim, then each renewal), less a third of the lease for
         error between the clocks of the processes (see ``lease_renewed``)."""
+        self.lease_renewed(lease.expires_at)
         self.stopped = False
         """The workflow function has returned or unwound (an end, an unload, a shutdown): a
         branch left running may start nothing more."""
@@ -480,6 +481,11 @@ class ExecutionBase:
         await self.flush()
         if not self._unload_write.is_set():
             await self._unload_write.wait()  # a wait's write that may give the lease up
+        self._check_may_act()
+
+    def _check_may_act(self) -> None:
+        """Raise what stops a new durable action now (see ``_check_usable``), or
+        ``Cancelled`` once the run's end is being written."""
         self._check_usable()
         if self.finishing:
             raise errors.Cancelled(f"workflow {self.key!r} has ended")

@@ -1,11 +1,14 @@
 """Profile Sagaway's hot path on the order-saga workload, in this process.
 
 ``python -m benchmarks.profile [--db sqlite|postgres] [--scenario A_thr] [--n N] [--clients C]
-[--activities async|sync]``
+[--activities async|sync] [--engine sagaway|checkpoint|none]``
 runs one scenario of ``benchmarks/WORKLOAD.md`` (20 warm-up workflows, then N measured) with
 the engine, the client and the activities in this one process, and prints throughput, p50
 latency and the CPU this process spent per workflow (user and system, all threads). Options:
 
+* ``--engine checkpoint`` or ``none``: the same client loop over minimal hand-written
+  checkpointing or the side effects alone (``benchmarks.baselines``), to compare costs with the
+  same measurement (only ``--cprofile`` applies to them);
 * ``--telemetry``: Sagaway's metrics and tracing on (``benchmarks.sagaway_telemetry``);
 * ``--trace``: also count the Store calls and their mean latency (what the engine asked the
   database for, per workflow);
@@ -44,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import orchestrate, workload
+from benchmarks.baselines import CheckpointAdapter, NoEngineAdapter
 from benchmarks.sagaway_adapter import SagawayAdapter
 from sagaway.testing.internals import store_of
 
@@ -115,6 +119,19 @@ def _trace(store: Any, stats: dict[str, list[float]]) -> None:
         setattr(store, name, wrap(original, name))
 
 
+def _baseline(args: argparse.Namespace, tmp: str, services: workload.Services) -> Any:
+    """The adapter of ``--engine checkpoint`` or ``none``; None for Sagaway."""
+    if args.engine == "none":
+        return NoEngineAdapter({}, services)
+    if args.engine != "checkpoint":
+        return None
+    if args.db == "postgres":
+        config = {"kind": "postgres", "url": services.spec["url"], "schema": ENGINE_SCHEMA}
+    else:
+        config = {"kind": "sqlite", "path": f"{tmp}/checkpoint.db"}
+    return CheckpointAdapter(config, services)
+
+
 async def profile(args: argparse.Namespace) -> None:
     scenario = orchestrate.SCENARIOS[args.scenario]
     n: int = args.n or scenario["n"]
@@ -143,13 +160,13 @@ async def profile(args: argparse.Namespace) -> None:
             server = EngineServer(engine_url, Path(tmp), cprofile=args.server_cprofile)
             server.start()
             config.update(url=server.url, token=server.token)
-        adapter = SagawayAdapter(config, services)
+        adapter: Any = _baseline(args, tmp, services) or SagawayAdapter(config, services)
         await adapter.open()
         stats: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
-        if args.trace:
+        if args.trace and args.engine == "sagaway":
             _trace(store_of(adapter.manager), stats)
         batches: list[float] = []
-        if args.batches:
+        if args.batches and args.engine == "sagaway":
             _time_batches(store_of(adapter.manager), batches)
         latencies: list[float] = []
 
@@ -189,6 +206,8 @@ async def profile(args: argparse.Namespace) -> None:
     user_ms = (after.ru_utime - before.ru_utime) / n * 1000
     sys_ms = (after.ru_stime - before.ru_stime) / n * 1000
     where = f"{args.db} via sagaway server" if args.server or args.server_cprofile else args.db
+    if args.engine != "sagaway":
+        where = f"{args.engine} on {args.db}"
     print(
         f"{where} {args.scenario} N={n} C={clients}: {n / wall:.1f} wf/s, "
         f"p50 {workload.percentile(latencies, 50) * 1000:.2f} ms, "
@@ -224,6 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, help="concurrent clients (default: the scenario's)")
     parser.add_argument(
         "--activities", choices=("async", "sync"), default="async", help="as in benchmarks.run"
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("sagaway", "checkpoint", "none"),
+        default="sagaway",
+        help="the baselines, for comparison (default sagaway)",
     )
     parser.add_argument("--trace", action="store_true", help="count Store calls and latency")
     parser.add_argument(

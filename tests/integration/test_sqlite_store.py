@@ -276,6 +276,44 @@ async def test_a_lone_write_fails_on_the_event_loop_as_it_would_on_the_writer(
         await store.close()
 
 
+async def test_lone_writes_set_busy_timeout_once_and_the_writer_still_waits_for_the_lock(
+    sqlite_url: str,
+) -> None:
+    """One saga at a time switches the writer's connection to "do not wait for the lock" once,
+    not twice per write (each PRAGMA is parsed anew); a write that then finds the lock held by
+    another connection still goes to the writer thread, which waits for it as configured."""
+    from tests.store_helpers import T0, step
+
+    store, run_id, token = await _store_with_a_workflow(sqlite_url)
+    other = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        for call_id in ("1", "2", "3"):
+            await store.record_step(step(run_id, call_id, T0), token=token)
+        pragmas = [s for s in statements if s.startswith("PRAGMA busy_timeout")]
+        # At most one switch (none if the setup's own lone write already made it).
+        assert pragmas in ([], ["PRAGMA busy_timeout = 0"]), statements
+        assert statements.count("BEGIN IMMEDIATE") == 3
+
+        other.execute("BEGIN IMMEDIATE")
+        write = asyncio.ensure_future(store.record_step(step(run_id, "4", T0), token=token))
+        ticks = 0
+        while "PRAGMA busy_timeout = 30000" not in statements:  # the writer's turn
+            await asyncio.sleep(0.01)
+            ticks += 1
+            assert ticks < 1000, statements
+        for _ in range(5):
+            await asyncio.sleep(0.01)
+        assert not write.done()  # waiting for the lock, not failed at once
+        other.execute("COMMIT")
+        await asyncio.wait_for(write, 10)
+        assert len(await store.load_steps(run_id)) == 4
+    finally:
+        other.close()
+        await store.close()
+
+
 async def test_another_process_holding_the_write_lock_never_blocks_the_event_loop(
     sqlite_url: str,
 ) -> None:

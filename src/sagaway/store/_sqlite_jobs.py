@@ -73,19 +73,48 @@ def run_together(conn: sqlite3.Connection, batch: list[Job]) -> list[Outcome] | 
     return outcomes
 
 
+class BusyTimeout:
+    """The writer connection's busy_timeout, changed only when it must: a lone write takes the
+    write lock only if it is free (0), a batch waits for it up to the configured time.
+
+    A PRAGMA is prepared anew by SQLite every time it runs, so switching for each lone write
+    and back cost two statements and two parses per write; one saga at a time makes only lone
+    writes, and a loaded process only batches, so the setting rarely changes. Statements after
+    the BEGIN IMMEDIATE of a lone write never wait on a lock: in WAL mode the write lock is
+    held and reads use the transaction's snapshot.
+    """
+
+    __slots__ = ("_configured_ms", "_conn", "_waits")
+
+    def __init__(self, conn: sqlite3.Connection, configured_ms: int) -> None:
+        self._conn = conn
+        self._configured_ms = configured_ms
+        self._waits = True  # the connector set the configured timeout
+
+    def wait(self) -> None:
+        """Wait for locks up to the configured time (before a batch, and before closing)."""
+        if not self._waits:
+            self._conn.execute(f"PRAGMA busy_timeout = {self._configured_ms:d}")
+            self._waits = True
+
+    def take_only_if_free(self) -> None:
+        """Never wait for a lock (a lone write)."""
+        if self._waits:
+            self._conn.execute("PRAGMA busy_timeout = 0")
+            self._waits = False
+
+
 def run_alone(
-    conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any], busy_timeout_ms: int
+    conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any], busy: BusyTimeout
 ) -> Outcome | None:
     """Run ``fn`` in a transaction of its own, on the caller's thread, if the write lock is
     free at once: None when another process holds it (nothing was done). A failed COMMIT
     raises (``sqlite3.Error``), as in ``run_together``."""
-    conn.execute("PRAGMA busy_timeout = 0")
+    busy.take_only_if_free()
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.Error:
         return None
-    finally:
-        conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms:d}")
     try:
         value = fn(conn)
     except BaseException as exc:  # the caller gets it, as it would from the writer thread

@@ -38,6 +38,7 @@ from sagaway.store import (
 from sagaway.store._sqlite_checkpoint import Checkpointer
 from sagaway.store._sqlite_connect import Connector, is_file
 from sagaway.store._sqlite_jobs import (
+    BusyTimeout,
     Delivered,
     Job,
     Outcome,
@@ -130,6 +131,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             loop.call_soon_threadsafe(deliver, ready, None, exc)
             return
         checkpointer = self.checkpointer = Checkpointer(self._connector.checkpointer, self._path)
+        self._busy = busy = BusyTimeout(conn, self._connector.busy_timeout_ms)
         self._conn = conn
         loop.call_soon_threadsafe(deliver, ready, None, None)
         try:
@@ -149,6 +151,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
                         break
                     batch.extend(more)
                 with self._writing:
+                    busy.wait()
                     changes = conn.total_changes
                     self._run_batch(conn, batch)
                     self._wrote(conn, changes)
@@ -157,6 +160,8 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         finally:
             with self._writing:
                 self._conn = None
+                with contextlib.suppress(sqlite3.Error):
+                    busy.wait()  # closing checkpoints what is left, waiting on readers
             checkpointer.stop()
             conn.close()  # the last connection to close checkpoints what is left
 
@@ -229,7 +234,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
                 return None
             began, changes = time.perf_counter(), conn.total_changes
             try:
-                outcome = run_alone(conn, fn, self._connector.busy_timeout_ms)
+                outcome = run_alone(conn, fn, self._busy)
             except sqlite3.Error as db_error:
                 outcome = None, self._failed(conn, db_error)
             self._wrote(conn, changes)

@@ -498,9 +498,27 @@ def format_traceback(err: BaseException) -> str:
             if line:
                 parts.append(f"    {line}\n")
             tb = tb.tb_next
-        parts.extend(traceback.format_exception_only(type(exc), exc))
+        parts.extend(_exception_only(exc))
         parts.append(joined_by)
     return "".join(parts)
+
+
+def _exception_only(exc: BaseException) -> list[str]:
+    """The last line(s) of a traceback, as ``traceback.format_exception_only`` writes them; built
+    directly for the usual exception (the standard formatter's ``TracebackException`` cost as
+    much as the rest of a failed attempt's record), by the standard formatter for syntax errors
+    and exceptions with notes."""
+    cls = type(exc)
+    if issubclass(cls, SyntaxError) or getattr(exc, "__notes__", None) is not None:
+        return traceback.format_exception_only(cls, exc)
+    name, module = cls.__qualname__, cls.__module__
+    if module not in ("__main__", "builtins"):
+        name = f"{module if isinstance(module, str) else '<unknown>'}.{name}"
+    try:
+        text = str(exc)
+    except Exception:
+        text = "<exception str() failed>"
+    return [f"{name}: {text}\n" if text else f"{name}\n"]
 
 
 def error_from_record(text: str, marshaler: ErrorMarshaler) -> BaseException:

@@ -155,6 +155,47 @@ def test_recorded_traceback_is_pythons_without_position_markers() -> None:
     assert recorded["type"] == "builtins.KeyError" and recorded["message"] == "'missing'"
 
 
+class _UnprintableError(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+class _NotedError(Exception):
+    pass
+
+
+def _exceptions_of_every_shape() -> list[BaseException]:
+    noted = _NotedError("with a note")
+    noted.add_note("first note\nsecond line")
+    main_error = type("MainError", (Exception,), {"__module__": "__main__"})("from __main__")
+    return [
+        ValueError("plain"),
+        KeyError("key"),
+        RuntimeError(),  # no message: the name alone
+        ValueError(""),
+        _UnprintableError("x"),
+        noted,
+        main_error,
+        SyntaxError("bad syntax", ("f.py", 3, 5, "x = = 1\n")),
+        KeyboardInterrupt(),
+    ]
+
+
+@pytest.mark.parametrize("error", _exceptions_of_every_shape(), ids=lambda e: type(e).__name__)
+def test_the_last_line_of_a_recorded_traceback_is_pythons(error: BaseException) -> None:
+    import traceback
+
+    from sagaway import serialization
+
+    try:
+        raise error
+    except BaseException as exc:  # every shape, KeyboardInterrupt included
+        caught = exc
+    standard = traceback.format_exception_only(type(caught), caught)
+    assert serialization._exception_only(caught) == standard
+    assert serialization.format_traceback(caught).endswith("".join(standard))
+
+
 # --------------------------------------------------------------- what can be stored is readable
 
 

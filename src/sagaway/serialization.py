@@ -506,19 +506,29 @@ def format_traceback(err: BaseException) -> str:
 def _exception_only(exc: BaseException) -> list[str]:
     """The last line(s) of a traceback, as ``traceback.format_exception_only`` writes them; built
     directly for the usual exception (the standard formatter's ``TracebackException`` cost as
-    much as the rest of a failed attempt's record), by the standard formatter for syntax errors
-    and exceptions with notes."""
+    much as the rest of a failed attempt's record). The standard formatter still writes those
+    it adds to: syntax errors, exceptions with notes, and the name errors that Python 3.12+
+    extends with "Did you mean" suggestions."""
     cls = type(exc)
-    if issubclass(cls, SyntaxError) or getattr(exc, "__notes__", None) is not None:
+    if issubclass(cls, _STANDARD_FORMAT):
+        return traceback.format_exception_only(cls, exc)
+    try:
+        notes = getattr(exc, "__notes__", None)
+    except Exception:
+        notes = None  # unreadable notes are left out (the standard formatter raises, or says so)
+    if notes is not None:
         return traceback.format_exception_only(cls, exc)
     name, module = cls.__qualname__, cls.__module__
     if module not in ("__main__", "builtins"):
         name = f"{module if isinstance(module, str) else '<unknown>'}.{name}"
     try:
         text = str(exc)
-    except Exception:
+    except BaseException:  # as the standard formatter: any failure of __str__ is reported
         text = "<exception str() failed>"
     return [f"{name}: {text}\n" if text else f"{name}\n"]
+
+
+_STANDARD_FORMAT = (SyntaxError, NameError, AttributeError, ImportError)
 
 
 def error_from_record(text: str, marshaler: ErrorMarshaler) -> BaseException:

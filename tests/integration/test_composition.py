@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 from typing import Any
 
 import pytest
@@ -755,3 +756,46 @@ async def test_a_parent_resumes_when_its_child_ends_not_at_the_next_poll(db_url:
         await wait_until(handle, lambda d: d.status is sw.WorkflowStatus.WAITING)
         await manager.signal("go").send("the-child", "done")
         assert await handle.result(timeout=10) == "parent:done"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _TaggedPolicy(sw.RetryPolicy):
+    """A user's policy subclass with a field that cannot be hashed."""
+
+    tags: list[str] = dataclasses.field(default_factory=list)
+
+
+async def test_a_compensation_runs_under_a_policy_subclass_that_cannot_be_hashed(
+    db_url: str,
+) -> None:
+    """A compensation retries until it succeeds: the engine makes a copy of the activity's
+    policy without an attempt limit (cached for the plain RetryPolicy, which hashes)."""
+    manager = make_manager(db_url)
+    undone: list[str] = []
+
+    @manager.register_activity
+    async def reserve() -> str:
+        return "r-1"
+
+    @manager.register_activity(retry=_TaggedPolicy(tags=["stock"], maximum_attempts=1))
+    async def release(reservation: str) -> None:
+        undone.append(reservation)
+
+    @manager.register_activity
+    async def charge() -> None:
+        raise Declined("card declined")
+
+    @manager.register_workflow
+    async def order() -> str:
+        try:
+            async with sw.Saga() as saga:
+                saga.add_compensation(release, await reserve())
+                await charge()
+        except Declined:
+            return "compensated"
+        return "completed"
+
+    async with manager:
+        handle = await manager.workflow(order).execute(idempotency_key="order-tagged")
+        assert await handle.result(timeout=10) == "compensated"
+    assert undone == ["r-1"]

@@ -178,7 +178,49 @@ def _exceptions_of_every_shape() -> list[BaseException]:
         main_error,
         SyntaxError("bad syntax", ("f.py", 3, 5, "x = = 1\n")),
         KeyboardInterrupt(),
+        _attribute_error(),  # Python 3.12+ adds "Did you mean"
+        _name_error(),
+        _BaseFailingStrError("x"),
     ]
+
+
+class _ErrorWithFailingNotes(Exception):
+    @property
+    def __notes__(self) -> list[str]:
+        raise RuntimeError("no notes")
+
+
+class _BaseFailingStrError(Exception):
+    def __str__(self) -> str:
+        raise KeyboardInterrupt
+
+
+def test_an_error_whose_notes_cannot_be_read_is_recorded_without_them() -> None:
+    from sagaway import serialization
+
+    error = _ErrorWithFailingNotes("notes cannot be read")
+    assert serialization._exception_only(error) == [
+        f"{__name__}._ErrorWithFailingNotes: notes cannot be read\n"
+    ]
+
+
+def _attribute_error() -> AttributeError:
+    class Order:
+        total = 1
+
+    try:
+        Order().totl  # type: ignore[attr-defined]  # noqa: B018 - the error is the point
+    except AttributeError as exc:
+        return exc
+    raise AssertionError("no AttributeError")
+
+
+def _name_error() -> NameError:
+    try:
+        exec("print(os.getcwd())", {})  # a module that was not imported
+    except NameError as exc:
+        return exc
+    raise AssertionError("no NameError")
 
 
 @pytest.mark.parametrize("error", _exceptions_of_every_shape(), ids=lambda e: type(e).__name__)

@@ -102,7 +102,11 @@ class ActivityCalls(QueueAdmission):
         if previous is not None and previous.status in FINAL:
             return self._replay_outcome(previous, defn.codec.decode_result)
         if compensation:
-            policy = _until_success(policy)
+            policy = (
+                _until_success(policy)
+                if type(policy) is retry.RetryPolicy  # a subclass may not be hashable
+                else dataclasses.replace(policy, maximum_attempts=0)
+            )
         elif previous is not None:
             # It failed before (the run was suspended): once cancelled, it is not tried again.
             await self._cancel_here(call_id, kind, defn.name, previous.started_at, always=True)

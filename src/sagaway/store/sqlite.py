@@ -85,6 +85,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         self._handing: list[Job] | None = None
         self._in_flight = 0  # jobs of this loop handed over, their outcomes not yet delivered
         self._conn: sqlite3.Connection | None = None
+        self._lone_writes = False
         self._writing = threading.Lock()
         self.checkpointer: Checkpointer | None = None  # while open (see _sqlite_checkpoint)
 
@@ -131,7 +132,10 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             loop.call_soon_threadsafe(deliver, ready, None, exc)
             return
         checkpointer = self.checkpointer = Checkpointer(self._connector.checkpointer, self._path)
-        self._busy = busy = BusyTimeout(conn, self._connector.busy_timeout_ms)
+        self._busy = BusyTimeout(conn, self._connector.busy_timeout_ms)
+        # Lone writes rely on WAL (only their BEGIN can wait for a lock); a file SQLite left in
+        # another journal mode (no shared memory for WAL) always goes through the writer.
+        self._lone_writes = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
         self._conn = conn
         loop.call_soon_threadsafe(deliver, ready, None, None)
         try:
@@ -151,7 +155,6 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
                         break
                     batch.extend(more)
                 with self._writing:
-                    busy.wait()
                     changes = conn.total_changes
                     self._run_batch(conn, batch)
                     self._wrote(conn, changes)
@@ -160,14 +163,13 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         finally:
             with self._writing:
                 self._conn = None
-                with contextlib.suppress(sqlite3.Error):
-                    busy.wait()  # closing checkpoints what is left, waiting on readers
             checkpointer.stop()
             conn.close()  # the last connection to close checkpoints what is left
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[Job]) -> None:
         began = time.perf_counter()
         try:
+            self._busy.wait()  # a batch waits for another process's lock
             outcomes = run_together(conn, batch)
             if outcomes is None:  # a job failed: again, each in a savepoint undone alone
                 outcomes = run_isolated(conn, batch)
@@ -215,7 +217,8 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         without one, such as uvloop's, always goes through the writer). One saga at a time
         then waits for two thread hand-offs per write that it need not."""
         return (
-            loop is self._loop
+            self._lone_writes
+            and loop is self._loop
             and self._in_flight == 0
             and self._handing is None
             and not getattr(loop, "_ready", True)
@@ -225,7 +228,8 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         """Run ``fn`` in a transaction of its own on this thread; None when the writer thread
         is busy (with another loop's work) or another process holds the write lock: the call
         then goes through the writer, which waits for it. Blocks the loop for one small
-        transaction (no waiting on the lock: busy_timeout 0 for its BEGIN)."""
+        transaction (no waiting on the lock: busy_timeout stays 0 from a lone write to the next
+        batch; in WAL mode only BEGIN IMMEDIATE can wait)."""
         if not self._writing.acquire(blocking=False):
             return None
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -54,6 +55,12 @@ class RetryPolicy:
     def allows(self, attempt: int) -> bool:
         """Whether attempt number ``attempt`` (1-based) may run."""
         return self.maximum_attempts == 0 or attempt <= self.maximum_attempts
+
+    @functools.cached_property
+    def until_success(self) -> RetryPolicy:
+        """This policy with no limit on attempts: what a compensation is retried by. Made once
+        per policy (``dataclasses.replace`` runs ``__init__`` and its checks), not per call."""
+        return dataclasses.replace(self, maximum_attempts=0)
 
 
 DEFAULT = RetryPolicy()

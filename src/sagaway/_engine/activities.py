@@ -102,11 +102,7 @@ class ActivityCalls(QueueAdmission):
         if previous is not None and previous.status in FINAL:
             return self._replay_outcome(previous, defn.codec.decode_result)
         if compensation:
-            policy = (
-                _until_success(policy)
-                if type(policy) is retry.RetryPolicy  # a subclass may not be hashable
-                else dataclasses.replace(policy, maximum_attempts=0)
-            )
+            policy = policy.until_success
         elif previous is not None:
             # It failed before (the run was suspended): once cancelled, it is not tried again.
             await self._cancel_here(call_id, kind, defn.name, previous.started_at, always=True)
@@ -373,13 +369,6 @@ class _NotBegun(Exception):
     def __init__(self, reason: Exception) -> None:
         super().__init__(str(reason))
         self.reason = reason
-
-
-@functools.lru_cache(maxsize=256)
-def _until_success(policy: retry.RetryPolicy) -> retry.RetryPolicy:
-    """``policy`` with no limit on attempts: a compensation's (made once per policy, not per
-    call: ``dataclasses.replace`` runs ``__init__`` and its checks)."""
-    return dataclasses.replace(policy, maximum_attempts=0)
 
 
 def _next_attempt(info: activity_mod.ActivityInfo) -> activity_mod.ActivityInfo:

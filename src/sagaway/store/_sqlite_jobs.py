@@ -92,7 +92,7 @@ class BusyTimeout:
         self._waits = True  # the connector set the configured timeout
 
     def wait(self) -> None:
-        """Wait for locks up to the configured time (before a batch, and before closing)."""
+        """Wait for locks up to the configured time (before a batch)."""
         if not self._waits:
             self._conn.execute(f"PRAGMA busy_timeout = {self._configured_ms:d}")
             self._waits = True

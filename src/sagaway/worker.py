@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Callable
 
 from sagaway import errors, observe
 from sagaway._engine import context, versions
@@ -113,6 +114,8 @@ class _Running:
     """Until when the lease is known to be held (its claim, then each renewal heard)."""
     started: bool = False
     """Its task began (a task cancelled before it began never released the lease)."""
+    done: Callable[[object], None] = lambda _: None
+    """Its task's done callback (the bookkeeping of ``Worker._done``)."""
 
 
 class Worker:
@@ -263,12 +266,13 @@ class Worker:
             logger.error("run %s dispatched twice; ignoring the second", record.run_id)
             return
         entry = _Running(record, lease, _Slot(self), valid_until=lease.expires_at)
+        entry.done = lambda _: self._done(entry)
         entry.slot.want()  # counted at once: the Recovery Worker must not claim past it
         self._running[record.run_id] = entry
         self._idle.clear()
         entry.task = asyncio.create_task(self._run(entry, steps), name=f"sagaway-wf:{record.key}")
-        # A callback, not a finally: it also runs for a task cancelled before it started.
-        entry.task.add_done_callback(lambda _: self._done(entry))
+        # Also a callback, not only a finally: a task cancelled before it started runs no code.
+        entry.task.add_done_callback(entry.done)
 
     def ended_elsewhere(self, run_id: str) -> None:
         """Another process reports ``run_id`` ended: stop it here unless it is ending itself."""
@@ -353,6 +357,13 @@ class Worker:
                 record.key,
                 extra={"action": "engine_error", "workflow_id": record.key},
             )
+        finally:
+            # The bookkeeping now rather than in the done callback, which would be left on the
+            # event loop's ready queue: a caller that this end just woke (the next start of a
+            # sequential client) then finds the loop idle, and SQLite writes it on this thread.
+            if entry.task is not None:
+                entry.task.remove_done_callback(entry.done)
+            self._done(entry)
 
     def _done(self, entry: _Running) -> None:
         entry.slot.release()

@@ -345,3 +345,34 @@ async def test_another_process_holding_the_write_lock_never_blocks_the_event_loo
     finally:
         other.close()
         await store.close()
+
+
+async def test_one_saga_at_a_time_writes_every_transaction_on_the_event_loop(
+    sqlite_url: str,
+) -> None:
+    """A client that starts each workflow once the previous one's result is in: every write, its
+    start included, runs on the loop's thread. An execution's bookkeeping is done before its
+    task ends, so the end leaves nothing on the loop's ready queue, and the next start finds
+    the loop idle instead of handing its insert to the writer thread (two thread wake-ups)."""
+    import sagaway as sw
+    from sagaway.testing.internals import store_of
+
+    manager = sw.Manager(sqlite_url)
+
+    @manager.register_activity
+    async def add_one(x: int) -> int:
+        return x + 1
+
+    @manager.register_workflow
+    async def add_two(x: int) -> int:
+        return await add_one(await add_one(x))
+
+    async with manager:
+        assert await manager.workflow(add_two, 0).execute_get(idempotency_key="warm-up") == 2
+        begins = _writes_by_thread(store_of(manager))
+        for i in range(5):
+            started = manager.workflow(add_two, i)
+            assert await started.execute_get(idempotency_key=f"wf-{i}") == i + 2
+            assert manager.worker is not None and manager.worker.executions() == []
+    # per workflow: its start, its first step, its end with the second step
+    assert begins == [threading.current_thread().name] * 15

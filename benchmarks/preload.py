@@ -206,12 +206,6 @@ WHERE w.run_id = ANY(
     SELECT md5('hist' || g) FROM generate_series(0::bigint, %(n)s::bigint - 1) AS g)
 ORDER BY w.run_id, p.call_id  -- in key order: the primary key is appended to, not split
 """
-_PG_ATTEMPT_ERRORS = """
-INSERT INTO attempt_errors (run_id, call_id, attempt, error, at)
-SELECT run_id, call_id, attempts, error, COALESCE(ended_at, started_at)
-FROM steps WHERE error IS NOT NULL
-ON CONFLICT DO NOTHING
-"""
 
 
 def _pg_target(url: str) -> tuple[str, str]:
@@ -245,16 +239,14 @@ def _load_postgres(url: str, n: int, t0: float) -> None:
             conn.execute("SET LOCAL synchronous_commit = off")
             conn.execute("SET LOCAL work_mem = '256MB'")
             if row is not None and row[0]:
-                # No triggers at all (NOTIFY, foreign-key checks, the attempt-error copy): the
-                # rows are consistent by construction; the attempt errors are copied below.
+                # No triggers at all (NOTIFY, foreign-key checks): the rows are consistent by
+                # construction (a failed step's only attempt error is in its step row).
                 conn.execute("SET LOCAL session_replication_role = replica")
             else:
                 conn.execute("ALTER TABLE workflows DISABLE TRIGGER USER")  # NOTIFY only
             conn.execute(_PG_WORKFLOWS, params)
             conn.execute(_PG_STEPS, params)
-            if row is not None and row[0]:
-                conn.execute(_PG_ATTEMPT_ERRORS)
-            else:
+            if row is None or not row[0]:
                 conn.execute("ALTER TABLE workflows ENABLE TRIGGER USER")
         conn.execute("VACUUM ANALYZE workflows, steps, attempt_errors")
 

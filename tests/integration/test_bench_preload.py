@@ -12,6 +12,9 @@ from click.testing import CliRunner
 
 import sagaway as sw
 from sagaway.cli.main import cli
+from sagaway.states import WorkflowStatus
+from sagaway.store import open_store
+from sagaway.store.records import ListQuery
 
 N = 60
 
@@ -57,12 +60,24 @@ def test_preload_inserts_ended_workflows_with_four_steps(db_url: str) -> None:
     assert expected == {"COMPLETED": 51, "FAILED": 6, "CANCELLED": 3}
     assert record["statuses"] == expected
     assert asyncio.run(_by_status(db_url)) == expected
-    # 4 steps each; one failed step (with its attempt's error) per FAILED workflow
-    assert _table_counts(db_url) == {
-        "workflows": N,
-        "steps": 4 * N,
-        "attempt_errors": expected["FAILED"],
-    }
+    # 4 steps each, written once: a failed step's error is in its row, and attempt_errors
+    # (errors of the attempts a step row no longer holds) stays empty
+    assert _table_counts(db_url) == {"workflows": N, "steps": 4 * N, "attempt_errors": 0}
+    assert asyncio.run(_failed_attempts(db_url)) == [("3", 3, preload.STEP_ERROR)]
+
+
+async def _failed_attempts(url: str) -> list[tuple[str, int, str]]:
+    """The attempt errors of one preloaded FAILED workflow, as the store lists them."""
+    store = open_store(url)
+    await store.open()
+    try:
+        query = ListQuery(limit=1, statuses=frozenset({WorkflowStatus.FAILED}))
+        [failed] = await store.list_page(query)
+        return [
+            (e.call_id, e.attempt, e.error) for e in await store.list_attempt_errors(failed.run_id)
+        ]
+    finally:
+        await store.close()
 
 
 def test_preloaded_rows_read_back_through_the_cli(db_url: str) -> None:

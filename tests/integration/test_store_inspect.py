@@ -76,6 +76,25 @@ async def test_final_step_error_and_rewrites_of_one_attempt(store: Store) -> Non
     ]
 
 
+async def test_a_step_written_again_without_an_error_keeps_the_error_of_its_attempt(
+    store: Store,
+) -> None:
+    """The step row holds the latest attempt's error; a rewrite of the same attempt without an
+    error (or a later attempt) must not lose it."""
+    held = await running(store, "k1")
+    run_id = (await run_of(store, "k1")).run_id
+    await store.record_step(_failed(run_id, 1), token=held.token)
+    assert await store.list_attempt_errors(run_id) == [
+        AttemptErrorRecord("c1", 1, _error(1), T0 + 1)
+    ]
+    await store.record_step(step(run_id, "c1", T0, attempts=1, ended_at=T0 + 2), token=held.token)
+    assert await store.list_attempt_errors(run_id) == [
+        AttemptErrorRecord("c1", 1, _error(1), T0 + 1)
+    ]
+    [c1] = await store.load_steps(run_id)
+    assert c1.error is None
+
+
 async def test_the_last_twenty_attempts_are_kept(store: Store) -> None:
     held = await running(store, "k1")
     run_id = (await run_of(store, "k1")).run_id

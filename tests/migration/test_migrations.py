@@ -11,9 +11,11 @@ import dataclasses
 import pytest
 
 from sagaway import errors
+from sagaway.states import StepStatus
 from sagaway.store import open_store
 from sagaway.store.migrations import latest_version, migrations
-from tests.store_helpers import T0, is_sqlite, new, raw_sql
+from sagaway.store.records import StepRecord
+from tests.store_helpers import T0, is_sqlite, new, raw_sql, run_of, running, step
 
 
 async def test_migrations_apply_once_and_data_survives_reopen(db_url: str) -> None:
@@ -171,3 +173,48 @@ async def test_a_database_at_the_previous_schema_gets_the_limits(db_url: str) ->
         )
     finally:
         await upgraded.close()
+
+
+@pytest.mark.direct_db  # it writes rows as an older Sagaway's database trigger did
+async def test_attempt_errors_an_older_version_copied_are_listed_once(db_url: str) -> None:
+    """Before the superseded-errors migration (sqlite v15, postgres v18) every write of a step
+    with an error also copied it into attempt_errors, the attempt the step row holds included.
+    Those rows stay; each attempt is still listed once, and a later attempt keeps them right."""
+    store = open_store(db_url)
+    await store.open()
+    try:
+        held = await running(store, "k1")
+        run_id = (await run_of(store, "k1")).run_id
+        for n in (1, 2):
+            await store.record_step(_failed_attempt(run_id, n), token=held.token)
+        # What the old trigger wrote for the attempt the step row holds:
+        raw_sql(
+            db_url,
+            "INSERT INTO attempt_errors (run_id, call_id, attempt, error, at) "
+            f"VALUES ('{run_id}', 'c1', 2, 'boom 2', {T0 + 2})",
+        )
+        listed = [(e.attempt, e.error) for e in await store.list_attempt_errors(run_id)]
+        assert listed == [(1, "boom 1"), (2, "boom 2")]
+
+        await store.record_step(_failed_attempt(run_id, 3), token=held.token)
+        listed = [(e.attempt, e.error) for e in await store.list_attempt_errors(run_id)]
+        assert listed == [(1, "boom 1"), (2, "boom 2"), (3, "boom 3")]
+        assert raw_sql(db_url, "SELECT attempt FROM attempt_errors ORDER BY attempt") == [
+            (1,),
+            (2,),
+        ]
+    finally:
+        await store.close()
+
+
+def _failed_attempt(run_id: str, n: int) -> StepRecord:
+    return step(
+        run_id,
+        "c1",
+        T0,
+        status=StepStatus.RETRYING,
+        attempts=n,
+        result=None,
+        error=f"boom {n}",
+        ended_at=T0 + n,
+    )

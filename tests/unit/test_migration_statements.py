@@ -37,4 +37,5 @@ def test_every_shipped_sqlite_migration_runs_statement_by_statement() -> None:
         for part in statements(migration.sql):
             conn.execute(part)
     names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-    assert {"steps_keep_attempt_error_insert", "steps_keep_attempt_error_update"} <= names
+    assert "steps_keep_superseded_error" in names
+    assert not names & {"steps_keep_attempt_error_insert", "steps_keep_attempt_error_update"}

@@ -352,8 +352,9 @@ class Store(Protocol):
 
     async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
         """The error of each failed attempt of the steps of an execution (the last 20 attempts
-        of each step), by call and attempt. Written with the step, by the database itself:
-        recording a step with an error records it here too."""
+        of each step), by call and attempt. Kept by the database itself: a step row holds the
+        error of its latest attempt, and writing the step again for a later attempt (or without
+        an error) keeps the error it held, so recording a step costs no second write."""
         ...
 
     # ------------------------------------------------------------ schedules (schema v13/v11)

@@ -618,8 +618,18 @@ WHERE id = %(id)s AND next_tick_at = %(tick_at)s AND NOT paused
 -- ---------------------------------------------------------------- inspection
 
 -- name: list_attempt_errors
-SELECT call_id, attempt, error, at FROM attempt_errors WHERE run_id = %(run_id)s
-ORDER BY call_id, attempt
+-- The errors of the attempts a step row no longer holds, and the error of the attempt it holds
+-- (see migration "superseded attempt errors"); a row of attempt_errors written before that
+-- version for the attempt the step row holds gives way to the step row.
+SELECT a.call_id, a.attempt, a.error, a.at FROM attempt_errors a
+WHERE a.run_id = %(run_id)s
+  AND NOT EXISTS (SELECT 1 FROM steps s
+                  WHERE s.run_id = a.run_id AND s.call_id = a.call_id
+                    AND s.attempts = a.attempt AND s.error IS NOT NULL)
+UNION ALL
+SELECT call_id, attempts, error, COALESCE(ended_at, started_at) FROM steps
+WHERE run_id = %(run_id)s AND error IS NOT NULL
+ORDER BY 1, 2
 
 -- ---------------------------------------------------------------- cluster-wide queue limits
 -- name: queue_limit_row

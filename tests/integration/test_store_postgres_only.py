@@ -198,6 +198,41 @@ def transient_failure(
 
 @pytest.mark.postgres
 @postgres_only
+async def test_a_retried_claim_takes_more_with_tokens_no_other_claim_has(store: Store) -> None:
+    """The lost attempt took one execution of three it could; another became due before the
+    retry, which returns the first and takes the second under a token of its own."""
+    await store.create_workflow(new("d0"), now=T0, lease=None, replace_live=False)
+
+    async def another_becomes_due() -> None:
+        await store.create_workflow(new("d1"), now=T0 + 1, lease=None, replace_live=False)
+
+    with transient_failure(store, use=1, meanwhile=another_becomes_due):
+        claimed = await store.claim_due(
+            owner="w", now=T0 + 10, lease_timeout=LEASE, limit=3, exclude=()
+        )
+    assert [r.key for r, _ in claimed] == ["d0", "d1"]
+    tokens = [held.token for _, held in claimed]
+    assert len(set(tokens)) == 2
+    for record, held in claimed:
+        assert (await store.get_run(record.run_id)) == record
+        await store.record_step(step(record.run_id, "s1", T0 + 10), token=held.token)
+    # An excluded execution (one this process runs) is not claimed, due as it is.
+    d2 = (await store.create_workflow(new("d2"), now=T0, lease=None, replace_live=False)).record
+    excluded = [d2.run_id, *(record.run_id for record, _ in claimed)]
+    assert (
+        await store.claim_due(
+            owner="w", now=T0 + 11, lease_timeout=LEASE, limit=3, exclude=excluded
+        )
+        == []
+    )
+    [(again, _)] = await store.claim_due(
+        owner="w", now=T0 + 11, lease_timeout=LEASE, limit=3, exclude=excluded[1:]
+    )
+    assert again.run_id == d2.run_id
+
+
+@pytest.mark.postgres
+@postgres_only
 async def test_postgres_retries_after_lost_acknowledgements(store: Store) -> None:
     # create: the retry finds its own run_id and reports the creation.
     wf = new("k1")

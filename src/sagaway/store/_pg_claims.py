@@ -2,19 +2,20 @@
 
 Many processes claim at once: ``FOR UPDATE SKIP LOCKED`` hands each one disjoint rows. A claim
 takes only executions of the worker's task queues and code versions (see ``_params``). Tokens
-are chosen once for all attempts of a claim: after a lost acknowledgement the retry finds the
-executions the first attempt took by their tokens, instead of stranding them.
+are derived from one random base per claim, numbered on across its attempts: after a lost
+acknowledgement the retry finds the executions an earlier attempt took by their tokens, instead of
+stranding them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
-from psycopg.rows import DictRow
+from psycopg.rows import DictRow, dict_row
 
 from sagaway.randomness import new_id
 from sagaway.store import _params, _rows
-from sagaway.store._pg_conn import Conn, Params, Q, Run, named
+from sagaway.store._pg_conn import Conn, Params, Q, Run, json_list, named
 from sagaway.store.records import Lease, WorkflowRecord
 
 Claimed = list[tuple[WorkflowRecord, Lease]]
@@ -44,33 +45,47 @@ async def claim_due(
     if limit <= 0:
         return []
     expires_at = now + lease_timeout
-    tokens = [new_id() for _ in range(limit)]
+    # The n-th execution an attempt claims gets the token base + (offset + n): unique, and
+    # known to a retry without a token per free slot made and sent with every claim.
+    base = f"{new_id()}."
+    made = 0
     params: Params = {
         "now": now,
-        "exclude": list(exclude),
+        "exclude": json_list(exclude),
         "owner": owner,
         "expires_at": expires_at,
+        "token_base": base,
         **due_filter(queues, versions),
     }
 
     async def op(conn: Conn, retried: bool) -> Claimed:
-        claimed = await _taken_before(conn, tokens, owner) if retried else []
-        if len(claimed) >= limit:
-            return claimed
-        taken = {lease.token for _, lease in claimed}
-        free = [t for t in tokens if t not in taken]
-        rows = await named(
-            conn, "claim_due", {**params, "limit": limit - len(claimed), "tokens": free}
-        )
+        nonlocal made
+        offset, made = made * limit, made + 1
+        cur = conn.cursor(row_factory=dict_row)
+        claimed: Claimed = []
+        if retried and offset:
+            await conn.execute(b"BEGIN")
+            earlier = [f"{base}{n}" for n in range(1, offset + 1)]
+            claimed = await _taken_before(conn, earlier, owner)
+            if len(claimed) < limit:
+                more = {**params, "limit": limit - len(claimed), "token_offset": offset}
+                await cur.execute(Q["claim_due"], more)
+        else:
+            # BEGIN and the claim in one round trip (conn.transaction() waits for BEGIN alone).
+            async with conn.pipeline():
+                await conn.execute(b"BEGIN")
+                await cur.execute(Q["claim_due"], {**params, "limit": limit, "token_offset": 0})
+        rows = await cur.fetchall() if len(claimed) < limit else []
         rows.sort(key=lambda row: int(row["n"]))  # the order of next_run_at, run_id
         rows = await _within_key_limits(conn, rows)
+        await conn.execute(b"COMMIT")  # a failed statement leaves a transaction the pool ends
         claimed.extend(
             (_rows.claimed_from_row(row), Lease(row["lease_token"], owner, expires_at))
             for row in rows
         )
         return claimed
 
-    return await run(op, transaction=True)
+    return await run(op, transaction=False)
 
 
 async def _within_key_limits(conn: Conn, rows: list[DictRow]) -> list[DictRow]:

@@ -301,7 +301,7 @@ WITH due AS (
             AND (lease_expires_at IS NULL OR lease_expires_at <= %(now)s)
             AND next_run_at <= %(now)s)
         OR (status IN ('SUSPENDED', 'WAITING') AND next_run_at <= %(now)s))
-      AND run_id <> ALL(%(exclude)s::text[])
+      AND run_id <> ALL(ARRAY(SELECT json_array_elements_text(%(exclude)s::json)))
       AND (%(any_queue)s OR queue = ANY(%(queues)s::text[]))
       AND (%(any_version)s OR code_version = ANY(%(versions)s::text[])
            OR (%(unversioned)s AND code_version IS NULL))
@@ -317,7 +317,8 @@ WITH due AS (
     FROM due
 )
 UPDATE workflows AS w
-SET status = 'RUNNING', lease_token = (%(tokens)s::text[])[numbered.n], lease_owner = %(owner)s,
+SET status = 'RUNNING', lease_token = %(token_base)s || (%(token_offset)s::bigint + numbered.n)::text,
+    lease_owner = %(owner)s,
     lease_expires_at = %(expires_at)s, updated_at = %(now)s, waiting_for = NULL
 FROM numbered
 WHERE w.run_id = numbered.run_id

@@ -87,6 +87,29 @@ async def test_a_process_hears_the_ends_and_cancels_of_what_it_owns_only(
     assert heard.about_runs() == ["cancel:a", "ended:a"]
 
 
+async def test_a_process_is_not_told_of_the_ends_it_made_itself(postgres_url: str) -> None:
+    """Its own end of what it owns wakes no listener; an end made elsewhere of what it owns
+    (another process finishing with the token, or a terminate, its own included) still
+    reaches it."""
+    store, other = await _open(postgres_url), await _open(postgres_url)
+    heard = _Heard()
+    try:
+        await store.listen(heard, owner="me", ends=False)
+        for run_id in ("own", "elsewhere", "terminated"):
+            await _start(other, run_id, Lease(f"t-{run_id}", "me", 99.0))
+        await _finish(store, "own", Lease("t-own", "me", 99.0))
+        await _finish(other, "elsewhere", Lease("t-elsewhere", "me", 99.0))
+        assert await store.end_workflow(
+            "terminated", status=WorkflowStatus.TERMINATED, error="stop", now=3.0
+        )
+        await _start(other, "marker", None)  # its 'ready:' comes after all of the above
+        await heard.until("ready:")
+    finally:
+        await store.close()
+        await other.close()
+    assert heard.about_runs() == ["ended:elsewhere", "ended:terminated"]
+
+
 async def test_every_end_once_asked_for_and_again_after_its_connection_is_killed(
     postgres_url: str,
 ) -> None:

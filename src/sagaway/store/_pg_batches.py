@@ -101,7 +101,9 @@ async def finish_many(run: Run, batch: list[Params]) -> list[BaseException | Non
         params = batch[0]
         query = "finish_owned_with_step" if "step_call_id" in params else "finish_owned"
     else:
-        query, params = "finish_owned_many", {"batch": json_batch(batch)}
+        # One process ends only what it owns: every item has the same ended_by.
+        query = "finish_owned_many"
+        params = {"batch": json_batch(batch), "ended_by": batch[0]["ended_by"]}
     wake = {"run_ids": [p["run_id"] for p in batch], "now": max(p["now"] for p in batch)}
 
     async def op(conn: Conn, retried: bool) -> set[str]:

@@ -112,6 +112,7 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
         self._conninfo = conninfo
         self._pool: _pg_conn.Pool | None = None
         self._listener: _pg_listener.Listener | None = None
+        self._owner = ""  # the lease owner it listens as: told of no end it makes itself
         # Group commit (see _group_commit): under load, the starts, steps and ends of many
         # workflows share statements.
         self._step_commits: GroupCommit[tuple[StepRecord, str], None] = GroupCommit(
@@ -232,6 +233,7 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
         with ``ends`` (or by a later call with it), which says ``"listening:ends"`` and
         ``"deaf:ends"``.
         """
+        self._owner = self._owner if owner is None else owner
         if self._listener is None:
             mine = () if owner is None else (_pg_listener.owner_channel(self.schema, owner),)
             self._listener = self._new_listener(self.channel, mine)
@@ -417,6 +419,7 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
         params = _params.finish(
             run_id, token=token, status=status, result=result, error=error, now=now
         )
+        params["ended_by"] = self._owner
         step_params = _params.step(final_step) if final_step else None
         size = len(result or "") + len(error or "")
         if final_step is not None:

@@ -180,19 +180,25 @@ ON CONFLICT (run_id, call_id) DO UPDATE SET
 -- ---------------------------------------------------------------- fenced writes
 
 -- name: finish_owned
+-- The owner ends its own execution: ending_owner (see "self ends unannounced") spares it the
+-- notice of its own end.
+WITH ending AS (SELECT set_config('sagaway.ending_owner', %(ended_by)s, true))
 UPDATE workflows
 SET status = %(status)s, result = %(result)s, error = %(error)s, ended_at = %(now)s,
     updated_at = %(now)s,
     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL
+FROM ending
 WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
 
 -- name: finish_owned_with_step
 -- finish_owned and the final step in one statement (its waiters: wake_waiters, after it).
-WITH ended AS (
+WITH ending AS (SELECT set_config('sagaway.ending_owner', %(ended_by)s, true)
+), ended AS (
     UPDATE workflows
     SET status = %(status)s, result = %(result)s, error = %(error)s, ended_at = %(now)s,
         updated_at = %(now)s,
         lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL
+    FROM ending
     WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
     RETURNING run_id
 ), step AS (
@@ -213,7 +219,8 @@ SELECT run_id FROM ended
 -- finish_owned_with_step for many top-level executions at once (group commit of ends); a row
 -- without step_call_id has no final step (rows are the parameters of finish_owned_with_step).
 -- Returns the run ids that were ended.
-WITH input AS (
+WITH ending AS (SELECT set_config('sagaway.ending_owner', %(ended_by)s, true)
+), input AS (
     SELECT * FROM json_to_recordset(%(batch)s::json)
         AS i (run_id text, token text, status text, result text, error text,
               now double precision, step_call_id text, step_kind text, step_name text,
@@ -231,7 +238,7 @@ WITH input AS (
     SET status = i.status, result = i.result, error = i.error, ended_at = i.now,
         updated_at = i.now,
         lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL
-    FROM input AS i, locked AS l
+    FROM input AS i, locked AS l, ending
     WHERE w.run_id = l.run_id AND w.run_id = i.run_id
       AND w.lease_token = i.token AND w.status = 'RUNNING'
     RETURNING w.run_id

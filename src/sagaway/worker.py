@@ -22,7 +22,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
-from sagaway import errors, observe
+from sagaway import errors, events, observe
 from sagaway._engine import context, versions
 from sagaway._engine.engine import Engine
 from sagaway._engine.executor import Execution
@@ -97,6 +97,10 @@ class ExecutionState:
     def only_waits(self) -> bool:
         """It waits and runs nothing: it must not hold a slot."""
         return self.waiting > 0 and self.activities == 0
+
+
+_ANNOUNCED = frozenset({"completed", "failed", "cancelled", "terminated", "waiting", "suspended"})
+"""Outcomes of an execution that published themselves on the Channel as it ended."""
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -369,6 +373,10 @@ class Worker:
         entry.slot.release()
         if self._running.get(entry.record.run_id) is entry:
             del self._running[entry.record.run_id]
+            if entry.execution is None or entry.execution.outcome not in _ANNOUNCED:
+                # Left without publishing its end or wait (an end whose commit went
+                # unacknowledged, a lost lease): whoever waits for it here reads it again now.
+                self.engine.channel.publish(events.WorkflowChanged(entry.record.run_id))
         self.execution_left.set()
         if not self._running:
             self._idle.set()

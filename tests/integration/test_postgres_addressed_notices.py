@@ -18,6 +18,7 @@ from sagaway.store.postgres import PostgresStore
 from sagaway.store.records import Lease, NewWorkflow
 from sagaway.testing.internals import engine_of, store_of
 from tests.conftest import POSTGRES_URL
+from tests.store_helpers import step
 
 pytestmark = pytest.mark.postgres
 
@@ -65,6 +66,20 @@ async def _finish(store: PostgresStore, run_id: str, lease: Lease) -> None:
     )
 
 
+async def _finish_top_level(store: PostgresStore, run_id: str, with_step: bool = False) -> None:
+    final = step(run_id, "c1", 1.5) if with_step else None
+    await store.finish_workflow(
+        run_id,
+        token=f"t-{run_id}",
+        status=WorkflowStatus.COMPLETED,
+        result="1",
+        error=None,
+        now=2.0,
+        final_step=final,
+        has_parent=False,
+    )
+
+
 async def test_a_process_hears_the_ends_and_cancels_of_what_it_owns_only(
     postgres_url: str,
 ) -> None:
@@ -95,9 +110,14 @@ async def test_a_process_is_not_told_of_the_ends_it_made_itself(postgres_url: st
     heard = _Heard()
     try:
         await store.listen(heard, owner="me", ends=False)
-        for run_id in ("own", "elsewhere", "terminated"):
+        own = ("own", "own-step", "own-a", "own-b", "own-c")
+        for run_id in (*own, "elsewhere", "terminated"):
             await _start(other, run_id, Lease(f"t-{run_id}", "me", 99.0))
+        # Each statement that ends an owned run: a child's end, a top-level end with its last
+        # step, and ends grouped into one statement.
         await _finish(store, "own", Lease("t-own", "me", 99.0))
+        await _finish_top_level(store, "own-step", with_step=True)
+        await asyncio.gather(*(_finish_top_level(store, r) for r in ("own-a", "own-b", "own-c")))
         await _finish(other, "elsewhere", Lease("t-elsewhere", "me", 99.0))
         assert await store.end_workflow(
             "terminated", status=WorkflowStatus.TERMINATED, error="stop", now=3.0

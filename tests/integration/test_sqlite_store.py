@@ -357,7 +357,7 @@ async def test_one_saga_at_a_time_writes_every_transaction_on_the_event_loop(
     import sagaway as sw
     from sagaway.testing.internals import store_of
 
-    manager = sw.Manager(sqlite_url)
+    manager = sw.Manager(sqlite_url, poll_interval=3600)
 
     @manager.register_activity
     async def add_one(x: int) -> int:
@@ -374,5 +374,6 @@ async def test_one_saga_at_a_time_writes_every_transaction_on_the_event_loop(
             started = manager.workflow(add_two, i)
             assert await started.execute_get(idempotency_key=f"wf-{i}") == i + 2
             assert manager.worker is not None and manager.worker.executions() == []
-    # per workflow: its start, its first step, its end with the second step
-    assert begins == [threading.current_thread().name] * 15
+    # Per workflow: its start, its first step, its end with the second step, all on the loop's
+    # thread (the recovery worker's own reads may use the writer thread meanwhile).
+    assert begins.count(threading.current_thread().name) == 15, begins

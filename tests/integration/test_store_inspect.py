@@ -101,6 +101,9 @@ async def test_the_last_twenty_attempts_are_kept(store: Store) -> None:
     for n in range(1, 26):
         await store.record_step(_failed(run_id, n), token=held.token)
     assert [e.attempt for e in await store.list_attempt_errors(run_id)] == list(range(6, 26))
+    # The 26th attempt succeeds: the errors of the 20 failed attempts before it stay.
+    await store.record_step(step(run_id, "c1", T0, attempts=26, ended_at=T0 + 26), token=held.token)
+    assert [e.attempt for e in await store.list_attempt_errors(run_id)] == list(range(6, 26))
 
 
 async def test_grouped_step_writes_keep_errors_of_every_run(store: Store) -> None:

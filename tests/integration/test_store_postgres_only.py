@@ -233,6 +233,31 @@ async def test_a_retried_claim_takes_more_with_tokens_no_other_claim_has(store: 
 
 @pytest.mark.postgres
 @postgres_only
+async def test_a_claim_that_fails_after_its_statement_takes_nothing(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim's transaction is rolled back: what it had updated is due again, for anyone."""
+    from sagaway.store import _pg_claims
+
+    await store.create_workflow(new("f0"), now=T0, lease=None, replace_live=False)
+
+    async def broken(conn: Any, rows: Any) -> Any:
+        raise RuntimeError("simulated: failed after the claim statement")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_pg_claims, "_within_key_limits", broken)
+        with pytest.raises(RuntimeError, match="simulated"):
+            await store.claim_due(owner="w", now=T0 + 10, lease_timeout=LEASE, limit=3, exclude=())
+    f0 = await run_of(store, "f0")
+    assert f0.status is WorkflowStatus.PENDING and f0.lease_owner is None
+    [(claimed, _)] = await store.claim_due(
+        owner="w", now=T0 + 10, lease_timeout=LEASE, limit=3, exclude=()
+    )
+    assert claimed.run_id == f0.run_id
+
+
+@pytest.mark.postgres
+@postgres_only
 async def test_postgres_retries_after_lost_acknowledgements(store: Store) -> None:
     # create: the retry finds its own run_id and reports the creation.
     wf = new("k1")

@@ -101,7 +101,7 @@ async def finish_many(run: Run, batch: list[Params]) -> list[BaseException | Non
         params = batch[0]
         query = "finish_owned_with_step" if "step_call_id" in params else "finish_owned"
     else:
-        # One process ends only what it owns: every item has the same ended_by.
+        # Every item of a batch comes from this store: the same ended_by (see finish_workflow).
         query = "finish_owned_many"
         params = {"batch": json_batch(batch), "ended_by": batch[0]["ended_by"]}
     wake = {"run_ids": [p["run_id"] for p in batch], "now": max(p["now"] for p in batch)}

@@ -9,6 +9,7 @@ stranding them.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection
 
 from psycopg.rows import DictRow, dict_row
@@ -44,29 +45,45 @@ async def claim_due(
     """Leases on up to ``limit`` due executions (see ``Store.claim_due``)."""
     if limit <= 0:
         return []
-    expires_at = now + lease_timeout
-    # The n-th execution an attempt claims gets the token base + (offset + n): unique, and
-    # known to a retry without a token per free slot made and sent with every claim.
-    base = f"{new_id()}."
-    made = 0
     params: Params = {
         "now": now,
         "exclude": json_list(exclude),
         "owner": owner,
-        "expires_at": expires_at,
-        "token_base": base,
+        "expires_at": now + lease_timeout,
         **due_filter(queues, versions),
     }
+    return await run(_Claim(params, limit).op, transaction=False)
 
-    async def op(conn: Conn, retried: bool) -> Claimed:
-        nonlocal made
-        offset, made = made * limit, made + 1
+
+class _Claim:
+    """One claim, over its attempts. The n-th execution an attempt takes gets the token
+    base + (offset + n): unique, and known to a retry, without a token per free slot made and
+    sent with every claim."""
+
+    def __init__(self, params: Params, limit: int) -> None:
+        self.params = {**params, "token_base": f"{new_id()}."}
+        self.limit = limit
+        self.made = 0  # attempts begun: the next numbers its tokens from made * limit
+
+    async def op(self, conn: Conn, retried: bool) -> Claimed:
+        try:
+            return await self._attempt(conn, retried)
+        except BaseException:
+            # Ended here rather than by the pool (which would warn of a connection returned
+            # inside a transaction); on a broken connection there is nothing left to end.
+            with contextlib.suppress(Exception):
+                await conn.execute(b"ROLLBACK")
+            raise
+
+    async def _attempt(self, conn: Conn, retried: bool) -> Claimed:
+        limit, params = self.limit, self.params
+        offset, self.made = self.made * limit, self.made + 1
         cur = conn.cursor(row_factory=dict_row)
         claimed: Claimed = []
         if retried and offset:
             await conn.execute(b"BEGIN")
-            earlier = [f"{base}{n}" for n in range(1, offset + 1)]
-            claimed = await _taken_before(conn, earlier, owner)
+            earlier = [f"{params['token_base']}{n}" for n in range(1, offset + 1)]
+            claimed = await _taken_before(conn, earlier, params["owner"])
             if len(claimed) < limit:
                 more = {**params, "limit": limit - len(claimed), "token_offset": offset}
                 await cur.execute(Q["claim_due"], more)
@@ -78,14 +95,15 @@ async def claim_due(
         rows = await cur.fetchall() if len(claimed) < limit else []
         rows.sort(key=lambda row: int(row["n"]))  # the order of next_run_at, run_id
         rows = await _within_key_limits(conn, rows)
-        await conn.execute(b"COMMIT")  # a failed statement leaves a transaction the pool ends
+        await conn.execute(b"COMMIT")
         claimed.extend(
-            (_rows.claimed_from_row(row), Lease(row["lease_token"], owner, expires_at))
+            (
+                _rows.claimed_from_row(row),
+                Lease(row["lease_token"], params["owner"], params["expires_at"]),
+            )
             for row in rows
         )
         return claimed
-
-    return await run(op, transaction=False)
 
 
 async def _within_key_limits(conn: Conn, rows: list[DictRow]) -> list[DictRow]:

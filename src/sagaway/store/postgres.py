@@ -233,8 +233,8 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
         with ``ends`` (or by a later call with it), which says ``"listening:ends"`` and
         ``"deaf:ends"``.
         """
-        self._owner = self._owner if owner is None else owner
         if self._listener is None:
+            self._owner = owner or ""  # the owner whose channel it listens on
             mine = () if owner is None else (_pg_listener.owner_channel(self.schema, owner),)
             self._listener = self._new_listener(self.channel, mine)
             await self._listener.start(callback)

@@ -4,8 +4,8 @@
 -- errors the step row no longer holds: when a step is written again for a later attempt (or
 -- without an error), the error of the attempt it held moves there. Reading a step's attempts
 -- joins the two; rows written before this version for the attempt the step still holds are left
--- out of that read, so nothing is listed twice. As before, the last 20 attempts of a step are
--- kept. (SQLite: schema v15.)
+-- out of that read, so nothing is listed twice. As before, the errors of the last 20 failed
+-- attempts of a step are kept. (SQLite: schema v15.)
 DROP TRIGGER IF EXISTS steps_keep_attempt_error ON steps;
 DROP FUNCTION IF EXISTS sagaway_keep_attempt_error();
 DROP TRIGGER IF EXISTS steps_keep_superseded_error ON steps;
@@ -19,7 +19,8 @@ BEGIN
     DO UPDATE SET error = EXCLUDED.error, at = EXCLUDED.at;
     IF NEW.attempts > 20 THEN
         DELETE FROM attempt_errors
-        WHERE run_id = NEW.run_id AND call_id = NEW.call_id AND attempt <= NEW.attempts - 20;
+        WHERE run_id = NEW.run_id AND call_id = NEW.call_id
+          AND attempt <= NEW.attempts - CASE WHEN NEW.error IS NULL THEN 21 ELSE 20 END;
     END IF;
     RETURN NULL;
 END

@@ -5,7 +5,8 @@
 -- longer holds: when a step is written again for a later attempt (or without an error), the
 -- error of the attempt it held moves there. Reading a step's attempts joins the two; rows
 -- written before this version for the attempt the step still holds are left out of that read,
--- so nothing is listed twice. As before, the last 20 attempts of a step are kept.
+-- so nothing is listed twice. As before, the errors of the last 20 failed attempts of a step
+-- are kept.
 -- (PostgreSQL: schema v18.)
 DROP TRIGGER IF EXISTS steps_keep_attempt_error_insert;
 DROP TRIGGER IF EXISTS steps_keep_attempt_error_update;
@@ -19,5 +20,6 @@ BEGIN
     ON CONFLICT (run_id, call_id, attempt)
     DO UPDATE SET error = excluded.error, at = excluded.at;
     DELETE FROM attempt_errors
-    WHERE run_id = NEW.run_id AND call_id = NEW.call_id AND attempt <= NEW.attempts - 20;
+    WHERE run_id = NEW.run_id AND call_id = NEW.call_id
+      AND attempt <= NEW.attempts - 20 - (NEW.error IS NULL);
 END;

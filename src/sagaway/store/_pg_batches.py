@@ -92,18 +92,21 @@ def _steps_op(batch: list[tuple[StepRecord, str]]) -> Op[set[tuple[str, str]]]:
     return op
 
 
-async def finish_many(run: Run, batch: list[Params]) -> list[BaseException | None]:
+async def finish_many(
+    run: Run, batch: list[Params], *, ended_by: str
+) -> list[BaseException | None]:
     """Ends of top-level executions (``_params.finish``, with ``step_*`` parameters for a final
     step): ``LeaseLost`` for those the token no longer owns. Whoever waits for one of them (a
-    workflow that attached to it as its child) becomes due in the same transaction."""
+    workflow that attached to it as its child) becomes due in the same transaction. ``ended_by``:
+    the lease owner this store listens as, spared the notices of its own ends (once per
+    statement, not in every item)."""
 
     if len(batch) == 1:
-        params = batch[0]
+        params = {**batch[0], "ended_by": ended_by}
         query = "finish_owned_with_step" if "step_call_id" in params else "finish_owned"
     else:
-        # Every item of a batch comes from this store: the same ended_by (see finish_workflow).
         query = "finish_owned_many"
-        params = {"batch": json_batch(batch), "ended_by": batch[0]["ended_by"]}
+        params = {"batch": json_batch(batch), "ended_by": ended_by}
     wake = {"run_ids": [p["run_id"] for p in batch], "now": max(p["now"] for p in batch)}
 
     async def op(conn: Conn, retried: bool) -> set[str]:

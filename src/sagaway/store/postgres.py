@@ -127,7 +127,7 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
             max_batch=_CREATE_BATCH,
         )
         self._finish_commits: GroupCommit[dict[str, Any], None] = GroupCommit(
-            lambda batch: _pg_batches.finish_many(self._run, batch),
+            lambda batch: _pg_batches.finish_many(self._run, batch, ended_by=self._owner),
             name="finish_workflows",
             max_batch=_FINISH_BATCH,
             unique=lambda item: item["run_id"],
@@ -234,7 +234,7 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
         ``"deaf:ends"``.
         """
         if self._listener is None:
-            self._owner = owner or ""  # the owner whose channel it listens on
+            self._owner = owner or ""
             mine = () if owner is None else (_pg_listener.owner_channel(self.schema, owner),)
             self._listener = self._new_listener(self.channel, mine)
             await self._listener.start(callback)
@@ -419,7 +419,6 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
         params = _params.finish(
             run_id, token=token, status=status, result=result, error=error, now=now
         )
-        params["ended_by"] = self._owner
         step_params = _params.step(final_step) if final_step else None
         size = len(result or "") + len(error or "")
         if final_step is not None:
@@ -435,7 +434,8 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
 
         async def op(conn: Conn, retried: bool) -> None:
             # A child's end also wakes its waiters (its parent first of all): one transaction.
-            if not await _fenced(conn, "finish_owned", params, retried, done_as="finished_as"):
+            owned = {**params, "ended_by": self._owner}
+            if not await _fenced(conn, "finish_owned", owned, retried, done_as="finished_as"):
                 return  # the lost attempt committed (with its final step and wake-up)
             if step_params is not None:
                 await conn.execute(_Q["upsert_step"], step_params)

@@ -36,7 +36,6 @@ import hashlib
 from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
-import psycopg
 from psycopg import sql
 
 from sagaway import errors
@@ -51,6 +50,7 @@ from sagaway.store import (
     _pg_conn,
     _pg_fork,
     _pg_listener,
+    _pg_open,
     _pg_purge,
     _pg_schedules,
     _pg_signals,
@@ -61,7 +61,7 @@ from sagaway.store._group_commit import GroupCommit
 from sagaway.store._pg_conn import Conn, Op, exists, named
 from sagaway.store._pg_queue_limits import PgQueueLimits
 from sagaway.store._pg_url import Timing, parse_postgres_url, parse_timing
-from sagaway.store.base import CreateResult, DatabaseNotFound, StoreUnavailable
+from sagaway.store.base import CreateResult
 from sagaway.store.records import (
     AttemptErrorRecord,
     Lease,
@@ -92,10 +92,6 @@ _BATCHED_PAYLOAD = 64 * 1024
 """Payloads (arguments, results) larger than this are written alone, not in a shared batch."""
 _CREATE_ROUNDS = 16
 """Bound on re-reads when the current row of a key changes under ``create_workflow``."""
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
 
 
 class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
@@ -148,17 +144,23 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
     async def open(self) -> None:
         if self._pool is not None:
             return
-        # An existing schema already at this Sagaway's version (create=False) needs no
-        # migration transaction: a reading command opens one pooled connection and queries.
-        current = None if self._create else await self._require_schema()
-        pool = await _pg_conn.open_pool(
+        opening = _pg_conn.open_pool(
             self._conninfo,
             schema=self.schema,
             size=self.pool_size,
             timing=self.timing,
             url=self.url,
         )
+        if self._create:
+            pool, current = await opening, None
+        else:  # reading: the schema is checked while the pool connects (see _pg_open)
+            timeout = max(2, min(10, int(self.timing.pool_timeout)))
+            check = _pg_open.schema_version(
+                self._conninfo, schema=self.schema, url=self.url, timeout=timeout
+            )
+            pool, current = await _pg_open.open_checked(opening, check)
         self._pool = pool
+        # An existing schema already at this Sagaway's version needs no migration transaction.
         if current == _migrations.latest_version(_DIALECT):
             return
         try:
@@ -167,33 +169,6 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
             self._pool = None
             await pool.close()
             raise
-
-    async def _require_schema(self) -> int:
-        """The schema version of this schema's Sagaway tables; DatabaseNotFound if it has none.
-        One connection, failing within seconds with the server's own message
-        (StoreUnavailable), or ValueError for a URL libpq rejects."""
-        timeout = max(2, min(10, int(self.timing.pool_timeout)))
-        try:
-            conn = await psycopg.AsyncConnection.connect(
-                self._conninfo, connect_timeout=timeout, autocommit=True
-            )
-        except psycopg.ProgrammingError as exc:
-            raise ValueError(f"invalid PostgreSQL URL {self.url}: {_one_line(exc)}") from exc
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailable(
-                f"cannot connect to PostgreSQL at {self.url}: {_one_line(exc)}"
-            ) from exc
-        async with conn:
-            cur = await conn.execute(_Q["schema_is_sagaway"], {"schema": self.schema})
-            if await cur.fetchone() is None:
-                raise DatabaseNotFound(self.url, f"no schema {self.schema!r} with Sagaway's tables")
-            cur = await conn.execute(
-                sql.SQL("SELECT COALESCE(MAX(version), 0) FROM {}.schema_migrations").format(
-                    sql.Identifier(self.schema)
-                )
-            )
-            row = await cur.fetchone()
-        return int(row[0]) if row else 0
 
     @property
     def pool(self) -> _pg_conn.Pool:

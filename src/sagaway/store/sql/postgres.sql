@@ -9,10 +9,6 @@ SELECT pg_advisory_xact_lock(%(lock_key)s::bigint)
 -- name: schema_exists
 SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %(schema)s
 
--- name: schema_is_sagaway
-SELECT 1 FROM pg_catalog.pg_tables
-WHERE schemaname = %(schema)s AND tablename = 'schema_migrations'
-
 -- name: create_schema_migrations
 CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,

@@ -13,7 +13,7 @@ from psycopg import sql
 
 import sagaway as sw
 from sagaway.states import WorkflowStatus
-from sagaway.store import DatabaseNotFound, _pg_conn, migrations, open_store
+from sagaway.store import DatabaseNotFound, migrations, open_store
 from sagaway.store.postgres import PostgresStore
 from sagaway.store.records import Lease, NewWorkflow
 from sagaway.testing.internals import engine_of, store_of
@@ -285,49 +285,25 @@ async def test_a_reading_open_of_a_newer_schema_is_refused(postgres_url: str) ->
     await store.close()
 
 
-@pytest.mark.parametrize("first", ["pool", "check"])
-async def test_a_reading_open_that_finds_no_sagaway_schema_closes_its_pool(first: str) -> None:
-    """The pool connects while the schema is checked (``store/_pg_open.py``). When the check
-    finds no Sagaway tables, the pool is closed, whether it had connected first (``pool``) or
-    was still connecting (``check``): nothing is left connected or retrying."""
-    url = f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}schema=sagaway_no_such_schema"
-    pool_connected, closing_started = asyncio.Event(), asyncio.Event()
-    connect = psycopg.AsyncConnection.connect
-
-    async def ordered(*args: Any, **kwargs: Any) -> psycopg.AsyncConnection[Any]:
-        if "connect_timeout" in kwargs:  # the schema check's connection
-            if first == "pool":
-                await pool_connected.wait()
-            return await connect(*args, **kwargs)
-        if first == "check":
-            await closing_started.wait()  # still connecting when the check fails
-        conn = await connect(*args, **kwargs)
-        pool_connected.set()
-        return conn
-
-    pools: list[Any] = []
-    closed: list[Any] = []
-    pool_init, pool_close = _pg_conn.Pool.__init__, _pg_conn.Pool.close
-
-    def made(self: Any, *args: Any, **kwargs: Any) -> None:
-        pools.append(self)
-        pool_init(self, *args, **kwargs)
-
-    async def closing(self: Any, timeout: float = 5.0) -> None:
-        closed.append(self)
-        closing_started.set()  # a connection that was on its way arrives: the close drops it
-        await pool_close(self, timeout)
-
-    store = open_store(url, create=False)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(psycopg.AsyncConnection, "connect", ordered)
-        patch.setattr(_pg_conn.Pool, "__init__", made)
-        patch.setattr(_pg_conn.Pool, "close", closing)
-        with pytest.raises(DatabaseNotFound, match="no schema 'sagaway_no_such_schema'"):
-            await asyncio.wait_for(store.open(), 10)
-    assert len(pools) == 1 and closed == pools
-    assert pools[0].closed
-    assert pool_connected.is_set()
+async def test_a_reading_open_of_another_applications_schema_is_not_found(
+    postgres_url: str,
+) -> None:
+    """A schema that exists without Sagaway's tables is no Sagaway database: ``create=False``
+    says so (one query: its ``schema_migrations`` is missing) and leaves the schema as it was."""
+    store = open_store(postgres_url, create=False)
+    assert isinstance(store, PostgresStore)
+    schema = sql.Identifier(store.schema)
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+        conn.execute(sql.SQL("CREATE TABLE {}.orders (id INTEGER)").format(schema))
+    with pytest.raises(DatabaseNotFound, match=f"no schema '{store.schema}' with Sagaway's"):
+        await store.open()
+    await store.close()
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        tables = conn.execute(
+            "SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = %s", (store.schema,)
+        ).fetchall()
+    assert tables == [("orders",)]
 
 
 async def test_a_cancel_reaches_the_owner_by_its_notice(postgres_url: str) -> None:

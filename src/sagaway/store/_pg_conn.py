@@ -123,9 +123,6 @@ async def open_pool(conninfo: str, *, schema: str, size: int, timing: Timing, ur
     except PoolTimeout as exc:
         await pool.close()
         raise errors.SagawayError(f"cannot connect to PostgreSQL at {url}: {exc}") from exc
-    except BaseException:  # cancelled (a reading open whose schema check failed)
-        await pool.close()
-        raise
     return pool
 
 

@@ -144,21 +144,19 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
     async def open(self) -> None:
         if self._pool is not None:
             return
-        opening = _pg_conn.open_pool(
+        current = None
+        if not self._create:  # reading: fail at once if there is no Sagaway schema here
+            timeout = max(2, min(10, int(self.timing.pool_timeout)))
+            current = await _pg_open.schema_version(
+                self._conninfo, schema=self.schema, url=self.url, timeout=timeout
+            )
+        pool = await _pg_conn.open_pool(
             self._conninfo,
             schema=self.schema,
             size=self.pool_size,
             timing=self.timing,
             url=self.url,
         )
-        if self._create:
-            pool, current = await opening, None
-        else:  # reading: the schema is checked while the pool connects (see _pg_open)
-            timeout = max(2, min(10, int(self.timing.pool_timeout)))
-            check = _pg_open.schema_version(
-                self._conninfo, schema=self.schema, url=self.url, timeout=timeout
-            )
-            pool, current = await _pg_open.open_checked(opening, check)
         self._pool = pool
         # An existing schema already at this Sagaway's version needs no migration transaction.
         if current == _migrations.latest_version(_DIALECT):

@@ -401,6 +401,12 @@ def history_notes(results: report.Results) -> list[str]:
                 f"`{w}` {cli[w]['beyond_start_ms']:.0f} ms"
                 for w in ("list_status", "list_name", "show")
             )
+            + (
+                f" (psycopg's import, one connection and `SELECT 1` alone: "
+                f"{cli['driver_floor']['median_ms']:.0f} ms)"
+                if "driver_floor" in cli
+                else ""
+            )
             + f"; `claim_due` {hist['scan']['claim_due_ms']:.2f} ms, `next_due` "
             f"{hist['scan']['next_due_ms']:.2f} ms (median of {hist['scan']['runs']})."
         )

@@ -7,6 +7,9 @@ Preloads N ended workflows (``benchmarks.preload``) into a fresh store, then tim
 * ``sagaway list --status FAILED``, ``sagaway list --name NAME`` (first page each) and
   ``sagaway show KEY`` as subprocesses, median of 5, minus the median of 5 runs of
   ``sagaway --help`` (the interpreter, imports and CLI start-up every command pays);
+* on PostgreSQL, the floor under those three: a process that has imported what ``sagaway
+  --help`` imports, then imports psycopg, opens one connection and runs ``SELECT 1`` (the
+  time of that part, median of 5): no reading command can take less beyond the CLI's start;
 * the Recovery Worker's scan for due executions and expired leases, ``Store.claim_due`` (and
   ``Store.next_due``, which it calls when the scan finds nothing), called directly on the
   store, median of 20.
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from sagaway.store import open_store
+from sagaway.store._pg_url import parse_postgres_url
 
 CLI_RUNS = 5
 SCAN_RUNS = 20
@@ -89,6 +93,36 @@ def _time_cli(commands: dict[str, list[str]], runs: int = CLI_RUNS) -> dict[str,
     }
 
 
+_DRIVER_FLOOR = """
+import sys, time
+import sagaway.cli.main  # what every command, --help included, has imported
+t0, c0 = time.perf_counter(), time.process_time()
+import psycopg
+with psycopg.connect(sys.argv[1], autocommit=True) as conn:
+    conn.execute("SELECT 1").fetchone()
+print((time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000)
+"""
+
+
+def _driver_floor(url: str, runs: int = CLI_RUNS) -> dict[str, Any]:
+    """Median wall and CPU ms of importing psycopg, connecting and ``SELECT 1`` in a process that
+    has the CLI's own imports already: the part of a reading command Sagaway cannot remove."""
+    conninfo = parse_postgres_url(url)[0]
+    walls, cpus = [], []
+    for run in range(runs + 1):  # the first is not timed: writes the bytecode, warms the caches
+        out = subprocess.run(
+            [sys.executable, "-c", _DRIVER_FLOOR, conninfo],
+            env=_CLI_ENV,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        if run:
+            walls.append(float(out[0]))
+            cpus.append(float(out[1]))
+    return {"median_ms": statistics.median(walls), "cpu_median_ms": statistics.median(cpus)}
+
+
 async def _scan(url: str, runs: int = SCAN_RUNS) -> dict[str, Any]:
     """Median ms of the recovery scan's store calls, as a Recovery Worker with free slots makes
     them (limit 100, nothing excluded, any queue and version)."""
@@ -143,6 +177,8 @@ def probe(url: str, sample: dict[str, str]) -> dict[str, Any]:
             "beyond_start_ms": t["median_ms"] - base["median_ms"],
             "cpu_beyond_start_ms": t["cpu_median_ms"] - base["cpu_median_ms"],
         }
+    if url.startswith(("postgresql:", "postgres:")):
+        cli["driver_floor"] = _driver_floor(url)
     return {"cli": cli, "scan": asyncio.run(_scan(url)), "loadavg": os.getloadavg()}
 
 
@@ -157,6 +193,12 @@ def goal_lines(history: dict[str, Any], label: str = "") -> list[str]:
         lines.append(
             f"{prefix}{what} {value:.1f} ms beyond start (CPU {cpu:.1f} ms); "
             f"goal < {CLI_GOAL_MS:g}: {verdict}"
+        )
+    floor = history["cli"].get("driver_floor")
+    if floor:
+        lines.append(
+            f"{prefix}of which psycopg's import, one connection and SELECT 1 (the floor): "
+            f"{floor['median_ms']:.1f} ms (CPU {floor['cpu_median_ms']:.1f} ms)"
         )
     scan = history["scan"]["claim_due_ms"]
     verdict = "MET" if scan < SCAN_GOAL_MS else "MISSED"

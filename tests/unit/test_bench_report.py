@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmarks import chart, history, preload, report
+from benchmarks import chart, compare, history, preload, report
 
 
 def _run(thr: float | None = None, p50: float | None = None, **extra: Any) -> dict[str, Any]:
@@ -84,6 +84,24 @@ def test_goal_lines_say_met_or_missed() -> None:
     slow = history.goal_lines(_history(60.0, 12.0))
     assert all(line.endswith("MISSED") for line in slow)
     assert all(line.endswith("MET") for line in history.goal_lines(_history(10.0, 1.0)))
+
+
+def test_the_postgresql_driver_floor_is_reported_beside_the_cli_goals() -> None:
+    probes = _history(60.0, 1.0)
+    probes["cli"].update(interpreter_start_ms=150.0)
+    probes["cli"]["driver_floor"] = {"median_ms": 41.5, "cpu_median_ms": 39.0}
+    lines = history.goal_lines(probes, "postgres")
+    floor = [line for line in lines if "the floor" in line]
+    assert floor == [
+        "postgres: of which psycopg's import, one connection and SELECT 1 (the floor): "
+        "41.5 ms (CPU 39.0 ms)"
+    ]
+    assert sum(line.endswith("MISSED") for line in lines) == 3  # the floor is no goal
+    record = {"preload": {"n": 1000, "load_s": 2.0}, "history": probes}
+    notes = compare.history_notes({"sagaway/postgres-preload": {"A_thr": record}})
+    assert "`SELECT 1` alone: 42 ms)" in notes[0]
+    del probes["cli"]["driver_floor"]  # SQLite: no driver to import
+    assert "SELECT 1" not in compare.history_notes({"k": {"A_thr": record}})[0]
 
 
 def test_chart_writes_a_png(tmp_path: Path) -> None:

@@ -98,6 +98,10 @@ class Driver:
         self.separate_client = any(k == "stall" for _, k in scenario.faults.faults)
         self._opening: tuple[Process, bool] | None = None
         self._stores: dict[int, FaultyStore] = {}
+        self.server_offset: float | None = None
+        """The database server's clock minus the FakeClock (None: the store has no clock of its
+        own, as SQLite), measured by the first process that opens (``server_time``)."""
+        self._server_measured = False
         self._numbers = itertools.count(1)
         self.observer: Store | None = None
         self.sent: dict[str, set[str]] = {}
@@ -122,9 +126,24 @@ class Driver:
         assert self._opening is not None
         process, client = self._opening
         inner = open_store(url, create=create, token=token)
-        store = FaultyStore(inner, self.injector, process, self.world, client=client)
+        store = FaultyStore(
+            inner, self.injector, process, self.world, client=client, server_time=self.server_time
+        )
         self._stores[process.number] = store
         return store
+
+    async def server_time(self, store: Store) -> float | None:
+        """The database server's clock as the simulated processes read it: its offset from the
+        FakeClock is measured once, then it moves with the FakeClock, as a real server's clock
+        moves with real time. (Measured again by each process, the offsets would differ by
+        every jump of the FakeClock between two processes' starts: processes that disagree on
+        the time by more than a lease, which no deployment has, each taking the other's leases
+        for expired.)"""
+        if not self._server_measured:
+            server = await store.server_time()
+            self.server_offset = None if server is None else server - self.clock.now()
+            self._server_measured = True
+        return None if self.server_offset is None else self.clock.now() + self.server_offset
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Driver]:
@@ -169,11 +188,9 @@ class Driver:
         else:
             await manager.__aenter__()
             self.processes_opened += 1
-        # On PostgreSQL the engine takes its times from the server's clock (an offset measured
-        # when it opens); the record's times are in that clock.
-        assert self.observer is not None
-        server = await self.observer.server_time()
-        process.offset = 0.0 if server is None else server - self.clock.now()
+        # On PostgreSQL the engine takes its times from the server's clock (server_time); the
+        # record's times are in that clock.
+        process.offset = self.server_offset or 0.0
         return _Live(process, manager, self._stores[process.number], connection)
 
     async def open_process(self) -> _Live:

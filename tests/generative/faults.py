@@ -15,7 +15,7 @@ import dataclasses
 import inspect
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sagaway.states import StepKind, StepStatus
@@ -75,9 +75,18 @@ class FaultyStore:
     """Delegates every verb of ``inner``; injects the planned faults; reports to the World."""
 
     def __init__(
-        self, inner: Store, injector: Injector, process: Process, world: World, *, client: bool
+        self,
+        inner: Store,
+        injector: Injector,
+        process: Process,
+        world: World,
+        *,
+        client: bool,
+        server_time: Callable[[Store], Awaitable[float | None]],
     ) -> None:
         self._inner = inner
+        self._server_time = server_time
+        """The database's clock as every simulated process reads it (``Driver.server_time``)."""
         self._client = client
         """The client's store (a process without workers): it never crashes or stalls, its
         crash faults become plain errors."""
@@ -96,7 +105,7 @@ class FaultyStore:
         await self._inner.close()
 
     async def server_time(self) -> float | None:
-        return await self._inner.server_time()
+        return await self._server_time(self._inner)
 
     async def listen(
         self, callback: Callable[[str], None], *, owner: str | None = None, ends: bool = True

@@ -21,8 +21,11 @@ import pytest
 import sagaway as sw
 from sagaway._engine.threads import DaemonThreadPool
 from sagaway.testing import FakeClock
+from sagaway.testing.internals import engine_of
+from tests.generative.driver import LEASE, Driver
 from tests.generative.handover import HandoverPool, recording_handovers
-from tests.generative.program import Act, Program, to_json
+from tests.generative.program import Act, FaultPlan, Program, Scenario, to_json
+from tests.generative.settings import GenSettings
 from tests.generative.world import Process, World, install
 
 
@@ -101,3 +104,25 @@ async def test_a_handover_cancelled_or_refused_is_not_left_running() -> None:
     with pytest.raises(RuntimeError):
         pool.submit(lambda: None)
     assert world.sync_running == 0
+
+
+@pytest.mark.postgres
+async def test_processes_opened_apart_in_fake_time_agree_on_the_database_clock(
+    postgres_url: str,
+) -> None:
+    """On PostgreSQL each engine reads the server's clock once, when it opens, and keeps the
+    offset. The Driver's processes all read one simulated server clock, which moves with the
+    FakeClock: a process opened after a jump agrees with the first on the time. (Each reading
+    the real server gave offsets that differed by the jumps between their starts, and a
+    process opened after a jump took the earlier one's fresh leases for expired.)"""
+    driver = Driver(Scenario(workflows=(), faults=FaultPlan()), GenSettings(), postgres_url)
+    async with driver.running():
+        [first] = driver.live
+        await driver.clock.advance(LEASE + 1.0)
+        second = await driver.open_process()
+        first_clock = engine_of(first.manager).clock
+        second_clock = engine_of(second.manager).clock
+        assert driver.server_offset is not None
+        assert second_clock.now() == first_clock.now()
+        assert first_clock.now() == driver.clock.now() + driver.server_offset
+        assert first.process.offset == second.process.offset == driver.server_offset

@@ -100,8 +100,7 @@ class Driver:
         self._stores: dict[int, FaultyStore] = {}
         self.server_offset: float | None = None
         """The database server's clock minus the FakeClock (None: the store has no clock of its
-        own, as SQLite), measured by the first process that opens (``server_time``)."""
-        self._server_measured = False
+        own, as SQLite), read once when the driver starts (``server_time``)."""
         self._numbers = itertools.count(1)
         self.observer: Store | None = None
         self.sent: dict[str, set[str]] = {}
@@ -132,17 +131,13 @@ class Driver:
         self._stores[process.number] = store
         return store
 
-    async def server_time(self, store: Store) -> float | None:
+    def server_time(self) -> float | None:
         """The database server's clock as the simulated processes read it: its offset from the
-        FakeClock is measured once, then it moves with the FakeClock, as a real server's clock
-        moves with real time. (Measured again by each process, the offsets would differ by
-        every jump of the FakeClock between two processes' starts: processes that disagree on
-        the time by more than a lease, which no deployment has, each taking the other's leases
-        for expired.)"""
-        if not self._server_measured:
-            server = await store.server_time()
-            self.server_offset = None if server is None else server - self.clock.now()
-            self._server_measured = True
+        FakeClock is read once, then it moves with the FakeClock, as a real server's clock
+        moves with real time. (Read again by each process, the offsets would differ by every
+        jump of the FakeClock between two processes' starts: processes that disagree on the
+        time by more than a lease, which no deployment has, each taking the other's leases for
+        expired.)"""
         return None if self.server_offset is None else self.clock.now() + self.server_offset
 
     @contextlib.asynccontextmanager
@@ -159,6 +154,8 @@ class Driver:
             if self.settings.codec:
                 self.observer = CodecStore(self.observer, CODEC)
             await self.observer.open()
+            server = await self.observer.server_time()
+            self.server_offset = None if server is None else server - self.clock.now()
             try:
                 await self.open_process()
                 if self.separate_client:

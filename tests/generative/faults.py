@@ -15,7 +15,7 @@ import dataclasses
 import inspect
 import json
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from sagaway.states import StepKind, StepStatus
@@ -82,7 +82,7 @@ class FaultyStore:
         world: World,
         *,
         client: bool,
-        server_time: Callable[[Store], Awaitable[float | None]],
+        server_time: Callable[[], float | None],
     ) -> None:
         self._inner = inner
         self._server_time = server_time
@@ -105,7 +105,7 @@ class FaultyStore:
         await self._inner.close()
 
     async def server_time(self) -> float | None:
-        return await self._server_time(self._inner)
+        return self._server_time()
 
     async def listen(
         self, callback: Callable[[str], None], *, owner: str | None = None, ends: bool = True

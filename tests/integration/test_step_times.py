@@ -143,6 +143,18 @@ async def test_a_timed_wait_answered_early_records_when_it_was_answered(app: App
     assert d.ended_at == pytest.approx(began + EARLY + WORK, abs=1e-3)
 
 
+async def test_a_cancel_delivered_at_a_timed_wait_is_dated_when_it_came(app: App) -> None:
+    handle = await app.manager.workflow("approval").execute(idempotency_key="c-1")
+    began = (await reaches(handle, sw.WorkflowStatus.WAITING)).steps[0].started_at
+    await app.clock.advance(EARLY)
+    assert await handle.cancel("not needed")
+    d = await reaches(handle, sw.WorkflowStatus.CANCELLED)
+    never_ahead(d, app.now())
+    (receive,) = d.steps
+    assert receive.status is sw.StepStatus.FAILED and receive.error is not None
+    assert receive.ended_at == pytest.approx(began + EARLY, abs=1e-3)
+
+
 async def test_show_and_its_json_give_the_real_durations(app: App, db_url: str) -> None:
     _, began = await answered_early(app, "a-2")
     result = await sagaway("show", "a-2", "--db", db_url, "--json", "--utc")

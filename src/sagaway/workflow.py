@@ -39,9 +39,12 @@ class StepDescription:
     error: dict[str, Any] | None
     started_at: float
     ended_at: float | None
+    """When it ended; for a receive still WAITING its deadline (None without a timeout), for
+    a sleep its wake-up time."""
     result: Any = None
     """The step's recorded output, as JSON (undecoded into the function's return type): an
-    activity's result, a received signal's payload, a child's key."""
+    activity's result, a received signal's payload, a child's key, a sleep's wake-up time
+    (epoch seconds: see ``wakes_at``)."""
     attempt_errors: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """The error of each failed attempt, oldest first (the last 20 attempts are kept): the
     keys of ``error`` plus ``attempt`` (1 for the first) and ``at`` (when it failed). A step
@@ -49,7 +52,17 @@ class StepDescription:
 
     @property
     def duration(self) -> float | None:
-        return None if self.ended_at is None else self.ended_at - self.started_at
+        """Seconds from its start to its end; None while it waits (it has not ended)."""
+        if self.ended_at is None or self.status is StepStatus.WAITING:
+            return None
+        return self.ended_at - self.started_at
+
+    @property
+    def wakes_at(self) -> float | None:
+        """A sleep's wake-up time (epoch seconds); None for every other kind of step."""
+        if self.kind is not StepKind.SLEEP or isinstance(self.result, bool):
+            return None
+        return float(self.result) if isinstance(self.result, (int, float)) else None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

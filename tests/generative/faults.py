@@ -20,6 +20,7 @@ from typing import Any
 
 from sagaway.states import StepKind, StepStatus
 from sagaway.store import Store
+from tests.generative import times_check
 from tests.generative.world import InjectedDbError, Process, ProcessDead, World
 
 _WRITES = frozenset(
@@ -60,6 +61,8 @@ class Injector:
     log: list[str] = dataclasses.field(default_factory=list)
     restart_requested: Process | None = None
     stall_requested: Process | None = None
+    times_ahead: list[str] = dataclasses.field(default_factory=list)
+    """Store calls that recorded a time ahead of the clock (``times_check``)."""
 
     def take(self, method: str) -> str | None:
         index = self.calls
@@ -141,6 +144,9 @@ class FaultyStore:
         process = self._process
         if process.dead:
             raise ProcessDead(f"process {process.number} is dead ({name})")
+        now = self._server_time()
+        now = self._world.clock.now() if now is None else now
+        self._injector.times_ahead += times_check.ahead(name, args, kwargs, now)
         self.inflight += 1
         self.calls_in_flight[name] += 1
         try:

@@ -23,6 +23,8 @@ async def check(driver: Driver) -> list[str]:
     problems += _owners(driver, records)
     problems += _cancels_from_owners(driver, records)
     problems += list(driver.idle_violations.values())
+    if driver.settings.clock_times_check:
+        problems += driver.injector.times_ahead
     return problems
 
 

@@ -69,6 +69,11 @@ class Receive:
     timeout: float | None
 
 
+EARLY_TIMEOUT = 86400.0
+"""The timeout of a receive answered early (``timed_waits_early``): its signal is always sent
+once the workflow has settled, long before it."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Sleep:
     label: str
@@ -280,6 +285,8 @@ def _node(s: GenSettings, ctx: _Ctx) -> st.SearchStrategy[Node]:
         options.append(st.just(None).map(lambda _: Patch(labels("p"))))
     if s.signals and ctx.top and waits:
         options.append(st.sampled_from([None, 7200.0]).map(lambda t: Receive(labels("r"), t)))
+    if s.timed_waits_early and ctx.top and waits:
+        options.append(st.just(EARLY_TIMEOUT).map(lambda t: Receive(labels("r"), t)))
     if ctx.depth > 0:
         if s.gather and ctx.gather_ok:
             inner = ctx.deeper(in_gather=True)
@@ -376,7 +383,7 @@ def scenarios(draw: st.DrawFn, s: GenSettings) -> Scenario:
         signals = tuple(
             (
                 r.label,
-                draw(when),
+                "after" if r.timeout == EARLY_TIMEOUT else draw(when),
                 s.signal_dedupe and draw(st.booleans()),
             )
             for r in receives

@@ -93,6 +93,10 @@ class GenSettings:
     cancel_compensates: bool = True
     """Check that a cancelled workflow ran the compensations of every step it completed
     (cancellation is cooperative and compensates)."""
+    timed_waits_early: bool = True
+    """A signal receive with a day's timeout whose signal the client sends once the workflow
+    waits, long before the timeout (the receive was recorded as ending at its deadline, and
+    every step after it; ``clock_times_check`` sees it)."""
     telemetry: bool = True
     """An observer receives the engine's telemetry (spans, attempt and end reports) and its
     reports are checked against what happened (``telemetry_check.py``)."""
@@ -117,6 +121,11 @@ class GenSettings:
     idle_slot_check: bool = True
     """When nothing can happen until the clock moves, no workflow may hold a worker (RUNNING)
     unless one of its activities runs or a retry backoff of it is pending."""
+
+    clock_times_check: bool = True
+    """No store call records a time ahead of the database's clock: a step's start and end (not
+    a waiting receive's deadline, nor a sleep's wake-up time), a signal's delivery, its ``now``
+    (``times_check.py``)."""
 
     def enabled(self, **overrides: bool) -> GenSettings:
         return dataclasses.replace(self, **overrides)

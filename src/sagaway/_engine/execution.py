@@ -179,9 +179,13 @@ class ExecutionBase:
         self._write_error: BaseException | None = None
         """Why pending outcomes could not be written: nothing may run past them (sticky)."""
         self._last_completion = max(
-            (s.ended_at or 0.0 for s in steps if s.kind in _ORDERED_KINDS), default=0.0
+            (s.ended_at or 0.0 for s in steps if s.kind in _ORDERED_KINDS and s.status in FINAL),
+            default=0.0,
         )
-        """Completion time of the latest outcome received (see ``completion_time``)."""
+        """Completion time of the latest outcome received (see ``completion_time``). Only
+        final steps count: a receive still WAITING records its deadline as ``ended_at``, which
+        is no completion (counted, a signal answered before it was dated at the deadline,
+        and so was every step after it)."""
 
     def _init_replay(self) -> None:
         self.replay_only = False

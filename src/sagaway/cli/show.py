@@ -126,6 +126,7 @@ def step_json(s: sw.StepDescription, clock: _format.Clock) -> dict[str, Any]:
         "result": s.result,
         **clock.fields(started_at=s.started_at, ended_at=s.ended_at),
         "duration": _took(s),
+        **(clock.fields(wakes_at=s.wakes_at) if s.wakes_at is not None else {}),
     }
 
 
@@ -253,7 +254,7 @@ def _print_step_details(
         return
     console.print("[bold]outputs and errors[/bold] (every failed attempt, oldest first)")
     for s in detailed:
-        outcome = f"error {_error(s.error)}" if s.error else f"output {_value(s.result)}"
+        outcome = f"error {_error(s.error)}" if s.error else _output(s.result, s.wakes_at, clock)
         console.print(f"  {s.call_id} {escape(s.name)}  {outcome}", soft_wrap=True, highlight=False)
         for e in s.attempt_errors:
             at = clock.text(e.get("at"))
@@ -261,6 +262,11 @@ def _print_step_details(
             console.print(line, soft_wrap=True, highlight=False)
             if show_tb and e.get("traceback"):
                 console.print(e["traceback"], markup=False, highlight=False)
+
+
+def _output(result: Any, wakes: float | None, clock: _format.Clock) -> str:
+    """A step's output: a sleep's is its wake-up time."""
+    return f"output {_value(result)}" if wakes is None else f"wakes {clock.text(wakes)}"
 
 
 def _print_signals(signals: list[sw.SignalDescription], clock: _format.Clock) -> None:
@@ -306,12 +312,19 @@ async def _follow(
         while not d.status.ended:
             await asyncio.sleep(POLL_INTERVAL)
             before, d = d, await handle.describe()
-            for event in sorted(_changes(before, d, clock), key=_event_time):
+            for event in follow_events(before, d, clock):
                 if as_json:
                     click.echo(json.dumps(event))
                 else:
                     _print_event(event, clock)
     return Exit.OK if d.status is sw.WorkflowStatus.COMPLETED else Exit.REFUSED
+
+
+def follow_events(
+    before: sw.WorkflowDescription, after: sw.WorkflowDescription, clock: _format.Clock
+) -> list[dict[str, Any]]:
+    """What changed between two reads, in the order it happened (see ``event_time``)."""
+    return sorted(_changes(before, after, clock), key=event_time)
 
 
 def _changes(
@@ -339,12 +352,14 @@ def _changes(
         }
 
 
-def _event_time(event: dict[str, Any]) -> float:
-    """When it happened: a step's end (its start while it waits: its ``ended_at`` is then a
-    deadline), a signal's delivery or rejection (else its sending), a status's update."""
+def event_time(event: dict[str, Any]) -> float:
+    """When it happened: a step's end (its start while it waits, its ``ended_at`` then a
+    deadline, and for a sleep, recorded with its wake-up time as it began), a signal's
+    delivery or rejection (else its sending), a status's update."""
     if event["event"] == "step":
         waiting = event["status"] == sw.StepStatus.WAITING.value or event["ended_at"] is None
-        return float(event["started_at"] if waiting else event["ended_at"])
+        slept = event.get("wakes_at") is not None and event["ended_at"] == event["wakes_at"]
+        return float(event["started_at"] if waiting or slept else event["ended_at"])
     if event["event"] == "signal":
         return float(event["handled_at"] or event["sent_at"])
     return float(event["updated_at"])
@@ -352,14 +367,19 @@ def _event_time(event: dict[str, Any]) -> float:
 
 def _print_event(event: dict[str, Any], clock: _format.Clock) -> None:
     kind = event["event"]
-    when = clock.text(_event_time(event))
+    when = clock.text(event_time(event))
     if kind == "step":
         text = f"step {event['call_id']} {escape(event['name'])} {_format.styled(event['status'])}"
         text += f" (attempt {event['attempts']})"
         if event["error"]:
             text += f"  {_error(event['error'])}"
         elif event["result"] is not None:
-            text += f"  → {_value(event['result'])}"
+            wakes = event.get("wakes_at")
+            text += (
+                f"  → {_value(event['result'])}"
+                if wakes is None
+                else f"  → wakes {clock.text(wakes)}"
+            )
     elif kind == "signal":
         text = f"signal {escape(event['name'])} #{event['id']} {_format.styled(event['state'])}"
         if event["rejected"]:

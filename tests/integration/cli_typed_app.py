@@ -21,6 +21,12 @@ class Receipt:
     total: int
 
 
+@dataclasses.dataclass
+class Approval:
+    amount: int
+    by: str
+
+
 class Refused(sw.CompletableError):
     """The order was refused."""
 
@@ -39,6 +45,15 @@ def build(url: str | None) -> sw.Manager:
     @m.register_workflow(name="billing", task_queue="billing")
     async def billing(order: Order) -> Receipt:
         return Receipt(order.id, order.amount)
+
+    @m.register_workflow(name="approve")
+    async def approve() -> Approval:
+        return await m.signal("approval").receive(Approval)
+
+    @m.register_workflow(name="two_steps")
+    async def two_steps() -> list[str]:
+        first = await m.signal("first").receive(str)
+        return [first, await m.signal("second").receive(str)]
 
     return m
 

@@ -221,6 +221,8 @@ def signal_cmd(
     The payload is checked against the type the workflow receives when it receives it. If the
     workflow is waiting for NAME, this waits (--wait-delivery) to say whether it was delivered
     or rejected; else `sagaway show KEY` tells later (pending, delivered, or rejected and why).
+    If it waits for a signal of another name, the signal is kept all the same, and a note on
+    stderr names the one it waits for.
 
     Exit 1 if the workflow rejected it (or had ended), 2 if PAYLOAD is not JSON, 3 if there is
     no such workflow. A --dedupe-id sent before exits 0 ("already sent"), even once the
@@ -238,7 +240,9 @@ def signal_cmd(
     if not sent.stored:
         console.print(f"{what} with dedupe id {escape(repr(dedupe_id))} was already sent")
     elif sent.signal is not None and sent.signal.state == "rejected":
-        _refused(f"{key}: signal {name!r} was rejected: {sent.signal.rejected}")
+        # One line per wrong field of the payload: not folded by the terminal's width.
+        click.echo(f"{key}: signal {name!r} was rejected: {sent.signal.rejected}", err=True)
+        sys.exit(int(Exit.REFUSED))
     elif sent.signal is not None and sent.signal.state == "delivered":
         console.print(f"{what} delivered (to step {sent.signal.delivered_to})")
     elif sent.awaited and wait > 0:
@@ -246,6 +250,15 @@ def signal_cmd(
             f"{what} sent; not received within {wait:g}s (is a worker running?): "
             f"`sagaway show {escape(key)}` says when it is delivered or rejected",
             soft_wrap=True,
+        )
+    elif sent.waits_for is not None and sent.waits_for != name:
+        console.print(
+            f"{what} sent (kept until the workflow receives a signal of that name)",
+            soft_wrap=True,
+        )
+        click.echo(
+            f"note: {key} waits for signal {sent.waits_for!r}, not {name!r}: is the name right?",
+            err=True,
         )
     else:
         console.print(

@@ -164,7 +164,26 @@ class FunctionCodec:
 
     def decode_args(self, text: str) -> tuple[list[Any], dict[str, Any]]:
         """Decode stored arguments into call arguments of the annotated types."""
-        data = load_json(text, f"arguments of {self.label}")
+        return self._typed(load_json(text, f"arguments of {self.label}"), "stored ")
+
+    def type_args(
+        self, args: list[Any], kwargs: dict[str, Any]
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """Call arguments given as plain JSON values (``sagaway start --app``), bound to the
+        signature (``TypeError`` for a missing or unknown one) and validated into the annotated
+        types (``PayloadError``, one line per wrong field): what ``encode_args`` stores as is."""
+        params = self.signature.parameters
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            unknown = [n for n in kwargs if n not in params]
+            if unknown:
+                raise TypeError(f"{self.label} has no parameter {', '.join(map(repr, unknown))}")
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.label}: {exc}") from None
+        return self._typed(dict(bound.arguments), "")
+
+    def _typed(self, data: dict[str, Any], stored: str) -> tuple[list[Any], dict[str, Any]]:
         adapters = self._adapters()
         for name in data:
             if name not in adapters:
@@ -185,7 +204,7 @@ class FunctionCodec:
             value = data[name]
             if by_name and kind in (inspect.Parameter.POSITIONAL_ONLY, _VAR_POSITIONAL):
                 raise errors.PayloadError(
-                    f"stored arguments of {self.label} give {name!r} but leave out a positional "
+                    f"{stored}arguments of {self.label} give {name!r} but leave out a positional "
                     "parameter before it"
                 )
             try:
@@ -199,7 +218,8 @@ class FunctionCodec:
                     args.append(adapter.validate_python(value))
             except pydantic.ValidationError as exc:
                 raise errors.PayloadError(
-                    f"stored argument {name!r} of {self.label} does not match its annotation: {exc}"
+                    f"{stored}argument {name!r} of {self.label} does not match its annotation "
+                    f"({exc.title}):\n{explain(exc)}"
                 ) from None
         return args, kwargs
 
@@ -225,7 +245,8 @@ class FunctionCodec:
             return self._result.validate_python(data)
         except pydantic.ValidationError as exc:
             raise errors.PayloadError(
-                f"stored result of {self.label} does not match its return annotation: {exc}"
+                f"stored result of {self.label} does not match its return annotation "
+                f"({exc.title}):\n{explain(exc)}"
             ) from None
 
 
@@ -245,6 +266,20 @@ def _dump(data: Any, what: str, limit: int) -> str:
     if "NaN" in text or "Infinity" in text or text.count("[") + text.count("{") > MAX_DEPTH:
         _check_readable(text, what)
     return text
+
+
+def explain(exc: pydantic.ValidationError) -> str:
+    """A validation error as one readable line per wrong field, each indented by two spaces:
+    ``  amount: Input should be a valid integer (got 'abc')``, instead of pydantic's dump."""
+    lines = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "value"
+        line = f"  {where}: {error['msg']}"
+        if error["type"] != "missing":  # a missing field's input is the object around it
+            got = repr(error["input"])
+            line += f" (got {got if len(got) <= 60 else got[:57] + '...'})"
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def _spells_non_finite(text: str) -> bool:

@@ -99,7 +99,11 @@ def test_cross_file_call_needs_the_defining_file() -> None:
     calls = CORPUS / "bad_cross_calls.py"
     assert check_source(calls.read_text(), str(calls)) == []
     both = check_paths([calls, CORPUS / "cross_defs.py"])
-    assert [(f.path, f.line, f.code) for f in both] == [(str(calls), 12, "SW201")]
+    assert [(f.path, f.line, f.code) for f in both] == [
+        (str(calls), 14, "SW201"),
+        (str(calls), 15, "SW203"),
+        (str(calls), 17, "SW402"),
+    ]
 
 
 def test_registration_by_call_in_another_file(tmp_path: Path) -> None:
@@ -353,7 +357,7 @@ def test_cli_json_output() -> None:
     data = json.loads(out)
     expected = check_paths([CORPUS], select="SW2,SW4")
     assert data == [f.to_dict() for f in expected]
-    assert {item["code"] for item in data} == {"SW201", "SW202", "SW401"}
+    assert {item["code"] for item in data} == {"SW201", "SW202", "SW203", "SW401", "SW402"}
 
 
 def test_cli_clean_run_and_ignore(tmp_path: Path) -> None:

@@ -397,3 +397,40 @@ def test_unreadable_recorded_errors_are_described_not_raised(garbage: str) -> No
     assert repr(garbage[:20]).strip("'\"")[:5] in summary["message"]
     with pytest.raises(sw.PayloadError, match="recorded error is not the JSON Sagaway writes"):
         serialization.error_from_record(garbage, DefaultErrorMarshaler())
+
+
+def test_a_payload_that_does_not_fit_is_told_one_line_per_field() -> None:
+    codec = FunctionCodec(fn, "workflow 'fn'")
+    stored = '{"item": {"sku": "a", "price": "cheap"}, "model": {"ids": ["x"]}, "color": "red"}'
+    with pytest.raises(sw.PayloadError) as caught:
+        codec.decode_args(stored)
+    assert str(caught.value).splitlines() == [
+        "stored argument 'item' of workflow 'fn' does not match its annotation (Item):",
+        "  price: Input should be a valid decimal (got 'cheap')",
+    ]
+    with pytest.raises(sw.PayloadError) as caught:
+        codec.decode_result('{"sku": 1}')
+    assert str(caught.value).splitlines() == [
+        "stored result of workflow 'fn' does not match its return annotation (Item):",
+        "  sku: Input should be a valid string (got 1)",
+        "  price: Field required",
+    ]
+
+
+def test_arguments_given_as_json_are_typed_by_the_annotations() -> None:
+    codec = FunctionCodec(fn, "workflow 'fn'")
+    model = {"when": "2026-01-01T12:00:00", "ids": [str(uuid.UUID(int=1))]}
+    args, kwargs = codec.type_args([{"sku": "a", "price": "1.10"}, model, "red", 1], {"x": "y"})
+    assert args == [Item("a", Decimal("1.10")), Model.model_validate(model), Color.RED, 1]
+    assert kwargs == {"x": "y"}
+    with pytest.raises(sw.PayloadError) as caught:
+        codec.type_args([], {"item": {}, "model": {"when": "soon", "ids": []}, "color": "red"})
+    assert str(caught.value).splitlines()[1:] == [
+        "  sku: Field required",
+        "  price: Field required",
+    ]
+
+    def takes(order: Item) -> None: ...
+
+    with pytest.raises(TypeError, match=r"^workflow 'takes' has no parameter 'ordr'$"):
+        FunctionCodec(takes, "workflow 'takes'").type_args([], {"ordr": {}})

@@ -397,8 +397,12 @@ def _decode_signal(adapter: pydantic.TypeAdapter[Any], payload: str | None) -> A
     try:
         data = None if payload is None else pydantic_core.from_json(payload)
         return adapter.validate_python(data)
-    except (ValueError, pydantic.ValidationError) as exc:
-        raise errors.PayloadError(f"signal payload does not fit {adapter}: {exc}") from None
+    except pydantic.ValidationError as exc:
+        raise errors.PayloadError(
+            f"signal payload does not fit {exc.title}:\n{serialization.explain(exc)}"
+        ) from None
+    except ValueError as exc:
+        raise errors.PayloadError(f"signal payload is not JSON: {exc}") from None
 
 
 async def _first_of(*waits: Awaitable[Any]) -> None:

@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from sagaway.analysis.calls import check_compensation_arguments, check_unawaited
 from sagaway.analysis.determinism import check_determinism
 from sagaway.analysis.durable import check_broad_except, check_registrations, check_sagas
 from sagaway.analysis.finding import Finding
@@ -98,8 +99,10 @@ def _module_findings(parsed: _Parsed, project: ProjectIndex) -> Iterator[Finding
     raws = [
         *check_determinism(module),
         *check_registrations(module, project),
+        *check_unawaited(module, project),
         *check_idempotency(module),
         *check_sagas(module),
+        *check_compensation_arguments(module, project),
         *check_broad_except(module, project),
         *check_module_state(module),
         *check_patches(module),

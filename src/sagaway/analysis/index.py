@@ -277,7 +277,11 @@ class ProjectIndex:
         self.kinds_by_name: dict[str, set[Kind]] = {}
         self.registered_by_call: dict[str, set[Kind]] = {}
         """``register_activity(f)`` anywhere registers ``f``, possibly imported from elsewhere."""
+        self.defs_by_name: dict[str, list[FuncNode]] = {}
+        """Module-level (not in a class) functions of every analysed file, by name."""
         for module in modules:
+            for name, infos in module.defs_by_name.items():
+                self.defs_by_name.setdefault(name, []).extend(info.node for info in infos)
             for name, kinds in module.call_registered.items():
                 self.registered_by_call.setdefault(name, set()).update(kinds)
             for info in module.functions:
@@ -296,6 +300,16 @@ class ProjectIndex:
             name = original
             kinds = self.kinds_by_name[name]
         return kinds | self.registered_by_call.get(name, set())
+
+    def definition(self, module: ModuleIndex, name: str) -> FuncNode | None:
+        """The one ``def`` that ``name`` in ``module`` calls (its own, else the imported one's
+        in another analysed file); None when there is none or several."""
+        own = module.defs_by_name.get(name)
+        if own is not None:
+            return own[0].node if len(own) == 1 and name not in module.aliases else None
+        original = module.imported_names.get(name)
+        found = self.defs_by_name.get(original or "", [])
+        return found[0] if original is not None and len(found) == 1 else None
 
 
 def iter_module_statements(tree: ast.Module) -> Iterator[ast.stmt]:

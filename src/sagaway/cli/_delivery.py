@@ -30,6 +30,9 @@ class Sent:
     """The workflow was waiting for a signal of this name when it was sent."""
     signal: sw.SignalDescription | None = None
     """The signal as last seen (None: not looked for, or not found)."""
+    waits_for: str | None = None
+    """The name of the signal the workflow was waiting for when this one was sent (None: it
+    was not waiting for a signal)."""
 
 
 async def send(
@@ -39,17 +42,32 @@ async def send(
     it is no longer pending."""
     handle = manager.get_workflow(key)
     before = await handle.describe()
-    awaited = before.waiting_for == f"signal:{name}"
+    waits_for = waiting_for_signal(before)
+    awaited = waits_for == name
     seen = max((s.id for s in before.signals), default=0)
     stored = await manager.signal(name).send(key, data, dedupe_id=dedupe_id)
     if not stored or not awaited or wait <= 0:
-        return Sent(stored, awaited)
+        return Sent(stored, awaited, waits_for=waits_for)
     deadline = time.monotonic() + wait
     while True:
         mine = _find(await handle.describe(), seen, name, data, dedupe_id)
         if mine is None or mine.state != "pending" or time.monotonic() >= deadline:
-            return Sent(stored, awaited, mine)
+            return Sent(stored, awaited, mine, waits_for)
         await asyncio.sleep(POLL_INTERVAL)
+
+
+def waiting_for_signal(d: sw.WorkflowDescription) -> str | None:
+    """The name of the signal the workflow waits for: WAITING on it, or (held by a worker
+    meanwhile) with a receive of it as its latest step still waiting; None otherwise."""
+    if d.waiting_for is not None:
+        kind, _, name = d.waiting_for.partition(":")
+        return name if kind == "signal" else None
+    if d.status.ended or not d.steps:
+        return None
+    last = max(d.steps, key=lambda s: s.started_at)
+    if last.kind is sw.StepKind.SIGNAL and last.status is sw.StepStatus.WAITING:
+        return last.name
+    return None
 
 
 def _find(

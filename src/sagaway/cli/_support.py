@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import importlib
+import json
 import os
 import re
 import sqlite3
@@ -118,6 +119,14 @@ def run(coro: Awaitable[T], url: str | None) -> T:
         return asyncio.run(coro)  # type: ignore[arg-type]
     except _HANDLED as exc:
         fail(describe(exc), exit_code(exc), url)
+
+
+def json_arg(text: str, what: str, example: str) -> Any:
+    """``text`` read as JSON (exit 2, naming ``what`` with an example, if it is not)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"{what} must be JSON ({exc}); e.g. {example}") from exc
 
 
 def url_option(fn: Callable[..., Any]) -> Callable[..., Any]:

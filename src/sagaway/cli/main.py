@@ -13,7 +13,6 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
-from typing import Any
 
 import click
 from rich.console import Console
@@ -43,6 +42,7 @@ from sagaway.cli.replay import replay as replay_command
 from sagaway.cli.schedule import schedule_command
 from sagaway.cli.server import server as server_command
 from sagaway.cli.show import show
+from sagaway.cli.start import start
 from sagaway.cli.ui import ui as ui_command
 from sagaway.store import resolve_url
 
@@ -190,13 +190,6 @@ def terminate(url: str | None, key: str, reason: str) -> None:
         _refused(f"{key} had already ended ({status.value})")
 
 
-def _json_arg(text: str, what: str, example: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"{what} must be JSON ({exc}); e.g. {example}") from exc
-
-
 @cli.command("signal")
 @url_option
 @click.argument("key")
@@ -228,12 +221,14 @@ def signal_cmd(
     The payload is checked against the type the workflow receives when it receives it. If the
     workflow is waiting for NAME, this waits (--wait-delivery) to say whether it was delivered
     or rejected; else `sagaway show KEY` tells later (pending, delivered, or rejected and why).
+    If it waits for a signal of another name, the signal is kept all the same, and a note on
+    stderr names the one it waits for.
 
     Exit 1 if the workflow rejected it (or had ended), 2 if PAYLOAD is not JSON, 3 if there is
     no such workflow. A --dedupe-id sent before exits 0 ("already sent"), even once the
     workflow has ended.
     """
-    data = _json_arg(payload, "PAYLOAD", "'{\"ok\": true}'")
+    data = support.json_arg(payload, "PAYLOAD", "'{\"ok\": true}'")
     codec = reading_codec(codec_key_file)  # with keys, the payload is stored encrypted
 
     async def go() -> _delivery.Sent:
@@ -245,7 +240,9 @@ def signal_cmd(
     if not sent.stored:
         console.print(f"{what} with dedupe id {escape(repr(dedupe_id))} was already sent")
     elif sent.signal is not None and sent.signal.state == "rejected":
-        _refused(f"{key}: signal {name!r} was rejected: {sent.signal.rejected}")
+        # One line per wrong field of the payload: not folded by the terminal's width.
+        click.echo(f"{key}: signal {name!r} was rejected: {sent.signal.rejected}", err=True)
+        sys.exit(int(Exit.REFUSED))
     elif sent.signal is not None and sent.signal.state == "delivered":
         console.print(f"{what} delivered (to step {sent.signal.delivered_to})")
     elif sent.awaited and wait > 0:
@@ -254,6 +251,15 @@ def signal_cmd(
             f"`sagaway show {escape(key)}` says when it is delivered or rejected",
             soft_wrap=True,
         )
+    elif sent.waits_for is not None and sent.waits_for != name:
+        console.print(
+            f"{what} sent (kept until the workflow receives a signal of that name)",
+            soft_wrap=True,
+        )
+        click.echo(
+            f"note: {key} waits for signal {sent.waits_for!r}, not {name!r}: is the name right?",
+            err=True,
+        )
     else:
         console.print(
             f"{what} sent (its payload is checked when the workflow receives it: "
@@ -261,104 +267,6 @@ def signal_cmd(
             "the reason)",
             soft_wrap=True,
         )
-
-
-def _call_args(text: str) -> tuple[list[Any], dict[str, Any]]:
-    value = _json_arg(text, "JSON_ARGS", '\'{"order_id": "o-1"}\' or \'["o-1", 2]\'')
-    if isinstance(value, dict):
-        return [], value
-    if isinstance(value, list):
-        return value, {}
-    raise click.BadParameter(
-        "JSON_ARGS must be a JSON object (keyword arguments) or array (positional ones)"
-    )
-
-
-@cli.command()
-@url_option
-@click.argument("name")
-@click.argument("json_args", metavar="[JSON_ARGS]", default="[]")
-@click.option("--key", required=True, help="The workflow's idempotency key.")
-@click.option(
-    "--app",
-    "target",
-    required=True,
-    metavar="MODULE:MANAGER",
-    help="The application's Manager, e.g. myapp.workflows:manager.",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="SECONDS",
-    help="The workflow's deadline: past it, it is cancelled (and compensates).",
-)
-@click.option("--wait", is_flag=True, help="Wait for the end; print the result or the error.")
-def start(
-    url: str | None,
-    name: str,
-    json_args: str,
-    key: str,
-    target: str,
-    timeout: float | None,
-    wait: bool,
-) -> None:
-    """Start workflow NAME under KEY (a `sagaway worker` runs it).
-
-    JSON_ARGS is a JSON object of keyword arguments or an array of positional ones. A workflow
-    already under KEY is joined, not started again. With --wait: exit 0 when it completes,
-    1 when it fails or is cancelled.
-    """
-    args, kwargs = _call_args(json_args)
-    manager = support.load_manager(target)
-    if url is not None:
-        manager.url = resolve_url(url)
-    run(support.check_reachable(manager.url), manager.url)
-    handle, existing = run(_start(manager, name, args, kwargs, key, timeout), manager.url)
-    if existing is None:
-        console.print(f"{escape(key)}: {escape(name)} started (run {handle.run_id})")
-    else:
-        console.print(f"{escape(key)}: already exists ({existing.value}, run {handle.run_id})")
-    if wait:
-        _wait(manager, key)
-
-
-async def _start(
-    manager: sw.Manager,
-    name: str,
-    args: list[Any],
-    kwargs: dict[str, Any],
-    key: str,
-    timeout: float | None,
-) -> tuple[sw.WorkflowHandle[Any], sw.WorkflowStatus | None]:
-    """The handle, and the status of the workflow already under ``key`` (None: started)."""
-    async with manager.connect():
-        try:
-            existing: sw.WorkflowStatus | None = await manager.get_workflow(key).status()
-        except sw.WorkflowNotFound:
-            existing = None
-        call = manager.workflow(name, *args, **kwargs)
-        handle = await call.execute(idempotency_key=key, timeout=timeout)
-        return handle, existing
-
-
-def _wait(manager: sw.Manager, key: str) -> None:
-    async def go() -> tuple[bool, str]:
-        async with manager.connect():
-            try:
-                result = await manager.get_workflow(key).result()
-            except sw.SagawayError as exc:
-                if not isinstance(exc, sw.WorkflowCancelled):
-                    raise
-                return False, str(exc)
-            except Exception as exc:  # the workflow's own error, re-raised from its record
-                return False, f"{type(exc).__name__}: {exc}"
-            return True, json.dumps(result)
-
-    ok, text = run(go(), manager.url)
-    if ok:
-        click.echo(text)
-    else:
-        _refused(f"{key} failed: {text}")
 
 
 # ---------------------------------------------------------------------------- worker
@@ -621,6 +529,7 @@ cli.add_command(purge)
 cli.add_command(schedule_command)
 cli.add_command(list_cmd)
 cli.add_command(show)
+cli.add_command(start)
 cli.add_command(server_command)
 cli.add_command(ui_command)
 demo.add_command(lab_command)

@@ -1,5 +1,6 @@
 """pytest fixtures for code built on Sagaway (loaded through the pytest11 entry point).
 
+@pytest.mark.asyncio
 async def test_reminder(sagaway_manager, sagaway_clock):
     @sagaway_manager.register_workflow
     async def remind() -> str:
@@ -9,6 +10,9 @@ async def test_reminder(sagaway_manager, sagaway_clock):
     async with sagaway_manager:
         handle = await sagaway_manager.workflow(remind).execute()
         assert await sagaway_clock.run_until(handle.result()) == "done"
+
+To test an application's own module, whose workflows use its module-level Manager, isolate that
+Manager instead: ``sagaway.testing.isolated_manager`` (docs/testing.md).
 """
 
 from __future__ import annotations

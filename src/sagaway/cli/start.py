@@ -1,0 +1,211 @@
+"""``sagaway start``: start a workflow by name, with or without the application's code.
+
+Without ``--app`` the workflow is started by name, its arguments stored by parameter name as the
+JSON given: the worker that registered it types them when it runs it. With ``--app`` the name
+and the arguments are checked against the registered function first, and typed by its
+annotations (a dataclass argument is built from its JSON object). ``--wait`` prints the stored
+result as JSON, which needs no application code either.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+import sagaway as sw
+from sagaway.cli import _support as support
+from sagaway.cli._support import Exit, fail, reading_codec, run, url_option
+from sagaway.registry import Registry
+from sagaway.store import resolve_url
+
+console = Console()
+
+
+def _call_args(text: str) -> tuple[list[Any], dict[str, Any]]:
+    value = support.json_arg(text, "JSON_ARGS", '\'{"order_id": "o-1"}\' or \'["o-1", 2]\'')
+    if isinstance(value, dict):
+        return [], value
+    if isinstance(value, list):
+        return value, {}
+    raise click.BadParameter(
+        "JSON_ARGS must be a JSON object (keyword arguments) or array (positional ones)"
+    )
+
+
+@click.command()
+@url_option
+@click.argument("name")
+@click.argument("json_args", metavar="[JSON_ARGS]", default="[]")
+@click.option("--key", required=True, help="The workflow's idempotency key.")
+@click.option(
+    "--app",
+    "target",
+    default=None,
+    metavar="MODULE:MANAGER",
+    help="The application's Manager, e.g. myapp.workflows:manager: NAME and JSON_ARGS are "
+    "checked against the registered function and typed by its annotations. Without it the "
+    "arguments are stored by name as given, for the worker that registered NAME.",
+)
+@click.option(
+    "--task-queue",
+    default=None,
+    metavar="QUEUE",
+    help="Without --app: the task queue of workers that run NAME (default: default). With "
+    "--app, the registered one is used.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="The workflow's deadline: past it, it is cancelled (and compensates).",
+)
+@click.option(
+    "--wait", is_flag=True, help="Wait for the end; print the result as JSON, or the error."
+)
+def start(
+    url: str | None,
+    name: str,
+    json_args: str,
+    key: str,
+    target: str | None,
+    task_queue: str | None,
+    timeout: float | None,
+    wait: bool,
+) -> None:
+    """Start workflow NAME under KEY (a `sagaway worker` that registered NAME runs it).
+
+    JSON_ARGS is a JSON object of keyword arguments, or (with --app) an array of positional
+    ones. A workflow already under KEY is joined, not started again. With --wait: print the
+    result as JSON and exit 0 when it completes, 1 when it fails, is cancelled or terminated.
+    Exit 2 for arguments the workflow does not take (with --app: checked before anything is
+    stored).
+    """
+    args, kwargs = _call_args(json_args)
+    if target is None:
+        if args:
+            raise click.BadParameter(
+                "without --app, give the arguments by name, as a JSON object such as "
+                '\'{"order_id": "o-1"}\' (positional ones need the function: pass --app)',
+                param_hint="JSON_ARGS",
+            )
+        manager = sw.Manager(url, codec=reading_codec(None))
+        call = _by_name(manager, name, kwargs, key, task_queue or "default", timeout)
+    else:
+        if task_queue is not None:
+            raise click.BadParameter(
+                "with --app the workflow's registered task queue is used", param_hint="--task-queue"
+            )
+        manager = support.load_manager(target)
+        if url is not None:
+            manager.url = resolve_url(url)
+        typed_args, typed_kwargs = _typed(manager, name, args, kwargs)
+        call = _registered(manager, name, typed_args, typed_kwargs, key, timeout)
+    run(support.check_reachable(manager.url), manager.url)
+    handle, existing = run(call, manager.url)
+    if existing is None:
+        console.print(f"{escape(key)}: {escape(name)} started (run {handle.run_id})")
+    else:
+        console.print(f"{escape(key)}: already exists ({existing.value}, run {handle.run_id})")
+    if wait:
+        _wait(_reader(manager), key)
+
+
+def _typed(
+    manager: sw.Manager, name: str, args: list[Any], kwargs: dict[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """The arguments checked against the workflow registered as ``name`` and typed by its
+    annotations (exit 2 if it is not registered or does not take them)."""
+    try:
+        defn = manager.registry.workflow(name)
+    except sw.NotRegistered as exc:
+        fail(str(exc), Exit.USAGE)
+    try:
+        return defn.codec.type_args(args, kwargs)
+    except TypeError as exc:
+        fail(f"{exc}; it takes ({_params(defn.codec.signature)})", Exit.USAGE)
+    except sw.PayloadError as exc:
+        click.echo(f"error: {exc}", err=True)  # one line per wrong field
+        raise SystemExit(int(Exit.USAGE)) from None
+
+
+def _params(signature: inspect.Signature) -> str:
+    """The parameters by name, with their defaults: ``order, twice=False``."""
+    shown = []
+    for p in signature.parameters.values():
+        prefix = "*" if p.kind is p.VAR_POSITIONAL else "**" if p.kind is p.VAR_KEYWORD else ""
+        default = "" if p.default is p.empty else f"={p.default!r}"
+        shown.append(f"{prefix}{p.name}{default}")
+    return ", ".join(shown)
+
+
+Started = tuple[sw.WorkflowHandle[Any], sw.WorkflowStatus | None]
+"""The handle, and the status of the workflow already under the key (None: started now)."""
+
+
+async def _existing(manager: sw.Manager, key: str) -> sw.WorkflowStatus | None:
+    try:
+        return await manager.get_workflow(key).status()
+    except sw.WorkflowNotFound:
+        return None
+
+
+async def _registered(
+    manager: sw.Manager,
+    name: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    key: str,
+    timeout: float | None,
+) -> Started:
+    async with manager.connect():
+        existing = await _existing(manager, key)
+        call = manager.workflow(name, *args, **kwargs)
+        return await call.execute(idempotency_key=key, timeout=timeout), existing
+
+
+async def _by_name(
+    manager: sw.Manager,
+    name: str,
+    kwargs: dict[str, Any],
+    key: str,
+    task_queue: str,
+    timeout: float | None,
+) -> Started:
+    async with manager.connect():
+        existing = await _existing(manager, key)
+        handle = await manager.start_by_name(
+            name, kwargs, idempotency_key=key, task_queue=task_queue, timeout=timeout
+        )
+        return handle, existing
+
+
+def _reader(manager: sw.Manager) -> sw.Manager:
+    """A Manager on the same database and codecs that registers nothing: it reads a result as
+    the plain JSON stored, whatever type the workflow returns."""
+    reader = manager.client_copy()
+    reader.registry = Registry()
+    return reader
+
+
+def _wait(manager: sw.Manager, key: str) -> None:
+    async def go() -> tuple[bool, str]:
+        async with manager.connect():
+            try:
+                result = await manager.get_workflow(key).result()
+            except sw.WorkflowCancelled as exc:
+                return False, str(exc)
+            except sw.SagawayError:
+                raise
+            except Exception as exc:  # the workflow's own error, re-raised from its record
+                return False, f"{type(exc).__name__}: {exc}"
+            return True, json.dumps(result)
+
+    ok, text = run(go(), manager.url)
+    if not ok:
+        fail(f"{key} failed: {text}", Exit.REFUSED, manager.url)
+    click.echo(text)

@@ -383,11 +383,11 @@ class Engine:
                 try:
                     record = await self.store.get_run(run_id)
                 except StoreUnavailable as exc:
-                    outage.failed(exc, began)  # logs; a client's budget spent: raises
+                    pause = outage.failed(exc, began)  # logs; a client's budget spent: raises
                     status = "unknown: the database is unavailable"
                     # The read itself waited for a connection; the listener's return (or the
-                    # next poll) wakes us to look again.
-                    wait, delay = delay, min(delay * 2, self.poll_interval)
+                    # next poll) wakes us to look again (at the end of a budget at the latest).
+                    wait, delay = min(delay, pause), min(delay * 2, self.poll_interval)
                 else:
                     outage.over()
                     if record is None:

@@ -115,7 +115,7 @@ class Outage:
             self.what,
             exc,
             waited,
-            extra={"action": "wait_unavailable", "reason": str(exc)},
+            extra={"action": "wait_unavailable", "call": self.what},
         )
         return max(pause, 0.0)
 

@@ -90,14 +90,19 @@ async def ride_out(
     """Run ``calls`` until each has failed for want of the database, end the outage, and
     return what each answered then."""
     tasks = {what: asyncio.ensure_future(call) for what, call in calls.items()}
-    seen = asyncio.ensure_future(failures.all_of(set(tasks)))
-    await asyncio.wait([seen, *tasks.values()], timeout=WAIT, return_when=asyncio.FIRST_COMPLETED)
-    seen.cancel()
-    ended = {what: task for what, task in tasks.items() if task.done()}
-    assert not ended, f"calls ended during the outage: {ended}"
-    assert failures.calls >= set(tasks), failures.calls
-    await end_outage()
-    return {what: await asyncio.wait_for(task, WAIT) for what, task in tasks.items()}
+    try:
+        seen = asyncio.ensure_future(failures.all_of(set(tasks)))
+        first = asyncio.FIRST_COMPLETED
+        await asyncio.wait([seen, *tasks.values()], timeout=WAIT, return_when=first)
+        seen.cancel()
+        ended = {what: task for what, task in tasks.items() if task.done()}
+        assert not ended, f"calls ended during the outage: {ended}"
+        assert failures.calls >= set(tasks), failures.calls
+        await end_outage()
+        return {what: await asyncio.wait_for(task, WAIT) for what, task in tasks.items()}
+    finally:
+        for task in tasks.values():
+            task.cancel()  # a failed test leaves none running
 
 
 async def check_answers(client: sw.Manager, answers: dict[str, Any]) -> None:

@@ -22,6 +22,8 @@ Errors raised by user code tell the engine what a failure means::
           ├── WorkflowCancelled       result() of a cancelled or terminated workflow
           ├── WorkflowNotEnded        an operation on ended workflows (fork) met a live one
           ├── CorruptRecord           a database row holds a value this version cannot read
+          ├── EngineUnavailable       the database or Engine Server did not answer (a client
+          │                           call gave up after riding through the outage)
           └── ManagerStateError       the Manager was used in the wrong lifecycle state
     BaseException
      └── Cancelled             cancelled or terminated; workflow code must not swallow it
@@ -198,6 +200,21 @@ class CorruptRecord(SagawayError):
         self.what = what
         self.field = field
         self.value = value
+
+
+class EngineUnavailable(SagawayError):
+    """The database or the Engine Server could not be reached.
+
+    A client call (a start, a signal with a ``dedupe_id``, a cancel, ``result()``, a read of a
+    workflow) that meets an outage tries again until it has lasted the Manager's
+    ``unavailable_timeout`` (30 s by default), then raises this; its message says what was
+    unreachable and for how long. ``waited``: seconds without an answer (None: not measured,
+    the call was not tried again).
+    """
+
+    def __init__(self, message: str = "", *, waited: float | None = None) -> None:
+        super().__init__(message)
+        self.waited = waited
 
 
 class Cancelled(BaseException):

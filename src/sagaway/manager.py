@@ -110,6 +110,8 @@ class Manager(ScheduleMethods):
         codec: a codec or a list of codecs (``sagaway.codecs``: Compress, Encrypt, Offload),
             applied in order to every stored payload (inputs, results, errors, signals) and
             undone in reverse on read; see docs/codecs.md.
+        unavailable_timeout: seconds a client call (start, signal with a ``dedupe_id``, cancel,
+            result, status) rides an outage out before ``EngineUnavailable`` (docs/operating.md).
     """
 
     def __init__(
@@ -131,6 +133,7 @@ class Manager(ScheduleMethods):
         version: str | None = None,
         run_versions: Collection[str | None] | None = None,
         codec: codecs.Codec | Sequence[codecs.Codec] | codecs.Chain | None = None,
+        unavailable_timeout: float = 30.0,
     ) -> None:
         if concurrency < 1 or activity_threads < 1:
             raise ValueError("concurrency and activity_threads must be >= 1")
@@ -160,6 +163,7 @@ class Manager(ScheduleMethods):
                 if version is None
                 else versions.check_code_version(version)
             ),
+            unavailable_timeout=unavailable_timeout,
         )
         """The engine's settings, checked here (read-only)."""
         self.concurrency = concurrency
@@ -409,10 +413,8 @@ class Manager(ScheduleMethods):
         )
 
     def sync(self, *, call_timeout: float | None = 60.0) -> SyncClient:
-        """A blocking client for synchronous code (Django, Flask, scripts) on this Manager's
-        database, sharing its registry: results decode into the workflows' return types. It
-        runs its own event loop in a thread and opens there a Manager of its own in client
-        mode; this Manager need not be open. See ``SyncClient`` and docs/sync-client.md."""
+        """A blocking client for synchronous code on this Manager's database, with its registry
+        and options: see ``SyncClient`` and docs/sync-client.md (this Manager need not be open)."""
         return SyncClient(manager=self, call_timeout=call_timeout)
 
     def client_copy(self) -> Manager:
@@ -522,9 +524,7 @@ class Manager(ScheduleMethods):
 
     async def cancel(self, key: str, reason: str = "cancelled by request") -> bool:
         """Ask the workflow under ``key`` to cancel; False if it had already ended.
-
-        Cooperative, with compensation: see ``WorkflowHandle.cancel``.
-        """
+        Cooperative, with compensation, riding through outages: see ``WorkflowHandle.cancel``."""
         return await self.get_workflow(key).cancel(reason)
 
     async def terminate(self, key: str, reason: str = "terminated by operator") -> bool:

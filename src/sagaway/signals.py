@@ -15,7 +15,7 @@ from typing import Any, TypeVar, overload
 import pydantic
 
 from sagaway import errors
-from sagaway._engine import context
+from sagaway._engine import context, outages
 from sagaway._engine.engine import EngineRef
 from sagaway._engine.executor import current_execution
 from sagaway._engine.text_checks import check_text
@@ -51,17 +51,36 @@ class Signal:
         Returns False when ``dedupe_id`` was sent to this execution before (nothing sent
         again), also once it has ended: a retried callback is told "already sent".
 
+        With a ``dedupe_id`` the send rides through an outage of the database or the Engine
+        Server (up to the Manager's ``unavailable_timeout``): it is stored once however often
+        it is tried (a retry whose first attempt was stored answers False). Without one it is
+        tried once: a second attempt could store it twice.
+
         Raises:
             WorkflowNotFound: no workflow has this key.
             SagawayError: the workflow has ended (and ``dedupe_id``, if any, is new to it).
             PayloadError: the payload cannot be serialised or is too large.
+            EngineUnavailable: the database or Engine Server did not answer (with a
+                ``dedupe_id``: for ``unavailable_timeout`` seconds).
         """
         if dedupe_id is not None and (not isinstance(dedupe_id, str) or not dedupe_id):
             raise ValueError("dedupe_id must be a non-empty string")
         if dedupe_id is not None:
             check_text(dedupe_id, "dedupe_id")
         engine = self._engines.require()
-        return await engine.send_signal(key, self.name, payload, dedupe_id)
+        what = f"signal {self.name!r} to workflow {key!r}"
+        if dedupe_id is None:
+            return await outages.once(
+                engine,
+                what,
+                engine.send_signal(key, self.name, payload, None),
+                "a signal without a dedupe_id is sent once (a retry could deliver it twice): "
+                "it may or may not have been stored; send with dedupe_id= to have it tried "
+                "again through an outage",
+            )
+        return await outages.ride(
+            engine, what, lambda: engine.send_signal(key, self.name, payload, dedupe_id)
+        )
 
     @overload
     async def receive(self, type_: type[T], *, timeout: float | None = None) -> T: ...

@@ -119,6 +119,11 @@ class SyncClient:
             (None: no limit).
         codec: as ``Manager(codec=...)``, for a client by URL (``manager=`` brings its own):
             what it starts and signals is sealed, what it reads is opened.
+        unavailable_timeout: as ``Manager(unavailable_timeout=...)``, for a client by URL
+            (``manager=`` brings its own): seconds a start, a signal with a ``dedupe_id``, a
+            cancel, a status or a result wait rides through an outage of the database or the
+            Engine Server before ``EngineUnavailable``. Keep it below ``call_timeout``, which
+            bounds every call but a result wait.
 
     Use it as a context manager, or call ``close()`` when done. Create it after forking.
     """
@@ -131,15 +136,22 @@ class SyncClient:
         manager: ClientManager | None = None,
         call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
         codec: Any = None,
+        unavailable_timeout: float | None = None,
     ) -> None:
         if manager is not None:
-            if url is not None or token is not None or codec is not None:
-                raise ValueError("pass either manager= or url/token/codec, not both")
+            own = (url, token, codec, unavailable_timeout)
+            if any(value is not None for value in own):
+                raise ValueError(
+                    "pass either manager= or url/token/codec/unavailable_timeout, not both"
+                )
             self._manager = manager.client_copy()
         else:
             if _default_manager is None:
                 raise RuntimeError("import sagaway before creating a SyncClient")
-            self._manager = _default_manager(url, token=token, codec=codec)
+            options: dict[str, Any] = {"token": token, "codec": codec}
+            if unavailable_timeout is not None:
+                options["unavailable_timeout"] = unavailable_timeout
+            self._manager = _default_manager(url, **options)
         if call_timeout is not None and call_timeout <= 0:
             raise ValueError("call_timeout must be > 0 seconds (or None)")
         self.call_timeout = call_timeout

@@ -3,28 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sagaway import errors, serialization
-from sagaway._engine import context, history, replaying
+from sagaway._engine import context, history, outages, replaying
 from sagaway._engine.executor import current_execution
 from sagaway._engine.options import check_timeout
 from sagaway.randomness import new_id
 from sagaway.registry import WorkflowDef
 from sagaway.retry import RetryPolicy
 from sagaway.states import OnConflict, StepKind, StepStatus, WorkflowStatus
-from sagaway.store.base import StoreUnavailable
 from sagaway.store.records import AttemptErrorRecord, SignalRecord, StepRecord, WorkflowRecord
 
-logger = logging.getLogger(__name__)
-
 if TYPE_CHECKING:
-    from sagaway._engine.engine import Engine, EngineRef
+    from sagaway._engine.engine import EngineRef
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -263,10 +260,18 @@ class WorkflowHandle(Generic[R]):
             return record
         return await engine.get(self.key)
 
+    async def _ride(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``, tried again through an outage (``EngineUnavailable`` past the
+        Manager's ``unavailable_timeout``)."""
+        return await outages.ride(self._engines.require(), f"{what} {self.key!r}", call)
+
     async def status(self) -> WorkflowStatus:
-        return (await self._record()).status
+        return (await self._ride("status of workflow", self._record)).status
 
     async def describe(self) -> WorkflowDescription:
+        return await self._ride("describe workflow", self._describe)
+
+    async def _describe(self) -> WorkflowDescription:
         engine = self._engines.require()
         record = await self._record()
         attempt_errors = await engine.list_attempt_errors(record.run_id)
@@ -282,8 +287,12 @@ class WorkflowHandle(Generic[R]):
         """This execution's record and recorded steps as a JSON-ready document (what
         ``sagaway show KEY --export`` writes; ``sagaway.testing.replay_history`` replays it)."""
         engine = self._engines.require()
-        record = await self._record()
-        return history.export(record, await engine.load_steps(record.run_id))
+
+        async def read() -> dict[str, Any]:
+            record = await self._record()
+            return history.export(record, await engine.load_steps(record.run_id))
+
+        return await self._ride("export history of workflow", read)
 
     async def check_replay(self) -> replaying.ReplayReport:
         """Whether the code registered now would replay this execution's history (nothing
@@ -295,12 +304,15 @@ class WorkflowHandle(Generic[R]):
     async def result(self, timeout: float | None = None) -> R:
         """Wait until the workflow ends; its result, or its completable error raised.
 
-        SUSPENDED and WAITING are not ends: this keeps waiting through recovery.
+        SUSPENDED and WAITING are not ends: this keeps waiting through recovery, and through
+        an outage of the database or the Engine Server shorter than the Manager's
+        ``unavailable_timeout``. ``timeout`` bounds the whole wait, outages included.
 
         Raises:
             CompletableError: (or the ErrorMarshaler's type) when the workflow FAILED.
             WorkflowCancelled: when it was cancelled or terminated.
             TimeoutError: when ``timeout`` seconds passed first.
+            EngineUnavailable: when an outage lasted ``unavailable_timeout`` seconds.
         """
         execution = current_execution()
         if execution is not None:
@@ -314,13 +326,18 @@ class WorkflowHandle(Generic[R]):
             result: R = await execution.call_child_result(self._child_def, self.key, call_id)
             return result
         engine = self._engines.require()
+        # One deadline for the whole wait: an outage during the first read does not restart it.
+        deadline = None if timeout is None else engine.clock.now() + timeout
+        what = f"result of workflow {self.key!r}"
+        outage = outages.Outage(engine, what, deadline=deadline)
         if self.run_id is not None:
             # Started here: watch first, then read (an end in between is not missed).
-            record = await engine.wait_for_end(self.run_id, self.key, timeout)
+            record = await engine.wait_for_end(self.run_id, self.key, timeout, outage)
         else:
-            record = await self._read_through_outages(engine, timeout)
+            record = await outages.ride(engine, what, self._record, outage=outage)
             if not record.status.ended:
-                record = await engine.wait_for_end(record.run_id, self.key, timeout)
+                left = None if deadline is None else max(deadline - engine.clock.now(), 0.0)
+                record = await engine.wait_for_end(record.run_id, self.key, left, outage)
         if record.status is WorkflowStatus.COMPLETED:
             try:
                 defn = engine.registry.workflow(record.name)
@@ -340,29 +357,6 @@ class WorkflowHandle(Generic[R]):
         reason = (serialization.error_summary(record.error) or {}).get("message", "")
         raise errors.WorkflowCancelled(self.key, record.status.value, str(reason))
 
-    async def _read_through_outages(self, engine: Engine, timeout: float | None) -> WorkflowRecord:
-        """The current record; while the database is unreachable, keep trying (a waiter waits
-        through an outage, as ``wait_for_end`` does) until ``timeout``."""
-        deadline = None if timeout is None else engine.clock.now() + timeout
-        delay = 0.05
-        while True:
-            try:
-                return await self._record()
-            except StoreUnavailable as exc:
-                if deadline is not None and engine.clock.now() + delay > deadline:
-                    raise TimeoutError(
-                        f"workflow {self.key!r}: the database stayed unreachable for {timeout}s "
-                        f"({exc})"
-                    ) from exc
-                logger.warning(
-                    "cannot read workflow %s (%s); still waiting for it",
-                    self.key,
-                    exc,
-                    extra={"action": "wait_unavailable", "workflow_id": self.key},
-                )
-                await engine.clock.sleep(delay)
-                delay = min(delay * 2, engine.poll_interval)
-
     async def cancel(self, reason: str = "cancelled by request") -> bool:
         """Ask the workflow to cancel; False if it had already ended.
 
@@ -372,11 +366,14 @@ class WorkflowHandle(Generic[R]):
         compensates does not interrupt the compensations. A workflow waiting on a child asks
         the child to cancel too. ``result()`` then raises ``WorkflowCancelled``. To end a
         workflow at once without compensating, use ``manager.terminate(key)``.
+
+        The request rides through an outage (``EngineUnavailable`` once it has lasted the
+        Manager's ``unavailable_timeout``): it is recorded once, the first reason kept.
         """
         if not isinstance(reason, str):
             raise TypeError(f"reason must be a string, not {type(reason).__name__}")
         engine = self._engines.require()
-        return await engine.request_cancel(self.key, reason)
+        return await self._ride("cancel workflow", lambda: engine.request_cancel(self.key, reason))
 
 
 class ActivityCall(Generic[R]):
@@ -491,6 +488,7 @@ class WorkflowCall(Generic[R]):
             on_conflict=on_conflict,
             timeout=timeout,
             concurrency_key=concurrency_key,
+            client=True,  # rides through an outage: every attempt creates one execution
         )
         return WorkflowHandle(self._engines, key, record.run_id)
 
@@ -576,7 +574,7 @@ async def start_by_name(
     )
     key = key if key is not None else new_id()
     record, _ = await engine.start(
-        defn, args_json, key=key, on_conflict=on_conflict, timeout=timeout
+        defn, args_json, key=key, on_conflict=on_conflict, timeout=timeout, client=True
     )
     return WorkflowHandle(engines, key, record.run_id)
 

@@ -205,7 +205,7 @@ async def test_result_keeps_waiting_through_an_outage(postgres_url: str, handle_
     entered, gate = asyncio.Event(), asyncio.Event()
     read_failed = _LogEvent("wait_unavailable")
     log = logging.getLogger(
-        "sagaway._engine.engine" if handle_from == "execute" else "sagaway.workflow"
+        "sagaway._engine.outages"  # both ways: the client's outage, logged where it is timed
     )
     log.addHandler(read_failed)
 

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any, Protocol
 
 from sagaway import errors, events, observe, retry, serialization
-from sagaway._engine import forking, keys
+from sagaway._engine import forking, keys, outages
 from sagaway._engine.cluster_limits import ClusterLimit
 from sagaway._engine.options import EngineOptions, check_timeout
 from sagaway._engine.recent import RecentEnds
@@ -215,10 +215,12 @@ class Engine:
         parent_key: str | None = None,
         timeout: float | None = None,
         concurrency_key: str | None = None,
+        client: bool = False,
     ) -> tuple[WorkflowRecord, bool]:
         """Create an execution under ``key`` (or find the one there); True if created.
         ``timeout``: seconds until its deadline (then it is cancelled as by a request).
-        ``concurrency_key``: created PENDING, never leased here: only a claim applies its limit."""
+        ``concurrency_key``: created PENDING, never leased here: only a claim applies its limit.
+        ``client``: a client's start, which rides through an outage (``outages``)."""
         check_timeout(timeout)
         check_key(key, "idempotency_key")
         new = self._new_workflow(defn, args_json, key, on_conflict, parent_key, timeout)
@@ -231,12 +233,8 @@ class Engine:
             and runner.accepts(defn.task_queue, new.code_version)
         )
         lease = self.new_lease() if here else None
-        result = await self.store.create_workflow(
-            new,
-            now=self.clock.now(),
-            lease=lease,
-            replace_live=on_conflict is OnConflict.TERMINATE_EXISTING,
-        )
+        replace = on_conflict is OnConflict.TERMINATE_EXISTING
+        result = await outages.create(self, new, lease=lease, replace_live=replace, client=client)
         record = result.record
         if result.created:
             if result.replaced_run_id is not None:
@@ -354,7 +352,9 @@ class Engine:
             raise errors.WorkflowNotFound(key)
         return record
 
-    async def wait_for_end(self, run_id: str, key: str, timeout: float | None) -> WorkflowRecord:
+    async def wait_for_end(
+        self, run_id: str, key: str, timeout: float | None, outage: outages.Outage | None = None
+    ) -> WorkflowRecord:
         """Wait until the execution is COMPLETED, FAILED, CANCELLED or TERMINATED.
 
         In-process ends wake the waiter through the Channel. Ends in other processes wake it
@@ -362,9 +362,10 @@ class Engine:
         ``poll_interval`` as a safety net; without them (SQLite, or while the notification
         connection is down) they are seen by polling, from 20 ms up to ``poll_interval``.
         While the database is unavailable it keeps waiting (an outage is no answer), until
-        ``timeout``.
+        ``timeout``, or (a client's ``outage``) until the outage outlasts its budget.
         """
         deadline = None if timeout is None else self.clock.now() + timeout
+        outage = outage or outages.Outage(self, f"wait for workflow {key!r}", forever=True)
         waiter = self.channel.watch(run_id)
         delay = 0.02
         local = self._runs_here(run_id)
@@ -378,20 +379,17 @@ class Engine:
                     # Running here: its end will be published on the Channel.
                     await wait_event_or_sleep(waiter, self.clock, self.poll_interval)
                     continue
+                began = self.clock.now()
                 try:
                     record = await self.store.get_run(run_id)
                 except StoreUnavailable as exc:
-                    logger.warning(
-                        "cannot read workflow %s (%s); still waiting for its end",
-                        key,
-                        exc,
-                        extra={"action": "wait_unavailable", "workflow_id": key},
-                    )
+                    pause = outage.failed(exc, began)  # logs; a client's budget spent: raises
                     status = "unknown: the database is unavailable"
                     # The read itself waited for a connection; the listener's return (or the
-                    # next poll) wakes us to look again.
-                    wait, delay = delay, min(delay * 2, self.poll_interval)
+                    # next poll) wakes us to look again (at the end of a budget at the latest).
+                    wait, delay = min(delay, pause), min(delay * 2, self.poll_interval)
                 else:
+                    outage.over()
                     if record is None:
                         raise errors.WorkflowNotFound(key)
                     if record.status.ended:

@@ -25,6 +25,9 @@ class EngineOptions:
     queues: Mapping[str, Queue] = dataclasses.field(default_factory=dict)
     code_version: str | None = None
     """The version of the application code: recorded on every execution created here."""
+    unavailable_timeout: float = 30.0
+    """Seconds a client call rides through an outage of the database or the Engine Server
+    before ``EngineUnavailable`` (0: at once; see ``_engine.outages``)."""
 
     def __post_init__(self) -> None:
         for label, value in (
@@ -34,6 +37,15 @@ class EngineOptions:
         ):
             if not value > 0:
                 raise ValueError(f"{label} must be > 0 seconds, got {value!r}")
+        budget = self.unavailable_timeout
+        if isinstance(budget, bool) or not isinstance(budget, (int, float)):
+            raise TypeError(
+                f"unavailable_timeout must be a number of seconds, not {type(budget).__name__}"
+            )
+        if not 0 <= budget < float("inf"):
+            raise ValueError(
+                f"unavailable_timeout must be a finite number of seconds >= 0, got {budget!r}"
+            )
         if self.activity_threads < 1:
             raise ValueError("activity_threads must be >= 1")
         if self.payload_limit < 1024:

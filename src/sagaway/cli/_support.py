@@ -21,7 +21,7 @@ import click
 import sagaway as sw
 from sagaway import codecs
 from sagaway.codecs import Chain
-from sagaway.store import DatabaseNotFound, StoreUnavailable, resolve_url
+from sagaway.store import DatabaseNotFound, resolve_url
 
 T = TypeVar("T")
 
@@ -55,7 +55,7 @@ def exit_code(exc: BaseException) -> Exit:
     """The exit code an exception means (the one mapping of every command)."""
     if isinstance(exc, (sw.WorkflowNotFound, sw.ScheduleNotFound, DatabaseNotFound)):
         return Exit.NOT_FOUND
-    if isinstance(exc, (StoreUnavailable, sqlite3.Error, OSError)):
+    if isinstance(exc, (sw.EngineUnavailable, sqlite3.Error, OSError)):
         return Exit.UNREACHABLE
     if isinstance(
         exc, (ValueError, ImportError, NotImplementedError, sw.NotRegistered, sw.PayloadError)

@@ -14,10 +14,10 @@ from contextlib import AbstractAsyncContextManager
 
 import sagaway as sw
 from sagaway import codecs
-from sagaway.store import DatabaseNotFound, StoreUnavailable
+from sagaway.store import DatabaseNotFound
 
 UNAVAILABLE: tuple[type[BaseException], ...] = (
-    StoreUnavailable,
+    sw.EngineUnavailable,  # StoreUnavailable, or a client call that rode an outage out
     DatabaseNotFound,
     sqlite3.Error,
     OSError,

@@ -35,12 +35,12 @@ class CreateResult:
     """The live execution that was terminated to make room (replace_live=True)."""
 
 
-class StoreUnavailable(errors.SagawayError):
+class StoreUnavailable(errors.EngineUnavailable):
     """The database cannot be reached now (server down, network cut, no connection in time).
 
-    Transient: the same call may succeed later. A client waiting for a result keeps waiting; a
-    workflow run that meets it is doomed (it must not go on as if the call had an answer) and
-    resumes from its last record.
+    Transient: the same call may succeed later. A client call rides through it for a while
+    (``_engine.outages``), then raises ``EngineUnavailable``; a workflow run that meets it is
+    doomed (it must not go on as if the call had an answer) and resumes from its last record.
     """
 
 

@@ -37,7 +37,7 @@ from typing import Any, Protocol, runtime_checkable
 import pydantic
 import pydantic_core
 
-from sagaway import errors
+from sagaway import _sealed, errors
 from sagaway.errors import error_record
 from sagaway.states import ErrorKind
 
@@ -294,43 +294,10 @@ def _check_readable(text: str, what: str) -> None:
         ) from None
 
 
-SEALED_PREFIX = '{"$sagaway_codec":'
-"""How a payload sealed by ``sagaway.codecs`` begins in its column (a JSON envelope)."""
-
-SEALED_MARKER = "«encrypted»"
-"""What readers without the codec's keys show in place of a sealed payload."""
-
-
-def is_sealed(text: str | None) -> bool:
-    """True for a payload still sealed by a codec (not opened by this process)."""
-    return text is not None and text.startswith(SEALED_PREFIX)
-
-
-def sealed_error(text: str, what: str) -> errors.PayloadKeyError:
-    """Why a sealed payload could not be read here, naming the key id it needs."""
-    try:
-        chain = str(json.loads(text).get("$sagaway_codec", "?"))
-    except (ValueError, AttributeError):
-        chain = "?"
-    key_ids = [t.split(":", 1)[1] for t in chain.split(",") if t.startswith("aesgcm:")]
-    key_id = key_ids[0] if key_ids else None
-    need = f"the key with id {key_id!r}" if key_id else f"codecs for {chain!r}"
-    return errors.PayloadKeyError(
-        f"stored {what} is sealed by codecs {chain!r} and could not be opened: {need} is not "
-        "configured in this process (Manager(codec=...)), or the data was altered",
-        key_id,
-    )
-
-
-def _sealed_note(text: str) -> str:
-    key_id = sealed_error(text, "error").key_id
-    return f"needs key id {key_id!r}" if key_id else "sealed by a codec not configured here"
-
-
 def load_json(text: str, what: str) -> Any:
     """Parse stored JSON (``what`` names it in the error: a PayloadError, never a crash)."""
-    if text.startswith(SEALED_PREFIX):
-        raise sealed_error(text, what)
+    if text.startswith(_sealed.SEALED_PREFIX):
+        raise _sealed.sealed_error(text, what)
     try:
         return pydantic_core.from_json(text)
     except ValueError as exc:
@@ -533,8 +500,8 @@ _STANDARD_FORMAT = (SyntaxError, NameError, AttributeError, ImportError)
 
 def error_from_record(text: str, marshaler: ErrorMarshaler) -> BaseException:
     """Rebuild a recorded completable error."""
-    if text.startswith(SEALED_PREFIX):
-        raise sealed_error(text, "error record")
+    if text.startswith(_sealed.SEALED_PREFIX):
+        raise _sealed.sealed_error(text, "error record")
     record = _error_record(text)
     if record is None:
         raise errors.PayloadError(
@@ -572,11 +539,11 @@ def error_summary(text: str | None) -> dict[str, Any] | None:
     """
     if text is None:
         return None
-    if text.startswith(SEALED_PREFIX):
+    if text.startswith(_sealed.SEALED_PREFIX):
         return {
             "kind": ErrorKind.UNREADABLE.value,
-            "type": SEALED_MARKER,
-            "message": _sealed_note(text),
+            "type": _sealed.SEALED_MARKER,
+            "message": _sealed.note(text),
         }
     data = _error_record(text)
     if data is None:

@@ -7,6 +7,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 import sagaway as sw
+from tests.generative import fleet
 
 if TYPE_CHECKING:
     from tests.generative.driver import Driver
@@ -23,6 +24,7 @@ async def check(driver: Driver) -> list[str]:
     problems += _owners(driver, records)
     problems += _cancels_from_owners(driver, records)
     problems += list(driver.idle_violations.values())
+    problems += await fleet.check(driver, records)
     return problems
 
 

@@ -138,7 +138,8 @@ class PayloadError(SagawayError):
 
 class PayloadKeyError(PayloadError):
     """A stored payload is sealed by a codec (``sagaway.codecs``) this process cannot open: its
-    key id is not among the configured keys, or the data was altered."""
+    key id is not among the configured keys, the process's codec lacks one of the codecs that
+    sealed it (the message names each), or the data was altered. ``key_id``: the payload's."""
 
     def __init__(self, message: str, key_id: str | None = None) -> None:
         super().__init__(message)

@@ -37,7 +37,8 @@ class Observer:
     """Receives the engine's reports; every method does nothing unless overridden."""
 
     def workflow_started(self, name: str, key: str) -> None:
-        """This process created an execution of workflow ``name`` (a child too)."""
+        """This process created an execution of workflow ``name``: a start, a child, a
+        schedule's tick or trigger, a fork (an Engine Server: a ``StartWorkflow``)."""
 
     def workflow_ended(self, name: str, key: str, status: str) -> None:
         """An execution ended by this process: COMPLETED, FAILED, CANCELLED or TERMINATED."""

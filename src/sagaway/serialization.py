@@ -15,10 +15,13 @@ resumed or a signal that can never be received:
   choice that never changes a value silently; send ``None`` or a string instead.
   (A pydantic model reached through an ``Any`` annotation serialises with its own config: give it
   ``ser_json_inf_nan="constants"`` for NaN in its untyped fields to be refused rather than nulled.)
-* strings that are not valid Unicode (lone surrogates such as ``"\\ud800"``).
+* strings that are not valid Unicode (lone surrogates such as ``"\\ud800"``);
+* values where the function's annotation leaves them untyped (``Any``, ``object``, none) that
+  JSON would give back as another type: a set as a list, a datetime as a string (``_untyped``).
 
 These checks cost nothing on the usual payload: the decoder is run over the text only when it
-could hold such a value (more than ``MAX_DEPTH`` brackets, or the letters ``NaN``/``Infinity``).
+could hold such a value (more than ``MAX_DEPTH`` brackets, or the letters ``NaN``/``Infinity``),
+and only the values in untyped places are walked (a fully typed payload is not).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from typing import Any, Protocol, runtime_checkable
 import pydantic
 import pydantic_core
 
-from sagaway import errors
+from sagaway import _sealed, _untyped, errors
 from sagaway.errors import error_record
 from sagaway.states import ErrorKind
 
@@ -108,6 +111,9 @@ class FunctionCodec:
         self.signature = inspect.signature(fn)
         self._params: dict[str, tuple[inspect._ParameterKind, _Adapter]] | None = None
         self._result: _Adapter | None = None
+        self._untyped_params: dict[str, _untyped.Check] = {}
+        """Parameters whose annotations leave values untyped (see ``_untyped``)."""
+        self._untyped_result: _untyped.Check | None = None
 
     def _resolve(self) -> None:
         # Resolved lazily: with `from __future__ import annotations`, a type may be defined
@@ -121,10 +127,15 @@ class FunctionCodec:
             ) from exc
         params = {}
         for name, param in self.signature.parameters.items():
-            params[name] = (param.kind, _adapter_for(hints.get(name, Any)))
+            annotation = hints.get(name, Any)
+            params[name] = (param.kind, _adapter_for(annotation))
+            check = _untyped.plan(annotation)
+            if check is not None:
+                self._untyped_params[name] = check
         ret = hints.get("return", Any)
         # Coroutine functions are annotated with what they return once awaited.
         self._result = _adapter_for(ret)
+        self._untyped_result = _untyped.plan(ret)
         self._params = params
 
     def _adapters(self) -> dict[str, tuple[inspect._ParameterKind, _Adapter]]:
@@ -160,6 +171,9 @@ class FunctionCodec:
         text = _dump(out, f"arguments of {self.label}", limit)
         if _spells_non_finite(text):
             _read_back(self.decode_args, text, f"arguments of {self.label}")
+        for name, check in self._untyped_params.items():
+            if name in bound.arguments:
+                _refuse_changed(check, bound.arguments[name], name, adapters[name][0], self.label)
         return text
 
     def decode_args(self, text: str) -> tuple[list[Any], dict[str, Any]]:
@@ -235,6 +249,8 @@ class FunctionCodec:
         text = _dump(data, f"result of {self.label}", limit)
         if _spells_non_finite(text):
             _read_back(self.decode_result, text, f"result of {self.label}")
+        if self._untyped_result is not None:
+            _refuse_changed(self._untyped_result, value, "result", None, self.label)
         return text
 
     def decode_result(self, text: str | None) -> Any:
@@ -248,6 +264,36 @@ class FunctionCodec:
                 f"stored result of {self.label} does not match its return annotation "
                 f"({exc.title}):\n{explain(exc)}"
             ) from None
+
+
+def _refuse_changed(
+    check: _untyped.Check,
+    value: Any,
+    where: str,
+    kind: inspect._ParameterKind | None,
+    label: str,
+) -> None:
+    """``PayloadError`` if a value the annotation leaves untyped would come back changed
+    (``kind``: of the parameter ``where``; None: ``value`` is the result)."""
+    if kind is _VAR_POSITIONAL:
+        values = [(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    elif kind is inspect.Parameter.VAR_KEYWORD:
+        values = [(v, f"{where}[{k!r}]") for k, v in value.items()]
+    else:
+        values = [(value, where)]
+    found = next((f for v, w in values if (f := _untyped.first(check, v, w))), None)
+    if found is None:
+        return
+    what = f"result of {label}" if kind is None else f"argument {where!r} of {label}"
+    place, bad = found
+    try:
+        if place.startswith("a key of"):
+            (dumped,) = _any().dump_python({bad: None})
+        else:
+            dumped = _any().dump_python(bad)
+    except (ValueError, TypeError):
+        dumped = None
+    raise errors.PayloadError(_untyped.refusal(what, place, bad, dumped))
 
 
 def _dump(data: Any, what: str, limit: int) -> str:
@@ -329,43 +375,10 @@ def _check_readable(text: str, what: str) -> None:
         ) from None
 
 
-SEALED_PREFIX = '{"$sagaway_codec":'
-"""How a payload sealed by ``sagaway.codecs`` begins in its column (a JSON envelope)."""
-
-SEALED_MARKER = "«encrypted»"
-"""What readers without the codec's keys show in place of a sealed payload."""
-
-
-def is_sealed(text: str | None) -> bool:
-    """True for a payload still sealed by a codec (not opened by this process)."""
-    return text is not None and text.startswith(SEALED_PREFIX)
-
-
-def sealed_error(text: str, what: str) -> errors.PayloadKeyError:
-    """Why a sealed payload could not be read here, naming the key id it needs."""
-    try:
-        chain = str(json.loads(text).get("$sagaway_codec", "?"))
-    except (ValueError, AttributeError):
-        chain = "?"
-    key_ids = [t.split(":", 1)[1] for t in chain.split(",") if t.startswith("aesgcm:")]
-    key_id = key_ids[0] if key_ids else None
-    need = f"the key with id {key_id!r}" if key_id else f"codecs for {chain!r}"
-    return errors.PayloadKeyError(
-        f"stored {what} is sealed by codecs {chain!r} and could not be opened: {need} is not "
-        "configured in this process (Manager(codec=...)), or the data was altered",
-        key_id,
-    )
-
-
-def _sealed_note(text: str) -> str:
-    key_id = sealed_error(text, "error").key_id
-    return f"needs key id {key_id!r}" if key_id else "sealed by a codec not configured here"
-
-
 def load_json(text: str, what: str) -> Any:
     """Parse stored JSON (``what`` names it in the error: a PayloadError, never a crash)."""
-    if text.startswith(SEALED_PREFIX):
-        raise sealed_error(text, what)
+    if text.startswith(_sealed.SEALED_PREFIX):
+        raise _sealed.sealed_error(text, what)
     try:
         return pydantic_core.from_json(text)
     except ValueError as exc:
@@ -568,8 +581,8 @@ _STANDARD_FORMAT = (SyntaxError, NameError, AttributeError, ImportError)
 
 def error_from_record(text: str, marshaler: ErrorMarshaler) -> BaseException:
     """Rebuild a recorded completable error."""
-    if text.startswith(SEALED_PREFIX):
-        raise sealed_error(text, "error record")
+    if text.startswith(_sealed.SEALED_PREFIX):
+        raise _sealed.sealed_error(text, "error record")
     record = _error_record(text)
     if record is None:
         raise errors.PayloadError(
@@ -607,11 +620,11 @@ def error_summary(text: str | None) -> dict[str, Any] | None:
     """
     if text is None:
         return None
-    if text.startswith(SEALED_PREFIX):
+    if text.startswith(_sealed.SEALED_PREFIX):
         return {
             "kind": ErrorKind.UNREADABLE.value,
-            "type": SEALED_MARKER,
-            "message": _sealed_note(text),
+            "type": _sealed.SEALED_MARKER,
+            "message": _sealed.note(text),
         }
     data = _error_record(text)
     if data is None:

@@ -7,7 +7,7 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from sagaway import errors, serialization
+from sagaway import _sealed, errors, serialization
 from sagaway._engine import context, history, outages, replaying
 from sagaway._engine.executor import current_execution
 from sagaway._engine.options import check_timeout
@@ -142,8 +142,8 @@ def _describe(
     def load(text: str | None, what: str) -> Any:
         if text is None:
             return None
-        if serialization.is_sealed(text):
-            return serialization.SEALED_MARKER  # no key here: shown, never decoded
+        if _sealed.is_sealed(text):
+            return _sealed.SEALED_MARKER  # no key here: shown, never decoded
         try:
             return serialization.load_json(text, what)
         except errors.PayloadError as exc:

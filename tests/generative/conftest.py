@@ -35,6 +35,8 @@ class Stats:
     processes: Counter[str] = dataclasses.field(default_factory=Counter)
     failing: Counter[str] = dataclasses.field(default_factory=Counter)
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    blocks: Counter[str] = dataclasses.field(default_factory=Counter)
+    """Scenarios (or runs) with a building block counted apart (``Report.blocks``)."""
 
     def add(self, backend: str, report: Report, seconds: float) -> None:
         self.programs[backend] += 1
@@ -45,6 +47,8 @@ class Stats:
             self.faults[f"{backend}:{kind}"] += n
         if report.problems:
             self.failing[backend] += 1
+        for block, n in report.blocks.items():
+            self.blocks[f"{backend}:{block}"] += n
 
 
 STATS = Stats()
@@ -103,6 +107,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"{sum(faults.values())} faults {dict(sorted(faults.items()))}, "
             f"{STATS.seconds.get(backend, 0.0):.1f}s"
         )
+        blocks = {k.split(":", 1)[1]: n for k, n in STATS.blocks.items() if k.startswith(backend)}
+        if blocks:
+            write(f"  {backend} building blocks: {dict(sorted(blocks.items()))}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -25,7 +25,7 @@ from sagaway import codecs
 from sagaway.codecs import CodecStore
 from sagaway.store import Store, open_store
 from sagaway.testing import FakeClock, time_skipping_manager
-from tests.generative import model
+from tests.generative import fleet, model
 from tests.generative.faults import FaultyStore, Injector
 from tests.generative.handover import recording_handovers
 from tests.generative.program import (
@@ -84,9 +84,11 @@ class Driver:
         self.clock = FakeClock()
         self.programs: dict[str, Program] = {}
         acts: dict[str, Act] = {}
-        for top in scenario.workflows:
-            self.programs[top.program.label] = top.program
-            for node in walk(top.program.body):
+        programs = [top.program for top in scenario.workflows]
+        programs += [scenario.scheduled] if scenario.scheduled is not None else []
+        for program in programs:
+            self.programs[program.label] = program
+            for node in walk(program.body):
                 if isinstance(node, Act):
                     acts[node.label] = node
                 elif isinstance(node, Child):
@@ -95,6 +97,12 @@ class Driver:
         self.injector = Injector(dict(scenario.faults.faults))
         self.live: list[_Live] = []
         self.client_live: _Live | None = None
+        self.other_client: _Live | None = None
+        """With two code versions and a separate client: the client of the second version."""
+        self.process_versions: dict[int, str | None] = {}
+        """Each process's code version, by number (``fleet.py``)."""
+        self.first_tick: float | None = None
+        """The schedule's first tick (``fleet.py``)."""
         self.separate_client = any(k == "stall" for _, k in scenario.faults.faults)
         self._opening: tuple[Process, bool] | None = None
         self._stores: dict[int, FaultyStore] = {}
@@ -157,9 +165,15 @@ class Driver:
             server = await self.observer.server_time()
             self.server_offset = None if server is None else server - self.clock.now()
             try:
-                await self.open_process()
+                for version in fleet.first_versions(self.scenario):
+                    await self.open_process(version)
                 if self.separate_client:
-                    self.client_live = await self._open(Process(0), client=True)
+                    versions = fleet.first_versions(self.scenario)
+                    first = Process(0, version=versions[0])
+                    self.client_live = await self._open(first, client=True)
+                    if len(versions) > 1:
+                        other = Process(-1, version=versions[1])
+                        self.other_client = await self._open(other, client=True)
                 yield self
             finally:
                 await self.close_all()
@@ -175,7 +189,10 @@ class Driver:
             recovery_interval=RECOVERY,
             concurrency=self.scenario.faults.concurrency,
             codec=CODEC if self.settings.codec else None,
+            version=process.version,
+            run_versions=None if process.version is None else {process.version},
         )
+        self.process_versions[process.number] = process.version
         install(manager, self.world, process)
         self._opening = (process, client)
         connection = None
@@ -190,15 +207,16 @@ class Driver:
         process.offset = self.server_offset or 0.0
         return _Live(process, manager, self._stores[process.number], connection)
 
-    async def open_process(self) -> _Live:
-        live = await self._open(Process(next(self._numbers)))
+    async def open_process(self, version: str | None = None) -> _Live:
+        live = await self._open(Process(next(self._numbers), version=version))
         self.live.append(live)
         return live
 
     async def close_all(self) -> None:
         if self.frozen is not None:
             self._unfreeze()
-        everyone = [*self.live, *([self.client_live] if self.client_live else [])]
+        clients = [c for c in (self.client_live, self.other_client) if c is not None]
+        everyone = [*self.live, *clients]
         for live in everyone:
             live.process.dead = True  # no more faults, no more effects: we are shutting down
             if live.process.stalled is not None:
@@ -208,7 +226,7 @@ class Driver:
             with contextlib.suppress(Exception):
                 await self._close(live)
         self.live = []
-        self.client_live = None
+        self.client_live = self.other_client = None
 
     async def _close(self, live: _Live) -> None:
         """Close a process's Manager; one that does not return in time is a finding."""
@@ -233,7 +251,7 @@ class Driver:
             live.process.stalled.set()
             live.process.stalled = None
         await self._close(live)
-        await self.open_process()
+        await self.open_process(live.process.version)
         if hard:
             # Nothing released the dead process's leases: they expire.
             await self.clock.advance(LEASE + 1.0)
@@ -268,8 +286,10 @@ class Driver:
                     stalled.stalled.set()
                     stalled.stalled = None
             else:
-                if len([x for x in self.live if x.process is not stalled]) == 0:
-                    await self.open_process()  # the process that takes the work over
+                others = [x for x in self.live if x.process is not stalled]
+                if not [x for x in others if x.process.version == stalled.version]:
+                    # the process that takes the work over (one of its version)
+                    await self.open_process(stalled.version)
                 self.frozen = (stalled, self.jumps)
                 await self.clock.advance(LEASE + 1.0)
             acted = True
@@ -277,16 +297,27 @@ class Driver:
 
     # ------------------------------------------------------------------ client
 
-    async def client(self, op: Callable[[sw.Manager], Awaitable[T]]) -> T:
-        """Run a client call, retrying it after injected errors as an application would."""
+    async def client(
+        self, op: Callable[[sw.Manager], Awaitable[T]], *, version: str | None = None
+    ) -> T:
+        """Run a client call, retrying it after injected errors as an application would;
+        ``version``: in a process of that code version (what it starts records it)."""
         for _ in range(30):
             await self.handle_requests()
-            live = self.client_live or self.live[-1]
+            live = self._caller(version)
             try:
                 return await op(live.manager)
             except (InjectedDbError, ProcessDead):
                 await self.wait_idle()
         raise AssertionError("a client call failed 30 times in a row")
+
+    def _caller(self, version: str | None) -> _Live:
+        clients = [c for c in (self.client_live, self.other_client) if c is not None]
+        if version is None:
+            return clients[0] if clients else self.live[-1]
+        if clients:
+            return next(c for c in clients if c.process.version == version)
+        return next(x for x in reversed(self.live) if x.process.version == version)
 
     async def start(self, top: TopLevel, *, replace: bool = False) -> None:
         on_conflict = sw.OnConflict.TERMINATE_EXISTING if replace else sw.OnConflict.ATTACH
@@ -306,7 +337,8 @@ class Driver:
                 return None  # it had ended: nothing to replace
             return handle.run_id
 
-        run_id = await self.client(op)
+        version = fleet.top_version(self.scenario, self.scenario.workflows.index(top))
+        run_id = await self.client(op, version=version)
         if run_id is not None:
             self.top_runs[top.key] = run_id
             self.sent.setdefault(run_id, set())

@@ -7,6 +7,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 import sagaway as sw
+from tests.generative import fleet
 
 if TYPE_CHECKING:
     from tests.generative.driver import Driver
@@ -25,6 +26,7 @@ async def check(driver: Driver) -> list[str]:
     problems += list(driver.idle_violations.values())
     if driver.settings.clock_times_check:
         problems += driver.injector.times_ahead
+    problems += await fleet.check(driver, records)
     return problems
 
 

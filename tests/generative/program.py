@@ -180,6 +180,10 @@ class FaultPlan:
 class Scenario:
     workflows: tuple[TopLevel, ...]
     faults: FaultPlan
+    scheduled: Program | None = None
+    """A program started by a schedule (``settings.schedules``; see ``fleet.py``)."""
+    versions: bool = False
+    """Two code versions in the fleet (``settings.code_versions``; see ``fleet.py``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -187,6 +191,8 @@ class Scenario:
                 {**dataclasses.asdict(w), "program": to_json(w.program)} for w in self.workflows
             ],
             "faults": dataclasses.asdict(self.faults),
+            "scheduled": None if self.scheduled is None else to_json(self.scheduled),
+            "versions": self.versions,
         }
 
     @classmethod
@@ -203,7 +209,13 @@ class Scenario:
             overshoot=tuple(faults["overshoot"]),
             concurrency=faults["concurrency"],
         )
-        return cls(tuple(tops), plan)
+        scheduled = data.get("scheduled")
+        return cls(
+            tuple(tops),
+            plan,
+            scheduled=None if scheduled is None else from_json(scheduled),
+            versions=bool(data.get("versions", False)),
+        )
 
 
 # ---------------------------------------------------------------------- strategies
@@ -414,4 +426,15 @@ def scenarios(draw: st.DrawFn, s: GenSettings) -> Scenario:
     if s.delayed_wakeups:
         overshoot = tuple(draw(st.lists(st.sampled_from([0.0, 0.0, 3.0, 45.0]), max_size=4)))
     concurrency = draw(st.sampled_from([100, 100, 2])) if s.slow_activities else 100
-    return Scenario(tuple(tops), FaultPlan(faults, overshoot, concurrency))
+    scheduled = None
+    if s.schedules and draw(st.integers(0, 3)) == 0:
+        # No signals (nobody sends to a tick's run) and no keys the program chooses (each
+        # tick's children are its own).
+        plain = s.enabled(user_child_keys=False, shared_child_keys=False)
+        scheduled = draw(_program(plain, _Labels(f"{SCHEDULED}."), 1, top=False))
+    versions = s.code_versions and draw(st.integers(0, 3)) == 0
+    return Scenario(tuple(tops), FaultPlan(faults, overshoot, concurrency), scheduled, versions)
+
+
+SCHEDULED = "sch"
+"""The label of the scheduled program (and the prefix of its nodes' labels)."""

@@ -6,7 +6,7 @@ import dataclasses
 from collections import Counter
 
 from sagaway import observe
-from tests.generative import invariants, telemetry_check
+from tests.generative import fleet, invariants, telemetry_check
 from tests.generative.driver import FINAL_BUDGET, FIRST_BUDGET, Driver
 from tests.generative.program import Scenario
 from tests.generative.settings import GenSettings
@@ -23,6 +23,9 @@ class Report:
     jumps: int
     settled: bool
     fault_log: list[str]
+    blocks: Counter[str] = dataclasses.field(default_factory=Counter)
+    """Building blocks counted apart: scenarios with a schedule and its ticks' runs, scenarios
+    with two code versions (``fleet.py``)."""
 
 
 async def run_scenario(scenario: Scenario, settings: GenSettings, url: str) -> Report:
@@ -44,6 +47,7 @@ async def run_scenario(scenario: Scenario, settings: GenSettings, url: str) -> R
         jumps=driver.jumps,
         settled=driver.settled,
         fault_log=driver.injector.log,
+        blocks=fleet.blocks(driver),
     )
 
 
@@ -53,11 +57,16 @@ async def _run(
     async with driver.running():
         for top in scenario.workflows:
             await driver.start(top)
+        if scenario.scheduled is not None:
+            await fleet.create_schedule(driver)
         for top in scenario.workflows:
             for label, when, dup in top.signals:
                 if when == "before":
                     await driver.send(top, label, dup, 1)
         await driver.settle(driver.first_phase_done, FIRST_BUDGET)
+        if scenario.scheduled is not None:
+            await driver.settle(lambda: fleet.ticks_started(driver, 2), FIRST_BUDGET)
+            await fleet.pause_schedule(driver)
         for top in scenario.workflows:
             for label, when, dup in top.signals:
                 if when == "after":

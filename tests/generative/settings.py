@@ -100,6 +100,16 @@ class GenSettings:
     telemetry: bool = True
     """An observer receives the engine's telemetry (spans, attempt and end reports) and its
     reports are checked against what happened (``telemetry_check.py``)."""
+    schedules: bool = True
+    """A program run by a schedule (a tick every 10 minutes, catch-up ``all``) beside the
+    top-level workflows, paused after the first settle: every process runs a scheduler, each
+    tick up to the last one started has one execution, each ends as the model says
+    (``fleet.py``)."""
+    code_versions: bool = True
+    """Two code versions in one fleet: a process of each (``Manager(version=V,
+    run_versions={V})``, a crashed one replaced by one of its version), the top-level
+    workflows started by both; every execution records the version of the process that created
+    it (a child its parent's) and runs only on processes of that version (``fleet.py``)."""
 
     # ------------------------------------------------------------------ faults
     crash: bool = True

@@ -215,6 +215,8 @@ class Process:
     """The engine's lease owner name, learnt from its claims."""
     offset: float = 0.0
     """The engine's clock minus the FakeClock (PostgreSQL: the server's clock is used)."""
+    version: str | None = None
+    """Its code version (``settings.code_versions``): its worker runs only that version."""
 
     async def wait_unfrozen(self) -> None:
         if self.stalled is not None:

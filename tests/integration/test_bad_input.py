@@ -9,10 +9,15 @@ outside Sagaway affects only its own workflow.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
+import enum
 import json
 import logging
 import sqlite3
+import uuid
 from collections.abc import Awaitable, Callable
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -23,6 +28,16 @@ from sagaway.cli.main import cli
 from sagaway.errors import CorruptRecord
 from sagaway.testing.internals import engine_of
 from tests.grpc_server import direct_url
+
+
+class Tier(enum.Enum):
+    GOLD = "gold"
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    x: int
+    y: int
 
 
 def make_manager(db_url: str, **options: Any) -> sw.Manager:
@@ -146,6 +161,77 @@ async def test_nan_and_infinity_are_refused_not_changed(db_url: str) -> None:
             await manager.signal("n").send("nan-signal", float("nan"))
         await manager.signal("n").send("nan-signal", 1.5)
         assert await listener.result(timeout=10) == 1.5
+
+
+CHANGED_BY_JSON = [
+    {1, 2},
+    frozenset({"a"}),
+    b"raw",
+    (1, "a"),
+    datetime.datetime(2026, 1, 2, 3, 4, 5),
+    datetime.date(2026, 1, 2),
+    Decimal("12.30"),
+    uuid.UUID(int=7),
+    Tier.GOLD,
+    Point(1, 2),
+    {1: "int key"},
+    {"nested": [1, {"at": (2, 3)}]},
+]
+"""Values JSON gives back as another type (list, str, dict) where the annotation is untyped."""
+
+
+async def test_untyped_values_json_would_change_are_refused_typed_ones_round_trip(
+    db_url: str,
+) -> None:
+    """With ``object``/``Any``/no annotation a set, bytes, tuple, datetime, Decimal, UUID,
+    Enum, dataclass or int-keyed dict is refused with PayloadError naming where it is (before
+    anything is stored, for a start; the workflow SUSPENDED, for a result); annotated with
+    their types the same values come back unchanged."""
+    manager = make_manager(db_url)
+
+    @manager.register_workflow
+    async def untyped(x: object) -> object:
+        return x
+
+    @manager.register_workflow
+    async def bare(x):  # type: ignore[no-untyped-def]  # no annotation at all: untyped too
+        return x
+
+    @manager.register_activity
+    async def stamp() -> Any:
+        return datetime.datetime(2026, 1, 2)
+
+    @manager.register_workflow
+    async def stamped() -> str:
+        return str(await stamp())
+
+    @manager.register_workflow
+    async def typed(
+        s: set[int], b: bytes, t: tuple[int, str], d: datetime.datetime, n: Decimal, p: Point
+    ) -> tuple[set[int], bytes, tuple[int, str], datetime.datetime, Decimal, Point]:
+        return s, b, t, d, n, p
+
+    async with manager:
+        for workflow in (untyped, bare):
+            for value in CHANGED_BY_JSON:
+                with pytest.raises(sw.PayloadError, match="cannot be stored unchanged") as raised:
+                    await manager.workflow(workflow, value).execute()
+                assert "argument 'x' of workflow" in str(raised.value)
+        with pytest.raises(sw.PayloadError, match=r"the value at x\['nested'\]\[1\]\['at'\]"):
+            await manager.workflow(untyped, {"nested": [1, {"at": (2, 3)}]}).execute()
+        assert await manager.list_workflows() == []  # nothing was stored
+        plain = {"a": [1, 2.5, None, True, "s", {"b": []}]}
+        assert await manager.workflow(untyped, plain).execute_get() == plain
+        handle = await manager.workflow(stamped).execute(idempotency_key="stamped")
+        await wait_until(lambda: status_is(handle, sw.WorkflowStatus.SUSPENDED))
+        described = await handle.describe()
+        assert described.error is not None
+        assert "result of activity" in described.error["message"]
+        assert "is a datetime.datetime" in described.error["message"]
+        values = ({1, 2}, b"raw", (1, "a"), datetime.datetime(2026, 1, 2), Decimal("12.30"))
+        got = await manager.workflow(typed, *values, Point(1, 2)).execute_get()
+        assert got == (*values, Point(1, 2))
+        assert [type(v) for v in got] == [set, bytes, tuple, datetime.datetime, Decimal, Point]
 
 
 async def test_nul_and_lone_surrogates_are_refused_before_the_database(db_url: str) -> None:

@@ -352,3 +352,72 @@ def test_a_sync_client_by_url_takes_a_codec(sqlite_url: str) -> None:
         assert client.get_workflow("sync-2").describe().input == {"person": MARK}
     (args,) = raw_sql(sqlite_url, "SELECT args FROM workflows WHERE key = 'sync-2'")[0]
     assert args.startswith('{"$sagaway_codec":"aesgcm:') and MARK not in args
+
+
+async def test_a_process_without_compress_names_the_codec_it_lacks(db_url: str) -> None:
+    """Rows written with Compress and Encrypt, read by a process that has the key but not
+    Compress: the workflow (its input) and the signal (its payload) suspend it with an error
+    naming 'zlib' and Compress, not a key id it has."""
+    kid_a = key_id(_raw(KEY_A))
+    big = MARK * 40  # long and repetitive: Compress keeps it
+    worker = codecs_app.build(db_url, Encrypt(keys=[KEY_A]))
+    client = codecs_app.build(db_url, [Compress(), Encrypt(keys=[KEY_A])])
+    async with worker, client.connect():
+        await client.workflow("kyc.wait", big).execute(idempotency_key="zip-1")
+        await worker.workflow("kyc.wait", "p").execute(idempotency_key="zip-2")
+        await _reaches(worker, "zip-2", sw.WorkflowStatus.WAITING)
+        await client.signal("approve").send("zip-2", big)
+        for key in ("zip-1", "zip-2"):
+            await _reaches(worker, key, sw.WorkflowStatus.SUSPENDED)
+            d = await worker.get_workflow(key).describe()
+            assert d.error is not None and d.error["type"] == "sagaway.errors.PayloadKeyError"
+            message = d.error["message"]
+            assert "compressed with 'zlib' (sw.codecs.Compress)" in message, message
+            assert "add sw.codecs.Compress() to Manager(codec=...)" in message, message
+            assert "key id" not in message, message  # the key is there: not the problem
+    (args,) = raw_sql(db_url, "SELECT args FROM workflows WHERE key = 'zip-1'")[0]
+    assert args.startswith(f'{{"$sagaway_codec":"zlib,aesgcm:{kid_a}"')
+    assert "unopened" not in args  # the note of why is never stored
+    # With Compress added, both go on from where they were.
+    healed = codecs_app.build(db_url, [Compress(), Encrypt(keys=[KEY_A])])
+    async with healed:
+        await healed.retry("zip-2")
+        assert await healed.get_workflow("zip-2").result(timeout=30) == f"p approved: {big}"
+        await healed.retry("zip-1")
+        await healed.signal("approve").send("zip-1", "ok")
+        assert await healed.get_workflow("zip-1").result(timeout=30) == f"{big} approved: ok"
+
+
+def test_a_missing_codec_or_key_is_named_by_every_reader() -> None:
+    """The chain names what it lacks (codec, key id, both); a process with no codec at all
+    names every codec the envelope lists; a row written back unopened loses the note."""
+    from sagaway import serialization
+
+    big = json.dumps(MARK * 40)
+    kid_a, kid_b = key_id(_raw(KEY_A)), key_id(_raw(KEY_B))
+    sealed = sw.codecs.Chain([Compress(), Encrypt(keys=[KEY_A])]).seal(big)
+    cases = [
+        ([Encrypt(keys=[KEY_A])], ["compressed with 'zlib' (sw.codecs.Compress)"], "key id"),
+        ([Compress()], [f"encrypted with key id {kid_a!r} (sw.codecs.Encrypt)"], "zlib"),
+        ([Compress(), Encrypt(keys=[KEY_B])], [f"key id {kid_a!r}", kid_b], "zlib"),
+    ]
+    for codecs, named, absent in cases:
+        chain = sw.codecs.Chain(codecs)
+        with pytest.raises(sw.PayloadKeyError) as raised:
+            chain.open(sealed)
+        for part in named:
+            assert part in str(raised.value)
+        assert absent not in str(raised.value)
+        noted = chain.try_open(sealed)
+        assert noted is not None and noted != sealed
+        with pytest.raises(sw.PayloadKeyError) as decoded:
+            serialization.load_json(noted, "result of activity 'a'")
+        assert str(decoded.value).startswith("stored result of activity 'a' could not be opened")
+        assert str(raised.value) in str(decoded.value)
+        assert chain.seal(noted) == sealed  # written back as it was read from the database
+    with pytest.raises(sw.PayloadKeyError) as bare:
+        serialization.load_json(sealed, "input")  # no codec in this process at all
+    assert "compressed with 'zlib' (sw.codecs.Compress) and encrypted with key id" in str(
+        bare.value
+    )
+    assert bare.value.key_id == kid_a

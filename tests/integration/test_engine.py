@@ -60,7 +60,7 @@ async def test_typed_payloads_round_trip(db_url: str) -> None:
         return order, to
 
     @manager.register_workflow
-    async def flow(order: Order, to: Address) -> dict[str, Any]:
+    async def flow(order: Order, to: Address) -> dict[str, Order | Address]:
         got_order, got_to = await ship(order, to)
         assert isinstance(got_order, Order) and isinstance(got_to, Address)
         return {"order": got_order, "to": got_to}
@@ -69,8 +69,7 @@ async def test_typed_payloads_round_trip(db_url: str) -> None:
         result = await manager.workflow(
             flow, ORDER, Address(city="Tokyo", lines=["1-2-3"])
         ).execute_get()
-    assert result["order"]["amount"] == "12.30"
-    assert result["to"] == {"city": "Tokyo", "lines": ["1-2-3"]}
+    assert result == {"order": ORDER, "to": Address(city="Tokyo", lines=["1-2-3"])}
 
 
 async def test_completable_error_compensates_in_reverse_and_is_not_retried(db_url: str) -> None:

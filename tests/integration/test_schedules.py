@@ -11,10 +11,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 import sagaway as sw
 from sagaway._engine import cron
 from sagaway.store.records import ListQuery, WorkflowRecord
+from sagaway.telemetry import metrics
 from sagaway.testing import FakeClock
 from tests.store_helpers import raw_sql
 
@@ -33,10 +35,20 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: f
         await asyncio.sleep(0.01)
 
 
-def worker(db_url: str, clock: FakeClock, ran: list[str], **schedule: Any) -> sw.Manager:
-    """A Manager (one worker process) with the workflow ``job``, whose activity notes the key
-    of each execution it runs in ``ran``."""
-    manager = sw.Manager(db_url, clock=clock, poll_interval=1.0)
+def worker(
+    db_url: str,
+    clock: FakeClock,
+    ran: list[str],
+    *,
+    version: str | None = None,
+    run_versions: set[str | None] | None = None,
+    **schedule: Any,
+) -> sw.Manager:
+    """A Manager (one worker process, of code ``version`` running ``run_versions``) with the
+    workflow ``job``, whose activity notes the key of each execution it runs in ``ran``."""
+    manager = sw.Manager(
+        db_url, clock=clock, poll_interval=1.0, version=version, run_versions=run_versions
+    )
 
     @manager.register_activity(name="note")
     async def note() -> None:
@@ -295,3 +307,35 @@ async def test_an_encrypted_schedule_stores_no_plaintext_arguments(db_url: str) 
         db_url, "SELECT args FROM workflows"
     )
     assert stored and all(secret not in str(args) for (args,) in stored)
+
+
+async def test_ticks_record_the_code_version_and_count_as_started(db_url: str) -> None:
+    """Under ``Manager(version="v2", run_versions={"v2"})`` a tick's execution and a trigger's
+    record v2, so the worker of v2 runs them (they stayed PENDING with no version), and both
+    count in the ``started`` metric as a client's start does."""
+    registry = metrics.enable_metrics(CollectorRegistry())
+    try:
+        clock = FakeClock(T)
+        ran: list[str] = []
+        manager = worker(db_url, clock, ran, version="v2", run_versions={"v2"})
+        async with manager:
+            await manager.schedule("v", "job", "* * * * * *")
+            (row,) = await manager.list_schedules()
+            await advance_to(clock, manager, row.next_tick_at + 0.5)
+            tick = keys("v", [row.next_tick_at])[0]
+
+            async def ran_tick() -> bool:
+                return tick in ran
+
+            await eventually(ran_tick, "the tick's execution run by the worker of v2")
+            await manager.pause_schedule("v")
+            handle = await manager.trigger_schedule("v")
+            assert await handle.result(timeout=15) == "done"
+            found = {r.key: r for r in await executions(manager, "v")}
+            started = generate_latest(registry).decode()
+        assert found[tick].code_version == "v2"
+        assert found[handle.key].code_version == "v2"
+        assert found[tick].status is sw.WorkflowStatus.COMPLETED
+        assert 'sagaway_workflows_started_total{workflow="job"} 2.0' in started
+    finally:
+        metrics.disable_metrics()

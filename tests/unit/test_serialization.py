@@ -434,3 +434,113 @@ def test_arguments_given_as_json_are_typed_by_the_annotations() -> None:
 
     with pytest.raises(TypeError, match=r"^workflow 'takes' has no parameter 'ordr'$"):
         FunctionCodec(takes, "workflow 'takes'").type_args([], {"ordr": {}})
+
+
+# --------------------------------------------------------------- untyped places: plain JSON only
+
+
+@dataclasses.dataclass
+class Tagged:
+    name: str
+    meta: dict[str, Any]
+    parent: Tagged | None = None
+
+
+class Envelope(pydantic.BaseModel):
+    body: Any
+    when: datetime.datetime
+
+
+def _codec(annotation: Any) -> FunctionCodec:
+    def takes(x: Any) -> Any: ...
+
+    takes.__annotations__ = {"x": annotation, "return": annotation}
+    return FunctionCodec(takes, "activity 'takes'")
+
+
+@pytest.mark.parametrize(
+    ("annotation", "value", "where"),
+    [
+        (Any, {1, 2}, "x"),
+        (object, b"x", "x"),
+        (Any, (1, 2), "x"),
+        (Any, [1, {"a": datetime.date(2026, 1, 1)}], "x[1]['a']"),
+        (Any, {1: "a"}, "a key of x"),
+        (Any, Color.RED, "x"),
+        (Any, Item("a", Decimal(1)), "x"),
+        (list, [1, (2,)], "x[1]"),
+        (list[Any], [uuid.UUID(int=1)], "x[0]"),
+        (dict[str, Any], {"k": Decimal("1.5")}, "x['k']"),
+        (dict[Any, int], {2: 1}, "a key of x"),
+        (tuple[int, Any], (1, {3}), "x[1]"),
+        (tuple[Any, ...], (1, b""), "x[1]"),
+        (Any | None, (1,), "x"),  # type: ignore[operator]  # Any | None is valid at run time
+        (Tagged, Tagged("t", {"at": datetime.datetime(2026, 1, 1)}), "x.meta['at']"),
+        (Tagged, Tagged("t", {}, Tagged("p", {"s": {1}})), "x.parent.meta['s']"),
+        (Envelope, Envelope(body=(1, 2), when=datetime.datetime(2026, 1, 1)), "x.body"),
+    ],
+)
+def test_values_json_would_change_in_untyped_places_are_refused(
+    annotation: Any, value: Any, where: str
+) -> None:
+    codec = _codec(annotation)
+    for encode in (
+        lambda: codec.encode_args((value,), {}, 10_000),
+        lambda: codec.encode_result(value, 10_000),
+    ):
+        with pytest.raises(sw.PayloadError, match="cannot be stored unchanged") as raised:
+            encode()
+        message = str(raised.value)
+        shown = where if where.startswith("a key") else f"the value at {where}"
+        if "result" in message.split(" cannot")[0]:
+            shown = shown.replace("x", "result", 1)
+        assert shown in message, message
+        assert "Give it its type in the annotation" in message
+
+
+@pytest.mark.parametrize(
+    ("annotation", "value"),
+    [
+        (Any, {"a": [1, 2.5, None, True, "s", {"b": []}]}),
+        (dict[str, Any], {"k": [1, {"n": None}]}),
+        (Tagged, Tagged("t", {"n": 1}, Tagged("p", {}))),
+        (set[int], {1, 2}),
+        (tuple[int, str], (1, "a")),
+        (bytes, b"\x00raw"),
+        (datetime.datetime, datetime.datetime(2026, 1, 1, 2, 3)),
+        (Decimal, Decimal("12.30")),
+        (Color, Color.RED),
+        (dict[int, str], {1: "a"}),
+        (int | datetime.date, datetime.date(2026, 1, 1)),  # other unions: not looked into
+        (Model, Model(when=datetime.datetime(2026, 1, 1), ids=[uuid.UUID(int=3)])),
+    ],
+)
+def test_plain_json_in_untyped_places_and_typed_values_round_trip(
+    annotation: Any, value: Any
+) -> None:
+    codec = _codec(annotation)
+    assert codec.decode_args(codec.encode_args((value,), {}, 10_000)) == ([value], {})
+    assert codec.decode_result(codec.encode_result(value, 10_000)) == value
+
+
+def test_untyped_var_arguments_are_checked_per_value_and_signals_are_not() -> None:
+    from sagaway import serialization
+
+    def takes(*args, **kwargs) -> None: ...  # type: ignore[no-untyped-def]
+
+    codec = FunctionCodec(takes, "activity 'takes'")
+    with pytest.raises(sw.PayloadError, match=r"the value at args\[1\] is a set"):
+        codec.encode_args((1, {2}), {}, 10_000)
+    with pytest.raises(sw.PayloadError, match=r"the value at kwargs\['k'\] is a tuple"):
+        codec.encode_args((), {"k": (1,)}, 10_000)
+    # A signal's payload is typed by its receiver (receive(T)), which the sender does not know.
+    assert serialization.encode_value(Item("a", Decimal(1)), "signal") == '{"sku":"a","price":"1"}'
+
+
+def test_a_deep_untyped_value_is_checked_without_recursion() -> None:
+    codec = _codec(Any)
+    deep: Any = (1,)
+    for _ in range(150):
+        deep = [deep]
+    with pytest.raises(sw.PayloadError, match="is a tuple"):
+        codec.encode_args((deep,), {}, 10_000_000)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import socket
@@ -21,9 +20,9 @@ from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any, Protocol
 
 from sagaway import errors, events, observe, retry, serialization
-from sagaway._engine import forking, keys, outages
+from sagaway._engine import forking, keys, new_executions, outages
 from sagaway._engine.cluster_limits import ClusterLimit
-from sagaway._engine.options import EngineOptions, check_timeout
+from sagaway._engine.options import EngineOptions
 from sagaway._engine.recent import RecentEnds
 from sagaway._engine.text_checks import check_key, check_text
 from sagaway._engine.threads import DaemonThreadPool
@@ -37,7 +36,6 @@ from sagaway.store.records import (
     AttemptErrorRecord,
     Lease,
     ListQuery,
-    NewWorkflow,
     SignalRecord,
     StepRecord,
     WorkflowRecord,
@@ -71,12 +69,6 @@ class _QueueLimiter:
             return
         async with self._sem:
             yield
-
-
-def _keyed(new: NewWorkflow, concurrency_key: str, max_per_key: int) -> NewWorkflow:
-    """``new`` under a per-key limit: ``concurrency_key`` checked as a workflow key is."""
-    check_key(concurrency_key, "concurrency_key")
-    return dataclasses.replace(new, concurrency_key=concurrency_key, max_per_key=max_per_key)
 
 
 class LocalRunner(Protocol):
@@ -221,11 +213,20 @@ class Engine:
         ``timeout``: seconds until its deadline (then it is cancelled as by a request).
         ``concurrency_key``: created PENDING, never leased here: only a claim applies its limit.
         ``client``: a client's start, which rides through an outage (``outages``)."""
-        check_timeout(timeout)
         check_key(key, "idempotency_key")
-        new = self._new_workflow(defn, args_json, key, on_conflict, parent_key, timeout)
-        if concurrency_key is not None:
-            new = _keyed(new, concurrency_key, defn.max_per_key)
+        replacing = on_conflict is OnConflict.TERMINATE_EXISTING
+        new = new_executions.build(
+            name=defn.name,
+            args_json=args_json,
+            key=key,
+            queue=defn.task_queue,
+            code_version=self.options.code_version,
+            parent_key=parent_key,
+            replacing=replacing,
+            timeout=timeout,
+            concurrency_key=concurrency_key,
+            max_per_key=defn.max_per_key,
+        )
         runner = self.runner
         here = (
             concurrency_key is None
@@ -233,15 +234,12 @@ class Engine:
             and runner.accepts(defn.task_queue, new.code_version)
         )
         lease = self.new_lease() if here else None
-        replace = on_conflict is OnConflict.TERMINATE_EXISTING
-        result = await outages.create(self, new, lease=lease, replace_live=replace, client=client)
+        result = await outages.create(self, new, lease=lease, replace_live=replacing, client=client)
         record = result.record
         if result.created:
             if result.replaced_run_id is not None:
                 self._ended_elsewhere(result.replaced_run_id, key, WorkflowStatus.TERMINATED)
-            self.channel.publish(events.WorkflowStarted(record.run_id, key, defn.name))
-            if observe.observers:
-                observe.workflow_started(defn.name, key)
+            new_executions.started(self.channel, record.run_id, key, defn.name)
             if lease is not None and runner is not None:
                 runner.dispatch(record, lease, steps=[])
             elif concurrency_key is not None:
@@ -256,39 +254,8 @@ class Engine:
                 f"workflow {key!r} already ended ({record.status.value}); a key names one "
                 "execution and a finished one is never run again: use a new key",
             )
-        if record.name != defn.name or record.args_hash != new.args_hash:
-            raise errors.IdempotencyConflict(
-                f"idempotency key {key!r} is in use by workflow {record.name!r} with other "
-                "arguments; a retry must send the same arguments, a new request needs a new key"
-            )
+        new_executions.check_same(record, new, "idempotency key")
         return record, False
-
-    def _new_workflow(
-        self,
-        defn: WorkflowDef,
-        args_json: str,
-        key: str,
-        on_conflict: OnConflict,
-        parent_key: str | None,
-        timeout: float | None,
-    ) -> NewWorkflow:
-        """The execution ``start`` creates, of this process's code version."""
-        run_id = new_run_id()
-        return NewWorkflow(
-            run_id=run_id,
-            key=key,
-            name=defn.name,
-            args=args_json,
-            args_hash=serialization.args_hash(args_json),
-            parent_key=parent_key,
-            queue=defn.task_queue,
-            key_space=keys.key_space(
-                key, run_id, replacing=on_conflict is OnConflict.TERMINATE_EXISTING
-            ),
-            timeout=timeout,
-            trace_context=observe.trace_context(defn.name, key) if observe.observers else None,
-            code_version=self.options.code_version,
-        )
 
     async def start_child(
         self,
@@ -342,7 +309,7 @@ class Engine:
                 f"cannot fork {key!r} to {new_key!r}: workflow {new_key!r} already exists "
                 f"({record.status.value}); choose a new key",
             )
-        self.channel.publish(events.WorkflowStarted(record.run_id, new_key, record.name))
+        new_executions.started(self.channel, record.run_id, new_key, record.name)
         self.wake_recovery()  # a Worker of this process may take it at once
         return record, plan
 

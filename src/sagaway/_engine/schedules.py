@@ -6,6 +6,9 @@ same transaction as the compare-and-set that moves the schedule's ``next_tick_at
 (``Store.fire_schedule``). Of the schedulers that read the same ``next_tick_at``, one wins and
 creates the executions; the others change nothing. A crash before that commit leaves the tick
 due for the next scheduler; a crash after it leaves PENDING executions that any worker claims.
+An execution is built as every new one is (``new_executions``): it records the code version of
+the process whose scheduler started it, so under ``Manager(version="v2", run_versions={"v2"})``
+the workers of v2 run the ticks v2's schedulers start, and it counts in the ``started`` metric.
 
 Ticks missed while no scheduler ran (the cluster was stopped) are caught up by the schedule's
 policy: ``skip`` none, ``one`` the latest, ``all`` every one (at most ``cron.MAX_CATCH_UP``, the
@@ -19,11 +22,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from sagaway import errors, serialization
-from sagaway._engine import cron, keys
+from sagaway import errors
+from sagaway._engine import cron, new_executions
 from sagaway._engine.engine import Engine
 from sagaway._engine.text_checks import check_key
-from sagaway.randomness import new_id, new_run_id
+from sagaway.randomness import new_id
 from sagaway.registry import WorkflowDef
 from sagaway.store.records import NewWorkflow, ScheduleRecord, WorkflowRecord
 
@@ -65,17 +68,15 @@ def tick_key(schedule_id: str, tick: float) -> str:
     return f"schedule:{schedule_id}:{cron.label(tick)}"
 
 
-def execution(schedule: ScheduleRecord, key: str) -> NewWorkflow:
-    """A PENDING execution of ``schedule`` under ``key`` (any worker of its queue claims it)."""
-    run_id = new_run_id()
-    return NewWorkflow(
-        run_id=run_id,
-        key=key,
+def execution(engine: Engine, schedule: ScheduleRecord, key: str) -> NewWorkflow:
+    """A PENDING execution of ``schedule`` under ``key`` (any worker of its queue and of this
+    process's code version claims it), built as every new execution is."""
+    return new_executions.build(
         name=schedule.workflow,
-        args=schedule.args,
-        args_hash=serialization.args_hash(schedule.args),
+        args_json=schedule.args,
+        key=key,
         queue=schedule.queue,
-        key_space=keys.key_space(key, run_id, replacing=False),
+        code_version=engine.options.code_version,
     )
 
 
@@ -84,7 +85,7 @@ async def fire(engine: Engine, schedule: ScheduleRecord, *, started_at: float) -
     not, another one did, with the same plan)."""
     now = engine.clock.now()
     chosen = plan(schedule, now=now, started_at=started_at)
-    starts = [execution(schedule, tick_key(schedule.id, t)) for t in chosen.ticks]
+    starts = [execution(engine, schedule, tick_key(schedule.id, t)) for t in chosen.ticks]
     won = await engine.store.fire_schedule(
         schedule.id,
         tick_at=schedule.next_tick_at,
@@ -94,6 +95,8 @@ async def fire(engine: Engine, schedule: ScheduleRecord, *, started_at: float) -
         now=now,
     )
     if won and starts:
+        for new in starts:
+            new_executions.started(engine.channel, new.run_id, new.key, new.name)
         engine.wake_recovery()  # a Worker of this process may take them at once
     return chosen, won
 
@@ -163,10 +166,12 @@ async def set_paused(engine: Engine, schedule_id: str, *, paused: bool) -> Sched
 async def trigger(engine: Engine, schedule_id: str) -> WorkflowRecord:
     """Start one execution of the schedule now, outside its ticks (even if it is paused)."""
     schedule = await get(engine, schedule_id)
-    new = execution(schedule, f"schedule:{schedule_id}:manual:{new_id()}")
+    new = execution(engine, schedule, f"schedule:{schedule_id}:manual:{new_id()}")
     result = await engine.store.create_workflow(
         new, now=engine.clock.now(), lease=None, replace_live=False
     )
+    if result.created:
+        new_executions.started(engine.channel, result.record.run_id, new.key, new.name)
     engine.wake_recovery()
     return result.record
 

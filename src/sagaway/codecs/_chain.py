@@ -20,7 +20,7 @@ import json
 from collections.abc import Sequence
 from typing import Protocol, cast, runtime_checkable
 
-from sagaway import errors, serialization
+from sagaway import _sealed, errors, serialization
 
 
 @runtime_checkable
@@ -61,8 +61,9 @@ class Chain:
 
     def seal(self, text: str) -> str:
         """The text to store for the payload ``text``."""
-        if text.startswith(serialization.SEALED_PREFIX):
-            return text  # already sealed (a record read and written back unopened)
+        if text.startswith(_sealed.SEALED_PREFIX):
+            # Already sealed: a record read and written back unopened (without the note of why).
+            return _sealed.without_note(text)
         data = text.encode()
         tags: list[str] = []
         for codec in self.codecs:
@@ -74,11 +75,11 @@ class Chain:
             return text
         # The same text as json.dumps of the envelope, built directly (base64 needs no escape).
         chain = json.dumps(",".join(tags))
-        return f'{serialization.SEALED_PREFIX}{chain},"data":"{base64.b64encode(data).decode()}"}}'
+        return f'{_sealed.SEALED_PREFIX}{chain},"data":"{base64.b64encode(data).decode()}"}}'
 
     def open(self, text: str) -> str:
         """The payload sealed in ``text`` (plain text is returned as it is)."""
-        if not text.startswith(serialization.SEALED_PREFIX):
+        if not text.startswith(_sealed.SEALED_PREFIX):
             return text
         try:
             envelope = json.loads(text)
@@ -88,22 +89,26 @@ class Chain:
             raise errors.PayloadError(
                 f"a stored payload looks sealed but its envelope is damaged: {text[:120]!r}"
             ) from None
+        missing = [tag for tag in tags if tag.split(":", 1)[0] not in self._by_name]
+        if missing:
+            key_ids = [t.split(":", 1)[1] for t in missing if t.startswith("aesgcm:")]
+            raise errors.PayloadKeyError(
+                f"a stored payload is {_sealed.lacking(missing)}",
+                key_ids[0] if key_ids else None,
+            )
         for tag in reversed(tags):
-            codec = self._by_name.get(tag.split(":", 1)[0])
-            if codec is None:
-                raise serialization.sealed_error(text, "payload")
-            data = codec.decode(tag, data)
+            data = self._by_name[tag.split(":", 1)[0]].decode(tag, data)
         return data.decode()
 
     def try_open(self, text: str | None) -> str | None:
-        """``open``, or the sealed text unchanged when it cannot be opened here: whoever
-        decodes it then gets the clear error (``serialization.load_json``)."""
-        if text is None or not text.startswith(serialization.SEALED_PREFIX):
+        """``open``, or else the sealed text with why it could not be opened here: whoever
+        decodes it then gets that error (``serialization.load_json``)."""
+        if text is None or not text.startswith(_sealed.SEALED_PREFIX):
             return text
         try:
             return self.open(text)
-        except errors.PayloadError:
-            return text
+        except errors.PayloadError as exc:
+            return _sealed.note_unopened(text, str(exc))
 
     # ----------------------------------------------------------- idempotency hash
 

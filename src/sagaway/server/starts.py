@@ -1,7 +1,8 @@
 """Start a workflow and wait for its end on behalf of a client that has no SDK (any language).
 
-The server knows no workflow code: it records the execution PENDING under its key, and a
-worker of an application that registered the name runs it. A retry with the same key and
+The server knows no workflow code: it records the execution PENDING under its key (built as
+every new execution is: ``_engine.new_executions``, of the caller's code version), and a worker
+of an application that registered the name runs it. A retry with the same key and
 arguments finds the execution already there.
 """
 
@@ -9,18 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import time
 
-from sagaway import errors, serialization
-from sagaway._engine import keys, versions
-from sagaway._engine.options import check_timeout
+from sagaway import errors
+from sagaway._engine import new_executions
 from sagaway._engine.text_checks import check_key, check_text
-from sagaway.randomness import new_run_id
 from sagaway.server.notices import Hub
 from sagaway.store import Store
-from sagaway.store.records import NewWorkflow, WorkflowRecord
+from sagaway.store.records import WorkflowRecord
 from sagaway.v1 import engine_pb2 as pb
 
 MAX_WAIT = 300.0
@@ -50,39 +48,28 @@ class StartWorkflows:
         if not isinstance(parsed, dict):
             raise ValueError("args must be a JSON object of the arguments by parameter name")
         timeout = request.timeout if request.HasField("timeout") else None
-        check_timeout(timeout)
-        run_id = new_run_id()
-        new = NewWorkflow(
-            run_id=run_id,
-            key=request.key,
+        concurrency_key = request.concurrency_key if request.HasField("concurrency_key") else None
+        new = new_executions.build(
             name=request.name,
-            args=args,
-            args_hash=serialization.args_hash(args),
+            args_json=args,
+            key=request.key,
             queue=request.queue or "default",
-            key_space=keys.key_space(request.key, run_id, replacing=False),
+            code_version=request.code_version if request.HasField("code_version") else None,
             timeout=timeout,
             trace_context=_trace_context(request),
-            code_version=(
-                versions.check_code_version(request.code_version, "code_version")
-                if request.HasField("code_version")
-                else None
-            ),
+            concurrency_key=concurrency_key,
+            max_per_key=request.max_per_key or 1,  # 0: the default, 1
         )
-        if request.HasField("concurrency_key"):
-            new = _keyed(new, request)
         result = await self.store.create_workflow(
             new, now=await self._now(), lease=None, replace_live=False
         )
         record = result.record
         if result.created:
+            new_executions.started(None, record.run_id, record.key, record.name)
             if self.announce:
                 self.hub.publish("ready:")
             return record, True
-        if record.name != new.name or record.args_hash != new.args_hash:
-            raise errors.IdempotencyConflict(
-                f"key {request.key!r} is in use by workflow {record.name!r} with other "
-                "arguments; a retry must send the same arguments, a new request needs a new key"
-            )
+        new_executions.check_same(record, new, "key")
         return record, False
 
     async def wait(self, key: str, timeout: float) -> WorkflowRecord:
@@ -113,16 +100,6 @@ class StartWorkflows:
     async def _now(self) -> float:
         now = await self.store.server_time()
         return now if now is not None else time.time()
-
-
-def _keyed(new: NewWorkflow, request: pb.StartWorkflowRequest) -> NewWorkflow:
-    """``new`` under the request's per-key limit (``max_per_key`` 0: the default, 1)."""
-    check_key(request.concurrency_key, "concurrency_key")
-    if request.max_per_key < 0:
-        raise ValueError(f"max_per_key must be >= 1, not {request.max_per_key}")
-    return dataclasses.replace(
-        new, concurrency_key=request.concurrency_key, max_per_key=request.max_per_key or 1
-    )
 
 
 def _trace_context(request: pb.StartWorkflowRequest) -> str | None:

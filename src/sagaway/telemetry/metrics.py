@@ -45,7 +45,8 @@ class MetricsObserver(observe.Observer):
         r = registry
         self.started = Counter(
             "sagaway_workflows_started",
-            "Workflow executions created by this process (children included).",
+            "Workflow executions created by this process (children, schedule ticks and forks "
+            "included).",
             ["workflow"],
             registry=r,
         )

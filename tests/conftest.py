@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -205,18 +206,35 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Leave out the ``grpc+…`` variants of tests that read the database itself."""
+    """Leave out the ``grpc+…`` variants of tests that read the database itself, and the
+    ``long`` tests unless a marker expression was given (``pytest -m long`` runs them)."""
+    run_long = bool(config.getoption("markexpr"))
     kept, dropped = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
         backend = str(callspec.params.get("db_url", "")) if callspec is not None else ""
         if backend.startswith("grpc+") and item.get_closest_marker("direct_db") is not None:
             dropped.append(item)
+        elif not run_long and item.get_closest_marker("long") is not None:
+            dropped.append(item)
         else:
             kept.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+@pytest.fixture(autouse=True)
+def _log_levels_as_found() -> Iterator[None]:
+    """Leave the loggers' levels as the test found them: a level set by one test (the CLI's
+    ``-v``, the generative driver's quiet engine log) must not change what a later test's
+    ``caplog`` sees, whatever order the tests run in."""
+    loggers = [logging.getLogger(), logging.getLogger("sagaway")]
+    saved = [(log.level, log.disabled) for log in loggers]
+    yield
+    for log, (level, disabled) in zip(loggers, saved, strict=True):
+        log.setLevel(level)
+        log.disabled = disabled
 
 
 @pytest.fixture

@@ -154,31 +154,33 @@ class Driver:
         engine_log = logging.getLogger("sagaway")
         level = engine_log.level
         engine_log.setLevel(logging.CRITICAL)
-        with (
-            mock.patch.object(sagaway.manager, "open_store", self._open_store),
-            recording_handovers(self.world),
-        ):
-            self.observer = open_store(self.url)
-            if self.settings.codec:
-                self.observer = CodecStore(self.observer, CODEC)
-            await self.observer.open()
-            server = await self.observer.server_time()
-            self.server_offset = None if server is None else server - self.clock.now()
-            try:
-                for version in fleet.first_versions(self.scenario):
-                    await self.open_process(version)
-                if self.separate_client:
-                    versions = fleet.first_versions(self.scenario)
-                    first = Process(0, version=versions[0])
-                    self.client_live = await self._open(first, client=True)
-                    if len(versions) > 1:
-                        other = Process(-1, version=versions[1])
-                        self.other_client = await self._open(other, client=True)
-                yield self
-            finally:
-                await self.close_all()
-                await self.observer.close()
-                engine_log.setLevel(level)
+        try:  # restored however the run ends: later tests read the engine's log
+            with (
+                mock.patch.object(sagaway.manager, "open_store", self._open_store),
+                recording_handovers(self.world),
+            ):
+                self.observer = open_store(self.url)
+                if self.settings.codec:
+                    self.observer = CodecStore(self.observer, CODEC)
+                await self.observer.open()
+                server = await self.observer.server_time()
+                self.server_offset = None if server is None else server - self.clock.now()
+                try:
+                    for version in fleet.first_versions(self.scenario):
+                        await self.open_process(version)
+                    if self.separate_client:
+                        versions = fleet.first_versions(self.scenario)
+                        first = Process(0, version=versions[0])
+                        self.client_live = await self._open(first, client=True)
+                        if len(versions) > 1:
+                            other = Process(-1, version=versions[1])
+                            self.other_client = await self._open(other, client=True)
+                    yield self
+                finally:
+                    await self.close_all()
+                    await self.observer.close()
+        finally:
+            engine_log.setLevel(level)
 
     async def _open(self, process: Process, *, client: bool = False) -> _Live:
         manager = time_skipping_manager(

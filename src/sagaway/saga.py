@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import Any
 
 from sagaway import errors
-from sagaway._engine import context
+from sagaway._engine import cancel_points, context
 from sagaway._engine.executor import current_execution
 
 
@@ -87,7 +87,17 @@ class Saga:
         tb: TracebackType | None,
     ) -> None:
         execution = current_execution()
-        if exc is None or execution is None or execution.doomed is not None:
+        if execution is None or execution.doomed is not None:
+            return
+        if exc is None:
+            if self._compensations:
+                # The block's end delivers a pending cancellation: its steps are undone.
+                try:
+                    await cancel_points.at_saga_end(execution)
+                except errors.Cancelled as cancelled:
+                    if execution.cancelled_by_request(cancelled):
+                        await self.execute()
+                    raise
             return
         if isinstance(exc, Exception):
             undo = execution.engine.is_completable(exc) or isinstance(

@@ -158,6 +158,7 @@ class CodecStore:
         now: float,
         final_step: StepRecord | None = None,
         has_parent: bool = True,
+        cancel_seen: bool = False,
     ) -> None:
         await self.inner.finish_workflow(
             run_id,
@@ -168,6 +169,7 @@ class CodecStore:
             now=now,
             final_step=None if final_step is None else self._step_in(final_step),
             has_parent=has_parent,
+            cancel_seen=cancel_seen,
         )
 
     async def suspend_workflow(

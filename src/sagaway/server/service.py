@@ -257,6 +257,7 @@ class EngineService(pb_grpc.EngineServicer):
                 else None
             ),
             has_parent=request.has_parent,
+            cancel_seen=request.cancel_seen,
         )
         # A top-level workflow's end makes nothing due: every application's recovery need not look.
         self._ended(request.run_id, parent=request.has_parent)

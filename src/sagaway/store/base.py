@@ -53,6 +53,17 @@ class DatabaseNotFound(errors.SagawayError):
         self.url = url
 
 
+class CancelPending(errors.SagawayError):
+    """``finish_workflow`` refused to end an execution COMPLETED: a cancel request it had not
+    seen (``cancel_seen=False``) is recorded on it. The owner still holds it: it delivers the
+    cancellation at its end and ends it CANCELLED instead."""
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        super().__init__(reason)
+        self.run_id = run_id
+        self.reason = reason
+
+
 class Store(Protocol):
     """Durable storage of workflow executions and their steps."""
 
@@ -150,8 +161,13 @@ class Store(Protocol):
         now: float,
         final_step: StepRecord | None = None,
         has_parent: bool = True,
+        cancel_seen: bool = False,
     ) -> None:
-        """End an owned execution as COMPLETED or FAILED (fenced).
+        """End an owned execution as COMPLETED, FAILED or CANCELLED (fenced).
+
+        A COMPLETED end is refused with ``CancelPending`` if a cancel request is recorded on
+        the execution and ``cancel_seen`` is False (the run never saw one): checked in the
+        statement that ends it, so every request ``request_cancel`` accepts is delivered.
 
         ``final_step``, if given, is recorded in the same transaction. Every workflow waiting
         for it as a child (its parent, and any other that attached to it under its key) becomes

@@ -37,7 +37,7 @@ from sagaway.store._grpc_target import (
     handshake_hint,
     parse_target,
 )
-from sagaway.store.base import CreateResult, DatabaseNotFound, StoreUnavailable
+from sagaway.store.base import CancelPending, CreateResult, DatabaseNotFound, StoreUnavailable
 from sagaway.store.records import (
     AttemptErrorRecord,
     Lease,
@@ -207,6 +207,10 @@ class GrpcStore:
             raw = trailing.get("sagaway-run-id-bin", b"")
             run_id = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
             raise errors.LeaseLost(run_id, details.removeprefix("lease lost: ")) from None
+        if kind == "CancelPending":
+            raw = trailing.get("sagaway-run-id-bin", b"")
+            run_id = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+            raise CancelPending(run_id, details) from None
         if kind == "CorruptRecord":
             raise _corrupt(trailing, details) from None
         if kind == "DatabaseNotFound":
@@ -336,6 +340,7 @@ class GrpcStore:
         now: float,
         final_step: StepRecord | None = None,
         has_parent: bool = True,
+        cancel_seen: bool = False,
     ) -> None:
         request = pb.FinishWorkflowRequest(
             run_id=run_id,
@@ -346,6 +351,7 @@ class GrpcStore:
             now=now,
             final_step=wire.step(final_step) if final_step else None,
             has_parent=has_parent,
+            cancel_seen=cancel_seen,
         )
         await self._call("FinishWorkflow", request)
 

@@ -1,0 +1,245 @@
+"""A cancel request accepted while a workflow is live is never lost (SQLite, PostgreSQL, and
+both through the Engine Server).
+
+It used to be dropped when it arrived during the last activity: no durable call followed, so
+nothing delivered it, and the workflow COMPLETED with nothing compensated. Now the end of a
+``Saga`` block and the workflow's own end deliver it, and the statement that ends a workflow
+COMPLETED refuses while a request it has not seen is recorded (``CancelPending``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import sagaway as sw
+from sagaway.states import WorkflowStatus
+from sagaway.store import Store
+from sagaway.store.base import CancelPending
+from tests.store_helpers import T0, run_of, running, step
+
+
+def make_manager(db_url: str, **options: Any) -> sw.Manager:
+    options.setdefault("poll_interval", 0.05)
+    return sw.Manager(db_url, **options)
+
+
+# ------------------------------------------------------------------ the store's contract
+
+
+async def test_a_completed_end_is_refused_over_a_cancel_request_it_has_not_seen(
+    store: Store,
+) -> None:
+    held = await running(store, "k1")
+    record = await run_of(store, "k1")
+    assert await store.request_cancel(record.run_id, reason="customer withdrew", now=T0 + 1)
+
+    with pytest.raises(CancelPending) as info:
+        await store.finish_workflow(
+            record.run_id,
+            token=held.token,
+            status=WorkflowStatus.COMPLETED,
+            result='"r"',
+            error=None,
+            now=T0 + 2,
+            final_step=step(record.run_id, "1", T0 + 1, ended_at=T0 + 2),
+            has_parent=False,
+        )
+    assert info.value.reason == "customer withdrew"
+    assert info.value.run_id == record.run_id
+    still = await run_of(store, "k1")
+    assert still.status is WorkflowStatus.RUNNING  # not ended, still owned
+    assert await store.load_steps(record.run_id) == []  # the final step went with the refusal
+
+    # The owner delivers it and ends CANCELLED; a later request is refused: it has ended.
+    await store.finish_workflow(
+        record.run_id,
+        token=held.token,
+        status=WorkflowStatus.CANCELLED,
+        result=None,
+        error='{"type": "x"}',
+        now=T0 + 3,
+        has_parent=False,
+    )
+    assert (await run_of(store, "k1")).status is WorkflowStatus.CANCELLED
+    assert not await store.request_cancel(record.run_id, reason="too late", now=T0 + 4)
+
+
+@pytest.mark.parametrize("has_parent", [False, True])
+async def test_a_run_that_saw_the_request_may_still_complete(
+    store: Store, has_parent: bool
+) -> None:
+    held = await running(store, "k1")
+    record = await run_of(store, "k1")
+    assert await store.request_cancel(record.run_id, reason="stop", now=T0 + 1)
+    with pytest.raises(CancelPending):
+        await store.finish_workflow(
+            record.run_id,
+            token=held.token,
+            status=WorkflowStatus.COMPLETED,
+            result='"r"',
+            error=None,
+            now=T0 + 2,
+            has_parent=has_parent,
+        )
+    # Code that caught the delivered cancellation and returned: it ends as it returns.
+    await store.finish_workflow(
+        record.run_id,
+        token=held.token,
+        status=WorkflowStatus.COMPLETED,
+        result='"r"',
+        error=None,
+        now=T0 + 2,
+        has_parent=has_parent,
+        cancel_seen=True,
+    )
+    assert (await run_of(store, "k1")).status is WorkflowStatus.COMPLETED
+
+
+async def test_a_refused_end_of_a_run_not_owned_is_still_a_lost_lease(store: Store) -> None:
+    await running(store, "k1")
+    record = await run_of(store, "k1")
+    assert await store.request_cancel(record.run_id, reason="stop", now=T0 + 1)
+    with pytest.raises(sw.LeaseLost):
+        await store.finish_workflow(
+            record.run_id,
+            token="not-the-owner",
+            status=WorkflowStatus.COMPLETED,
+            result='"r"',
+            error=None,
+            now=T0 + 2,
+            has_parent=False,
+        )
+
+
+# ------------------------------------------------------------------ workflows
+
+
+def define_order(
+    manager: sw.Manager, log: list[str], gate: asyncio.Event, started: asyncio.Event
+) -> Any:
+    """reserve, then charge (``started``, then held at ``gate``) as the saga's last step."""
+
+    @manager.register_activity
+    async def reserve(order: str) -> str:
+        log.append("reserve")
+        return f"res-{order}"
+
+    @manager.register_activity
+    async def release(reservation: str) -> None:
+        log.append(f"release {reservation}")
+
+    @manager.register_activity
+    async def charge(order: str) -> str:
+        log.append("charge")
+        started.set()
+        await gate.wait()
+        return f"pay-{order}"
+
+    @manager.register_activity
+    async def refund(payment: str) -> None:
+        log.append(f"refund {payment}")
+
+    @manager.register_workflow(name="order")
+    async def order(order_id: str) -> str:
+        async with sw.Saga() as saga:
+            reservation = await reserve(order_id)
+            saga.add_compensation(release, reservation)
+            payment = await charge(order_id)
+            saga.add_compensation(refund, payment)
+            return payment
+
+    return order
+
+
+async def test_a_cancel_during_the_last_activity_of_a_saga_compensates(db_url: str) -> None:
+    manager = make_manager(db_url)
+    log: list[str] = []
+    gate, started = asyncio.Event(), asyncio.Event()
+    order = define_order(manager, log, gate, started)
+
+    async with manager:
+        handle = await manager.workflow(order, "o1").execute(idempotency_key="o1")
+        await asyncio.wait_for(started.wait(), 10)
+        assert await handle.cancel("customer withdrew")
+        gate.set()  # the last activity finishes: no durable call follows it
+        with pytest.raises(sw.WorkflowCancelled, match="customer withdrew"):
+            await handle.result(timeout=10)
+        description = await handle.describe()
+
+    assert log == ["reserve", "charge", "refund pay-o1", "release res-o1"]
+    delivered = [s for s in description.steps if s.kind is sw.StepKind.CANCEL]
+    assert [(s.name, s.status) for s in delivered] == [("saga end", sw.StepStatus.FAILED)]
+
+
+async def test_a_cancel_from_another_process_during_the_last_activity_is_not_lost(
+    db_url: str,
+) -> None:
+    """The request comes from a client the running process hears nothing from (on SQLite it
+    would learn of it at its next heartbeat): the saga's end reads it from the database."""
+    manager = make_manager(db_url, lease_timeout=600)  # no heartbeat within the test
+    client = make_manager(db_url)
+    log: list[str] = []
+    gate, started = asyncio.Event(), asyncio.Event()
+    order = define_order(manager, log, gate, started)
+
+    async with manager, client.connect():
+        handle = await manager.workflow(order, "o2").execute(idempotency_key="o2")
+        await asyncio.wait_for(started.wait(), 10)
+        assert await client.cancel("o2", "from the console")
+        gate.set()
+        with pytest.raises(sw.WorkflowCancelled, match="from the console"):
+            await handle.result(timeout=10)
+
+    assert log == ["reserve", "charge", "refund pay-o2", "release res-o2"]
+
+
+async def test_a_cancel_after_the_saga_ended_is_delivered_at_the_workflow_end(
+    db_url: str,
+) -> None:
+    """Accepted while the workflow's last activity (after its saga block) runs: the end is
+    refused by the database and the workflow ends CANCELLED; the closed block is not undone."""
+    manager = make_manager(db_url, lease_timeout=600)
+    client = make_manager(db_url)
+    log: list[str] = []
+    gate, started = asyncio.Event(), asyncio.Event()
+
+    @manager.register_activity
+    async def reserve(order: str) -> str:
+        log.append("reserve")
+        return f"res-{order}"
+
+    @manager.register_activity
+    async def release(reservation: str) -> None:
+        log.append(f"release {reservation}")
+
+    @manager.register_activity
+    async def notify(order: str) -> None:
+        log.append("notify")
+        started.set()
+        await gate.wait()
+
+    @manager.register_workflow(name="order_then_notify")
+    async def order_then_notify(order_id: str) -> str:
+        async with sw.Saga() as saga:
+            reservation = await reserve(order_id)
+            saga.add_compensation(release, reservation)
+        await notify(order_id)
+        return reservation
+
+    async with manager, client.connect():
+        handle = await manager.workflow(order_then_notify, "o3").execute(idempotency_key="o3")
+        await asyncio.wait_for(started.wait(), 10)
+        assert await client.cancel("o3", "late")
+        gate.set()
+        with pytest.raises(sw.WorkflowCancelled, match="late"):
+            await handle.result(timeout=10)
+        description = await handle.describe()
+        assert not await client.cancel("o3", "after the end")
+
+    assert description.status is sw.WorkflowStatus.CANCELLED
+    delivered = [s for s in description.steps if s.kind is sw.StepKind.CANCEL]
+    assert [s.name for s in delivered] == ["workflow end"]
+    assert log == ["reserve", "notify"]

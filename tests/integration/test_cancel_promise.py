@@ -10,6 +10,7 @@ COMPLETED refuses while a request it has not seen is recorded (``CancelPending``
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ import sagaway as sw
 from sagaway.states import WorkflowStatus
 from sagaway.store import Store
 from sagaway.store.base import CancelPending
+from sagaway.testing import FakeClock
 from tests.store_helpers import T0, run_of, running, step
 
 
@@ -243,3 +245,125 @@ async def test_a_cancel_after_the_saga_ended_is_delivered_at_the_workflow_end(
     delivered = [s for s in description.steps if s.kind is sw.StepKind.CANCEL]
     assert [s.name for s in delivered] == ["workflow end"]
     assert log == ["reserve", "notify"]
+
+
+# ------------------------------------------------------------------ deadlines
+
+
+async def until_sleeping(clock: FakeClock, seconds: float) -> None:
+    """Wait until a task sleeps ``seconds`` on ``clock`` (the attempt's deadline timer)."""
+
+    async def poll() -> None:
+        while True:
+            if any(s == pytest.approx(seconds) for _, s in clock.pending()):
+                return
+            await asyncio.sleep(0.005)
+
+    await asyncio.wait_for(poll(), 10)
+
+
+async def ended_on_fake_time(handle: sw.WorkflowHandle[Any], clock: FakeClock) -> None:
+    async def tick() -> None:
+        while not (await handle.status()).ended:
+            await clock.advance(0.05)
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(tick(), 10)
+
+
+async def test_an_async_activity_that_never_returns_is_cancelled_past_the_deadline_and_grace(
+    db_url: str,
+) -> None:
+    clock = FakeClock()
+    manager = make_manager(db_url, clock=clock, deadline_grace=2.0)
+    undone: list[str] = []
+    started, cancelled_inside = asyncio.Event(), asyncio.Event()
+
+    @manager.register_activity
+    async def hold() -> str:
+        return "h"
+
+    @manager.register_activity
+    async def free(token: str) -> None:
+        undone.append(token)
+
+    @manager.register_activity
+    async def never() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled_inside.set()
+            raise
+
+    @manager.register_workflow
+    async def flow() -> str:
+        async with sw.Saga() as saga:
+            saga.add_compensation(free, await hold())
+            await never()
+            return "done"
+
+    async with manager:
+        handle = await manager.workflow(flow).execute(idempotency_key="d1", timeout=1.5)
+        await asyncio.wait_for(started.wait(), 10)
+        await until_sleeping(clock, 3.5)  # the deadline (1.5 s) and the grace (2 s)
+        await clock.advance(3.0)  # past the deadline, within the grace: it runs on
+        assert not cancelled_inside.is_set()
+        assert (await handle.status()) is sw.WorkflowStatus.RUNNING
+        await clock.advance(0.6)
+        await asyncio.wait_for(cancelled_inside.wait(), 10)  # cancelled inside its task
+        await ended_on_fake_time(handle, clock)
+        with pytest.raises(sw.WorkflowCancelled, match="deadline passed"):
+            await handle.result(timeout=10)
+        description = await handle.describe()
+
+    assert undone == ["h"]  # what completed is compensated
+    [cut] = [s for s in description.steps if s.name.endswith("never")]
+    assert cut.status is sw.StepStatus.FAILED
+    assert cut.error is not None and cut.error["type"] == "sagaway.Cancelled"
+    assert "still running 2s after the deadline" in cut.error["message"]
+
+
+async def test_a_sync_activity_past_the_deadline_is_abandoned_and_its_thread_runs_on(
+    db_url: str,
+) -> None:
+    clock = FakeClock()
+    manager = make_manager(db_url, clock=clock, deadline_grace=1.0)
+    undone: list[str] = []
+    started, release = threading.Event(), threading.Event()
+    finished: list[str] = []
+
+    @manager.register_activity
+    async def hold() -> str:
+        return "h"
+
+    @manager.register_activity
+    async def free(token: str) -> None:
+        undone.append(token)
+
+    @manager.register_activity
+    def blocking() -> str:
+        started.set()
+        release.wait(30)
+        finished.append("thread")
+        return "late"
+
+    @manager.register_workflow
+    async def flow() -> str:
+        async with sw.Saga() as saga:
+            saga.add_compensation(free, await hold())
+            return await blocking()
+
+    try:
+        async with manager:
+            handle = await manager.workflow(flow).execute(idempotency_key="d2", timeout=1.0)
+            await asyncio.to_thread(started.wait, 10)
+            await until_sleeping(clock, 2.0)
+            await clock.advance(2.1)
+            await ended_on_fake_time(handle, clock)
+            with pytest.raises(sw.WorkflowCancelled):
+                await handle.result(timeout=10)
+            assert finished == []  # the thread still runs: it cannot be stopped
+            assert undone == ["h"]
+    finally:
+        release.set()

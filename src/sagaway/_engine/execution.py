@@ -302,18 +302,26 @@ class ExecutionBase:
         return max(min(seconds, deadline - self.engine.clock.now()), 0.0)
 
     async def _cancel_here(
-        self, call_id: str, kind: StepKind, name: str, started_at: float, *, always: bool = False
+        self,
+        call_id: str,
+        kind: StepKind,
+        name: str,
+        started_at: float,
+        *,
+        always: bool = False,
+        detail: str = "",
     ) -> None:
         """Deliver a pending cancellation (``always``: see ``pending_cancel``) at this durable
         call, which has no recorded outcome: record the cancellation as its outcome (written
-        with the next durable action, as an activity's is) and raise ``Cancelled``. Returns if
-        there is none."""
+        with the next durable action, as an activity's is; ``detail`` added to the recorded
+        message) and raise ``Cancelled``. Returns if there is none."""
         reason = self.pending_cancel(always=always)
         if reason is None:
             return
         self.cancel_delivered = True
         ended_at = self.completion_time()
-        error = errors.error_record(ErrorKind.CANCELLED, CANCEL_TYPE, reason)
+        message = f"{reason}; {detail}" if detail else reason
+        error = errors.error_record(ErrorKind.CANCELLED, CANCEL_TYPE, message)
         step = self._step(
             call_id,
             kind,
@@ -326,7 +334,7 @@ class ExecutionBase:
         )
         context.note_completion(ended_at)
         await self._record(step, defer=True)
-        raise errors.Cancelled(reason)
+        raise errors.Cancelled(message)
 
     def cancelled_by_request(self, exc: BaseException) -> bool:
         """Whether ``exc`` is the delivered cancellation (not the loss of the run)."""

@@ -25,12 +25,16 @@ class EngineOptions:
     queues: Mapping[str, Queue] = dataclasses.field(default_factory=dict)
     code_version: str | None = None
     """The version of the application code: recorded on every execution created here."""
+    deadline_grace: float = 5.0
+    """Seconds an activity attempt may run past its workflow's deadline before it is cancelled
+    (see docs/cancellation.md)."""
 
     def __post_init__(self) -> None:
         for label, value in (
             ("recovery_interval", self.recovery_interval),
             ("lease_timeout", self.lease_timeout),
             ("poll_interval", self.poll_interval),
+            ("deadline_grace", self.deadline_grace),
         ):
             if not value > 0:
                 raise ValueError(f"{label} must be > 0 seconds, got {value!r}")

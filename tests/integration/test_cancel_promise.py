@@ -10,12 +10,15 @@ COMPLETED refuses while a request it has not seen is recorded (``CancelPending``
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 import sagaway as sw
+from sagaway.cli.main import cli
 from sagaway.states import WorkflowStatus
 from sagaway.store import Store
 from sagaway.store.base import CancelPending
@@ -367,3 +370,101 @@ async def test_a_sync_activity_past_the_deadline_is_abandoned_and_its_thread_run
             assert undone == ["h"]
     finally:
         release.set()
+
+
+# ------------------------------------------------------------------ every request, shown
+
+
+async def test_every_cancel_request_is_shown_with_its_fate(db_url: str) -> None:
+    """describe(), `sagaway show` (text and --json) and the console's workflow page list each
+    request: reason, when, where it was delivered, or why not."""
+    manager = make_manager(db_url)
+    log: list[str] = []
+    gate, started = asyncio.Event(), asyncio.Event()
+    order = define_order(manager, log, gate, started)
+
+    async with manager:
+        handle = await manager.workflow(order, "o4").execute(idempotency_key="o4")
+        await asyncio.wait_for(started.wait(), 10)
+        assert await handle.cancel("customer withdrew")
+        assert await handle.cancel("asked twice")
+        gate.set()
+        with pytest.raises(sw.WorkflowCancelled):
+            await handle.result(timeout=10)
+        assert not await handle.cancel("too late")
+        description = await handle.describe()
+
+    first, second, third = description.cancel_requests
+    assert (first.reason, first.state, first.delivered_where) == (
+        "customer withdrew",
+        "delivered",
+        "saga end",
+    )
+    assert first.delivered_call is not None and first.delivered_at is not None
+    assert first.requested_at <= first.delivered_at
+    assert (second.reason, second.state, second.delivered_call) == (
+        "asked twice",
+        "joined",
+        first.delivered_call,
+    )
+    assert (third.reason, third.state, third.accepted) == ("too late", "refused", False)
+    assert third.why == "the workflow had already ended"
+
+    result = await asyncio.to_thread(CliRunner().invoke, cli, ["show", "o4", "--db", db_url])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "cancel requests" in text
+    assert (
+        f"'customer withdrew' delivered: delivered at step {first.delivered_call} (saga end)"
+        in (text)
+    )
+    assert "'too late' refused: the workflow had already ended" in text
+
+    result = await asyncio.to_thread(
+        CliRunner().invoke, cli, ["show", "o4", "--json", "--db", db_url]
+    )
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)["cancel_requests"]
+    assert [(r["reason"], r["state"], r["accepted"]) for r in shown] == [
+        ("customer withdrew", "delivered", True),
+        ("asked twice", "joined", True),
+        ("too late", "refused", False),
+    ]
+    assert shown[0]["delivered_where"] == "saga end"
+    assert shown[0]["requested_at_iso"] is not None
+
+    pytest.importorskip("starlette", reason="the [ui] extra is part of the dev install")
+    from starlette.testclient import TestClient
+
+    from sagaway.console import ConsoleConfig, create_app
+
+    def page() -> str:
+        app = create_app(ConsoleConfig(url=db_url))
+        with TestClient(app, base_url="http://127.0.0.1:8080") as client:
+            return str(client.get("/workflows/o4").text)
+
+    html = await asyncio.to_thread(page)
+    assert "Cancel requests" in html
+    assert "customer withdrew" in html and "too late" in html
+    assert "the workflow had already ended" in html
+
+
+async def test_the_requests_of_a_purged_workflow_go_with_it(store: Store) -> None:
+    held = await running(store, "k1")
+    record = await run_of(store, "k1")
+    assert await store.request_cancel(record.run_id, reason="stop", now=T0 + 1)
+    await store.finish_workflow(
+        record.run_id,
+        token=held.token,
+        status=WorkflowStatus.CANCELLED,
+        result=None,
+        error='{"type": "x"}',
+        now=T0 + 2,
+        has_parent=False,
+    )
+    assert not await store.request_cancel(record.run_id, reason="late", now=T0 + 3)
+    logged = await store.list_cancel_requests(record.run_id)
+    assert [(r.reason, r.accepted) for r in logged] == [("stop", True), ("late", False)]
+
+    assert await store.purge_ended(before=T0 + 10, statuses=None, limit=10) == [record.run_id]
+    assert await store.list_cancel_requests(record.run_id) == []

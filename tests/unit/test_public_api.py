@@ -5,7 +5,8 @@ from __future__ import annotations
 import sagaway as sw
 
 EXPECTED = {
-    "ActivityInfo", "ActivityTimeout", "AlreadyRegistered", "Cancelled", "CompletableError",
+    "ActivityInfo", "ActivityTimeout", "AlreadyRegistered", "CancelRequestDescription",
+    "Cancelled", "CompletableError",
     "DefaultErrorMarshaler", "ErrorKind", "ErrorMarshaler", "ForkPlan", "IdempotencyConflict",
     "IncompletableError", "LeaseLost", "Manager", "ManagerState", "ManagerStateError",
     "NonDeterminismError", "NotRegistered", "OnConflict", "PayloadError", "PayloadKeyError",

@@ -17,6 +17,7 @@ from sagaway.states import WorkflowStatus
 from sagaway.store.base import CreateResult, Store
 from sagaway.store.records import (
     AttemptErrorRecord,
+    CancelRequestRecord,
     Lease,
     ListQuery,
     NewWorkflow,
@@ -330,6 +331,9 @@ class CodecStore:
 
     async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
         return await self.inner.cancel_requests(run_ids)
+
+    async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
+        return await self.inner.list_cancel_requests(run_id)
 
     async def retry_now(self, run_id: str, *, now: float) -> bool:
         return await self.inner.retry_now(run_id, now=now)

@@ -430,6 +430,15 @@ class EngineService(pb_grpc.EngineServicer):
         signals = await self.store.list_signals(request.run_id)
         return pb.Signals(signals=[wire.signal(s) for s in signals])
 
+    @_verb
+    async def ListCancelRequests(
+        self, request: pb.RunRequest, context: Any
+    ) -> pb.CancelRequestList:
+        requests = await self.store.list_cancel_requests(request.run_id)
+        return pb.CancelRequestList(
+            requests=[wire.to_message(r, pb.CancelRequestRecord()) for r in requests]
+        )
+
     # ------------------------------------------------------------------ retention, inspection
 
     @_verb

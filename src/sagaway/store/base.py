@@ -16,6 +16,7 @@ from sagaway import errors
 from sagaway.states import WorkflowStatus
 from sagaway.store.records import (
     AttemptErrorRecord,
+    CancelRequestRecord,
     Lease,
     ListQuery,
     NewWorkflow,
@@ -236,6 +237,11 @@ class Store(Protocol):
 
     async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
         """The cancel reasons recorded on those of ``run_ids`` that have one."""
+        ...
+
+    async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
+        """Every cancel request made to ``run_id`` (``request_cancel``), accepted or not, in
+        the order they came; they go with the execution when it is purged."""
         ...
 
     async def retry_now(self, run_id: str, *, now: float) -> bool:

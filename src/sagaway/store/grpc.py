@@ -40,6 +40,7 @@ from sagaway.store._grpc_target import (
 from sagaway.store.base import CancelPending, CreateResult, DatabaseNotFound, StoreUnavailable
 from sagaway.store.records import (
     AttemptErrorRecord,
+    CancelRequestRecord,
     Lease,
     ListQuery,
     NewWorkflow,
@@ -506,6 +507,10 @@ class GrpcStore:
             run_id=run_id, token=token, child_key=child_key, wait=wait, now=now
         )
         return _maybe(await self._call("WaitForChild", request))
+
+    async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
+        reply = await self._call("ListCancelRequests", pb.RunRequest(run_id=run_id))
+        return [wire.from_message(CancelRequestRecord, r) for r in reply.requests]
 
     async def list_signals(self, run_id: str) -> list[SignalRecord]:
         reply = await self._call("ListSignals", pb.RunRequest(run_id=run_id))

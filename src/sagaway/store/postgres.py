@@ -64,6 +64,7 @@ from sagaway.store._pg_url import Timing, parse_postgres_url, parse_timing
 from sagaway.store.base import CreateResult
 from sagaway.store.records import (
     AttemptErrorRecord,
+    CancelRequestRecord,
     Lease,
     ListQuery,
     NewWorkflow,
@@ -506,6 +507,9 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
 
     async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
         return await _pg_signals.cancel_requests(self._run, run_ids)
+
+    async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
+        return await _pg_signals.list_cancel_requests(self._run, run_id)
 
     async def retry_now(self, run_id: str, *, now: float) -> bool:
         params = {"run_id": run_id, "now": now}

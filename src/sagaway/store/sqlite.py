@@ -53,6 +53,7 @@ from sagaway.store._sqlite_jobs import (
 from sagaway.store.base import CancelPending, CreateResult, DatabaseNotFound
 from sagaway.store.records import (
     AttemptErrorRecord,
+    CancelRequestRecord,
     Lease,
     ListQuery,
     NewWorkflow,
@@ -494,7 +495,16 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         params = {"run_id": run_id, "reason": reason, "now": now}
 
         def op(conn: sqlite3.Connection) -> bool:
-            return bool(conn.execute(_Q["request_cancel"], params).rowcount == 1)
+            accepted = conn.execute(_Q["request_cancel"], params).rowcount == 1
+            conn.execute(_Q["log_cancel_request"], {**params, "accepted": accepted})
+            return accepted
+
+        return await self._call(op)
+
+    async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
+        def op(conn: sqlite3.Connection) -> list[CancelRequestRecord]:
+            rows = conn.execute(_Q["list_cancel_requests"], {"run_id": run_id}).fetchall()
+            return [CancelRequestRecord(run_id, r[0], r[1], bool(r[2])) for r in rows]
 
         return await self._call(op)
 

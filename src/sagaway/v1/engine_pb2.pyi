@@ -1846,6 +1846,54 @@ class Signals(_message.Message):
 Global___Signals: _TypeAlias = Signals  # noqa: Y015
 
 @_typing.final
+class CancelRequestRecord(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    REQUESTED_AT_FIELD_NUMBER: _builtins.int
+    ACCEPTED_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    reason: _builtins.str
+    requested_at: _builtins.float
+    accepted: _builtins.bool
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        requested_at: _builtins.float = ...,
+        accepted: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted", b"accepted", "reason", b"reason", "requested_at", b"requested_at", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelRequestRecord: _TypeAlias = CancelRequestRecord  # noqa: Y015
+
+@_typing.final
+class CancelRequestList(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedCompositeFieldContainer[Global___CancelRequestRecord]: ...
+    def __init__(
+        self,
+        *,
+        requests: _abc.Iterable[Global___CancelRequestRecord] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["requests", b"requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelRequestList: _TypeAlias = CancelRequestList  # noqa: Y015
+
+@_typing.final
 class PurgeEndedRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

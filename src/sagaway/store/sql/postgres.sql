@@ -399,11 +399,24 @@ WHERE run_id = %(run_id)s AND status = %(status)s AND ended_at = %(now)s
 -- name: request_cancel
 -- Recorded once (the first reason stays); a run no process holds becomes due at once, so it
 -- runs to its next durable call or wait and sees the cancellation there. A leased run's process
--- is told by the trigger's 'cancel:' notice (or its next heartbeat).
-UPDATE workflows
-SET cancel_reason = COALESCE(cancel_reason, %(reason)s), updated_at = %(now)s,
-    next_run_at = CASE WHEN status IN ('WAITING', 'SUSPENDED') THEN %(now)s ELSE next_run_at END
-WHERE run_id = %(run_id)s AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+-- is told by the trigger's 'cancel:' notice (or its next heartbeat). Every request, accepted or
+-- not, is logged by the same statement (cancel_requests); returns whether it was accepted.
+WITH accepted AS (
+    UPDATE workflows
+    SET cancel_reason = COALESCE(cancel_reason, %(reason)s), updated_at = %(now)s,
+        next_run_at = CASE WHEN status IN ('WAITING', 'SUSPENDED') THEN %(now)s
+                           ELSE next_run_at END
+    WHERE run_id = %(run_id)s AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+    RETURNING run_id
+)
+INSERT INTO cancel_requests (run_id, reason, requested_at, accepted)
+SELECT w.run_id, %(reason)s, %(now)s, EXISTS (SELECT 1 FROM accepted)
+FROM workflows AS w WHERE w.run_id = %(run_id)s
+RETURNING accepted
+
+-- name: list_cancel_requests
+SELECT reason, requested_at, accepted FROM cancel_requests
+WHERE run_id = %(run_id)s ORDER BY seq
 
 -- name: cancel_requests
 SELECT run_id, cancel_reason FROM workflows

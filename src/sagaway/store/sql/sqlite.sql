@@ -169,6 +169,15 @@ SET cancel_reason = COALESCE(cancel_reason, :reason), updated_at = :now,
     next_run_at = CASE WHEN status IN ('WAITING', 'SUSPENDED') THEN :now ELSE next_run_at END
 WHERE run_id = :run_id AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
 
+-- name: log_cancel_request
+-- Every request, accepted or not, in the transaction that decided it.
+INSERT INTO cancel_requests (run_id, reason, requested_at, accepted)
+SELECT run_id, :reason, :now, :accepted FROM workflows WHERE run_id = :run_id
+
+-- name: list_cancel_requests
+SELECT reason, requested_at, accepted FROM cancel_requests
+WHERE run_id = :run_id ORDER BY seq
+
 -- name: cancel_requests
 SELECT run_id, cancel_reason FROM workflows
 WHERE run_id IN (SELECT value FROM json_each(:run_ids))

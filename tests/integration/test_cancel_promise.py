@@ -468,3 +468,33 @@ async def test_the_requests_of_a_purged_workflow_go_with_it(store: Store) -> Non
 
     assert await store.purge_ended(before=T0 + 10, statuses=None, limit=10) == [record.run_id]
     assert await store.list_cancel_requests(record.run_id) == []
+
+
+async def test_ends_written_together_are_refused_one_by_one(store: Store) -> None:
+    """Top-level ends that share one statement (PostgreSQL's group commit): only the one
+    with a pending request is refused."""
+    held = {key: await running(store, key) for key in ("a", "b", "c")}
+    runs = {key: (await run_of(store, key)).run_id for key in held}
+    assert await store.request_cancel(runs["b"], reason="stop b", now=T0 + 1)
+
+    async def end(key: str) -> None:
+        await store.finish_workflow(
+            runs[key],
+            token=held[key].token,
+            status=WorkflowStatus.COMPLETED,
+            result='"r"',
+            error=None,
+            now=T0 + 2,
+            final_step=step(runs[key], "1", T0 + 1, ended_at=T0 + 2),
+            has_parent=False,
+        )
+
+    outcomes = await asyncio.gather(*(end(key) for key in held), return_exceptions=True)
+    assert outcomes[0] is None and outcomes[2] is None
+    assert isinstance(outcomes[1], CancelPending) and outcomes[1].reason == "stop b"
+    statuses = {key: (await run_of(store, key)).status for key in held}
+    assert statuses == {
+        "a": WorkflowStatus.COMPLETED,
+        "b": WorkflowStatus.RUNNING,
+        "c": WorkflowStatus.COMPLETED,
+    }

@@ -24,6 +24,11 @@ class Saga:
         self._compensations: list[
             tuple[float, Callable[..., Any] | str, tuple[Any, ...], dict[str, Any]]
         ] = []
+        execution = current_execution()
+        if execution is not None:
+            # Hand-written until used as a block: a cancel delivered at the workflow's end
+            # undoes what it holds then.
+            execution.open_sagas.append(self)
 
     def add_compensation(self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> None:
         """Register ``fn(*args, **kwargs)`` to undo the step just done.
@@ -78,6 +83,9 @@ class Saga:
     compensate = execute
 
     async def __aenter__(self) -> Saga:
+        execution = current_execution()
+        if execution is not None and self in execution.open_sagas:
+            execution.open_sagas.remove(self)  # a block: its own end delivers a cancel
         return self
 
     async def __aexit__(

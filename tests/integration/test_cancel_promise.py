@@ -498,3 +498,56 @@ async def test_ends_written_together_are_refused_one_by_one(store: Store) -> Non
         "b": WorkflowStatus.RUNNING,
         "c": WorkflowStatus.COMPLETED,
     }
+
+
+async def test_a_hand_written_saga_is_undone_when_the_end_delivers_the_cancel(
+    db_url: str,
+) -> None:
+    manager = make_manager(db_url, lease_timeout=600)
+    client = make_manager(db_url)
+    log: list[str] = []
+    gate, started = asyncio.Event(), asyncio.Event()
+
+    @manager.register_activity
+    async def reserve(order: str) -> str:
+        log.append("reserve")
+        return f"res-{order}"
+
+    @manager.register_activity
+    async def release(reservation: str) -> None:
+        log.append(f"release {reservation}")
+
+    @manager.register_activity
+    async def charge(order: str) -> str:
+        log.append("charge")
+        started.set()
+        await gate.wait()
+        return f"pay-{order}"
+
+    @manager.register_activity
+    async def refund(payment: str) -> None:
+        log.append(f"refund {payment}")
+
+    @manager.register_workflow(name="explicit_order")
+    async def explicit_order(order_id: str) -> str:
+        saga = sw.Saga()
+        try:
+            saga.add_compensation(release, await reserve(order_id))
+            payment = await charge(order_id)
+            saga.add_compensation(refund, payment)
+        except (sw.CompletableError, sw.Cancelled):
+            await saga.execute()
+            raise
+        return payment
+
+    async with manager, client.connect():
+        handle = await manager.workflow(explicit_order, "o5").execute(idempotency_key="o5")
+        await asyncio.wait_for(started.wait(), 10)
+        assert await client.cancel("o5", "withdrawn")
+        gate.set()
+        with pytest.raises(sw.WorkflowCancelled, match="withdrawn"):
+            await handle.result(timeout=10)
+        description = await handle.describe()
+
+    assert log == ["reserve", "charge", "refund pay-o5", "release res-o5"]
+    assert [s.name for s in description.steps if s.kind is sw.StepKind.CANCEL] == ["workflow end"]

@@ -55,5 +55,8 @@ async def deliver(execution: ExecutionBase, name: str) -> None:
     recorded with the next durable write (the workflow's end, or its saga's first
     compensation) and raised as ``Cancelled``."""
     call_id, _ = context.next_call_id()
+    step = execution.recorded.get(call_id)
+    if step is not None and step.kind is StepKind.CANCEL and step.name == name:
+        execution._replayed(call_id, StepKind.CANCEL, name)  # delivered here before: raises
     now = execution.engine.clock.now()
     await execution._cancel_here(call_id, StepKind.CANCEL, name, now)

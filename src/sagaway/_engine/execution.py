@@ -197,6 +197,9 @@ class ExecutionBase:
         """``Cancelled`` was raised (or is recorded as raised): activities run normally now."""
         self._backoffs: set[asyncio.Task[Any]] = set()
         """Branches sleeping before an activity's next attempt (a cancel interrupts them)."""
+        self.open_sagas: list[Any] = []
+        """``Saga`` objects of the workflow not used as ``async with`` blocks (hand-written):
+        a cancellation delivered at the workflow's end runs their pending compensations."""
         self._interrupted: set[asyncio.Task[Any]] = set()
 
     @property

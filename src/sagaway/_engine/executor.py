@@ -128,6 +128,10 @@ class Execution(ActivityCalls, WaitCalls):
         try:
             await cancel_points.deliver(self, cancel_points.WORKFLOW_END)
         except errors.Cancelled as exc:
+            # Hand-written sagas still holding compensations are undone, newest first.
+            for saga in reversed(self.open_sagas):
+                if saga.pending:
+                    await saga.execute()
             await self._cancelled(exc)
 
     async def _cancelled(self, exc: errors.Cancelled) -> None:

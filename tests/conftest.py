@@ -213,9 +213,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         callspec = getattr(item, "callspec", None)
         backend = str(callspec.params.get("db_url", "")) if callspec is not None else ""
-        if backend.startswith("grpc+") and item.get_closest_marker("direct_db") is not None:
-            dropped.append(item)
-        elif not run_long and item.get_closest_marker("long") is not None:
+        reads_db = backend.startswith("grpc+") and item.get_closest_marker("direct_db")
+        if reads_db or (not run_long and item.get_closest_marker("long")):
             dropped.append(item)
         else:
             kept.append(item)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sagaway import codecs
+from sagaway._cancel_log import CancelRequestDescription
 from sagaway._engine.forking import ForkPlan
 from sagaway._engine.replaying import ReplayReport
 from sagaway.activity import ActivityInfo, activity_info
@@ -51,6 +52,7 @@ __all__ = [
     "ActivityInfo",
     "ActivityTimeout",
     "AlreadyRegistered",
+    "CancelRequestDescription",
     "Cancelled",
     "CompletableError",
     "DefaultErrorMarshaler",

@@ -87,6 +87,8 @@ class Manager(ScheduleMethods):
         recovery_interval: seconds; base backoff before a SUSPENDED workflow is retried.
         lease_timeout: seconds without a heartbeat after which another process takes a
             workflow over.
+        deadline_grace: seconds an activity may run past its workflow's deadline before it
+            is cancelled (default 5; docs/cancellation.md).
         poll_interval: seconds between scans for work started by other processes, and the
             longest wait between checks of a workflow running in another process.
         concurrency: workflow executions working at once in this process (running code or an
@@ -123,6 +125,7 @@ class Manager(ScheduleMethods):
         queues: dict[str, Queue] | None = None,
         recovery_interval: float = 10.0,
         lease_timeout: float = 30.0,
+        deadline_grace: float = 5.0,
         poll_interval: float = 1.0,
         concurrency: int = 100,
         activity_threads: int = 32,
@@ -158,12 +161,9 @@ class Manager(ScheduleMethods):
             payload_limit=payload_limit,
             marshaler=error_marshaler or serialization.DefaultErrorMarshaler(),
             queues=dict(queues or {}),
-            code_version=(
-                versions.default_code_version()
-                if version is None
-                else versions.check_code_version(version)
-            ),
+            code_version=versions.default_code_version() if version is None else version,
             unavailable_timeout=unavailable_timeout,
+            deadline_grace=deadline_grace,
         )
         """The engine's settings, checked here (read-only)."""
         self.concurrency = concurrency

@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import Any
 
 from sagaway import errors
-from sagaway._engine import context
+from sagaway._engine import cancel_points, context
 from sagaway._engine.executor import current_execution
 
 
@@ -24,6 +24,11 @@ class Saga:
         self._compensations: list[
             tuple[float, Callable[..., Any] | str, tuple[Any, ...], dict[str, Any]]
         ] = []
+        execution = current_execution()
+        if execution is not None:
+            # Hand-written until used as a block: a cancel delivered at the workflow's end
+            # undoes what it holds then.
+            execution.open_sagas.append(self)
 
     def add_compensation(self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> None:
         """Register ``fn(*args, **kwargs)`` to undo the step just done.
@@ -78,6 +83,9 @@ class Saga:
     compensate = execute
 
     async def __aenter__(self) -> Saga:
+        execution = current_execution()
+        if execution is not None and self in execution.open_sagas:
+            execution.open_sagas.remove(self)  # a block: its own end delivers a cancel
         return self
 
     async def __aexit__(
@@ -87,7 +95,17 @@ class Saga:
         tb: TracebackType | None,
     ) -> None:
         execution = current_execution()
-        if exc is None or execution is None or execution.doomed is not None:
+        if execution is None or execution.doomed is not None:
+            return
+        if exc is None:
+            if self._compensations:
+                # The block's end delivers a pending cancellation: its steps are undone.
+                try:
+                    await cancel_points.at_saga_end(execution)
+                except errors.Cancelled as cancelled:
+                    if execution.cancelled_by_request(cancelled):
+                        await self.execute()
+                    raise
             return
         if isinstance(exc, Exception):
             undo = execution.engine.is_completable(exc) or isinstance(

@@ -7,7 +7,8 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from sagaway import _sealed, errors, serialization
+from sagaway import _cancel_log, _sealed, errors, serialization
+from sagaway._cancel_log import CancelRequestDescription
 from sagaway._engine import context, history, outages, replaying
 from sagaway._engine.executor import current_execution
 from sagaway._engine.options import check_timeout
@@ -121,6 +122,8 @@ class WorkflowDescription:
     None: unversioned."""
     concurrency_key: str | None = None
     """The key of its per-key limit (``execute(concurrency_key=...)``); None: none."""
+    cancel_requests: list[CancelRequestDescription] = dataclasses.field(default_factory=list)
+    """Cancel requests made to it, in order, each with its fate (``describe()`` only)."""
 
     @property
     def cursor(self) -> str:
@@ -276,12 +279,18 @@ class WorkflowHandle(Generic[R]):
         record = await self._record()
         attempt_errors = await engine.list_attempt_errors(record.run_id)
         signals = await engine.list_run_signals(record.run_id)
+        requests = await engine.list_cancel_requests(record.run_id)
         try:
             steps = await engine.load_steps(record.run_id)
         except errors.CorruptRecord as exc:
             # Describe what can be read: the workflow, and why its steps are not shown.
-            return _describe(record, [], [f"steps not shown: {exc}"], signals=signals)
-        return _describe(record, steps, attempt_errors=attempt_errors, signals=signals)
+            described = _describe(record, [], [f"steps not shown: {exc}"], signals=signals)
+            steps = []
+        else:
+            described = _describe(record, steps, attempt_errors=attempt_errors, signals=signals)
+        return dataclasses.replace(
+            described, cancel_requests=_cancel_log.describe(record, steps, requests)
+        )
 
     async def export_history(self) -> dict[str, Any]:
         """This execution's record and recorded steps as a JSON-ready document (what

@@ -94,6 +94,8 @@ class Driver:
                 elif isinstance(node, Child):
                     self.programs[node.program.label] = node.program
         self.world = World(self.clock, acts)
+        self.deadlined = {t.program.label for t in scenario.workflows if t.timeout is not None}
+        """Programs of top-level workflows started with a deadline."""
         self.injector = Injector(dict(scenario.faults.faults))
         self.live: list[_Live] = []
         self.client_live: _Live | None = None
@@ -333,7 +335,7 @@ class Driver:
                 return mine[0]
             try:
                 handle = await manager.workflow("interp", *call_args).execute(
-                    idempotency_key=top.key, on_conflict=on_conflict
+                    idempotency_key=top.key, on_conflict=on_conflict, timeout=top.timeout
                 )
             except sw.WorkflowAlreadyExists:
                 return None  # it had ended: nothing to replace
@@ -585,8 +587,9 @@ class Driver:
         if maybe - ended:
             other = model.expect(program, model.Env(signals, ended | maybe))
             want = model.either(want, other)
-        if run_id in world.cancel_requested:
-            want = model.cancellable(want)
+        deadline = info.parent_key is None and info.program in self.deadlined
+        if run_id in world.cancel_requested or deadline:
+            want = model.cancellable(want, never_lost=self.settings.cancel_never_lost)
         return want
 
     async def all_as_expected(self) -> bool:

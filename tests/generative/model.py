@@ -69,11 +69,13 @@ def either(a: Expect, b: Expect) -> Expect:
     return Expect(a.statuses | b.statuses, result, error, compensated)
 
 
-def cancellable(want: Expect) -> Expect:
-    """A run a cancel request reached: it ends CANCELLED (after compensating, checked by the
-    invariants), or as it would have if the request came after its last durable call. It
-    never stays WAITING or SUSPENDED: the request wakes it."""
-    ends = want.statuses & {"COMPLETED", "FAILED"}
+def cancellable(want: Expect, *, never_lost: bool = False) -> Expect:
+    """A run a cancel request reached (or whose deadline passes): it ends CANCELLED (after
+    compensating, checked by the invariants), or FAILED if a business error was already being
+    compensated. It never stays WAITING or SUSPENDED: the request wakes it. ``never_lost``
+    False: it may also end as it would have without the request (COMPLETED), as before the
+    ends of sagas and workflows delivered a request that came during the last step."""
+    ends = want.statuses & ({"FAILED"} if never_lost else {"COMPLETED", "FAILED"})
     return dataclasses.replace(want, statuses=ends | {"CANCELLED"})
 
 
@@ -104,6 +106,8 @@ def _body(nodes: tuple[Node, ...], env: Env) -> _Out:
 
 def _node(node: Node, env: Env) -> _Out:
     if isinstance(node, Act):
+        if node.kind == "hang":  # never returns: only its run's deadline ends it
+            return _Out([], [], stuck=frozenset({"CANCELLED"}))
         if node.kind in ("retry_exhaust", "fail_always"):
             return _Out([], [], stuck=frozenset({SUSPENDED}))
         if node.kind == "completable":

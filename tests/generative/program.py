@@ -23,6 +23,7 @@ ActKind = Literal[
     "fail_once",
     "fail_always",
     "base_once",
+    "hang",
 ]
 RETRY_ATTEMPTS = 3
 """maximum_attempts of the activities' retry policy; ``retry_ok`` fails ``fails`` < 3 times."""
@@ -40,6 +41,8 @@ class Act:
     """Wrapped in ``try/except Exception`` by the workflow (value ``caught:<label>``)."""
     delay: float = 0.0
     """Virtual seconds an async activity takes."""
+    cancels: bool = False
+    """Asks for its own workflow's cancellation while it runs (first attempt; async only)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +164,8 @@ class TopLevel:
     """Start it again with TERMINATE_EXISTING after the first settle."""
     cancel_child: bool = False
     """Cancel its first child after the first settle."""
+    timeout: float | None = None
+    """Its deadline (``execute(timeout=)``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -361,6 +366,28 @@ def _program(draw: st.DrawFn, s: GenSettings, labels: _Labels, depth: int, top: 
     return Program(labels.prefix.rstrip("."), saga, tuple(body))
 
 
+@st.composite
+def _last_step(
+    draw: st.DrawFn, s: GenSettings, program: Program, i: int
+) -> tuple[Program, float | None]:
+    """Maybe a last step that cancels its own workflow while it runs (``cancel_last_step``),
+    or one that never returns under a deadline (``deadline_hang``): the program, its deadline."""
+    ends: list[str] = ["none", "none", "none"]
+    if s.cancel_last_step:
+        ends.append("cancels")
+    if s.deadline_hang:
+        ends.append("hang")
+    end = draw(st.sampled_from(ends))
+    if end == "cancels":
+        last = Act(f"w{i}.last", sync=False, compensate="ok", cancels=True)
+        return dataclasses.replace(program, body=(*program.body, last)), None
+    if end == "hang":
+        hang = Act(f"w{i}.hang", sync=False, kind="hang")
+        timeout = draw(st.sampled_from([1.5, 90.0]))
+        return dataclasses.replace(program, body=(*program.body, hang)), timeout
+    return program, None
+
+
 FAULT_KINDS = (
     ("crash_before", "crash"),
     ("crash_after", "crash"),
@@ -385,9 +412,12 @@ def scenarios(draw: st.DrawFn, s: GenSettings) -> Scenario:
     tops = []
     for i in range(count):
         program = draw(_program(s, _Labels(f"w{i}."), 2, top=True))
+        timeout = None
         if shared is not None:  # both wait for it, last: one creates it, the other attaches
             wait = Child(f"w{i}.shared", shared, "get", "shared")
             program = dataclasses.replace(program, body=(*program.body, wait))
+        else:
+            program, timeout = draw(_last_step(s, program, i))
         receives = [n for n in walk(program.body) if isinstance(n, Receive)]
         when: st.SearchStrategy[Literal["before", "after", "never"]] = st.sampled_from(
             ["before", "after", "never"]
@@ -409,6 +439,7 @@ def scenarios(draw: st.DrawFn, s: GenSettings) -> Scenario:
                 cancel=s.cancel and draw(st.integers(0, 5)) == 0,
                 restart=s.terminate_restart and draw(st.integers(0, 4)) == 0,
                 cancel_child=s.cancel_child and has_child and draw(st.booleans()),
+                timeout=timeout,
             )
         )
     kinds = [k for k, flag in FAULT_KINDS if getattr(s, flag)]

@@ -97,6 +97,18 @@ class GenSettings:
     """A signal receive with a day's timeout whose signal the client sends once the workflow
     waits, long before the timeout (the receive was recorded as ending at its deadline, and
     every step after it; ``clock_times_check`` sees it)."""
+    cancel_last_step: bool = True
+    """The last step of a top-level program asks, while it runs (its first attempt), for its
+    own workflow's cancellation: no durable call follows, so the end of its saga block or of
+    the workflow must deliver it (the request was accepted, then dropped: the run COMPLETED)."""
+    deadline_hang: bool = True
+    """A top-level workflow started with a deadline (``execute(timeout=)``) whose last step is
+    an async activity that never returns: cancelled in its task past the deadline and its
+    grace, the run ends CANCELLED after its compensations (it stayed RUNNING forever)."""
+    cancel_never_lost: bool = True
+    """Check that a run a cancel request reached while live (the request was accepted) ends
+    CANCELLED, or FAILED if a business error was already being compensated: never COMPLETED
+    (off: the check before cancels were delivered at the ends of sagas and workflows)."""
     telemetry: bool = True
     """An observer receives the engine's telemetry (spans, attempt and end reports) and its
     reports are checked against what happened (``telemetry_check.py``)."""

@@ -9,6 +9,7 @@ acknowledged, and every execution the store created; the invariants are checked 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import re
@@ -237,7 +238,15 @@ def install(manager: sw.Manager, world: World, process: Process) -> None:
         execution = world.begin(process, label)
         try:
             await process.wait_unfrozen()
-            delay = world.acts[label].delay
+            act = world.acts[label]
+            if not execution.compensation and act.kind == "hang":
+                await asyncio.Event().wait()  # never returns: its deadline cancels it here
+            if act.cancels and not execution.compensation and execution.attempt == 1:
+                # Accepted (or not) while its last step runs: the driver reads which.
+                with contextlib.suppress(Exception):
+                    await manager.cancel(sw.activity_info().workflow_key, "during its last step")
+                await process.wait_unfrozen()
+            delay = act.delay
             if delay and not execution.compensation:
                 await world.clock.sleep(delay)
                 await process.wait_unfrozen()

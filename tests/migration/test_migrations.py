@@ -48,10 +48,40 @@ def _shipped(db_url: str) -> list[int]:
 
 def _undo_history_indexes(db_url: str) -> None:
     """Take the history indexes (sqlite v13, postgres v15) back out, and the index of child
-    waiters after them (sqlite v14, postgres v17)."""
+    waiters after them (sqlite v14, postgres v17), and the cancel log (sqlite v16, postgres
+    v20)."""
+    _undo_cancel_log(db_url)
     raw_sql(db_url, "DROP INDEX workflows_waiting_for")
     raw_sql(db_url, "DROP INDEX workflows_ended_by_status")
     raw_sql(db_url, "DROP INDEX workflows_by_name")
+
+
+def _undo_cancel_log(db_url: str) -> None:
+    raw_sql(db_url, "DROP TABLE cancel_requests")
+
+
+@pytest.mark.direct_db  # it rewinds the schema behind the store's back
+async def test_a_database_at_the_previous_schema_gets_the_cancel_log(db_url: str) -> None:
+    dialect = "sqlite" if is_sqlite(db_url) else "postgres"
+    [version] = [m.version for m in migrations(dialect) if m.name == "cancel_log"]
+    s = open_store(db_url)
+    await s.open()
+    old = await s.create_workflow(new("before"), now=T0, lease=None, replace_live=False)
+    await s.close()
+    _undo_cancel_log(db_url)
+    raw_sql(db_url, f"DELETE FROM schema_migrations WHERE version >= {version}")
+
+    upgraded = open_store(db_url)
+    await upgraded.open()
+    try:
+        assert await upgraded.list_cancel_requests(old.record.run_id) == []
+        assert await upgraded.request_cancel(old.record.run_id, reason="stop", now=T0 + 1)
+        [logged] = await upgraded.list_cancel_requests(old.record.run_id)
+        assert (logged.reason, logged.requested_at, logged.accepted) == ("stop", T0 + 1, True)
+    finally:
+        await upgraded.close()
+    versions = raw_sql(db_url, "SELECT version FROM schema_migrations ORDER BY version")
+    assert [v for (v,) in versions] == _shipped(db_url)
 
 
 def _undo_limits(db_url: str) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import sagaway as sw
 
 EXPECTED = {
-    "ActivityInfo", "ActivityTimeout", "AlreadyRegistered", "Cancelled", "CompletableError",
-    "DefaultErrorMarshaler", "EngineUnavailable", "ErrorKind", "ErrorMarshaler", "ForkPlan",
-    "IdempotencyConflict",
+    "ActivityInfo", "ActivityTimeout", "AlreadyRegistered", "CancelRequestDescription",
+    "Cancelled", "CompletableError", "DefaultErrorMarshaler", "EngineUnavailable", "ErrorKind",
+    "ErrorMarshaler", "ForkPlan", "IdempotencyConflict",
     "IncompletableError", "LeaseLost", "Manager", "ManagerState", "ManagerStateError",
     "NonDeterminismError", "NotRegistered", "OnConflict", "PayloadError", "PayloadKeyError",
     "Queue",

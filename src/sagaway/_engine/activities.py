@@ -12,11 +12,11 @@ import dataclasses
 import functools
 import time
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sagaway import activity as activity_mod
 from sagaway import errors, observe, retry
-from sagaway._engine import context, keys
+from sagaway._engine import context, deadlines, keys
 from sagaway._engine.execution import FINAL, engine_code
 from sagaway._engine.queue_admission import QueueAdmission
 from sagaway.states import ErrorKind, StepKind, StepStatus
@@ -161,6 +161,8 @@ class ActivityCalls(QueueAdmission):
                 if observed:
                     call.end_attempt("interrupted", not_begun.reason)
                 raise not_begun.reason from None
+            except deadlines.DeadlineCut as cut:  # cancelled in its task past the deadline
+                await self._cut(call, cut, observed)
             except Exception as exc:
                 await self._attempt_failed(call, exc, observed)  # raises, unless retried
                 continue
@@ -184,6 +186,17 @@ class ActivityCalls(QueueAdmission):
             await self._record(step, defer=True)
             # Return what replay will return, so the first run and every replay agree.
             return defn.codec.decode_result(result)
+
+    async def _cut(self, call: _Call, cut: deadlines.DeadlineCut, observed: bool) -> NoReturn:
+        """The attempt was cancelled past the deadline and its grace: its step is recorded as
+        cancelled, and ``Cancelled`` raised in the workflow (its saga compensates)."""
+        if observed:
+            call.end_attempt("interrupted", cut)
+        info = call.info
+        await self._cancel_here(
+            info.call_id, call.kind, call.defn.name, call.started_at, always=True, detail=str(cut)
+        )
+        raise AssertionError("unreachable: the deadline has passed") from cut
 
     def _new_call(
         self,
@@ -357,6 +370,9 @@ class ActivityCalls(QueueAdmission):
                 contextvars.copy_context().run, _sync_contained, defn, *args, **kwargs
             )
             work = asyncio.get_running_loop().run_in_executor(engine.thread_pool, call)
+        cut = deadlines.cut_after(self, defn)
+        if cut is not None:
+            return deadlines.bounded(_contained(work, defn.name), timeout, cut, engine, defn.name)
         if timeout is None:
             return _contained(work, defn.name)
         return _with_timeout(_contained(work, defn.name), timeout, engine, defn.name)

@@ -34,6 +34,7 @@ from sagaway.states import ErrorKind, OnConflict, WorkflowStatus
 from sagaway.store.base import Store, StoreUnavailable
 from sagaway.store.records import (
     AttemptErrorRecord,
+    CancelRequestRecord,
     Lease,
     ListQuery,
     SignalRecord,
@@ -547,6 +548,10 @@ class Engine:
 
     async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
         return await self.store.list_attempt_errors(run_id)
+
+    async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
+        """Cancel requests made to the execution ``run_id``, accepted or not, in order."""
+        return await self.store.list_cancel_requests(run_id)
 
     async def list_run_signals(self, run_id: str) -> list[SignalRecord]:
         """Signals sent to the execution ``run_id``, delivered or not, in order."""

@@ -201,6 +201,9 @@ class ExecutionBase:
         """``Cancelled`` was raised (or is recorded as raised): activities run normally now."""
         self._backoffs: set[asyncio.Task[Any]] = set()
         """Branches sleeping before an activity's next attempt (a cancel interrupts them)."""
+        self.open_sagas: list[Any] = []
+        """``Saga`` objects of the workflow not used as ``async with`` blocks (hand-written):
+        a cancellation delivered at the workflow's end runs their pending compensations."""
         self._interrupted: set[asyncio.Task[Any]] = set()
 
     @property
@@ -306,18 +309,26 @@ class ExecutionBase:
         return max(min(seconds, deadline - self.engine.clock.now()), 0.0)
 
     async def _cancel_here(
-        self, call_id: str, kind: StepKind, name: str, started_at: float, *, always: bool = False
+        self,
+        call_id: str,
+        kind: StepKind,
+        name: str,
+        started_at: float,
+        *,
+        always: bool = False,
+        detail: str = "",
     ) -> None:
         """Deliver a pending cancellation (``always``: see ``pending_cancel``) at this durable
         call, which has no recorded outcome: record the cancellation as its outcome (written
-        with the next durable action, as an activity's is) and raise ``Cancelled``. Returns if
-        there is none."""
+        with the next durable action, as an activity's is; ``detail`` added to the recorded
+        message) and raise ``Cancelled``. Returns if there is none."""
         reason = self.pending_cancel(always=always)
         if reason is None:
             return
         self.cancel_delivered = True
         ended_at = self.completion_time()
-        error = errors.error_record(ErrorKind.CANCELLED, CANCEL_TYPE, reason)
+        message = f"{reason}; {detail}" if detail else reason
+        error = errors.error_record(ErrorKind.CANCELLED, CANCEL_TYPE, message)
         step = self._step(
             call_id,
             kind,
@@ -330,7 +341,7 @@ class ExecutionBase:
         )
         context.note_completion(ended_at)
         await self._record(step, defer=True)
-        raise errors.Cancelled(reason)
+        raise errors.Cancelled(message)
 
     def cancelled_by_request(self, exc: BaseException) -> bool:
         """Whether ``exc`` is the delivered cancellation (not the loss of the run)."""

@@ -12,11 +12,12 @@ import dataclasses
 import logging
 
 from sagaway import errors, events, observe
-from sagaway._engine import context
+from sagaway._engine import cancel_points, context
 from sagaway._engine.activities import ActivityCalls
 from sagaway._engine.execution import Unload, WorkerSlot
 from sagaway._engine.waits import WaitCalls
 from sagaway.states import ErrorKind, WorkflowStatus
+from sagaway.store.base import CancelPending
 
 __all__ = ["Execution", "WorkerSlot", "current_execution"]
 
@@ -70,12 +71,20 @@ class Execution(ActivityCalls, WaitCalls):
             if self.doomed is not None:
                 await self._suspend(self.doomed)
                 return
+            if self.pending_cancel() is not None:
+                await self._cancel_at_end()  # known here already: delivered at the end
+                return
             try:
                 result = self.defn.codec.encode_result(value, engine.payload_limit)
             except errors.PayloadError as exc:
                 await self._suspend(exc)
                 return
-            await self._finish(WorkflowStatus.COMPLETED, result, None)
+            try:
+                await self._finish(WorkflowStatus.COMPLETED, result, None)
+            except CancelPending as pending:
+                # Accepted while the last steps ran, unseen: the end delivers it.
+                self.deliver_cancel(pending.reason)
+                await self._cancel_at_end()
         except (errors.LeaseLost, errors.Cancelled):
             self.outcome = "lease_lost"
             if observe.observers:
@@ -112,6 +121,19 @@ class Execution(ActivityCalls, WaitCalls):
         else:
             await self._suspend(exc)
 
+    async def _cancel_at_end(self) -> None:
+        """The workflow returned with a cancellation pending: it is delivered at its end (a
+        ``cancel`` step), and it ends CANCELLED; its result is dropped."""
+        self.finishing = False  # a refused end: it ends now, as cancelled
+        try:
+            await cancel_points.deliver(self, cancel_points.WORKFLOW_END)
+        except errors.Cancelled as exc:
+            # Hand-written sagas still holding compensations are undone, newest first.
+            for saga in reversed(self.open_sagas):
+                if saga.pending:
+                    await saga.execute()
+            await self._cancelled(exc)
+
     async def _cancelled(self, exc: errors.Cancelled) -> None:
         """The delivered cancellation left the workflow (after its Saga compensated)."""
         if self.doomed is not None:
@@ -145,7 +167,9 @@ class Execution(ActivityCalls, WaitCalls):
                         now=now,
                         final_step=final_step,
                         has_parent=self.record.parent_key is not None,
-                    )
+                        cancel_seen=self.cancel_delivered,
+                    ),
+                    answers=(CancelPending,),  # the end refused: delivered at the end
                 )
             except BaseException:
                 # Not known to be written (a cancelled write may have been aborted): the last

@@ -28,12 +28,16 @@ class EngineOptions:
     unavailable_timeout: float = 30.0
     """Seconds a client call rides through an outage of the database or the Engine Server
     before ``EngineUnavailable`` (0: at once; see ``_engine.outages``)."""
+    deadline_grace: float = 5.0
+    """Seconds an activity attempt may run past its workflow's deadline before it is cancelled
+    (see docs/cancellation.md)."""
 
     def __post_init__(self) -> None:
         for label, value in (
             ("recovery_interval", self.recovery_interval),
             ("lease_timeout", self.lease_timeout),
             ("poll_interval", self.poll_interval),
+            ("deadline_grace", self.deadline_grace),
         ):
             if not value > 0:
                 raise ValueError(f"{label} must be > 0 seconds, got {value!r}")

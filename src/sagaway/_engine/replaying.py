@@ -20,10 +20,10 @@ import math
 from typing import TYPE_CHECKING, Literal
 
 from sagaway import errors
-from sagaway._engine import context
+from sagaway._engine import cancel_points, context
 from sagaway._engine.execution import ReplayFrontier
 from sagaway._engine.executor import Execution
-from sagaway.states import WorkflowStatus
+from sagaway.states import StepKind, WorkflowStatus
 from sagaway.store.records import Lease, ListQuery, StepRecord, WorkflowRecord
 
 if TYPE_CHECKING:
@@ -132,8 +132,14 @@ class _Reporter:
 
     def unvisited(self, seen: set[str]) -> StepRecord | None:
         """The first recorded call the code did not make again, if any (cancel outcomes are
-        recorded on calls the code made, so they count as made)."""
-        left = [s for s in self.steps if s.call_id not in seen]
+        recorded on calls the code made, so they count as made; one delivered at the
+        workflow's end follows the code's last call)."""
+        left = [
+            s
+            for s in self.steps
+            if s.call_id not in seen
+            and not (s.kind is StepKind.CANCEL and s.name == cancel_points.WORKFLOW_END)
+        ]
         return min(left, key=lambda s: s.started_at) if left else None
 
     def ended_early(self, step: StepRecord, seen: set[str]) -> ReplayReport:

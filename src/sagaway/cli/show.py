@@ -23,6 +23,7 @@ from rich.markup import escape
 import sagaway as sw
 from sagaway._engine import versions
 from sagaway.cli import _format
+from sagaway.cli._cancel_requests import cancel_json, print_cancel_requests
 from sagaway.cli._support import Exit, codec_key_option, reading_codec, run, url_option
 from sagaway.cli._table import PlainTable
 from sagaway.cli.listing import summary_json
@@ -110,6 +111,7 @@ def show_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, Any]
         **clock.fields(next_run_at=d.next_run_at, lease_expires_at=d.lease_expires_at),
         steps=[step_json(s, clock) for s in d.steps],
         signals=[signal_json(s, clock) for s in d.signals],
+        cancel_requests=[cancel_json(r, clock) for r in d.cancel_requests],
     )
     return data
 
@@ -198,6 +200,8 @@ def print_show(d: sw.WorkflowDescription, clock: _format.Clock, show_tb: bool) -
     _print_step_details(d.steps, clock, show_tb)
     if d.signals:
         _print_signals(d.signals, clock)
+    if d.cancel_requests:
+        print_cancel_requests(console, d.cancel_requests, clock)
 
 
 def _relations(d: sw.WorkflowDescription, clock: _format.Clock) -> Iterator[tuple[str, str]]:

@@ -17,6 +17,7 @@ from sagaway.states import WorkflowStatus
 from sagaway.store.base import CreateResult, Store
 from sagaway.store.records import (
     AttemptErrorRecord,
+    CancelRequestRecord,
     Lease,
     ListQuery,
     NewWorkflow,
@@ -158,6 +159,7 @@ class CodecStore:
         now: float,
         final_step: StepRecord | None = None,
         has_parent: bool = True,
+        cancel_seen: bool = False,
     ) -> None:
         await self.inner.finish_workflow(
             run_id,
@@ -168,6 +170,7 @@ class CodecStore:
             now=now,
             final_step=None if final_step is None else self._step_in(final_step),
             has_parent=has_parent,
+            cancel_seen=cancel_seen,
         )
 
     async def suspend_workflow(
@@ -328,6 +331,9 @@ class CodecStore:
 
     async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
         return await self.inner.cancel_requests(run_ids)
+
+    async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
+        return await self.inner.list_cancel_requests(run_id)
 
     async def retry_now(self, run_id: str, *, now: float) -> bool:
         return await self.inner.retry_now(run_id, now=now)

@@ -257,6 +257,7 @@ class EngineService(pb_grpc.EngineServicer):
                 else None
             ),
             has_parent=request.has_parent,
+            cancel_seen=request.cancel_seen,
         )
         # A top-level workflow's end makes nothing due: every application's recovery need not look.
         self._ended(request.run_id, parent=request.has_parent)
@@ -428,6 +429,15 @@ class EngineService(pb_grpc.EngineServicer):
     async def ListSignals(self, request: pb.RunRequest, context: Any) -> pb.Signals:
         signals = await self.store.list_signals(request.run_id)
         return pb.Signals(signals=[wire.signal(s) for s in signals])
+
+    @_verb
+    async def ListCancelRequests(
+        self, request: pb.RunRequest, context: Any
+    ) -> pb.CancelRequestList:
+        requests = await self.store.list_cancel_requests(request.run_id)
+        return pb.CancelRequestList(
+            requests=[wire.to_message(r, pb.CancelRequestRecord()) for r in requests]
+        )
 
     # ------------------------------------------------------------------ retention, inspection
 

@@ -11,6 +11,7 @@ import grpc
 
 from sagaway import errors
 from sagaway.store import DatabaseNotFound, StoreUnavailable
+from sagaway.store.base import CancelPending
 
 logger = logging.getLogger("sagaway.server")
 RUN_ID_KEY = "sagaway-run-id-bin"
@@ -47,6 +48,9 @@ def status_of(
     elif isinstance(exc, errors.LeaseLost):
         code = grpc.StatusCode.FAILED_PRECONDITION
         # Binary metadata: a run id from the request may hold any text, a plain header not.
+        extra = ((RUN_ID_KEY, exc.run_id.encode("utf-8", "surrogatepass")),)
+    elif isinstance(exc, CancelPending):
+        code = grpc.StatusCode.FAILED_PRECONDITION
         extra = ((RUN_ID_KEY, exc.run_id.encode("utf-8", "surrogatepass")),)
     elif isinstance(exc, errors.CorruptRecord):
         # One unreadable row: the client names it as an embedded store would.

@@ -85,8 +85,9 @@ def finish(
     result: str | None,
     error: str | None,
     now: float,
+    cancel_seen: bool = False,
 ) -> Params:
-    """``finish_owned``."""
+    """``finish_owned`` (``cancel_seen``: a COMPLETED end passes over a cancel request)."""
     return {
         "run_id": run_id,
         "token": token,
@@ -94,6 +95,7 @@ def finish(
         "result": result,
         "error": error,
         "now": now,
+        "cancel_seen": cancel_seen,
     }
 
 

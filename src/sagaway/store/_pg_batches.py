@@ -11,6 +11,7 @@ from __future__ import annotations
 from sagaway import errors
 from sagaway.store import _params, _rows
 from sagaway.store._pg_conn import Conn, Op, Params, Q, Run, exists, json_batch, named
+from sagaway.store.base import CancelPending
 from sagaway.store.records import StepRecord, WorkflowRecord
 
 
@@ -130,7 +131,22 @@ async def finish_many(
         return ended
 
     ended = await run(op, transaction=False)
-    return [
-        None if params["run_id"] in ended else errors.LeaseLost(params["run_id"])
-        for params in batch
-    ]
+    if len(ended) == len(batch):
+        return [None] * len(batch)
+    refused = [params for params in batch if params["run_id"] not in ended]
+
+    async def why(conn: Conn, retried: bool) -> dict[str, BaseException]:
+        return {params["run_id"]: await finish_refused(conn, params) for params in refused}
+
+    reasons = await run(why, transaction=False)
+    return [reasons.get(params["run_id"]) for params in batch]
+
+
+async def finish_refused(conn: Conn, params: Params) -> BaseException:
+    """Why the owned end ``params`` changed nothing: ``CancelPending`` if a cancel request it
+    had not seen is recorded on the run it still owns, else ``LeaseLost``."""
+    cur = await conn.execute(Q["cancel_pending"], params)
+    row = await cur.fetchone()
+    if row is not None:
+        return CancelPending(params["run_id"], row[0])
+    return errors.LeaseLost(params["run_id"])

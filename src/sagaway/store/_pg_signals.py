@@ -9,7 +9,7 @@ from collections.abc import Collection
 from sagaway import errors
 from sagaway.store import _params, _rows
 from sagaway.store._pg_conn import Conn, Q, Run, exists, named
-from sagaway.store.records import WorkflowRecord
+from sagaway.store.records import CancelRequestRecord, WorkflowRecord
 
 _ROUNDS = 16
 """Bound on re-reads when the current row of a key changes under a send."""
@@ -72,7 +72,21 @@ async def request_cancel(run: Run, run_id: str, *, reason: str, now: float) -> b
     params = {"run_id": run_id, "reason": reason, "now": now}
 
     async def op(conn: Conn, retried: bool) -> bool:
-        return bool((await conn.execute(Q["request_cancel"], params)).rowcount == 1)
+        row = await (await conn.execute(Q["request_cancel"], params)).fetchone()
+        return bool(row is not None and row[0])
+
+    return await run(op, transaction=False)
+
+
+async def list_cancel_requests(run: Run, run_id: str) -> list[CancelRequestRecord]:
+    """Every cancel request made to ``run_id``, in order (see ``Store.list_cancel_requests``)."""
+
+    async def op(conn: Conn, retried: bool) -> list[CancelRequestRecord]:
+        cur = await conn.execute(Q["list_cancel_requests"], {"run_id": run_id})
+        return [
+            CancelRequestRecord(run_id, reason, at, bool(accepted))
+            for reason, at, accepted in await cur.fetchall()
+        ]
 
     return await run(op, transaction=False)
 

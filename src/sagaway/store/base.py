@@ -16,6 +16,7 @@ from sagaway import errors
 from sagaway.states import WorkflowStatus
 from sagaway.store.records import (
     AttemptErrorRecord,
+    CancelRequestRecord,
     Lease,
     ListQuery,
     NewWorkflow,
@@ -51,6 +52,17 @@ class DatabaseNotFound(errors.SagawayError):
     def __init__(self, url: str, detail: str = "") -> None:
         super().__init__(f"no Sagaway database at {url}" + (f" ({detail})" if detail else ""))
         self.url = url
+
+
+class CancelPending(errors.SagawayError):
+    """``finish_workflow`` refused to end an execution COMPLETED: a cancel request it had not
+    seen (``cancel_seen=False``) is recorded on it. The owner still holds it: it delivers the
+    cancellation at its end and ends it CANCELLED instead."""
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        super().__init__(reason)
+        self.run_id = run_id
+        self.reason = reason
 
 
 class Store(Protocol):
@@ -150,8 +162,13 @@ class Store(Protocol):
         now: float,
         final_step: StepRecord | None = None,
         has_parent: bool = True,
+        cancel_seen: bool = False,
     ) -> None:
-        """End an owned execution as COMPLETED or FAILED (fenced).
+        """End an owned execution as COMPLETED, FAILED or CANCELLED (fenced).
+
+        A COMPLETED end is refused with ``CancelPending`` if a cancel request is recorded on
+        the execution and ``cancel_seen`` is False (the run never saw one): checked in the
+        statement that ends it, so every request ``request_cancel`` accepts is delivered.
 
         ``final_step``, if given, is recorded in the same transaction. Every workflow waiting
         for it as a child (its parent, and any other that attached to it under its key) becomes
@@ -220,6 +237,11 @@ class Store(Protocol):
 
     async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
         """The cancel reasons recorded on those of ``run_ids`` that have one."""
+        ...
+
+    async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
+        """Every cancel request made to ``run_id`` (``request_cancel``), accepted or not, in
+        the order they came; they go with the execution when it is purged."""
         ...
 
     async def retry_now(self, run_id: str, *, now: float) -> bool:

@@ -37,9 +37,10 @@ from sagaway.store._grpc_target import (
     handshake_hint,
     parse_target,
 )
-from sagaway.store.base import CreateResult, DatabaseNotFound, StoreUnavailable
+from sagaway.store.base import CancelPending, CreateResult, DatabaseNotFound, StoreUnavailable
 from sagaway.store.records import (
     AttemptErrorRecord,
+    CancelRequestRecord,
     Lease,
     ListQuery,
     NewWorkflow,
@@ -207,6 +208,10 @@ class GrpcStore:
             raw = trailing.get("sagaway-run-id-bin", b"")
             run_id = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
             raise errors.LeaseLost(run_id, details.removeprefix("lease lost: ")) from None
+        if kind == "CancelPending":
+            raw = trailing.get("sagaway-run-id-bin", b"")
+            run_id = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+            raise CancelPending(run_id, details) from None
         if kind == "CorruptRecord":
             raise _corrupt(trailing, details) from None
         if kind == "DatabaseNotFound":
@@ -336,6 +341,7 @@ class GrpcStore:
         now: float,
         final_step: StepRecord | None = None,
         has_parent: bool = True,
+        cancel_seen: bool = False,
     ) -> None:
         request = pb.FinishWorkflowRequest(
             run_id=run_id,
@@ -346,6 +352,7 @@ class GrpcStore:
             now=now,
             final_step=wire.step(final_step) if final_step else None,
             has_parent=has_parent,
+            cancel_seen=cancel_seen,
         )
         await self._call("FinishWorkflow", request)
 
@@ -500,6 +507,10 @@ class GrpcStore:
             run_id=run_id, token=token, child_key=child_key, wait=wait, now=now
         )
         return _maybe(await self._call("WaitForChild", request))
+
+    async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
+        reply = await self._call("ListCancelRequests", pb.RunRequest(run_id=run_id))
+        return [wire.from_message(CancelRequestRecord, r) for r in reply.requests]
 
     async def list_signals(self, run_id: str) -> list[SignalRecord]:
         reply = await self._call("ListSignals", pb.RunRequest(run_id=run_id))

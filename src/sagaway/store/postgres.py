@@ -64,6 +64,7 @@ from sagaway.store._pg_url import Timing, parse_postgres_url, parse_timing
 from sagaway.store.base import CreateResult
 from sagaway.store.records import (
     AttemptErrorRecord,
+    CancelRequestRecord,
     Lease,
     ListQuery,
     NewWorkflow,
@@ -388,9 +389,16 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
         now: float,
         final_step: StepRecord | None = None,
         has_parent: bool = True,
+        cancel_seen: bool = False,
     ) -> None:
         params = _params.finish(
-            run_id, token=token, status=status, result=result, error=error, now=now
+            run_id,
+            token=token,
+            status=status,
+            result=result,
+            error=error,
+            now=now,
+            cancel_seen=cancel_seen,
         )
         step_params = _params.step(final_step) if final_step else None
         size = len(result or "") + len(error or "")
@@ -408,8 +416,11 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
         async def op(conn: Conn, retried: bool) -> None:
             # A child's end also wakes its waiters (its parent first of all): one transaction.
             owned = {**params, "ended_by": self._owner}
-            if not await _fenced(conn, "finish_owned", owned, retried, done_as="finished_as"):
-                return  # the lost attempt committed (with its final step and wake-up)
+            try:
+                if not await _fenced(conn, "finish_owned", owned, retried, done_as="finished_as"):
+                    return  # the lost attempt committed (with its final step and wake-up)
+            except errors.LeaseLost:
+                raise await _pg_batches.finish_refused(conn, owned) from None
             if step_params is not None:
                 await conn.execute(_Q["upsert_step"], step_params)
             await conn.execute(_Q["wake_waiters"], {"run_ids": [run_id], "now": now})
@@ -496,6 +507,9 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
 
     async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
         return await _pg_signals.cancel_requests(self._run, run_ids)
+
+    async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
+        return await _pg_signals.list_cancel_requests(self._run, run_id)
 
     async def retry_now(self, run_id: str, *, now: float) -> bool:
         params = {"run_id": run_id, "now": now}

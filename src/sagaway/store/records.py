@@ -83,6 +83,17 @@ class SignalRecord:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class CancelRequestRecord:
+    """One cancel request made to a workflow execution (``Store.list_cancel_requests``)."""
+
+    run_id: str
+    reason: str
+    requested_at: float
+    accepted: bool
+    """False: the execution had already ended (``request_cancel`` answered False)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class NewWorkflow:
     """What is needed to create a workflow execution."""
 

@@ -50,9 +50,10 @@ from sagaway.store._sqlite_jobs import (
     run_together,
     unwrap,
 )
-from sagaway.store.base import CreateResult, DatabaseNotFound
+from sagaway.store.base import CancelPending, CreateResult, DatabaseNotFound
 from sagaway.store.records import (
     AttemptErrorRecord,
+    CancelRequestRecord,
     Lease,
     ListQuery,
     NewWorkflow,
@@ -385,14 +386,25 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         now: float,
         final_step: StepRecord | None = None,
         has_parent: bool = True,
+        cancel_seen: bool = False,
     ) -> None:
         params = _params.finish(
-            run_id, token=token, status=status, result=result, error=error, now=now
+            run_id,
+            token=token,
+            status=status,
+            result=result,
+            error=error,
+            now=now,
+            cancel_seen=cancel_seen,
         )
         step_params = _params.step(final_step) if final_step else None
 
         def op(conn: sqlite3.Connection) -> None:
-            _fenced(conn, "finish_owned", params)
+            if conn.execute(_Q["finish_owned"], params).rowcount != 1:
+                pending = conn.execute(_Q["cancel_pending"], params).fetchone()
+                if pending is not None:
+                    raise CancelPending(run_id, pending[0])
+                raise errors.LeaseLost(run_id)
             if step_params is not None:
                 conn.execute(_Q["upsert_step"], step_params)
             # Not only a parent: any workflow may have attached to this one as its child.
@@ -483,7 +495,16 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         params = {"run_id": run_id, "reason": reason, "now": now}
 
         def op(conn: sqlite3.Connection) -> bool:
-            return bool(conn.execute(_Q["request_cancel"], params).rowcount == 1)
+            accepted = conn.execute(_Q["request_cancel"], params).rowcount == 1
+            conn.execute(_Q["log_cancel_request"], {**params, "accepted": accepted})
+            return accepted
+
+        return await self._call(op)
+
+    async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
+        def op(conn: sqlite3.Connection) -> list[CancelRequestRecord]:
+            rows = conn.execute(_Q["list_cancel_requests"], {"run_id": run_id}).fetchall()
+            return [CancelRequestRecord(run_id, r[0], r[1], bool(r[2])) for r in rows]
 
         return await self._call(op)
 

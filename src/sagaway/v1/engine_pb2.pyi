@@ -987,6 +987,7 @@ class FinishWorkflowRequest(_message.Message):
     NOW_FIELD_NUMBER: _builtins.int
     FINAL_STEP_FIELD_NUMBER: _builtins.int
     HAS_PARENT_FIELD_NUMBER: _builtins.int
+    CANCEL_SEEN_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     token: _builtins.str
     status: _builtins.str
@@ -995,6 +996,10 @@ class FinishWorkflowRequest(_message.Message):
     error: _builtins.str
     now: _builtins.float
     has_parent: _builtins.bool
+    cancel_seen: _builtins.bool
+    """False: a COMPLETED end is refused (FAILED_PRECONDITION, sagaway-error CancelPending, the
+    request's reason as the message) while a cancel request is recorded on the run.
+    """
     @_builtins.property
     def final_step(self) -> Global___StepRecord: ...
     def __init__(
@@ -1008,10 +1013,11 @@ class FinishWorkflowRequest(_message.Message):
         now: _builtins.float = ...,
         final_step: Global___StepRecord | None = ...,
         has_parent: _builtins.bool = ...,
+        cancel_seen: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "_final_step", b"_final_step", "_result", b"_result", "error", b"error", "final_step", b"final_step", "result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "_final_step", b"_final_step", "_result", b"_result", "error", b"error", "final_step", b"final_step", "has_parent", b"has_parent", "now", b"now", "result", b"result", "run_id", b"run_id", "status", b"status", "token", b"token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "_final_step", b"_final_step", "_result", b"_result", "cancel_seen", b"cancel_seen", "error", b"error", "final_step", b"final_step", "has_parent", b"has_parent", "now", b"now", "result", b"result", "run_id", b"run_id", "status", b"status", "token", b"token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
@@ -1838,6 +1844,54 @@ class Signals(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Signals: _TypeAlias = Signals  # noqa: Y015
+
+@_typing.final
+class CancelRequestRecord(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    REQUESTED_AT_FIELD_NUMBER: _builtins.int
+    ACCEPTED_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    reason: _builtins.str
+    requested_at: _builtins.float
+    accepted: _builtins.bool
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        requested_at: _builtins.float = ...,
+        accepted: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted", b"accepted", "reason", b"reason", "requested_at", b"requested_at", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelRequestRecord: _TypeAlias = CancelRequestRecord  # noqa: Y015
+
+@_typing.final
+class CancelRequestList(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedCompositeFieldContainer[Global___CancelRequestRecord]: ...
+    def __init__(
+        self,
+        *,
+        requests: _abc.Iterable[Global___CancelRequestRecord] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["requests", b"requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelRequestList: _TypeAlias = CancelRequestList  # noqa: Y015
 
 @_typing.final
 class PurgeEndedRequest(_message.Message):

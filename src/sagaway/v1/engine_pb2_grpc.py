@@ -181,6 +181,11 @@ class EngineStub:
                 request_serializer=sagaway_dot_v1_dot_engine__pb2.RunRequest.SerializeToString,
                 response_deserializer=sagaway_dot_v1_dot_engine__pb2.Signals.FromString,
                 _registered_method=True)
+        self.ListCancelRequests = channel.unary_unary(
+                '/sagaway.v1.Engine/ListCancelRequests',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.RunRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.CancelRequestList.FromString,
+                _registered_method=True)
         self.PurgeEnded = channel.unary_unary(
                 '/sagaway.v1.Engine/PurgeEnded',
                 request_serializer=sagaway_dot_v1_dot_engine__pb2.PurgeEndedRequest.SerializeToString,
@@ -432,6 +437,12 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListCancelRequests(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PurgeEnded(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -663,6 +674,11 @@ def add_EngineServicer_to_server(servicer, server):
                     servicer.ListSignals,
                     request_deserializer=sagaway_dot_v1_dot_engine__pb2.RunRequest.FromString,
                     response_serializer=sagaway_dot_v1_dot_engine__pb2.Signals.SerializeToString,
+            ),
+            'ListCancelRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCancelRequests,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.RunRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.CancelRequestList.SerializeToString,
             ),
             'PurgeEnded': grpc.unary_unary_rpc_method_handler(
                     servicer.PurgeEnded,
@@ -1515,6 +1531,33 @@ class Engine:
             '/sagaway.v1.Engine/ListSignals',
             sagaway_dot_v1_dot_engine__pb2.RunRequest.SerializeToString,
             sagaway_dot_v1_dot_engine__pb2.Signals.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCancelRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/ListCancelRequests',
+            sagaway_dot_v1_dot_engine__pb2.RunRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.CancelRequestList.FromString,
             options,
             channel_credentials,
             insecure,

@@ -98,6 +98,7 @@ class EngineStub:
     WaitWorkflow: _grpc.UnaryUnaryMultiCallable[_engine_pb2.WaitWorkflowRequest, _engine_pb2.Empty]
     WaitForChild: _grpc.UnaryUnaryMultiCallable[_engine_pb2.WaitForChildRequest, _engine_pb2.MaybeWorkflow]
     ListSignals: _grpc.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.Signals]
+    ListCancelRequests: _grpc.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.CancelRequestList]
     PurgeEnded: _grpc.UnaryUnaryMultiCallable[_engine_pb2.PurgeEndedRequest, _engine_pb2.RunIds]
     CountPurgeable: _grpc.UnaryUnaryMultiCallable[_engine_pb2.CountPurgeableRequest, _engine_pb2.Count]
     ListPage: _grpc.UnaryUnaryMultiCallable[_engine_pb2.ListPageRequest, _engine_pb2.Workflows]
@@ -158,6 +159,7 @@ class EngineAsyncStub(EngineStub):
     WaitWorkflow: _aio.UnaryUnaryMultiCallable[_engine_pb2.WaitWorkflowRequest, _engine_pb2.Empty]  # type: ignore[assignment]
     WaitForChild: _aio.UnaryUnaryMultiCallable[_engine_pb2.WaitForChildRequest, _engine_pb2.MaybeWorkflow]  # type: ignore[assignment]
     ListSignals: _aio.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.Signals]  # type: ignore[assignment]
+    ListCancelRequests: _aio.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.CancelRequestList]  # type: ignore[assignment]
     PurgeEnded: _aio.UnaryUnaryMultiCallable[_engine_pb2.PurgeEndedRequest, _engine_pb2.RunIds]  # type: ignore[assignment]
     CountPurgeable: _aio.UnaryUnaryMultiCallable[_engine_pb2.CountPurgeableRequest, _engine_pb2.Count]  # type: ignore[assignment]
     ListPage: _aio.UnaryUnaryMultiCallable[_engine_pb2.ListPageRequest, _engine_pb2.Workflows]  # type: ignore[assignment]
@@ -389,6 +391,13 @@ class EngineServicer(metaclass=_abc_1.ABCMeta):
         request: _engine_pb2.RunRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_engine_pb2.Signals, _abc.Awaitable[_engine_pb2.Signals]]: ...
+
+    @_abc_1.abstractmethod
+    def ListCancelRequests(
+        self,
+        request: _engine_pb2.RunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.CancelRequestList, _abc.Awaitable[_engine_pb2.CancelRequestList]]: ...
 
     @_abc_1.abstractmethod
     def PurgeEnded(

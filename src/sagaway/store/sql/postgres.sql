@@ -185,6 +185,7 @@ SET status = %(status)s, result = %(result)s, error = %(error)s, ended_at = %(no
     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL
 FROM ending
 WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
+  AND (%(status)s <> 'COMPLETED' OR %(cancel_seen)s OR cancel_reason IS NULL)
 
 -- name: finish_owned_with_step
 -- finish_owned and the final step in one statement (its waiters: wake_waiters, after it).
@@ -196,6 +197,7 @@ WITH ending AS (SELECT set_config('sagaway.ending_owner', %(ended_by)s, true)
         lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL
     FROM ending
     WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
+      AND (%(status)s <> 'COMPLETED' OR %(cancel_seen)s OR cancel_reason IS NULL)
     RETURNING run_id
 ), step AS (
     INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at,
@@ -221,7 +223,8 @@ WITH ending AS (SELECT set_config('sagaway.ending_owner', %(ended_by)s, true)
         AS i (run_id text, token text, status text, result text, error text,
               now double precision, step_call_id text, step_kind text, step_name text,
               step_status text, step_attempts integer, step_result text, step_error text,
-              step_started_at double precision, step_ended_at double precision)
+              step_started_at double precision, step_ended_at double precision,
+              cancel_seen boolean)
 ), locked AS (
     -- Locked in run_id order (as renew_leases and record_steps_owned do), looked up by primary
     -- key whatever the table's statistics say.
@@ -237,6 +240,7 @@ WITH ending AS (SELECT set_config('sagaway.ending_owner', %(ended_by)s, true)
     FROM input AS i, locked AS l, ending
     WHERE w.run_id = l.run_id AND w.run_id = i.run_id
       AND w.lease_token = i.token AND w.status = 'RUNNING'
+      AND (i.status <> 'COMPLETED' OR i.cancel_seen OR w.cancel_reason IS NULL)
     RETURNING w.run_id
 ), step AS (
     INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at,
@@ -251,6 +255,13 @@ WITH ending AS (SELECT set_config('sagaway.ending_owner', %(ended_by)s, true)
         ended_at = excluded.ended_at
 )
 SELECT run_id FROM ended
+
+-- name: cancel_pending
+-- Why an owned finish was refused: a COMPLETED end may not pass over a cancel request it has
+-- not seen (cancel_seen); no row: the lease was lost.
+SELECT cancel_reason FROM workflows
+WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
+  AND cancel_reason IS NOT NULL
 
 -- name: finished_as
 -- After a retried finish: did the attempt whose acknowledgement was lost commit?
@@ -388,11 +399,24 @@ WHERE run_id = %(run_id)s AND status = %(status)s AND ended_at = %(now)s
 -- name: request_cancel
 -- Recorded once (the first reason stays); a run no process holds becomes due at once, so it
 -- runs to its next durable call or wait and sees the cancellation there. A leased run's process
--- is told by the trigger's 'cancel:' notice (or its next heartbeat).
-UPDATE workflows
-SET cancel_reason = COALESCE(cancel_reason, %(reason)s), updated_at = %(now)s,
-    next_run_at = CASE WHEN status IN ('WAITING', 'SUSPENDED') THEN %(now)s ELSE next_run_at END
-WHERE run_id = %(run_id)s AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+-- is told by the trigger's 'cancel:' notice (or its next heartbeat). Every request, accepted or
+-- not, is logged by the same statement (cancel_requests); returns whether it was accepted.
+WITH accepted AS (
+    UPDATE workflows
+    SET cancel_reason = COALESCE(cancel_reason, %(reason)s), updated_at = %(now)s,
+        next_run_at = CASE WHEN status IN ('WAITING', 'SUSPENDED') THEN %(now)s
+                           ELSE next_run_at END
+    WHERE run_id = %(run_id)s AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+    RETURNING run_id
+)
+INSERT INTO cancel_requests (run_id, reason, requested_at, accepted)
+SELECT w.run_id, %(reason)s, %(now)s, EXISTS (SELECT 1 FROM accepted)
+FROM workflows AS w WHERE w.run_id = %(run_id)s
+RETURNING accepted
+
+-- name: list_cancel_requests
+SELECT reason, requested_at, accepted FROM cancel_requests
+WHERE run_id = %(run_id)s ORDER BY seq
 
 -- name: cancel_requests
 SELECT run_id, cancel_reason FROM workflows

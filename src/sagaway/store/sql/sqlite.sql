@@ -75,10 +75,19 @@ ON CONFLICT (run_id, call_id) DO UPDATE SET
     ended_at = excluded.ended_at
 
 -- name: finish_owned
+-- A workflow may not COMPLETE over a cancel request it has not seen (cancel_seen): the same
+-- statement that ends it checks, so a request is either refused (ended) or delivered.
 UPDATE workflows
 SET status = :status, result = :result, error = :error, ended_at = :now, updated_at = :now,
     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL
 WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING'
+  AND (:status <> 'COMPLETED' OR :cancel_seen OR cancel_reason IS NULL)
+
+-- name: cancel_pending
+-- Why an owned finish was refused: the cancel request it had not seen (no row: lease lost).
+SELECT cancel_reason FROM workflows
+WHERE run_id = :run_id AND lease_token = :token AND status = 'RUNNING'
+  AND cancel_reason IS NOT NULL
 
 -- name: suspend_owned
 UPDATE workflows
@@ -159,6 +168,15 @@ UPDATE workflows
 SET cancel_reason = COALESCE(cancel_reason, :reason), updated_at = :now,
     next_run_at = CASE WHEN status IN ('WAITING', 'SUSPENDED') THEN :now ELSE next_run_at END
 WHERE run_id = :run_id AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+
+-- name: log_cancel_request
+-- Every request, accepted or not, in the transaction that decided it.
+INSERT INTO cancel_requests (run_id, reason, requested_at, accepted)
+SELECT run_id, :reason, :now, :accepted FROM workflows WHERE run_id = :run_id
+
+-- name: list_cancel_requests
+SELECT reason, requested_at, accepted FROM cancel_requests
+WHERE run_id = :run_id ORDER BY seq
 
 -- name: cancel_requests
 SELECT run_id, cancel_reason FROM workflows

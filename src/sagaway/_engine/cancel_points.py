@@ -1,0 +1,62 @@
+"""Where a pending cancellation is delivered outside a durable call: at the end of an
+``async with sw.Saga()`` block, and at the workflow's own end.
+
+A cancel request accepted while the workflow is live must not be lost when no durable call
+follows it (it arrived during the last activity). The end of a saga block holding
+compensations reads the request from the database, so a request accepted before the block
+ended is delivered inside it and the block compensates; the workflow's end is checked by the
+statement that ends it (``Store.finish_workflow`` refuses a COMPLETED end over a request the
+run has not seen), so a request is either refused (the workflow had ended) or delivered.
+
+A delivery here is recorded as a step of kind ``cancel`` at the next call id, as a patch
+marker is: a replay that finds it there delivers the cancellation at the same point, and one
+that finds another call there (or nothing, in a replay check) goes on; no call id is taken
+when nothing is delivered, so histories recorded before this point existed replay unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sagaway._engine import context
+from sagaway.states import StepKind
+
+if TYPE_CHECKING:
+    from sagaway._engine.execution import ExecutionBase
+
+SAGA_END = "saga end"
+WORKFLOW_END = "workflow end"
+
+
+async def at_saga_end(execution: ExecutionBase) -> None:
+    """The normal end of a saga block that holds compensations: raise ``Cancelled`` (recorded
+    here) if a cancellation is pending, so the block compensates; return if none is."""
+    execution._check_usable()
+    call_id = context.peek_call_id()
+    step = execution.recorded.get(call_id)
+    if step is not None:
+        if step.kind is StepKind.CANCEL and step.name == SAGA_END:
+            context.next_call_id()
+            execution._replayed(call_id, StepKind.CANCEL, SAGA_END)  # raises Cancelled
+        return  # another call is recorded here: it was not delivered here
+    if execution.replay_only or execution.cancel_delivered:
+        return
+    if execution.pending_cancel() is None:
+        run_id = execution.record.run_id
+        requests = await execution._store_call(execution.engine.cancel_requests([run_id]))
+        if run_id not in requests:
+            return
+        execution.deliver_cancel(requests[run_id])
+    await deliver(execution, SAGA_END)
+
+
+async def deliver(execution: ExecutionBase, name: str) -> None:
+    """Deliver the pending cancellation at the next call id, as a ``cancel`` step ``name``:
+    recorded with the next durable write (the workflow's end, or its saga's first
+    compensation) and raised as ``Cancelled``."""
+    call_id, _ = context.next_call_id()
+    step = execution.recorded.get(call_id)
+    if step is not None and step.kind is StepKind.CANCEL and step.name == name:
+        execution._replayed(call_id, StepKind.CANCEL, name)  # delivered here before: raises
+    now = execution.engine.clock.now()
+    await execution._cancel_here(call_id, StepKind.CANCEL, name, now)

@@ -19,6 +19,7 @@ import click
 
 import sagaway as sw
 from sagaway import codecs
+from sagaway.cli import _format
 from sagaway.codecs import Chain
 from sagaway.store import DatabaseNotFound, StoreUnavailable, resolve_url
 
@@ -93,7 +94,7 @@ def scrub(text: str, url: str | None) -> str:
         secrets = []
     for secret in secrets:
         text = text.replace(secret, "***").replace(urllib.parse.quote(secret, safe=""), "***")
-    return " ".join(text.split())
+    return _format.safe(" ".join(text.split()))
 
 
 def fail(message: str, code: Exit, url: str | None = None) -> NoReturn:

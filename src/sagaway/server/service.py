@@ -17,6 +17,7 @@ import grpc.aio
 
 from sagaway import __version__
 from sagaway._engine import cron
+from sagaway._engine.text_checks import check_name
 from sagaway.server.batch import run_batch
 from sagaway.server.checks import check_message, max_request_bytes
 from sagaway.server.notices import Hub, is_close
@@ -352,6 +353,7 @@ class EngineService(pb_grpc.EngineServicer):
 
     @_verb
     async def SendSignal(self, request: pb.SendSignalRequest, context: Any) -> pb.SendSignalReply:
+        check_name(request.name, "name")
         record, stored = await self.store.send_signal(
             request.key,
             name=request.name,

@@ -16,6 +16,7 @@ from sagaway.cli._support import (
     mask_url,
     read_token,
     url_option,
+    warn_if_exposed,
 )
 from sagaway.store import open_store, resolve_url
 
@@ -92,6 +93,7 @@ def ui(
     except (ValueError, ImportError) as exc:
         fail(str(exc), Exit.USAGE, url)
     token = _token(token_file)
+    warn_if_exposed(codec_key_file, "codec key file")
     try:
         keys = tuple(codecs.keys_from(codec_key_file) or ())
     except (ValueError, OSError) as exc:

@@ -97,3 +97,45 @@ async def test_list_and_show_escape_what_the_database_holds(db_url: str) -> None
     unknown = await invoke_cli(["show", f"nothing{CLEAR}", "--db", db_url])
     assert unknown.exit_code == 3
     assert_inert(unknown.output)
+
+
+def test_show_follow_prints_each_change_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    from sagaway.cli import _format, show
+
+    events: list[dict[str, Any]] = [
+        {
+            "event": "step",
+            "call_id": 1,
+            "name": f"charge{CLEAR}",
+            "status": "FAILED",
+            "attempts": 1,
+            "error": {"type": f"E{SPOOF}", "message": f"no{LINK}"},
+            "result": None,
+            "started_at": 1.0,
+            "ended_at": 2.0,
+        },
+        {
+            "event": "signal",
+            "id": 1,
+            "name": f"approve{SPOOF}",
+            "state": "rejected",
+            "rejected": f"bad\n{CLEAR}",
+            "sent_at": 1.0,
+            "handled_at": 2.0,
+        },
+        {
+            "event": "status",
+            "status": "FAILED",
+            "waiting_for": f"w{LINK}",
+            "ended": True,
+            "duration": 2.0,
+            "error": {"type": "E", "message": f"x\x9b2J{CLEAR}"},
+            "updated_at": 3.0,
+        },
+    ]
+    for event in events:
+        show._print_event(event, _format.Clock(utc=True))
+    printed = capsys.readouterr().out
+    assert_inert(printed)
+    assert len(printed.splitlines()) == 3  # one line per change, none spoofed
+    assert "charge\\x1b[2J" in printed and "approve\\rPAY-1" in printed

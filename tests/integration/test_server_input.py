@@ -73,3 +73,49 @@ async def test_signal_names_with_control_characters_are_refused(server: str) -> 
     error = await _refusal(server, "SendSignal", request)
     assert error.code() is grpc.StatusCode.INVALID_ARGUMENT, error.details()
     assert "name must not contain control characters" in str(error.details())
+
+
+@pytest.mark.parametrize(
+    ("method", "request_", "expected"),
+    [
+        (
+            "CreateWorkflow",
+            pb.CreateWorkflowRequest(
+                new=pb.NewWorkflow(run_id="r1", key="k\x1b[2J", name="greet", args="{}"), now=1.0
+            ),
+            "key must not contain control characters",
+        ),
+        (
+            "CreateWorkflow",
+            pb.CreateWorkflowRequest(
+                new=pb.NewWorkflow(run_id="r2", key="k", name="greet\r", args="{}"), now=1.0
+            ),
+            "name must not contain control characters",
+        ),
+        (
+            "ForkWorkflow",
+            pb.ForkWorkflowRequest(source_run_id="r0", run_id="r3", key="k\n", key_space="k"),
+            "key must not contain control characters",
+        ),
+        (
+            "PutSchedule",
+            pb.PutScheduleRequest(
+                schedule=pb.ScheduleRecord(
+                    id="nightly\x1b]8;;x\x07",
+                    workflow="greet",
+                    args="{}",
+                    cron="0 0 * * *",
+                    timezone="UTC",
+                    catch_up="skip",
+                )
+            ),
+            "schedule id must not contain control characters",
+        ),
+    ],
+)
+async def test_worker_calls_refuse_control_characters_too(
+    server: str, method: str, request_: object, expected: str
+) -> None:
+    error = await _refusal(server, method, request_)
+    assert error.code() is grpc.StatusCode.INVALID_ARGUMENT, error.details()
+    assert expected in str(error.details())

@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Literal
 
-from sagaway import errors, retry
+from sagaway import errors, identifiers, retry
 from sagaway.serialization import FunctionCodec
 
 QueueScope = Literal["process", "cluster"]
@@ -86,6 +86,8 @@ class Registry:
         self._by_fn: dict[Callable[..., Any], ActivityDef | WorkflowDef] = {}
 
     def _add(self, defn: ActivityDef | WorkflowDef, *aliases: Callable[..., Any]) -> None:
+        kind = "an activity" if isinstance(defn, ActivityDef) else "a workflow"
+        identifiers.check_name(defn.name, f"{kind} name")
         existing = self._by_name.get(defn.name)
         if existing is not None:
             raise errors.AlreadyRegistered(

@@ -14,15 +14,15 @@ from typing import Any, TypeVar, overload
 
 import pydantic
 
-from sagaway import errors
+from sagaway import errors, identifiers
 from sagaway._engine import context, outages
 from sagaway._engine.engine import EngineRef
 from sagaway._engine.executor import current_execution
-from sagaway._engine.text_checks import check_text
+from sagaway._engine.text_checks import check_name, check_text
 
 T = TypeVar("T")
 
-MAX_NAME = 200
+MAX_NAME = identifiers.MAX_NAME
 
 
 @functools.cache
@@ -34,11 +34,7 @@ class Signal:
     """A named signal: ``manager.signal("approval")``."""
 
     def __init__(self, engines: EngineRef, name: str) -> None:
-        if not isinstance(name, str) or not name or len(name) > MAX_NAME:
-            raise ValueError(
-                f"a signal name is a non-empty string of at most {MAX_NAME} characters"
-            )
-        check_text(name, "a signal name")
+        check_name(name, "a signal name")
         self._engines = engines
         self.name = name
 

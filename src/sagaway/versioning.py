@@ -22,7 +22,7 @@ from __future__ import annotations
 from sagaway import errors
 from sagaway._engine import patches
 from sagaway._engine.executor import current_execution
-from sagaway._engine.text_checks import check_text
+from sagaway._engine.text_checks import check_plain
 
 MAX_CHANGE_ID = 200
 
@@ -58,4 +58,4 @@ def _check(change_id: object, what: str) -> None:
         raise ValueError(f"{what}() needs a change id: a non-empty string, not {change_id!r}")
     if len(change_id) > MAX_CHANGE_ID:
         raise ValueError(f"{what}(): a change id has at most {MAX_CHANGE_ID} characters")
-    check_text(change_id, f"{what}() change id")
+    check_plain(change_id, f"{what}() change id")

@@ -24,7 +24,7 @@ from sagaway._engine import forking, keys, new_executions, outages
 from sagaway._engine.cluster_limits import ClusterLimit
 from sagaway._engine.options import EngineOptions
 from sagaway._engine.recent import RecentEnds
-from sagaway._engine.text_checks import check_key, check_text
+from sagaway._engine.text_checks import check_key, check_name, check_text
 from sagaway._engine.threads import DaemonThreadPool
 from sagaway.channel import Channel
 from sagaway.clock import Clock, wait_event_or_sleep
@@ -448,7 +448,7 @@ class Engine:
         """Store a signal for the workflow under ``key``; False if ``dedupe_id`` was seen."""
         # Checked here, before the database: PostgreSQL refuses NUL in text with a raw
         # DataError (SQLite stores it), and neither can store a lone surrogate.
-        check_text(name, "signal name")
+        check_name(name, "signal name")
         if dedupe_id is not None:
             check_text(dedupe_id, "dedupe_id")
         data = serialization.encode_value(

@@ -5,6 +5,12 @@ Times are shown in the local zone with its offset (``2026-12-01 10:31:02.123 +01
 UTC with ``--utc``: an operator comparing with logs of another machine sees which zone is meant.
 JSON carries each time twice: epoch seconds (the field's plain name, as before) and ISO 8601
 with the offset (``<field>_iso``).
+
+Text that comes from the database (keys, names, error messages, tracebacks) reaches the terminal
+through ``safe`` (one line: every control character shown as ``\x1b``, ``\r``, ``\n``...),
+``safe_lines`` (several lines: line breaks kept, every other control shown) or ``escape``
+(``safe`` and rich markup escaped): an ESC, CR or OSC sequence in a stored row cannot clear the
+screen, overwrite a row or plant a hyperlink. JSON output escapes them by itself.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import time
 from typing import Any
 
 import click
+from rich import markup
 from rich.text import Text
 
 STATUS_STYLE = {
@@ -32,6 +39,29 @@ STATUS_STYLE = {
     "delivered": "green",
     "rejected": "red",
 }
+
+
+_CONTROLS = [*range(0x20), *range(0x7F, 0xA0)]
+_NAMED = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
+_ONE_LINE = {c: _NAMED.get(c, f"\\x{c:02x}") for c in _CONTROLS}
+_LINES = {c: text for c, text in _ONE_LINE.items() if c != 0x0A}
+
+
+def safe(text: str) -> str:
+    """``text`` with every C0/C1 control character (and DEL) written as its escape: one line,
+    nothing the terminal would act on."""
+    return text.translate(_ONE_LINE)
+
+
+def safe_lines(text: str) -> str:
+    """``text`` with its line breaks kept and every other control character escaped (CR
+    included: it would overwrite the start of the line)."""
+    return text.translate(_LINES)
+
+
+def escape(text: str) -> str:
+    """``safe(text)`` for rich markup: brackets escaped too."""
+    return markup.escape(safe(text))
 
 
 def styled(status: str) -> str:

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import sqlite3
+import stat
 import sys
 import urllib.parse
 from collections.abc import Awaitable, Callable
@@ -20,6 +21,8 @@ import click
 
 import sagaway as sw
 from sagaway import codecs
+from sagaway.cli import _format
+from sagaway.cli._format import safe
 from sagaway.codecs import Chain
 from sagaway.store import DatabaseNotFound, resolve_url
 
@@ -67,7 +70,9 @@ def exit_code(exc: BaseException) -> Exit:
 _HANDLED = (sw.SagawayError, ValueError, ImportError, NotImplementedError, sqlite3.Error, OSError)
 
 
-_USER_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/@?#]*):[^@/?#]+@")
+_USER_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/@?#]*):[^/?#]*@")
+"""The user info's password: up to the last '@' of the authority (a password may hold an
+unencoded '@', which the PostgreSQL store then refuses)."""
 _PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#]*")
 
 
@@ -94,7 +99,7 @@ def scrub(text: str, url: str | None) -> str:
         secrets = []
     for secret in secrets:
         text = text.replace(secret, "***").replace(urllib.parse.quote(secret, safe=""), "***")
-    return " ".join(text.split())
+    return _format.safe(" ".join(text.split()))
 
 
 def fail(message: str, code: Exit, url: str | None = None) -> NoReturn:
@@ -157,8 +162,27 @@ def codec_key_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     )(fn)
 
 
+def warn_if_exposed(path: str | os.PathLike[str] | None, what: str) -> None:
+    """Warn on stderr when a file holding a secret (token, key) is open to its group or to
+    others: whoever can read it holds the secret. A warning, not a refusal: secrets mounted by
+    an orchestrator are often 0644 in a container of one user."""
+    if path is None or os.name == "nt":
+        return
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return  # reading it says why
+    if mode & 0o077:
+        click.echo(
+            f"warning: the {what} {safe(str(path))!r} is open to its group or others (mode "
+            f"{mode:04o}): anyone who can read it holds the secret; chmod 600 it",
+            err=True,
+        )
+
+
 def reading_codec(key_file: str | None) -> Chain | None:
     """The codec chain that opens payloads for display (None: show them «encrypted»)."""
+    warn_if_exposed(key_file, "codec key file")
     try:
         return codecs.reader(codecs.keys_from(key_file))
     except (ValueError, OSError) as exc:
@@ -198,6 +222,7 @@ def load_manager(target: str) -> sw.Manager:
 def read_token(token_file: Path | None, env: str) -> str | None:
     """The token in ``token_file`` (exit 2 if unreadable or empty), else ``$env``, else None."""
     if token_file is not None:
+        warn_if_exposed(token_file, "token file")
         try:
             token = token_file.read_text(encoding="utf-8").strip()
         except OSError as exc:

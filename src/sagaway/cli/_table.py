@@ -13,8 +13,10 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
+from sagaway.cli._format import safe
+
 Cell = str | Text
-"""Plain text (printed as it is: no markup) or styled text."""
+"""Plain text (printed as it is: no markup, control characters escaped) or styled text."""
 
 _GAP = "  "
 
@@ -30,14 +32,14 @@ class PlainTable:
     def add_row(self, *cells: Cell) -> None:
         if len(cells) != len(self.columns):
             raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns")
-        self.rows.append(tuple(c if isinstance(c, Text) else Text(c) for c in cells))
+        self.rows.append(tuple(c if isinstance(c, Text) else Text(safe(c)) for c in cells))
 
     def render(self) -> Text:
         widths = [cell_len(c) for c in self.columns]
         for row in self.rows:
             for i, cell in enumerate(row):
                 widths[i] = max(widths[i], cell.cell_len)
-        out = Text(self.title, style="italic")
+        out = Text(safe(self.title), style="italic")
         out.append("\n")
         for i, column in enumerate(self.columns):
             out.append(_pad(column, widths[i], last=i == len(self.columns) - 1), style="bold")

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 import sagaway as sw
+from sagaway.cli._format import safe
 from sagaway.cli._support import Exit, run, url_option
 
 
@@ -68,9 +69,9 @@ def fork(
     outcome = run(_fork(url, key, from_step, new_key, wait=wait, dry_run=dry_run), url)
     plan = outcome.plan
     if outcome.run_id is None:
-        click.echo(f"{key} -> {new_key} (dry run): would have {summary(plan)}")
+        click.echo(safe(f"{key} -> {new_key} (dry run): would have {summary(plan)}"))
     else:
-        click.echo(f"{key} -> {new_key}: {summary(plan)} (run {outcome.run_id})")
+        click.echo(safe(f"{key} -> {new_key}: {summary(plan)} (run {outcome.run_id})"))
     if plan.compensated:
         click.echo(
             f"warning: {key} ran compensations (steps {', '.join(plan.compensated)}) that the "
@@ -80,9 +81,9 @@ def fork(
     if outcome.ended is not None:
         ok, text = outcome.ended
         if not ok:
-            click.echo(f"{new_key} failed: {text}", err=True)
+            click.echo(safe(f"{new_key} failed: {text}"), err=True)
             sys.exit(int(Exit.REFUSED))
-        click.echo(text)
+        click.echo(safe(text))
 
 
 async def _fork(

@@ -12,6 +12,7 @@ import click
 
 from sagaway.analysis import RULES, lint_paths
 from sagaway.analysis.rules import parse_codes
+from sagaway.cli._format import safe
 
 
 def _codes(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -76,7 +77,7 @@ def lint(
         click.echo(json.dumps([f.to_dict() for f in report.findings], indent=2))
     else:
         for finding in report.findings:
-            click.echo(finding.format())
+            click.echo(safe(finding.format()))
         analysed = ", ".join(
             (
                 _plural(report.files, "file"),

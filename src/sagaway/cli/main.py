@@ -16,7 +16,6 @@ from decimal import Decimal
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 import sagaway as sw
@@ -24,6 +23,7 @@ from sagaway import telemetry
 from sagaway._engine import versions
 from sagaway.cli import _delivery, _format
 from sagaway.cli import _support as support
+from sagaway.cli._format import escape
 from sagaway.cli._support import (
     EXIT_CODES_HELP,
     Exit,

@@ -13,11 +13,11 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 import sagaway as sw
 from sagaway.cli import _format
+from sagaway.cli._format import escape
 from sagaway.cli._support import Exit, load_manager, run, url_option
 from sagaway.store import resolve_url
 

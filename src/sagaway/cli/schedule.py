@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 import sagaway as sw
+from sagaway.cli._format import escape
 from sagaway.cli._support import EXIT_CODES_HELP, Exit, fail, mask_url, run, url_option
 from sagaway.store import resolve_url
 from sagaway.store.records import ScheduleRecord

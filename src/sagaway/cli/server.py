@@ -17,6 +17,7 @@ from sagaway.cli._support import (
     read_token,
     run,
     url_option,
+    warn_if_exposed,
 )
 from sagaway.store import resolve_url
 
@@ -85,6 +86,7 @@ def server(
     url = resolve_url(url)
     if url.lower().startswith("grpc"):
         fail("the server holds a database: --db sqlite:///… or postgresql://…", Exit.USAGE)
+    warn_if_exposed(tls_key, "TLS key")
     try:
         config = ServerConfig(
             url=url,

@@ -18,12 +18,12 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
 
 import sagaway as sw
 from sagaway._engine import versions
 from sagaway.cli import _format
 from sagaway.cli._cancel_requests import cancel_json, print_cancel_requests
+from sagaway.cli._format import escape
 from sagaway.cli._support import Exit, codec_key_option, reading_codec, run, url_option
 from sagaway.cli._table import PlainTable
 from sagaway.cli.listing import summary_json
@@ -195,7 +195,7 @@ def print_show(d: sw.WorkflowDescription, clock: _format.Clock, show_tb: bool) -
     if d.error:
         _line("error", _error(d.error))
         if show_tb and d.error.get("traceback"):
-            console.print(d.error["traceback"], markup=False, highlight=False)
+            console.print(_format.safe_lines(d.error["traceback"]), markup=False, highlight=False)
     _steps_table(d, clock).print(console)
     _print_step_details(d.steps, clock, show_tb)
     if d.signals:
@@ -265,7 +265,7 @@ def _print_step_details(
             line = f"    attempt {e.get('attempt')}  {at}  {_error(e)}"
             console.print(line, soft_wrap=True, highlight=False)
             if show_tb and e.get("traceback"):
-                console.print(e["traceback"], markup=False, highlight=False)
+                console.print(_format.safe_lines(e["traceback"]), markup=False, highlight=False)
 
 
 def _output(result: Any, wakes: float | None, clock: _format.Clock) -> str:
@@ -290,8 +290,8 @@ def _print_signals(signals: list[sw.SignalDescription], clock: _format.Clock) ->
             highlight=False,
         )
         if s.rejected:
-            reason = "\n".join(f"      {line}" for line in s.rejected.splitlines())
-            console.print(f"[red]{escape(reason)}[/red]", soft_wrap=True, highlight=False)
+            reason = "\n".join(f"      {escape(line)}" for line in s.rejected.splitlines())
+            console.print(f"[red]{reason}[/red]", soft_wrap=True, highlight=False)
 
 
 # ---------------------------------------------------------------------------- --follow

@@ -16,6 +16,7 @@ from sagaway.cli._support import (
     mask_url,
     read_token,
     url_option,
+    warn_if_exposed,
 )
 from sagaway.store import open_store, resolve_url
 
@@ -50,6 +51,15 @@ def _token(token_file: Path | None) -> str | None:
     metavar="SECONDS",
     help="How often open pages refresh their live part.",
 )
+@click.option(
+    "--session-idle",
+    type=click.FloatRange(min=60),
+    default=12 * 3600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="A browser's login ends after this long without a request (and 7 days after it, "
+    "at logout, or when the console restarts).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log every request.")
 @codec_key_option
 def ui(
@@ -58,6 +68,7 @@ def ui(
     token_file: Path | None,
     read_only: bool,
     refresh: float,
+    session_idle: float,
     verbose: bool,
     codec_key_file: str | None,
 ) -> None:
@@ -82,6 +93,7 @@ def ui(
     except (ValueError, ImportError) as exc:
         fail(str(exc), Exit.USAGE, url)
     token = _token(token_file)
+    warn_if_exposed(codec_key_file, "codec key file")
     try:
         keys = tuple(codecs.keys_from(codec_key_file) or ())
     except (ValueError, OSError) as exc:
@@ -98,7 +110,12 @@ def ui(
         fail(f"cannot listen on {listen}: {exc.strerror or exc}", Exit.USAGE)
     app = create_app(
         ConsoleConfig(
-            url=url, token=token, read_only=read_only, poll_interval=refresh, codec_keys=keys
+            url=url,
+            token=token,
+            read_only=read_only,
+            poll_interval=refresh,
+            session_idle=session_idle,
+            codec_keys=keys,
         )
     )
     config = uvicorn.Config(

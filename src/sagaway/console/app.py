@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -20,13 +22,20 @@ from sagaway.console.backend import UNAVAILABLE, Backend
 from sagaway.console.config import ConsoleConfig
 from sagaway.console.rendering import render
 from sagaway.console.security import Guard
+from sagaway.console.sessions import LoginThrottle, Sessions
 from sagaway.console.views import actions, auth, listing, metrics, workflow
 
 STATIC = Path(__file__).parent / "static"
 
 
-def create_app(config: ConsoleConfig) -> Starlette:
-    """The console for ``config``; it opens its Manager on the first request."""
+def create_app(
+    config: ConsoleConfig,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> Starlette:
+    """The console for ``config``; it opens its Manager on the first request. ``clock`` and
+    ``sleep`` time its sessions and the back-off of failed logins (tests pass fakes)."""
     backend = Backend(config.url, codecs.reader(config.codec_keys))
 
     @contextlib.asynccontextmanager
@@ -62,6 +71,10 @@ def create_app(config: ConsoleConfig) -> Starlette:
     )
     app.state.config = config
     app.state.backend = backend
+    app.state.sessions = Sessions(
+        idle=config.session_idle, lifetime=config.session_lifetime, clock=clock
+    )
+    app.state.throttle = LoginThrottle(clock=clock, sleep=sleep)
     return app
 
 

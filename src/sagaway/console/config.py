@@ -20,6 +20,10 @@ class ConsoleConfig:
     """Hide the actions and refuse their requests (403)."""
     poll_interval: float = 2.0
     """Seconds between two refreshes of a page's live part in the browser."""
+    session_idle: float = 12 * 3600.0
+    """Seconds a login session lasts without a request (then the browser logs in again)."""
+    session_lifetime: float = 7 * 86400.0
+    """Seconds a login session lasts at most, however much it is used."""
     codec_keys: tuple[str, ...] = ()
     """Keys that open encrypted payloads for display (``sagaway.codecs``; the current one
     first); without them encrypted payloads are shown as «encrypted»."""

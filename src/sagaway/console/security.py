@@ -1,8 +1,10 @@
 """Who may use the console, and which requests may change something.
 
 - Token: when the console has one, every request needs it, as ``Authorization: Bearer TOKEN``
-  or as the session cookie the login page sets (an HMAC of the token, never the token itself;
-  HttpOnly, SameSite=Strict). Compared in constant time.
+  or as the session cookie the login page sets (a random session id, new at each login, that
+  expires and that logout revokes: ``sessions.Sessions``; HttpOnly, SameSite=Strict). Compared
+  in constant time. Wrong tokens back off per client address and globally
+  (``sessions.LoginThrottle``).
 - CSRF: an action is a POST whose form carries the per-browser random token of the
   ``sagaway_csrf`` cookie, and whose Origin (else Referer) names this host.
 - Host: without a token, only requests addressed to a loopback name are answered (421
@@ -13,8 +15,9 @@
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import hmac
+import math
 import re
 import secrets
 import urllib.parse
@@ -26,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from sagaway.console.config import ConsoleConfig, is_loopback
+from sagaway.console.sessions import LoginThrottle, Sessions
 
 SESSION_COOKIE = "sagaway_session"
 CSRF_COOKIE = "sagaway_csrf"
@@ -47,24 +51,48 @@ HEADERS = {
 _CSRF_SHAPE = re.compile(r"^[0-9a-f]{64}$")
 
 
-def session_value(token: str) -> str:
-    """What the session cookie holds for ``token``: proof of it, not the token."""
-    return hmac.new(token.encode(), b"sagaway-console-session", hashlib.sha256).hexdigest()
-
-
 def same(a: str, b: str) -> bool:
     """Constant-time equality of two strings."""
     return hmac.compare_digest(a.encode(), b.encode())
 
 
-def authorized(request: Request, token: str) -> bool:
-    """Whether ``request`` carries ``token`` (bearer header) or its session cookie."""
-    header = request.headers.get("authorization", "")
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() == "bearer" and same(given.strip(), token):
+def client_address(request: Request) -> str:
+    """The address the connection comes from (what failed logins back off by)."""
+    return request.client.host if request.client is not None else "unknown"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Wait:
+    """Not checked: this address must wait ``seconds`` before its next attempt."""
+
+    seconds: int
+
+    @property
+    def message(self) -> str:
+        return f"too many wrong tokens from this address; try again in {self.seconds} s"
+
+    def response(self) -> Response:
+        return PlainTextResponse(
+            f"429 Too Many Requests: {self.message}",
+            status_code=429,
+            headers={"Retry-After": str(self.seconds)},
+        )
+
+
+async def check_token(request: Request, given: str, token: str) -> bool | Wait:
+    """Whether ``given`` is ``token``, after the back-off of failed attempts (``Wait`` when
+    this address must still wait: nothing checked); a failure or success is counted."""
+    throttle: LoginThrottle = request.app.state.throttle
+    address = client_address(request)
+    wait = throttle.retry_after(address)
+    if wait > 0:
+        return Wait(math.ceil(wait))
+    await throttle.pause()
+    if same(given, token):
+        throttle.succeeded(address)
         return True
-    cookie = request.cookies.get(SESSION_COOKIE, "")
-    return bool(cookie) and same(cookie, session_value(token))
+    throttle.failed(address)
+    return False
 
 
 def safe_next(target: str | None) -> str:
@@ -86,10 +114,22 @@ class Guard(BaseHTTPMiddleware):
         fresh = not _CSRF_SHAPE.match(csrf)
         request.state.csrf = secrets.token_hex(32) if fresh else csrf
         token = self.config.token
-        request.state.authenticated = token is not None and authorized(request, token)
+        sessions: Sessions = request.app.state.sessions
+        request.state.authenticated = False
+        refused: Response | None = None
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if token is not None and scheme.lower() == "bearer":
+            checked = await check_token(request, given.strip(), token)
+            if isinstance(checked, Wait):
+                refused = checked.response()
+            request.state.authenticated = checked is True
+        if token is not None and not request.state.authenticated:
+            request.state.authenticated = sessions.check(request.cookies.get(SESSION_COOKIE, ""))
         public = any(request.url.path.startswith(p) for p in PUBLIC_PATHS)
-        if token is None and not _loopback_host(request):
-            response: Response = PlainTextResponse(
+        if refused is not None and not public:
+            response: Response = refused
+        elif token is None and not _loopback_host(request):
+            response = PlainTextResponse(
                 "421 Misdirected Request: without a token this console answers requests "
                 "addressed to localhost, 127.0.0.1 or [::1] only",
                 status_code=421,

@@ -17,6 +17,7 @@ import grpc.aio
 
 from sagaway import __version__
 from sagaway._engine import cron
+from sagaway._engine.text_checks import check_name, check_plain
 from sagaway.server.batch import run_batch
 from sagaway.server.checks import check_message, max_request_bytes
 from sagaway.server.notices import Hub, is_close
@@ -176,6 +177,8 @@ class EngineService(pb_grpc.EngineServicer):
     async def CreateWorkflow(
         self, request: pb.CreateWorkflowRequest, context: Any
     ) -> pb.CreateWorkflowReply:
+        check_plain(request.new.key, "key")
+        check_name(request.new.name, "name")
         result = await self.store.create_workflow(
             wire.from_message(NewWorkflow, request.new),
             now=request.now,
@@ -193,6 +196,7 @@ class EngineService(pb_grpc.EngineServicer):
     async def ForkWorkflow(
         self, request: pb.ForkWorkflowRequest, context: Any
     ) -> pb.ForkWorkflowReply:
+        check_plain(request.key, "key")
         result = await self.store.fork_workflow(
             request.source_run_id,
             run_id=request.run_id,
@@ -353,6 +357,7 @@ class EngineService(pb_grpc.EngineServicer):
 
     @_verb
     async def SendSignal(self, request: pb.SendSignalRequest, context: Any) -> pb.SendSignalReply:
+        check_name(request.name, "name")
         record, stored = await self.store.send_signal(
             request.key,
             name=request.name,
@@ -486,6 +491,8 @@ class EngineService(pb_grpc.EngineServicer):
     @_verb
     async def PutSchedule(self, request: pb.PutScheduleRequest, context: Any) -> pb.ScheduleRecord:
         schedule = wire.from_message(ScheduleRecord, request.schedule)
+        check_plain(schedule.id, "schedule id")
+        check_name(schedule.workflow, "workflow")
         # A definition no scheduler could read is refused here (INVALID_ARGUMENT), not stored.
         cron.check(schedule.cron, schedule.timezone, schedule.catch_up)
         stored = await self.store.put_schedule(

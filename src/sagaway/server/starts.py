@@ -15,7 +15,7 @@ import time
 
 from sagaway import errors
 from sagaway._engine import new_executions
-from sagaway._engine.text_checks import check_key, check_text
+from sagaway._engine.text_checks import check_key, check_name
 from sagaway.server.notices import Hub
 from sagaway.store import Store
 from sagaway.store.records import WorkflowRecord
@@ -37,14 +37,16 @@ class StartWorkflows:
 
     async def start(self, request: pb.StartWorkflowRequest) -> tuple[WorkflowRecord, bool]:
         check_key(request.key, "key")
-        check_text(request.name, "name")
         if not request.name:
             raise ValueError("name must name a registered workflow")
+        check_name(request.name, "name")
         args = request.args or "{}"
         try:
             parsed = json.loads(args)
         except ValueError as exc:
             raise ValueError(f"args is not JSON: {exc}") from None
+        except RecursionError:
+            raise ValueError("args nest too deeply to be read (arrays or objects)") from None
         if not isinstance(parsed, dict):
             raise ValueError("args must be a JSON object of the arguments by parameter name")
         timeout = request.timeout if request.HasField("timeout") else None

@@ -67,6 +67,11 @@ def status_of(
         code = grpc.StatusCode.RESOURCE_EXHAUSTED
     elif isinstance(exc, (ValueError, TypeError)) or _is_data_error(exc):
         code = grpc.StatusCode.INVALID_ARGUMENT
+    elif isinstance(exc, RecursionError):
+        # A payload nested deeper than the interpreter's recursion limit (json reads it
+        # recursively): the request's fault, not the server's.
+        message = "a value in the request nests too deeply to be read"
+        return grpc.StatusCode.INVALID_ARGUMENT, message, (("sagaway-error", kind),)
     elif isinstance(exc, sqlite3.OperationalError):
         code = grpc.StatusCode.UNAVAILABLE
     else:

@@ -71,6 +71,13 @@ def parse_postgres_url(url: str) -> tuple[str, str, int, str]:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme.lower() not in ("postgresql", "postgres"):
         raise ValueError(f"not a PostgreSQL URL: {url!r}")
+    if parts.netloc.count("@") > 1:
+        # libpq would split at the first '@' and name the password's tail as the host in its
+        # error: say what is wrong without showing any of the URL.
+        raise ValueError(
+            "the PostgreSQL URL's user or password holds an unencoded '@': percent-encode it "
+            "as %40 (the URL is not shown: it holds a password)"
+        )
     schema = DEFAULT_SCHEMA
     pool_size = DEFAULT_POOL_SIZE
     libpq_params: list[str] = []  # kept as written: libpq decodes %XX itself

@@ -1,4 +1,5 @@
-"""The login page: paste the console's token once, get a session cookie."""
+"""The login page: paste the console's token once, get a session cookie (a new random
+session for each login, revoked at logout: ``sessions.Sessions``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from sagaway.console.rendering import render
-from sagaway.console.security import SESSION_COOKIE, checked_form, safe_next, same, session_value
+from sagaway.console.security import (
+    SESSION_COOKIE,
+    Wait,
+    check_token,
+    checked_form,
+    safe_next,
+)
+from sagaway.console.sessions import Sessions
 
 
 async def login_page(request: Request) -> Response:
@@ -21,17 +29,31 @@ async def login(request: Request) -> Response:
     target = safe_next(str(form.get("next") or "/"))
     if token is None:
         return RedirectResponse(target, status_code=303)
-    if not isinstance(given, str) or not same(given.strip(), token):
+    checked = await check_token(request, given.strip() if isinstance(given, str) else "", token)
+    if isinstance(checked, Wait):
+        page = render(request, "login.html", {"next": target, "error": checked.message}, 429)
+        page.headers["Retry-After"] = str(checked.seconds)
+        return page
+    if not checked:
         return render(request, "login.html", {"next": target, "error": "wrong token"}, 401)
+    sessions: Sessions = request.app.state.sessions
+    sessions.close(request.cookies.get(SESSION_COOKIE, ""))  # a login never keeps an old id
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(
-        SESSION_COOKIE, session_value(token), httponly=True, samesite="strict", path="/"
+        SESSION_COOKIE,
+        sessions.open(),
+        max_age=int(sessions.lifetime),
+        httponly=True,
+        samesite="strict",
+        path="/",
     )
     return response
 
 
 async def logout(request: Request) -> Response:
     await checked_form(request)
+    sessions: Sessions = request.app.state.sessions
+    sessions.close(request.cookies.get(SESSION_COOKIE, ""))
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, httponly=True, samesite="strict", path="/")
     return response

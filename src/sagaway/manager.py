@@ -579,7 +579,7 @@ class Manager(ScheduleMethods):
         deleting nothing).
 
         Only ended workflows (COMPLETED, FAILED, CANCELLED, TERMINATED; ``statuses`` narrows
-        that; a live status is a ``ValueError``), and no child of a live parent. It deletes in
+        that; a live status is a ``ValueError``), none a live workflow may still read. It deletes in
         batches of ``batch_size``, each one short transaction, calling ``on_batch(n)`` after
         each, so workers running at the same time are not held up. A purged key can be started
         again: it names a new execution.

@@ -48,7 +48,9 @@ def _shipped(db_url: str) -> list[int]:
 
 def _undo_history_indexes(db_url: str) -> None:
     """Take the history indexes (sqlite v13, postgres v15) back out, and the index of child
-    waiters after them (sqlite v14, postgres v17)."""
+    waiters after them (sqlite v14, postgres v17), and of child starts (sqlite v17, postgres
+    v21)."""
+    raw_sql(db_url, "DROP INDEX steps_child_key")
     raw_sql(db_url, "DROP INDEX workflows_waiting_for")
     raw_sql(db_url, "DROP INDEX workflows_ended_by_status")
     raw_sql(db_url, "DROP INDEX workflows_by_name")

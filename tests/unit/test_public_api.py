@@ -6,7 +6,8 @@ import sagaway as sw
 
 EXPECTED = {
     "ActivityInfo", "ActivityTimeout", "AlreadyRegistered", "Cancelled", "CompletableError",
-    "DefaultErrorMarshaler", "ErrorKind", "ErrorMarshaler", "ForkPlan", "IdempotencyConflict",
+    "DefaultErrorMarshaler", "ErrorKind", "ErrorMarshaler", "ForkPlan", "ForkRefused",
+    "IdempotencyConflict",
     "IncompletableError", "LeaseLost", "Manager", "ManagerState", "ManagerStateError",
     "NonDeterminismError", "NotRegistered", "OnConflict", "PayloadError", "PayloadKeyError",
     "Queue",
@@ -33,7 +34,7 @@ def test_error_tree() -> None:
         sw.WorkflowAlreadyExists, sw.WorkflowNotFound, sw.NotRegistered, sw.NonDeterminismError,
         sw.PayloadError, sw.SignalTimeout, sw.IdempotencyConflict, sw.ActivityTimeout,
         sw.RetriesExhausted, sw.WorkflowCancelled, sw.ManagerStateError, sw.AlreadyRegistered,
-        sw.WorkflowNotEnded, sw.PayloadKeyError, sw.ScheduleNotFound,
+        sw.WorkflowNotEnded, sw.PayloadKeyError, sw.ScheduleNotFound, sw.ForkRefused,
     ]  # fmt: skip
     for cls in engine_errors:
         assert issubclass(cls, sw.SagawayError)

@@ -355,6 +355,40 @@ async def test_a_child_whose_start_a_fork_kept_is_kept_until_the_fork_reads_it(
         assert await m.get_workflow("p-1-fixed").result(timeout=10) == "label-4"
 
 
+async def test_a_workflow_attaching_to_an_ended_one_while_a_purge_deletes_it_runs_it_anew(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workflow attaches to an ended one under its key, and a purge deletes it before the
+    reader has recorded the start (a background purge running at that moment; found by the
+    generative test): the reader starts it anew, as any start under a purged key does, and
+    reads that outcome (it used to stay SUSPENDED with WorkflowNotFound)."""
+    clock = FakeClock()
+    async with build_readers(db_url, clock) as m:
+        await m.workflow("shared_wf").execute(idempotency_key="shared")
+        await m.signal("go").send("shared", "first")
+        assert await m.get_workflow("shared").result(timeout=10) == "first"
+        await clock.advance(60.0)
+        engine = m._ref.engine
+        assert engine is not None
+        real = engine.start_child
+        purged: list[int] = []
+
+        async def start_child(*args: Any, **kwargs: Any) -> Any:
+            record = await real(*args, **kwargs)
+            if record.status.ended and not purged:
+                purged.append(await m.purge(30.0))  # between the attach and the step
+            return record
+
+        monkeypatch.setattr(engine, "start_child", start_child)
+        reader = await m.workflow("reader").execute(idempotency_key="reader-1")
+        await wait_for(S.WAITING, reader)
+        assert purged == [1]
+        again = m.get_workflow("shared")
+        assert await again.status() is S.WAITING  # started anew, for its reader
+        await m.signal("go").send("shared", "second")
+        assert await reader.result(timeout=10) == "read second"
+
+
 # ---------------------------------------------------------------------------- sagaway purge
 
 

@@ -7,6 +7,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 import sagaway as sw
+from tests.generative import purging
 
 if TYPE_CHECKING:
     from tests.generative.driver import Driver
@@ -23,6 +24,8 @@ async def check(driver: Driver) -> list[str]:
     problems += _owners(driver, records)
     problems += _cancels_from_owners(driver, records)
     problems += list(driver.idle_violations.values())
+    if driver.settings.purge:
+        problems += purging.lost_outcomes(driver, records)
     return problems
 
 
@@ -84,6 +87,8 @@ def _keys(driver: Driver) -> list[str]:
             what = "compensation" if comp else "activity"
             out.append(f"{what} {label} of {_name(driver, run_id)} ran under keys {sorted(keys)}")
     for key, calls in calls_of.items():
+        if driver.settings.purge and purging.reused_after_purge(driver, calls):
+            continue
         if len(calls) > 1:
             described = sorted(
                 f"{'undo ' if c else ''}{label} of {_name(driver, r)}" for r, label, c in calls

@@ -96,6 +96,10 @@ class GenSettings:
     telemetry: bool = True
     """An observer receives the engine's telemetry (spans, attempt and end reports) and its
     reports are checked against what happened (``telemetry_check.py``)."""
+    purge: bool = True
+    """Every process runs background retention with a tiny age (``purging.py``): ended runs
+    vanish while others may still read them (a workflow that attached to a shared child used
+    to lose it, and stayed SUSPENDED with WorkflowNotFound)."""
 
     # ------------------------------------------------------------------ faults
     crash: bool = True

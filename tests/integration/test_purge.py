@@ -383,8 +383,7 @@ async def test_a_workflow_attaching_to_an_ended_one_while_a_purge_deletes_it_run
         reader = await m.workflow("reader").execute(idempotency_key="reader-1")
         await wait_for(S.WAITING, reader)
         assert purged == [1]
-        again = m.get_workflow("shared")
-        assert await again.status() is S.WAITING  # started anew, for its reader
+        await wait_for(S.WAITING, m.get_workflow("shared"))  # started anew, for its reader
         await m.signal("go").send("shared", "second")
         assert await reader.result(timeout=10) == "read second"
 

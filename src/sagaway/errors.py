@@ -21,6 +21,7 @@ Errors raised by user code tell the engine what a failure means::
           ├── LeaseLost               another process owns the workflow now (internal fencing)
           ├── WorkflowCancelled       result() of a cancelled or terminated workflow
           ├── WorkflowNotEnded        an operation on ended workflows (fork) met a live one
+          ├── ForkRefused             a fork would reuse outcomes compensations may have undone
           ├── CorruptRecord           a database row holds a value this version cannot read
           ├── EngineUnavailable       the database or Engine Server did not answer (a client
           │                           call gave up after riding through the outage)
@@ -101,6 +102,26 @@ class WorkflowNotEnded(SagawayError):
         super().__init__(message or f"workflow {key!r} has not ended (status {status})")
         self.key = key
         self.status = status
+
+
+class ForkRefused(SagawayError):
+    """A fork would reuse outcomes that compensations the source ran may have undone.
+
+    ``compensations`` are the call ids of the source's compensation steps the fork drops;
+    ``force=True`` (``sagaway fork --force``) forks anyway.
+    """
+
+    def __init__(
+        self, key: str, from_step: int, compensations: tuple[str, ...], message: str = ""
+    ) -> None:
+        super().__init__(
+            message
+            or f"workflow {key!r} ran compensations (steps {', '.join(compensations)}) that a "
+            f"fork from step {from_step} drops"
+        )
+        self.key = key
+        self.from_step = from_step
+        self.compensations = compensations
 
 
 class NotRegistered(SagawayError):

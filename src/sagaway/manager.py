@@ -532,38 +532,36 @@ class Manager(ScheduleMethods):
         already ended. Reservations its steps made stay made: use ``cancel`` to undo them."""
         return await self._ref.require().end(key, WorkflowStatus.TERMINATED, reason)
 
-    async def fork(self, key: str, *, from_step: int, new_key: str) -> WorkflowHandle[Any]:
-        """Run the ended workflow ``key`` again under ``new_key``, from its step ``from_step``.
-
-        Like DBOS's fork and Temporal's reset: the new execution has the same workflow, the same
-        arguments and task queue, and no parent. It reuses the recorded outcomes of the
-        top-level steps ``1 .. from_step - 1`` (the ``#`` column of ``sagaway show``) and of
-        the branch steps (``asyncio.gather``, tasks) that ended before step ``from_step``
+    async def fork(
+        self, key: str, *, from_step: int, new_key: str, force: bool = False
+    ) -> WorkflowHandle[Any]:
+        """Run the ended workflow ``key`` again under ``new_key``, from its step ``from_step``
+        (``manager.fork("order-7", from_step=3, new_key="order-7-fix")`` once a bug in step 3
+        is fixed). Like DBOS's fork and Temporal's reset: the new execution has the same
+        workflow, arguments and task queue, and no parent. It reuses the recorded outcomes of
+        the top-level steps ``1 .. from_step - 1`` (the ``#`` column of ``sagaway show``) and
+        of the branch steps (``asyncio.gather``, tasks) that ended before step ``from_step``
         started; the rest runs again, under new idempotency keys. ``from_step`` one past the
         last step keeps every step (it runs on from where the source stopped). It is PENDING
         when this returns, and a Worker serving its task queue runs it; wait with ``result()``.
-
-        A workflow that failed at step 3 because of a bug, once the bug is fixed::
-
-            handle = await manager.fork("order-7", from_step=3, new_key="order-7-fix")
-            receipt = await handle.result()
 
         Raises:
             WorkflowNotFound: no workflow has ``key``.
             WorkflowNotEnded: it has not ended (PENDING, RUNNING, WAITING, or SUSPENDED:
                 terminate it first), or a kept step started a child that is still running.
+            ForkRefused: the source ran compensations from ``from_step`` on, which may have
+                undone the steps the fork keeps; ``force=True`` forks anyway (docs/fork.md).
             WorkflowAlreadyExists: ``new_key`` is taken.
             ValueError: ``from_step`` is out of range, or ``new_key`` is not a valid key.
         """
-        record, _ = await self._ref.require().fork(key, from_step=from_step, new_key=new_key)
+        engine = self._ref.require()
+        record, _ = await engine.fork(key, from_step=from_step, new_key=new_key, force=force)
         return WorkflowHandle(self._ref, new_key, record.run_id)
 
-    async def plan_fork(self, key: str, *, from_step: int) -> ForkPlan:
-        """What ``fork(key, from_step=...)`` would keep and run again; writes nothing.
-
-        Raises what ``fork`` raises about the source and ``from_step``.
-        """
-        return await self._ref.require().plan_fork(key, from_step=from_step)
+    async def plan_fork(self, key: str, *, from_step: int, force: bool = False) -> ForkPlan:
+        """What ``fork(key, from_step=..., force=...)`` would keep and run again; writes
+        nothing. Raises what ``fork`` raises about the source and ``from_step``."""
+        return await self._ref.require().plan_fork(key, from_step=from_step, force=force)
 
     async def purge(
         self,
@@ -579,7 +577,7 @@ class Manager(ScheduleMethods):
         deleting nothing).
 
         Only ended workflows (COMPLETED, FAILED, CANCELLED, TERMINATED; ``statuses`` narrows
-        that; a live status is a ``ValueError``), and no child of a live parent. It deletes in
+        that; a live status is a ``ValueError``), none a live workflow may still read. It deletes in
         batches of ``batch_size``, each one short transaction, calling ``on_batch(n)`` after
         each, so workers running at the same time are not held up. A purged key can be started
         again: it names a new execution.

@@ -25,7 +25,7 @@ from sagaway import codecs
 from sagaway.codecs import CodecStore
 from sagaway.store import Store, open_store
 from sagaway.testing import FakeClock, time_skipping_manager
-from tests.generative import fleet, model
+from tests.generative import fleet, model, purging
 from tests.generative.faults import FaultyStore, Injector
 from tests.generative.handover import recording_handovers
 from tests.generative.program import (
@@ -165,6 +165,10 @@ class Driver:
                 if self.settings.codec:
                     self.observer = CodecStore(self.observer, CODEC)
                 await self.observer.open()
+                if self.settings.purge:
+                    remembering = purging.Remembering(self.observer)
+                    self.observer = remembering
+                    self.world.before_purge = self._before_purge
                 server = await self.observer.server_time()
                 self.server_offset = None if server is None else server - self.clock.now()
                 try:
@@ -195,6 +199,7 @@ class Driver:
             codec=CODEC if self.settings.codec else None,
             version=process.version,
             run_versions=None if process.version is None else {process.version},
+            **purging.manager_options(self.settings.purge),
         )
         self.process_versions[process.number] = process.version
         install(manager, self.world, process)
@@ -210,6 +215,15 @@ class Driver:
         # record's times are in that clock.
         process.offset = self.server_offset or 0.0
         return _Live(process, manager, self._stores[process.number], connection)
+
+    async def _before_purge(self) -> None:
+        assert isinstance(self.observer, purging.Remembering)
+        await self.discover()
+        await self.observer.remember_ended(list(self.world.runs))
+
+    def _purged(self, exc: Exception) -> bool:
+        """Whether ``exc`` is a client call's answer about a key the purge freed."""
+        return self.settings.purge and isinstance(exc, sw.WorkflowNotFound)
 
     async def open_process(self, version: str | None = None) -> _Live:
         live = await self._open(Process(next(self._numbers), version=version))
@@ -363,9 +377,9 @@ class Driver:
                         top.key, f"sig:{label}", dedupe_id=dedupe
                     )
                 except sw.SagawayError as exc:
-                    if "has ended" not in str(exc):
+                    if "has ended" not in str(exc) and not self._purged(exc):
                         raise
-                    return "ended"  # not delivered, as documented
+                    return "ended"  # not delivered, as documented (or ended and purged)
 
             outcomes.append(await self.client(op))
         # The repeat of a dedupe id is "already sent" whenever the first send stored it, even
@@ -379,10 +393,14 @@ class Driver:
 
     async def end(self, key: str, cancel: bool) -> None:
         async def op(manager: sw.Manager) -> None:
-            if cancel:
-                await manager.get_workflow(key).cancel()
-            else:
-                await manager.terminate(key)
+            try:
+                if cancel:
+                    await manager.get_workflow(key).cancel()
+                else:
+                    await manager.terminate(key)
+            except sw.WorkflowNotFound as exc:
+                if not self._purged(exc):
+                    raise  # else it had ended, and was purged: nothing to end
 
         await self.client(op)
 

@@ -166,6 +166,8 @@ class FaultyStore:
                     self._injector.stall_requested = process
                     process.stalled = asyncio.Event()
                 await process.wait_unfrozen()
+            if name == "purge_ended" and self._world.before_purge is not None:
+                await self._world.before_purge()  # the checks read what it deletes
             result = await method(*args, **kwargs)
             self._observe(name, args, kwargs, result)
             if kind == "lost_ack":

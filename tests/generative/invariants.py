@@ -7,7 +7,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 import sagaway as sw
-from tests.generative import fleet
+from tests.generative import fleet, purging
 
 if TYPE_CHECKING:
     from tests.generative.driver import Driver
@@ -27,6 +27,8 @@ async def check(driver: Driver) -> list[str]:
     if driver.settings.clock_times_check:
         problems += driver.injector.times_ahead
     problems += await fleet.check(driver, records)
+    if driver.settings.purge:
+        problems += purging.lost_outcomes(driver, records)
     return problems
 
 
@@ -88,6 +90,8 @@ def _keys(driver: Driver) -> list[str]:
             what = "compensation" if comp else "activity"
             out.append(f"{what} {label} of {_name(driver, run_id)} ran under keys {sorted(keys)}")
     for key, calls in calls_of.items():
+        if driver.settings.purge and purging.reused_after_purge(driver, calls):
+            continue
         if len(calls) > 1:
             described = sorted(
                 f"{'undo ' if c else ''}{label} of {_name(driver, r)}" for r, label, c in calls

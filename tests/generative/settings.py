@@ -122,6 +122,10 @@ class GenSettings:
     run_versions={V})``, a crashed one replaced by one of its version), the top-level
     workflows started by both; every execution records the version of the process that created
     it (a child its parent's) and runs only on processes of that version (``fleet.py``)."""
+    purge: bool = True
+    """Every process runs background retention with a tiny age (``purging.py``): ended runs
+    vanish while others may still read them (a workflow that attached to a shared child used
+    to lose it, and stayed SUSPENDED with WorkflowNotFound)."""
 
     # ------------------------------------------------------------------ faults
     crash: bool = True

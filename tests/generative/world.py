@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sagaway as sw
@@ -113,6 +113,8 @@ class World:
         """run id -> CANCELLED/TERMINATED, when end_workflow said it changed the run."""
         self.cancel_requested: set[str] = set()
         """Runs a cancel request reached while live (request_cancel said so)."""
+        self.before_purge: Callable[[], Awaitable[None]] | None = None
+        """Awaited by a process's store just before it purges (``purging``)."""
 
     def tick(self) -> int:
         return next(self._seq)

@@ -1,6 +1,6 @@
 """`sagaway fork` on SQLite and PostgreSQL: its output (what was kept), --wait, --dry-run, the
-warning about dropped compensations, and its exit codes (0 ok, 1 refused, 2 bad input, 3 not
-found)."""
+refusal to drop compensations (and --force, with its warning), and its exit codes (0 ok, 1
+refused, 2 bad input, 3 not found)."""
 
 from __future__ import annotations
 
@@ -106,13 +106,33 @@ async def test_fork_dry_run_creates_nothing(seeded: str) -> None:
     assert result.exit_code == 1 and "'saga-7' already exists" in result.stderr
 
 
-async def test_fork_warns_about_dropped_compensations(seeded: str) -> None:
+async def test_fork_after_compensations_is_refused_unless_forced(seeded: str) -> None:
+    """saga-7's refund and release ran after step 3 failed: a fork from step 3 would reuse the
+    charge they refunded. Refused (exit 1, one line naming them), dry run included."""
+    for extra in ([], ["--dry-run"], ["--wait"]):
+        result = await sagaway(
+            "fork", "saga-7", "--from-step", "3", "--new-key", "fixed", *extra, "--db", seeded
+        )
+        assert result.exit_code == 1, (extra, result.output)
+        assert result.stdout == ""
+        assert result.stderr.startswith(
+            "error: workflow 'saga-7' ran compensations that a fork from step 3 drops: "
+            "step 4 refund (COMPLETED), step 5 release (COMPLETED); they may have undone what "
+            "steps 1-2 did"
+        ), result.stderr
+        assert "--force" in result.stderr and result.stderr.count("\n") == 1
+    result = await sagaway("show", "fixed", "--db", seeded)
+    assert result.exit_code == 3  # nothing created
+
     result = await sagaway(
-        "fork", "saga-7", "--from-step", "3", "--new-key", "fixed", "--db", seeded
+        "fork", "saga-7", "--from-step", "3", "--new-key", "fixed", "--force", "--db", seeded
     )
     assert result.exit_code == 0, result.output
     assert "kept steps 1-2 (2 outcomes), runs from step 3" in result.stdout
     assert "warning: saga-7 ran compensations (steps 4, 5) that the fork drops" in result.stderr
+    # From step 1 the whole saga runs again: nothing they undid is kept, nothing to refuse.
+    result = await sagaway("fork", "saga-7", "--from-step", "1", "--new-key", "f1", "--db", seeded)
+    assert result.exit_code == 0 and result.stderr == "", result.output
 
 
 async def test_fork_exit_codes(seeded: str, tmp_path: Path) -> None:

@@ -86,6 +86,9 @@ async def test_an_encrypted_workflow_runs_and_the_database_holds_no_plaintext(
     assert len(sealed) >= 10
     hashes = [v for v in columns["workflows"] if v.startswith("hmac:")]
     assert len(hashes) == 4  # parent, child, refusing child, refusing top-level
+    # A child start's result is the child's key, in clear like the key (a purge reads it).
+    starts = [v for (v,) in raw_sql(db_url, "SELECT result FROM steps WHERE kind = 'child'")]
+    assert sorted(starts) == ['"kyc-1/2"', '"kyc-1/4"']
     assert all(h.startswith(f"hmac:{key_id(_raw(KEY_A))}:") for h in hashes)
 
 

@@ -77,7 +77,11 @@ async def test_fork_from_the_failed_step_completes_without_rerunning_earlier_ste
     assert after.status is sw.WorkflowStatus.FAILED and len(after.steps) == 3
 
 
-async def test_fork_after_compensation_drops_the_compensations(manager: sw.Manager) -> None:
+async def test_fork_after_compensations_is_refused_unless_forced(
+    manager: sw.Manager, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The source's refund and release undid what its steps 1-2 did: a fork from step 3 that
+    reused them would ship against a refunded payment. Refused, naming them, unless forced."""
     await _failed_at_step_3(manager, "saga_pipeline")
     source = await manager.get_workflow("order-7").describe()
     assert [(s.call_id, s.kind, s.name) for s in source.steps][2:] == [
@@ -85,14 +89,40 @@ async def test_fork_after_compensation_drops_the_compensations(manager: sw.Manag
         ("4", sw.StepKind.COMPENSATION, "refund"),
         ("5", sw.StepKind.COMPENSATION, "release"),
     ]
-    plan = await manager.plan_fork("order-7", from_step=3)
-    assert plan.kept == ("1", "2") and plan.compensated == ("4", "5")
     fork_app.BUG["on"] = False
-    handle = await manager.fork("order-7", from_step=3, new_key="order-7-fixed")
+    for attempt in (
+        manager.plan_fork("order-7", from_step=3),
+        manager.fork("order-7", from_step=3, new_key="order-7-fixed"),
+        manager.fork("order-7", from_step=2, new_key="order-7-fixed"),
+    ):
+        with pytest.raises(sw.ForkRefused) as refused:
+            await attempt
+        assert refused.value.key == "order-7" and refused.value.compensations == ("4", "5")
+    message = str(refused.value)
+    assert message.startswith(
+        "workflow 'order-7' ran compensations that a fork from step 2 drops: "
+        "step 4 refund (COMPLETED), step 5 release (COMPLETED); they may have undone what "
+        "step 1 did"
+    )
+    assert "force=True" in message and "\n" not in message
+    with pytest.raises(sw.WorkflowNotFound):  # nothing was created
+        await manager.get_workflow("order-7-fixed").status()
+
+    plan = await manager.plan_fork("order-7", from_step=3, force=True)
+    assert plan.kept == ("1", "2") and plan.compensated == ("4", "5")
+    handle = await manager.fork("order-7", from_step=3, new_key="order-7-fixed", force=True)
+    assert "fork forced: workflow 'order-7' ran compensations" in caplog.text
     assert await handle.result(timeout=10) == "shipped-paid-stock-7"
     # The source's compensations ran once (in the source); the fork ran none.
     assert fork_app.calls == {"reserve": 1, "charge": 1, "ship": 2, "refund": 1, "release": 1}
     assert [s.kind for s in (await handle.describe()).steps] == [sw.StepKind.ACTIVITY] * 3
+
+    # From step 1 nothing they undid is kept: the whole saga runs again, unrefused.
+    again = await manager.fork("order-7", from_step=1, new_key="order-7-again")
+    assert await again.result(timeout=10) == "shipped-paid-stock-7"
+    assert fork_app.calls["charge"] == 2
+    # Kept, the compensations are replayed as the source recorded them: nothing to refuse.
+    assert (await manager.plan_fork("order-7", from_step=6)).compensated == ()
 
 
 async def test_fork_keeps_a_gather_that_ended_before_the_step(manager: sw.Manager) -> None:

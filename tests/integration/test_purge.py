@@ -251,6 +251,143 @@ async def test_connect_runs_no_background_purge(db_url: str) -> None:
         assert m.retention_purger is None
 
 
+# ---------------------------------------------------------------------------- live readers
+
+
+def build_readers(db_url: str, clock: FakeClock, **options: Any) -> sw.Manager:
+    """``build``, with workflows on the task queue ``readers`` that read another workflow's
+    outcome: ``reader`` attaches to the top-level workflow under the key ``shared``, ``parent``
+    starts a child, reads its result, then labels (which fails while ``LABEL["broken"]``)."""
+    m = build(db_url, clock=clock, **options)
+
+    @m.register_workflow(name="shared_wf")
+    async def shared_wf() -> str:
+        return await m.signal("go").receive(str)
+
+    @m.register_workflow(name="reader", task_queue="readers")
+    async def reader() -> str:
+        return "read " + await m.workflow("shared_wf").execute_get(idempotency_key="shared")
+
+    @m.register_activity(name="label")
+    async def label(x: int) -> str:
+        if LABEL["broken"]:
+            raise Declined("label printer bug")
+        return f"label-{x}"
+
+    @m.register_workflow(name="parent", task_queue="readers")
+    async def parent(x: int) -> str:
+        child = await m.workflow("ok", x).execute()  # step 1
+        doubled = await child.result()  # step 2
+        return await m.activity(label, doubled).execute_get()  # step 3
+
+    return m
+
+
+LABEL = {"broken": False}
+
+
+async def purge_now(m: sw.Manager, clock: FakeClock, how: str) -> int:
+    """Purge what ended more than 30 s ago, a minute from now: by hand, or by the Manager's
+    background purger (its first round)."""
+    if how == "manual":
+        await clock.advance(60.0)
+        return await m.purge(30.0)
+    purger = m.retention_purger
+    assert purger is not None
+    await clock.wait_for_sleep(60.0)
+    purger.round_done.clear()
+    await clock.advance(60.0)
+    await asyncio.wait_for(purger.round_done.wait(), 10)
+    return purger.purged
+
+
+@pytest.mark.parametrize("how", ["manual", "background"])
+async def test_a_workflow_a_waiting_one_attached_to_is_kept_until_it_is_read(
+    db_url: str, how: str
+) -> None:
+    """A workflow WAITING on a top-level workflow it attached to under its key (not its
+    child): that workflow ends and a purge runs before the reader resumes; the reader then
+    completes with its outcome (it used to stay SUSPENDED with WorkflowNotFound)."""
+    clock = FakeClock()
+    async with build_readers(db_url, clock) as m:
+        await m.workflow("shared_wf").execute(idempotency_key="shared")
+        await wait_for(S.WAITING, m.get_workflow("shared"))
+        await wait_for(S.WAITING, await m.workflow("reader").execute(idempotency_key="reader-1"))
+    # The readers' workers are away while the shared workflow ends and the purge runs.
+    retention = {"retention": 30.0} if how == "background" else {}
+    elsewhere = build_readers(db_url, clock, **retention)
+    elsewhere.task_queues = frozenset({"default"})
+    async with elsewhere:
+        await elsewhere.signal("go").send("shared", "parcel")
+        assert await elsewhere.get_workflow("shared").result(timeout=10) == "parcel"
+        assert await purge_now(elsewhere, clock, how) == 0
+        assert await elsewhere.get_workflow("shared").status() is S.COMPLETED
+    async with build_readers(db_url, clock) as m:
+        assert await m.get_workflow("reader-1").result(timeout=10) == "read parcel"
+        # Read, and its reader ended: the next purge takes both.
+        await clock.advance(60.0)
+        assert await m.purge(30.0) == 2
+        assert keys(db_url) == set()
+
+
+@pytest.mark.parametrize("how", ["manual", "background"])
+async def test_a_child_whose_start_a_fork_kept_is_kept_until_the_fork_reads_it(
+    db_url: str, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork that kept a child's start but not its result reads the child's end when it runs:
+    the purge takes the fork's source (the child's parent) but keeps the child."""
+    clock = FakeClock()
+    monkeypatch.setitem(LABEL, "broken", True)
+    async with build_readers(db_url, clock) as m:
+        with pytest.raises(Declined):
+            await m.workflow("parent", 4).execute_get(idempotency_key="p-1")
+    retention = {"retention": 30.0} if how == "background" else {}
+    elsewhere = build_readers(db_url, clock, **retention)
+    elsewhere.task_queues = frozenset({"default"})
+    async with elsewhere:
+        plan = await elsewhere.plan_fork("p-1", from_step=2)
+        assert plan.kept == ("1",)  # the child's start, not its result
+        await elsewhere.fork("p-1", from_step=2, new_key="p-1-fixed")
+        assert await purge_now(elsewhere, clock, how) == 1  # the source, not the child
+        assert keys(db_url) == {"p-1/1", "p-1-fixed"}
+    monkeypatch.setitem(LABEL, "broken", False)
+    async with build_readers(db_url, clock) as m:
+        assert await m.get_workflow("p-1-fixed").result(timeout=10) == "label-4"
+
+
+async def test_a_workflow_attaching_to_an_ended_one_while_a_purge_deletes_it_runs_it_anew(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workflow attaches to an ended one under its key, and a purge deletes it before the
+    reader has recorded the start (a background purge running at that moment; found by the
+    generative test): the reader starts it anew, as any start under a purged key does, and
+    reads that outcome (it used to stay SUSPENDED with WorkflowNotFound)."""
+    clock = FakeClock()
+    async with build_readers(db_url, clock) as m:
+        await m.workflow("shared_wf").execute(idempotency_key="shared")
+        await m.signal("go").send("shared", "first")
+        assert await m.get_workflow("shared").result(timeout=10) == "first"
+        await clock.advance(60.0)
+        engine = m._ref.engine
+        assert engine is not None
+        real = engine.start_child
+        purged: list[int] = []
+
+        async def start_child(*args: Any, **kwargs: Any) -> Any:
+            record = await real(*args, **kwargs)
+            if record.status.ended and not purged:
+                purged.append(await m.purge(30.0))  # between the attach and the step
+            return record
+
+        monkeypatch.setattr(engine, "start_child", start_child)
+        reader = await m.workflow("reader").execute(idempotency_key="reader-1")
+        await wait_for(S.WAITING, reader)
+        assert purged == [1]
+        await wait_for(S.WAITING, m.get_workflow("shared"))  # started anew, for its reader
+        await m.signal("go").send("shared", "second")
+        assert await reader.result(timeout=10) == "read second"
+
+
 # ---------------------------------------------------------------------------- sagaway purge
 
 

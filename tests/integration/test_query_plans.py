@@ -311,3 +311,22 @@ def test_the_plan_reader_sees_a_scan(history: str) -> None:
     """The check above would notice a query that reads the whole history."""
     text = "SELECT run_id FROM workflows WHERE args_hash = 'x' AND length(key) = 7"
     assert _whole_reads(_reads(history, text, {}), ordered=True) == [("workflows", None)]
+
+
+@pytest.mark.parametrize("purpose", ["purge", "count"])
+def test_a_purge_looks_up_live_readers_by_key(history: str, purpose: str) -> None:
+    """Whether a live workflow still reads an ended one is looked up per candidate (child
+    starts naming its key, through ``steps_child_key``) or from the live executions' own steps
+    (by run id, when the planner expects few live ones): a purge never reads the steps of the
+    whole history."""
+    dialect = "sqlite" if is_sqlite(history) else "postgres"
+    name = {"purge": "purge_select" if dialect == "sqlite" else "purge_ended"}.get(
+        purpose, "count_purgeable"
+    )
+    text = queries(dialect)[name]
+    reads = _reads(history, text, _params_for(text, dialect))
+    aliases = {"w": "workflows", "p": "workflows", "r": "workflows", "s": "steps"}
+    reads = [(aliases.get(table, table), index, bounded) for table, index, bounded in reads]
+    steps = [(index, bounded) for table, index, bounded in reads if table == "steps"]
+    assert steps and all(bounded for _, bounded in steps), reads
+    assert {index for index, _ in steps} <= {"steps_child_key", "steps_pkey"}

@@ -1,15 +1,20 @@
 """Store contract of retention (``purge_ended``, ``count_purgeable``) on SQLite and PostgreSQL:
-the cutoff and the statuses are respected, live executions and children of live parents are
-never deleted, steps and signals go with their execution, batches are bounded, a dry count
-deletes nothing, and a purged key can be created again."""
+the cutoff and the statuses are respected, live executions are never deleted, nor an ended one
+a live execution may still read (a child of a live parent, a workflow a live one attached to
+under its key, a child whose start a live fork kept), steps and signals go with their
+execution, batches are bounded, a dry count deletes nothing, and a purged key can be created
+again."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
-from sagaway.states import StepStatus, WorkflowStatus
+from sagaway import serialization
+from sagaway.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store import Store
-from sagaway.store.records import WorkflowRecord
+from sagaway.store.records import Lease, WorkflowRecord
 from tests.store_helpers import T0, lease, new, raw_sql, run_of, running, step
 
 S = WorkflowStatus
@@ -196,3 +201,110 @@ async def test_a_batch_larger_than_a_writer_chunk(store: Store) -> None:
     assert len(set(first)) == 120
     assert await store.get_workflow("k119") is None and await store.get_workflow("k120")
     assert len(await store.purge_ended(before=T0 + 1000, statuses=None, limit=120)) == 10
+
+
+async def attached(
+    store: Store, key: str, child_key: str, *, now: float
+) -> tuple[WorkflowRecord, Lease]:
+    """``key`` RUNNING, its step 1 the start of a child under ``child_key`` (a start that may
+    have attached to a workflow another one created), then WAITING for it if it is live."""
+    held = await running(store, key, now=now)
+    record = await run_of(store, key)
+    start = step(
+        record.run_id,
+        "1",
+        now,
+        kind=StepKind.CHILD,
+        name="shipment",
+        result=serialization.encode_value(child_key, "child key"),
+    )
+    await store.record_step(start, token=held.token)
+    await store.wait_for_child(
+        record.run_id, token=held.token, child_key=child_key, wait=True, now=now
+    )
+    return await run_of(store, key), held
+
+
+@pytest.mark.parametrize(
+    "shared", ["shared", 'a "quoted" \\ key/with@odd%chars', "tab\there\nnewline é 😀 \x7f"]
+)
+async def test_a_workflow_a_live_one_attached_to_is_kept(store: Store, shared: str) -> None:
+    """A live workflow that attached to ``shared`` (a top-level workflow, not its child) reads
+    its outcome when it resumes: the purge keeps it, whatever characters the key holds."""
+    held = await running(store, shared, now=T0 - 10)
+    target = await run_of(store, shared)
+    reader, _ = await attached(store, "reader", shared, now=T0 - 5)
+    assert reader.status is S.WAITING
+    await store.finish_workflow(
+        target.run_id, token=held.token, status=S.COMPLETED, result='"done"', error=None, now=T0
+    )
+    other = await ended(store, "unread", S.COMPLETED, T0)
+    assert await store.count_purgeable(before=T0 + 1, statuses=None) == 1
+    assert await store.purge_ended(before=T0 + 1, statuses=None, limit=10) == [other.run_id]
+    kept = await run_of(store, shared)
+    assert kept.status is S.COMPLETED and kept.result == '"done"'
+    # Once its reader has ended, it goes.
+    assert await store.end_workflow(reader.run_id, status=S.TERMINATED, error="x", now=T0 + 2)
+    purged = await store.purge_ended(before=T0 + 3, statuses=None, limit=10)
+    assert sorted(purged) == sorted([target.run_id, reader.run_id])
+
+
+@pytest.mark.parametrize("status", [S.RUNNING, S.WAITING, S.SUSPENDED])
+async def test_a_reader_in_any_live_state_keeps_what_it_started(
+    store: Store, status: WorkflowStatus
+) -> None:
+    """Running, waiting for something else, or suspended between its child's start and the
+    read of its outcome, the reader still keeps it (PENDING: the fork below)."""
+    child = await ended(store, "child-of-another", S.COMPLETED, T0)
+    reader, held = await attached(store, "reader", "child-of-another", now=T0 + 1)
+    assert reader.status is S.RUNNING  # the child had ended: no wait
+    if status is S.SUSPENDED:
+        await store.suspend_workflow(
+            reader.run_id, token=held.token, error="boom", now=T0 + 2, next_run_at=T0 + 10**6
+        )
+    elif status is S.WAITING:
+        await store.wait_workflow(
+            reader.run_id,
+            token=held.token,
+            waiting_for="timer",
+            next_run_at=T0 + 10**6,
+            step=None,
+            now=T0 + 2,
+        )
+    assert (await run_of(store, "reader")).status is status
+    assert await store.purge_ended(before=T0 + 100, statuses=None, limit=10) == []
+    assert await run_of(store, "child-of-another") == child
+
+
+async def test_a_child_whose_start_a_live_fork_kept_is_kept(store: Store) -> None:
+    """A fork that kept a child's start but not its result reads the child's end when it runs,
+    though the child's parent (the fork's source) has ended."""
+    source, _ = await attached(store, "order-7", "order-7/1", now=T0 - 20)
+    child = await ended(store, "order-7/1", S.COMPLETED, T0 - 10, parent_key="order-7")
+    assert await store.end_workflow(source.run_id, status=S.TERMINATED, error="x", now=T0 - 5)
+    run_id = uuid.uuid4().hex
+    fork = await store.fork_workflow(
+        source.run_id,
+        run_id=run_id,
+        key="order-7-b",
+        key_space=f"order-7-b@{run_id}",
+        call_ids=["1"],
+        now=T0,
+    )
+    assert fork is not None and fork.created and fork.record.status is S.PENDING
+    # The source goes, its child stays while the fork may read it.
+    assert await store.purge_ended(before=T0 + 1, statuses=None, limit=10) == [source.run_id]
+    assert await run_of(store, "order-7/1") == child
+    assert await store.end_workflow(run_id, status=S.CANCELLED, error="x", now=T0 + 2)
+    purged = await store.purge_ended(before=T0 + 3, statuses=None, limit=10)
+    assert sorted(purged) == sorted([child.run_id, run_id])
+
+
+async def test_a_long_child_start_result_is_stored(store: Store) -> None:
+    """Child starts are indexed by their result: one sealed by a codec before the index
+    existed may be long (a B-tree entry could not hold it), and is stored as any other."""
+    held = await running(store, "reader")
+    record = await run_of(store, "reader")
+    start = step(record.run_id, "1", T0, kind=StepKind.CHILD, result="sealed:" + "x" * 20_000)
+    await store.record_step(start, token=held.token)
+    assert (await store.load_steps(record.run_id))[0].result == start.result

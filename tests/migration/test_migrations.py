@@ -48,8 +48,8 @@ def _shipped(db_url: str) -> list[int]:
 
 def _undo_history_indexes(db_url: str) -> None:
     """Take the history indexes (sqlite v13, postgres v15) back out, and the index of child
-    waiters after them (sqlite v14, postgres v17), and the cancel log (sqlite v16, postgres
-    v20)."""
+    waiters after them (sqlite v14, postgres v17), the cancel log (sqlite v16, postgres v20),
+    and the index of child starts (sqlite v17, postgres v21)."""
     _undo_cancel_log(db_url)
     raw_sql(db_url, "DROP INDEX workflows_waiting_for")
     raw_sql(db_url, "DROP INDEX workflows_ended_by_status")
@@ -57,6 +57,8 @@ def _undo_history_indexes(db_url: str) -> None:
 
 
 def _undo_cancel_log(db_url: str) -> None:
+    """Take the cancel log (sqlite v16, postgres v20) and what came after it back out."""
+    raw_sql(db_url, "DROP INDEX IF EXISTS steps_child_key")
     raw_sql(db_url, "DROP TABLE cancel_requests")
 
 

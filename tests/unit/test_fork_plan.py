@@ -160,3 +160,17 @@ def test_top_level() -> None:
         None,
         None,
     ]
+
+
+def test_a_dropped_compensation_that_ran_counts_whatever_its_outcome() -> None:
+    """A compensation attempt that failed, or is to be retried, may have done part of its work:
+    it is listed with the completed ones."""
+    history = [
+        *HISTORY[:6],
+        _step("3", 6.1, 7, kind=StepKind.COMPENSATION, status=StepStatus.FAILED),
+        _step("4", 7.1, 8, kind=StepKind.COMPENSATION, status=StepStatus.RETRYING),
+        _step("5", 8.1, 9, kind=StepKind.COMPENSATION, status=StepStatus.ERROR),
+    ]
+    assert forking.plan(_source(), history, 2).compensated == ("3", "4", "5")
+    assert forking.plan(_source(), history, 4).compensated == ("4", "5")
+    assert forking.plan(_source(), history, 6).compensated == ()

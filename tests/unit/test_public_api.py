@@ -7,7 +7,7 @@ import sagaway as sw
 EXPECTED = {
     "ActivityInfo", "ActivityTimeout", "AlreadyRegistered", "CancelRequestDescription",
     "Cancelled", "CompletableError", "DefaultErrorMarshaler", "EngineUnavailable", "ErrorKind",
-    "ErrorMarshaler", "ForkPlan", "IdempotencyConflict",
+    "ErrorMarshaler", "ForkPlan", "ForkRefused", "IdempotencyConflict",
     "IncompletableError", "LeaseLost", "Manager", "ManagerState", "ManagerStateError",
     "NonDeterminismError", "NotRegistered", "OnConflict", "PayloadError", "PayloadKeyError",
     "Queue",
@@ -35,6 +35,7 @@ def test_error_tree() -> None:
         sw.PayloadError, sw.SignalTimeout, sw.IdempotencyConflict, sw.ActivityTimeout,
         sw.RetriesExhausted, sw.WorkflowCancelled, sw.ManagerStateError, sw.AlreadyRegistered,
         sw.WorkflowNotEnded, sw.PayloadKeyError, sw.ScheduleNotFound, sw.EngineUnavailable,
+        sw.ForkRefused,
     ]  # fmt: skip
     for cls in engine_errors:
         assert issubclass(cls, sw.SagawayError)

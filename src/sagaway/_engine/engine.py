@@ -277,17 +277,17 @@ class Engine:
         )
         return record
 
-    async def plan_fork(self, key: str, *, from_step: int) -> forking.ForkPlan:
+    async def plan_fork(self, key: str, *, from_step: int, force: bool) -> forking.ForkPlan:
         """What a fork of ``key`` from ``from_step`` would keep (nothing is written)."""
-        return await forking.prepare(self.store, key, from_step)
+        return await forking.prepare(self.store, key, from_step, force=force)
 
     async def fork(
-        self, key: str, *, from_step: int, new_key: str
+        self, key: str, *, from_step: int, new_key: str, force: bool
     ) -> tuple[WorkflowRecord, forking.ForkPlan]:
         """Create a PENDING execution under ``new_key`` that reuses the outcomes of the ended
         workflow ``key`` before its step ``from_step`` (see ``forking``)."""
         check_key(new_key, "new_key")
-        plan = await forking.prepare(self.store, key, from_step)
+        plan = await forking.prepare(self.store, key, from_step, force=force)
         run_id = new_run_id()
         result = await self.store.fork_workflow(
             plan.source_run_id,

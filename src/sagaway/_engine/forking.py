@@ -25,9 +25,16 @@ stopped. A larger ``from_step`` is an error.
 
 Only ended executions (COMPLETED, FAILED, CANCELLED, TERMINATED) are forked: forking a live one
 would make two executions do the same work. A SUSPENDED execution is live too (the Recovery
-Worker retries it): terminate it first. Compensations the source ran after step N are dropped
-with everything else from step N on; their effects happened, and may have undone the effects of
-kept steps (``ForkPlan.compensated`` lists them, so a caller can warn).
+Worker retries it): terminate it first.
+
+Compensations. Those the source ran from step N on (a refund after step 3 failed) are dropped
+with everything else from step N on, but their effects happened, and may have undone what kept
+steps did: a fork reusing "charged" after the refund would ship against a refunded payment. So
+a fork that drops a compensation the source ran (any recorded attempt, completed or not: part
+of it may have happened) and keeps a step with effects (an activity, a compensation, a child's
+start) is refused with ``ForkRefused``, which names them, unless forced. A fork that keeps no
+such step (from step 1: the whole saga runs again) is not refused; neither is one that keeps
+the compensations (they are replayed, as the source recorded them).
 
 The fork's key space names its run (``keys.key_space(..., replacing=True)``): the activities it
 runs again and the children it starts anew get idempotency keys that no earlier execution used,
@@ -38,6 +45,7 @@ start keeps its child, which stays the source's child).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 
 from sagaway import errors, serialization
@@ -51,6 +59,10 @@ _COMPLETION_ORDERED = frozenset(
     {StepKind.ACTIVITY, StepKind.COMPENSATION, StepKind.CHILD_RESULT, StepKind.SIGNAL}
 )
 _FINAL = frozenset({StepStatus.COMPLETED, StepStatus.FAILED})
+_EFFECTS = frozenset({StepKind.ACTIVITY, StepKind.COMPENSATION, StepKind.CHILD})
+"""Kinds of step whose work a compensation may undo."""
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -69,7 +81,8 @@ class ForkPlan:
     dropped: tuple[str, ...]
     """Call ids of the source's steps the fork does not reuse (they run again if reached)."""
     compensated: tuple[str, ...]
-    """Dropped compensations that had completed: their effects happened in the source."""
+    """Dropped compensations the source ran (any recorded attempt, completed or not): their
+    effects happened, or may have, in the source."""
 
     @property
     def kept_top_level(self) -> tuple[int, int] | None:
@@ -124,11 +137,7 @@ def plan(source: WorkflowRecord, steps: list[StepRecord], from_step: int) -> For
         last_step=last,
         kept=tuple(s.call_id for s in kept),
         dropped=tuple(s.call_id for s in dropped),
-        compensated=tuple(
-            s.call_id
-            for s in dropped
-            if s.kind is StepKind.COMPENSATION and s.status is StepStatus.COMPLETED
-        ),
+        compensated=tuple(s.call_id for s in dropped if s.kind is StepKind.COMPENSATION),
     )
 
 
@@ -156,13 +165,15 @@ def _kept(step: StepRecord, from_step: int, boundary: float) -> bool:
     return step.status in _FINAL and step.ended_at is not None and step.ended_at <= boundary
 
 
-async def prepare(store: Store, key: str, from_step: int) -> ForkPlan:
+async def prepare(store: Store, key: str, from_step: int, *, force: bool = False) -> ForkPlan:
     """The plan of a fork of the workflow under ``key`` from ``from_step``.
 
     Raises:
         WorkflowNotFound: no workflow has ``key``.
         WorkflowNotEnded: it is live (SUSPENDED included), or a kept step started a child that
             has not ended (the fork would wait for a child whose end wakes only its parent).
+        ForkRefused: it ran compensations the fork drops while it keeps steps with effects
+            (see the module's docstring), and ``force`` is not set.
         ValueError: ``from_step`` is out of range.
     """
     source = await store.get_workflow(key)
@@ -179,10 +190,40 @@ async def prepare(store: Store, key: str, from_step: int) -> ForkPlan:
     steps = await store.load_steps(source.run_id)
     result = plan(source, steps, from_step)
     kept = set(result.kept)
+    undone = [s for s in steps if s.call_id in kept and s.kind in _EFFECTS]
+    if result.compensated and undone:
+        _refuse_or_warn(result, steps, force=force)
     for step in steps:
         if step.call_id in kept and step.kind is StepKind.CHILD and step.result is not None:
             await _require_child_ended(store, key, step)
     return result
+
+
+def _refuse_or_warn(result: ForkPlan, steps: list[StepRecord], *, force: bool) -> None:
+    """Raise ``ForkRefused`` naming the compensations the fork drops (unless ``force``: then a
+    warning is logged)."""
+    by_id = {s.call_id: s for s in steps}
+    ran = ", ".join(
+        f"step {c} {by_id[c].name} ({by_id[c].status.value})" for c in result.compensated
+    )
+    top = result.kept_top_level
+    kept = (
+        "the kept steps"
+        if top is None
+        else f"step {top[0]}"
+        if top[0] == top[1]
+        else f"steps {top[0]}-{top[1]}"
+    )
+    message = (
+        f"workflow {result.source_key!r} ran compensations that a fork from step "
+        f"{result.from_step} drops: {ran}; they may have undone what {kept} did, and the "
+        "fork would reuse those outcomes. Fork from step 1 to run the whole saga "
+        "again, or force the fork (force=True, sagaway fork --force) if its steps can tell "
+        "from their own data what must be redone"
+    )
+    if not force:
+        raise errors.ForkRefused(result.source_key, result.from_step, result.compensated, message)
+    logger.warning("fork forced: %s", message, extra={"action": "fork"})
 
 
 async def _require_child_ended(store: Store, key: str, step: StepRecord) -> None:

@@ -3,8 +3,9 @@
 ``Manager.purge`` (and ``sagaway purge``) deletes them on request; ``Manager(retention=...)``
 runs ``RetentionPurger`` beside the Worker, which purges now and then in the background. Either
 way the work goes in batches, each one short transaction (``Store.purge_ended``), so workers are
-never locked out for long, and a live execution is never touched. A purged key is free again: a
-start under it creates a new execution.
+never locked out for long, and a live execution is never touched, nor an ended one whose outcome
+a live one may still read (see docs/retention.md). A purged key is free again: a start under it
+creates a new execution.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -280,12 +281,11 @@ class WaitCalls(ExecutionBase):
         await self._before_durable_action()
         now = engine.clock.now()
         await self._cancel_here(call_id, StepKind.CHILD, defn.name, now)
-        await self._store_call(
-            engine.start_child(
-                defn, args_json, key=child_key, parent_key=self.key, timeout=timeout
-            ),
-            answers=(errors.IdempotencyConflict, errors.WorkflowAlreadyExists, ValueError),
+        answers = (errors.IdempotencyConflict, errors.WorkflowAlreadyExists, ValueError)
+        start = functools.partial(
+            engine.start_child, defn, args_json, key=child_key, parent_key=self.key, timeout=timeout
         )
+        child = await self._store_call(start(), answers=answers)
         await self._record(
             self._step(
                 call_id,
@@ -297,6 +297,11 @@ class WaitCalls(ExecutionBase):
                 ended_at=engine.clock.now(),
             )
         )
+        if child.status.ended:
+            # It attached to an execution that had ended: a purge may have deleted it since
+            # (the step just recorded keeps it from now on). Gone, it is started anew, as any
+            # start under a purged key is; there, it is attached to again.
+            await self._store_call(start(), answers=answers)
         return child_key
 
     @engine_code

@@ -52,8 +52,20 @@ def summary(plan: sw.ForkPlan) -> str:
 @click.option("--new-key", "new_key", required=True, help="The key of the new execution.")
 @click.option("--wait", is_flag=True, help="Wait for the end; print the result or the error.")
 @click.option("--dry-run", is_flag=True, help="Print what would be kept; create nothing.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Fork even though KEY ran compensations the fork drops (they may have undone the "
+    "steps it keeps).",
+)
 def fork(
-    url: str | None, key: str, from_step: int, new_key: str, wait: bool, dry_run: bool
+    url: str | None,
+    key: str,
+    from_step: int,
+    new_key: str,
+    wait: bool,
+    dry_run: bool,
+    force: bool,
 ) -> None:
     """Run the ended workflow KEY again under NEW_KEY, from its step N.
 
@@ -62,17 +74,22 @@ def fork(
     the rest runs again, with new idempotency keys, on a worker serving its task queue.
     N one past the last step keeps every step. Only an ended workflow (COMPLETED, FAILED,
     CANCELLED, TERMINATED) is forked: end a live or SUSPENDED one with `sagaway terminate`.
+    If KEY ran compensations from step N on (a refund after step N failed) while the fork
+    keeps steps before N, they may have undone what those steps did: the fork is refused,
+    naming them, unless --force.
 
-    Exit 1 if KEY has not ended or NEW_KEY is taken (or, with --wait, the fork failed),
-    2 if N is out of range, 3 if there is no workflow KEY.
+    Exit 1 if KEY has not ended, ran compensations the fork drops (without --force), or
+    NEW_KEY is taken (or, with --wait, the fork failed), 2 if N is out of range, 3 if there
+    is no workflow KEY.
     """
-    outcome = run(_fork(url, key, from_step, new_key, wait=wait, dry_run=dry_run), url)
+    forking = _fork(url, key, from_step, new_key, wait=wait, dry_run=dry_run, force=force)
+    outcome = run(forking, url)
     plan = outcome.plan
     if outcome.run_id is None:
         click.echo(safe(f"{key} -> {new_key} (dry run): would have {summary(plan)}"))
     else:
         click.echo(safe(f"{key} -> {new_key}: {summary(plan)} (run {outcome.run_id})"))
-    if plan.compensated:
+    if plan.compensated and plan.kept:  # --force (else refused); from step 1 keeps nothing
         click.echo(
             f"warning: {key} ran compensations (steps {', '.join(plan.compensated)}) that the "
             "fork drops; their effects happened and may have undone steps the fork keeps",
@@ -87,17 +104,24 @@ def fork(
 
 
 async def _fork(
-    url: str | None, key: str, from_step: int, new_key: str, *, wait: bool, dry_run: bool
+    url: str | None,
+    key: str,
+    from_step: int,
+    new_key: str,
+    *,
+    wait: bool,
+    dry_run: bool,
+    force: bool,
 ) -> _Outcome:
     async with sw.Manager(url).connect(create=False) as manager:
-        plan = await manager.plan_fork(key, from_step=from_step)
+        plan = await manager.plan_fork(key, from_step=from_step, force=force)
         if dry_run:
             try:
                 status = await manager.get_workflow(new_key).status()
             except sw.WorkflowNotFound:
                 return _Outcome(plan, None)
             raise sw.WorkflowAlreadyExists(new_key, status.value)
-        handle = await manager.fork(key, from_step=from_step, new_key=new_key)
+        handle = await manager.fork(key, from_step=from_step, new_key=new_key, force=force)
         assert handle.run_id is not None
         if not wait:
             return _Outcome(plan, handle.run_id)

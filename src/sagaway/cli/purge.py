@@ -104,10 +104,11 @@ def purge(
 ) -> None:
     """Delete ended workflows (with their steps and signals) older than --older-than.
 
-    Live workflows (PENDING, RUNNING, WAITING, SUSPENDED) are never touched, nor a child
-    whose parent is live. Workers may keep running: the purge goes in short batches. A purged
-    key can be used again. Asks for confirmation on a terminal; without one, it purges only
-    with --yes (exit 2 otherwise). Answering no exits 1.
+    Live workflows (PENDING, RUNNING, WAITING, SUSPENDED) are never touched, nor an ended one
+    a live workflow may still read (its child, or one it attached to). Workers may keep
+    running: the purge goes in short batches. A purged key can be used again. Asks for
+    confirmation on a terminal; without one, it purges only with --yes (exit 2 otherwise).
+    Answering no exits 1.
     """
     where = mask_url(resolve_url(url))
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 from sagaway.codecs._chain import Chain
-from sagaway.states import WorkflowStatus
+from sagaway.states import StepKind, WorkflowStatus
 from sagaway.store.base import CreateResult, Store
 from sagaway.store.records import (
     AttemptErrorRecord,
@@ -62,9 +62,12 @@ class CodecStore:
 
     def _step_in(self, s: StepRecord) -> StepRecord:
         seal = self.chain.seal
+        # A child start's result is the child's key, in clear like the key itself (the
+        # workflows table holds it): a purge finds a live workflow's children by it.
+        result = s.result
         return _replaced(
             s,
-            result=None if s.result is None else seal(s.result),
+            result=result if result is None or s.kind is StepKind.CHILD else seal(result),
             error=None if s.error is None else seal(s.error),
         )
 

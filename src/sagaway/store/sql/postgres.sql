@@ -565,9 +565,13 @@ ON CONFLICT (run_id, call_id) DO NOTHING
 -- ---------------------------------------------------------------- retention (schema v9)
 -- A purge batch is one statement, so one short transaction: the oldest ended executions of the
 -- given statuses that ended before the cutoff, locked with SKIP LOCKED (a row another purger
--- holds is left to it; live rows are never selected), then their steps, signals and rows. A
--- child is kept while its parent is live: the parent reads the child's end when it resumes.
--- The literal status list matches the partial index workflows_ended.
+-- holds is left to it; live rows are never selected), then their steps, signals and rows. An
+-- ended workflow is kept while a live one may still read its outcome: its parent (which reads
+-- the child's end when it resumes, and may not have recorded the child's start yet), and every
+-- live workflow whose recorded child start names its key (one that attached to it under a
+-- shared key, a fork that kept the start), found through steps_child_key: the start's result
+-- is the key as JSON, as to_json spells it. The literal status list matches the partial index
+-- workflows_ended.
 
 -- name: purge_ended
 WITH doomed AS (
@@ -579,6 +583,10 @@ WITH doomed AS (
           SELECT 1 FROM workflows p
           WHERE p.key = w.parent_key COLLATE "C" AND p.is_current
             AND p.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
+      AND NOT EXISTS (
+          SELECT 1 FROM steps s JOIN workflows r ON r.run_id = s.run_id
+          WHERE s.kind = 'child' AND s.result = to_json(w.key)::text
+            AND r.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
     ORDER BY w.ended_at
     LIMIT %(limit)s
     FOR UPDATE OF w SKIP LOCKED
@@ -599,6 +607,10 @@ WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
       SELECT 1 FROM workflows p
       WHERE p.key = w.parent_key COLLATE "C" AND p.is_current
         AND p.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
+  AND NOT EXISTS (
+      SELECT 1 FROM steps s JOIN workflows r ON r.run_id = s.run_id
+      WHERE s.kind = 'child' AND s.result = to_json(w.key)::text
+        AND r.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
 -- ---------------------------------------------------------------- schedules
 
 -- name: put_schedule

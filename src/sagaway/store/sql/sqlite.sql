@@ -272,9 +272,12 @@ ON CONFLICT (run_id, call_id) DO NOTHING
 -- ---------------------------------------------------------------- retention (schema v7)
 -- A purge batch: the oldest ended executions of the given statuses that ended before the
 -- cutoff (purge_select), then their steps, signals and rows (purge_steps, purge_signals,
--- purge_workflows), in one short write transaction of the writer thread. A child is kept while
--- its parent is live: the parent reads the child's end when it resumes. The literal status list
--- matches the partial index workflows_ended.
+-- purge_workflows), in one short write transaction of the writer thread. An ended workflow is
+-- kept while a live one may still read its outcome: its parent (which reads the child's end when
+-- it resumes, and may not have recorded the child's start yet), and every live workflow whose
+-- recorded child start names its key (one that attached to it under a shared key, a fork that
+-- kept the start), found through steps_child_key: the start's result is the key as JSON, as
+-- json_quote spells it. The literal status list matches the partial index workflows_ended.
 
 -- name: purge_select
 SELECT w.run_id FROM workflows w
@@ -285,6 +288,10 @@ WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
       SELECT 1 FROM workflows p
       WHERE p.key = w.parent_key AND p.is_current = 1
         AND p.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
+  AND NOT EXISTS (
+      SELECT 1 FROM steps s JOIN workflows r ON r.run_id = s.run_id
+      WHERE s.kind = 'child' AND s.result = json_quote(w.key)
+        AND r.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
 ORDER BY w.ended_at
 LIMIT :limit
 
@@ -306,6 +313,10 @@ WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
       SELECT 1 FROM workflows p
       WHERE p.key = w.parent_key AND p.is_current = 1
         AND p.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
+  AND NOT EXISTS (
+      SELECT 1 FROM steps s JOIN workflows r ON r.run_id = s.run_id
+      WHERE s.kind = 'child' AND s.result = json_quote(w.key)
+        AND r.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
 -- ---------------------------------------------------------------- schedules
 
 -- name: put_schedule

@@ -71,6 +71,7 @@ def max_starts_within(starts: list[float], window: float) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 async def test_three_workers_share_one_limit(db_url: str, tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()

@@ -27,6 +27,19 @@ APP = Path(__file__).with_name("crash_app.py")
 SUCCESS_WRITES = 5
 FAILURE_WRITES = 8
 
+SAMPLE = {(2, "after"), (4, "before")}
+"""Boundaries a plain ``pytest`` run kills at (a crash after a step's commit, and one before a
+later commit); every other boundary is ``long`` (``pytest -m long``, which CI runs too)."""
+
+
+def _boundaries(writes: int) -> list[object]:
+    return [
+        pytest.param(n, when, marks=[] if (n, when) in SAMPLE else [pytest.mark.long])
+        for n in range(1, writes + 1)
+        for when in ("before", "after")
+    ]
+
+
 EXPECTED = {
     "none": ["create_order", "reserve_stock", "charge_payment", "arrange_shipping"],
     "ship": [
@@ -105,8 +118,7 @@ def _check(result: dict[str, object], rows: list[tuple[str, str, int]], fail: st
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("when", ["before", "after"])
-@pytest.mark.parametrize("boundary", range(1, SUCCESS_WRITES + 1))
+@pytest.mark.parametrize(("boundary", "when"), _boundaries(SUCCESS_WRITES))
 def test_kill_at_every_boundary_of_a_completing_saga(
     db_url: str, tmp_path: Path, boundary: int, when: str
 ) -> None:
@@ -115,8 +127,7 @@ def test_kill_at_every_boundary_of_a_completing_saga(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("when", ["before", "after"])
-@pytest.mark.parametrize("boundary", range(1, FAILURE_WRITES + 1))
+@pytest.mark.parametrize(("boundary", "when"), _boundaries(FAILURE_WRITES))
 def test_kill_at_every_boundary_of_a_compensating_saga(
     db_url: str, tmp_path: Path, boundary: int, when: str
 ) -> None:

@@ -33,6 +33,7 @@ def _ledger_rows(ledger: Path) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 async def test_three_workers_one_killed(db_url: str, tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.db"
     env = {

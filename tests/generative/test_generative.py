@@ -6,9 +6,9 @@ failure is shrunk to a small scenario, and printed with its JSON: ``--gen-replay
 runs exactly that scenario again (``test_replay``). The CI-size run is seeded (``--gen-seed``
 to change it); ``--soak=SECONDS`` runs batches of fresh seeds for that long.
 
-    pytest tests/generative -q                        # CI size, SQLite and PostgreSQL
+    pytest tests/generative -q -m long                # CI size (a `long` test), four backends
     pytest tests/generative -q --soak=3600 -k soak    # an hour per backend
-    pytest tests/generative -q --gen-enable=terminate_restart   # a switch that is off by default
+    pytest tests/generative -q -m long --gen-enable=terminate_restart   # a switch off by default
 """
 
 from __future__ import annotations
@@ -88,6 +88,7 @@ def _check_batch(backend: str, root: Path, settings: GenSettings, examples: int,
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_generated_programs_keep_every_promise(

@@ -24,7 +24,7 @@ import sagaway as sw
 from tests.integration import purge_load_app
 from tests.store_helpers import raw_sql
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(300)]
 
 ENDED = 100_000
 WORKERS = 3

@@ -138,7 +138,10 @@ async def test_a_parent_waiting_on_its_child_gives_its_slot_back(db_url: str) ->
     [
         (6, 4),
         pytest.param(
-            150, None, marks=[pytest.mark.slow, pytest.mark.timeout(900)], id="150-default"
+            150,
+            None,
+            marks=[pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(900)],
+            id="150-default",
         ),
     ],
 )

@@ -226,11 +226,21 @@ async def attached(
 
 
 @pytest.mark.parametrize(
-    "shared", ["shared", 'a "quoted" \\ key/with@odd%chars', "tab\there\nnewline é 😀 \x7f"]
+    "shared",
+    [
+        "shared",
+        'a "quoted" \\ key/with@odd%chars',
+        "é 😀 \u2028 non-ASCII",
+        "tab\there\nnewline \x7f",
+    ],
 )
 async def test_a_workflow_a_live_one_attached_to_is_kept(store: Store, shared: str) -> None:
     """A live workflow that attached to ``shared`` (a top-level workflow, not its child) reads
-    its outcome when it resumes: the purge keeps it, whatever characters the key holds."""
+    its outcome when it resumes: the purge keeps it, whatever characters the key holds
+    (control characters too: refused in new keys, they may be in rows an older version
+    wrote, which only an embedded store can still write)."""
+    if store.url.startswith("grpc") and any(ord(c) < 32 or ord(c) == 127 for c in shared):
+        pytest.skip("the Engine Server refuses keys with control characters")
     held = await running(store, shared, now=T0 - 10)
     target = await run_of(store, shared)
     reader, _ = await attached(store, "reader", shared, now=T0 - 5)

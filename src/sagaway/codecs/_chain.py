@@ -50,7 +50,14 @@ class HashKeys(Protocol):
 class Chain:
     """Codecs applied in order on write, in reverse on read."""
 
-    def __init__(self, codecs: Codec | Sequence[Codec]) -> None:
+    def __init__(
+        self,
+        codecs: Codec | Sequence[Codec],
+        *,
+        limit: int = serialization.DEFAULT_PAYLOAD_LIMIT,
+    ) -> None:
+        self.limit = limit
+        """Bytes an opened payload may have: decompression stops beyond it (PayloadError)."""
         self.codecs: tuple[Codec, ...] = (codecs,) if isinstance(codecs, Codec) else tuple(codecs)
         for codec in self.codecs:
             if not isinstance(codec, Codec):
@@ -97,7 +104,9 @@ class Chain:
                 key_ids[0] if key_ids else None,
             )
         for tag in reversed(tags):
-            data = self._by_name[tag.split(":", 1)[0]].decode(tag, data)
+            codec = self._by_name[tag.split(":", 1)[0]]
+            within = getattr(codec, "decode_within", None)
+            data = codec.decode(tag, data) if within is None else within(tag, data, self.limit)
         return data.decode()
 
     def try_open(self, text: str | None) -> str | None:

@@ -95,7 +95,13 @@ class Encrypt:
 
     name = "aesgcm"
 
-    def __init__(self, keys: list[bytes | str] | tuple[bytes | str, ...]) -> None:
+    def __init__(
+        self, keys: list[bytes | str] | tuple[bytes | str, ...], *, allow_unsealed: bool = False
+    ) -> None:
+        self.requires_sealed = not allow_unsealed
+        """Refuse plain JSON (or a payload not encrypted) where Sagaway stores an encrypted
+        one: a row replaced behind Sagaway's back. ``allow_unsealed=True`` reads such rows, for
+        the migration of a database written before Encrypt was configured."""
         if not keys:
             raise ValueError("Encrypt needs at least one key")
         aesgcm = _aesgcm()

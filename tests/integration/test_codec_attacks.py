@@ -4,14 +4,17 @@ plaintext. Each is refused."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import zlib
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 import sagaway as sw
+from sagaway.cli.main import cli
 from sagaway.codecs import Chain, Compress, Encrypt
 from tests.integration import codecs_app
 from tests.integration.codecs_app import MARK
@@ -159,3 +162,19 @@ def test_plain_text_refused_and_written_back_is_stored_as_it_was() -> None:
     # A compressed bomb in a field that must be encrypted is refused before it is inflated.
     with pytest.raises(sw.PayloadError, match="sealed only by"):
         chain.open(json.dumps(_bomb(200 * 1024 * 1024)), sealed=True)
+
+
+async def test_the_cli_refuses_a_forged_envelope_signal(db_url: str) -> None:
+    m = codecs_app.build(db_url, None)
+    async with m:
+        await m.workflow("kyc.wait", MARK).execute(idempotency_key="cli")
+        await _reaches(m, "cli", sw.WorkflowStatus.WAITING)
+        sent = await asyncio.to_thread(
+            CliRunner().invoke,
+            cli,
+            ["signal", "--db", db_url, "cli", "approve", json.dumps(FORGED)],
+        )
+        assert sent.exit_code != 0
+        assert "reserves for its codec envelopes" in sent.output
+        assert raw_sql(db_url, "SELECT payload FROM signals") == []
+        assert await m.get_workflow("cli").status() is sw.WorkflowStatus.WAITING

@@ -12,6 +12,9 @@ import json
 
 from sagaway import errors
 
+RESERVED_KEY = "$sagaway_codec"
+"""The key of a codec envelope: a value from outside holding it at top level is refused."""
+
 SEALED_PREFIX = '{"$sagaway_codec":'
 """How a payload sealed by ``sagaway.codecs`` begins in its column (a JSON envelope)."""
 
@@ -22,6 +25,24 @@ SEALED_MARKER = "«encrypted»"
 def is_sealed(text: str | None) -> bool:
     """True for a payload still sealed by a codec (not opened by this process)."""
     return text is not None and text.startswith(SEALED_PREFIX)
+
+
+def refuse_envelope(text: str, what: str) -> None:
+    """``PayloadError`` when the JSON ``text`` of a value (not yet sealed) is an object with
+    the reserved envelope key at top level: stored, it would be taken for a sealed payload (a
+    forged envelope that no codec opens, or a compressed bomb)."""
+    if f'"{RESERVED_KEY}"' not in text:  # the usual payload: one C string scan
+        return
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return
+    if isinstance(value, dict) and RESERVED_KEY in value:
+        raise errors.PayloadError(
+            f"{what} is a JSON object with the key {RESERVED_KEY!r}, which Sagaway reserves "
+            "for its codec envelopes (a value holding it would be read as a sealed payload): "
+            "rename that key"
+        )
 
 
 _UNOPENED = ',"$sagaway_unopened":'

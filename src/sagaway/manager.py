@@ -150,7 +150,9 @@ class Manager(ScheduleMethods):
             raise ValueError("token= is for an Engine Server URL (grpc://host:port)")
         self._token = token
         self.codec = (
-            codec if codec is None or isinstance(codec, codecs.Chain) else codecs.Chain(codec)
+            codec
+            if codec is None or isinstance(codec, codecs.Chain)
+            else codecs.Chain(codec, limit=payload_limit)
         )
         """Applied to every stored payload (None: payloads stored as plain JSON)."""
         self.options = EngineOptions(

@@ -311,6 +311,7 @@ def _dump(data: Any, what: str, limit: int) -> str:
     # no deeper than the number of brackets, and a non-finite number is spelt with these letters.
     if "NaN" in text or "Infinity" in text or text.count("[") + text.count("{") > MAX_DEPTH:
         _check_readable(text, what)
+    _sealed.refuse_envelope(text, what)
     return text
 
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from sagaway import errors
 from sagaway.randomness import RANDOM
+from sagaway.serialization import DEFAULT_PAYLOAD_LIMIT
 
 
 class Compress:
@@ -34,10 +35,28 @@ class Compress:
         return ("zlib", packed) if len(packed) < len(data) else None
 
     def decode(self, tag: str, data: bytes) -> bytes:
+        return self.decode_within(tag, data, DEFAULT_PAYLOAD_LIMIT)
+
+    def decode_within(self, tag: str, data: bytes, limit: int) -> bytes:
+        """``decode``, refusing (``PayloadError``) a payload that would expand beyond ``limit``
+        bytes: never more than ``limit + 1`` bytes are inflated (a compressed bomb stops
+        there)."""
+        inflater = zlib.decompressobj()
         try:
-            return zlib.decompress(data)
+            out = inflater.decompress(data, limit + 1)
+            if len(out) <= limit and not inflater.eof:
+                out += inflater.flush()
         except zlib.error as exc:
             raise errors.PayloadError(f"a compressed payload is damaged: {exc}") from None
+        if len(out) > limit:
+            raise errors.PayloadError(
+                f"a compressed payload expands beyond the payload limit of {limit} bytes: "
+                "refused unread (Sagaway never stores a payload that large; the row was "
+                "written outside it)"
+            )
+        if not inflater.eof:
+            raise errors.PayloadError("a compressed payload is damaged: it is truncated")
+        return out
 
 
 def _aesgcm() -> Any:
@@ -76,7 +95,13 @@ class Encrypt:
 
     name = "aesgcm"
 
-    def __init__(self, keys: list[bytes | str] | tuple[bytes | str, ...]) -> None:
+    def __init__(
+        self, keys: list[bytes | str] | tuple[bytes | str, ...], *, allow_unsealed: bool = False
+    ) -> None:
+        self.requires_sealed = not allow_unsealed
+        """Refuse plain JSON (or a payload not encrypted) where Sagaway stores an encrypted
+        one: a row replaced behind Sagaway's back. ``allow_unsealed=True`` reads such rows, for
+        the migration of a database written before Encrypt was configured."""
         if not keys:
             raise ValueError("Encrypt needs at least one key")
         aesgcm = _aesgcm()

@@ -50,20 +50,35 @@ class HashKeys(Protocol):
 class Chain:
     """Codecs applied in order on write, in reverse on read."""
 
-    def __init__(self, codecs: Codec | Sequence[Codec]) -> None:
+    def __init__(
+        self,
+        codecs: Codec | Sequence[Codec],
+        *,
+        limit: int = serialization.DEFAULT_PAYLOAD_LIMIT,
+    ) -> None:
+        self.limit = limit
+        """Bytes an opened payload may have: decompression stops beyond it (PayloadError)."""
         self.codecs: tuple[Codec, ...] = (codecs,) if isinstance(codecs, Codec) else tuple(codecs)
         for codec in self.codecs:
             if not isinstance(codec, Codec):
                 raise TypeError(f"not a codec: {codec!r} (needs name, encode and decode)")
         self._by_name = {c.name: c for c in self.codecs}
+        self._required = {c.name for c in self.codecs if getattr(c, "requires_sealed", False)}
+        """Codecs every payload of a sealed field must have passed (Encrypt, unless told
+        ``allow_unsealed``): a plain or merely compressed payload there was not written by us."""
         hashing = [c for c in self.codecs if hasattr(c, "current_hash_key")]
         self._hashing: HashKeys | None = cast("HashKeys", hashing[0]) if hashing else None
 
     def seal(self, text: str) -> str:
         """The text to store for the payload ``text``."""
         if text.startswith(_sealed.SEALED_PREFIX):
-            # Already sealed: a record read and written back unopened (without the note of why).
-            return _sealed.without_note(text)
+            # Already sealed: a record read and written back unopened (without the note of why);
+            # refused plain text goes back as it was read.
+            bare = _sealed.without_note(text)
+            plain = f'{_sealed.SEALED_PREFIX}"{_PLAIN}","data":"'
+            return (
+                base64.b64decode(bare[len(plain) : -2]).decode() if bare.startswith(plain) else bare
+            )
         data = text.encode()
         tags: list[str] = []
         for codec in self.codecs:
@@ -77,9 +92,12 @@ class Chain:
         chain = json.dumps(",".join(tags))
         return f'{_sealed.SEALED_PREFIX}{chain},"data":"{base64.b64encode(data).decode()}"}}'
 
-    def open(self, text: str) -> str:
-        """The payload sealed in ``text`` (plain text is returned as it is)."""
+    def open(self, text: str, *, sealed: bool = False) -> str:
+        """The payload sealed in ``text`` (plain text is returned as it is, unless ``sealed``:
+        a field Sagaway always seals, where plain text is refused while a codec requires it)."""
         if not text.startswith(_sealed.SEALED_PREFIX):
+            if sealed and self._required:
+                raise errors.PayloadError(_unsealed(self._required, "plain JSON"))
             return text
         try:
             envelope = json.loads(text)
@@ -89,6 +107,12 @@ class Chain:
             raise errors.PayloadError(
                 f"a stored payload looks sealed but its envelope is damaged: {text[:120]!r}"
             ) from None
+        if tags == [_PLAIN]:  # plain text refused by try_open, read back unchanged
+            if sealed and self._required:
+                raise errors.PayloadError(_unsealed(self._required, "plain JSON"))
+            return data.decode()
+        if sealed and self._required - {t.split(":", 1)[0] for t in tags}:
+            raise errors.PayloadError(_unsealed(self._required, f"sealed only by {tags}"))
         missing = [tag for tag in tags if tag.split(":", 1)[0] not in self._by_name]
         if missing:
             key_ids = [t.split(":", 1)[1] for t in missing if t.startswith("aesgcm:")]
@@ -97,16 +121,26 @@ class Chain:
                 key_ids[0] if key_ids else None,
             )
         for tag in reversed(tags):
-            data = self._by_name[tag.split(":", 1)[0]].decode(tag, data)
+            codec = self._by_name[tag.split(":", 1)[0]]
+            within = getattr(codec, "decode_within", None)
+            data = codec.decode(tag, data) if within is None else within(tag, data, self.limit)
         return data.decode()
 
-    def try_open(self, text: str | None) -> str | None:
+    def try_open(self, text: str | None, *, sealed: bool = False) -> str | None:
         """``open``, or else the sealed text with why it could not be opened here: whoever
-        decodes it then gets that error (``serialization.load_json``)."""
-        if text is None or not text.startswith(_sealed.SEALED_PREFIX):
-            return text
+        decodes it then gets that error (``serialization.load_json``). Plain text refused in
+        a ``sealed`` field is handed on in an envelope of its own (tag ``plain``): decoded, it
+        raises that error; written back, it is stored as it was read."""
+        if text is None:
+            return None
+        if not text.startswith(_sealed.SEALED_PREFIX):
+            if not (sealed and self._required):
+                return text
+            data = base64.b64encode(text.encode()).decode()
+            envelope = f'{_sealed.SEALED_PREFIX}"{_PLAIN}","data":"{data}"}}'
+            return _sealed.note_unopened(envelope, _unsealed(self._required, "plain JSON"))
         try:
-            return self.open(text)
+            return self.open(text, sealed=sealed)
         except errors.PayloadError as exc:
             return _sealed.note_unopened(text, str(exc))
 
@@ -128,6 +162,19 @@ class Chain:
         _, key_id, digest = [*stored.split(":", 2), "", ""][:3]
         key = None if self._hashing is None else self._hashing.hash_key(key_id)
         return key is not None and hmac.compare_digest(digest, _hmac(key, args_json))
+
+
+_PLAIN = "plain"
+"""The envelope tag of plain text refused where a sealed payload is expected (never stored)."""
+
+
+def _unsealed(required: set[str], found: str) -> str:
+    return (
+        f"a stored payload is {found} where Sagaway stores it sealed by {sorted(required)}: the "
+        "row was written behind Sagaway's back (or before the codec was configured); refused. "
+        "To read rows written before Encrypt was configured, give Encrypt(..., "
+        "allow_unsealed=True) while they remain (docs/codecs.md)"
+    )
 
 
 def _hmac(key: bytes, args_json: str) -> str:

@@ -55,7 +55,9 @@ class CodecStore:
 
     def _wf(self, r: WorkflowRecord) -> WorkflowRecord:
         o = self.chain.try_open
-        return _replaced(r, args=o(r.args) or "", result=o(r.result), error=o(r.error))
+        return _replaced(
+            r, args=o(r.args, sealed=True) or "", result=o(r.result, sealed=True), error=o(r.error)
+        )
 
     def _wf_opt(self, r: WorkflowRecord | None) -> WorkflowRecord | None:
         return None if r is None else self._wf(r)
@@ -73,7 +75,9 @@ class CodecStore:
 
     def _step_out(self, s: StepRecord) -> StepRecord:
         o = self.chain.try_open
-        return _replaced(s, result=o(s.result), error=o(s.error))
+        # Sagaway seals every step result but a child start's (the child's key, in clear).
+        sealed = s.kind is not StepKind.CHILD
+        return _replaced(s, result=o(s.result, sealed=sealed), error=o(s.error))
 
     def _seal(self, text: str | None) -> str | None:
         return None if text is None else self.chain.seal(text)
@@ -239,7 +243,7 @@ class CodecStore:
             # A payload sealed beyond this process's keys raises PayloadKeyError here: the
             # read is rolled back and the workflow suspends, the signal stays pending (neither
             # rejected for good nor delivered as an envelope).
-            problem = accept(self.chain.open(payload))
+            problem = accept(self.chain.open(payload, sealed=True))
             # Why a signal was refused may quote its payload: sealed like the payload.
             return None if problem is None else self.chain.seal(problem)
 
@@ -254,7 +258,7 @@ class CodecStore:
             accept=accept_opened,
             now=now,
         )
-        return opened(payload)
+        return opened(payload, sealed=True)
 
     async def wait_workflow(
         self,
@@ -287,7 +291,7 @@ class CodecStore:
     async def list_signals(self, run_id: str) -> list[SignalRecord]:
         o = self.chain.try_open
         return [
-            _replaced(s, payload=o(s.payload) or "", rejected=o(s.rejected))
+            _replaced(s, payload=o(s.payload, sealed=True) or "", rejected=o(s.rejected))
             for s in await self.inner.list_signals(run_id)
         ]
 
@@ -386,7 +390,7 @@ class CodecStore:
     # ----------------------------------------------------------- schedules (their arguments)
 
     def _schedule(self, s: ScheduleRecord) -> ScheduleRecord:
-        return _replaced(s, args=self.chain.try_open(s.args) or "")
+        return _replaced(s, args=self.chain.try_open(s.args, sealed=True) or "")
 
     async def put_schedule(
         self, schedule: ScheduleRecord, *, keep_paused: bool, now: float

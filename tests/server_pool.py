@@ -95,7 +95,9 @@ class ServerPool:
 
         else:
             url, remove = self._new_postgres()
-        server = ServerProcess(url)
+        # The shared fixtures' clients drive time (fake clocks, literal times): the server acts
+        # at their `now`. Servers of their own (test_server_clock) act at the server's.
+        server = ServerProcess(url, trust_client_clock=True)
         try:
             server.spawn()
         except BaseException:

@@ -17,6 +17,7 @@ import grpc
 import grpc.aio
 import pytest
 
+import sagaway as sw
 from sagaway.v1 import engine_pb2 as pb
 from sagaway.v1 import engine_pb2_grpc as pb_grpc
 from tests.grpc_server import ServerProcess
@@ -73,6 +74,23 @@ async def _claim(
     return list(reply.claimed)
 
 
+async def _claim_new(
+    stub: pb_grpc.EngineStub, owner: str, lease_timeout: float, *, ahead: float = 0.0
+) -> pb.Claimed:
+    """Claim the run just started: its due time is the database's now, which the server's
+    clock (the database's, read through an offset measured at start) reaches within
+    milliseconds."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        now = time.time() + ahead
+        claimed = await _claim(stub, owner, now=now, lease_timeout=lease_timeout)
+        if claimed:
+            [one] = claimed
+            return one
+        await asyncio.sleep(0.01)
+    raise AssertionError("the run just started was never claimed")
+
+
 async def _record(stub: pb_grpc.EngineStub, key: str) -> pb.WorkflowRecord:
     reply = await stub.GetWorkflow(pb.KeyRequest(key=key), timeout=10, metadata=AUTH)
     assert reply.HasField("record")
@@ -81,10 +99,10 @@ async def _record(stub: pb_grpc.EngineStub, key: str) -> pb.WorkflowRecord:
 
 async def test_claim_with_now_far_ahead_takes_no_live_lease(stub: pb_grpc.EngineStub) -> None:
     await _start(stub, "live")
-    [held] = await _claim(stub, "worker-a", now=time.time(), lease_timeout=30.0)
+    held = await _claim_new(stub, "worker-a", 30.0)
     # A suspended run due in ten minutes: a timer.
     await _start(stub, "timer")
-    [timer] = await _claim(stub, "worker-a", now=time.time(), lease_timeout=30.0)
+    timer = await _claim_new(stub, "worker-a", 30.0)
     await stub.SuspendWorkflow(
         pb.SuspendWorkflowRequest(
             run_id=timer.record.run_id,
@@ -117,7 +135,7 @@ async def test_claim_with_now_far_ahead_takes_no_live_lease(stub: pb_grpc.Engine
 async def test_leases_asked_for_decades_are_clamped(stub: pb_grpc.EngineStub) -> None:
     await _start(stub, "greedy")
     before = await _server_now(stub)
-    [claimed] = await _claim(stub, "worker-a", now=time.time() + YEARS, lease_timeout=YEARS)
+    claimed = await _claim_new(stub, "worker-a", YEARS, ahead=YEARS)
     after = await _server_now(stub)
     assert before + MAX_LEASE <= claimed.lease.expires_at <= after + MAX_LEASE
     assert (await _record(stub, "greedy")).lease_expires_at == claimed.lease.expires_at
@@ -153,7 +171,7 @@ async def test_a_dead_holders_run_is_recovered_after_the_servers_lease(database:
             stub = pb_grpc.EngineStub(channel)
             await _start(stub, "orphan")
             # The holder asks for a lease of decades, then dies (sends nothing more).
-            [held] = await _claim(stub, "dead", now=time.time(), lease_timeout=YEARS)
+            held = await _claim_new(stub, "dead", YEARS)
             # A recovering client whose clock is an hour behind still takes the run once the
             # server's (clamped) lease has ended: about half a second.
             deadline = time.monotonic() + 20
@@ -164,3 +182,16 @@ async def test_a_dead_holders_run_is_recovered_after_the_servers_lease(database:
                     await asyncio.sleep(0.1)  # the server's clock runs: poll it
     assert [c.record.run_id for c in taken] == [held.record.run_id]
     assert taken[0].record.previous_owner == "dead"
+
+
+async def test_a_manager_asking_longer_leases_than_the_server_grants_is_refused(
+    server: ServerProcess,
+) -> None:
+    # Its leases would be shortened to MAX_LEASE while it believed them longer: it would start
+    # activity attempts on runs another process may have taken over.
+    manager = sw.Manager(server.url, token=TOKEN, lease_timeout=MAX_LEASE * 2)
+    with pytest.raises(ValueError, match=r"lease_timeout=120 s .*--max-lease 60"):
+        async with manager:
+            pass
+    async with sw.Manager(server.url, token=TOKEN, lease_timeout=MAX_LEASE):
+        pass

@@ -140,6 +140,7 @@ class EngineService(pb_grpc.EngineServicer):
             backend=self.backend,
             url=self.store.url,
             max_request_bytes=max_request_bytes(self.payload_limit),
+            max_lease=self.clock.max_lease,
         )
 
     @_verb

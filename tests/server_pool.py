@@ -96,8 +96,9 @@ class ServerPool:
         else:
             url, remove = self._new_postgres()
         # The shared fixtures' clients drive time (fake clocks, literal times): the server acts
-        # at their `now`. Servers of their own (test_server_clock) act at the server's.
-        server = ServerProcess(url, trust_client_clock=True)
+        # at their `now`, and some ask for leases of an hour (no heartbeat within the test).
+        # Servers of their own (test_server_clock) act at the server's, with its default limit.
+        server = ServerProcess(url, trust_client_clock=True, max_lease=86_400)
         try:
             server.spawn()
         except BaseException:

@@ -96,9 +96,9 @@ class ServerPool:
         else:
             url, remove = self._new_postgres()
         # The shared fixtures' clients drive time (fake clocks, literal times): the server acts
-        # at their `now`, and some ask for leases of an hour (no heartbeat within the test).
+        # at their `now`, and some ask for leases of hours or days (no heartbeat within the test).
         # Servers of their own (test_server_clock) act at the server's, with its default limit.
-        server = ServerProcess(url, trust_client_clock=True, max_lease=86_400)
+        server = ServerProcess(url, trust_client_clock=True, max_lease=1e9)
         try:
             server.spawn()
         except BaseException:

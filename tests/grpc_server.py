@@ -21,8 +21,9 @@ STARTUP_TIMEOUT = 30.0
 class ServerProcess:
     """``sagaway server --db url`` on ``listen`` (default: a free port), until ``stop()``.
 
-    ``config``: ``token``, ``tls_cert``, ``tls_key``, ``tls_client_ca`` (paths) and
-    ``payload_limit``, as the command's options.
+    ``config``: ``token``, ``tls_cert``, ``tls_key``, ``tls_client_ca`` (paths),
+    ``payload_limit`` and ``max_lease``, as the command's options; ``trust_client_clock=True``
+    (the storage tests' servers: their clients drive time with fake clocks and literal times).
     """
 
     def __init__(self, url: str, *, listen: str = "127.0.0.1:0", **config: Any) -> None:
@@ -48,9 +49,11 @@ class ServerProcess:
             path = Path(self._tmp.name) / "token"
             path.write_text(token, encoding="utf-8")
             args += ["--token-file", str(path)]
-        for name in ("tls_cert", "tls_key", "tls_client_ca", "payload_limit"):
+        for name in ("tls_cert", "tls_key", "tls_client_ca", "payload_limit", "max_lease"):
             if self.config.get(name) is not None:
                 args += [f"--{name.replace('_', '-')}", str(self.config[name])]
+        if self.config.get("trust_client_clock"):
+            args.append("--trust-client-clock")
         return args
 
     def start(self) -> ServerProcess:

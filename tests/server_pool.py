@@ -95,7 +95,10 @@ class ServerPool:
 
         else:
             url, remove = self._new_postgres()
-        server = ServerProcess(url)
+        # The shared fixtures' clients drive time (fake clocks, literal times): the server acts
+        # at their `now`, and some ask for leases of hours or days (no heartbeat within the test).
+        # Servers of their own (test_server_clock) act at the server's, with its default limit.
+        server = ServerProcess(url, trust_client_clock=True, max_lease=1e9)
         try:
             server.spawn()
         except BaseException:

@@ -24,6 +24,7 @@ from sagaway._engine import forking, keys, new_executions, outages
 from sagaway._engine.cluster_limits import ClusterLimit
 from sagaway._engine.options import EngineOptions
 from sagaway._engine.recent import RecentEnds
+from sagaway._engine.server_clock import check_lease_timeout
 from sagaway._engine.text_checks import check_key, check_name, check_text
 from sagaway._engine.threads import DaemonThreadPool
 from sagaway.channel import Channel
@@ -115,6 +116,7 @@ class Engine:
         self.registry = registry
         self.marshaler = options.marshaler
         self.payload_limit = options.payload_limit
+        check_lease_timeout(store, options.lease_timeout)  # within the Engine Server's limit
         self.lease_timeout = options.lease_timeout
         self.recovery_interval = options.recovery_interval
         self.poll_interval = options.poll_interval

@@ -28,6 +28,20 @@ async def server_clock(store: Store, local: Clock) -> tuple[Clock, asyncio.Task[
     return clock, asyncio.create_task(_refresh_offset(store, clock), name="sagaway-clock")
 
 
+def check_lease_timeout(store: object, lease_timeout: float) -> None:
+    """Refuse (ValueError) a lease_timeout longer than the Engine Server behind ``store``
+    grants: it would shorten every lease, and this process would act on a lease it no longer
+    holds."""
+    while store is not None:
+        limit = getattr(store, "max_lease", None)
+        if isinstance(limit, float) and lease_timeout > limit:
+            raise ValueError(
+                f"lease_timeout={lease_timeout:g} s is longer than the Engine Server grants "
+                f"(sagaway server --max-lease {limit:g}): lower it, or raise the server's limit"
+            )
+        store = getattr(store, "inner", None)
+
+
 async def _measure_offset(store: Store, local: Clock) -> float | None:
     before = local.now()
     server = await store.server_time()

@@ -57,6 +57,22 @@ def _token(token_file: Path | None) -> str | None:
     default=None,
     help="Largest payload (bytes of JSON) a call may carry [default: 2 MiB].",
 )
+@click.option(
+    "--max-lease",
+    type=click.FloatRange(min=0.001),
+    default=300.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Longest lease a client may take or renew; longer requests are shortened. At least "
+    "the applications' lease_timeout (default 30 s).",
+)
+@click.option(
+    "--trust-client-clock",
+    is_flag=True,
+    hidden=True,
+    help="Act at the time clients send, not the server's: for test suites that drive time with "
+    "a fake clock. Never in production: any client could then expire live leases.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 def server(
     url: str | None,
@@ -66,6 +82,8 @@ def server(
     tls_key: Path | None,
     tls_client_ca: Path | None,
     payload_limit: int | None,
+    max_lease: float,
+    trust_client_clock: bool,
     verbose: bool,
 ) -> None:
     """Serve the engine over gRPC: applications use --db grpc://HOST:PORT (or
@@ -96,6 +114,8 @@ def server(
             tls_key=tls_key,
             tls_client_ca=tls_client_ca,
             **({"payload_limit": payload_limit} if payload_limit else {}),
+            max_lease=max_lease,
+            trust_client_clock=trust_client_clock,
         )
     except ValueError as exc:
         fail(str(exc), Exit.USAGE)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from sagaway import serialization
 from sagaway.server.auth import TokenAuth
 from sagaway.server.checks import WireGuard, max_request_bytes
+from sagaway.server.clock import DEFAULT_MAX_LEASE, ServerClock
 from sagaway.server.notices import Hub
 from sagaway.server.service import EngineService
 from sagaway.store import open_store
@@ -42,6 +44,10 @@ class ServerConfig:
     tls_client_ca: Path | None = None
     """Require clients to present a certificate signed by this CA (mutual TLS)."""
     payload_limit: int = serialization.DEFAULT_PAYLOAD_LIMIT
+    max_lease: float = DEFAULT_MAX_LEASE
+    """Seconds: the longest lease a client may take or renew (longer requests are shortened)."""
+    trust_client_clock: bool = False
+    """Act at the ``now`` clients send (tests driving time with a fake clock), not the server's."""
     grace: float = 10.0
     """Seconds calls in flight get to finish when the server stops."""
 
@@ -50,6 +56,8 @@ class ServerConfig:
             raise ValueError("TLS needs both --tls-cert and --tls-key")
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise ValueError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
+        if not (math.isfinite(self.max_lease) and self.max_lease > 0):
+            raise ValueError("--max-lease must be a positive number of seconds")
         if self.token is not None and not self.token.strip():
             raise ValueError("the token is empty")
 
@@ -114,7 +122,11 @@ async def serve(
     await store.open()
     backend = "sqlite" if config.url.lower().startswith("sqlite") else "postgresql"
     hub = Hub(listening=backend == "sqlite")
+    clock: ServerClock | None = None
     try:
+        clock = await ServerClock.over(
+            store, max_lease=config.max_lease, trust_client=config.trust_client_clock
+        )
         await store.listen(hub.publish)
         # The token is checked first; a corrupt request of a caller with the token is refused
         # INVALID_ARGUMENT before it reaches the service.
@@ -122,7 +134,9 @@ async def serve(
         if config.token:
             interceptors.insert(0, TokenAuth(config.token))
         server = grpc.aio.server(interceptors=interceptors, options=_options(config.payload_limit))
-        service = EngineService(store, hub, backend=backend, payload_limit=config.payload_limit)
+        service = EngineService(
+            store, hub, backend=backend, payload_limit=config.payload_limit, clock=clock
+        )
         pb_grpc.add_EngineServicer_to_server(service, server)
         health_service = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_service, server)
@@ -140,4 +154,6 @@ async def serve(
         hub.close()
         await server.stop(config.grace)
     finally:
+        if clock is not None:
+            clock.close()
         await store.close()

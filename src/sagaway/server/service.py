@@ -20,6 +20,7 @@ from sagaway._engine import cron
 from sagaway._engine.text_checks import check_name, check_plain
 from sagaway.server.batch import run_batch
 from sagaway.server.checks import check_message, max_request_bytes
+from sagaway.server.clock import ServerClock
 from sagaway.server.notices import Hub, is_close
 from sagaway.server.starts import StartWorkflows
 from sagaway.server.status import Refusal, status_of
@@ -98,8 +99,12 @@ class _Undecided(Exception):
 class EngineService(pb_grpc.EngineServicer):
     """The ``sagaway.v1.Engine`` service over one opened store."""
 
-    def __init__(self, store: Store, hub: Hub, *, backend: str, payload_limit: int) -> None:
+    def __init__(
+        self, store: Store, hub: Hub, *, backend: str, payload_limit: int, clock: ServerClock
+    ) -> None:
         self.store = store
+        self.clock = clock
+        """The only clock of lease and timer decisions; it clamps the leases clients ask for."""
         self.hub = hub
         self.backend = backend
         self.payload_limit = payload_limit
@@ -135,6 +140,7 @@ class EngineService(pb_grpc.EngineServicer):
             backend=self.backend,
             url=self.store.url,
             max_request_bytes=max_request_bytes(self.payload_limit),
+            max_lease=self.clock.max_lease,
         )
 
     @_verb
@@ -179,10 +185,12 @@ class EngineService(pb_grpc.EngineServicer):
     ) -> pb.CreateWorkflowReply:
         check_plain(request.new.key, "key")
         check_name(request.new.name, "name")
+        now = self.clock.now(request.now)
+        lease = wire.from_message(Lease, request.lease) if request.HasField("lease") else None
         result = await self.store.create_workflow(
             wire.from_message(NewWorkflow, request.new),
-            now=request.now,
-            lease=wire.from_message(Lease, request.lease) if request.HasField("lease") else None,
+            now=now,
+            lease=None if lease is None else self.clock.lease(lease, now),
             replace_live=request.replace_live,
         )
         if result.created:
@@ -203,7 +211,7 @@ class EngineService(pb_grpc.EngineServicer):
             key=request.key,
             key_space=request.key_space,
             call_ids=list(request.call_ids),
-            now=request.now,
+            now=self.clock.now(request.now),
             code_version=wire.optional(request, "code_version"),
         )
         if result is None:
@@ -254,7 +262,7 @@ class EngineService(pb_grpc.EngineServicer):
             status=_ending(request.status, _FINISHED),
             result=wire.optional(request, "result"),
             error=wire.optional(request, "error"),
-            now=request.now,
+            now=self.clock.now(request.now),
             final_step=(
                 wire.from_message(StepRecord, request.final_step)
                 if request.HasField("final_step")
@@ -273,7 +281,7 @@ class EngineService(pb_grpc.EngineServicer):
             request.run_id,
             token=request.token,
             error=request.error,
-            now=request.now,
+            now=self.clock.now(request.now),
             next_run_at=request.next_run_at,
         )
         self._ready()
@@ -281,21 +289,26 @@ class EngineService(pb_grpc.EngineServicer):
 
     @_verb
     async def ReleaseWorkflow(self, request: pb.ReleaseWorkflowRequest, context: Any) -> pb.Empty:
-        await self.store.release_workflow(request.run_id, token=request.token, now=request.now)
+        await self.store.release_workflow(
+            request.run_id, token=request.token, now=self.clock.now(request.now)
+        )
         self._ready()
         return pb.Empty()
 
     @_verb
     async def RenewLeases(self, request: pb.RenewLeasesRequest, context: Any) -> pb.Tokens:
-        kept = await self.store.renew_leases(list(request.tokens), expires_at=request.expires_at)
+        # The client's expiry, at most max_lease from the server's now: a renewal cannot keep
+        # a lease for longer than the server allows.
+        expires_at = self.clock.renewal(request.expires_at)
+        kept = await self.store.renew_leases(list(request.tokens), expires_at=expires_at)
         return pb.Tokens(tokens=sorted(kept))
 
     @_verb
     async def ClaimDue(self, request: pb.ClaimDueRequest, context: Any) -> pb.ClaimDueReply:
         claimed = await self.store.claim_due(
             owner=request.owner,
-            now=request.now,
-            lease_timeout=request.lease_timeout,
+            now=self.clock.now(request.now),
+            lease_timeout=self.clock.lease_timeout(request.lease_timeout),
             limit=request.limit,
             exclude=list(request.exclude),
             queues=_queues(request),
@@ -318,7 +331,7 @@ class EngineService(pb_grpc.EngineServicer):
             request.run_id,
             status=_ending(request.status, _ENDED_BY_REQUEST),
             error=wire.optional(request, "error"),
-            now=request.now,
+            now=self.clock.now(request.now),
         )
         if changed:
             self._ended(request.run_id)
@@ -327,7 +340,7 @@ class EngineService(pb_grpc.EngineServicer):
     @_verb
     async def RequestCancel(self, request: pb.RequestCancelRequest, context: Any) -> pb.Done:
         changed = await self.store.request_cancel(
-            request.run_id, reason=request.reason, now=request.now
+            request.run_id, reason=request.reason, now=self.clock.now(request.now)
         )
         if changed and self.announce:
             self.hub.publish(f"cancel:{request.run_id}")
@@ -341,7 +354,7 @@ class EngineService(pb_grpc.EngineServicer):
 
     @_verb
     async def RetryNow(self, request: pb.RetryNowRequest, context: Any) -> pb.Done:
-        changed = await self.store.retry_now(request.run_id, now=request.now)
+        changed = await self.store.retry_now(request.run_id, now=self.clock.now(request.now))
         if changed:
             self._ready()
         return pb.Done(changed=changed)
@@ -363,7 +376,7 @@ class EngineService(pb_grpc.EngineServicer):
             name=request.name,
             payload=request.payload,
             dedupe_id=wire.optional(request, "dedupe_id"),
-            now=request.now,
+            now=self.clock.now(request.now),
         )
         if stored:
             self._ready()
@@ -390,7 +403,7 @@ class EngineService(pb_grpc.EngineServicer):
                 deadline=wire.optional(request, "deadline"),
                 wait=request.wait,
                 accept=accept,
-                now=request.now,
+                now=self.clock.now(request.now),
             )
         except _Undecided:
             signals = await self.store.list_signals(request.run_id)
@@ -412,7 +425,7 @@ class EngineService(pb_grpc.EngineServicer):
             waiting_for=request.waiting_for,
             next_run_at=wire.optional(request, "next_run_at"),
             step=wire.from_message(StepRecord, request.step) if request.HasField("step") else None,
-            now=request.now,
+            now=self.clock.now(request.now),
         )
         self._ready()
         return pb.Empty()
@@ -424,7 +437,7 @@ class EngineService(pb_grpc.EngineServicer):
             token=request.token,
             child_key=request.child_key,
             wait=request.wait,
-            now=request.now,
+            now=self.clock.now(request.now),
         )
         if request.wait:
             self._ready()
@@ -496,7 +509,7 @@ class EngineService(pb_grpc.EngineServicer):
         # A definition no scheduler could read is refused here (INVALID_ARGUMENT), not stored.
         cron.check(schedule.cron, schedule.timezone, schedule.catch_up)
         stored = await self.store.put_schedule(
-            schedule, keep_paused=request.keep_paused, now=request.now
+            schedule, keep_paused=request.keep_paused, now=self.clock.now(request.now)
         )
         if self.announce:
             self.hub.publish("schedules:")
@@ -512,7 +525,10 @@ class EngineService(pb_grpc.EngineServicer):
         self, request: pb.SetSchedulePausedRequest, context: Any
     ) -> pb.MaybeSchedule:
         stored = await self.store.set_schedule_paused(
-            request.id, paused=request.paused, next_tick_at=request.next_tick_at, now=request.now
+            request.id,
+            paused=request.paused,
+            next_tick_at=request.next_tick_at,
+            now=self.clock.now(request.now),
         )
         if self.announce:
             self.hub.publish("schedules:")
@@ -530,7 +546,7 @@ class EngineService(pb_grpc.EngineServicer):
             next_tick_at=request.next_tick_at,
             last_tick_at=wire.optional(request, "last_tick_at"),
             starts=[wire.from_message(NewWorkflow, new) for new in request.starts],
-            now=request.now,
+            now=self.clock.now(request.now),
         )
         if won and request.starts:
             self._ready()  # the executions it created are due
@@ -540,26 +556,33 @@ class EngineService(pb_grpc.EngineServicer):
     async def AcquireQueueSlot(
         self, request: pb.AcquireQueueSlotRequest, context: Any
     ) -> pb.AcquireQueueSlotReply:
+        now = self.clock.now(request.now)
         retry_at = await self.store.acquire_queue_slot(
             _text(request.queue, "queue"),
             holder=_text(request.holder, "holder"),
             concurrency=wire.optional(request, "concurrency"),
             rate_per_second=wire.optional(request, "rate_per_second"),
-            expires_at=request.expires_at,
-            now=request.now,
+            expires_at=self.clock.expires_at(request.expires_at, now),
+            now=now,
         )
         return pb.AcquireQueueSlotReply(retry_at=retry_at)
 
     @_verb
     async def RenewQueueSlot(self, request: pb.RenewQueueSlotRequest, context: Any) -> pb.Done:
+        now = self.clock.now(request.now)
         renewed = await self.store.renew_queue_slot(
-            request.queue, holder=request.holder, expires_at=request.expires_at, now=request.now
+            request.queue,
+            holder=request.holder,
+            expires_at=self.clock.expires_at(request.expires_at, now),
+            now=now,
         )
         return pb.Done(changed=renewed)
 
     @_verb
     async def ReleaseQueueSlot(self, request: pb.ReleaseQueueSlotRequest, context: Any) -> pb.Empty:
-        await self.store.release_queue_slot(request.queue, holder=request.holder, now=request.now)
+        await self.store.release_queue_slot(
+            request.queue, holder=request.holder, now=self.clock.now(request.now)
+        )
         self._ready()
         return pb.Empty()
 

@@ -118,6 +118,8 @@ class GrpcStore:
         self._batcher: Batcher | None = None
         self.server_info: pb.HelloReply | None = None
         """What the server said of itself when the store opened."""
+        self.max_lease: float | None = None
+        """The longest lease the server grants (seconds), None if it did not say."""
 
     # ------------------------------------------------------------------ plumbing
 
@@ -139,6 +141,7 @@ class GrpcStore:
             await self.close()
             raise
         self.server_info = reply
+        self.max_lease = reply.max_lease if reply.HasField("max_lease") else None
         if reply.max_request_bytes > 0:  # a server that takes Batch calls
             limit = min(reply.max_request_bytes // 2, BATCH_BYTES)
             self._batcher = Batcher(self._unary, self._many, max_bytes=limit)

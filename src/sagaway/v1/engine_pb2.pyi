@@ -15,6 +15,11 @@ Conventions:
   FAILED_PRECONDITION.
 - Times are seconds since the Unix epoch (float). Fields marked `optional` are absent when the
   value is unknown or does not apply (a workflow that has not ended has no ended_at).
+- The server's clock is the only clock (on PostgreSQL, the database's): the `now` fields of
+  requests are kept for compatibility and ignored; every call acts at the server's time. A
+  lease asked for (ClaimDue's `lease_timeout`, the `expires_at` of RenewLeases, a created
+  run's Lease, queue slots) ends at most `max_lease` seconds (HelloReply) after the server's
+  now: a longer one is shortened. Clients read ServerTime to stay in step.
 - Payloads (args, result, error, signal payloads) are JSON text. A workflow's args is a JSON
   object of its arguments by parameter name; errors are JSON objects with at least "type" and
   "message".
@@ -557,6 +562,7 @@ class HelloReply(_message.Message):
     BACKEND_FIELD_NUMBER: _builtins.int
     URL_FIELD_NUMBER: _builtins.int
     MAX_REQUEST_BYTES_FIELD_NUMBER: _builtins.int
+    MAX_LEASE_FIELD_NUMBER: _builtins.int
     protocol_version: _builtins.int
     server_version: _builtins.str
     """the sagaway release the server runs"""
@@ -566,6 +572,10 @@ class HelloReply(_message.Message):
     """the database URL, password masked"""
     max_request_bytes: _builtins.int
     """the largest request message the server accepts"""
+    max_lease: _builtins.float
+    """The longest lease (seconds) the server grants (`sagaway server --max-lease`); absent: an
+    older server that grants what it is asked.
+    """
     def __init__(
         self,
         *,
@@ -574,12 +584,15 @@ class HelloReply(_message.Message):
         backend: _builtins.str = ...,
         url: _builtins.str = ...,
         max_request_bytes: _builtins.int = ...,
+        max_lease: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_lease", b"_max_lease", "max_lease", b"max_lease"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "max_request_bytes", b"max_request_bytes", "protocol_version", b"protocol_version", "server_version", b"server_version", "url", b"url"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_lease", b"_max_lease", "backend", b"backend", "max_lease", b"max_lease", "max_request_bytes", b"max_request_bytes", "protocol_version", b"protocol_version", "server_version", b"server_version", "url", b"url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__max_lease: _TypeAlias = _typing.Literal["max_lease"]  # noqa: Y015
+    _WhichOneofArgType__max_lease: _TypeAlias = _typing.Literal["_max_lease", b"_max_lease"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_lease) -> _WhichOneofReturnType__max_lease | None: ...
 
 Global___HelloReply: _TypeAlias = HelloReply  # noqa: Y015
 

@@ -61,8 +61,16 @@ async def _start(store: PostgresStore, run_id: str, lease: Lease | None) -> None
 
 
 async def _finish(store: PostgresStore, run_id: str, lease: Lease) -> None:
+    # cancel_seen: an owner that ends a run a cancel reached has seen it (else the end is
+    # refused with CancelPending: test_cancel_promise); these tests are about the notices.
     await store.finish_workflow(
-        run_id, token=lease.token, status=WorkflowStatus.COMPLETED, result="1", error=None, now=2.0
+        run_id,
+        token=lease.token,
+        status=WorkflowStatus.COMPLETED,
+        result="1",
+        error=None,
+        now=2.0,
+        cancel_seen=True,
     )
 
 

@@ -25,7 +25,7 @@ from sagaway import codecs
 from sagaway.codecs import CodecStore
 from sagaway.store import Store, open_store
 from sagaway.testing import FakeClock, time_skipping_manager
-from tests.generative import fleet, model, purging
+from tests.generative import fleet, forks, model, purging
 from tests.generative.faults import FaultyStore, Injector
 from tests.generative.handover import recording_handovers
 from tests.generative.program import (
@@ -105,6 +105,8 @@ class Driver:
         """Each process's code version, by number (``fleet.py``)."""
         self.first_tick: float | None = None
         """The schedule's first tick (``fleet.py``)."""
+        self.forked: list[forks.Forked] = []
+        """The forks the client asked for (``forks.py``)."""
         self.separate_client = any(k == "stall" for _, k in scenario.faults.faults)
         self._opening: tuple[Process, bool] | None = None
         self._stores: dict[int, FaultyStore] = {}

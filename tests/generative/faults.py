@@ -26,6 +26,7 @@ from tests.generative.world import InjectedDbError, Process, ProcessDead, World
 _WRITES = frozenset(
     {
         "create_workflow",
+        "fork_workflow",
         "record_step",
         "finish_workflow",
         "suspend_workflow",
@@ -208,6 +209,10 @@ class FaultyStore:
                 world.created(new.run_id, new.key, new.parent_key, program)
                 if result.replaced_run_id is not None:
                     world.replaced[result.replaced_run_id] = new.run_id
+        elif name == "fork_workflow" and result is not None and result.created:
+            new = result.record
+            program = json.loads(_opened(new.args))["program"]["label"]
+            world.created(new.run_id, new.key, None, program)
         elif name == "end_workflow" and result:
             world.ended_by_request[args[0] if args else kw["run_id"]] = kw["status"].value
         elif name == "request_cancel" and result:

@@ -7,7 +7,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 import sagaway as sw
-from tests.generative import fleet, purging
+from tests.generative import fleet, forks, purging
 
 if TYPE_CHECKING:
     from tests.generative.driver import Driver
@@ -29,6 +29,7 @@ async def check(driver: Driver) -> list[str]:
     problems += await fleet.check(driver, records)
     if driver.settings.purge:
         problems += purging.lost_outcomes(driver, records)
+    problems += forks.check(driver)
     return problems
 
 
@@ -154,6 +155,9 @@ def _compensations(
         for e in done:
             if not e.compensation:
                 completed_last[e.label] = completed_at.get((run_id, e.call_id), float(e.end_seq))
+        # A fork replayed its kept steps: their completions and compensations count as done.
+        replayed = forks.kept(driver, run_id, completed_at)
+        completed_last = {**replayed.completed, **completed_last}
         expected = want.compensated
         if record.status is sw.WorkflowStatus.CANCELLED and driver.settings.cancel_compensates:
             # The steps whose completion was committed: an attempt that ran in a process that
@@ -173,6 +177,7 @@ def _compensations(
             )
         if expected is None or record.status.value not in want.statuses:
             continue  # the outcome check reports it
+        expected = expected - replayed.compensated
         got = set(undone_first)
         if got != expected:
             out.append(

@@ -166,6 +166,11 @@ class TopLevel:
     """Cancel its first child after the first settle."""
     timeout: float | None = None
     """Its deadline (``execute(timeout=)``)."""
+    fork_from: int | None = None
+    """Forked after the first settle (``settings.fork``, ``forks.py``): from its top-level step
+    ``1 + fork_from % (last + 1)``; None: not forked."""
+    fork_force: bool = False
+    """The fork is forced (``force=True``): not refused for compensations it drops."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -431,6 +436,10 @@ def scenarios(draw: st.DrawFn, s: GenSettings) -> Scenario:
             for r in receives
         )
         has_child = any(isinstance(n, Child) for n in walk(program.body))
+        cancels = any(isinstance(n, Act) and n.cancels for n in walk(program.body))
+        fork_from = None
+        if s.fork and timeout is None and not cancels and draw(st.integers(0, 2)) == 0:
+            fork_from = draw(st.integers(0, 12))
         tops.append(
             TopLevel(
                 key=f"wf{i}",
@@ -440,6 +449,8 @@ def scenarios(draw: st.DrawFn, s: GenSettings) -> Scenario:
                 restart=s.terminate_restart and draw(st.integers(0, 4)) == 0,
                 cancel_child=s.cancel_child and has_child and draw(st.booleans()),
                 timeout=timeout,
+                fork_from=fork_from,
+                fork_force=fork_from is not None and draw(st.integers(0, 3)) == 0,
             )
         )
     kinds = [k for k, flag in FAULT_KINDS if getattr(s, flag)]
@@ -464,6 +475,9 @@ def scenarios(draw: st.DrawFn, s: GenSettings) -> Scenario:
         plain = s.enabled(user_child_keys=False, shared_child_keys=False)
         scheduled = draw(_program(plain, _Labels(f"{SCHEDULED}."), 1, top=False))
     versions = s.code_versions and draw(st.integers(0, 3)) == 0
+    if versions:
+        # The version checks (fleet.py) know the top-level keys' versions, not their forks'.
+        tops = [dataclasses.replace(t, fork_from=None, fork_force=False) for t in tops]
     return Scenario(tuple(tops), FaultPlan(faults, overshoot, concurrency), scheduled, versions)
 
 

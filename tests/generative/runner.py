@@ -6,7 +6,7 @@ import dataclasses
 from collections import Counter
 
 from sagaway import observe
-from tests.generative import fleet, invariants, telemetry_check
+from tests.generative import fleet, forks, invariants, telemetry_check
 from tests.generative.driver import FINAL_BUDGET, FIRST_BUDGET, Driver
 from tests.generative.program import Scenario
 from tests.generative.settings import GenSettings
@@ -47,7 +47,7 @@ async def run_scenario(scenario: Scenario, settings: GenSettings, url: str) -> R
         jumps=driver.jumps,
         settled=driver.settled,
         fault_log=driver.injector.log,
-        blocks=fleet.blocks(driver),
+        blocks=fleet.blocks(driver) + forks.blocks(driver),
     )
 
 
@@ -67,6 +67,8 @@ async def _run(
         if scenario.scheduled is not None:
             await driver.settle(lambda: fleet.ticks_started(driver, 2), FIRST_BUDGET)
             await fleet.pause_schedule(driver)
+        if driver.settings.fork:
+            await forks.fork_all(driver, last=False)
         for top in scenario.workflows:
             for label, when, dup in top.signals:
                 if when == "after":
@@ -88,6 +90,8 @@ async def _run(
                 if children:
                     await driver.end(children[0].key, cancel=True)
         driver.settled = await driver.settle(driver.all_as_expected, FINAL_BUDGET)
+        if driver.settings.fork and await forks.fork_all(driver, last=True):
+            driver.settled = await driver.settle(driver.all_as_expected, FINAL_BUDGET)
         problems = await invariants.check(driver)
         if checker is not None:
             problems += checker.check(driver, await driver.statuses())

@@ -126,6 +126,11 @@ class GenSettings:
     """Every process runs background retention with a tiny age (``purging.py``): ended runs
     vanish while others may still read them (a workflow that attached to a shared child used
     to lose it, and stayed SUSPENDED with WorkflowNotFound)."""
+    fork: bool = True
+    """The client forks some ended top-level runs from one of their steps, under the fault
+    plan (``forks.py``): the fork's run ends as the model says without executing a kept step
+    again, its new steps run under keys the source never used, and a refused fork
+    (``ForkRefused`` for dropped compensations, ``WorkflowNotEnded``) creates nothing."""
 
     # ------------------------------------------------------------------ faults
     crash: bool = True

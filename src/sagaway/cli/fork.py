@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
-from typing import Any
 
 import click
 
 import sagaway as sw
+from sagaway.cli._ending import result_or_error
 from sagaway.cli._format import safe
 from sagaway.cli._support import Exit, run, url_option
 
@@ -125,16 +124,4 @@ async def _fork(
         assert handle.run_id is not None
         if not wait:
             return _Outcome(plan, handle.run_id)
-        return _Outcome(plan, handle.run_id, await _result(handle))
-
-
-async def _result(handle: sw.WorkflowHandle[Any]) -> tuple[bool, str]:
-    try:
-        result = await handle.result()
-    except sw.WorkflowCancelled as exc:
-        return False, str(exc)
-    except sw.SagawayError:
-        raise
-    except Exception as exc:  # the workflow's own error, re-raised from its record
-        return False, f"{type(exc).__name__}: {exc}"
-    return True, json.dumps(result)
+        return _Outcome(plan, handle.run_id, await result_or_error(handle))

@@ -81,8 +81,23 @@ def fork(
     NEW_KEY is taken (or, with --wait, the fork failed), 2 if N is out of range, 3 if there
     is no workflow KEY.
     """
-    forking = _fork(url, key, from_step, new_key, wait=wait, dry_run=dry_run, force=force)
-    outcome = run(forking, url)
+
+    async def forking() -> _Outcome:
+        async with sw.Manager(url).connect(create=False) as manager:
+            plan = await manager.plan_fork(key, from_step=from_step, force=force)
+            if dry_run:
+                try:
+                    status = await manager.get_workflow(new_key).status()
+                except sw.WorkflowNotFound:
+                    return _Outcome(plan, None)
+                raise sw.WorkflowAlreadyExists(new_key, status.value)
+            handle = await manager.fork(key, from_step=from_step, new_key=new_key, force=force)
+            assert handle.run_id is not None
+            if not wait:
+                return _Outcome(plan, handle.run_id)
+            return _Outcome(plan, handle.run_id, await result_or_error(handle))
+
+    outcome = run(forking(), url)
     plan = outcome.plan
     if outcome.run_id is None:
         click.echo(safe(f"{key} -> {new_key} (dry run): would have {summary(plan)}"))
@@ -100,28 +115,3 @@ def fork(
             click.echo(safe(f"{new_key} failed: {text}"), err=True)
             sys.exit(int(Exit.REFUSED))
         click.echo(safe(text))
-
-
-async def _fork(
-    url: str | None,
-    key: str,
-    from_step: int,
-    new_key: str,
-    *,
-    wait: bool,
-    dry_run: bool,
-    force: bool,
-) -> _Outcome:
-    async with sw.Manager(url).connect(create=False) as manager:
-        plan = await manager.plan_fork(key, from_step=from_step, force=force)
-        if dry_run:
-            try:
-                status = await manager.get_workflow(new_key).status()
-            except sw.WorkflowNotFound:
-                return _Outcome(plan, None)
-            raise sw.WorkflowAlreadyExists(new_key, status.value)
-        handle = await manager.fork(key, from_step=from_step, new_key=new_key, force=force)
-        assert handle.run_id is not None
-        if not wait:
-            return _Outcome(plan, handle.run_id)
-        return _Outcome(plan, handle.run_id, await result_or_error(handle))

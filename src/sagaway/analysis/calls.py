@@ -13,7 +13,14 @@ import ast
 from collections.abc import Iterator
 
 from sagaway.analysis.durable import Raw, enclosing_function
-from sagaway.analysis.index import FuncNode, ModuleIndex, ProjectIndex, walk_body, workflow_scopes
+from sagaway.analysis.index import (
+    FuncNode,
+    ModuleIndex,
+    ProjectIndex,
+    function_names_in,
+    walk_body,
+    workflow_scopes,
+)
 
 _EXECUTE = {
     "activity": {"execute_get", "execute_wait"},
@@ -74,11 +81,7 @@ def check_unawaited(module: ModuleIndex, project: ProjectIndex) -> Iterator[Raw]
     own (``pay(order)``) or assigned (``r = pay(order)``) and never awaited or passed on."""
     for scope in workflow_scopes(module):
         local = module.local_names(scope.fn)
-        nested = {
-            n.name
-            for n in ast.walk(scope.fn)
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-        }
+        nested = function_names_in(scope.fn)
         for node in walk_body(module, scope.fn):
             if isinstance(node, ast.Expr):
                 value, target = node.value, None

@@ -16,6 +16,7 @@ from sagaway.analysis.index import (
     ModuleIndex,
     ProjectIndex,
     Scope,
+    function_names_in,
     walk_body,
     workflow_scopes,
 )
@@ -89,11 +90,7 @@ def check_registrations(module: ModuleIndex, project: ProjectIndex) -> Iterator[
         name = node.args[0].id
         fn = enclosing_function(module, node)
         if fn is not None and name in module.local_names(fn):
-            nested = {
-                n.name
-                for n in ast.walk(fn)
-                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-            }
+            nested = function_names_in(fn)
             if name not in nested:
                 continue  # a parameter or local variable: we cannot know what it holds
         kinds = project.kinds_for(module, name)

@@ -122,10 +122,11 @@ async def test_a_refused_end_of_a_run_not_owned_is_still_a_lost_lease(store: Sto
 # ------------------------------------------------------------------ workflows
 
 
-def define_order(
+def order_activities(
     manager: sw.Manager, log: list[str], gate: asyncio.Event, started: asyncio.Event
-) -> Any:
-    """reserve, then charge (``started``, then held at ``gate``) as the saga's last step."""
+) -> tuple[Any, Any, Any, Any]:
+    """reserve, release, charge (``started``, then held at ``gate``) and refund, registered;
+    each logs what it did."""
 
     @manager.register_activity
     async def reserve(order: str) -> str:
@@ -146,6 +147,15 @@ def define_order(
     @manager.register_activity
     async def refund(payment: str) -> None:
         log.append(f"refund {payment}")
+
+    return reserve, release, charge, refund
+
+
+def define_order(
+    manager: sw.Manager, log: list[str], gate: asyncio.Event, started: asyncio.Event
+) -> Any:
+    """reserve, then charge (``started``, then held at ``gate``) as the saga's last step."""
+    reserve, release, charge, refund = order_activities(manager, log, gate, started)
 
     @manager.register_workflow(name="order")
     async def order(order_id: str) -> str:
@@ -508,25 +518,7 @@ async def test_a_hand_written_saga_is_undone_when_the_end_delivers_the_cancel(
     log: list[str] = []
     gate, started = asyncio.Event(), asyncio.Event()
 
-    @manager.register_activity
-    async def reserve(order: str) -> str:
-        log.append("reserve")
-        return f"res-{order}"
-
-    @manager.register_activity
-    async def release(reservation: str) -> None:
-        log.append(f"release {reservation}")
-
-    @manager.register_activity
-    async def charge(order: str) -> str:
-        log.append("charge")
-        started.set()
-        await gate.wait()
-        return f"pay-{order}"
-
-    @manager.register_activity
-    async def refund(payment: str) -> None:
-        log.append(f"refund {payment}")
+    reserve, release, charge, refund = order_activities(manager, log, gate, started)
 
     @manager.register_workflow(name="explicit_order")
     async def explicit_order(order_id: str) -> str:

@@ -306,6 +306,14 @@ async def until_done(clock: FakeClock, task: asyncio.Future[Any], limit: float) 
     return clock.now() - began
 
 
+async def run_for(clock: FakeClock, seconds: float) -> None:
+    """Move ``clock`` on by ``seconds`` in 0.1 s steps, letting the loop run at each."""
+    began = clock.now()
+    while clock.now() - began < seconds:
+        await clock.advance(0.1)
+        await asyncio.sleep(0)
+
+
 @pytest.mark.parametrize("key", ["k", None])
 async def test_a_start_whose_answer_was_lost_creates_one_execution(
     db_url: str, key: str | None
@@ -375,10 +383,7 @@ async def test_a_call_rides_out_an_outage_shorter_than_its_budget(db_url: str) -
         store = flaky(manager)
         store.down = True
         task = asyncio.ensure_future(manager.workflow("flow").execute(idempotency_key="k"))
-        began = clock.now()
-        while clock.now() - began < 4:
-            await clock.advance(0.1)
-            await asyncio.sleep(0)
+        await run_for(clock, 4)
         assert not task.done()
         store.down = False
         await until_done(clock, task, limit=2)
@@ -396,10 +401,7 @@ async def test_a_result_wait_keeps_its_deadline_through_an_outage(db_url: str) -
         store = flaky(manager)
         store.down = True
         task = asyncio.ensure_future(manager.get_workflow("w").result(timeout=10))
-        began = clock.now()
-        while clock.now() - began < 6:
-            await clock.advance(0.1)
-            await asyncio.sleep(0)
+        await run_for(clock, 6)
         assert not task.done()
         store.down = False
         took = 6 + await until_done(clock, task, limit=20)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from sagaway import activity as activity_mod
 from sagaway import errors, observe, retry
 from sagaway._engine import context, deadlines, keys
+from sagaway._engine.clock_race import finish_within
 from sagaway._engine.execution import FINAL, engine_code
 from sagaway._engine.queue_admission import QueueAdmission
 from sagaway.states import ErrorKind, StepKind, StepStatus
@@ -448,16 +449,7 @@ def _aborted(name: str, exc: BaseException) -> errors.ActivityAborted:
 
 
 async def _with_timeout(work: Any, timeout: float, engine: Engine, name: str) -> Any:
-    task = asyncio.ensure_future(work)
-    timer = asyncio.ensure_future(engine.clock.sleep(timeout))
-    try:
-        done, _ = await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        task.cancel()
-        timer.cancel()
-        raise
-    if task in done:
-        timer.cancel()
-        return task.result()
-    task.cancel()  # a thread cannot be stopped: a sync activity runs on, its result is discarded
+    finished, result = await finish_within(work, timeout, engine.clock)
+    if finished:
+        return result
     raise errors.ActivityTimeout(f"activity {name!r} did not finish within {timeout}s")

@@ -11,11 +11,11 @@ activities a workflow makes after it caught its cancellation.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from sagaway import errors
+from sagaway._engine.clock_race import finish_within
 
 if TYPE_CHECKING:
     from sagaway._engine.engine import Engine
@@ -41,19 +41,11 @@ async def bounded(
 ) -> Any:
     """Await an attempt, bounded by its own ``timeout`` (``ActivityTimeout``) and by ``cut``,
     the workflow's deadline plus grace (``DeadlineCut``), whichever comes first."""
-    task = asyncio.ensure_future(work)
     limit = cut if timeout is None else min(cut, timeout)
-    timer = asyncio.ensure_future(engine.clock.sleep(limit))
-    try:
-        done, _ = await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        task.cancel()
-        timer.cancel()
-        raise
-    if task in done:
-        timer.cancel()
-        return task.result()
-    task.cancel()  # raised inside the activity's task; a thread runs on (see the module)
+    finished, result = await finish_within(work, limit, engine.clock)
+    if finished:
+        return result
+    # cancelled inside the activity's task; a thread runs on (see the module)
     grace = engine.options.deadline_grace
     if timeout is not None and timeout < cut:
         raise errors.ActivityTimeout(f"activity {name!r} did not finish within {timeout}s")

@@ -12,8 +12,15 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from sagaway.analysis.durable import Raw, enclosing_function
-from sagaway.analysis.index import FuncNode, ModuleIndex, ProjectIndex, walk_body, workflow_scopes
+from sagaway.analysis.durable import Raw, enclosing_function, method_calls_on_a_name
+from sagaway.analysis.index import (
+    FuncNode,
+    ModuleIndex,
+    ProjectIndex,
+    function_names_in,
+    walk_body,
+    workflow_scopes,
+)
 
 _EXECUTE = {
     "activity": {"execute_get", "execute_wait"},
@@ -74,11 +81,7 @@ def check_unawaited(module: ModuleIndex, project: ProjectIndex) -> Iterator[Raw]
     own (``pay(order)``) or assigned (``r = pay(order)``) and never awaited or passed on."""
     for scope in workflow_scopes(module):
         local = module.local_names(scope.fn)
-        nested = {
-            n.name
-            for n in ast.walk(scope.fn)
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-        }
+        nested = function_names_in(scope.fn)
         for node in walk_body(module, scope.fn):
             if isinstance(node, ast.Expr):
                 value, target = node.value, None
@@ -134,16 +137,8 @@ def _missing_arguments(fn: FuncNode, call: ast.Call) -> tuple[list[str], list[st
 
 def check_compensation_arguments(module: ModuleIndex, project: ProjectIndex) -> Iterator[Raw]:
     """SW402: ``saga.add_compensation(f, ...)`` without arguments ``f`` requires."""
-    for node in module.nodes:
-        if not (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "add_compensation"
-            and node.args
-            and isinstance(node.args[0], ast.Name)
-        ):
-            continue
-        name = node.args[0].id
+    for node, _, arg in method_calls_on_a_name(module, {"add_compensation"}):
+        name = arg.id
         fn = enclosing_function(module, node)
         if fn is not None and name in module.local_names(fn):
             continue  # a parameter, variable or nested function: not the module's

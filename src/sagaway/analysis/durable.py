@@ -9,13 +9,14 @@ needs to undo; a saga whose compensations are never run leaves the steps done; a
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 
 from sagaway.analysis.index import (
     FuncNode,
     ModuleIndex,
     ProjectIndex,
     Scope,
+    function_names_in,
     walk_body,
     workflow_scopes,
 )
@@ -31,6 +32,23 @@ def enclosing_function(module: ModuleIndex, node: ast.AST) -> FuncNode | None:
             return parent
         parent = module.parents.get(parent)
     return None
+
+
+def method_calls_on_a_name(
+    module: ModuleIndex, methods: Container[str]
+) -> Iterator[tuple[ast.Call, str, ast.Name]]:
+    """Each call ``x.method(name, ...)`` in ``module`` whose method is one of ``methods`` and
+    whose first argument is a plain name (``saga.add_compensation(refund)``): the call, the
+    method, the name."""
+    for node in module.nodes:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in methods
+            and node.args
+            and isinstance(node.args[0], ast.Name)
+        ):
+            yield node, node.func.attr, node.args[0]
 
 
 # ---------------------------------------------------------------------------- SW201 / SW202
@@ -77,31 +95,19 @@ def _registration_message(method: str, name: str, kinds: set[str]) -> tuple[str,
 
 def check_registrations(module: ModuleIndex, project: ProjectIndex) -> Iterator[Raw]:
     """SW201/SW202: ``manager.activity(f)``, ``manager.workflow(f)``, ``add_compensation(f)``."""
-    for node in module.nodes:
-        if not (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in _EXPECTED
-            and node.args
-            and isinstance(node.args[0], ast.Name)
-        ):
-            continue
-        name = node.args[0].id
+    for node, method, arg in method_calls_on_a_name(module, _EXPECTED):
+        name = arg.id
         fn = enclosing_function(module, node)
         if fn is not None and name in module.local_names(fn):
-            nested = {
-                n.name
-                for n in ast.walk(fn)
-                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-            }
+            nested = function_names_in(fn)
             if name not in nested:
                 continue  # a parameter or local variable: we cannot know what it holds
         kinds = project.kinds_for(module, name)
         if not kinds:
             continue
-        found = _registration_message(node.func.attr, name, set(kinds))
+        found = _registration_message(method, name, set(kinds))
         if found is not None:
-            yield node.args[0], found[0], found[1]
+            yield arg, found[0], found[1]
 
 
 # ---------------------------------------------------------------------------- SW401

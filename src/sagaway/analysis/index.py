@@ -114,6 +114,12 @@ def function_local_names(fn: FuncNode) -> frozenset[str]:
     return frozenset(names - declared_global)
 
 
+def function_names_in(fn: FuncNode) -> set[str]:
+    """Names of the functions ``def``-ined in ``fn`` at any depth, ``fn``'s own included: a
+    call to one of them runs that function, not a parameter or variable of the same name."""
+    return {n.name for n in ast.walk(fn) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+
 class ModuleIndex:
     """One parsed module: imports, functions, registrations and a parent map."""
 
@@ -378,11 +384,7 @@ def workflow_scopes(module: ModuleIndex) -> list[Scope]:
         seen.add(scope.fn)
         scopes.append(scope)
         local = module.local_names(scope.fn)
-        nested = {
-            n.name
-            for n in ast.walk(scope.fn)
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-        }
+        nested = function_names_in(scope.fn)
         for node in walk_body(module, scope.fn):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
                 continue

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
-from typing import Any
 
 import click
 
 import sagaway as sw
+from sagaway.cli._ending import result_or_error
 from sagaway.cli._format import safe
 from sagaway.cli._support import Exit, run, url_option
 
@@ -82,8 +81,23 @@ def fork(
     NEW_KEY is taken (or, with --wait, the fork failed), 2 if N is out of range, 3 if there
     is no workflow KEY.
     """
-    forking = _fork(url, key, from_step, new_key, wait=wait, dry_run=dry_run, force=force)
-    outcome = run(forking, url)
+
+    async def forking() -> _Outcome:
+        async with sw.Manager(url).connect(create=False) as manager:
+            plan = await manager.plan_fork(key, from_step=from_step, force=force)
+            if dry_run:
+                try:
+                    status = await manager.get_workflow(new_key).status()
+                except sw.WorkflowNotFound:
+                    return _Outcome(plan, None)
+                raise sw.WorkflowAlreadyExists(new_key, status.value)
+            handle = await manager.fork(key, from_step=from_step, new_key=new_key, force=force)
+            assert handle.run_id is not None
+            if not wait:
+                return _Outcome(plan, handle.run_id)
+            return _Outcome(plan, handle.run_id, await result_or_error(handle))
+
+    outcome = run(forking(), url)
     plan = outcome.plan
     if outcome.run_id is None:
         click.echo(safe(f"{key} -> {new_key} (dry run): would have {summary(plan)}"))
@@ -101,40 +115,3 @@ def fork(
             click.echo(safe(f"{new_key} failed: {text}"), err=True)
             sys.exit(int(Exit.REFUSED))
         click.echo(safe(text))
-
-
-async def _fork(
-    url: str | None,
-    key: str,
-    from_step: int,
-    new_key: str,
-    *,
-    wait: bool,
-    dry_run: bool,
-    force: bool,
-) -> _Outcome:
-    async with sw.Manager(url).connect(create=False) as manager:
-        plan = await manager.plan_fork(key, from_step=from_step, force=force)
-        if dry_run:
-            try:
-                status = await manager.get_workflow(new_key).status()
-            except sw.WorkflowNotFound:
-                return _Outcome(plan, None)
-            raise sw.WorkflowAlreadyExists(new_key, status.value)
-        handle = await manager.fork(key, from_step=from_step, new_key=new_key, force=force)
-        assert handle.run_id is not None
-        if not wait:
-            return _Outcome(plan, handle.run_id)
-        return _Outcome(plan, handle.run_id, await _result(handle))
-
-
-async def _result(handle: sw.WorkflowHandle[Any]) -> tuple[bool, str]:
-    try:
-        result = await handle.result()
-    except sw.WorkflowCancelled as exc:
-        return False, str(exc)
-    except sw.SagawayError:
-        raise
-    except Exception as exc:  # the workflow's own error, re-raised from its record
-        return False, f"{type(exc).__name__}: {exc}"
-    return True, json.dumps(result)

@@ -10,7 +10,6 @@ result as JSON, which needs no application code either.
 from __future__ import annotations
 
 import inspect
-import json
 from typing import Any
 
 import click
@@ -19,6 +18,7 @@ from rich.markup import escape
 
 import sagaway as sw
 from sagaway.cli import _support as support
+from sagaway.cli._ending import result_or_error
 from sagaway.cli._support import Exit, fail, reading_codec, run, url_option
 from sagaway.registry import Registry
 from sagaway.store import resolve_url
@@ -195,15 +195,7 @@ def _reader(manager: sw.Manager) -> sw.Manager:
 def _wait(manager: sw.Manager, key: str) -> None:
     async def go() -> tuple[bool, str]:
         async with manager.connect():
-            try:
-                result = await manager.get_workflow(key).result()
-            except sw.WorkflowCancelled as exc:
-                return False, str(exc)
-            except sw.SagawayError:
-                raise
-            except Exception as exc:  # the workflow's own error, re-raised from its record
-                return False, f"{type(exc).__name__}: {exc}"
-            return True, json.dumps(result)
+            return await result_or_error(manager.get_workflow(key))
 
     ok, text = run(go(), manager.url)
     if not ok:

@@ -103,7 +103,6 @@ class Driver:
         """With two code versions and a separate client: the client of the second version."""
         self.process_versions: dict[int, str | None] = {}
         """Each process's code version, by number (``fleet.py``)."""
-        self.first_tick: float | None = None
         """The schedule's first tick (``fleet.py``)."""
         self.separate_client = any(k == "stall" for _, k in scenario.faults.faults)
         self._opening: tuple[Process, bool] | None = None

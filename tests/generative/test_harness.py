@@ -22,7 +22,8 @@ import sagaway as sw
 from sagaway._engine.threads import DaemonThreadPool
 from sagaway.testing import FakeClock
 from sagaway.testing.internals import engine_of
-from tests.generative.driver import LEASE, Driver
+from tests.generative import fleet
+from tests.generative.driver import FIRST_BUDGET, LEASE, Driver
 from tests.generative.handover import HandoverPool, recording_handovers
 from tests.generative.program import Act, FaultPlan, Program, Scenario, to_json
 from tests.generative.settings import GenSettings
@@ -126,3 +127,29 @@ async def test_processes_opened_apart_in_fake_time_agree_on_the_database_clock(
         assert second_clock.now() == first_clock.now()
         assert first_clock.now() == driver.clock.now() + driver.server_offset
         assert first.process.offset == second.process.offset == driver.server_offset
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+async def test_ticks_started_after_a_schedule_call_lost_its_acknowledgement_are_counted(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """The client's schedule call committed, then its process died (a lost acknowledgement);
+    while the dead process's lease expired the schedulers started the first tick, and the
+    retried call returned the schedule with its next tick past it. That tick is a tick of the
+    schedule: the check counts from the first tick after the schedule was stored (a
+    PostgreSQL run reported it as 'not a tick up to the last one')."""
+    url = request.getfixturevalue(f"{backend}_url")
+    scenario = Scenario(workflows=(), faults=FaultPlan(), scheduled=Program("sch", "none", ()))
+    driver = Driver(scenario, GenSettings(), url)
+    async with driver.running():
+        await fleet.create_schedule(driver)  # committed; its acknowledgement lost
+        assert await driver.settle(lambda: fleet.ticks_started(driver, 1), FIRST_BUDGET)
+        await fleet.create_schedule(driver)  # the retry finds the schedule past that tick
+        assert await driver.settle(lambda: fleet.ticks_started(driver, 2), FIRST_BUDGET)
+        await fleet.pause_schedule(driver)
+        records = await driver.statuses()
+        ticks = sorted(r.key for r in records.values() if r.key.startswith("schedule:"))
+        assert len(ticks) == 2
+        assert await fleet.check(driver, records) == []

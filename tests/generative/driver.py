@@ -103,7 +103,6 @@ class Driver:
         """With two code versions and a separate client: the client of the second version."""
         self.process_versions: dict[int, str | None] = {}
         """Each process's code version, by number (``fleet.py``)."""
-        self.first_tick: float | None = None
         """The schedule's first tick (``fleet.py``)."""
         self.forked: list[forks.Forked] = []
         """The forks the client asked for (``forks.py``)."""

@@ -163,7 +163,12 @@ class FaultyStore:
                 process.dead = True
                 raise ProcessDead(f"process {process.number} crashed before {name}")
             if kind == "stall" and not process.closing:
-                if process.stalled is None:
+                # The driver freezes one process at a time, the one it is asked to: a stall
+                # while another process's is still to be carried out does nothing (it once
+                # overwrote that request and left the other process frozen for good, while
+                # the driver, which never froze it, thought it ran).
+                requested = self._injector.stall_requested
+                if process.stalled is None and requested in (None, process):
                     self._injector.stall_requested = process
                     process.stalled = asyncio.Event()
                 await process.wait_unfrozen()

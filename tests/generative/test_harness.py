@@ -14,7 +14,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -22,7 +22,9 @@ import sagaway as sw
 from sagaway._engine.threads import DaemonThreadPool
 from sagaway.testing import FakeClock
 from sagaway.testing.internals import engine_of
-from tests.generative.driver import LEASE, Driver
+from tests.generative import fleet
+from tests.generative.driver import FIRST_BUDGET, LEASE, Driver
+from tests.generative.faults import FaultyStore, Injector
 from tests.generative.handover import HandoverPool, recording_handovers
 from tests.generative.program import Act, FaultPlan, Program, Scenario, to_json
 from tests.generative.settings import GenSettings
@@ -126,3 +128,63 @@ async def test_processes_opened_apart_in_fake_time_agree_on_the_database_clock(
         assert second_clock.now() == first_clock.now()
         assert first_clock.now() == driver.clock.now() + driver.server_offset
         assert first.process.offset == second.process.offset == driver.server_offset
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+async def test_ticks_started_after_a_schedule_call_lost_its_acknowledgement_are_counted(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """The client's schedule call committed, then its process died (a lost acknowledgement);
+    while the dead process's lease expired the schedulers started the first tick, and the
+    retried call returned the schedule with its next tick past it. That tick is a tick of the
+    schedule: the check counts from the first tick after the schedule was stored (a
+    PostgreSQL run reported it as 'not a tick up to the last one')."""
+    url = request.getfixturevalue(f"{backend}_url")
+    scenario = Scenario(workflows=(), faults=FaultPlan(), scheduled=Program("sch", "none", ()))
+    driver = Driver(scenario, GenSettings(), url)
+    async with driver.running():
+        await fleet.create_schedule(driver)  # committed; its acknowledgement lost
+        assert await driver.settle(lambda: fleet.ticks_started(driver, 1), FIRST_BUDGET)
+        await fleet.create_schedule(driver)  # the retry finds the schedule past that tick
+        assert await driver.settle(lambda: fleet.ticks_started(driver, 2), FIRST_BUDGET)
+        await fleet.pause_schedule(driver)
+        records = await driver.statuses()
+        ticks = sorted(r.key for r in records.values() if r.key.startswith("schedule:"))
+        assert len(ticks) == 2
+        assert await fleet.check(driver, records) == []
+
+
+class _Claims:
+    """A store that answers ``claim_due`` with nothing."""
+
+    url = "stub://"
+
+    async def claim_due(self, **kwargs: Any) -> list[Any]:
+        return []
+
+
+async def test_a_second_stall_before_the_first_is_carried_out_freezes_no_other_process() -> None:
+    """Two processes' calls hit stall faults before the driver carried out the first: only
+    the process the driver is asked to freeze (and will thaw) is frozen. The second request
+    used to overwrite the first, whose process stayed frozen for good while the driver thought
+    it ran: with two code versions, its version's workflows were never run again (a
+    grpc+sqlite run: 'expected COMPLETED, got WAITING', a signal stored and never received)."""
+    injector = Injector({0: "stall", 1: "stall"})
+    world = World(FakeClock(), {})
+    processes = (Process(1, version="v1"), Process(2, version="v2"))
+    stores = [
+        FaultyStore(
+            cast(Any, _Claims()), injector, p, world, client=False, server_time=lambda: None
+        )
+        for p in processes
+    ]
+    calls = [asyncio.create_task(s.claim_due(owner=f"p{i}")) for i, s in enumerate(stores)]
+    await _until(lambda: injector.calls == 2)
+    requested = injector.stall_requested
+    assert requested is not None
+    assert [p for p in processes if p.stalled is not None] == [requested]
+    assert requested.stalled is not None
+    requested.stalled.set()  # the driver's thaw
+    assert await asyncio.wait_for(asyncio.gather(*calls), 10.0) == [[], []]

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.long  # starts real processes: run by `pytest -m long`
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.long  # starts real processes: run by `pytest -m long`
+
 APP = Path(__file__).with_name("fork_app.py")
 
 

@@ -11,8 +11,12 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 import sagaway as sw
 from sagaway.store.records import ListQuery
+
+pytestmark = pytest.mark.long  # starts real processes: run by `pytest -m long`
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_FOR = 3.5

@@ -37,6 +37,8 @@ from sagaway.store import StoreUnavailable
 from tests.acceptance import server_app
 from tests.conftest import _fresh_postgres_url
 
+pytestmark = pytest.mark.long  # starts real processes: run by `pytest -m long`
+
 ROOT = Path(__file__).resolve().parents[2]
 APP = "from tests.acceptance.server_app import main; main()"
 T = TypeVar("T")

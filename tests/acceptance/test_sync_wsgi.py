@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.long  # starts real processes: run by `pytest -m long`
+
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.acceptance.sync_wsgi_app"
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.long  # starts real processes: run by `pytest -m long`
+
 APP = Path(__file__).with_name("tracing_app.py")
 
 

@@ -37,6 +37,8 @@ from psycopg import sql
 from sagaway.store.migrations import latest_version, migrations
 from tests.store_helpers import is_sqlite, raw_sql
 
+pytestmark = pytest.mark.long  # starts real processes: run by `pytest -m long`
+
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("upgrade_app.py")
 OLD_WHEEL = ROOT / "tests" / "fixtures" / "releases" / "sagaway-0.1.0-py3-none-any.whl"

@@ -13,6 +13,8 @@ import pytest
 
 import sagaway as sw
 
+pytestmark = pytest.mark.long  # starts real processes: run by `pytest -m long`
+
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("waiting_app.py")
 

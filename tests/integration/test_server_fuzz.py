@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from sagaway.v1 import engine_pb2 as pb
 from tests.integration.server_support import ServerProcess, build_app
 
-pytestmark = [pytest.mark.grpc, pytest.mark.slow]
+pytestmark = [pytest.mark.grpc, pytest.mark.slow, pytest.mark.long]
 
 PAYLOAD_LIMIT = 1024
 """The server's payload limit here (its smallest): oversized messages stay cheap to send."""

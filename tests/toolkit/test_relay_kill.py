@@ -25,7 +25,7 @@ from sagaway.outbox import Inbox, Message, Outbox
 from tests.toolkit import brokers
 from tests.toolkit.conftest import ServiceDB
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 APP = Path(__file__).with_name("relay_app.py")
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import inspect
 import json
+import os
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -175,6 +176,8 @@ class FaultyStore:
             if name == "purge_ended" and self._world.before_purge is not None:
                 await self._world.before_purge()  # the checks read what it deletes
             result = await method(*args, **kwargs)
+            if _TRACE:
+                _trace(process.number, name, args, kwargs, result, kind, now)
             self._observe(name, args, kwargs, result)
             if kind == "lost_ack":
                 raise InjectedDbError(f"injected: {name} committed, its acknowledgement was lost")
@@ -226,6 +229,26 @@ class FaultyStore:
             self._process.owner = kw["owner"]
         elif name == "create_workflow" and kw.get("lease") is not None:
             self._process.owner = kw["lease"].owner
+
+
+_TRACE = os.environ.get("SAGAWAY_GEN_TRACE", "")
+
+
+def _trace(
+    number: int,
+    name: str,
+    args: tuple[Any, ...],
+    kw: dict[str, Any],
+    result: Any,
+    kind: str | None,
+    now: float,
+) -> None:
+    """One line per store call that returned (``SAGAWAY_GEN_TRACE=<file>``), for reading a
+    failure's timeline."""
+    parts = [repr(a)[:300] for a in args] + [f"{k}={v!r}"[:300] for k, v in kw.items()]
+    with open(_TRACE, "a") as out:
+        out.write(f"t={now:.3f} p{number} {name}({', '.join(parts)}) -> {result!r}"[:1500])
+        out.write(f" [{kind}]\n" if kind else "\n")
 
 
 def _opened(text: str) -> str:

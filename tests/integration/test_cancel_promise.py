@@ -23,6 +23,7 @@ from sagaway.states import WorkflowStatus
 from sagaway.store import Store
 from sagaway.store.base import CancelPending
 from sagaway.testing import FakeClock
+from sagaway.testing.internals import store_of
 from tests.store_helpers import T0, run_of, running, step
 
 
@@ -542,4 +543,90 @@ async def test_a_hand_written_saga_is_undone_when_the_end_delivers_the_cancel(
         description = await handle.describe()
 
     assert log == ["reserve", "charge", "refund pay-o5", "release res-o5"]
+    assert [s.name for s in description.steps if s.kind is sw.StepKind.CANCEL] == ["workflow end"]
+
+
+async def test_a_cancel_delivered_at_the_workflow_end_survives_a_crash_after_its_record(
+    db_url: str,
+) -> None:
+    """The process that delivered a cancellation at the workflow's end (a hand-written saga's
+    last activity was running when the request came) dies right after that ``cancel`` step is
+    written, before any compensation. The process that takes the run over replays it: the
+    recorded step counts the request as seen, so nothing is pending any more, yet the run
+    must end CANCELLED after its compensations (it used to end COMPLETED, nothing undone:
+    found by the generative test, a child whose parent was cancelled)."""
+    clock = FakeClock()
+    log: list[str] = []
+    gate, started, frozen = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    gone = asyncio.Event()  # set once the test is done: the frozen calls fail then
+
+    def build(name: str, poll_interval: float) -> tuple[sw.Manager, Any]:
+        manager = make_manager(db_url, clock=clock, lease_timeout=60.0, poll_interval=poll_interval)
+
+        @manager.register_activity
+        async def reserve(order: str) -> str:
+            log.append(f"{name}: reserve")
+            return f"res-{order}"
+
+        @manager.register_activity
+        async def release(reservation: str) -> None:
+            log.append(f"{name}: release {reservation}")
+
+        @manager.register_activity
+        async def charge(order: str) -> str:
+            log.append(f"{name}: charge")
+            started.set()
+            await gate.wait()
+            return f"pay-{order}"
+
+        @manager.register_workflow(name="explicit_order")
+        async def explicit_order(order_id: str) -> str:
+            saga = sw.Saga()
+            try:
+                saga.add_compensation(release, await reserve(order_id))
+                payment = await charge(order_id)
+            except (sw.CompletableError, sw.Cancelled):
+                await saga.execute()
+                raise
+            return payment
+
+        return manager, explicit_order
+
+    first, explicit_order = build("first", 10_000.0)
+    second, _ = build("second", 1.0)  # takes runs over when their leases expire
+
+    async def record_then_freeze(step: Any, **kwargs: Any) -> None:
+        await record_step(step, **kwargs)
+        if step.kind is sw.StepKind.CANCEL:
+            frozen.set()
+            await gone.wait()  # the process is gone: it never hears back
+            raise ConnectionError("the process died")
+
+    async def no_heartbeat(tokens: Any, *, expires_at: float) -> set[str]:
+        if frozen.is_set():
+            await gone.wait()
+            raise ConnectionError("the process died")
+        return await renew(tokens, expires_at=expires_at)
+
+    # Both open at the same fake time (on PostgreSQL each reads the server's clock offset).
+    async with first, second:
+        store = store_of(first)
+        record_step, renew = store.record_step, store.renew_leases
+        store.record_step = record_then_freeze  # type: ignore[method-assign]
+        store.renew_leases = no_heartbeat  # type: ignore[method-assign]
+        handle = await first.workflow(explicit_order, "o6").execute(idempotency_key="o6")
+        await asyncio.wait_for(started.wait(), 10)
+        assert await handle.cancel("withdrawn")
+        gate.set()
+        await asyncio.wait_for(frozen.wait(), 10)
+        assert log == ["first: reserve", "first: charge"]  # nothing undone yet
+        replayed = second.get_workflow("o6")
+        await clock.advance(61.0)  # its lease expires: the second process replays it
+        await ended_on_fake_time(replayed, clock)
+        with pytest.raises(sw.WorkflowCancelled, match="withdrawn"):
+            await asyncio.wait_for(replayed.result(), 10)
+        description = await replayed.describe()
+        gone.set()
+
+    assert log == ["first: reserve", "first: charge", "second: release res-o6"]
     assert [s.name for s in description.steps if s.kind is sw.StepKind.CANCEL] == ["workflow end"]

@@ -50,6 +50,15 @@ async def at_saga_end(execution: ExecutionBase) -> None:
     await deliver(execution, SAGA_END)
 
 
+def recorded_at_end(execution: ExecutionBase) -> bool:
+    """Whether the history records a cancellation delivered at the workflow's end, at the
+    call id its return reaches now: a replay (after a crash that followed the delivery's
+    write) delivers it there again, although the run counts the cancellation as seen and
+    nothing is pending any more."""
+    step = execution.recorded.get(context.peek_call_id())
+    return step is not None and step.kind is StepKind.CANCEL and step.name == WORKFLOW_END
+
+
 async def deliver(execution: ExecutionBase, name: str) -> None:
     """Deliver the pending cancellation at the next call id, as a ``cancel`` step ``name``:
     recorded with the next durable write (the workflow's end, or its saga's first

@@ -71,8 +71,9 @@ class Execution(ActivityCalls, WaitCalls):
             if self.doomed is not None:
                 await self._suspend(self.doomed)
                 return
-            if self.pending_cancel() is not None:
-                await self._cancel_at_end()  # known here already: delivered at the end
+            if self.pending_cancel() is not None or cancel_points.recorded_at_end(self):
+                # Known here already, or delivered at the end before a crash: ends CANCELLED.
+                await self._cancel_at_end()
                 return
             try:
                 result = self.defn.codec.encode_result(value, engine.payload_limit)

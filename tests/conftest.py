@@ -111,7 +111,11 @@ def _fresh_postgres_url() -> Iterator[str]:
         "sqlite",
         pytest.param("postgres", marks=pytest.mark.postgres),
         pytest.param("grpc+sqlite", marks=pytest.mark.grpc),
-        pytest.param("grpc+postgres", marks=[pytest.mark.grpc, pytest.mark.postgres]),
+        # The fourth backend runs with the long suites (`pytest -m long`): a plain run stays
+        # under 10 minutes on two cores, and CI runs both.
+        pytest.param(
+            "grpc+postgres", marks=[pytest.mark.grpc, pytest.mark.postgres, pytest.mark.long]
+        ),
     ]
 )
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import sagaway as sw
 from sagaway._engine import forking
+from sagaway._engine.cancellation import is_cancel_step
 from sagaway.states import StepKind
 from tests.generative.program import TopLevel
 
@@ -159,6 +160,12 @@ async def _check_refusal(
     if not source.status.ended:
         if outcome != "not_ended":
             problems.append(f"{what}: the source is {source.status.value}, answer {outcome!r}")
+        return
+    if outcome.startswith("invalid:") and "recorded its cancellation" in outcome:
+        # A fork that would keep the step where the source's cancellation was delivered is
+        # refused (kept, it would cancel the fork again at the same call): docs/fork.md.
+        if not any(is_cancel_step(s) for s in steps):
+            problems.append(f"{what} was answered {outcome!r}, but no step recorded a cancel")
         return
     tops = [(forking.top_level(s.call_id), s) for s in steps]
     comps_top = [s for t, s in tops if t is not None and t >= n and s.kind is StepKind.COMPENSATION]

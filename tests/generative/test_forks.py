@@ -38,7 +38,7 @@ def test_a_fork_dropping_compensations_is_refused_unless_forced(
     top = dataclasses.replace(SOURCE, fork_force=force)
     scenario = Scenario((top,), FaultPlan())
     with fresh_database("sqlite", tmp_path) as url:
-        report = asyncio.run(run_scenario(scenario, GenSettings(), url))
+        report = asyncio.run(run_scenario(scenario, GenSettings(fork=True), url))
     assert report.problems == []
     assert report.blocks[outcome] == 1
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sagaway.states import StepKind, StepStatus
-from sagaway.store import Store
+from sagaway.store import Store, notices
 from tests.generative import times_check
 from tests.generative.world import InjectedDbError, Process, ProcessDead, World
 
@@ -113,13 +113,13 @@ class FaultyStore:
         return self._server_time()
 
     async def listen(
-        self, callback: Callable[[str], None], *, owner: str | None = None, ends: bool = True
+        self, callback: notices.Callback, *, owner: str | None = None, ends: bool = True
     ) -> None:
         process = self._process
 
-        def deliver(payload: str) -> None:
+        def deliver(notice: notices.Notice) -> None:
             if not process.dead:  # a dead process hears nothing
-                callback(payload)
+                callback(notice)
 
         await self._inner.listen(deliver, owner=owner, ends=ends)
 

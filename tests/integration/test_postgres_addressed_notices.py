@@ -13,7 +13,7 @@ from psycopg import sql
 
 import sagaway as sw
 from sagaway.states import WorkflowStatus
-from sagaway.store import DatabaseNotFound, migrations, open_store
+from sagaway.store import DatabaseNotFound, migrations, notices, open_store
 from sagaway.store.postgres import PostgresStore
 from sagaway.store.records import Lease, NewWorkflow
 from sagaway.testing.internals import engine_of, store_of
@@ -32,8 +32,8 @@ class _Heard:
         self.notes: list[str] = []
         self._changed = asyncio.Event()
 
-    def __call__(self, payload: str) -> None:
-        self.notes.append(payload)
+    def __call__(self, notice: notices.Notice) -> None:
+        self.notes.append(notices.encode(notice))  # as the wire writes it
         self._changed.set()
 
     async def until(self, payload: str, count: int = 1) -> None:

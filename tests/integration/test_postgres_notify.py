@@ -12,6 +12,7 @@ import pytest
 
 import sagaway as sw
 from sagaway.clock import SystemClock
+from sagaway.store.notices import Ended, Notice, encode
 from sagaway.testing import FakeClock
 from sagaway.testing.internals import engine_of, store_of
 from tests.conftest import POSTGRES_URL
@@ -108,9 +109,9 @@ async def test_starts_made_together_wake_listeners_once(postgres_url: str) -> No
     notices: list[str] = []
     marker = asyncio.Event()
 
-    def heard(payload: str) -> None:
-        notices.append(payload)
-        if payload.startswith("ended:"):
+    def heard(notice: Notice) -> None:
+        notices.append(encode(notice))
+        if isinstance(notice, Ended):
             marker.set()
 
     try:

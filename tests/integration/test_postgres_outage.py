@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 import sagaway as sw
+from sagaway.store import notices
 from tests.conftest import POSTGRES_URL
 from tests.faults import PgProxy
 
@@ -146,10 +147,10 @@ async def test_a_black_holed_listening_connection_is_noticed_at_its_next_probe(
 
     heard, deaf = asyncio.Event(), asyncio.Event()
 
-    def on_notice(payload: str) -> None:
-        if payload == "listening:":
+    def on_notice(notice: notices.Notice) -> None:
+        if notice == notices.Listening():
             heard.set()
-        elif payload == "deaf:":
+        elif notice == notices.Deaf():
             deaf.set()
 
     async with PgProxy(postgres_url) as proxy:

@@ -13,6 +13,7 @@ import uuid
 
 from sagaway.states import StepStatus, WorkflowStatus
 from sagaway.store import Store
+from sagaway.store.notices import READY, Notice, encode
 from sagaway.store.records import NewWorkflow
 from tests.store_helpers import LEASE, T0, run_of, running, step
 
@@ -181,9 +182,9 @@ async def test_fork_is_announced_to_listening_workers(postgres_url: str) -> None
     heard = asyncio.Event()
     notices: list[str] = []
 
-    def on_notice(payload: str) -> None:
-        notices.append(payload)
-        if payload.startswith("ready:"):
+    def on_notice(notice: Notice) -> None:
+        notices.append(encode(notice))
+        if notice == READY:
             heard.set()
 
     try:

@@ -1,29 +1,37 @@
-"""The server's fan-out of wake-ups to Watch streams."""
+"""The server's fan-out of wake-ups to Watch streams (notices written as their wire text)."""
 
 from __future__ import annotations
 
-import asyncio
+from sagaway.server.notices import MAX_BACKLOG, Hub, Queue
+from sagaway.store import notices
 
-from sagaway.server.notices import MAX_BACKLOG, Hub, is_close
+CLOSE = "<close>"
 
 
-def _drain(queue: asyncio.Queue[str]) -> list[str]:
+def _drain(queue: Queue) -> list[str]:
     items = []
     while not queue.empty():
-        items.append(queue.get_nowait())
+        notice = queue.get_nowait()
+        items.append(CLOSE if notice is None else notices.encode(notice))
     return items
+
+
+def _publish(hub: Hub, text: str) -> None:
+    notice = notices.decode(text)
+    assert notice is not None, text
+    hub.publish(notice)
 
 
 def test_ready_is_queued_once_until_taken() -> None:
     hub = Hub(listening=True)
     queue = hub.subscribe()
-    hub.publish("ready:")
-    hub.publish("ready:")
-    hub.publish("ended:r1")
+    _publish(hub, "ready:")
+    _publish(hub, "ready:")
+    _publish(hub, "ended:r1")
     assert _drain(queue) == ["ready:", "ended:r1"]
-    hub.publish("ready:")  # not taken yet: still pending
-    hub.taken(queue, "ready:")
-    hub.publish("ready:")
+    _publish(hub, "ready:")  # not taken yet: still pending
+    hub.taken(queue, notices.READY)
+    _publish(hub, "ready:")
     assert _drain(queue) == ["ready:"]
 
 
@@ -31,7 +39,7 @@ def test_a_stream_that_does_not_read_holds_a_bounded_backlog() -> None:
     hub = Hub(listening=True)
     stuck, reading = hub.subscribe(), hub.subscribe()
     for i in range(MAX_BACKLOG + 5):
-        hub.publish(f"ended:r{i}")
+        _publish(hub, f"ended:r{i}")
         if i % 100 == 0:
             _drain(reading)
     left = _drain(stuck)
@@ -43,14 +51,14 @@ def test_a_stream_that_does_not_read_holds_a_bounded_backlog() -> None:
 def test_listening_state_and_close() -> None:
     hub = Hub(listening=False)
     queue = hub.subscribe()
-    hub.publish("listening:")
+    _publish(hub, "listening:")
     assert hub.listening
-    hub.publish("deaf:")
+    _publish(hub, "deaf:")
     assert not hub.listening
     hub.close()
-    assert [is_close(p) for p in _drain(queue)] == [False, False, True]
+    assert _drain(queue) == ["listening:", "deaf:", CLOSE]
     hub.unsubscribe(queue)
-    hub.publish("ready:")
+    _publish(hub, "ready:")
     assert queue.empty()
 
 
@@ -58,10 +66,10 @@ def test_listening_needs_every_stream_the_store_reports() -> None:
     """PostgreSQL reports the listener of every run's end apart: while it is deaf, clients are
     not told that notices flow (they would wait for ends they cannot hear)."""
     hub = Hub(listening=False)
-    hub.publish("listening:")
-    hub.publish("listening:ends")
+    _publish(hub, "listening:")
+    _publish(hub, "listening:ends")
     assert hub.listening
-    hub.publish("deaf:ends")
+    _publish(hub, "deaf:ends")
     assert not hub.listening
-    hub.publish("listening:ends")
+    _publish(hub, "listening:ends")
     assert hub.listening

@@ -32,6 +32,7 @@ from sagaway.clock import Clock, wait_event_or_sleep
 from sagaway.randomness import new_id, new_run_id
 from sagaway.registry import Queue, Registry, WorkflowDef
 from sagaway.states import ErrorKind, OnConflict, WorkflowStatus
+from sagaway.store import notices
 from sagaway.store.base import Store, StoreUnavailable
 from sagaway.store.records import (
     AttemptErrorRecord,
@@ -422,29 +423,31 @@ class Engine:
             self.runner.cancel(run_id)
         self.channel.publish(events.WorkflowEnded(run_id, key, status))
 
-    def on_notification(self, payload: str) -> None:
+    def on_notification(self, notice: notices.Notice) -> None:
         """A change made by another process (or this one), announced by the store."""
-        kind, _, detail = payload.partition(":")
-        if kind == "ended":
-            self.channel.publish(events.WorkflowChanged(detail))
-            if self.runner is not None:
-                self.runner.ended_elsewhere(detail)  # cancelled elsewhere while running here
-        elif kind == "ready":
-            self.wake_recovery()
-        elif kind == "schedules":
-            self.schedule_wake.set()
-        elif kind == "cancel":
-            if self.runner is not None:
-                self.runner.cancel_requested(detail, None)
-        elif kind in ("listening", "deaf") and detail == "ends":
-            self.end_notices = kind == "listening"
-            self.channel.wake_all()  # an end may have gone unheard: look again
-        elif kind in ("listening", "deaf"):
-            # Notices may have been missed (or will be): everyone waiting looks again now.
-            self.notifications = kind == "listening"
-            self.channel.wake_all()
-            self.wake_recovery()
-            self.schedule_wake.set()
+        match notice:
+            case notices.Ended(run_id):
+                self.channel.publish(events.WorkflowChanged(run_id))
+                if self.runner is not None:
+                    self.runner.ended_elsewhere(run_id)  # cancelled elsewhere while running here
+            case notices.Ready():
+                self.wake_recovery()
+            case notices.SchedulesChanged():
+                self.schedule_wake.set()
+            case notices.CancelRequested(run_id):
+                if self.runner is not None:
+                    self.runner.cancel_requested(run_id, None)
+            case notices.Listening("ends") | notices.Deaf("ends"):
+                self.end_notices = isinstance(notice, notices.Listening)
+                self.channel.wake_all()  # an end may have gone unheard: look again
+            case notices.Listening() | notices.Deaf():
+                # Notices may have been missed (or will be): everyone waiting looks again now.
+                self.notifications = isinstance(notice, notices.Listening)
+                self.channel.wake_all()
+                self.wake_recovery()
+                self.schedule_wake.set()
+            case notices.Probe():
+                pass  # a listener's own; never passed on
 
     async def send_signal(self, key: str, name: str, payload: Any, dedupe_id: str | None) -> bool:
         """Store a signal for the workflow under ``key``; False if ``dedupe_id`` was seen."""
@@ -623,7 +626,7 @@ class Engine:
 
     def _want_ends(self) -> None:
         """This process waits for an end elsewhere: have the store pass on everyone's. Not
-        awaited: until the store says they are heard (``"listening:ends"``, which wakes
+        awaited: until the store says they are heard (``Listening("ends")``, which wakes
         every waiter to look again), an end is seen by the waiter's next read."""
         if self._ends is False:
             self._ends = asyncio.create_task(

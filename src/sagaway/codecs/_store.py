@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from sagaway.codecs._chain import Chain
 from sagaway.states import StepKind, WorkflowStatus
+from sagaway.store import notices
 from sagaway.store.base import CreateResult, Store
 from sagaway.store.records import (
     AttemptErrorRecord,
@@ -314,7 +315,7 @@ class CodecStore:
         return await self.inner.server_time()
 
     async def listen(
-        self, callback: Callable[[str], None], *, owner: str | None = None, ends: bool = True
+        self, callback: notices.Callback, *, owner: str | None = None, ends: bool = True
     ) -> None:
         await self.inner.listen(callback, owner=owner, ends=ends)
 

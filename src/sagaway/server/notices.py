@@ -2,36 +2,42 @@
 
 On PostgreSQL the database announces every change (its triggers' notices, heard by the
 server's store); the server passes them on. SQLite has no notices, so the server announces the
-changes made through it (``announce``), which are all of them: it alone writes the file.
+changes made through it (``announce``), which are all of them: it alone writes the file. The
+notices are ``store.notices`` values here; ``Watch`` writes their text on the wire.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import TypeAlias
+
+from sagaway.store import notices
+from sagaway.store.notices import Notice
 
 MAX_BACKLOG = 10_000
-"""Notices one stream may hold unread; past that they are replaced by one "listening:" (look
-again at everything), so a stuck client costs the server bounded memory."""
-_CLOSE = ""
-"""Put on a subscriber's queue to end its stream (no notice is empty)."""
+"""Notices one stream may hold unread; past that they are replaced by one ``Listening()``
+(look again at everything), so a stuck client costs the server bounded memory."""
+
+Queue: TypeAlias = asyncio.Queue[Notice | None]
+"""A subscriber's notices; None ends its stream (the server is stopping)."""
 
 
 class Hub:
     """The notices of one server, copied to each subscriber's queue."""
 
     def __init__(self, *, listening: bool) -> None:
-        self._heard = {"": listening}
+        self._heard: dict[notices.Stream, bool] = {"": listening}
         """Whether the notices of each of the store's streams flow: "" all of them, or all
         but the ends once "ends" reports apart (PostgreSQL: its second listener)."""
-        self._subscribers: set[asyncio.Queue[str]] = set()
-        self._ready_pending: set[asyncio.Queue[str]] = set()
+        self._subscribers: set[Queue] = set()
+        self._ready_pending: set[Queue] = set()
 
-    def subscribe(self) -> asyncio.Queue[str]:
-        queue: asyncio.Queue[str] = asyncio.Queue()
+    def subscribe(self) -> Queue:
+        queue: Queue = asyncio.Queue()
         self._subscribers.add(queue)
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue[str]) -> None:
+    def unsubscribe(self, queue: Queue) -> None:
         self._subscribers.discard(queue)
         self._ready_pending.discard(queue)
 
@@ -40,37 +46,32 @@ class Hub:
         """Whether every notice flows."""
         return all(self._heard.values())
 
-    def taken(self, queue: asyncio.Queue[str], payload: str) -> None:
-        """``payload`` left ``queue``: a later "ready:" is worth queueing again."""
-        if payload == "ready:":
+    def taken(self, queue: Queue, notice: Notice) -> None:
+        """``notice`` left ``queue``: a later ``Ready()`` is worth queueing again."""
+        if notice == notices.READY:
             self._ready_pending.discard(queue)
 
-    def publish(self, payload: str) -> None:
-        """Queue ``payload`` for every subscriber ("ready:" at most once per queue: one look
+    def publish(self, notice: Notice) -> None:
+        """Queue ``notice`` for every subscriber (``Ready()`` at most once per queue: one look
         finds all the work that is due)."""
-        kind, _, stream = payload.partition(":")
-        if kind in ("listening", "deaf") and stream in ("", "ends"):
-            self._heard[stream] = kind == "listening"
+        if isinstance(notice, (notices.Listening, notices.Deaf)):
+            self._heard[notice.stream] = isinstance(notice, notices.Listening)
         for queue in self._subscribers:
             if queue.qsize() >= MAX_BACKLOG:
                 self._overflow(queue)
-            if payload == "ready:":
+            if notice == notices.READY:
                 if queue in self._ready_pending:
                     continue
                 self._ready_pending.add(queue)
-            queue.put_nowait(payload)
+            queue.put_nowait(notice)
 
-    def _overflow(self, queue: asyncio.Queue[str]) -> None:
+    def _overflow(self, queue: Queue) -> None:
         while not queue.empty():
             queue.get_nowait()
         self._ready_pending.discard(queue)
-        queue.put_nowait("listening:")  # what was dropped is found by looking again
+        queue.put_nowait(notices.Listening())  # what was dropped is found by looking again
 
     def close(self) -> None:
         """End every stream (the server is stopping)."""
         for queue in self._subscribers:
-            queue.put_nowait(_CLOSE)
-
-
-def is_close(payload: str) -> bool:
-    return payload == _CLOSE
+            queue.put_nowait(None)

@@ -21,11 +21,11 @@ from sagaway._engine.text_checks import check_name, check_plain
 from sagaway.server.batch import run_batch
 from sagaway.server.checks import check_message, max_request_bytes
 from sagaway.server.clock import ServerClock
-from sagaway.server.notices import Hub, is_close
+from sagaway.server.notices import Hub
 from sagaway.server.starts import StartWorkflows
 from sagaway.server.status import Refusal, status_of
 from sagaway.states import WorkflowStatus
-from sagaway.store import Store
+from sagaway.store import Store, notices
 from sagaway.store import _wire as wire
 from sagaway.store.base import CreateResult
 from sagaway.store.records import (
@@ -114,13 +114,13 @@ class EngineService(pb_grpc.EngineServicer):
 
     def _ready(self) -> None:
         if self.announce:
-            self.hub.publish("ready:")
+            self.hub.publish(notices.READY)
 
     def _ended(self, run_id: str, *, parent: bool = True) -> None:
         if self.announce:
-            self.hub.publish(f"ended:{run_id}")
+            self.hub.publish(notices.Ended(run_id))
             if parent:
-                self.hub.publish("ready:")  # a parent waiting for it is due
+                self.hub.publish(notices.READY)  # a parent waiting for it is due
 
     # ------------------------------------------------------------------ session
 
@@ -154,13 +154,13 @@ class EngineService(pb_grpc.EngineServicer):
         queue = self.hub.subscribe()
         try:
             if self.hub.listening:
-                yield pb.Notice(payload="listening:")
+                yield pb.Notice(payload=notices.encode(notices.Listening()))
             while True:
-                payload = await queue.get()
-                if is_close(payload):
-                    return
-                self.hub.taken(queue, payload)
-                yield pb.Notice(payload=payload)
+                notice = await queue.get()
+                if notice is None:
+                    return  # the server is stopping
+                self.hub.taken(queue, notice)
+                yield pb.Notice(payload=notices.encode(notice))
         finally:
             self.hub.unsubscribe(queue)
 
@@ -343,8 +343,8 @@ class EngineService(pb_grpc.EngineServicer):
             request.run_id, reason=request.reason, now=self.clock.now(request.now)
         )
         if changed and self.announce:
-            self.hub.publish(f"cancel:{request.run_id}")
-            self.hub.publish("ready:")
+            self.hub.publish(notices.CancelRequested(request.run_id))
+            self.hub.publish(notices.READY)
         return pb.Done(changed=changed)
 
     @_verb
@@ -512,7 +512,7 @@ class EngineService(pb_grpc.EngineServicer):
             schedule, keep_paused=request.keep_paused, now=self.clock.now(request.now)
         )
         if self.announce:
-            self.hub.publish("schedules:")
+            self.hub.publish(notices.SCHEDULES_CHANGED)
         return wire.schedule(stored)
 
     @_verb
@@ -531,7 +531,7 @@ class EngineService(pb_grpc.EngineServicer):
             now=self.clock.now(request.now),
         )
         if self.announce:
-            self.hub.publish("schedules:")
+            self.hub.publish(notices.SCHEDULES_CHANGED)
         return pb.MaybeSchedule(schedule=wire.schedule(stored) if stored else None)
 
     @_verb

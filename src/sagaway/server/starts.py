@@ -16,8 +16,8 @@ import time
 from sagaway import errors
 from sagaway._engine import new_executions
 from sagaway._engine.text_checks import check_key, check_name
-from sagaway.server.notices import Hub
-from sagaway.store import Store
+from sagaway.server.notices import Hub, Queue
+from sagaway.store import Store, notices
 from sagaway.store.records import WorkflowRecord
 from sagaway.v1 import engine_pb2 as pb
 
@@ -69,7 +69,7 @@ class StartWorkflows:
         if result.created:
             new_executions.started(None, record.run_id, record.key, record.name)
             if self.announce:
-                self.hub.publish("ready:")
+                self.hub.publish(notices.READY)
             return record, True
         new_executions.check_same(record, new, "key")
         return record, False
@@ -93,11 +93,14 @@ class StartWorkflows:
         finally:
             self.hub.unsubscribe(queue)
 
-    async def _until_ended(self, queue: asyncio.Queue[str], run_id: str, limit: float) -> None:
+    async def _until_ended(self, queue: Queue, run_id: str, limit: float) -> None:
+        ended = notices.Ended(run_id)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(limit):
-                while await queue.get() != f"ended:{run_id}":
-                    pass
+                while (notice := await queue.get()) != ended:
+                    if notice is None:
+                        return  # the server is stopping: the caller reads the record once more
+                    self.hub.taken(queue, notice)
 
     async def _now(self) -> float:
         now = await self.store.server_time()

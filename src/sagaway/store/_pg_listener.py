@@ -29,6 +29,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 
+from sagaway.store import notices
+
 logger = logging.getLogger(__name__)
 Conn = psycopg.AsyncConnection[TupleRow]
 
@@ -47,9 +49,10 @@ sits idle), and a bound on reconnecting through a network that drops what it is 
 class Listener:
     """Passes the notices of its channels to a callback, and says when they can be counted on.
 
-    ``callback("listening:")`` once a probe notice it sent itself has come back (notices sent
-    before that are lost: look again), ``callback("deaf:")`` when the connection drops or a
-    later probe goes unanswered; every other notice's payload as it comes.
+    ``Listening(stream)`` once a probe notice it sent itself has come back (notices sent
+    before that are lost: look again), ``Deaf(stream)`` when the connection drops or a later
+    probe goes unanswered; every other notice as it comes (one it cannot read is logged and
+    dropped: ``notices.decode``).
     """
 
     def __init__(
@@ -58,6 +61,7 @@ class Listener:
         *,
         channel: str,
         also: tuple[str, ...] = (),
+        stream: notices.Stream = "",
         url: str,
         probe_interval: float,
         probe_timeout: float,
@@ -68,6 +72,8 @@ class Listener:
         self.channel = channel
         """Where probes go; notices of the ``also`` channels are passed on too."""
         self._channels = (channel, *also)
+        self._stream: notices.Stream = stream
+        """What its ``Listening``/``Deaf`` speak of (a store may run two listeners)."""
         self._url = url
         self._probe_interval = probe_interval
         self._probe_timeout = probe_timeout
@@ -81,7 +87,7 @@ class Listener:
         self._warned = False
         """Whether the warning that notices do not arrive was logged (once per listener)."""
 
-    async def start(self, callback: Callable[[str], None]) -> None:
+    async def start(self, callback: notices.Callback) -> None:
         """Start listening; returns once notices are heard (or after a few seconds without)."""
         if self._task is not None:
             return
@@ -104,9 +110,7 @@ class Listener:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    async def _listen(
-        self, callback: Callable[[str], None], listening: asyncio.Future[None]
-    ) -> None:
+    async def _listen(self, callback: notices.Callback, listening: asyncio.Future[None]) -> None:
         delay = 0.1
         reconnecting = False
         while True:
@@ -133,7 +137,7 @@ class Listener:
                 if conn is not None:
                     conn.pgconn.finish()  # a connection found broken is not closed by psycopg
                 if self._heard:
-                    callback("deaf:")
+                    callback(notices.Deaf(self._stream))
             reconnecting = True
             await asyncio.sleep(delay)
             delay = min(delay * 2, self._reconnect_delay)
@@ -155,7 +159,7 @@ class Listener:
             guard.cancel()
 
     async def _serve(
-        self, conn: Conn, callback: Callable[[str], None], listening: asyncio.Future[None]
+        self, conn: Conn, callback: notices.Callback, listening: asyncio.Future[None]
     ) -> None:
         """Pass the notices of ``conn`` on, probing it every ``probe_interval``, until a probe
         that used to come back does not (raises ``OperationalError``) or the connection fails.
@@ -168,7 +172,7 @@ class Listener:
             seconds = self._probe_interval
             if answered and not self._heard:
                 self._heard = True
-                callback("listening:")
+                callback(notices.Listening(self._stream))
             if not listening.done():
                 listening.set_result(None)
             if answered:
@@ -185,7 +189,7 @@ class Listener:
                 )
 
     async def _listen_round(
-        self, conn: Conn, callback: Callable[[str], None], seconds: float, first: bool
+        self, conn: Conn, callback: notices.Callback, seconds: float, first: bool
     ) -> bool:
         """Send a probe notice and pass on every other notice for ``seconds`` (``first``: only
         until the probe is back); True if it came back.
@@ -193,7 +197,7 @@ class Listener:
         The socket is shut down if the probe's statement is not done within ``probe_timeout``,
         or, on a connection that has delivered notices (not ``first``), the probe is not back.
         """
-        probe = f"probe:{uuid.uuid4().hex}"
+        probe = notices.Probe(uuid.uuid4().hex)
         answered = False
         guard = asyncio.get_running_loop().call_later(self._probe_timeout, shut_down, conn)
         try:
@@ -204,32 +208,26 @@ class Listener:
                 # aclosing: the generator holds the connection's lock until it is closed.
                 async with contextlib.aclosing(conn.notifies(timeout=seconds)) as notes:
                     async for note in notes:
-                        if note.payload == probe:
+                        notice = notices.decode(note.payload)
+                        if notice == probe:
                             answered = True
                             guard.cancel()
                             if first:
                                 break
-                        elif not note.payload.startswith("probe:"):  # others' probes: not ours
-                            callback(note.payload)
+                        elif notice is not None and not isinstance(notice, notices.Probe):
+                            callback(notice)  # others' probes are not ours
         finally:
             guard.cancel()
         return answered
 
-    async def _send_probe(self, conn: Conn, probe: str) -> None:
-        await conn.execute("SELECT pg_notify(%s, %s)", (self.channel, probe))
+    async def _send_probe(self, conn: Conn, probe: notices.Probe) -> None:
+        await conn.execute("SELECT pg_notify(%s, %s)", (self.channel, notices.encode(probe)))
 
 
 def owner_channel(schema: str, owner: str) -> str:
     """The channel of the ends and cancel requests of what ``owner`` holds (migration 0016)."""
     digest = hashlib.md5(f"{schema}/{owner}".encode(), usedforsecurity=False).hexdigest()
     return f"sagaway:owner:{digest}"
-
-
-def runs_notice(payload: str) -> str:
-    """A notice of the every-run channel as passed on: its own word on whether it is heard."""
-    if payload in ("listening:", "deaf:"):
-        return f"{payload}ends"
-    return payload
 
 
 def shut_down(conn: Conn) -> None:

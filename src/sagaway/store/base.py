@@ -14,6 +14,7 @@ from typing import Protocol
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
+from sagaway.store import notices
 from sagaway.store.records import (
     AttemptErrorRecord,
     CancelRequestRecord,
@@ -82,17 +83,18 @@ class Store(Protocol):
         ...
 
     async def listen(
-        self, callback: Callable[[str], None], *, owner: str | None = None, ends: bool = True
+        self, callback: notices.Callback, *, owner: str | None = None, ends: bool = True
     ) -> None:
-        """Call ``callback(payload)`` when another process changes something worth a look:
-        ``"ended:<run_id>"`` (an execution ended) or ``"ready:..."`` (work may be due); and
-        ``"listening:"`` once notifications flow (again: anything sent while they did not was
-        lost), ``"deaf:"`` when they stop.
+        """Call ``callback(notice)`` when another process changes something worth a look
+        (``store.notices``: an execution ``Ended``, work ``Ready``, a ``CancelRequested``,
+        ``SchedulesChanged``); and ``Listening()`` once notices flow (again: anything sent
+        while they did not was lost), ``Deaf()`` when they stop.
 
         A store may address notices: without ``ends`` only the ends and cancel requests of what
         ``owner`` holds need come; a later call with ``ends`` asks for everyone's. A store that
-        passes those on a stream of their own says whether they flow with ``"listening:ends"``
-        and ``"deaf:ends"``; one that says neither sends them with the rest.
+        passes those on a stream of their own says whether they flow with
+        ``Listening("ends")`` and ``Deaf("ends")``; one that says neither sends them with the
+        rest.
 
         Optional speed-up: backends without notifications do nothing, and polling finds it all.
         """

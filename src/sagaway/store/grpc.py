@@ -29,6 +29,7 @@ except ImportError as exc:  # an optional extra
 from sagaway import errors, states
 from sagaway.states import WorkflowStatus
 from sagaway.store import _wire as wire
+from sagaway.store import notices
 from sagaway.store._grpc_batch import Batcher, reply_class
 from sagaway.store._grpc_target import (
     CHANNEL_KEEPALIVE_MS,
@@ -241,15 +242,15 @@ class GrpcStore:
         return float(reply.now)
 
     async def listen(
-        self, callback: Callable[[str], None], *, owner: str | None = None, ends: bool = True
+        self, callback: notices.Callback, *, owner: str | None = None, ends: bool = True
     ) -> None:
         # The server's stream brings every notice: there is nothing to address.
         if self._watch is None:
             self._watch = asyncio.create_task(self._watch_loop(callback), name="sagaway-watch")
 
-    async def _watch_loop(self, callback: Callable[[str], None]) -> None:
-        """Keep a Watch stream open; say "deaf:" when it breaks (everyone looks for
-        themselves until the server's "listening:" on the re-opened stream)."""
+    async def _watch_loop(self, callback: notices.Callback) -> None:
+        """Keep a Watch stream open; say ``Deaf()`` when it breaks (everyone looks for
+        themselves until the server's ``Listening()`` on the re-opened stream)."""
         delay, listening = 0.05, False
         while True:
             stub = self._stub
@@ -257,15 +258,17 @@ class GrpcStore:
                 return
             try:
                 stream: Any = stub.Watch(pb.WatchRequest(), metadata=self._metadata)
-                async for notice in stream:
-                    if notice.payload.startswith("listening:"):
+                async for message in stream:
+                    notice = notices.decode(message.payload)
+                    if isinstance(notice, notices.Listening):
                         listening, delay = True, 0.05
-                    callback(notice.payload)
+                    if notice is not None:
+                        callback(notice)
             except grpc.aio.AioRpcError as exc:
                 logger.debug("watch stream ended: %s", exc.code().name)
             if listening:
                 listening = False
-                callback("deaf:")
+                callback(notices.Deaf())
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
 

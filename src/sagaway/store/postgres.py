@@ -55,6 +55,7 @@ from sagaway.store import (
     _pg_schedules,
     _pg_signals,
     _rows,
+    notices,
 )
 from sagaway.store import migrations as _migrations
 from sagaway.store._group_commit import GroupCommit
@@ -196,31 +197,33 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
         return await self._run(op, transaction=False)
 
     async def listen(
-        self, callback: Callable[[str], None], *, owner: str | None = None, ends: bool = True
+        self, callback: notices.Callback, *, owner: str | None = None, ends: bool = True
     ) -> None:
-        """Call ``callback(payload)`` for every notification of this schema's channels.
+        """Call ``callback(notice)`` for every notice of this schema's channels.
 
-        See ``_pg_listener.Listener``: ``callback("listening:")`` once notices are known to
-        arrive, ``callback("deaf:")`` when they stop. Returns once notices are heard (or after a
-        few seconds of not hearing them). ``owner``'s own channel brings the ends and cancel
-        requests of what it owns; the others' come on a second connection, started at once
-        with ``ends`` (or by a later call with it), which says ``"listening:ends"`` and
-        ``"deaf:ends"``.
+        See ``_pg_listener.Listener``: ``Listening()`` once notices are known to arrive,
+        ``Deaf()`` when they stop. Returns once notices are heard (or after a few seconds of
+        not hearing them). ``owner``'s own channel brings the ends and cancel requests of what
+        it owns; the others' come on a second connection, started at once with ``ends`` (or by
+        a later call with it), which says ``Listening("ends")`` and ``Deaf("ends")``.
         """
         if self._listener is None:
             self._owner = owner or ""
             mine = () if owner is None else (_pg_listener.owner_channel(self.schema, owner),)
-            self._listener = self._new_listener(self.channel, mine)
+            self._listener = self._new_listener(self.channel, mine, "")
             await self._listener.start(callback)
         if ends and self._runs_listener is None:
-            self._runs_listener = self._new_listener(self.runs_channel, ())
-            await self._runs_listener.start(lambda note: callback(_pg_listener.runs_notice(note)))
+            self._runs_listener = self._new_listener(self.runs_channel, (), "ends")
+            await self._runs_listener.start(callback)
 
-    def _new_listener(self, channel: str, also: tuple[str, ...]) -> _pg_listener.Listener:
+    def _new_listener(
+        self, channel: str, also: tuple[str, ...], stream: notices.Stream
+    ) -> _pg_listener.Listener:
         return _pg_listener.Listener(
             self._conninfo,
             channel=channel,
             also=also,
+            stream=stream,
             url=self.url,
             probe_interval=self.timing.probe_interval,
             probe_timeout=self.timing.probe_timeout,

@@ -272,7 +272,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         return None
 
     async def listen(
-        self, callback: Callable[[str], None], *, owner: str | None = None, ends: bool = True
+        self, callback: Callable[..., object], *, owner: str | None = None, ends: bool = True
     ) -> None:
         """SQLite has no notifications: other processes' changes are seen by polling."""
 

@@ -420,9 +420,9 @@ class Manager(ScheduleMethods):
         return SyncClient(manager=self, call_timeout=call_timeout)
 
     def client_copy(self) -> Manager:
-        """A new, closed Manager on the same database, with this one's registry and options
-        (for another event loop; ``SyncClient`` opens one in client mode)."""
-        copy = Manager(self.url, token=self._token)
+        """A new, closed Manager on the same database, with this one's registry, options and
+        clock (for another event loop; ``SyncClient`` opens one in client mode)."""
+        copy = Manager(self.url, token=self._token, clock=self.clock)
         copy.options = self.options
         copy.registry = self.registry
         copy.codec = self.codec  # a sync client must seal what it stores, too

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sagaway import _cancel_log, _sealed, errors, serialization
 from sagaway._cancel_log import CancelRequestDescription
-from sagaway._engine import context, history, outages, replaying
+from sagaway._engine import context, end_wait, history, outages, replaying
 from sagaway._engine.executor import current_execution
 from sagaway._engine.options import check_timeout
 from sagaway.randomness import new_id
@@ -335,18 +335,10 @@ class WorkflowHandle(Generic[R]):
             result: R = await execution.call_child_result(self._child_def, self.key, call_id)
             return result
         engine = self._engines.require()
-        # One deadline for the whole wait: an outage during the first read does not restart it.
-        deadline = None if timeout is None else engine.clock.now() + timeout
-        what = f"result of workflow {self.key!r}"
-        outage = outages.Outage(engine, what, deadline=deadline)
-        if self.run_id is not None:
-            # Started here: watch first, then read (an end in between is not missed).
-            record = await engine.wait_for_end(self.run_id, self.key, timeout, outage)
-        else:
-            record = await outages.ride(engine, what, self._record, outage=outage)
-            if not record.status.ended:
-                left = None if deadline is None else max(deadline - engine.clock.now(), 0.0)
-                record = await engine.wait_for_end(record.run_id, self.key, left, outage)
+        # One deadline from this call, one outage policy: end_wait.
+        record = await end_wait.wait_for_end(
+            engine, self.key, run_id=self.run_id, timeout=timeout, client=True
+        )
         if record.status is WorkflowStatus.COMPLETED:
             try:
                 defn = engine.registry.workflow(record.name)

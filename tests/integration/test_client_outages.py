@@ -345,7 +345,7 @@ CALLS: dict[str, tuple[str, Call]] = {
     "status": ("status of workflow 'w'", lambda m, h: m.get_workflow("w").status()),
     "describe": ("describe workflow 'w'", lambda m, h: m.get_workflow("w").describe()),
     "result": ("result of workflow 'w'", lambda m, h: m.get_workflow("w").result()),
-    # The handle execute() returned waits for the end at once (Engine.wait_for_end).
+    # The handle execute() returned watches the run it started at once (end_wait).
     "result-of-started": ("result of workflow 'w'", lambda m, h: h.result()),
 }
 

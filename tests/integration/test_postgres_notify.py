@@ -185,7 +185,7 @@ async def test_a_client_waits_for_a_result_on_the_notice_not_by_polling(
     async with worker, client.connect():
         engine = engine_of(client)
         assert not engine.notifications  # nothing to hear before its first wait
-        engine._want_ends()  # what its first wait does (then it polls until they are heard)
+        engine.want_ends()  # what its first wait does (then it polls until they are heard)
         await _until(lambda: engine.end_notices is True and engine.notifications)
         reads = _count_reads(client)
         handle = await client.workflow("gated", 1).execute()

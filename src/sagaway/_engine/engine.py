@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any, Protocol
 
 from sagaway import errors, events, observe, retry, serialization
-from sagaway._engine import forking, keys, new_executions, outages
+from sagaway._engine import end_wait, forking, keys, new_executions, outages
 from sagaway._engine.cluster_limits import ClusterLimit
 from sagaway._engine.options import EngineOptions
 from sagaway._engine.recent import RecentEnds
@@ -28,12 +28,12 @@ from sagaway._engine.server_clock import check_lease_timeout
 from sagaway._engine.text_checks import check_key, check_name, check_text
 from sagaway._engine.threads import DaemonThreadPool
 from sagaway.channel import Channel
-from sagaway.clock import Clock, wait_event_or_sleep
+from sagaway.clock import Clock
 from sagaway.randomness import new_id, new_run_id
 from sagaway.registry import Queue, Registry, WorkflowDef
 from sagaway.states import ErrorKind, OnConflict, WorkflowStatus
 from sagaway.store import notices
-from sagaway.store.base import Store, StoreUnavailable
+from sagaway.store.base import Store
 from sagaway.store.records import (
     AttemptErrorRecord,
     CancelRequestRecord,
@@ -323,65 +323,10 @@ class Engine:
             raise errors.WorkflowNotFound(key)
         return record
 
-    async def wait_for_end(
-        self, run_id: str, key: str, timeout: float | None, outage: outages.Outage | None = None
-    ) -> WorkflowRecord:
-        """Wait until the execution is COMPLETED, FAILED, CANCELLED or TERMINATED.
-
-        In-process ends wake the waiter through the Channel. Ends in other processes wake it
-        through the store's notifications when it has them (PostgreSQL), with a read every
-        ``poll_interval`` as a safety net; without them (SQLite, or while the notification
-        connection is down) they are seen by polling, from 20 ms up to ``poll_interval``.
-        While the database is unavailable it keeps waiting (an outage is no answer), until
-        ``timeout``, or (a client's ``outage``) until the outage outlasts its budget.
-        """
-        deadline = None if timeout is None else self.clock.now() + timeout
-        outage = outage or outages.Outage(self, f"wait for workflow {key!r}", forever=True)
-        waiter = self.channel.watch(run_id)
-        delay = 0.02
-        local = self._runs_here(run_id)
-        try:
-            while True:
-                waiter.clear()
-                ended = waiter.record or self.recent_ends.get(run_id)
-                if ended is not None:
-                    return ended  # ended in this process: no need to read it back
-                if local and self._runs_here(run_id):
-                    # Running here: its end will be published on the Channel.
-                    await wait_event_or_sleep(waiter, self.clock, self.poll_interval)
-                    continue
-                began = self.clock.now()
-                try:
-                    record = await self.store.get_run(run_id)
-                except StoreUnavailable as exc:
-                    pause = outage.failed(exc, began)  # logs; a client's budget spent: raises
-                    status = "unknown: the database is unavailable"
-                    # The read itself waited for a connection; the listener's return (or the
-                    # next poll) wakes us to look again (at the end of a budget at the latest).
-                    wait, delay = min(delay, pause), min(delay * 2, self.poll_interval)
-                else:
-                    outage.over()
-                    if record is None:
-                        raise errors.WorkflowNotFound(key)
-                    if record.status.ended:
-                        return record
-                    status = record.status.value
-                    self._want_ends()
-                    if self.notifications and self.end_notices is not False:
-                        # The end's notice will wake us; the read is only a safety net.
-                        wait, delay = self.poll_interval, 0.02
-                    else:
-                        wait, delay = delay, min(delay * 2, self.poll_interval)
-                if deadline is not None:
-                    left = deadline - self.clock.now()
-                    if left <= 0:
-                        raise TimeoutError(
-                            f"workflow {key!r} did not end within {timeout}s (status {status})"
-                        )
-                    wait = min(wait, left)
-                await wait_event_or_sleep(waiter, self.clock, wait)
-        finally:
-            self.channel.unwatch(run_id, waiter)
+    async def wait_for_end(self, run_id: str, key: str, timeout: float | None) -> WorkflowRecord:
+        """Until the execution ``run_id`` has ended, through any outage (a workflow's wait:
+        ``end_wait``, which a client's ``result()`` calls itself)."""
+        return await end_wait.wait_for_end(self, key, run_id=run_id, timeout=timeout, client=False)
 
     async def end(self, key: str, status: WorkflowStatus, reason: str) -> bool:
         """Cancel or terminate the live execution under ``key``; False if it had ended."""
@@ -415,7 +360,7 @@ class Engine:
     async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
         return await self.store.cancel_requests(run_ids)
 
-    def _runs_here(self, run_id: str) -> bool:
+    def runs_here(self, run_id: str) -> bool:
         return self.runner is not None and self.runner.is_running(run_id)
 
     def _ended_elsewhere(self, run_id: str, key: str, status: WorkflowStatus) -> None:
@@ -619,12 +564,12 @@ class Engine:
     async def listen(self, *, runs_workflows: bool) -> None:
         """Have the store's notifications (if any) reach this Engine: a process that runs
         workflows hears new work and what it owns now, every end from its first wait for one
-        (``_want_ends``); one that runs none, nothing before its first wait for an end."""
+        (``want_ends``); one that runs none, nothing before its first wait for an end."""
         self._ends = False
         if runs_workflows:
             await self.store.listen(self.on_notification, owner=self.owner, ends=False)
 
-    def _want_ends(self) -> None:
+    def want_ends(self) -> None:
         """This process waits for an end elsewhere: have the store pass on everyone's. Not
         awaited: until the store says they are heard (``Listening("ends")``, which wakes
         every waiter to look again), an end is seen by the waiter's next read."""

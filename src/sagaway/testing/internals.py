@@ -10,6 +10,7 @@ from __future__ import annotations
 from sagaway._engine.engine import Engine
 from sagaway.manager import Manager
 from sagaway.store.base import Store
+from sagaway.sync import SyncClient
 
 
 def engine_of(manager: Manager) -> Engine:
@@ -20,3 +21,11 @@ def engine_of(manager: Manager) -> Engine:
 def store_of(manager: Manager) -> Store:
     """The Store behind ``manager`` while it is open."""
     return engine_of(manager).store
+
+
+def manager_of(client: SyncClient) -> Manager:
+    """The Manager a ``SyncClient`` runs on its own loop (open once the client is)."""
+    manager = client._manager
+    if not isinstance(manager, Manager):  # a client made by another factory
+        raise TypeError(f"this SyncClient runs a {type(manager).__name__}, not a Manager")
+    return manager

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapp
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
 
-from sagaway import codecs, errors, serialization
+from sagaway import _renamed, codecs, errors, serialization
 from sagaway._engine import context, history, replaying, versions
 from sagaway._engine import retention as retention_mod
 from sagaway._engine.engine import Engine, EngineRef
@@ -399,11 +399,13 @@ class Manager(ScheduleMethods):
         idempotency_key: str | None = None,
         task_queue: str = "default",
         on_conflict: OnConflict = OnConflict.ATTACH,
+        deadline: float | None = None,
         timeout: float | None = None,
     ) -> WorkflowHandle[Any]:
-        """Start a workflow this process knows by name only (a worker registered it), its
-        arguments given by parameter name as JSON values; ``result()`` then returns plain JSON.
-        A name registered here is started as ``workflow(name, **kwargs).execute()`` would."""
+        """Start a workflow known here by name only (a worker registered it), its arguments by
+        parameter name as JSON values; ``result()`` returns plain JSON. A name registered here
+        is started as ``workflow(name, **kwargs).execute(deadline=...)`` would (``timeout=``:
+        the deprecated old name of ``deadline``)."""
         return await start_by_name(
             self._ref,
             name,
@@ -411,7 +413,7 @@ class Manager(ScheduleMethods):
             key=idempotency_key,
             task_queue=task_queue,
             on_conflict=on_conflict,
-            timeout=timeout,
+            deadline=_renamed.deadline("start_by_name()", timeout, deadline),
         )
 
     def sync(self, *, call_timeout: float | None = 60.0) -> SyncClient:

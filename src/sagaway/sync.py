@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar, overload
 
-from sagaway import errors
+from sagaway import _renamed, errors
 from sagaway.registry import Registry
 from sagaway.signals import Signal
 from sagaway.states import OnConflict, WorkflowStatus
@@ -59,7 +59,7 @@ class ClientManager(Protocol):
         idempotency_key: str | None = None,
         task_queue: str = "default",
         on_conflict: OnConflict = OnConflict.ATTACH,
-        timeout: float | None = None,
+        deadline: float | None = None,
     ) -> WorkflowHandle[Any]: ...
 
     def get_workflow(self, key: str) -> WorkflowHandle[Any]: ...
@@ -181,8 +181,9 @@ class SyncClient:
         *args: Any,
         key: str | None = None,
         on_conflict: OnConflict = OnConflict.ATTACH,
-        timeout: float | None = None,
+        deadline: float | None = None,
         task_queue: str = "default",
+        timeout: float | None = None,
         **kwargs: Any,
     ) -> SyncWorkflowHandle[R]: ...
 
@@ -194,8 +195,9 @@ class SyncClient:
         *args: Any,
         key: str | None = None,
         on_conflict: OnConflict = OnConflict.ATTACH,
-        timeout: float | None = None,
+        deadline: float | None = None,
         task_queue: str = "default",
+        timeout: float | None = None,
         **kwargs: Any,
     ) -> SyncWorkflowHandle[Any]: ...
 
@@ -206,8 +208,9 @@ class SyncClient:
         *args: Any,
         key: str | None = None,
         on_conflict: OnConflict = OnConflict.ATTACH,
-        timeout: float | None = None,
+        deadline: float | None = None,
         task_queue: str = "default",
+        timeout: float | None = None,
         **kwargs: Any,
     ) -> SyncWorkflowHandle[Any]:
         """Start ``workflow`` under ``key`` (default: a new random key), or join the execution
@@ -215,10 +218,12 @@ class SyncClient:
 
         ``workflow`` is a registered function or a workflow name. A name this client's
         registry lacks is started for a worker that registered it: arguments by parameter name
-        only, as JSON values, and ``task_queue`` says which workers run it. ``timeout`` is the
-        workflow's deadline (it is cancelled past it), not a wait.
+        only, as JSON values, and ``task_queue`` says which workers run it. ``deadline`` is the
+        workflow's, in seconds from its start (it is cancelled past it), not a wait;
+        ``timeout=`` is its deprecated old name.
         """
         manager = self._manager
+        deadline = _renamed.deadline("SyncClient.start()", timeout, deadline)
 
         async def go() -> WorkflowHandle[Any]:
             if isinstance(workflow, str) and workflow not in manager.registry.names():
@@ -233,10 +238,12 @@ class SyncClient:
                     idempotency_key=key,
                     task_queue=task_queue,
                     on_conflict=on_conflict,
-                    timeout=timeout,
+                    deadline=deadline,
                 )
             call = manager.workflow(workflow, *args, **kwargs)
-            return await call.execute(idempotency_key=key, on_conflict=on_conflict, timeout=timeout)
+            return await call.execute(
+                idempotency_key=key, on_conflict=on_conflict, deadline=deadline
+            )
 
         return SyncWorkflowHandle(self, self._call(go))
 
@@ -248,9 +255,10 @@ class SyncClient:
         *args: Any,
         key: str | None = None,
         on_conflict: OnConflict = OnConflict.ATTACH,
-        timeout: float | None = None,
+        deadline: float | None = None,
         wait_timeout: float | None = None,
         task_queue: str = "default",
+        timeout: float | None = None,
         **kwargs: Any,
     ) -> R: ...
 
@@ -262,9 +270,10 @@ class SyncClient:
         *args: Any,
         key: str | None = None,
         on_conflict: OnConflict = OnConflict.ATTACH,
-        timeout: float | None = None,
+        deadline: float | None = None,
         wait_timeout: float | None = None,
         task_queue: str = "default",
+        timeout: float | None = None,
         **kwargs: Any,
     ) -> Any: ...
 
@@ -275,12 +284,15 @@ class SyncClient:
         *args: Any,
         key: str | None = None,
         on_conflict: OnConflict = OnConflict.ATTACH,
-        timeout: float | None = None,
+        deadline: float | None = None,
         wait_timeout: float | None = None,
         task_queue: str = "default",
+        timeout: float | None = None,
         **kwargs: Any,
     ) -> Any:
-        """Start ``workflow`` (as ``start``) and wait for its result.
+        """Start ``workflow`` (as ``start``, ``deadline`` the workflow's) and wait for its
+        result, ``wait_timeout`` seconds at most (``timeout=`` is the deprecated old name of
+        ``deadline``, not a wait: it came before the async API's names).
 
         Raises the workflow's completable error when it FAILED, ``WorkflowCancelled`` when it
         was cancelled or terminated, ``TimeoutError`` when ``wait_timeout`` seconds passed
@@ -291,7 +303,7 @@ class SyncClient:
             *args,
             key=key,
             on_conflict=on_conflict,
-            timeout=timeout,
+            deadline=_renamed.deadline("SyncClient.execute_get()", timeout, deadline),
             task_queue=task_queue,
             **kwargs,
         )

@@ -7,11 +7,11 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from sagaway import _cancel_log, _sealed, errors, serialization
+from sagaway import _cancel_log, _renamed, _sealed, errors, serialization
 from sagaway._cancel_log import CancelRequestDescription
 from sagaway._engine import context, end_wait, history, outages, replaying
 from sagaway._engine.executor import current_execution
-from sagaway._engine.options import check_timeout
+from sagaway._engine.options import check_deadline
 from sagaway.randomness import new_id
 from sagaway.registry import WorkflowDef
 from sagaway.retry import RetryPolicy
@@ -445,26 +445,29 @@ class WorkflowCall(Generic[R]):
         *,
         idempotency_key: str | None = None,
         on_conflict: OnConflict = OnConflict.ATTACH,
-        timeout: float | None = None,
+        deadline: float | None = None,
         concurrency_key: str | None = None,
+        timeout: float | None = None,
     ) -> WorkflowHandle[R]:
         """Start the workflow (or find the execution its key names) and return a handle.
 
         Inside a workflow this starts a child workflow exactly once, fire-and-forget; its key
         defaults to ``<parent key>/<call id>``.
 
-        ``timeout``: the workflow's deadline, in seconds from its start. Past it the workflow
-        is cancelled as by ``handle.cancel()`` (it compensates and ends CANCELLED). It is
-        recorded with the workflow, so it holds across restarts; attaching to an existing
-        execution does not change its deadline.
+        ``deadline``: seconds from the workflow's start. Past it the workflow is cancelled as
+        by ``handle.cancel()`` (it compensates and ends CANCELLED). It is recorded with the
+        workflow, so it holds across restarts; attaching to an existing execution does not
+        change its deadline. (``timeout=`` is its deprecated old name: a ``timeout`` bounds a
+        wait, as in ``result(timeout=)``.)
 
         ``concurrency_key``: at most ``max_per_key`` (see ``register_workflow``) executions
         started with this key run at once, in the whole cluster; the others wait PENDING,
         holding no lease, until one ends (docs/limits.md). Not for child workflows.
         """
+        deadline = _renamed.deadline("execute()", timeout, deadline)
         if not isinstance(on_conflict, OnConflict):
             raise TypeError("on_conflict must be a sagaway.OnConflict")
-        check_timeout(timeout)
+        check_deadline(deadline)
         execution = current_execution()
         if execution is not None:
             engine = execution.engine
@@ -476,7 +479,7 @@ class WorkflowCall(Generic[R]):
                     "a workflow cannot wait for a key its parent may hold"
                 )
             call_id, _ = context.next_call_id()
-            key = await execution.call_child(defn, args_json, idempotency_key, call_id, timeout)
+            key = await execution.call_child(defn, args_json, idempotency_key, call_id, deadline)
             return WorkflowHandle(self._engines, key, child_of=defn)
         engine = self._engines.require()
         defn = engine.registry.workflow(self._fn)
@@ -487,7 +490,7 @@ class WorkflowCall(Generic[R]):
             args_json,
             key=key,
             on_conflict=on_conflict,
-            timeout=timeout,
+            deadline=deadline,
             concurrency_key=concurrency_key,
             client=True,  # rides through an outage: every attempt creates one execution
         )
@@ -499,18 +502,28 @@ class WorkflowCall(Generic[R]):
         idempotency_key: str | None = None,
         on_conflict: OnConflict = OnConflict.ATTACH,
         timeout: float | None = None,
-        workflow_timeout: float | None = None,
+        deadline: float | None = None,
         concurrency_key: str | None = None,
+        workflow_timeout: float | None = None,
     ) -> R:
         """Start the workflow and wait for its result.
 
-        ``timeout`` bounds this wait (``TimeoutError``; the workflow runs on);
-        ``workflow_timeout`` is the workflow's own deadline (see ``execute``'s ``timeout``).
+        ``timeout`` bounds this wait, from this call (``TimeoutError``; the workflow runs on);
+        ``deadline`` is the workflow's own (see ``execute``). (``workflow_timeout=`` is the
+        deprecated old name of ``deadline``.)
         """
+        deadline = _renamed.keyword(
+            "execute_get()",
+            "workflow_timeout",
+            workflow_timeout,
+            "deadline",
+            deadline,
+            _renamed.DEADLINE_WHY,
+        )
         handle = await self.execute(
             idempotency_key=idempotency_key,
             on_conflict=on_conflict,
-            timeout=workflow_timeout,
+            deadline=deadline,
             concurrency_key=concurrency_key,
         )
         return await handle.result(timeout=timeout)
@@ -521,16 +534,25 @@ class WorkflowCall(Generic[R]):
         idempotency_key: str | None = None,
         on_conflict: OnConflict = OnConflict.ATTACH,
         timeout: float | None = None,
-        workflow_timeout: float | None = None,
+        deadline: float | None = None,
         concurrency_key: str | None = None,
+        workflow_timeout: float | None = None,
     ) -> None:
         """Start the workflow and wait until it ends; the result is discarded (``timeout``
-        and ``workflow_timeout`` as in ``execute_get``)."""
+        and ``deadline`` as in ``execute_get``)."""
+        deadline = _renamed.keyword(
+            "execute_wait()",
+            "workflow_timeout",
+            workflow_timeout,
+            "deadline",
+            deadline,
+            _renamed.DEADLINE_WHY,
+        )
         await self.execute_get(
             idempotency_key=idempotency_key,
             on_conflict=on_conflict,
             timeout=timeout,
-            workflow_timeout=workflow_timeout,
+            deadline=deadline,
             concurrency_key=concurrency_key,
         )
 
@@ -548,7 +570,7 @@ async def start_by_name(
     key: str | None,
     task_queue: str,
     on_conflict: OnConflict,
-    timeout: float | None,
+    deadline: float | None,
 ) -> WorkflowHandle[Any]:
     """Start the workflow registered as ``name`` in some other process (a worker), with its
     arguments by parameter name as plain JSON values. A name this process registered is
@@ -556,10 +578,10 @@ async def start_by_name(
     engine = engines.require()
     if name in engine.registry.names():
         call = WorkflowCall[Any](engines, name, (), kwargs)
-        return await call.execute(idempotency_key=key, on_conflict=on_conflict, timeout=timeout)
+        return await call.execute(idempotency_key=key, on_conflict=on_conflict, deadline=deadline)
     if not isinstance(on_conflict, OnConflict):
         raise TypeError("on_conflict must be a sagaway.OnConflict")
-    check_timeout(timeout)
+    check_deadline(deadline)
     if not isinstance(name, str) or not name:
         raise ValueError("a workflow name is a non-empty string")
     if not isinstance(task_queue, str) or not task_queue:
@@ -575,7 +597,7 @@ async def start_by_name(
     )
     key = key if key is not None else new_id()
     record, _ = await engine.start(
-        defn, args_json, key=key, on_conflict=on_conflict, timeout=timeout, client=True
+        defn, args_json, key=key, on_conflict=on_conflict, deadline=deadline, client=True
     )
     return WorkflowHandle(engines, key, record.run_id)
 

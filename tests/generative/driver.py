@@ -350,7 +350,7 @@ class Driver:
                 return mine[0]
             try:
                 handle = await manager.workflow("interp", *call_args).execute(
-                    idempotency_key=top.key, on_conflict=on_conflict, timeout=top.timeout
+                    idempotency_key=top.key, on_conflict=on_conflict, deadline=top.timeout
                 )
             except sw.WorkflowAlreadyExists:
                 return None  # it had ended: nothing to replace

@@ -165,7 +165,7 @@ class TopLevel:
     cancel_child: bool = False
     """Cancel its first child after the first settle."""
     timeout: float | None = None
-    """Its deadline (``execute(timeout=)``)."""
+    """Its deadline (``execute(deadline=)``)."""
     fork_from: int | None = None
     """Forked after the first settle (``settings.fork``, ``forks.py``): from its top-level step
     ``1 + fork_from % (last + 1)``; None: not forked."""

@@ -102,7 +102,7 @@ class GenSettings:
     own workflow's cancellation: no durable call follows, so the end of its saga block or of
     the workflow must deliver it (the request was accepted, then dropped: the run COMPLETED)."""
     deadline_hang: bool = True
-    """A top-level workflow started with a deadline (``execute(timeout=)``) whose last step is
+    """A top-level workflow started with a deadline (``execute(deadline=)``) whose last step is
     an async activity that never returns: cancelled in its task past the deadline and its
     grace, the run ends CANCELLED after its compensations (it stayed RUNNING forever)."""
     cancel_never_lost: bool = True

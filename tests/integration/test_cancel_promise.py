@@ -318,7 +318,7 @@ async def test_an_async_activity_that_never_returns_is_cancelled_past_the_deadli
             return "done"
 
     async with manager:
-        handle = await manager.workflow(flow).execute(idempotency_key="d1", timeout=1.5)
+        handle = await manager.workflow(flow).execute(idempotency_key="d1", deadline=1.5)
         await asyncio.wait_for(started.wait(), 10)
         await until_sleeping(clock, 3.5)  # the deadline (1.5 s) and the grace (2 s)
         await clock.advance(3.0)  # past the deadline, within the grace: it runs on
@@ -370,7 +370,7 @@ async def test_a_sync_activity_past_the_deadline_is_abandoned_and_its_thread_run
 
     try:
         async with manager:
-            handle = await manager.workflow(flow).execute(idempotency_key="d2", timeout=1.0)
+            handle = await manager.workflow(flow).execute(idempotency_key="d2", deadline=1.0)
             await asyncio.to_thread(started.wait, 10)
             await until_sleeping(clock, 2.0)
             await clock.advance(2.1)

@@ -365,7 +365,7 @@ async def test_the_deadline_cancels_a_waiting_workflow(db_url: str) -> None:
             return await manager.signal("go").receive(str)  # no timeout of its own
 
     async with manager:
-        handle = await manager.workflow(flow).execute(idempotency_key="d1", timeout=60)
+        handle = await manager.workflow(flow).execute(idempotency_key="d1", deadline=60)
         description = await wait_until(handle, lambda d: d.status is sw.WorkflowStatus.WAITING)
         # Its wait has no end of its own: the deadline is when it becomes due.
         assert description.next_run_at == pytest.approx(description.created_at + 60)
@@ -395,7 +395,7 @@ async def test_the_deadline_cancels_a_workflow_waiting_in_the_worker(db_url: str
             await asyncio.gather(slow(), manager.signal("go").receive(str))
 
     async with manager:
-        handle = await manager.workflow(flow).execute(idempotency_key="d2", timeout=5)
+        handle = await manager.workflow(flow).execute(idempotency_key="d2", deadline=5)
         await wait_until(handle, lambda d: len(d.steps) >= 1 and d.status.value == "RUNNING")
         await clock.advance(6)
         gate.set()
@@ -413,7 +413,7 @@ async def test_a_deadline_not_reached_changes_nothing(db_url: str) -> None:
         return 7
 
     async with manager:
-        assert await manager.workflow(quick).execute_get(workflow_timeout=3600) == 7
+        assert await manager.workflow(quick).execute_get(deadline=3600) == 7
 
 
 async def test_cancel_and_deadline_misuse_is_refused_clearly(db_url: str) -> None:
@@ -425,11 +425,11 @@ async def test_cancel_and_deadline_misuse_is_refused_clearly(db_url: str) -> Non
 
     async with manager:
         with pytest.raises(ValueError, match="positive"):
-            await manager.workflow(quick).execute(timeout=0)
+            await manager.workflow(quick).execute(deadline=0)
         with pytest.raises(ValueError, match="positive"):
-            await manager.workflow(quick).execute(timeout=float("inf"))
+            await manager.workflow(quick).execute(deadline=float("inf"))
         with pytest.raises(TypeError, match="number of seconds"):
-            await manager.workflow(quick).execute(timeout="10")  # type: ignore[arg-type]
+            await manager.workflow(quick).execute(deadline="10")  # type: ignore[arg-type]
         with pytest.raises(sw.WorkflowNotFound):
             await manager.cancel("no-such-key")
         with pytest.raises(TypeError, match="reason"):

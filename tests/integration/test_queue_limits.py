@@ -155,7 +155,7 @@ async def test_a_deadline_ends_the_wait_for_a_start(db_url: str) -> None:
         )  # fmt: skip
         assert admitted is None
         async with manager:
-            handle = await manager.workflow(pay).execute(timeout=1.0)
+            handle = await manager.workflow(pay).execute(deadline=1.0)
             with pytest.raises(sw.WorkflowCancelled):
                 await handle.result(timeout=15)
     finally:

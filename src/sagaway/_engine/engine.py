@@ -209,12 +209,12 @@ class Engine:
         key: str,
         on_conflict: OnConflict,
         parent_key: str | None = None,
-        timeout: float | None = None,
+        deadline: float | None = None,
         concurrency_key: str | None = None,
         client: bool = False,
     ) -> tuple[WorkflowRecord, bool]:
         """Create an execution under ``key`` (or find the one there); True if created.
-        ``timeout``: seconds until its deadline (then it is cancelled as by a request).
+        ``deadline``: seconds from its start until it is cancelled as by a request.
         ``concurrency_key``: created PENDING, never leased here: only a claim applies its limit.
         ``client``: a client's start, which rides through an outage (``outages``)."""
         check_key(key, "idempotency_key")
@@ -227,7 +227,7 @@ class Engine:
             code_version=self.options.code_version,
             parent_key=parent_key,
             replacing=replacing,
-            timeout=timeout,
+            deadline=deadline,
             concurrency_key=concurrency_key,
             max_per_key=defn.max_per_key,
         )
@@ -268,7 +268,7 @@ class Engine:
         *,
         key: str,
         parent_key: str,
-        timeout: float | None = None,
+        deadline: float | None = None,
     ) -> WorkflowRecord:
         record, _ = await self.start(
             defn,
@@ -276,7 +276,7 @@ class Engine:
             key=key,
             on_conflict=OnConflict.ATTACH,
             parent_key=parent_key,
-            timeout=timeout,
+            deadline=deadline,
         )
         return record
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from sagaway import errors, events, observe, serialization
 from sagaway._engine import keys, versions
-from sagaway._engine.options import check_timeout
+from sagaway._engine.options import check_deadline
 from sagaway._engine.text_checks import check_key
 from sagaway.channel import Channel
 from sagaway.randomness import new_run_id
@@ -29,7 +29,7 @@ def build(
     code_version: str | None,
     parent_key: str | None = None,
     replacing: bool = False,
-    timeout: float | None = None,
+    deadline: float | None = None,
     trace_context: str | None = None,
     concurrency_key: str | None = None,
     max_per_key: int = 1,
@@ -39,8 +39,9 @@ def build(
     ``code_version``: the creating process's (``Manager(version=...)``; for an Engine Server,
     the caller's). ``replacing``: it may replace a live execution under ``key`` (its key space
     is then its own run's). ``trace_context``: the caller's; None: a new one from the installed
-    tracer, if any. ``concurrency_key``: created under a per-key limit of ``max_per_key``."""
-    check_timeout(timeout)
+    tracer, if any. ``concurrency_key``: created under a per-key limit of ``max_per_key``.
+    ``deadline``: seconds from its start until it is cancelled as by a request."""
+    check_deadline(deadline)
     if code_version is not None:
         versions.check_code_version(code_version, "code_version")
     if concurrency_key is not None:
@@ -59,7 +60,7 @@ def build(
         parent_key=parent_key,
         queue=queue,
         key_space=keys.key_space(key, run_id, replacing=replacing),
-        timeout=timeout,
+        timeout=deadline,  # the record's name for it
         trace_context=trace_context,
         code_version=code_version,
         concurrency_key=concurrency_key,

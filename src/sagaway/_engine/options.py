@@ -66,11 +66,12 @@ class EngineOptions:
                 raise TypeError(f"queues[{name!r}] must be a sagaway.Queue")
 
 
-def check_timeout(timeout: float | None) -> None:
-    """A workflow deadline must be a positive number of seconds (or None)."""
-    if timeout is None:
+def check_deadline(deadline: float | None, name: str = "deadline") -> None:
+    """A workflow's deadline must be a positive number of seconds from its start (or None);
+    ``name``: what the caller calls it."""
+    if deadline is None:
         return
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
-    if not timeout > 0 or timeout == float("inf"):
-        raise ValueError(f"timeout must be a positive, finite number of seconds, not {timeout!r}")
+    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not {type(deadline).__name__}")
+    if not deadline > 0 or deadline == float("inf"):
+        raise ValueError(f"{name} must be a positive, finite number of seconds, not {deadline!r}")

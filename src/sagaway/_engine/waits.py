@@ -265,9 +265,9 @@ class WaitCalls(ExecutionBase):
         args_json: str,
         key: str | None,
         call_id: str,
-        timeout: float | None = None,
+        deadline: float | None = None,
     ) -> str:
-        """Start a child workflow once; returns its key."""
+        """Start a child workflow once; returns its key (``deadline``: its own, in seconds)."""
         self._check_usable()
         engine = self.engine
         previous = self._replayed(call_id, StepKind.CHILD, defn.name)
@@ -283,7 +283,12 @@ class WaitCalls(ExecutionBase):
         await self._cancel_here(call_id, StepKind.CHILD, defn.name, now)
         answers = (errors.IdempotencyConflict, errors.WorkflowAlreadyExists, ValueError)
         start = functools.partial(
-            engine.start_child, defn, args_json, key=child_key, parent_key=self.key, timeout=timeout
+            engine.start_child,
+            defn,
+            args_json,
+            key=child_key,
+            parent_key=self.key,
+            deadline=deadline,
         )
         child = await self._store_call(start(), answers=answers)
         await self._record(

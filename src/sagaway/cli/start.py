@@ -59,10 +59,17 @@ def _call_args(text: str) -> tuple[list[Any], dict[str, Any]]:
     "--app, the registered one is used.",
 )
 @click.option(
-    "--timeout",
+    "--deadline",
     type=click.FloatRange(min=0, min_open=True),
     metavar="SECONDS",
-    help="The workflow's deadline: past it, it is cancelled (and compensates).",
+    help="The workflow's deadline, in seconds from its start: past it, it is cancelled (and "
+    "compensates). It does not bound --wait.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    hidden=True,
+    help="Deprecated: the old name of --deadline.",
 )
 @click.option(
     "--wait", is_flag=True, help="Wait for the end; print the result as JSON, or the error."
@@ -74,6 +81,7 @@ def start(
     key: str,
     target: str | None,
     task_queue: str | None,
+    deadline: float | None,
     timeout: float | None,
     wait: bool,
 ) -> None:
@@ -86,6 +94,11 @@ def start(
     stored).
     """
     args, kwargs = _call_args(json_args)
+    if timeout is not None:
+        if deadline is not None:
+            raise click.BadParameter("give --deadline only (--timeout is its old name)")
+        click.echo("warning: --timeout is deprecated: use --deadline (the same seconds)", err=True)
+        deadline = timeout
     if target is None:
         if args:
             raise click.BadParameter(
@@ -94,7 +107,7 @@ def start(
                 param_hint="JSON_ARGS",
             )
         manager = sw.Manager(url, codec=reading_codec(None))
-        call = _by_name(manager, name, kwargs, key, task_queue or "default", timeout)
+        call = _by_name(manager, name, kwargs, key, task_queue or "default", deadline)
     else:
         if task_queue is not None:
             raise click.BadParameter(
@@ -104,7 +117,7 @@ def start(
         if url is not None:
             manager.url = resolve_url(url)
         typed_args, typed_kwargs = _typed(manager, name, args, kwargs)
-        call = _registered(manager, name, typed_args, typed_kwargs, key, timeout)
+        call = _registered(manager, name, typed_args, typed_kwargs, key, deadline)
     run(support.check_reachable(manager.url), manager.url)
     handle, existing = run(call, manager.url)
     if existing is None:
@@ -160,12 +173,12 @@ async def _registered(
     args: list[Any],
     kwargs: dict[str, Any],
     key: str,
-    timeout: float | None,
+    deadline: float | None,
 ) -> Started:
     async with manager.connect():
         existing = await _existing(manager, key)
         call = manager.workflow(name, *args, **kwargs)
-        return await call.execute(idempotency_key=key, timeout=timeout), existing
+        return await call.execute(idempotency_key=key, deadline=deadline), existing
 
 
 async def _by_name(
@@ -174,12 +187,12 @@ async def _by_name(
     kwargs: dict[str, Any],
     key: str,
     task_queue: str,
-    timeout: float | None,
+    deadline: float | None,
 ) -> Started:
     async with manager.connect():
         existing = await _existing(manager, key)
         handle = await manager.start_by_name(
-            name, kwargs, idempotency_key=key, task_queue=task_queue, timeout=timeout
+            name, kwargs, idempotency_key=key, task_queue=task_queue, deadline=deadline
         )
         return handle, existing
 

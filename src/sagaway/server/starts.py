@@ -15,6 +15,7 @@ import time
 
 from sagaway import errors
 from sagaway._engine import new_executions
+from sagaway._engine.options import check_deadline
 from sagaway._engine.text_checks import check_key, check_name
 from sagaway.server.notices import Hub, Queue
 from sagaway.store import Store, notices
@@ -50,6 +51,7 @@ class StartWorkflows:
         if not isinstance(parsed, dict):
             raise ValueError("args must be a JSON object of the arguments by parameter name")
         timeout = request.timeout if request.HasField("timeout") else None
+        check_deadline(timeout, "timeout (the workflow's deadline)")
         concurrency_key = request.concurrency_key if request.HasField("concurrency_key") else None
         new = new_executions.build(
             name=request.name,
@@ -57,7 +59,7 @@ class StartWorkflows:
             key=request.key,
             queue=request.queue or "default",
             code_version=request.code_version if request.HasField("code_version") else None,
-            timeout=timeout,
+            deadline=timeout,  # the protocol's name for the workflow's deadline
             trace_context=_trace_context(request),
             concurrency_key=concurrency_key,
             max_per_key=request.max_per_key or 1,  # 0: the default, 1

@@ -36,7 +36,7 @@ class WorkflowRecord:
     cancel_reason: str | None = None
     """Set by a cancel request: the workflow sees ``Cancelled`` at its next durable call."""
     deadline_at: float | None = None
-    """When the workflow is cancelled as by a request (``execute(..., timeout=)``)."""
+    """When the workflow is cancelled as by a request (``execute(..., deadline=)``)."""
     trace_context: str | None = None
     """The W3C trace context (JSON) of the code that started it; None when tracing was off."""
     code_version: str | None = None

@@ -33,13 +33,13 @@ from sagaway.errors import (
     WorkflowNotFound,
 )
 from sagaway.manager import Manager, ManagerState
+from sagaway.patching import deprecate_patch, patched
 from sagaway.registry import Queue
 from sagaway.retry import RetryPolicy
 from sagaway.saga import Saga
 from sagaway.serialization import DefaultErrorMarshaler, ErrorMarshaler
 from sagaway.states import ErrorKind, OnConflict, StepKind, StepStatus, WorkflowStatus
 from sagaway.sync import SyncClient, SyncWorkflowHandle
-from sagaway.versioning import deprecate_patch, patched
 from sagaway.workflow import (
     SignalDescription,
     StepDescription,

@@ -9,10 +9,10 @@ import json
 from click.testing import CliRunner, Result
 
 from sagaway.cli.main import cli
-from tests.integration.test_versioning import start_and_park
-from tests.integration.versions_app import build
+from tests.integration.patches_app import build
+from tests.integration.test_patching import start_and_park
 
-APP = "tests.integration.versions_app"
+APP = "tests.integration.patches_app"
 
 
 async def sagaway(*args: str) -> Result:

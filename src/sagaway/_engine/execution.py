@@ -550,7 +550,7 @@ def divergence(workflow: str, key: str, step: StepRecord, asked: str) -> errors.
         f"as {recorded}, but the code now calls {asked}. Workflow code must make the same "
         f"durable calls in the same order on every run of an execution: {hint}, or fork it "
         f"from this step onto the new code (`sagaway fork {key} --from-step N --new-key NEW`; "
-        "`sagaway replay` checks a deploy before it happens; see docs/versioning.md)",
+        "`sagaway replay` checks a deploy before it happens; see docs/patching.md)",
         call_id=step.call_id,
         recorded=recorded,
         requested=asked,

@@ -149,7 +149,7 @@ class _Reporter:
             len(seen),
             f"workflow {self.record.name!r} ({self.record.key}): the code ended without making "
             f"durable call {step.call_id}, recorded as {recorded}: a step was removed or the "
-            "code now returns earlier (see docs/versioning.md)",
+            "code now returns earlier (see docs/patching.md)",
             call_id=step.call_id,
             recorded_call=recorded,
         )

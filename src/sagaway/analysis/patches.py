@@ -21,8 +21,10 @@ Raw = tuple[ast.AST, str, str]
 
 _FUNCTIONS = {
     "sagaway.patched": "patched",
-    "sagaway.versioning.patched": "patched",
+    "sagaway.patching.patched": "patched",
+    "sagaway.versioning.patched": "patched",  # the deprecated old module
     "sagaway.deprecate_patch": "deprecate_patch",
+    "sagaway.patching.deprecate_patch": "deprecate_patch",
     "sagaway.versioning.deprecate_patch": "deprecate_patch",
 }
 

@@ -49,7 +49,7 @@ def replay(
     Nothing runs (no activity is called) and nothing is written: each execution's recorded
     durable calls are matched against the calls the new code makes, up to where its history
     ends. A divergence names the step, the recorded call and the new one; deploy such a change
-    behind `sw.patched(...)` (docs/versioning.md).
+    behind `sw.patched(...)` (docs/patching.md).
     """
     if bool(keys) == all_live:
         raise click.UsageError("give --key KEY (repeatable) or --all-live")

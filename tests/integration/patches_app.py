@@ -1,6 +1,7 @@
-"""One order workflow in several versions, for the versioning tests (and ``sagaway replay``).
+"""One order workflow as several deploys of its code, for the patching tests (and ``sagaway
+replay``).
 
-``build(url, version, ledger)`` registers workflow ``order`` as that version's code:
+``build(url, code, ledger)`` registers workflow ``order`` as that deploy's code:
 
 - ``v1``: reserve, charge, wait for ``approve``, ship, wait for ``delivered`` (calls 1 to 5);
 - ``v2``: behind ``sw.patched("fraud-check")`` (call 2) a new step, fraud_check, then ship before
@@ -11,8 +12,8 @@
 - ``removed``: v1 without ship;
 - ``short``: v1 that returns after shipping, without waiting for ``delivered``.
 
-``VERSION`` (environment, default v1) picks the version of the module-level ``manager``, so
-``sagaway replay tests.integration.versions_app:manager`` checks a database against it.
+``ORDER_CODE`` (environment, default v1) picks the code of the module-level ``manager``, so
+``sagaway replay tests.integration.patches_app:manager`` checks a database against it.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from typing import Any
 
 import sagaway as sw
 
-VERSIONS = ("v1", "v2", "v3", "reordered", "renamed", "removed", "short")
+CODES = ("v1", "v2", "v3", "reordered", "renamed", "removed", "short")
 
 
-def build(url: str | None, version: str, ledger: list[str] | None = None) -> sw.Manager:
+def build(url: str | None, code: str, ledger: list[str] | None = None) -> sw.Manager:
     manager = sw.Manager(url, poll_interval=0.05)
     ledger = ledger if ledger is not None else []
     approve, delivered = manager.signal("approve"), manager.signal("delivered")
@@ -42,14 +43,14 @@ def build(url: str | None, version: str, ledger: list[str] | None = None) -> sw.
 
     async def old_path(order: str) -> None:
         """v1: charge, wait for approval, ship (and the variants that change it)."""
-        if version == "reordered":
+        if code == "reordered":
             await ship(order)
         else:
-            await (bill if version == "renamed" else charge)(order)
+            await (bill if code == "renamed" else charge)(order)
         await approve.receive(bool)
-        if version == "reordered":
+        if code == "reordered":
             await charge(order)
-        elif version != "removed":
+        elif code != "removed":
             await ship(order)
 
     async def new_path(order: str) -> None:
@@ -63,22 +64,22 @@ def build(url: str | None, version: str, ledger: list[str] | None = None) -> sw.
     async def order(order_id: str) -> str:
         async with sw.Saga() as saga:
             saga.add_compensation(release, await reserve(order_id))
-            if version == "v3":
+            if code == "v3":
                 sw.deprecate_patch("fraud-check")
                 await new_path(order_id)
-            elif version == "v2" and sw.patched("fraud-check"):
+            elif code == "v2" and sw.patched("fraud-check"):
                 await new_path(order_id)
             else:
                 await old_path(order_id)
-            if version == "short":
+            if code == "short":
                 return "short"
             await delivered.receive(bool)
-            return f"done {version}"
+            return f"done {code}"
 
     return manager
 
 
-manager = build(os.environ.get("SAGAWAY_DATABASE_URL"), os.environ.get("VERSION", "v1"))
-# One Manager per version, for `sagaway replay tests.integration.versions_app:reordered` etc.
+manager = build(os.environ.get("SAGAWAY_DATABASE_URL"), os.environ.get("ORDER_CODE", "v1"))
+# One Manager per deploy, for `sagaway replay tests.integration.patches_app:reordered` etc.
 v1, v2, v3 = (build(None, v) for v in ("v1", "v2", "v3"))
-reordered, renamed, removed, short = (build(None, v) for v in VERSIONS[3:])
+reordered, renamed, removed, short = (build(None, v) for v in CODES[3:])

@@ -1,4 +1,4 @@
-"""docs/versioning.md's worked example runs as written and prints what the page says."""
+"""docs/patching.md's worked example runs as written and prints what the page says."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_versioning_example_keeps_the_old_order_on_the_old_path(tmp_path: Path) -> None:
-    page = (ROOT / "docs" / "versioning.md").read_text()
+def test_the_patching_example_keeps_the_old_order_on_the_old_path(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "patching.md").read_text()
     code = re.findall(r"```python\n(.*?)```", page, re.S)[0]
     printed = re.findall(r"It prints:\n\n```\n(.*?)```", page, re.S)[0]
-    script = tmp_path / "versioning_demo.py"
+    script = tmp_path / "patching_demo.py"
     script.write_text(code)
     env = {k: v for k, v in os.environ.items() if k != "SAGAWAY_DATABASE_URL"}
     env["PYTHONPATH"] = os.pathsep.join(sys.path)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import sagaway as sw
-from tests.integration.versions_app import build
+from tests.integration.patches_app import build
 
 S = sw.WorkflowStatus
 
@@ -97,7 +97,7 @@ async def test_deprecate_patch_replays_executions_that_recorded_the_marker(db_ur
 
 
 @pytest.mark.parametrize(
-    ("version", "call_id", "recorded", "requested"),
+    ("code", "call_id", "recorded", "requested"),
     [
         ("reordered", "2", "activity 'charge'", "activity 'ship'"),
         ("renamed", "2", "activity 'charge'", "activity 'bill'"),
@@ -106,17 +106,17 @@ async def test_deprecate_patch_replays_executions_that_recorded_the_marker(db_ur
     ],
 )
 async def test_the_replay_check_flags_what_would_diverge_and_passes_a_patched_change(
-    db_url: str, version: str, call_id: str | None, recorded: str | None, requested: str | None
+    db_url: str, code: str, call_id: str | None, recorded: str | None, requested: str | None
 ) -> None:
     ledger: list[str] = []
     async with build(db_url, "v1", ledger) as v1:
         await start_and_park(v1, "h-1", approve=True)  # reserve, charge, approve, ship: waits
         await start_and_park(v1, "h-2")  # reserved and charged: waits for approval
-    async with build(db_url, version, ledger).connect() as new_code:
+    async with build(db_url, code, ledger).connect() as new_code:
         reports = {r.key: r for r in await new_code.check_replays()}
         one = await new_code.get_workflow("h-1").check_replay()
     assert reports["h-1"] == one
-    assert reports["h-2"].verdict == ("ok" if version in ("v2", "removed") else "diverged")
+    assert reports["h-2"].verdict == ("ok" if code in ("v2", "removed") else "diverged")
     if call_id is None:
         assert one.verdict == "ok", one.message
         # reserve, charge, approve, ship replayed; the wait for "delivered" is where it stops

@@ -45,9 +45,7 @@ def _spy(
     monkeypatch.setattr(EngineService, name, spy)
 
 
-async def _served(
-    tmp_path: Path, **config: Any
-) -> tuple[str, asyncio.Event, asyncio.Task[None]]:
+async def _served(tmp_path: Path, **config: Any) -> tuple[str, asyncio.Event, asyncio.Task[None]]:
     stop = asyncio.Event()
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     server_config = ServerConfig(

@@ -59,9 +59,9 @@ async def _call(
 
 
 def _start(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    db = f"sqlite:///{tmp_path}/db.sqlite"
     return subprocess.run(
-        [PYTHON, "-m", "sagaway.cli.main", "server", "--db", f"sqlite:///{tmp_path}/db.sqlite"]
-        + ["--listen", "127.0.0.1:0", *args],
+        [PYTHON, "-m", "sagaway.cli.main", "server", "--db", db, "--listen", "127.0.0.1:0", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -73,7 +73,10 @@ def _start(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ('[[token]]\nname = "x"\nroles = ["reader"]\nsha256 = "' + "a" * 64 + '"\n', "unknown role"),
+        (
+            '[[token]]\nname = "x"\nroles = ["reader"]\nsha256 = "' + "a" * 64 + '"\n',
+            "unknown role",
+        ),
         ("[[token]]\nname = 'x'\nroles = ['read']\n", "exactly one of 'sha256'"),
         ('[[certificate]]\ncommon_name = "w"\nroles = ["worker"]\n', "need mutual TLS"),
     ],

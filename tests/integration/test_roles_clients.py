@@ -6,6 +6,8 @@ front of SQLite and of PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -139,3 +141,46 @@ async def test_a_worker_without_the_worker_role_cannot_claim(server: Served) -> 
     with pytest.raises(PermissionDenied, match=r"principal 'ops'.*PutSchedule"):
         async with build(server.url, TOKENS["ops"]):
             pass
+
+
+async def test_a_worker_refused_its_claims_says_so_once_and_works_once_allowed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Manager running workers with an ``operate`` token logs the refusal once (not at every
+    scan), and takes work as soon as a reloaded tokens file gives it the role."""
+    path = tmp_path / "tokens.toml"
+    entries = {name: credentials.toml_entry(name, [role], credentials.digest(TOKENS[name]))
+               for name, role in ROLES.items()}  # fmt: skip
+    path.write_text(entries["ops"] + entries["root"])
+    with Served(f"sqlite:///{tmp_path / 'db.sqlite'}", tokens_file=path) as server:
+        m = sw.Manager(server.url, token=TOKENS["ops"], poll_interval=0.01)
+
+        @m.register_workflow(name="hello")
+        async def hello() -> str:
+            return "hello"
+
+        async with m:
+            # Started here it would be leased here: refused (CreateWorkflow under a lease).
+            with pytest.raises(PermissionDenied, match="under a lease"):
+                await m.workflow(hello).execute(idempotency_key="h-0")
+            client = sw.Manager(server.url, token=TOKENS["ops"])
+            async with client.connect():
+                await client.start_by_name("hello", idempotency_key="h-1")
+            for _ in range(3000):
+                if any("recovery cannot claim work" in r.getMessage() for r in caplog.records):
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError("no refusal logged")
+            path.write_text(
+                entries["root"]
+                + credentials.toml_entry(
+                    "ops", [Role.OPERATE, Role.WORKER], credentials.digest(TOKENS["ops"])
+                )
+            )
+            assert server.process is not None
+            server.process.send_signal(signal.SIGHUP)
+            assert await m.get_workflow("h-1").result(timeout=60) == "hello"
+        refusals = [r for r in caplog.records if "recovery cannot claim work" in r.getMessage()]
+        assert len(refusals) == 1, [r.getMessage() for r in refusals]
+        assert "principal 'ops' (roles: operate) may not call ClaimDue" in refusals[0].getMessage()

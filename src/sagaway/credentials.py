@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import re
 import secrets
 import tomllib
@@ -63,13 +64,9 @@ def new_token() -> str:
 def toml_entry(name: str, roles: Sequence[Role], token_digest: str) -> str:
     """A ``[[token]]`` entry for a tokens file (TOML), holding the token's digest only."""
     listed = ", ".join(f'"{r.value}"' for r in roles)
-    return (
-        f'[[token]]\nname = "{_toml_text(name)}"\nroles = [{listed}]\nsha256 = "{token_digest}"\n'
-    )
-
-
-def _toml_text(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+    # A JSON string is a TOML basic string: JSON's escapes are all TOML escapes too.
+    quoted = json.dumps(name, ensure_ascii=False)
+    return f'[[token]]\nname = {quoted}\nroles = [{listed}]\nsha256 = "{token_digest}"\n'
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

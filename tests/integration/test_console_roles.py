@@ -98,6 +98,15 @@ def served(url: str, folder: Path, **config: Any) -> Iterator[TestClient]:
         yield client
 
 
+@pytest.fixture(autouse=True)
+def _metrics_off_after() -> Iterator[None]:
+    """``/metrics`` turns the process's metrics on: turn them off for the next tests."""
+    yield
+    from sagaway.telemetry import metrics
+
+    metrics.disable_metrics()
+
+
 @pytest.fixture
 async def manager(sqlite_url: str, tmp_path: Path) -> AsyncIterator[sw.Manager]:
     m = console_app.build(sqlite_url, tmp_path / "never")

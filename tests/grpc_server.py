@@ -21,7 +21,7 @@ STARTUP_TIMEOUT = 30.0
 class ServerProcess:
     """``sagaway server --db url`` on ``listen`` (default: a free port), until ``stop()``.
 
-    ``config``: ``token``, ``tls_cert``, ``tls_key``, ``tls_client_ca`` (paths),
+    ``config``: ``token``, ``tokens_file``, ``tls_cert``, ``tls_key``, ``tls_client_ca`` (paths),
     ``payload_limit`` and ``max_lease``, as the command's options; ``trust_client_clock=True``
     (the storage tests' servers: their clients drive time with fake clocks and literal times).
     """
@@ -49,7 +49,14 @@ class ServerProcess:
             path = Path(self._tmp.name) / "token"
             path.write_text(token, encoding="utf-8")
             args += ["--token-file", str(path)]
-        for name in ("tls_cert", "tls_key", "tls_client_ca", "payload_limit", "max_lease"):
+        for name in (
+            "tokens_file",
+            "tls_cert",
+            "tls_key",
+            "tls_client_ca",
+            "payload_limit",
+            "max_lease",
+        ):
             if self.config.get(name) is not None:
                 args += [f"--{name.replace('_', '-')}", str(self.config[name])]
         if self.config.get("trust_client_clock"):

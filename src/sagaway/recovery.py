@@ -16,7 +16,7 @@ import logging
 
 from sagaway import observe
 from sagaway._engine.engine import Engine
-from sagaway.store.base import StoreUnavailable
+from sagaway.store.base import PermissionDenied, StoreUnavailable
 from sagaway.store.records import Lease, StepRecord, WorkflowRecord
 from sagaway.worker import Worker
 
@@ -39,6 +39,8 @@ class RecoveryWorker:
         self._stopping = False
         self._store_down = False
         """The last scan found the database unreachable (logged once per outage)."""
+        self._refused = False
+        """The last scan was refused by an Engine Server (logged once, until it is allowed)."""
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="sagaway-recovery")
@@ -141,6 +143,19 @@ class RecoveryWorker:
                     held_here = claimed == 0 and next_due <= scanned_at
                 if self.worker.free_slots == 0 or held_here:
                     delay = engine.poll_interval  # woken early when capacity frees
+            except PermissionDenied as exc:
+                # A token without the worker role: one line, not a traceback at every poll; it
+                # goes on looking, so a reload of the server's tokens file that grants the role
+                # puts this process to work.
+                if not self._refused:
+                    logger.error(
+                        "recovery cannot claim work: %s; a Manager that runs workflows needs a "
+                        "token with the role worker",
+                        exc,
+                        extra={"action": "recover"},
+                    )
+                self._refused = True
+                delay = engine.poll_interval
             except StoreUnavailable as exc:
                 # An outage: one line when it starts, not a traceback at every poll.
                 if not self._store_down:
@@ -158,7 +173,7 @@ class RecoveryWorker:
             else:
                 if self._store_down:
                     logger.warning("recovery resumed: the database answers again")
-                self._store_down = False
+                self._store_down = self._refused = False
             await self._sleep(max(delay, 0.005), until_one_leaves=held_here)
 
     async def _sleep(self, seconds: float, *, until_one_leaves: bool = False) -> None:

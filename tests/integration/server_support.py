@@ -151,13 +151,26 @@ class ServerProcess:
         self.address = ""
         self.ready_line = ""
         self.stderr_lines: list[str] = []
+        self._new_line = threading.Condition()
         self._stderr = threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True)
         self._stderr.start()
 
     def _drain(self, stream: IO[str] | None) -> None:
         assert stream is not None
         for line in stream:
-            self.stderr_lines.append(line)
+            with self._new_line:
+                self.stderr_lines.append(line)
+                self._new_line.notify_all()
+
+    def wait_for_stderr(self, text: str, *, after: int = 0, timeout: float = 30.0) -> str:
+        """The first line of stderr (from line ``after`` on) holding ``text``, once printed."""
+        with self._new_line:
+            found = self._new_line.wait_for(
+                lambda: any(text in line for line in self.stderr_lines[after:]), timeout
+            )
+            if not found:
+                raise AssertionError(f"no {text!r} on stderr: {''.join(self.stderr_lines)}")
+            return next(line for line in self.stderr_lines[after:] if text in line)
 
     def wait_ready(self, timeout: float = 30.0) -> str:
         """Read stdout until ``listening on HOST:PORT`` (bounded by a timer that kills it)."""

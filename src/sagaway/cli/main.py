@@ -43,6 +43,7 @@ from sagaway.cli.schedule import schedule_command
 from sagaway.cli.server import server as server_command
 from sagaway.cli.show import show
 from sagaway.cli.start import start
+from sagaway.cli.token import token_command
 from sagaway.cli.ui import ui as ui_command
 from sagaway.store import resolve_url
 
@@ -532,6 +533,7 @@ cli.add_command(show)
 cli.add_command(start)
 cli.add_command(server_command)
 cli.add_command(ui_command)
+cli.add_command(token_command)
 demo.add_command(lab_command)
 
 

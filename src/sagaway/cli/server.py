@@ -6,6 +6,7 @@ import asyncio
 import logging
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,6 +21,10 @@ from sagaway.cli._support import (
     warn_if_exposed,
 )
 from sagaway.store import resolve_url
+
+if TYPE_CHECKING:
+    from sagaway.server.app import ServerConfig
+    from sagaway.server.auth import Gate
 
 TOKEN_ENV = "SAGAWAY_SERVER_TOKEN"
 
@@ -41,6 +46,13 @@ def _token(token_file: Path | None) -> str | None:
     "--token-file",
     type=click.Path(dir_okay=False, path_type=Path),
     help=f"File holding the bearer token every call must carry (else ${TOKEN_ENV}).",
+)
+@click.option(
+    "--tokens-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML file of named tokens (and client certificates) with their roles: read, "
+    "operate, worker, admin (docs/security.md). SIGHUP reloads it. With --token-file too, "
+    "that token is also accepted, as 'default' with every role.",
 )
 @click.option(
     "--tls-cert", type=click.Path(dir_okay=False, path_type=Path), help="PEM certificate."
@@ -78,6 +90,7 @@ def server(
     url: str | None,
     listen: str,
     token_file: Path | None,
+    tokens_file: Path | None,
     tls_cert: Path | None,
     tls_key: Path | None,
     tls_client_ca: Path | None,
@@ -90,8 +103,10 @@ def server(
     Manager("grpc://HOST:PORT")) and need no database access of their own.
 
     Prints `listening on HOST:PORT` when ready. SIGTERM or Ctrl-C stops it gracefully: calls in
-    flight finish, then it exits 0. Without a token anyone who reaches the port can run
-    workflows: give --token-file (or $SAGAWAY_SERVER_TOKEN) beyond a trusted host.
+    flight finish, then it exits 0. SIGHUP reloads --tokens-file (a file with an error is
+    reported and the previous one stays in force). Without a token anyone who reaches the port
+    can run workflows: give --tokens-file or --token-file (or $SAGAWAY_SERVER_TOKEN) beyond a
+    trusted host.
     """
     try:
         from sagaway.server.app import ServerConfig, serve
@@ -110,6 +125,7 @@ def server(
             url=url,
             listen=listen,
             token=_token(token_file),
+            tokens_file=tokens_file,
             tls_cert=tls_cert,
             tls_key=tls_key,
             tls_client_ca=tls_client_ca,
@@ -117,8 +133,15 @@ def server(
             max_lease=max_lease,
             trust_client_clock=trust_client_clock,
         )
+        gate = config.gate()  # a tokens file with an error: exit 2 now, not at the first call
     except ValueError as exc:
         fail(str(exc), Exit.USAGE)
+    if tokens_file is not None and config.token is not None:
+        click.echo(
+            "sagaway server: the single token (--token-file or $SAGAWAY_SERVER_TOKEN) is "
+            "accepted too, as principal 'default' with every role",
+            err=True,
+        )
 
     # A database that is down fails here within seconds (with its own message), not after the
     # store's pool timeout; a missing one is fine: the server creates it.
@@ -129,11 +152,31 @@ def server(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGHUP, reload_tokens, config, gate)
 
         def ready(address: str) -> None:
             click.echo(f"listening on {address}", nl=True)
             click.echo(f"sagaway server: {mask_url(url)}", err=True)
 
-        await serve(config, stop, ready=ready)
+        await serve(config, stop, ready=ready, gate=gate)
 
     run(go(), url)
+
+
+def reload_tokens(config: ServerConfig, gate: Gate) -> None:
+    """SIGHUP: read the tokens file again and let its entries in from the next call on; a file
+    with an error changes nothing (the message says why). One line on stderr either way."""
+    if config.tokens_file is None:
+        click.echo("sagaway server: SIGHUP: no --tokens-file to reload", err=True)
+        return
+    try:
+        found = config.load_credentials()
+    except ValueError as exc:
+        click.echo(
+            f"sagaway server: tokens file NOT reloaded, the previous one stays in force: {exc}",
+            err=True,
+        )
+        return
+    gate.replace(found)
+    summary = found.summary() if found is not None else "no token"
+    click.echo(f"sagaway server: tokens file reloaded: {summary}", err=True)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,6 +21,9 @@ from sagaway.cli._support import (
     warn_if_exposed,
 )
 from sagaway.store import open_store, resolve_url
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
 
 TOKEN_ENV = "SAGAWAY_UI_TOKEN"
 
@@ -41,6 +46,12 @@ def _token(token_file: Path | None) -> str | None:
     type=click.Path(dir_okay=False, path_type=Path),
     help=f"File holding the token every request must carry (else ${TOKEN_ENV}); "
     "needed to listen beyond this machine.",
+)
+@click.option(
+    "--tokens-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML file of named tokens with roles (read: pages; operate: retry, cancel, signal; "
+    "admin: terminate), as `sagaway server --tokens-file` takes. SIGHUP reloads it.",
 )
 @click.option("--read-only", is_flag=True, help="No actions: show workflows only.")
 @click.option(
@@ -66,6 +77,7 @@ def ui(
     url: str | None,
     listen: str,
     token_file: Path | None,
+    tokens_file: Path | None,
     read_only: bool,
     refresh: float,
     session_idle: float,
@@ -98,26 +110,37 @@ def ui(
         keys = tuple(codecs.keys_from(codec_key_file) or ())
     except (ValueError, OSError) as exc:
         fail(f"codec keys: {exc}", Exit.USAGE)
-    if token is None and not is_loopback(host):
+    console = ConsoleConfig(
+        url=url,
+        token=token,
+        tokens_file=tokens_file,
+        read_only=read_only,
+        poll_interval=refresh,
+        session_idle=session_idle,
+        codec_keys=keys,
+    )
+    try:
+        found = console.load_credentials()  # a tokens file with an error: exit 2 now
+    except ValueError as exc:
+        fail(str(exc), Exit.USAGE)
+    if found is None and not is_loopback(host):
         fail(
             f"refusing to serve on {listen} without a token: anyone who reaches it could act on "
-            f"workflows. Give --token-file (or ${TOKEN_ENV}), or listen on 127.0.0.1",
+            f"workflows. Give --tokens-file or --token-file (or ${TOKEN_ENV}), or listen on "
+            "127.0.0.1",
             Exit.USAGE,
+        )
+    if tokens_file is not None and token is not None:
+        click.echo(
+            f"sagaway ui: the single token (--token-file or ${TOKEN_ENV}) is accepted too, as "
+            "principal 'default' with every role",
+            err=True,
         )
     try:
         sock = _bind(host, port)
     except OSError as exc:
         fail(f"cannot listen on {listen}: {exc.strerror or exc}", Exit.USAGE)
-    app = create_app(
-        ConsoleConfig(
-            url=url,
-            token=token,
-            read_only=read_only,
-            poll_interval=refresh,
-            session_idle=session_idle,
-            codec_keys=keys,
-        )
-    )
+    app = create_app(console)
     config = uvicorn.Config(
         app,
         log_level="info" if verbose else "warning",
@@ -131,6 +154,7 @@ def ui(
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
             if not self.should_exit:  # it did start: say so, as `sagaway server` does
+                asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload, app)
                 click.echo(listening)
                 click.echo(serving, err=True)
 
@@ -138,6 +162,24 @@ def ui(
         await Server(config).serve(sockets=[sock])
 
     asyncio.run(go())
+
+
+def reload(app: Starlette) -> None:
+    """SIGHUP: read the tokens file again (one line on stderr; an error changes nothing)."""
+    from sagaway.console.app import reload_credentials
+
+    if app.state.config.tokens_file is None:
+        click.echo("sagaway ui: SIGHUP: no --tokens-file to reload", err=True)
+        return
+    try:
+        summary = reload_credentials(app)
+    except ValueError as exc:
+        click.echo(
+            f"sagaway ui: tokens file NOT reloaded, the previous one stays in force: {exc}",
+            err=True,
+        )
+        return
+    click.echo(f"sagaway ui: tokens file reloaded: {summary}", err=True)
 
 
 def _shown(sock: socket.socket) -> str:

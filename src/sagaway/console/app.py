@@ -24,6 +24,8 @@ from sagaway.console.rendering import render
 from sagaway.console.security import Guard
 from sagaway.console.sessions import LoginThrottle, Sessions
 from sagaway.console.views import actions, auth, listing, metrics, workflow
+from sagaway.principals import ALL_ROLES, Principal, local_actor
+from sagaway.store import PermissionDenied
 
 STATIC = Path(__file__).parent / "static"
 
@@ -61,6 +63,7 @@ def create_app(
     handlers = {
         HTTPException: _http_error,
         sw.WorkflowNotFound: _not_found,
+        PermissionDenied: _denied,
         **dict.fromkeys(UNAVAILABLE, _unavailable),
     }
     app = Starlette(
@@ -70,6 +73,9 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.config = config
+    app.state.credentials = config.load_credentials()  # TokensFileError: not served
+    # Who acts through a console without tokens (it answers this machine only).
+    app.state.local_principal = Principal(local_actor(), ALL_ROLES)
     app.state.backend = backend
     app.state.sessions = Sessions(
         idle=config.session_idle, lifetime=config.session_lifetime, clock=clock
@@ -92,6 +98,25 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _not_found(request: Request, exc: Exception) -> Response:
     return _error_page(request, 404, "No such workflow", str(exc))
+
+
+def reload_credentials(app: Starlette) -> str:
+    """Read the tokens file again (SIGHUP): its entries apply from the next request on, to
+    sessions too (a removed token's sessions end). On an error the previous ones stay
+    (``TokensFileError``). A one-line summary of what is in force."""
+    found = app.state.config.load_credentials()
+    app.state.credentials = found
+    return found.summary() if found is not None else "no token"
+
+
+async def _denied(request: Request, exc: Exception) -> Response:
+    # The Engine Server refused the console's own token (its roles), not the user's.
+    return _error_page(
+        request,
+        403,
+        "Refused by the Engine Server",
+        f"{exc} (the console's token for the server, $SAGAWAY_TOKEN, needs that role)",
+    )
 
 
 async def _unavailable(request: Request, exc: Exception) -> Response:

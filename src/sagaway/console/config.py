@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+from pathlib import Path
+
+from sagaway import credentials
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
 
@@ -15,7 +18,11 @@ class ConsoleConfig:
     url: str
     """The database (or ``grpc://`` Engine Server) URL the console reads and acts on."""
     token: str | None = None
-    """When set, every request must carry it (bearer header, or the login cookie)."""
+    """When set, every request must carry it or a token of ``tokens_file`` (bearer header, or
+    the login cookie). It is the principal ``default``, with every role."""
+    tokens_file: Path | None = None
+    """Named tokens with roles (``sagaway.credentials``; the same file as the Engine Server's
+    will do: its ``[[certificate]]`` entries do not apply here)."""
     read_only: bool = False
     """Hide the actions and refuse their requests (403)."""
     poll_interval: float = 2.0
@@ -27,6 +34,12 @@ class ConsoleConfig:
     codec_keys: tuple[str, ...] = ()
     """Keys that open encrypted payloads for display (``sagaway.codecs``; the current one
     first); without them encrypted payloads are shown as «encrypted»."""
+
+    def load_credentials(self) -> credentials.Credentials | None:
+        """Who may log in, read now (None: no token is asked for); ``TokensFileError``."""
+        return credentials.combine(
+            credentials.load(self.tokens_file) if self.tokens_file else None, self.token
+        )
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 import sagaway as sw
+from sagaway.console import access
 
 TEMPLATES = Path(__file__).parent / "templates"
 FLASH_COOKIE = "sagaway_flash"
@@ -106,6 +107,8 @@ def render(
         csrf=request.state.csrf,
         flash=message,
         authenticated=getattr(request.state, "authenticated", False),
+        principal=access.principal_of(request),
+        may=lambda action: access.allows(request, action),
         **context,
     )
     response = HTMLResponse(html, status_code=status_code)

@@ -1,10 +1,15 @@
 """Who may use the console, and which requests may change something.
 
-- Token: when the console has one, every request needs it, as ``Authorization: Bearer TOKEN``
-  or as the session cookie the login page sets (a random session id, new at each login, that
-  expires and that logout revokes: ``sessions.Sessions``; HttpOnly, SameSite=Strict). Compared
-  in constant time. Wrong tokens back off per client address and globally
+- Token: when the console has tokens (its single token, a tokens file's), every request needs
+  one, as ``Authorization: Bearer TOKEN`` or as the session cookie the login page sets (a
+  random session id, new at each login, that expires and that logout revokes:
+  ``sessions.Sessions``; HttpOnly, SameSite=Strict). Tokens are looked up by their SHA-256
+  digest (``sagaway.credentials``). Wrong tokens back off per client address and globally
   (``sessions.LoginThrottle``).
+- Principal: the token's, as ``request.state.principal`` (``principals.Principal``: name and
+  roles), and the current principal (``principals.current_principal()``) while the request is
+  handled. Without tokens (loopback only) it is ``local:<user>@<host>`` with every role. What
+  it may do is ``access``'s business; every page needs ``read``.
 - CSRF: an action is a POST whose form carries the per-browser random token of the
   ``sagaway_csrf`` cookie, and whose Origin (else Referer) names this host.
 - Host: without a token, only requests addressed to a loopback name are answered (421
@@ -28,8 +33,11 @@ from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoin
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
+from sagaway import credentials
+from sagaway.console import access
 from sagaway.console.config import ConsoleConfig, is_loopback
 from sagaway.console.sessions import LoginThrottle, Sessions
+from sagaway.principals import Principal, acting_as
 
 SESSION_COOKIE = "sagaway_session"
 CSRF_COOKIE = "sagaway_csrf"
@@ -79,20 +87,34 @@ class Wait:
         )
 
 
-async def check_token(request: Request, given: str, token: str) -> bool | Wait:
-    """Whether ``given`` is ``token``, after the back-off of failed attempts (``Wait`` when
-    this address must still wait: nothing checked); a failure or success is counted."""
+def known(request: Request) -> credentials.Credentials | None:
+    """The console's credentials now (None: it asks for no token)."""
+    found: credentials.Credentials | None = request.app.state.credentials
+    return found
+
+
+def principal_for(request: Request, who: str | None) -> Principal | None:
+    """The principal of the token whose digest is ``who``, as the credentials name it now."""
+    found = known(request)
+    return None if found is None or who is None else found.tokens.get(who)
+
+
+async def check_token(request: Request, given: str) -> str | Wait | None:
+    """The digest of ``given`` when it is a known token (None: it is not), after the back-off
+    of failed attempts (``Wait`` when this address must still wait: nothing checked); a
+    failure or success is counted."""
     throttle: LoginThrottle = request.app.state.throttle
     address = client_address(request)
     wait = throttle.retry_after(address)
     if wait > 0:
         return Wait(math.ceil(wait))
     await throttle.pause()
-    if same(given, token):
+    who = credentials.digest(given)
+    if given and principal_for(request, who) is not None:
         throttle.succeeded(address)
-        return True
+        return who
     throttle.failed(address)
-    return False
+    return None
 
 
 def safe_next(target: str | None) -> str:
@@ -113,31 +135,46 @@ class Guard(BaseHTTPMiddleware):
         csrf = request.cookies.get(CSRF_COOKIE, "")
         fresh = not _CSRF_SHAPE.match(csrf)
         request.state.csrf = secrets.token_hex(32) if fresh else csrf
-        token = self.config.token
+        tokens = known(request)
         sessions: Sessions = request.app.state.sessions
-        request.state.authenticated = False
+        principal: Principal | None = None
         refused: Response | None = None
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if token is not None and scheme.lower() == "bearer":
-            checked = await check_token(request, given.strip(), token)
+        if tokens is None:
+            principal = request.app.state.local_principal
+        elif scheme.lower() == "bearer":
+            checked = await check_token(request, given.strip())
             if isinstance(checked, Wait):
                 refused = checked.response()
-            request.state.authenticated = checked is True
-        if token is not None and not request.state.authenticated:
-            request.state.authenticated = sessions.check(request.cookies.get(SESSION_COOKIE, ""))
+            else:
+                principal = principal_for(request, checked)
+        if tokens is not None and principal is None:
+            principal = principal_for(
+                request, sessions.check(request.cookies.get(SESSION_COOKIE, ""))
+            )
+        request.state.principal = principal
+        request.state.authenticated = tokens is not None and principal is not None
         public = any(request.url.path.startswith(p) for p in PUBLIC_PATHS)
         if refused is not None and not public:
             response: Response = refused
-        elif token is None and not _loopback_host(request):
+        elif tokens is None and not _loopback_host(request):
             response = PlainTextResponse(
                 "421 Misdirected Request: without a token this console answers requests "
                 "addressed to localhost, 127.0.0.1 or [::1] only",
                 status_code=421,
             )
-        elif token is not None and not public and not request.state.authenticated:
+        elif not public and principal is None:
             response = _refuse(request)
+        elif not public and principal is not None and not principal.may(access.PAGE_ROLE):
+            response = PlainTextResponse(
+                f"403 Forbidden: {principal.name!r} may not see this console: it needs the "
+                f"role {access.PAGE_ROLE.value}",
+                status_code=403,
+            )
         else:
-            response = await call_next(request)
+            # The views (and the Manager calls they make) run with this principal current.
+            with acting_as(principal):
+                response = await call_next(request)
         for name, value in HEADERS.items():
             response.headers.setdefault(name, value)
         if fresh:

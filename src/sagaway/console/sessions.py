@@ -1,7 +1,9 @@
 """Console sessions and the back-off of failed logins.
 
 Sessions: a login gets a fresh random session id (256 bits) for its cookie; the console keeps
-only its SHA-256, with when it was made and last used, in this process's memory. A session
+only its SHA-256, with who logged in (the digest of the token used, looked up again at each
+request so that a token removed from the tokens file ends its sessions) and when it was made
+and last used, in this process's memory. A session
 ends when it has been idle for ``idle`` seconds (12 h by default), ``lifetime`` seconds after
 the login whatever its use (7 days), at logout, and when the console restarts (sessions are not
 shared between ``sagaway ui`` processes: behind a load balancer, pin each browser to one).
@@ -48,6 +50,7 @@ def _digest(session_id: str) -> str:
 
 @dataclasses.dataclass(slots=True)
 class _Session:
+    who: str
     created: float
     used: float
 
@@ -69,30 +72,32 @@ class Sessions:
         self.clock = clock
         self._live: OrderedDict[str, _Session] = OrderedDict()
 
-    def open(self) -> str:
-        """A new session: its id, for the cookie (the console keeps only its digest)."""
+    def open(self, who: str) -> str:
+        """A new session of ``who``: its id, for the cookie (the console keeps only its
+        digest)."""
         session_id = secrets.token_urlsafe(32)
         now = self.clock()
-        self._live[_digest(session_id)] = _Session(created=now, used=now)
+        self._live[_digest(session_id)] = _Session(who=who, created=now, used=now)
         while len(self._live) > MAX_SESSIONS:
             self._live.popitem(last=False)
         return session_id
 
-    def check(self, session_id: str) -> bool:
-        """Whether ``session_id`` is a live session (and mark it used); an expired one ends."""
+    def check(self, session_id: str) -> str | None:
+        """Who ``session_id``'s live session belongs to (and mark it used); None when it is no
+        live session (an expired one ends)."""
         if not session_id:
-            return False
+            return None
         digest = _digest(session_id)
         session = self._live.get(digest)
         if session is None:
-            return False
+            return None
         now = self.clock()
         if now - session.used > self.idle or now - session.created > self.lifetime:
             del self._live[digest]
-            return False
+            return None
         session.used = now
         self._live.move_to_end(digest)
-        return True
+        return session.who
 
     def close(self, session_id: str) -> None:
         """End ``session_id`` (logout): its cookie no longer works, wherever it was copied."""

@@ -17,8 +17,8 @@ import grpc
 import grpc.aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from sagaway import serialization
-from sagaway.server.auth import TokenAuth
+from sagaway import credentials, serialization
+from sagaway.server.auth import Gate, TokenAuth
 from sagaway.server.checks import WireGuard, max_request_bytes
 from sagaway.server.clock import DEFAULT_MAX_LEASE, ServerClock
 from sagaway.server.notices import Hub
@@ -39,6 +39,9 @@ class ServerConfig:
     """The database the server holds (``sqlite:///…`` or ``postgresql://…``)."""
     listen: str = "127.0.0.1:7233"
     token: str | None = None
+    """The single token: the principal ``default``, with every role."""
+    tokens_file: Path | None = None
+    """Named tokens and client certificates with their roles (``sagaway.credentials``)."""
     tls_cert: Path | None = None
     tls_key: Path | None = None
     tls_client_ca: Path | None = None
@@ -60,6 +63,23 @@ class ServerConfig:
             raise ValueError("--max-lease must be a positive number of seconds")
         if self.token is not None and not self.token.strip():
             raise ValueError("the token is empty")
+
+    def load_credentials(self) -> credentials.Credentials | None:
+        """Who may call, read now from the tokens file and the single token (None: no token
+        is asked for); ``credentials.TokensFileError`` (a ValueError) when unfit."""
+        found = credentials.combine(
+            credentials.load(self.tokens_file) if self.tokens_file else None, self.token
+        )
+        if found is not None and found.certificates and self.tls_client_ca is None:
+            raise credentials.TokensFileError(
+                f"{self.tokens_file}: [[certificate]] entries need mutual TLS: start the server "
+                "with --tls-client-ca (and --tls-cert, --tls-key)"
+            )
+        return found
+
+    def gate(self) -> Gate:
+        """The door of a server with this configuration (``Gate.replace`` to reload it)."""
+        return Gate(self.load_credentials(), mutual_tls=self.tls_client_ca is not None)
 
 
 def _read(path: Path, what: str) -> bytes:
@@ -116,8 +136,11 @@ async def serve(
     stop: asyncio.Event,
     *,
     ready: Callable[[str], None] | None = None,
+    gate: Gate | None = None,
 ) -> None:
-    """Serve until ``stop`` is set; ``ready("HOST:PORT")`` once calls are taken."""
+    """Serve until ``stop`` is set; ``ready("HOST:PORT")`` once calls are taken. ``gate``:
+    who may call (by default ``config.gate()``; pass one to replace its credentials later)."""
+    gate = gate or config.gate()
     store = open_store(config.url)
     await store.open()
     backend = "sqlite" if config.url.lower().startswith("sqlite") else "postgresql"
@@ -128,11 +151,10 @@ async def serve(
             store, max_lease=config.max_lease, trust_client=config.trust_client_clock
         )
         await store.listen(hub.publish)
-        # The token is checked first; a corrupt request of a caller with the token is refused
+        # The caller is checked first (always: without tokens it is "anonymous", and the
+        # service reads who it is); a corrupt request of a caller with a token is refused
         # INVALID_ARGUMENT before it reaches the service.
-        interceptors: list[grpc.aio.ServerInterceptor] = [WireGuard()]
-        if config.token:
-            interceptors.insert(0, TokenAuth(config.token))
+        interceptors: list[grpc.aio.ServerInterceptor] = [TokenAuth(gate), WireGuard()]
         server = grpc.aio.server(interceptors=interceptors, options=_options(config.payload_limit))
         service = EngineService(
             store, hub, backend=backend, payload_limit=config.payload_limit, clock=clock

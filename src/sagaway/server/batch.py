@@ -13,6 +13,8 @@ from typing import Any, Protocol
 import grpc
 from google.protobuf.message import DecodeError
 
+from sagaway.principals import current_principal
+from sagaway.server import roles
 from sagaway.server.checks import check_message
 from sagaway.server.status import Refusal, status_of
 from sagaway.v1 import engine_pb2 as pb
@@ -49,6 +51,11 @@ def _entry(key: str, value: str | bytes) -> pb.MetadataEntry:
 async def _run_one(service: Service, call: pb.BatchCall) -> pb.BatchResult:
     try:
         request = _request(call)
+        # Judged as if it came alone: the batch's principal (set by the server's TokenAuth)
+        # needs the roles of this very call.
+        why = roles.refusal(current_principal(), call.method, request)
+        if why is not None:
+            raise Refusal(grpc.StatusCode.PERMISSION_DENIED, why, "PermissionDenied")
         check_message(request, service.payload_limit)
         handler = getattr(type(service), call.method).__wrapped__  # without its error mapping
         reply = await handler(service, request, None)

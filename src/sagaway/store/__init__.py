@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import os
 
-from sagaway.store.base import CreateResult, DatabaseNotFound, Store, StoreUnavailable
+from sagaway.store.base import (
+    CreateResult,
+    DatabaseNotFound,
+    PermissionDenied,
+    Store,
+    StoreUnavailable,
+)
 
 DEFAULT_URL = "sqlite:///sagaway.db"
 """The embedded default: a SQLite file in the working directory."""
@@ -13,6 +19,7 @@ __all__ = [
     "DEFAULT_URL",
     "CreateResult",
     "DatabaseNotFound",
+    "PermissionDenied",
     "Store",
     "StoreUnavailable",
     "open_store",

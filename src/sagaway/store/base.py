@@ -55,6 +55,11 @@ class DatabaseNotFound(errors.SagawayError):
         self.url = url
 
 
+class PermissionDenied(errors.SagawayError):
+    """The Engine Server refused this call: the roles of the caller's token (or certificate)
+    do not allow it. The message names the principal, the call and the role it needs."""
+
+
 class CancelPending(errors.SagawayError):
     """``finish_workflow`` refused to end an execution COMPLETED: a cancel request it had not
     seen (``cancel_seen=False``) is recorded on it. The owner still holds it: it delivers the

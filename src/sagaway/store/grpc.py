@@ -38,7 +38,13 @@ from sagaway.store._grpc_target import (
     handshake_hint,
     parse_target,
 )
-from sagaway.store.base import CancelPending, CreateResult, DatabaseNotFound, StoreUnavailable
+from sagaway.store.base import (
+    CancelPending,
+    CreateResult,
+    DatabaseNotFound,
+    PermissionDenied,
+    StoreUnavailable,
+)
 from sagaway.store.records import (
     AttemptErrorRecord,
     CancelRequestRecord,
@@ -227,6 +233,8 @@ class GrpcStore:
                 else "this client has no token: pass token= to the Manager or set SAGAWAY_TOKEN"
             )
             raise ServerRefused(f"{where} refused the call: {details}; {hint}") from None
+        if code is grpc.StatusCode.PERMISSION_DENIED:
+            raise PermissionDenied(f"{where} refused the call: {details}") from None
         if code is grpc.StatusCode.INVALID_ARGUMENT:
             raise ValueError(details) from None
         if code is grpc.StatusCode.RESOURCE_EXHAUSTED:

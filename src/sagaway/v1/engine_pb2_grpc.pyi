@@ -10,7 +10,10 @@ clients that only start workflows and read results (StartWorkflow, AwaitWorkflow
 
 Conventions:
 - Every call must carry the metadata `authorization: Bearer <token>` when the server has a
-  token; without it the call ends UNAUTHENTICATED. (grpc.health.v1 needs no token.)
+  token; without it the call ends UNAUTHENTICATED. (grpc.health.v1 needs no token.) A token
+  (or a client certificate) names a principal with roles (read, operate, worker, admin); a
+  call its roles do not allow ends PERMISSION_DENIED, and a call no role is given is refused
+  to everyone. Each call inside a Batch is judged as if it came alone.
 - A client calls Hello first: a protocol_version the server does not speak ends
   FAILED_PRECONDITION.
 - Times are seconds since the Unix epoch (float). Fields marked `optional` are absent when the
@@ -30,7 +33,8 @@ Conventions:
 - Status codes: INVALID_ARGUMENT (malformed request), RESOURCE_EXHAUSTED (message over the
   payload limit), NOT_FOUND (unknown workflow key), ALREADY_EXISTS (key used by another
   workflow or arguments), FAILED_PRECONDITION (lease lost, wrong state, protocol version),
-  UNAVAILABLE (the database cannot be reached now: retry), UNAUTHENTICATED, DATA_LOSS (a
+  UNAVAILABLE (the database cannot be reached now: retry), UNAUTHENTICATED,
+  PERMISSION_DENIED (the caller's roles do not allow the call), DATA_LOSS (a
   database row this server cannot read; that row only), INTERNAL (a bug: the server logs it;
   no stack trace is sent).
 - A refused call carries the trailing metadata `sagaway-error` (the kind of error, e.g.

@@ -1,5 +1,8 @@
 """Operator actions: retry, cancel, terminate, signal.
 
+Who may do which is ``access.ACTION_ROLES`` (operate; terminate needs admin): the confirmation
+page and the POST are both refused (403) to a principal without the role.
+
 Each has a confirmation page (GET, works without JavaScript) whose form POSTs the action; the
 POST is CSRF-checked, done through the Manager, and answered with a redirect to the workflow's
 page, where a flash message says what happened (POST-redirect-GET).
@@ -16,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 import sagaway as sw
+from sagaway.console import access
 from sagaway.console.backend import UNAVAILABLE
 from sagaway.console.rendering import flash, render
 from sagaway.console.security import checked_form
@@ -34,12 +38,14 @@ DEFAULT_REASON = {
 
 
 def _allowed(request: Request) -> str:
-    """The action named by the URL; 403 on a read-only console, 404 for no such action."""
+    """The action named by the URL; 403 on a read-only console or to a principal without its
+    role, 404 for no such action."""
     if request.app.state.config.read_only:
         raise HTTPException(403, "this console is read-only (started with --read-only)")
     action = str(request.path_params["action"])
     if action not in ACTIONS:
         raise HTTPException(404, f"no action {action!r}")
+    access.require(request, action)
     return action
 
 

@@ -1,5 +1,6 @@
-"""The login page: paste the console's token once, get a session cookie (a new random
-session for each login, revoked at logout: ``sessions.Sessions``)."""
+"""The login page: paste a token of the console once, get a session cookie (a new random
+session for each login, revoked at logout: ``sessions.Sessions``). The session is the token's
+principal's, with its roles as the tokens file gives them at each request."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from sagaway.console.security import (
     Wait,
     check_token,
     checked_form,
+    known,
     safe_next,
 )
 from sagaway.console.sessions import Sessions
@@ -24,24 +26,23 @@ async def login_page(request: Request) -> Response:
 
 async def login(request: Request) -> Response:
     form = await checked_form(request)
-    token = request.app.state.config.token
     given = form.get("token")
     target = safe_next(str(form.get("next") or "/"))
-    if token is None:
+    if known(request) is None:
         return RedirectResponse(target, status_code=303)
-    checked = await check_token(request, given.strip() if isinstance(given, str) else "", token)
+    checked = await check_token(request, given.strip() if isinstance(given, str) else "")
     if isinstance(checked, Wait):
         page = render(request, "login.html", {"next": target, "error": checked.message}, 429)
         page.headers["Retry-After"] = str(checked.seconds)
         return page
-    if not checked:
+    if checked is None:
         return render(request, "login.html", {"next": target, "error": "wrong token"}, 401)
     sessions: Sessions = request.app.state.sessions
     sessions.close(request.cookies.get(SESSION_COOKIE, ""))  # a login never keeps an old id
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(
         SESSION_COOKIE,
-        sessions.open(),
+        sessions.open(checked),
         max_age=int(sessions.lifetime),
         httponly=True,
         samesite="strict",

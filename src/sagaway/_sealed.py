@@ -27,6 +27,19 @@ def is_sealed(text: str | None) -> bool:
     return text is not None and text.startswith(SEALED_PREFIX)
 
 
+def is_bound(text: str | None) -> bool:
+    """True for a payload still sealed for its place (envelope v2: see ``sagaway.codecs``),
+    which opens only where it was stored."""
+    if not is_sealed(text):
+        return False
+    assert text is not None
+    try:
+        envelope = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(envelope, dict) and envelope.get("v") == 2
+
+
 def refuse_envelope(text: str, what: str) -> None:
     """``PayloadError`` when the JSON ``text`` of a value (not yet sealed) is an object with
     the reserved envelope key at top level: stored, it would be taken for a sealed payload (a

@@ -41,6 +41,7 @@ from sagaway.store.base import CancelPending, CreateResult, DatabaseNotFound, St
 from sagaway.store.records import (
     AttemptErrorRecord,
     CancelRequestRecord,
+    ForkPayloads,
     Lease,
     ListQuery,
     NewWorkflow,
@@ -292,6 +293,7 @@ class GrpcStore:
         call_ids: Collection[str],
         now: float,
         code_version: str | None = None,
+        payloads: ForkPayloads | None = None,
     ) -> CreateResult | None:
         request = pb.ForkWorkflowRequest(
             source_run_id=source_run_id,
@@ -301,6 +303,7 @@ class GrpcStore:
             call_ids=list(call_ids),
             now=now,
             code_version=code_version,
+            payloads=None if payloads is None else wire.fork_payloads(payloads),
         )
         reply = await self._call("ForkWorkflow", request)
         return _created(reply.result) if reply.HasField("result") else None
@@ -442,10 +445,17 @@ class GrpcStore:
     # ------------------------------------------------------------------ waits
 
     async def send_signal(
-        self, key: str, *, name: str, payload: str, dedupe_id: str | None, now: float
+        self,
+        key: str,
+        *,
+        name: str,
+        payload: str,
+        dedupe_id: str | None,
+        now: float,
+        run_id: str | None = None,
     ) -> tuple[WorkflowRecord | None, bool]:
         request = pb.SendSignalRequest(
-            key=key, name=name, payload=payload, dedupe_id=dedupe_id, now=now
+            key=key, name=name, payload=payload, dedupe_id=dedupe_id, now=now, run_id=run_id
         )
         reply = await self._call("SendSignal", request)
         return _maybe(reply), bool(reply.stored)

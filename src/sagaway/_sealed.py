@@ -124,6 +124,12 @@ def sealed_error(text: str, what: str) -> errors.PayloadKeyError:
     )
 
 
+def unopened_reason(text: str) -> str | None:
+    """Why a process's codec chain could not open the sealed ``text`` (None: no chain tried,
+    as in a process without a codec)."""
+    return _read(text)[1]
+
+
 def note(text: str) -> str:
     chain, reason = _read(text)
     if reason is not None:

@@ -201,22 +201,32 @@ async def prepare(store: Store, key: str, from_step: int, *, force: bool = False
 
 
 def _require_resealable(source: WorkflowRecord, kept: list[StepRecord]) -> None:
-    """``PayloadKeyError`` if a payload the fork copies is still sealed for the source's run
-    (a process without the codec, or without its key): a fork seals them again for its own run,
-    and copied as they are they would never open there."""
+    """``PayloadError`` if a payload the fork copies is still sealed for the source's run: a
+    fork seals them again for its own run, and copied as they are they would never open there.
+    Either this process has no codec (or lacks a key), or its codec refused the payload (one
+    copied into the source from elsewhere)."""
     found: list[tuple[str, str | None]] = [("arguments", source.args)]
     found += [(f"step {s.call_id}'s result", s.result) for s in kept]
     found += [(f"step {s.call_id}'s error", s.error) for s in kept]
     for what, text in found:
-        if _sealed.is_bound(text):
-            assert text is not None
+        if not _sealed.is_bound(text):
+            continue
+        assert text is not None
+        key_id = _sealed.sealed_error(text, what).key_id
+        reason = _sealed.unopened_reason(text)
+        if reason is not None:
             raise errors.PayloadKeyError(
-                f"cannot fork workflow {source.key!r}: its {what} is encrypted and bound to its "
-                "run, and a fork seals it again for the new run, which needs the codec and its "
-                "keys: fork from a process given them (Manager(codec=...), sagaway fork "
-                f"--codec-key-file PATH) ({_sealed.note(text)})",
-                _sealed.sealed_error(text, what).key_id,
+                f"cannot fork workflow {source.key!r}: its {what} cannot be opened here, and a "
+                f"fork seals it again for its new run: {reason}",
+                key_id,
             )
+        raise errors.PayloadKeyError(
+            f"cannot fork workflow {source.key!r}: its {what} is encrypted and bound to its "
+            "run, and a fork seals it again for the new run, which needs the codec and its "
+            "keys: fork from a process given them (Manager(codec=...), sagaway fork "
+            f"--codec-key-file PATH) ({_sealed.note(text)})",
+            key_id,
+        )
 
 
 def _refuse_or_warn(result: ForkPlan, steps: list[StepRecord], *, force: bool) -> None:

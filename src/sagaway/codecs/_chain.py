@@ -160,8 +160,12 @@ class Chain:
                 key_ids[0] if key_ids else None,
             )
         if version == 1:
-            self._check_unbound(tags, place)
-            return self._decode(tags, data, None).decode()
+            unbound = self._check_unbound(tags, place)
+            opened = self._decode(tags, data, None).decode()
+            if unbound and not self._warned_unbound:
+                self._warned_unbound = True
+                logger.warning(_UNBOUND_READ)
+            return opened
         sealed_for = _places.from_envelope(envelope.get("at"))
         if place is None:
             raise errors.PayloadError(
@@ -194,14 +198,14 @@ class Chain:
             data = codec.decode(tag, data) if within is None else within(tag, data, self.limit)
         return data
 
-    def _check_unbound(self, tags: list[str], place: Place | None) -> None:
-        """Envelope v1 (no place) from a codec that binds: refused when it says so (Encrypt's
-        ``allow_unbound=False``); read, with a warning once, when it leaves it to us (None)."""
+    def _check_unbound(self, tags: list[str], place: Place | None) -> bool:
+        """Envelope v1 (no place) from a codec that binds: ``PayloadError`` when the codec
+        refuses those (Encrypt's ``allow_unbound=False``); True when it leaves them to us
+        (None: read, with a warning once)."""
+        warn = False
         for tag in tags:
             codec = self._binding.get(tag.split(":", 1)[0])
-            if codec is None:
-                continue
-            allowed = getattr(codec, "allow_unbound", True)
+            allowed = True if codec is None else getattr(codec, "allow_unbound", True)
             if allowed is False:
                 where = "" if place is None else f" in {_places.describe(place)}"
                 raise errors.PayloadError(
@@ -211,15 +215,8 @@ class Chain:
                     "been copied from another row. To read rows written before the upgrade, "
                     "give allow_unbound=True while they remain (docs/codecs.md)"
                 )
-            if allowed is None and not self._warned_unbound:
-                self._warned_unbound = True
-                logger.warning(
-                    "read a payload encrypted without its place (envelope v1, written before "
-                    "Sagaway bound payloads to their place): such rows could be copied between "
-                    "workflows. Once every row written before the upgrade has ended and been "
-                    "purged, give Encrypt(..., allow_unbound=False) to refuse them; "
-                    "allow_unbound=True reads them without this warning (docs/codecs.md)"
-                )
+            warn = warn or allowed is None
+        return warn
 
     def try_open(
         self, text: str | None, *, place: Place | None = None, sealed: bool = False
@@ -260,6 +257,14 @@ class Chain:
         key = None if self._hashing is None else self._hashing.hash_key(key_id)
         return key is not None and hmac.compare_digest(digest, _hmac(key, args_json))
 
+
+_UNBOUND_READ = (
+    "read a payload encrypted without its place (envelope v1, written before Sagaway bound "
+    "payloads to their place): such rows could be copied between workflows. Once every row "
+    "written before the upgrade has ended and been purged, give Encrypt(..., "
+    "allow_unbound=False) to refuse them; allow_unbound=True reads them without this warning "
+    "(docs/codecs.md)"
+)
 
 _PLAIN = "plain"
 """The envelope tag of plain text refused where a sealed payload is expected (never stored)."""

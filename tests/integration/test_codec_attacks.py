@@ -11,6 +11,7 @@ import logging
 import signal
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -220,7 +221,15 @@ async def _two_waiting(db_url: str) -> tuple[str, str]:
 
 
 async def _suspended_with(m: sw.Manager, key: str) -> str:
-    await _reaches(m, key, sw.WorkflowStatus.SUSPENDED)
+    """The error ``key`` is SUSPENDED with (it must not run to its end meanwhile)."""
+    deadline = time.monotonic() + 30
+    while (status := await m.get_workflow(key).status()) is not sw.WorkflowStatus.SUSPENDED:
+        assert not status.ended, (
+            f"{key} ran to its end ({status.value}) instead of being refused; transfers made: "
+            f"{codecs_app.TRANSFERS}"
+        )
+        assert time.monotonic() < deadline, f"{key} never reached SUSPENDED"
+        await asyncio.sleep(0.02)
     described = await m.get_workflow(key).describe()
     assert described.error is not None
     return str(described.error["message"])

@@ -13,8 +13,10 @@ import uuid
 
 import pytest
 
+from sagaway.errors import PayloadError
 from sagaway.states import StepStatus, WorkflowStatus
 from sagaway.store import Store
+from sagaway.store.grpc import GrpcStore
 from sagaway.store.records import ForkPayloads, NewWorkflow, StepPayloads
 from tests.store_helpers import LEASE, T0, run_of, running, step
 
@@ -166,6 +168,35 @@ async def test_fork_payloads_for_a_step_not_kept_create_nothing(store: Store) ->
     assert await store.get_workflow("fork") is None
     assert await store.get_run("r2") is None
     assert await store.load_steps("r2") == []
+
+
+async def test_fork_payloads_beyond_one_server_request_are_refused_before_sending(
+    store: Store,
+) -> None:
+    """The payloads travel with the fork (one transaction): the Engine Server takes at most
+    two payloads' worth in a request, so a larger fork is refused by its client, clearly and
+    before anything is sent; a store on the database takes it."""
+    source_run = await _ended_source(store)
+    big = '"' + "x" * 1_500_000 + '"'
+    payloads = ForkPayloads(
+        args=big, steps=(StepPayloads("1", big, None), StepPayloads("2", big, None))
+    )
+    fork = store.fork_workflow(
+        source_run,
+        run_id="r2",
+        key="fork",
+        key_space="fork@r2",
+        call_ids=["1", "2"],
+        now=T0 + 10,
+        payloads=payloads,
+    )
+    if not isinstance(store, GrpcStore):
+        result = await fork
+        assert result is not None and result.created and result.record.args == big
+        return
+    with pytest.raises(PayloadError, match=r"more than the Engine Server takes in one request"):
+        await fork
+    assert await store.get_workflow("fork") is None
 
 
 async def test_fork_of_a_live_execution_creates_nothing(store: Store) -> None:

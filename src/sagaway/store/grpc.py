@@ -305,6 +305,15 @@ class GrpcStore:
             code_version=code_version,
             payloads=None if payloads is None else wire.fork_payloads(payloads),
         )
+        largest = self.server_info.max_request_bytes if self.server_info else 0
+        if largest and request.ByteSize() > largest:
+            # The payloads sealed again for the fork travel in this one request (one
+            # transaction): the server would refuse it unread.
+            raise errors.PayloadError(
+                f"a fork of run {source_run_id} carries {request.ByteSize()} bytes of payloads, "
+                f"more than the Engine Server takes in one request ({largest}): fork it from a "
+                "process connected to the database, or raise the server's payload limit"
+            )
         reply = await self._call("ForkWorkflow", request)
         return _created(reply.result) if reply.HasField("result") else None
 

@@ -2,13 +2,18 @@
 
 The envelope is one JSON object in the payload's text column::
 
-    {"$sagaway_codec":"zlib,aesgcm:3f9a1c2b","data":"<base64>"}
+    {"$sagaway_codec":"zlib,aesgcm:3f9a1c2b","v":2,"at":["run","<run id>","args"],"data":"<base64>"}
 
 ``$sagaway_codec`` lists the codecs applied, in the order they were applied on write (each
 entry is a codec name, with a parameter after ``:`` such as the key id); ``data`` is the
 result, base64-encoded. Opening undoes them in reverse order, choosing each codec by name,
 so the chain configured for reading need not be the one that wrote (rotation, new codecs).
 A payload no codec changed (Compress that would not save space) stays plain JSON.
+
+Version 2 (``"v":2``): a codec that binds (Encrypt) was given the payload's place
+(``_places``), which ``at`` names for error messages only; opening gives the codec the place
+the payload is read from, so it opens nowhere else. Version 1 (no ``v``, written before
+places were bound) is read unless the codec refuses it (Encrypt's ``allow_unbound=False``).
 """
 
 from __future__ import annotations

@@ -27,6 +27,19 @@ def is_sealed(text: str | None) -> bool:
     return text is not None and text.startswith(SEALED_PREFIX)
 
 
+def is_bound(text: str | None) -> bool:
+    """True for a payload still sealed for its place (envelope v2: see ``sagaway.codecs``),
+    which opens only where it was stored."""
+    if not is_sealed(text):
+        return False
+    assert text is not None
+    try:
+        envelope = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(envelope, dict) and envelope.get("v") == 2
+
+
 def refuse_envelope(text: str, what: str) -> None:
     """``PayloadError`` when the JSON ``text`` of a value (not yet sealed) is an object with
     the reserved envelope key at top level: stored, it would be taken for a sealed payload (a
@@ -109,6 +122,12 @@ def sealed_error(text: str, what: str) -> errors.PayloadKeyError:
     return errors.PayloadKeyError(
         f"stored {what} is {lacking(chain.split(','))} (or the data was altered)", key_id
     )
+
+
+def unopened_reason(text: str) -> str | None:
+    """Why a process's codec chain could not open the sealed ``text`` (None: no chain tried,
+    as in a process without a codec)."""
+    return _read(text)[1]
 
 
 def note(text: str) -> str:

@@ -213,13 +213,13 @@ class FaultyStore:
             new = args[0] if args else kw["new"]
             if result.created:
                 # Below the Manager's codec: the arguments may be sealed (settings.codec).
-                program = json.loads(_opened(new.args))["program"]["label"]
+                program = json.loads(_opened(new.args, new.run_id))["program"]["label"]
                 world.created(new.run_id, new.key, new.parent_key, program)
                 if result.replaced_run_id is not None:
                     world.replaced[result.replaced_run_id] = new.run_id
         elif name == "fork_workflow" and result is not None and result.created:
             new = result.record
-            program = json.loads(_opened(new.args))["program"]["label"]
+            program = json.loads(_opened(new.args, new.run_id))["program"]["label"]
             world.created(new.run_id, new.key, None, program)
         elif name == "end_workflow" and result:
             world.ended_by_request[args[0] if args else kw["run_id"]] = kw["status"].value
@@ -251,8 +251,10 @@ def _trace(
         out.write(f" [{kind}]\n" if kind else "\n")
 
 
-def _opened(text: str) -> str:
-    """``text`` as written by the engine's codec, opened (plain JSON is returned as it is)."""
+def _opened(args: str, run_id: str) -> str:
+    """The arguments of run ``run_id`` as written by the engine's codec (sealed for that run),
+    opened (plain JSON is returned as it is)."""
+    from sagaway.codecs import _places
     from tests.generative.driver import CODEC
 
-    return CODEC.open(text)
+    return CODEC.open(args, place=_places.run(run_id, "args"))

@@ -51,3 +51,53 @@ def build(url: str, codec: Any | Sequence[Any] | None) -> sw.Manager:
         return f"{person} approved: {note}"
 
     return m
+
+
+V1_KEY = bytes(range(32))
+"""The key of the rows below, sealed by Sagaway before payloads were bound to their place
+(commit 880b8da, ``Chain([Compress(), Encrypt(keys=[V1_KEY])]).seal(text)``): what a database
+written by that version holds (envelope v1)."""
+V1_ARGS = (
+    '{"$sagaway_codec":"aesgcm:9f9b2597c05f","data":"4VPaMrrNs2Ryz7aT+0fkrITfXmVmrnC+R3YjPS2q'
+    '1S9+aA4MLUZDF1o/WoJ3c3RPmrP+dMPAGUma"}'
+)
+"""``{"payee": "BOB", "amount": 5}``."""
+V1_QUOTE = (
+    '{"$sagaway_codec":"aesgcm:9f9b2597c05f","data":"r5BdHr87kWcWDZ+/cDSNbFTV6USF9GBskEDAu7tK'
+    'xb006/3boK5Zn5a6OgtR2SnVMO6+N3H0"}'
+)
+"""``{"payee": "BOB", "fee": 3}``."""
+V1_COMPRESSED = (
+    '{"$sagaway_codec":"zlib,aesgcm:9f9b2597c05f","data":"cn45BdWFWqMjmGSuP3MP0piLcBCxW5ka4uYO'
+    'umggE5Jwv/HV13XVBRx0"}'
+)
+"""``json.dumps("x" * 300)``, compressed then encrypted."""
+
+TRANSFERS: list[tuple[str, int]] = []
+"""Every transfer the ``bank.transfer`` activity made, in order (payee, amount)."""
+
+
+def bank(url: str, codec: Any | Sequence[Any] | None) -> sw.Manager:
+    """``bank.pay(payee, amount)``: step 1 quotes the payee, step 2 quotes it again (so that a
+    run has two activity results), step 3 waits for an ``approve`` signal, step 4 transfers
+    the amount of its arguments."""
+    m = sw.Manager(url, codec=codec, poll_interval=0.05, recovery_interval=0.2)
+
+    @m.register_activity(name="bank.quote")
+    async def quote(payee: str) -> dict[str, Any]:
+        return {"payee": payee, "fee": len(payee)}
+
+    @m.register_activity(name="bank.transfer")
+    async def transfer(payee: str, amount: int) -> str:
+        TRANSFERS.append((payee, amount))
+        return f"sent {amount} to {payee}"
+
+    @m.register_workflow(name="bank.pay")
+    async def pay(payee: str, amount: int) -> str:
+        first = await quote(payee)
+        second = await quote(f"{payee} (again)")
+        note = await m.signal("approve").receive(str)
+        done = await transfer(payee, amount)
+        return f"{done} (quoted {first['payee']}, fee {second['fee']}): {note}"
+
+    return m

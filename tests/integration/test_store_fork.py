@@ -11,10 +11,14 @@ import asyncio
 import dataclasses
 import uuid
 
+import pytest
+
+from sagaway.errors import PayloadError
 from sagaway.states import StepStatus, WorkflowStatus
 from sagaway.store import Store
+from sagaway.store.grpc import GrpcStore
 from sagaway.store.notices import READY, Notice, encode
-from sagaway.store.records import NewWorkflow
+from sagaway.store.records import ForkPayloads, NewWorkflow, StepPayloads
 from tests.store_helpers import LEASE, T0, run_of, running, step
 
 
@@ -114,6 +118,86 @@ async def test_fork_keeps_only_the_named_steps(store: Store) -> None:
     )
     assert result is not None and result.created
     assert await store.load_steps("r3") == []
+
+
+async def test_fork_payloads_replace_the_copies_in_the_same_transaction(store: Store) -> None:
+    """A codec's payloads re-sealed for the new run (``payloads``) are what the fork holds:
+    its arguments, and the result and error of each step they name; the rest is copied."""
+    source_run = await _ended_source(store)
+    payloads = ForkPayloads(
+        args='"args sealed for r2"',
+        steps=(StepPayloads("2", '"result sealed for r2"', '"error sealed for r2"'),),
+    )
+    result = await store.fork_workflow(
+        source_run,
+        run_id="r2",
+        key="fork",
+        key_space="fork@r2",
+        call_ids=["1", "2"],
+        now=T0 + 10,
+        payloads=payloads,
+    )
+    assert result is not None and result.created
+    assert result.record.args == '"args sealed for r2"'
+    stored = await store.get_run("r2")
+    assert stored is not None and stored.args == '"args sealed for r2"'
+    source_steps = {s.call_id: s for s in await store.load_steps(source_run)}
+    steps = {s.call_id: s for s in await store.load_steps("r2")}
+    assert steps["1"] == dataclasses.replace(source_steps["1"], run_id="r2")
+    assert steps["2"] == dataclasses.replace(
+        source_steps["2"],
+        run_id="r2",
+        result='"result sealed for r2"',
+        error='"error sealed for r2"',
+    )
+    source = await store.get_run(source_run)
+    assert source is not None and source.args == '{"order": 1}'  # the source keeps its own
+
+
+async def test_fork_payloads_for_a_step_not_kept_create_nothing(store: Store) -> None:
+    source_run = await _ended_source(store)
+    with pytest.raises(ValueError, match=r"fork payloads name step '3', which the fork does not"):
+        await store.fork_workflow(
+            source_run,
+            run_id="r2",
+            key="fork",
+            key_space="fork@r2",
+            call_ids=["1"],
+            now=T0 + 10,
+            payloads=ForkPayloads(args="{}", steps=(StepPayloads("3", None, '"e"'),)),
+        )
+    assert await store.get_workflow("fork") is None
+    assert await store.get_run("r2") is None
+    assert await store.load_steps("r2") == []
+
+
+async def test_fork_payloads_beyond_one_server_request_are_refused_before_sending(
+    store: Store,
+) -> None:
+    """The payloads travel with the fork (one transaction): the Engine Server takes at most
+    two payloads' worth in a request, so a larger fork is refused by its client, clearly and
+    before anything is sent; a store on the database takes it."""
+    source_run = await _ended_source(store)
+    big = '"' + "x" * 1_500_000 + '"'
+    payloads = ForkPayloads(
+        args=big, steps=(StepPayloads("1", big, None), StepPayloads("2", big, None))
+    )
+    fork = store.fork_workflow(
+        source_run,
+        run_id="r2",
+        key="fork",
+        key_space="fork@r2",
+        call_ids=["1", "2"],
+        now=T0 + 10,
+        payloads=payloads,
+    )
+    if not isinstance(store, GrpcStore):
+        result = await fork
+        assert result is not None and result.created and result.record.args == big
+        return
+    with pytest.raises(PayloadError, match=r"more than the Engine Server takes in one request"):
+        await fork
+    assert await store.get_workflow("fork") is None
 
 
 async def test_fork_of_a_live_execution_creates_nothing(store: Store) -> None:

@@ -88,6 +88,29 @@ async def test_send_and_receive_signal(store: Store) -> None:
     assert (await run_of(store, "k1")).status is WorkflowStatus.RUNNING
 
 
+async def test_a_signal_for_a_run_is_stored_in_that_run_only(store: Store) -> None:
+    """``run_id``: a payload sealed for one execution (a codec binds it to its run) is stored
+    only while that execution is the current one under the key."""
+    await store.create_workflow(new("k1"), now=T0, lease=None, replace_live=False)
+    first = await run_of(store, "k1")
+    await store.create_workflow(new("k1"), now=T0 + 1, lease=None, replace_live=True)
+    second = await run_of(store, "k1")
+    assert second.run_id != first.run_id
+
+    sent = await store.send_signal(
+        "k1", name="approve", payload='"for 1"', dedupe_id=None, now=T0 + 2, run_id=first.run_id
+    )
+    assert sent == (second, False)  # the current one, to seal the payload for
+    assert await store.list_signals(first.run_id) == []
+    assert await store.list_signals(second.run_id) == []
+
+    sent = await store.send_signal(
+        "k1", name="approve", payload='"for 2"', dedupe_id=None, now=T0 + 3, run_id=second.run_id
+    )
+    assert sent == (second, True)
+    assert [s.payload for s in await store.list_signals(second.run_id)] == ['"for 2"']
+
+
 async def test_signals_are_delivered_oldest_first_by_name(store: Store) -> None:
     held = await running(store, "k1")
     run_id = (await run_of(store, "k1")).run_id

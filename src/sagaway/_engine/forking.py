@@ -48,7 +48,7 @@ import dataclasses
 import logging
 import re
 
-from sagaway import errors, serialization
+from sagaway import _sealed, errors, serialization
 from sagaway._engine.cancellation import is_cancel_step
 from sagaway.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store.base import Store
@@ -190,6 +190,7 @@ async def prepare(store: Store, key: str, from_step: int, *, force: bool = False
     steps = await store.load_steps(source.run_id)
     result = plan(source, steps, from_step)
     kept = set(result.kept)
+    _require_resealable(source, [s for s in steps if s.call_id in kept])
     undone = [s for s in steps if s.call_id in kept and s.kind in _EFFECTS]
     if result.compensated and undone:
         _refuse_or_warn(result, steps, force=force)
@@ -197,6 +198,35 @@ async def prepare(store: Store, key: str, from_step: int, *, force: bool = False
         if step.call_id in kept and step.kind is StepKind.CHILD and step.result is not None:
             await _require_child_ended(store, key, step)
     return result
+
+
+def _require_resealable(source: WorkflowRecord, kept: list[StepRecord]) -> None:
+    """``PayloadError`` if a payload the fork copies is still sealed for the source's run: a
+    fork seals them again for its own run, and copied as they are they would never open there.
+    Either this process has no codec (or lacks a key), or its codec refused the payload (one
+    copied into the source from elsewhere)."""
+    found: list[tuple[str, str | None]] = [("arguments", source.args)]
+    found += [(f"step {s.call_id}'s result", s.result) for s in kept]
+    found += [(f"step {s.call_id}'s error", s.error) for s in kept]
+    for what, text in found:
+        if not _sealed.is_bound(text):
+            continue
+        assert text is not None
+        key_id = _sealed.sealed_error(text, what).key_id
+        reason = _sealed.unopened_reason(text)
+        if reason is not None:
+            raise errors.PayloadKeyError(
+                f"cannot fork workflow {source.key!r}: its {what} cannot be opened here, and a "
+                f"fork seals it again for its new run: {reason}",
+                key_id,
+            )
+        raise errors.PayloadKeyError(
+            f"cannot fork workflow {source.key!r}: its {what} is encrypted and bound to its "
+            "run, and a fork seals it again for the new run, which needs the codec and its "
+            "keys: fork from a process given them (Manager(codec=...), sagaway fork "
+            f"--codec-key-file PATH) ({_sealed.note(text)})",
+            key_id,
+        )
 
 
 def _refuse_or_warn(result: ForkPlan, steps: list[StepRecord], *, force: bool) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from sagaway import errors
+from sagaway import _sealed, errors
 from sagaway._engine import cron, new_executions
 from sagaway._engine.engine import Engine
 from sagaway._engine.text_checks import check_key
@@ -70,7 +70,15 @@ def tick_key(schedule_id: str, tick: float) -> str:
 
 def execution(engine: Engine, schedule: ScheduleRecord, key: str) -> NewWorkflow:
     """A PENDING execution of ``schedule`` under ``key`` (any worker of its queue and of this
-    process's code version claims it), built as every new execution is."""
+    process's code version claims it), built as every new execution is.
+
+    Raises:
+        PayloadKeyError: the schedule's arguments could not be opened here (a key this
+            process lacks, or sealed for another schedule): sealed for the schedule, they
+            would never open in the execution, so none is started.
+    """
+    if _sealed.is_sealed(schedule.args):
+        raise _sealed.sealed_error(schedule.args, f"arguments of schedule {schedule.id!r}")
     return new_executions.build(
         name=schedule.workflow,
         args_json=schedule.args,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pydantic
 import pydantic_core
 
-from sagaway import errors, serialization
+from sagaway import _sealed, errors, serialization
 from sagaway._engine import context, keys
 from sagaway._engine.execution import FINAL, WAIT_IN_PROCESS, ExecutionBase, Unload, engine_code
 from sagaway.clock import wait_event_or_sleep
@@ -207,6 +207,8 @@ class WaitCalls(ExecutionBase):
         def accept(payload: str) -> str | None:
             try:
                 _decode_signal(adapter, payload)
+            except errors.PayloadKeyError:
+                raise  # sealed beyond this process: it stays pending, the workflow suspends
             except errors.PayloadError as exc:
                 return str(exc)
             return None
@@ -404,6 +406,11 @@ class WaitCalls(ExecutionBase):
 
 
 def _decode_signal(adapter: pydantic.TypeAdapter[Any], payload: str | None) -> Any:
+    if _sealed.is_sealed(payload):
+        # Not opened by this process (no codec, a key it lacks, or sealed for another place):
+        # never handed to the workflow as the envelope (a ``receive(dict)`` would take it).
+        assert payload is not None
+        raise _sealed.sealed_error(payload, "signal payload")
     try:
         data = None if payload is None else pydantic_core.from_json(payload)
         return adapter.validate_python(data)

@@ -148,17 +148,35 @@ def url_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     )(fn)
 
 
+_KEY_FILE_HELP = (
+    "File of payload keys (one base64 key per line, the current one first; else "
+    "$SAGAWAY_CODEC_KEYS, keys separated by commas)"
+)
+
+
 def codec_key_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--codec-key-file PATH`` (else ``$SAGAWAY_CODEC_KEYS``): keys that open encrypted
     payloads for display; without them such payloads show as «encrypted»."""
+    return _key_file(fn, f"{_KEY_FILE_HELP}: encrypted payloads are shown decoded.")
+
+
+def sealing_key_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--codec-key-file PATH`` for a command that seals payloads again (``sagaway fork``)."""
+    return _key_file(
+        fn,
+        f"{_KEY_FILE_HELP}: needed to fork a workflow whose payloads are encrypted (the fork "
+        "seals them again for its own run).",
+    )
+
+
+def _key_file(fn: Callable[..., Any], help: str) -> Callable[..., Any]:
     return click.option(
         "--codec-key-file",
         "codec_key_file",
         default=None,
         metavar="PATH",
         type=click.Path(exists=True, dir_okay=False),
-        help="File of payload keys (one base64 key per line, the current one first; else "
-        "$SAGAWAY_CODEC_KEYS, keys separated by commas): encrypted payloads are shown decoded.",
+        help=help,
     )(fn)
 
 
@@ -182,9 +200,18 @@ def warn_if_exposed(path: str | os.PathLike[str] | None, what: str) -> None:
 
 def reading_codec(key_file: str | None) -> Chain | None:
     """The codec chain that opens payloads for display (None: show them «encrypted»)."""
+    return _codec(key_file, codecs.reader)
+
+
+def sealing_codec(key_file: str | None) -> Chain | None:
+    """The codec chain of a command whose writes workers run (a worker's: ``codecs.writer``)."""
+    return _codec(key_file, codecs.writer)
+
+
+def _codec(key_file: str | None, chain: Callable[[list[str] | None], Chain | None]) -> Chain | None:
     warn_if_exposed(key_file, "codec key file")
     try:
-        return codecs.reader(codecs.keys_from(key_file))
+        return chain(codecs.keys_from(key_file))
     except (ValueError, OSError) as exc:
         fail(f"codec keys: {exc}", Exit.USAGE)
     except ImportError as exc:

@@ -10,7 +10,7 @@ import click
 import sagaway as sw
 from sagaway.cli._ending import result_or_error
 from sagaway.cli._format import safe
-from sagaway.cli._support import Exit, run, url_option
+from sagaway.cli._support import Exit, run, sealing_codec, sealing_key_option, url_option
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -57,6 +57,7 @@ def summary(plan: sw.ForkPlan) -> str:
     help="Fork even though KEY ran compensations the fork drops (they may have undone the "
     "steps it keeps).",
 )
+@sealing_key_option
 def fork(
     url: str | None,
     key: str,
@@ -65,6 +66,7 @@ def fork(
     wait: bool,
     dry_run: bool,
     force: bool,
+    codec_key_file: str | None,
 ) -> None:
     """Run the ended workflow KEY again under NEW_KEY, from its step N.
 
@@ -75,15 +77,18 @@ def fork(
     CANCELLED, TERMINATED) is forked: end a live or SUSPENDED one with `sagaway terminate`.
     If KEY ran compensations from step N on (a refund after step N failed) while the fork
     keeps steps before N, they may have undone what those steps did: the fork is refused,
-    naming them, unless --force.
+    naming them, unless --force. A workflow whose payloads are encrypted (Manager(codec=...))
+    needs the keys (--codec-key-file): the fork seals its copies again for its own run.
 
     Exit 1 if KEY has not ended, ran compensations the fork drops (without --force), or
     NEW_KEY is taken (or, with --wait, the fork failed), 2 if N is out of range, 3 if there
     is no workflow KEY.
     """
 
+    codec = sealing_codec(codec_key_file)
+
     async def forking() -> _Outcome:
-        async with sw.Manager(url).connect(create=False) as manager:
+        async with sw.Manager(url, codec=codec).connect(create=False) as manager:
             plan = await manager.plan_fork(key, from_step=from_step, force=force)
             if dry_run:
                 try:

@@ -42,10 +42,20 @@ def parse_keys(text: str) -> list[str]:
 
 def reader(keys: Sequence[str | bytes] | None) -> Chain | None:
     """A chain that opens what Compress and Encrypt(keys) sealed (None without keys), for
-    reading tools: it shows plain rows too (it runs nothing; see docs/codecs.md)."""
+    reading tools: it shows plain rows and rows sealed before payloads were bound to their
+    place too (it runs nothing; see docs/codecs.md)."""
     if not keys:
         return None
-    return Chain([Compress(), Encrypt(list(keys), allow_unsealed=True)])
+    return Chain([Compress(), Encrypt(list(keys), allow_unsealed=True, allow_unbound=True)])
+
+
+def writer(keys: Sequence[str | bytes] | None) -> Chain | None:
+    """A chain like a worker's, Compress and Encrypt(keys) with Encrypt's defaults (None
+    without keys), for tools whose writes workers run: ``sagaway fork`` seals the payloads
+    it copies again for the new run, and refuses what a worker would refuse."""
+    if not keys:
+        return None
+    return Chain([Compress(), Encrypt(list(keys))])
 
 
 def keys_from(path: str | os.PathLike[str] | None) -> list[str] | None:
@@ -70,4 +80,5 @@ __all__ = [
     "keys_from",
     "parse_keys",
     "reader",
+    "writer",
 ]

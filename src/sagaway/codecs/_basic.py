@@ -91,17 +91,30 @@ class Encrypt:
 
     ``keys[0]`` encrypts; any key of the list decrypts what it encrypted, so rotation is: put
     the new key first, keep the old ones until no stored row needs them.
+
+    Each payload's associated data names its place (run, field, step, signal: see
+    ``sagaway.codecs._places``), so a ciphertext copied to another row does not open there.
     """
 
     name = "aesgcm"
 
     def __init__(
-        self, keys: list[bytes | str] | tuple[bytes | str, ...], *, allow_unsealed: bool = False
+        self,
+        keys: list[bytes | str] | tuple[bytes | str, ...],
+        *,
+        allow_unsealed: bool = False,
+        allow_unbound: bool | None = None,
     ) -> None:
         self.requires_sealed = not allow_unsealed
         """Refuse plain JSON (or a payload not encrypted) where Sagaway stores an encrypted
         one: a row replaced behind Sagaway's back. ``allow_unsealed=True`` reads such rows, for
         the migration of a database written before Encrypt was configured."""
+        if allow_unbound not in (None, True, False):
+            raise TypeError(f"allow_unbound must be None, True or False, not {allow_unbound!r}")
+        self.allow_unbound = allow_unbound
+        """Payloads encrypted without their place (envelope v1, written before Sagaway bound
+        payloads to their place): None (the default) reads them and logs a warning once,
+        True reads them, False refuses them (``PayloadError``) once none should remain."""
         if not keys:
             raise ValueError("Encrypt needs at least one key")
         aesgcm = _aesgcm()
@@ -117,11 +130,28 @@ class Encrypt:
         return base64.b64encode(secrets.token_bytes(32)).decode()
 
     def encode(self, data: bytes) -> tuple[str, bytes] | None:
+        """Envelope v1: the associated data is the tag alone (kept for ``Chain.seal`` without a
+        place, and for custom uses; Sagaway's stores seal with ``encode_at``)."""
         tag = f"aesgcm:{self.current_key_id}"
-        nonce = RANDOM.take(12)  # batched: see sagaway.randomness
-        return tag, nonce + self._ciphers[self.current_key_id].encrypt(nonce, data, tag.encode())
+        return tag, self._seal(data, tag.encode())
+
+    def encode_at(self, data: bytes, place: bytes) -> tuple[str, bytes] | None:
+        """Envelope v2: the associated data names the payload's ``place`` too."""
+        tag = f"aesgcm:{self.current_key_id}"
+        return tag, self._seal(data, _bound(tag, place))
 
     def decode(self, tag: str, data: bytes) -> bytes:
+        return self._open(tag, data, tag.encode())
+
+    def decode_at(self, tag: str, data: bytes, place: bytes) -> bytes:
+        return self._open(tag, data, _bound(tag, place))
+
+    def _seal(self, data: bytes, associated: bytes) -> bytes:
+        nonce = RANDOM.take(12)  # batched: see sagaway.randomness
+        sealed: bytes = self._ciphers[self.current_key_id].encrypt(nonce, data, associated)
+        return nonce + sealed
+
+    def _open(self, tag: str, data: bytes, associated: bytes) -> bytes:
         kid = tag.split(":", 1)[1] if ":" in tag else ""
         cipher = self._ciphers.get(kid)
         if cipher is None:
@@ -133,7 +163,7 @@ class Encrypt:
         from cryptography.exceptions import InvalidTag
 
         try:
-            return bytes(cipher.decrypt(data[:12], data[12:], tag.encode()))
+            return bytes(cipher.decrypt(data[:12], data[12:], associated))
         except (InvalidTag, ValueError):
             raise errors.PayloadKeyError(
                 f"a stored payload encrypted with key id {kid!r} does not decrypt with that key: "
@@ -146,6 +176,11 @@ class Encrypt:
 
     def hash_key(self, key_id: str) -> bytes | None:
         return self._hash_keys.get(key_id)
+
+
+def _bound(tag: str, place: bytes) -> bytes:
+    """Associated data of envelope v2: never equal to a v1 one (the tag alone)."""
+    return b"sagaway envelope v2\0" + tag.encode() + b"\0" + place
 
 
 @runtime_checkable

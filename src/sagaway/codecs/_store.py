@@ -12,6 +12,8 @@ import dataclasses
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
+from sagaway import errors
+from sagaway.codecs import _places, _reseal
 from sagaway.codecs._chain import Chain
 from sagaway.states import StepKind, WorkflowStatus
 from sagaway.store import notices
@@ -19,6 +21,7 @@ from sagaway.store.base import CreateResult, Store
 from sagaway.store.records import (
     AttemptErrorRecord,
     CancelRequestRecord,
+    ForkPayloads,
     Lease,
     ListQuery,
     NewWorkflow,
@@ -29,6 +32,9 @@ from sagaway.store.records import (
 )
 
 R = TypeVar("R")
+
+_SEND_ROUNDS = 8
+"""Bound on re-sealing a signal when the key's current execution changes under the send."""
 
 
 def _replaced(record: R, **changes: Any) -> R:
@@ -56,8 +62,12 @@ class CodecStore:
 
     def _wf(self, r: WorkflowRecord) -> WorkflowRecord:
         o = self.chain.try_open
+        run = r.run_id
         return _replaced(
-            r, args=o(r.args, sealed=True) or "", result=o(r.result, sealed=True), error=o(r.error)
+            r,
+            args=o(r.args, place=_places.run(run, "args"), sealed=True) or "",
+            result=o(r.result, place=_places.run(run, "result"), sealed=True),
+            error=o(r.error, place=_places.run(run, "error")),
         )
 
     def _wf_opt(self, r: WorkflowRecord | None) -> WorkflowRecord | None:
@@ -68,20 +78,22 @@ class CodecStore:
         # A child start's result is the child's key, in clear like the key itself (the
         # workflows table holds it): a purge finds a live workflow's children by it.
         result = s.result
-        return _replaced(
-            s,
-            result=result if result is None or s.kind is StepKind.CHILD else seal(result),
-            error=None if s.error is None else seal(s.error),
-        )
+        if result is not None and s.kind is not StepKind.CHILD:
+            result = seal(result, place=_places.step(s, "result"))
+        error = None if s.error is None else seal(s.error, place=_places.step(s, "error"))
+        return _replaced(s, result=result, error=error)
 
     def _step_out(self, s: StepRecord) -> StepRecord:
         o = self.chain.try_open
         # Sagaway seals every step result but a child start's (the child's key, in clear).
-        sealed = s.kind is not StepKind.CHILD
-        return _replaced(s, result=o(s.result, sealed=sealed), error=o(s.error))
+        result = s.result
+        if result is not None and s.kind is not StepKind.CHILD:
+            result = o(result, place=_places.step(s, "result"), sealed=True)
+        error = None if s.error is None else o(s.error, place=_places.step(s, "error"))
+        return _replaced(s, result=result, error=error)
 
-    def _seal(self, text: str | None) -> str | None:
-        return None if text is None else self.chain.seal(text)
+    def _seal(self, text: str | None, run_id: str, field: str) -> str | None:
+        return None if text is None else self.chain.seal(text, place=_places.run(run_id, field))
 
     def _created(self, result: CreateResult, new: NewWorkflow, plain_hash: str) -> CreateResult:
         # The engine compares hashes to spot a reused key with other arguments: give it the
@@ -100,13 +112,17 @@ class CodecStore:
     async def create_workflow(
         self, new: NewWorkflow, *, now: float, lease: Lease | None, replace_live: bool
     ) -> CreateResult:
-        sealed = dataclasses.replace(
-            new, args=self.chain.seal(new.args), args_hash=self.chain.args_hash(new.args)
-        )
         result = await self.inner.create_workflow(
-            sealed, now=now, lease=lease, replace_live=replace_live
+            self._new(new), now=now, lease=lease, replace_live=replace_live
         )
         return self._created(result, new, new.args_hash)
+
+    def _new(self, new: NewWorkflow) -> NewWorkflow:
+        return dataclasses.replace(
+            new,
+            args=self.chain.seal(new.args, place=_places.run(new.run_id, "args")),
+            args_hash=self.chain.args_hash(new.args),
+        )
 
     async def fork_workflow(
         self,
@@ -118,7 +134,18 @@ class CodecStore:
         call_ids: Collection[str],
         now: float,
         code_version: str | None = None,
+        payloads: ForkPayloads | None = None,
     ) -> CreateResult | None:
+        # The source's payloads are bound to the source's run: the fork stores them sealed
+        # again for its own, in its transaction (see _reseal). ``payloads`` given here are
+        # plain, and sealed for the fork.
+        source = await self.inner.get_run(source_run_id)
+        steps = await self.inner.load_steps(source_run_id) if source is not None else []
+        sealed = None
+        if source is not None:
+            sealed = _reseal.fork_payloads(
+                self.chain, source, steps, run_id=run_id, call_ids=call_ids, given=payloads
+            )
         result = await self.inner.fork_workflow(
             source_run_id,
             run_id=run_id,
@@ -127,6 +154,7 @@ class CodecStore:
             call_ids=call_ids,
             now=now,
             code_version=code_version,
+            payloads=sealed,
         )
         if result is None:
             return None
@@ -173,8 +201,8 @@ class CodecStore:
             run_id,
             token=token,
             status=status,
-            result=self._seal(result),
-            error=self._seal(error),
+            result=self._seal(result, run_id, "result"),
+            error=self._seal(error, run_id, "error"),
             now=now,
             final_step=None if final_step is None else self._step_in(final_step),
             has_parent=has_parent,
@@ -185,7 +213,11 @@ class CodecStore:
         self, run_id: str, *, token: str, error: str, now: float, next_run_at: float
     ) -> None:
         await self.inner.suspend_workflow(
-            run_id, token=token, error=self.chain.seal(error), now=now, next_run_at=next_run_at
+            run_id,
+            token=token,
+            error=self.chain.seal(error, place=_places.run(run_id, "error")),
+            now=now,
+            next_run_at=next_run_at,
         )
 
     async def claim_due(
@@ -214,16 +246,42 @@ class CodecStore:
         self, run_id: str, *, status: WorkflowStatus, error: str | None, now: float
     ) -> bool:
         return await self.inner.end_workflow(
-            run_id, status=status, error=self._seal(error), now=now
+            run_id, status=status, error=self._seal(error, run_id, "error"), now=now
         )
 
     async def send_signal(
-        self, key: str, *, name: str, payload: str, dedupe_id: str | None, now: float
+        self,
+        key: str,
+        *,
+        name: str,
+        payload: str,
+        dedupe_id: str | None,
+        now: float,
+        run_id: str | None = None,
     ) -> tuple[WorkflowRecord | None, bool]:
-        record, stored = await self.inner.send_signal(
-            key, name=name, payload=self.chain.seal(payload), dedupe_id=dedupe_id, now=now
+        # Sealed for the run it is stored in: the current one under the key, which the store
+        # checks in the transaction that stores it. Should the key have moved to another run
+        # meanwhile (a replacement), the payload is sealed again for that one.
+        target = run_id
+        if target is None:
+            current = await self.inner.get_workflow(key)
+            if current is None or current.status.ended:
+                return self._wf_opt(current), False
+            target = current.run_id
+        for _ in range(_SEND_ROUNDS):
+            sealed = self.chain.seal(payload, place=_places.signal(target, name))
+            record, stored = await self.inner.send_signal(
+                key, name=name, payload=sealed, dedupe_id=dedupe_id, now=now, run_id=target
+            )
+            moved = record is not None and record.run_id != target and not record.status.ended
+            if not moved or run_id is not None:
+                return self._wf_opt(record), stored
+            assert record is not None
+            target = record.run_id
+        raise errors.SagawayError(
+            f"the execution under key {key!r} kept changing while signal {name!r} was sent; "
+            "send it again"
         )
-        return self._wf_opt(record), stored
 
     async def receive_signal(
         self,
@@ -239,14 +297,17 @@ class CodecStore:
         now: float,
     ) -> str | None:
         opened = self.chain.try_open
+        place = _places.signal(run_id, name)
 
         def accept_opened(payload: str) -> str | None:
-            # A payload sealed beyond this process's keys raises PayloadKeyError here: the
-            # read is rolled back and the workflow suspends, the signal stays pending (neither
-            # rejected for good nor delivered as an envelope).
-            problem = accept(self.chain.open(payload, sealed=True))
+            # A payload sealed beyond this process's keys (or for another place) raises
+            # PayloadError here: the read is rolled back and the workflow suspends, the signal
+            # stays pending (neither rejected for good nor delivered as an envelope).
+            problem = accept(self.chain.open(payload, place=place, sealed=True))
             # Why a signal was refused may quote its payload: sealed like the payload.
-            return None if problem is None else self.chain.seal(problem)
+            if problem is None:
+                return None
+            return self.chain.seal(problem, place=_places.signal_rejected(run_id, name))
 
         payload = await self.inner.receive_signal(
             run_id,
@@ -259,7 +320,7 @@ class CodecStore:
             accept=accept_opened,
             now=now,
         )
-        return opened(payload, sealed=True)
+        return opened(payload, place=place, sealed=True)
 
     async def wait_workflow(
         self,
@@ -292,14 +353,18 @@ class CodecStore:
     async def list_signals(self, run_id: str) -> list[SignalRecord]:
         o = self.chain.try_open
         return [
-            _replaced(s, payload=o(s.payload, sealed=True) or "", rejected=o(s.rejected))
+            _replaced(
+                s,
+                payload=o(s.payload, place=_places.signal(run_id, s.name), sealed=True) or "",
+                rejected=o(s.rejected, place=_places.signal_rejected(run_id, s.name)),
+            )
             for s in await self.inner.list_signals(run_id)
         ]
 
     async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
         o = self.chain.try_open
         return [
-            _replaced(e, error=o(e.error) or "")
+            _replaced(e, error=o(e.error, place=_places.step_error(run_id, e.call_id)) or "")
             for e in await self.inner.list_attempt_errors(run_id)
         ]
 
@@ -391,12 +456,14 @@ class CodecStore:
     # ----------------------------------------------------------- schedules (their arguments)
 
     def _schedule(self, s: ScheduleRecord) -> ScheduleRecord:
-        return _replaced(s, args=self.chain.try_open(s.args, sealed=True) or "")
+        place = _places.schedule(s.id)
+        return _replaced(s, args=self.chain.try_open(s.args, place=place, sealed=True) or "")
 
     async def put_schedule(
         self, schedule: ScheduleRecord, *, keep_paused: bool, now: float
     ) -> ScheduleRecord:
-        sealed = _replaced(schedule, args=self.chain.seal(schedule.args))
+        args = self.chain.seal(schedule.args, place=_places.schedule(schedule.id))
+        sealed = _replaced(schedule, args=args)
         stored = await self.inner.put_schedule(sealed, keep_paused=keep_paused, now=now)
         return self._schedule(stored)
 
@@ -424,17 +491,11 @@ class CodecStore:
         starts: Sequence[NewWorkflow],
         now: float,
     ) -> bool:
-        sealed = [
-            dataclasses.replace(
-                new, args=self.chain.seal(new.args), args_hash=self.chain.args_hash(new.args)
-            )
-            for new in starts
-        ]
         return await self.inner.fire_schedule(
             schedule_id,
             tick_at=tick_at,
             next_tick_at=next_tick_at,
             last_tick_at=last_tick_at,
-            starts=sealed,
+            starts=[self._new(new) for new in starts],
             now=now,
         )

@@ -213,6 +213,7 @@ class EngineService(pb_grpc.EngineServicer):
             call_ids=list(request.call_ids),
             now=self.clock.now(request.now),
             code_version=wire.optional(request, "code_version"),
+            payloads=wire.fork_payloads_of(request),
         )
         if result is None:
             return pb.ForkWorkflowReply()
@@ -377,6 +378,7 @@ class EngineService(pb_grpc.EngineServicer):
             payload=request.payload,
             dedupe_id=wire.optional(request, "dedupe_id"),
             now=self.clock.now(request.now),
+            run_id=wire.optional(request, "run_id"),
         )
         if stored:
             self._ready()

@@ -1,7 +1,9 @@
 """``fork_workflow``, the store half of a fork (see ``sagaway._engine.forking``): a new PENDING
 execution copying an ended one's name, arguments and queue, and the steps it keeps, in one
-transaction. The parameters are shared by both dialects; this module runs the SQLite one
-(``_pg_fork`` the PostgreSQL one, kept apart so SQLite users need no psycopg)."""
+transaction. Payloads given with the fork (a codec's, re-sealed for the new run) replace the
+copies in that same transaction: no reader ever sees a fork holding its source's ciphertexts.
+The parameters are shared by both dialects; this module runs the SQLite one (``_pg_fork`` the
+PostgreSQL one, kept apart so SQLite users need no psycopg)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any
 
 from sagaway.store import _rows
 from sagaway.store.base import CreateResult
+from sagaway.store.records import ForkPayloads
 from sagaway.store.sql import queries
 
 _Q = queries("sqlite")
@@ -31,6 +34,8 @@ class Fork:
     now: float
     code_version: str | None = None
     """The code version of the process that forks (not the source's): see ``NewWorkflow``."""
+    payloads: ForkPayloads | None = None
+    """Replacing the copied arguments and step payloads (see ``Store.fork_workflow``)."""
 
     def params(self) -> dict[str, Any]:
         """``fork_workflow`` and ``fork_steps`` (``call_ids`` as a list: PostgreSQL's array)."""
@@ -44,6 +49,26 @@ class Fork:
             "code_version": self.code_version,
         }
 
+    def replacements(self) -> list[tuple[str, dict[str, Any]]]:
+        """The writes that put ``payloads`` in place of the copies (none without them)."""
+        if self.payloads is None:
+            return []
+        writes: list[tuple[str, dict[str, Any]]] = [
+            ("fork_args", {"run_id": self.run_id, "args": self.payloads.args})
+        ]
+        kept = set(self.call_ids)
+        for step in self.payloads.steps:
+            if step.call_id not in kept:
+                raise ValueError(
+                    f"fork payloads name step {step.call_id!r}, which the fork does not keep "
+                    f"(it keeps {sorted(kept)})"
+                )
+            params = {"run_id": self.run_id, "call_id": step.call_id}
+            writes.append(
+                ("fork_step_payloads", {**params, "result": step.result, "error": step.error})
+            )
+        return writes
+
 
 def fork(
     source_run_id: str,
@@ -54,6 +79,7 @@ def fork(
     call_ids: Collection[str],
     now: float,
     code_version: str | None = None,
+    payloads: ForkPayloads | None = None,
 ) -> Fork:
     return Fork(
         source_run_id=source_run_id,
@@ -63,6 +89,7 @@ def fork(
         call_ids=tuple(call_ids),
         now=now,
         code_version=code_version,
+        payloads=payloads,
     )
 
 
@@ -70,9 +97,12 @@ def run_sqlite(conn: sqlite3.Connection, fork: Fork) -> CreateResult | None:
     """The fork in the SQLite writer's transaction (see ``SQLiteStore.fork_workflow``)."""
     params = fork.params()
     params["call_ids"] = json.dumps(params["call_ids"])
+    replacements = fork.replacements()  # a bad one is refused before anything is written
     if conn.execute(_Q["fork_workflow"], params).rowcount == 1:
         if fork.call_ids:
             conn.execute(_Q["fork_steps"], params)
+        for query, values in replacements:
+            conn.execute(_Q[query], values)
         row = conn.execute(_Q["get_run"], {"run_id": fork.run_id}).fetchone()
         return CreateResult(_rows.workflow_from_row(row), created=True)
     row = conn.execute(_Q["get_current"], {"key": fork.key}).fetchone()

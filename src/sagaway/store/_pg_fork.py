@@ -3,6 +3,8 @@ failures like every verb; a retry whose first attempt committed finds its own ru
 
 from __future__ import annotations
 
+import dataclasses
+
 from sagaway.store import _rows
 from sagaway.store._fork import Fork
 from sagaway.store._pg_conn import Conn, Q, Run, named
@@ -12,13 +14,19 @@ from sagaway.store.base import CreateResult
 async def run_postgres(run: Run, fork: Fork) -> CreateResult | None:
     """The fork as one transaction on ``run`` (a PostgresStore's ``_run``)."""
     params = fork.params()
+    replacements = fork.replacements()  # a bad one is refused before the transaction
 
     async def op(conn: Conn, retried: bool) -> CreateResult | None:
         rows = await named(conn, "fork_workflow", params)
         if rows:
             if fork.call_ids:
                 await conn.execute(Q["fork_steps"], params)
-            return CreateResult(_rows.workflow_from_row(rows[0]), created=True)
+            for query, values in replacements:
+                await conn.execute(Q[query], values)
+            record = _rows.workflow_from_row(rows[0])
+            if fork.payloads is not None:  # RETURNING gave the copy's arguments
+                record = dataclasses.replace(record, args=fork.payloads.args)
+            return CreateResult(record, created=True)
         rows = await named(conn, "get_current", {"key": fork.key})
         if not rows:
             return None  # the source is not (or no longer) an ended execution

@@ -16,10 +16,18 @@ _ROUNDS = 16
 
 
 async def send(
-    run: Run, key: str, *, name: str, payload: str, dedupe_id: str | None, now: float
+    run: Run,
+    key: str,
+    *,
+    name: str,
+    payload: str,
+    dedupe_id: str | None,
+    now: float,
+    run_id: str | None = None,
 ) -> tuple[WorkflowRecord | None, bool]:
     """Store a signal for the current execution under ``key`` and wake it if it waits for
-    it: (its record, stored); (None, False) if there is no such key."""
+    it: (its record, stored); (None, False) if there is no such key. With ``run_id``, nothing
+    is stored unless it is that execution."""
     # Chosen once for all attempts: a retry after a lost acknowledgement finds the row the
     # lost attempt stored by it (a dedupe_id alone cannot tell that row from an earlier send's).
     sender = uuid.uuid4().hex
@@ -44,7 +52,7 @@ async def send(
         # Checked before the end: the signal the lost attempt stored may have ended the run.
         if retried and await _sent_by(conn, params, sender):
             return record, True  # the lost attempt stored it (and woke the receiver)
-        if record.status.ended:
+        if record.status.ended or (run_id is not None and record.run_id != run_id):
             return record, False
         stored = (await conn.execute(Q["insert_signal"], params)).rowcount == 1
         if stored:

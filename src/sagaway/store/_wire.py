@@ -15,10 +15,12 @@ from google.protobuf.message import Message
 from sagaway.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store.records import (
     AttemptErrorRecord,
+    ForkPayloads,
     Lease,
     NewWorkflow,
     ScheduleRecord,
     SignalRecord,
+    StepPayloads,
     StepRecord,
     WorkflowRecord,
 )
@@ -88,6 +90,21 @@ def attempt_error(record: AttemptErrorRecord) -> pb.AttemptErrorRecord:
 
 def schedule(record: ScheduleRecord) -> pb.ScheduleRecord:
     return to_message(record, pb.ScheduleRecord())  # type: ignore[no-any-return]
+
+
+def fork_payloads(record: ForkPayloads) -> pb.ForkPayloads:
+    return pb.ForkPayloads(
+        args=record.args, steps=[to_message(s, pb.StepPayloads()) for s in record.steps]
+    )
+
+
+def fork_payloads_of(request: Any) -> ForkPayloads | None:
+    """The payloads of a ``ForkWorkflowRequest`` (None when it has none)."""
+    if not request.HasField("payloads"):
+        return None
+    given = request.payloads
+    steps = tuple(from_message(StepPayloads, s) for s in given.steps)
+    return ForkPayloads(args=given.args, steps=steps)
 
 
 def optional(message: Any, name: str) -> Any:

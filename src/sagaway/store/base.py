@@ -18,6 +18,7 @@ from sagaway.store import notices
 from sagaway.store.records import (
     AttemptErrorRecord,
     CancelRequestRecord,
+    ForkPayloads,
     Lease,
     ListQuery,
     NewWorkflow,
@@ -125,11 +126,14 @@ class Store(Protocol):
         call_ids: Collection[str],
         now: float,
         code_version: str | None = None,
+        payloads: ForkPayloads | None = None,
     ) -> CreateResult | None:
         """Create a PENDING execution ``run_id`` under ``key`` (no parent) with the name,
         arguments and queue of the ended execution ``source_run_id``, and copies of its steps
         ``call_ids``, in one transaction (a worker may take it at once). Its ``code_version`` is
-        the one given (the forking process's), not the source's.
+        the one given (the forking process's), not the source's. ``payloads``, when given,
+        replace the copied arguments and the copied results and errors of the steps they name,
+        in the same transaction (a codec's payloads re-sealed for the new run).
 
         Returns the new execution (``created``), or the one holding ``key`` (not created), or
         None when ``source_run_id`` is not an ended execution.
@@ -260,9 +264,18 @@ class Store(Protocol):
     # ------------------------------------------------------------ durable waits (schema v2)
 
     async def send_signal(
-        self, key: str, *, name: str, payload: str, dedupe_id: str | None, now: float
+        self,
+        key: str,
+        *,
+        name: str,
+        payload: str,
+        dedupe_id: str | None,
+        now: float,
+        run_id: str | None = None,
     ) -> tuple[WorkflowRecord | None, bool]:
-        """Store a signal for the current execution under ``key`` unless it has ended.
+        """Store a signal for the current execution under ``key`` unless it has ended, and,
+        with ``run_id``, only if that is the current execution (a payload sealed for that run:
+        otherwise nothing is stored and the current one is returned).
 
         Returns the execution (None: no such key) and whether the signal was stored (False when
         the execution has ended or the dedupe_id was seen before). An execution WAITING for this

@@ -48,6 +48,7 @@ from sagaway.store.base import (
 from sagaway.store.records import (
     AttemptErrorRecord,
     CancelRequestRecord,
+    ForkPayloads,
     Lease,
     ListQuery,
     NewWorkflow,
@@ -303,6 +304,7 @@ class GrpcStore:
         call_ids: Collection[str],
         now: float,
         code_version: str | None = None,
+        payloads: ForkPayloads | None = None,
     ) -> CreateResult | None:
         request = pb.ForkWorkflowRequest(
             source_run_id=source_run_id,
@@ -312,7 +314,17 @@ class GrpcStore:
             call_ids=list(call_ids),
             now=now,
             code_version=code_version,
+            payloads=None if payloads is None else wire.fork_payloads(payloads),
         )
+        largest = self.server_info.max_request_bytes if self.server_info else 0
+        if largest and request.ByteSize() > largest:
+            # The payloads sealed again for the fork travel in this one request (one
+            # transaction): the server would refuse it unread.
+            raise errors.PayloadError(
+                f"a fork of run {source_run_id} carries {request.ByteSize()} bytes of payloads, "
+                f"more than the Engine Server takes in one request ({largest}): fork it from a "
+                "process connected to the database, or raise the server's payload limit"
+            )
         reply = await self._call("ForkWorkflow", request)
         return _created(reply.result) if reply.HasField("result") else None
 
@@ -453,10 +465,17 @@ class GrpcStore:
     # ------------------------------------------------------------------ waits
 
     async def send_signal(
-        self, key: str, *, name: str, payload: str, dedupe_id: str | None, now: float
+        self,
+        key: str,
+        *,
+        name: str,
+        payload: str,
+        dedupe_id: str | None,
+        now: float,
+        run_id: str | None = None,
     ) -> tuple[WorkflowRecord | None, bool]:
         request = pb.SendSignalRequest(
-            key=key, name=name, payload=payload, dedupe_id=dedupe_id, now=now
+            key=key, name=name, payload=payload, dedupe_id=dedupe_id, now=now, run_id=run_id
         )
         reply = await self._call("SendSignal", request)
         return _maybe(reply), bool(reply.stored)

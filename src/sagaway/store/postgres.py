@@ -66,6 +66,7 @@ from sagaway.store.base import CreateResult
 from sagaway.store.records import (
     AttemptErrorRecord,
     CancelRequestRecord,
+    ForkPayloads,
     Lease,
     ListQuery,
     NewWorkflow,
@@ -325,6 +326,7 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
         call_ids: Collection[str],
         now: float,
         code_version: str | None = None,
+        payloads: ForkPayloads | None = None,
     ) -> CreateResult | None:
         fork = _fork.fork(
             source_run_id,
@@ -334,6 +336,7 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
             call_ids=call_ids,
             now=now,
             code_version=code_version,
+            payloads=payloads,
         )
         return await _pg_fork.run_postgres(self._run, fork)
 
@@ -534,10 +537,17 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
     # ------------------------------------------------------------------ durable waits
 
     async def send_signal(
-        self, key: str, *, name: str, payload: str, dedupe_id: str | None, now: float
+        self,
+        key: str,
+        *,
+        name: str,
+        payload: str,
+        dedupe_id: str | None,
+        now: float,
+        run_id: str | None = None,
     ) -> tuple[WorkflowRecord | None, bool]:
         return await _pg_signals.send(
-            self._run, key, name=name, payload=payload, dedupe_id=dedupe_id, now=now
+            self._run, key, name=name, payload=payload, dedupe_id=dedupe_id, now=now, run_id=run_id
         )
 
     async def receive_signal(

@@ -187,3 +187,22 @@ class ScheduleRecord:
     updated_at: float
     last_tick_at: float | None = None
     """The latest tick an execution was started for (None: none yet)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StepPayloads:
+    """The result and error a fork stores for one kept step, instead of the source's."""
+
+    call_id: str
+    result: str | None
+    error: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ForkPayloads:
+    """What a fork stores instead of copies of its source's payloads: the arguments, and the
+    result and error of kept steps. A codec that binds payloads to their run (Encrypt)
+    re-seals them for the new run; the store writes them in the fork's transaction."""
+
+    args: str
+    steps: tuple[StepPayloads, ...] = ()

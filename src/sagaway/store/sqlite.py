@@ -34,6 +34,7 @@ from sagaway.store import (
     _rows,
     _schedules,
     _sqlite_claims,
+    _sqlite_signals,
 )
 from sagaway.store._sqlite_checkpoint import Checkpointer
 from sagaway.store._sqlite_connect import Connector, is_file
@@ -54,6 +55,7 @@ from sagaway.store.base import CancelPending, CreateResult, DatabaseNotFound
 from sagaway.store.records import (
     AttemptErrorRecord,
     CancelRequestRecord,
+    ForkPayloads,
     Lease,
     ListQuery,
     NewWorkflow,
@@ -315,6 +317,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         call_ids: Collection[str],
         now: float,
         code_version: str | None = None,
+        payloads: ForkPayloads | None = None,
     ) -> CreateResult | None:
         fork = _fork.fork(
             source_run_id,
@@ -324,6 +327,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             call_ids=call_ids,
             now=now,
             code_version=code_version,
+            payloads=payloads,
         )
         return await self._call(lambda conn: _fork.run_sqlite(conn, fork))
 
@@ -533,28 +537,20 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
     # ------------------------------------------------------------ durable waits
 
     async def send_signal(
-        self, key: str, *, name: str, payload: str, dedupe_id: str | None, now: float
+        self,
+        key: str,
+        *,
+        name: str,
+        payload: str,
+        dedupe_id: str | None,
+        now: float,
+        run_id: str | None = None,
     ) -> tuple[WorkflowRecord | None, bool]:
-        def op(conn: sqlite3.Connection) -> tuple[WorkflowRecord | None, bool]:
-            row = conn.execute(_Q["signal_target"], {"key": key}).fetchone()
-            if row is None:
-                return None, False
-            record = _rows.workflow_from_row(row)
-            if record.status.ended:
-                return record, False
-            params = _params.signal(
-                record.run_id, name=name, payload=payload, dedupe_id=dedupe_id, now=now
+        return await self._call(
+            lambda conn: _sqlite_signals.send(
+                conn, key, name=name, payload=payload, dedupe_id=dedupe_id, now=now, run_id=run_id
             )
-            stored = conn.execute(_Q["insert_signal"], params).rowcount == 1
-            if stored:
-                waiting_for = _params.signal_wait(name)
-                conn.execute(
-                    _Q["wake_waiting"],
-                    _params.wake_waiting(record.run_id, waiting_for=waiting_for, now=now),
-                )
-            return record, stored
-
-        return await self._call(op)
+        )
 
     async def receive_signal(
         self,

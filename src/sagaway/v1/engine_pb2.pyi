@@ -750,6 +750,7 @@ class ForkWorkflowRequest(_message.Message):
     CALL_IDS_FIELD_NUMBER: _builtins.int
     NOW_FIELD_NUMBER: _builtins.int
     CODE_VERSION_FIELD_NUMBER: _builtins.int
+    PAYLOADS_FIELD_NUMBER: _builtins.int
     source_run_id: _builtins.str
     run_id: _builtins.str
     key: _builtins.str
@@ -759,6 +760,12 @@ class ForkWorkflowRequest(_message.Message):
     """of the forking process (not the source's)"""
     @_builtins.property
     def call_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def payloads(self) -> Global___ForkPayloads:
+        """Stored instead of the copies of the source's payloads, in the fork's transaction: the
+        forking process's codec re-sealed them for the new run (absent: the copies stay).
+        """
+
     def __init__(
         self,
         *,
@@ -769,16 +776,79 @@ class ForkWorkflowRequest(_message.Message):
         call_ids: _abc.Iterable[_builtins.str] | None = ...,
         now: _builtins.float = ...,
         code_version: _builtins.str | None = ...,
+        payloads: Global___ForkPayloads | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "code_version", b"code_version"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_payloads", b"_payloads", "code_version", b"code_version", "payloads", b"payloads"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "call_ids", b"call_ids", "code_version", b"code_version", "key", b"key", "key_space", b"key_space", "now", b"now", "run_id", b"run_id", "source_run_id", b"source_run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_payloads", b"_payloads", "call_ids", b"call_ids", "code_version", b"code_version", "key", b"key", "key_space", b"key_space", "now", b"now", "payloads", b"payloads", "run_id", b"run_id", "source_run_id", b"source_run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__code_version: _TypeAlias = _typing.Literal["code_version"]  # noqa: Y015
     _WhichOneofArgType__code_version: _TypeAlias = _typing.Literal["_code_version", b"_code_version"]  # noqa: Y015
+    _WhichOneofReturnType__payloads: _TypeAlias = _typing.Literal["payloads"]  # noqa: Y015
+    _WhichOneofArgType__payloads: _TypeAlias = _typing.Literal["_payloads", b"_payloads"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__code_version) -> _WhichOneofReturnType__code_version | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__payloads) -> _WhichOneofReturnType__payloads | None: ...
 
 Global___ForkWorkflowRequest: _TypeAlias = ForkWorkflowRequest  # noqa: Y015
+
+@_typing.final
+class ForkPayloads(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ARGS_FIELD_NUMBER: _builtins.int
+    STEPS_FIELD_NUMBER: _builtins.int
+    args: _builtins.str
+    @_builtins.property
+    def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___StepPayloads]:
+        """each a step the fork keeps (call_ids)"""
+
+    def __init__(
+        self,
+        *,
+        args: _builtins.str = ...,
+        steps: _abc.Iterable[Global___StepPayloads] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "steps", b"steps"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForkPayloads: _TypeAlias = ForkPayloads  # noqa: Y015
+
+@_typing.final
+class StepPayloads(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALL_ID_FIELD_NUMBER: _builtins.int
+    RESULT_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    call_id: _builtins.str
+    result: _builtins.str
+    error: _builtins.str
+    def __init__(
+        self,
+        *,
+        call_id: _builtins.str = ...,
+        result: _builtins.str | None = ...,
+        error: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "_result", b"_result", "error", b"error", "result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "_result", b"_result", "call_id", b"call_id", "error", b"error", "result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
+    _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
+    _WhichOneofReturnType__result: _TypeAlias = _typing.Literal["result"]  # noqa: Y015
+    _WhichOneofArgType__result: _TypeAlias = _typing.Literal["_result", b"_result"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__error) -> _WhichOneofReturnType__error | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__result) -> _WhichOneofReturnType__result | None: ...
+
+Global___StepPayloads: _TypeAlias = StepPayloads  # noqa: Y015
 
 @_typing.final
 class ForkWorkflowReply(_message.Message):
@@ -1619,11 +1689,16 @@ class SendSignalRequest(_message.Message):
     PAYLOAD_FIELD_NUMBER: _builtins.int
     DEDUPE_ID_FIELD_NUMBER: _builtins.int
     NOW_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     name: _builtins.str
     payload: _builtins.str
     dedupe_id: _builtins.str
     now: _builtins.float
+    run_id: _builtins.str
+    """Store it only if this is the current execution under the key (the payload was sealed for
+    that run); otherwise nothing is stored and the reply holds the current one.
+    """
     def __init__(
         self,
         *,
@@ -1632,14 +1707,20 @@ class SendSignalRequest(_message.Message):
         payload: _builtins.str = ...,
         dedupe_id: _builtins.str | None = ...,
         now: _builtins.float = ...,
+        run_id: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_dedupe_id", b"_dedupe_id", "dedupe_id", b"dedupe_id"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_dedupe_id", b"_dedupe_id", "_run_id", b"_run_id", "dedupe_id", b"dedupe_id", "run_id", b"run_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dedupe_id", b"_dedupe_id", "dedupe_id", b"dedupe_id", "key", b"key", "name", b"name", "now", b"now", "payload", b"payload"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dedupe_id", b"_dedupe_id", "_run_id", b"_run_id", "dedupe_id", b"dedupe_id", "key", b"key", "name", b"name", "now", b"now", "payload", b"payload", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__dedupe_id: _TypeAlias = _typing.Literal["dedupe_id"]  # noqa: Y015
     _WhichOneofArgType__dedupe_id: _TypeAlias = _typing.Literal["_dedupe_id", b"_dedupe_id"]  # noqa: Y015
+    _WhichOneofReturnType__run_id: _TypeAlias = _typing.Literal["run_id"]  # noqa: Y015
+    _WhichOneofArgType__run_id: _TypeAlias = _typing.Literal["_run_id", b"_run_id"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__dedupe_id) -> _WhichOneofReturnType__dedupe_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__run_id) -> _WhichOneofReturnType__run_id | None: ...
 
 Global___SendSignalRequest: _TypeAlias = SendSignalRequest  # noqa: Y015
 

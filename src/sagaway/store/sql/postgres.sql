@@ -562,6 +562,15 @@ SELECT %(run_id)s, call_id, kind, name, status, attempts, result, error, started
 FROM steps
 WHERE run_id = %(source_run_id)s AND call_id = ANY(%(call_ids)s)
 ON CONFLICT (run_id, call_id) DO NOTHING
+
+-- name: fork_args
+-- A fork's arguments re-sealed for its run by the forking process's codec (store/_fork.py).
+UPDATE workflows SET args = %(args)s WHERE run_id = %(run_id)s
+
+-- name: fork_step_payloads
+UPDATE steps SET result = %(result)s, error = %(error)s
+WHERE run_id = %(run_id)s AND call_id = %(call_id)s
+
 -- ---------------------------------------------------------------- retention (schema v9)
 -- A purge batch is one statement, so one short transaction: the oldest ended executions of the
 -- given statuses that ended before the cutoff, locked with SKIP LOCKED (a row another purger

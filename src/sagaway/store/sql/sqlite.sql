@@ -269,6 +269,15 @@ SELECT :run_id, call_id, kind, name, status, attempts, result, error, started_at
 FROM steps
 WHERE run_id = :source_run_id AND call_id IN (SELECT value FROM json_each(:call_ids))
 ON CONFLICT (run_id, call_id) DO NOTHING
+
+-- name: fork_args
+-- A fork's arguments re-sealed for its run by the forking process's codec (store/_fork.py).
+UPDATE workflows SET args = :args WHERE run_id = :run_id
+
+-- name: fork_step_payloads
+UPDATE steps SET result = :result, error = :error
+WHERE run_id = :run_id AND call_id = :call_id
+
 -- ---------------------------------------------------------------- retention (schema v7)
 -- A purge batch: the oldest ended executions of the given statuses that ended before the
 -- cutoff (purge_select), then their steps, signals and rows (purge_steps, purge_signals,

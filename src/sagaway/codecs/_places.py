@@ -1,0 +1,92 @@
+"""Where a sealed payload belongs (its *place*): what its encryption is bound to.
+
+A place names one slot of the database by identifiers that never change for that slot:
+
+=============================================  =============================================
+``("run", R, "args" | "result" | "error")``    a workflow execution's arguments, result, error
+``("run", R, "step", C, "result" | "error")``  the result or error of step (call id) ``C`` of
+                                               run ``R``; the errors of its earlier attempts
+                                               (``attempt_errors`` copies of that error) too
+``("run", R, "signal", N)``                    a signal ``N`` sent to run ``R``, and the step
+                                               of ``R`` that received it (the store copies the
+                                               payload into that step unopened)
+``("run", R, "signal", N, "rejected")``        why such a signal was refused
+``("schedule", S, "args")``                    the arguments of schedule ``S``
+=============================================  =============================================
+
+``R`` is a run id (one execution: a retry keeps it, a fork or a replacement gets a new one),
+never the workflow key, which a replacement (``TERMINATE_EXISTING``) reuses.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sagaway.states import StepKind
+from sagaway.store.records import StepRecord
+
+Place = tuple[str, ...]
+
+
+def run(run_id: str, field: str) -> Place:
+    """``args``, ``result`` or ``error`` of the execution ``run_id``."""
+    return ("run", run_id, field)
+
+
+def step(record: StepRecord, field: str) -> Place:
+    """``result`` or ``error`` of a step. A received signal's result is the signal's payload,
+    copied by the store as it was sealed: its place is the signal's."""
+    if field == "result" and record.kind is StepKind.SIGNAL:
+        return signal(record.run_id, record.name)
+    return ("run", record.run_id, "step", record.call_id, field)
+
+
+def step_error(run_id: str, call_id: str) -> Place:
+    """The error of step ``call_id`` (any of its attempts: the store copies it unopened)."""
+    return ("run", run_id, "step", call_id, "error")
+
+
+def signal(run_id: str, name: str) -> Place:
+    return ("run", run_id, "signal", name)
+
+
+def signal_rejected(run_id: str, name: str) -> Place:
+    return ("run", run_id, "signal", name, "rejected")
+
+
+def schedule(schedule_id: str) -> Place:
+    return ("schedule", schedule_id, "args")
+
+
+def encode(place: Place) -> bytes:
+    """The place as associated data: a JSON array, so no two places share a spelling."""
+    return json.dumps(list(place), separators=(",", ":")).encode()
+
+
+def from_envelope(value: Any) -> Place | None:
+    """The place an envelope says it was sealed for (None if it does not say, or garbled)."""
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return None
+
+
+_FIELDS = {"args": "the arguments", "result": "the result", "error": "the error"}
+
+
+def describe(place: Place | None) -> str:
+    """``the arguments of run '0b5c…'``, ``the result of step 3 of run '0b5c…'``."""
+    if place is None:
+        return "an unknown place"
+    match place:
+        case ("run", run_id, field) if field in _FIELDS:
+            return f"{_FIELDS[field]} of run {run_id!r}"
+        case ("run", run_id, "step", call_id, field) if field in _FIELDS:
+            return f"{_FIELDS[field]} of step {call_id} of run {run_id!r}"
+        case ("run", run_id, "signal", name):
+            return f"signal {name!r} of run {run_id!r}"
+        case ("run", run_id, "signal", name, "rejected"):
+            return f"why signal {name!r} of run {run_id!r} was refused"
+        case ("schedule", schedule_id, "args"):
+            return f"the arguments of schedule {schedule_id!r}"
+    return f"place {json.dumps(list(place))}"

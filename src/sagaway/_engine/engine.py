@@ -14,13 +14,12 @@ import contextlib
 import logging
 import os
 import socket
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any, Protocol
 
 from sagaway import errors, events, observe, retry, serialization
-from sagaway._engine import forking, keys, new_executions, outages
+from sagaway._engine import audit, forking, keys, new_executions, outages, purging
 from sagaway._engine.cluster_limits import ClusterLimit
 from sagaway._engine.options import EngineOptions
 from sagaway._engine.recent import RecentEnds
@@ -35,6 +34,7 @@ from sagaway.states import ErrorKind, OnConflict, WorkflowStatus
 from sagaway.store.base import Store, StoreUnavailable
 from sagaway.store.records import (
     AttemptErrorRecord,
+    AuditNote,
     CancelRequestRecord,
     Lease,
     ListQuery,
@@ -44,9 +44,6 @@ from sagaway.store.records import (
 )
 
 logger = logging.getLogger(__name__)
-
-_PURGE_PACE = 1.0
-"""Pause after a purge batch, relative to the time the batch took (see ``Engine.purge``)."""
 
 
 class _QueueLimiter:
@@ -211,11 +208,13 @@ class Engine:
         timeout: float | None = None,
         concurrency_key: str | None = None,
         client: bool = False,
+        audit_note: AuditNote | None = None,
     ) -> tuple[WorkflowRecord, bool]:
         """Create an execution under ``key`` (or find the one there); True if created.
         ``timeout``: seconds until its deadline (then it is cancelled as by a request).
         ``concurrency_key``: created PENDING, never leased here: only a claim applies its limit.
-        ``client``: a client's start, which rides through an outage (``outages``)."""
+        ``client``: a client's start, which rides through an outage (``outages``).
+        ``audit_note``: an operator's start, recorded if it creates the execution."""
         check_key(key, "idempotency_key")
         replacing = on_conflict is OnConflict.TERMINATE_EXISTING
         new = new_executions.build(
@@ -237,7 +236,9 @@ class Engine:
             and runner.accepts(defn.task_queue, new.code_version)
         )
         lease = self.new_lease() if here else None
-        result = await outages.create(self, new, lease=lease, replace_live=replacing, client=client)
+        result = await outages.create(
+            self, new, lease=lease, replace_live=replacing, client=client, audit=audit_note
+        )
         record = result.record
         if result.created:
             if result.replaced_run_id is not None:
@@ -284,12 +285,21 @@ class Engine:
         return await forking.prepare(self.store, key, from_step, force=force)
 
     async def fork(
-        self, key: str, *, from_step: int, new_key: str, force: bool
+        self, key: str, *, from_step: int, new_key: str, force: bool, reason: str | None = None
     ) -> tuple[WorkflowRecord, forking.ForkPlan]:
         """Create a PENDING execution under ``new_key`` that reuses the outcomes of the ended
-        workflow ``key`` before its step ``from_step`` (see ``forking``)."""
+        workflow ``key`` before its step ``from_step`` (see ``forking``); audited."""
         check_key(new_key, "new_key")
+        reason = audit.check_reason(reason)
         plan = await forking.prepare(self.store, key, from_step, force=force)
+        note = audit.note(
+            "fork",
+            reason,
+            source_key=key,
+            source_run_id=plan.source_run_id,
+            from_step=from_step,
+            force=force or None,
+        )
         run_id = new_run_id()
         result = await self.store.fork_workflow(
             plan.source_run_id,
@@ -300,6 +310,7 @@ class Engine:
             call_ids=plan.kept,
             now=self.clock.now(),
             code_version=self.options.code_version,
+            audit=note,
         )
         if result is None:
             # An ended execution does not come back to life: it was purged meanwhile.
@@ -383,13 +394,15 @@ class Engine:
             self.channel.unwatch(run_id, waiter)
 
     async def end(self, key: str, status: WorkflowStatus, reason: str) -> bool:
-        """Cancel or terminate the live execution under ``key``; False if it had ended."""
+        """Cancel or terminate the live execution under ``key`` (an operator's: audited);
+        False if it had ended."""
+        note = audit.note("terminate" if status is WorkflowStatus.TERMINATED else "cancel", reason)
         record = await self.get(key)
         error = serialization.describe_error(
             errors.WorkflowCancelled(key, status.value, reason), ErrorKind.CANCELLED
         )
         changed = await self.store.end_workflow(
-            record.run_id, status=status, error=error, now=self.clock.now()
+            record.run_id, status=status, error=error, now=self.clock.now(), audit=note
         )
         if changed:
             self._ended_elsewhere(record.run_id, key, status)
@@ -397,13 +410,16 @@ class Engine:
                 observe.workflow_ended(record.name, key, status.value)
         return changed
 
-    async def request_cancel(self, key: str, reason: str) -> bool:
+    async def request_cancel(
+        self, key: str, reason: str, *, audit_note: AuditNote | None = None
+    ) -> bool:
         """Ask the live execution under ``key`` to cancel (cooperatively: it sees
         ``Cancelled`` at its next durable call or wait, compensates, and ends CANCELLED);
-        False if it had ended."""
+        False if it had ended. ``audit_note``: an operator's (made once, so a call tried
+        again through an outage writes one entry)."""
         record = await self.get(key)
         changed = await self.store.request_cancel(
-            record.run_id, reason=reason, now=self.clock.now()
+            record.run_id, reason=reason, now=self.clock.now(), audit=audit_note
         )
         if changed:
             if self.runner is not None:
@@ -446,8 +462,16 @@ class Engine:
             self.wake_recovery()
             self.schedule_wake.set()
 
-    async def send_signal(self, key: str, name: str, payload: Any, dedupe_id: str | None) -> bool:
-        """Store a signal for the workflow under ``key``; False if ``dedupe_id`` was seen."""
+    async def send_signal(
+        self,
+        key: str,
+        name: str,
+        payload: Any,
+        dedupe_id: str | None,
+        audit_note: AuditNote | None = None,
+    ) -> bool:
+        """Store a signal for the workflow under ``key``; False if ``dedupe_id`` was seen.
+        ``audit_note``: an operator's signal, recorded if stored."""
         # Checked here, before the database: PostgreSQL refuses NUL in text with a raw
         # DataError (SQLite stores it), and neither can store a lone surrogate.
         check_name(name, "signal name")
@@ -457,7 +481,12 @@ class Engine:
             payload, f"payload of signal {name!r}", self.payload_limit
         )
         record, stored = await self.store.send_signal(
-            key, name=name, payload=data, dedupe_id=dedupe_id, now=self.clock.now()
+            key,
+            name=name,
+            payload=data,
+            dedupe_id=dedupe_id,
+            now=self.clock.now(),
+            audit=audit_note,
         )
         if record is None:
             raise errors.WorkflowNotFound(key)
@@ -479,10 +508,11 @@ class Engine:
         signals = await self.store.list_signals(run_id)
         return any(s.name == name and s.dedupe_id == dedupe_id for s in signals)
 
-    async def retry_now(self, key: str) -> bool:
-        """Make a SUSPENDED workflow due now; False if it is not suspended."""
+    async def retry_now(self, key: str, reason: str | None = None) -> bool:
+        """Make a SUSPENDED workflow due now; False if it is not suspended (audited)."""
+        note = audit.note("retry", reason)
         record = await self.get(key)
-        changed = await self.store.retry_now(record.run_id, now=self.clock.now())
+        changed = await self.store.retry_now(record.run_id, now=self.clock.now(), audit=note)
         if changed:
             self.wake_recovery()
         return changed
@@ -516,34 +546,24 @@ class Engine:
         batch_size: int,
         dry_run: bool,
         on_batch: Callable[[int], None] | None = None,
+        reason: str | None = None,
+        background: bool = False,
     ) -> int:
         """Delete executions that ended more than ``older_than`` seconds ago, batch by batch
         (each its own short transaction), until none is left; how many (``dry_run``: how many
         would be, deleting nothing). The cutoff is fixed at the start, so executions ending
-        meanwhile do not keep it going. ``on_batch(n)`` after each batch."""
-        before = self.clock.now() - older_than
-        if dry_run:
-            return await self.store.count_purgeable(before=before, statuses=statuses)
-        total = 0
-        while True:
-            began = time.monotonic()
-            run_ids = await self.store.purge_ended(
-                before=before, statuses=statuses, limit=batch_size
-            )
-            took = time.monotonic() - began
-            for run_id in run_ids:
-                self.recent_ends.discard(run_id)  # a purged end is not answered from memory
-            total += len(run_ids)
-            if on_batch is not None:
-                on_batch(len(run_ids))
-            if len(run_ids) < batch_size:
-                return total
-            # Leave the database to the workers between batches, as long again as the batch
-            # took: a purge takes at most about half of the write time (on SQLite one writer
-            # serves everyone; measured under load, the workers' throughput kept 70% instead of
-            # 50%). Real time on purpose: a pace, not a durable wait, and a test's fake clock
-            # must not stall it.
-            await asyncio.sleep(took * _PURGE_PACE)
+        meanwhile do not keep it going. ``on_batch(n)`` after each batch. Audited (a
+        ``background`` purge when it deleted something): see ``purging``."""
+        return await purging.purge(
+            self,
+            older_than,
+            statuses=statuses,
+            batch_size=batch_size,
+            dry_run=dry_run,
+            on_batch=on_batch,
+            reason=reason,
+            background=background,
+        )
 
     async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
         return await self.store.list_page(query)

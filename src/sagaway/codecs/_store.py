@@ -1,5 +1,8 @@
 """A Store that seals every payload on its way in and opens it on its way out.
 
+The audit trail is not a payload: reasons and details pass as they are (operators read the
+trail without keys).
+
 Below it (SQLite, PostgreSQL, the Engine Server) payloads are opaque text: the server never
 needs a key. A payload this process cannot open is passed up sealed, unchanged; decoding it
 then raises ``PayloadKeyError`` where the engine reads it (a workflow is suspended with that
@@ -17,6 +20,9 @@ from sagaway.states import StepKind, WorkflowStatus
 from sagaway.store.base import CreateResult, Store
 from sagaway.store.records import (
     AttemptErrorRecord,
+    AuditNote,
+    AuditQuery,
+    AuditRecord,
     CancelRequestRecord,
     Lease,
     ListQuery,
@@ -97,13 +103,19 @@ class CodecStore:
     # ----------------------------------------------------------- payload-carrying calls
 
     async def create_workflow(
-        self, new: NewWorkflow, *, now: float, lease: Lease | None, replace_live: bool
+        self,
+        new: NewWorkflow,
+        *,
+        now: float,
+        lease: Lease | None,
+        replace_live: bool,
+        audit: AuditNote | None = None,
     ) -> CreateResult:
         sealed = dataclasses.replace(
             new, args=self.chain.seal(new.args), args_hash=self.chain.args_hash(new.args)
         )
         result = await self.inner.create_workflow(
-            sealed, now=now, lease=lease, replace_live=replace_live
+            sealed, now=now, lease=lease, replace_live=replace_live, audit=audit
         )
         return self._created(result, new, new.args_hash)
 
@@ -117,6 +129,7 @@ class CodecStore:
         call_ids: Collection[str],
         now: float,
         code_version: str | None = None,
+        audit: AuditNote | None = None,
     ) -> CreateResult | None:
         result = await self.inner.fork_workflow(
             source_run_id,
@@ -126,6 +139,7 @@ class CodecStore:
             call_ids=call_ids,
             now=now,
             code_version=code_version,
+            audit=audit,
         )
         if result is None:
             return None
@@ -210,17 +224,31 @@ class CodecStore:
         return [(self._wf(r), lease) for r, lease in claimed]
 
     async def end_workflow(
-        self, run_id: str, *, status: WorkflowStatus, error: str | None, now: float
+        self,
+        run_id: str,
+        *,
+        status: WorkflowStatus,
+        error: str | None,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> bool:
         return await self.inner.end_workflow(
-            run_id, status=status, error=self._seal(error), now=now
+            run_id, status=status, error=self._seal(error), now=now, audit=audit
         )
 
     async def send_signal(
-        self, key: str, *, name: str, payload: str, dedupe_id: str | None, now: float
+        self,
+        key: str,
+        *,
+        name: str,
+        payload: str,
+        dedupe_id: str | None,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> tuple[WorkflowRecord | None, bool]:
+        payload = self.chain.seal(payload)
         record, stored = await self.inner.send_signal(
-            key, name=name, payload=self.chain.seal(payload), dedupe_id=dedupe_id, now=now
+            key, name=name, payload=payload, dedupe_id=dedupe_id, now=now, audit=audit
         )
         return self._wf_opt(record), stored
 
@@ -333,8 +361,10 @@ class CodecStore:
     ) -> float | None:
         return await self.inner.next_due(owner=owner, queues=queues, versions=versions)
 
-    async def request_cancel(self, run_id: str, *, reason: str, now: float) -> bool:
-        return await self.inner.request_cancel(run_id, reason=reason, now=now)
+    async def request_cancel(
+        self, run_id: str, *, reason: str, now: float, audit: AuditNote | None = None
+    ) -> bool:
+        return await self.inner.request_cancel(run_id, reason=reason, now=now, audit=audit)
 
     async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
         return await self.inner.cancel_requests(run_ids)
@@ -342,8 +372,14 @@ class CodecStore:
     async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
         return await self.inner.list_cancel_requests(run_id)
 
-    async def retry_now(self, run_id: str, *, now: float) -> bool:
-        return await self.inner.retry_now(run_id, now=now)
+    async def retry_now(self, run_id: str, *, now: float, audit: AuditNote | None = None) -> bool:
+        return await self.inner.retry_now(run_id, now=now, audit=audit)
+
+    async def record_audit(self, note: AuditNote, *, target: str | None = None) -> None:
+        await self.inner.record_audit(note, target=target)
+
+    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
+        return await self.inner.list_audit(query)
 
     async def count_by_status(self) -> dict[WorkflowStatus, int]:
         return await self.inner.count_by_status()
@@ -393,25 +429,38 @@ class CodecStore:
         return _replaced(s, args=self.chain.try_open(s.args, sealed=True) or "")
 
     async def put_schedule(
-        self, schedule: ScheduleRecord, *, keep_paused: bool, now: float
+        self,
+        schedule: ScheduleRecord,
+        *,
+        keep_paused: bool,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> ScheduleRecord:
         sealed = _replaced(schedule, args=self.chain.seal(schedule.args))
-        stored = await self.inner.put_schedule(sealed, keep_paused=keep_paused, now=now)
+        stored = await self.inner.put_schedule(
+            sealed, keep_paused=keep_paused, now=now, audit=audit
+        )
         return self._schedule(stored)
 
     async def list_schedules(self) -> list[ScheduleRecord]:
         return [self._schedule(s) for s in await self.inner.list_schedules()]
 
     async def set_schedule_paused(
-        self, schedule_id: str, *, paused: bool, next_tick_at: float, now: float
+        self,
+        schedule_id: str,
+        *,
+        paused: bool,
+        next_tick_at: float,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> ScheduleRecord | None:
         stored = await self.inner.set_schedule_paused(
-            schedule_id, paused=paused, next_tick_at=next_tick_at, now=now
+            schedule_id, paused=paused, next_tick_at=next_tick_at, now=now, audit=audit
         )
         return None if stored is None else self._schedule(stored)
 
-    async def delete_schedule(self, schedule_id: str) -> bool:
-        return await self.inner.delete_schedule(schedule_id)
+    async def delete_schedule(self, schedule_id: str, *, audit: AuditNote | None = None) -> bool:
+        return await self.inner.delete_schedule(schedule_id, audit=audit)
 
     async def fire_schedule(
         self,

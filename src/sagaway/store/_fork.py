@@ -11,8 +11,9 @@ import sqlite3
 from collections.abc import Collection
 from typing import Any
 
-from sagaway.store import _rows
+from sagaway.store import _audit, _rows
 from sagaway.store.base import CreateResult
+from sagaway.store.records import AuditNote
 from sagaway.store.sql import queries
 
 _Q = queries("sqlite")
@@ -31,6 +32,8 @@ class Fork:
     now: float
     code_version: str | None = None
     """The code version of the process that forks (not the source's): see ``NewWorkflow``."""
+    audit: AuditNote | None = None
+    """Written with the new execution (about it), when it is created."""
 
     def params(self) -> dict[str, Any]:
         """``fork_workflow`` and ``fork_steps`` (``call_ids`` as a list: PostgreSQL's array)."""
@@ -54,6 +57,7 @@ def fork(
     call_ids: Collection[str],
     now: float,
     code_version: str | None = None,
+    audit: AuditNote | None = None,
 ) -> Fork:
     return Fork(
         source_run_id=source_run_id,
@@ -63,6 +67,7 @@ def fork(
         call_ids=tuple(call_ids),
         now=now,
         code_version=code_version,
+        audit=audit,
     )
 
 
@@ -73,6 +78,7 @@ def run_sqlite(conn: sqlite3.Connection, fork: Fork) -> CreateResult | None:
     if conn.execute(_Q["fork_workflow"], params).rowcount == 1:
         if fork.call_ids:
             conn.execute(_Q["fork_steps"], params)
+        _audit.write_sqlite(conn, fork.audit, run_id=fork.run_id)
         row = conn.execute(_Q["get_run"], {"run_id": fork.run_id}).fetchone()
         return CreateResult(_rows.workflow_from_row(row), created=True)
     row = conn.execute(_Q["get_current"], {"key": fork.key}).fetchone()

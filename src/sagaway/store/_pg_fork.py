@@ -3,7 +3,7 @@ failures like every verb; a retry whose first attempt committed finds its own ru
 
 from __future__ import annotations
 
-from sagaway.store import _rows
+from sagaway.store import _pg_audit, _rows
 from sagaway.store._fork import Fork
 from sagaway.store._pg_conn import Conn, Q, Run, named
 from sagaway.store.base import CreateResult
@@ -18,6 +18,7 @@ async def run_postgres(run: Run, fork: Fork) -> CreateResult | None:
         if rows:
             if fork.call_ids:
                 await conn.execute(Q["fork_steps"], params)
+            await _pg_audit.write(conn, fork.audit, run_id=fork.run_id)
             return CreateResult(_rows.workflow_from_row(rows[0]), created=True)
         rows = await named(conn, "get_current", {"key": fork.key})
         if not rows:

@@ -1,0 +1,76 @@
+"""Messages to a workflow on SQLite: signals sent to it and cancel requests (the transactions of
+``sqlite.SQLiteStore``'s verbs, run by its writer; ``_pg_signals`` is PostgreSQL's)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+from collections.abc import Collection
+
+from sagaway.store import _audit, _params, _rows
+from sagaway.store.records import AuditNote, CancelRequestRecord, WorkflowRecord
+from sagaway.store.sql import queries
+
+_Q = queries("sqlite")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Send:
+    """``send_signal``: store a signal for the current execution under ``key``, and wake it
+    if it waits for one of this name."""
+
+    key: str
+    name: str
+    payload: str
+    dedupe_id: str | None
+    now: float
+    audit: AuditNote | None
+
+    def run(self, conn: sqlite3.Connection) -> tuple[WorkflowRecord | None, bool]:
+        """(the execution, stored); (None, False) if there is no such key."""
+        row = conn.execute(_Q["signal_target"], {"key": self.key}).fetchone()
+        if row is None:
+            return None, False
+        record = _rows.workflow_from_row(row)
+        if record.status.ended:
+            return record, False
+        params = _params.signal(
+            record.run_id,
+            name=self.name,
+            payload=self.payload,
+            dedupe_id=self.dedupe_id,
+            now=self.now,
+        )
+        stored = conn.execute(_Q["insert_signal"], params).rowcount == 1
+        if stored:
+            waiting_for = _params.signal_wait(self.name)
+            conn.execute(
+                _Q["wake_waiting"],
+                _params.wake_waiting(record.run_id, waiting_for=waiting_for, now=self.now),
+            )
+            _audit.write_sqlite(conn, self.audit, run_id=record.run_id)
+        return record, stored
+
+
+def request_cancel(
+    conn: sqlite3.Connection, run_id: str, reason: str, now: float, audit: AuditNote | None
+) -> bool:
+    """Record a cancel request (logged, accepted or not); False if the execution has ended."""
+    params = {"run_id": run_id, "reason": reason, "now": now}
+    accepted = conn.execute(_Q["request_cancel"], params).rowcount == 1
+    conn.execute(_Q["log_cancel_request"], {**params, "accepted": accepted})
+    if accepted:
+        _audit.write_sqlite(conn, audit, run_id=run_id)
+    return accepted
+
+
+def list_cancel_requests(conn: sqlite3.Connection, run_id: str) -> list[CancelRequestRecord]:
+    rows = conn.execute(_Q["list_cancel_requests"], {"run_id": run_id}).fetchall()
+    return [CancelRequestRecord(run_id, r[0], r[1], bool(r[2])) for r in rows]
+
+
+def cancel_requests(conn: sqlite3.Connection, run_ids: Collection[str]) -> dict[str, str]:
+    params = {"run_ids": json.dumps(sorted(run_ids))}
+    rows = conn.execute(_Q["cancel_requests"], params).fetchall()
+    return {row["run_id"]: row["cancel_reason"] for row in rows}

@@ -499,6 +499,7 @@ class WorkflowCall(Generic[R]):
         on_conflict: OnConflict = OnConflict.ATTACH,
         timeout: float | None = None,
         concurrency_key: str | None = None,
+        reason: str | None = None,
     ) -> WorkflowHandle[R]:
         """Start the workflow (or find the execution its key names) and return a handle.
 
@@ -513,6 +514,10 @@ class WorkflowCall(Generic[R]):
         ``concurrency_key``: at most ``max_per_key`` (see ``register_workflow``) executions
         started with this key run at once, in the whole cluster; the others wait PENDING,
         holding no lease, until one ends (docs/limits.md). Not for child workflows.
+
+        ``reason``: why (an operator's start): a start that creates the execution is then
+        recorded in the audit trail, as every start outside a workflow is under
+        ``Manager(audit="all")``. Not for child workflows.
         """
         if not isinstance(on_conflict, OnConflict):
             raise TypeError("on_conflict must be a sagaway.OnConflict")
@@ -527,10 +532,15 @@ class WorkflowCall(Generic[R]):
                     "concurrency_key is for top-level starts: a child workflow started inside "
                     "a workflow cannot wait for a key its parent may hold"
                 )
+            if reason is not None:
+                raise ValueError(
+                    "reason is for operators' starts, not a child's: the audit "
+                    "trail records what people do, not what workflows do"
+                )
             call_id, _ = context.next_call_id()
             key = await execution.call_child(defn, args_json, idempotency_key, call_id, timeout)
             return WorkflowHandle(self._engines, key, child_of=defn)
-        return await self._start(idempotency_key, on_conflict, timeout, concurrency_key, None)
+        return await self._start(idempotency_key, on_conflict, timeout, concurrency_key, reason)
 
     async def _start(
         self,

@@ -38,6 +38,7 @@ from sagaway.store.records import (
     CancelRequestRecord,
     Lease,
     ListQuery,
+    NewWorkflow,
     SignalRecord,
     StepRecord,
     WorkflowRecord,
@@ -249,16 +250,7 @@ class Engine:
             elif concurrency_key is not None:
                 self.wake_recovery()  # a Worker of this process may claim it at once
             return record, True
-        if on_conflict is OnConflict.FAIL:
-            raise errors.WorkflowAlreadyExists(key, record.status.value)
-        if on_conflict is OnConflict.TERMINATE_EXISTING:
-            raise errors.WorkflowAlreadyExists(
-                key,
-                record.status.value,
-                f"workflow {key!r} already ended ({record.status.value}); a key names one "
-                "execution and a finished one is never run again: use a new key",
-            )
-        new_executions.check_same(record, new, "idempotency key")
+        _taken(record, new, on_conflict)
         return record, False
 
     async def start_child(
@@ -666,6 +658,22 @@ class Engine:
         self.runner = None
         self.close_thread_pool()
         await self.store.close()
+
+
+def _taken(record: WorkflowRecord, new: NewWorkflow, on_conflict: OnConflict) -> None:
+    """A start found ``record`` under its key: refused as ``on_conflict`` says, or joined if
+    it is the same workflow with the same arguments (else ``IdempotencyConflict``)."""
+    key = new.key
+    if on_conflict is OnConflict.FAIL:
+        raise errors.WorkflowAlreadyExists(key, record.status.value)
+    if on_conflict is OnConflict.TERMINATE_EXISTING:
+        raise errors.WorkflowAlreadyExists(
+            key,
+            record.status.value,
+            f"workflow {key!r} already ended ({record.status.value}); a key names one "
+            "execution and a finished one is never run again: use a new key",
+        )
+    new_executions.check_same(record, new, "idempotency key")
 
 
 class EngineRef:

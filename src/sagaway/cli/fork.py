@@ -10,7 +10,7 @@ import click
 import sagaway as sw
 from sagaway.cli._ending import result_or_error
 from sagaway.cli._format import safe
-from sagaway.cli._support import Exit, run, url_option
+from sagaway.cli._support import Exit, reason_option, run, url_option
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -57,6 +57,7 @@ def summary(plan: sw.ForkPlan) -> str:
     help="Fork even though KEY ran compensations the fork drops (they may have undone the "
     "steps it keeps).",
 )
+@reason_option
 def fork(
     url: str | None,
     key: str,
@@ -65,6 +66,7 @@ def fork(
     wait: bool,
     dry_run: bool,
     force: bool,
+    reason: str | None,
 ) -> None:
     """Run the ended workflow KEY again under NEW_KEY, from its step N.
 
@@ -91,7 +93,9 @@ def fork(
                 except sw.WorkflowNotFound:
                     return _Outcome(plan, None)
                 raise sw.WorkflowAlreadyExists(new_key, status.value)
-            handle = await manager.fork(key, from_step=from_step, new_key=new_key, force=force)
+            handle = await manager.fork(
+                key, from_step=from_step, new_key=new_key, force=force, reason=reason
+            )
             assert handle.run_id is not None
             if not wait:
                 return _Outcome(plan, handle.run_id)

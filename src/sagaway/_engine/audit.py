@@ -63,8 +63,8 @@ def check_reason(reason: str | None) -> str | None:
         return None
     if not isinstance(reason, str):
         raise TypeError(f"reason must be a string, not {type(reason).__name__}")
-    identifiers.check_text(reason, "reason")
     text = identifiers.escape_controls(reason)
+    identifiers.check_text(text, "reason")
     if len(text) > MAX_REASON:
         raise ValueError(
             f"reason must be at most {MAX_REASON} characters (it has {len(text)}): the audit "

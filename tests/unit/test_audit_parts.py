@@ -77,21 +77,29 @@ def test_the_public_entry() -> None:
     assert audit.entry(record(details="[1]")).details == {"unreadable": "[1]"}
 
 
+class Peer:
+    def __init__(self, address: str) -> None:
+        self.address = address
+
+    def peer(self) -> str:
+        return self.address
+
+
 def test_who_the_server_says_a_caller_is() -> None:
     previous = current_principal()
     try:
         set_current_principal(None)
-        server_audit.set_peer("ipv4:10.1.2.3:51234")
+        server_audit.set_call(Peer("ipv4:10.1.2.3:51234"))
         assert server_audit.caller(token=False) == "anonymous@10.1.2.3"
         assert server_audit.caller(token=True) == "default"
-        server_audit.set_peer("ipv6:[::1]:5000")
+        server_audit.set_call(Peer("ipv6:[::1]:5000"))
         assert server_audit.caller(token=False) == "anonymous@::1"
-        server_audit.set_peer("unix:/tmp/s")
+        server_audit.set_call(Peer("unix:/tmp/s"))
         assert server_audit.caller(token=False) == "anonymous@unix"
-        server_audit.set_peer(None)
+        server_audit.set_call(None)
         assert server_audit.caller(token=False) == "anonymous@unknown"
         set_current_principal(Principal("ops-token"))  # once roles authenticate callers
         assert server_audit.caller(token=True) == "ops-token"
     finally:
         set_current_principal(previous)
-        server_audit.set_peer(None)
+        server_audit.set_call(None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+from typing import Protocol
 
 from sagaway import identifiers
 from sagaway._engine import audit
@@ -23,13 +24,21 @@ DEFAULT_PRINCIPAL = "default"
 """Who a caller of a server with one token is (the token has no name of its own)."""
 MAX_ENTRY_ID = 64
 
-_peer: contextvars.ContextVar[str | None] = contextvars.ContextVar("sagaway_peer", default=None)
 
 
-def set_peer(peer: str | None) -> None:
-    """The address of the client whose call is being served (gRPC's ``context.peer()``);
-    calls of a Batch see the address of the Batch's caller."""
-    _peer.set(peer)
+class Peer(Protocol):
+    """What a call's gRPC context tells of the client (``ServicerContext``)."""
+
+    def peer(self) -> str: ...
+
+
+_call: contextvars.ContextVar[Peer | None] = contextvars.ContextVar("sagaway_call", default=None)
+
+
+def set_call(context: Peer | None) -> None:
+    """The call being served (its context, asked for the client's address only when an entry
+    is written: most calls write none); calls of a Batch see the Batch's."""
+    _call.set(context)
 
 
 def caller(*, token: bool) -> str:
@@ -41,7 +50,8 @@ def caller(*, token: bool) -> str:
         return principal.name
     if token:
         return DEFAULT_PRINCIPAL
-    return f"anonymous@{_host(_peer.get())}"
+    context = _call.get()
+    return f"anonymous@{_host(None if context is None else context.peer())}"
 
 
 def _host(peer: str | None) -> str:

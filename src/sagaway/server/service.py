@@ -57,7 +57,7 @@ def _verb(fn: Handler[Req, Rep]) -> Handler[Req, Rep]:
     ) -> Rep:
         try:
             if context is not None:  # a Batch's calls see its caller's
-                audit.set_peer(context.peer())
+                audit.set_call(context)
             check_message(request, self.payload_limit)
             return await fn(self, request, context)
         except Exception as exc:

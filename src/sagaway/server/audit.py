@@ -25,7 +25,6 @@ DEFAULT_PRINCIPAL = "default"
 MAX_ENTRY_ID = 64
 
 
-
 class Peer(Protocol):
     """What a call's gRPC context tells of the client (``ServicerContext``)."""
 

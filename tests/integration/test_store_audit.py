@@ -13,9 +13,20 @@ import uuid
 import pytest
 
 from sagaway.states import WorkflowStatus
-from sagaway.store import Store
+from sagaway.store import Store, _audit
 from sagaway.store.records import AuditNote, AuditQuery, AuditRecord, ScheduleRecord
-from tests.store_helpers import T0, is_sqlite, lease, new, raw_sql, run_of, running, step
+from tests.grpc_server import direct_url
+from tests.store_helpers import (
+    T0,
+    is_sqlite,
+    lease,
+    new,
+    pg_conninfo,
+    raw_sql,
+    run_of,
+    running,
+    step,
+)
 
 S = WorkflowStatus
 
@@ -273,3 +284,47 @@ async def test_a_change_whose_entry_cannot_be_written_does_not_happen(
     assert not kept.paused
     # Without an entry to write, the same verb goes through.
     assert await store.retry_now(live.run_id, now=T0)
+
+
+def _plan(db_url: str, text: str, values: dict[str, object]) -> str:
+    """The plan of ``text`` as text: SQLite's EXPLAIN QUERY PLAN, or PostgreSQL's EXPLAIN
+    with sequential scans discouraged (a plan that still scans has no index to use)."""
+    if is_sqlite(db_url):
+        import sqlite3
+
+        conn = sqlite3.connect(direct_url(db_url).removeprefix("sqlite:///"))
+        try:
+            return "\n".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + text, values))
+        finally:
+            conn.close()
+    import psycopg
+    from psycopg import sql
+
+    conninfo, schema = pg_conninfo(db_url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        conn.execute("SET enable_seqscan = off")
+        rows = conn.execute(("EXPLAIN " + text).encode(), values).fetchall()
+        return "\n".join(row[0] for row in rows)
+
+
+@pytest.mark.direct_db  # it reads the plans from the database itself
+async def test_a_workflow_s_entries_are_read_through_an_index(store: Store, db_url: str) -> None:
+    """``describe()`` reads a workflow's entries on every call (the console refreshes it): by
+    run id and by key through their indexes, never a walk of the whole trail."""
+    for i in range(300):
+        raw_sql(
+            db_url,
+            "INSERT INTO audit_log (entry_id, actor, action, run_id, target) "
+            f"VALUES ('e{i}', 'a', 'cancel', 'run-{i % 100}', 'key-{i % 100}')",
+        )
+    raw_sql(db_url, "ANALYZE")
+    dialect = "sqlite" if is_sqlite(db_url) else "postgres"
+    for query, index in (
+        (AuditQuery(run_id="run-7", limit=1000), "audit_log_run"),
+        (AuditQuery(target="key-7", limit=50), "audit_log_target"),
+    ):
+        text, values = _audit.list_query(_audit.DIALECTS[dialect], query)
+        plan = _plan(db_url, text, values)
+        assert index in plan, plan
+        assert "SCAN audit_log\n" not in plan + "\n" and "Seq Scan" not in plan, plan

@@ -14,7 +14,6 @@ writes its entry once.
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -66,7 +65,15 @@ def list_query(dialect: Dialect, query: AuditQuery) -> tuple[str, dict[str, Any]
     """The SQL text and parameters of a page of the trail, composed of fixed fragments for
     the filters given (values are always bound parameters): newest first, by ``seq``."""
     p = dialect.param
-    where = [f"seq < {p('before')}", f"at >= {p('since')}", f"at < {p('until')}"]
+    where = ["TRUE"]
+    # Only the bounds given: without any, a page walks the primary key from the newest entry
+    # and stops at LIMIT (infinite bounds on `at` would have the planner sort the whole trail).
+    if query.before_seq is not None:
+        where.append(f"seq < {p('before')}")
+    if query.since is not None:
+        where.append(f"at >= {p('since')}")
+    if query.until is not None:
+        where.append(f"at < {p('until')}")
     if query.run_id is not None:
         where.append(f"run_id = {p('run_id')}")
     if query.target is not None:
@@ -80,9 +87,9 @@ def list_query(dialect: Dialect, query: AuditQuery) -> tuple[str, dict[str, Any]
             else "action IN (SELECT value FROM json_each(:actions))"
         )
     values: dict[str, Any] = {
-        "before": 2**62 if query.before_seq is None else query.before_seq,
-        "since": -math.inf if query.since is None else query.since,
-        "until": math.inf if query.until is None else query.until,
+        "before": query.before_seq,
+        "since": query.since,
+        "until": query.until,
         "run_id": query.run_id,
         "target": query.target,
         "actor": query.actor,

@@ -36,7 +36,7 @@ from sagaway.retry import RetryPolicy
 from sagaway.schedules import ScheduleMethods, declare
 from sagaway.signals import Signal
 from sagaway.states import OnConflict, WorkflowStatus
-from sagaway.store import resolve_url
+from sagaway.store import open_store, resolve_url
 from sagaway.store.records import SignalRecord
 from sagaway.sync import SyncClient, set_default_manager
 from sagaway.worker import Worker
@@ -606,13 +606,11 @@ class Manager(ScheduleMethods):
         if self.state is not ManagerState.CLOSED:
             raise errors.ManagerStateError(f"the Manager is already open ({self.state.value})")
         engine, self._clock_task = await open_engine(
-            self.url,
-            token=self._token,
+            open_store(self.url, create=create, token=self._token),
             codec=self.codec,
             options=self.options,
             clock=self.clock,
             registry=self.registry,
-            create=create,
             runs_workflows=run_workers,
         )
         self._ref.engine = engine

@@ -1,5 +1,5 @@
-"""Opening a Manager's Engine: its store (with the codecs, if any), the clock it reads (the
-database server's on PostgreSQL, kept in step by a task), and its notices."""
+"""Opening a Manager's Engine over its store (with the codecs, if any): the store, the clock
+it reads (the database server's on PostgreSQL, kept in step by a task), and its notices."""
 
 from __future__ import annotations
 
@@ -11,24 +11,20 @@ from sagaway._engine.options import EngineOptions
 from sagaway._engine.server_clock import server_clock
 from sagaway.clock import Clock
 from sagaway.registry import Registry
-from sagaway.store import open_store
 from sagaway.store.base import Store
 
 
 async def open_engine(
-    url: str,
+    store: Store,
     *,
-    token: str | None,
     codec: codecs.Chain | None,
     options: EngineOptions,
     clock: Clock,
     registry: Registry,
-    create: bool,
     runs_workflows: bool,
 ) -> tuple[Engine, asyncio.Task[None] | None]:
-    """The open Engine, and the task keeping its clock in step with the server's (None: no
-    such task); on failure, nothing is left open."""
-    store: Store = open_store(url, create=create, token=token)
+    """The Engine over ``store`` (not yet open), and the task keeping its clock in step with
+    the server's (None: no such task); on failure, nothing is left open."""
     if codec is not None:
         store = codecs.CodecStore(store, codec)
     await store.open()

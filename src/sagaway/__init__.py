@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sagaway import codecs
 from sagaway._cancel_log import CancelRequestDescription
+from sagaway._engine.audit import AuditEntry
 from sagaway._engine.forking import ForkPlan
 from sagaway._engine.replaying import ReplayReport
 from sagaway.activity import ActivityInfo, activity_info
@@ -53,6 +54,7 @@ __all__ = [
     "ActivityInfo",
     "ActivityTimeout",
     "AlreadyRegistered",
+    "AuditEntry",
     "CancelRequestDescription",
     "Cancelled",
     "CompletableError",

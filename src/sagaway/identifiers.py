@@ -23,6 +23,18 @@ def is_control(char: str) -> bool:
     return code < 0x20 or 0x7F <= code <= 0x9F
 
 
+ESCAPES = {
+    c: {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}.get(c, f"\\x{c:02x}")
+    for c in (*range(0x20), *range(0x7F, 0xA0))
+}
+"""``str.translate`` table writing each control character as its escape (``\\n``, ``\\x1b``)."""
+
+
+def escape_controls(value: str) -> str:
+    """``value`` on one line, every control character written as its escape."""
+    return value.translate(ESCAPES)
+
+
 def control_position(value: str) -> int | None:
     """The index of the first control character in ``value``, None when it has none."""
     for index, char in enumerate(value):

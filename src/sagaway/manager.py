@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import datetime
 import enum
-import functools
 import logging
 import math
 import warnings
@@ -20,25 +19,25 @@ from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapp
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
 
-from sagaway import _renamed, codecs, errors, serialization
-from sagaway._engine import context, history, replaying, versions
+from sagaway import _renamed, codecs, errors, listing, serialization
+from sagaway._engine import context, history, purging, replaying, versions
 from sagaway._engine import retention as retention_mod
+from sagaway._engine.audit import AuditEntry
 from sagaway._engine.engine import Engine, EngineRef
 from sagaway._engine.executor import current_execution
 from sagaway._engine.forking import ForkPlan
+from sagaway._engine.opening import open_engine
 from sagaway._engine.options import EngineOptions
 from sagaway._engine.replaying import ReplayReport
-from sagaway._engine.server_clock import server_clock
 from sagaway.clock import Clock, SystemClock
 from sagaway.recovery import RecoveryWorker
-from sagaway.registry import ActivityDef, Queue, Registry
+from sagaway.registry import Queue, Registry, check_queue, task_queue_of
 from sagaway.retry import RetryPolicy
 from sagaway.schedules import ScheduleMethods, declare
 from sagaway.signals import Signal
-from sagaway.states import OnConflict, WorkflowStatus, ended_statuses, statuses_named
+from sagaway.states import OnConflict, WorkflowStatus
 from sagaway.store import open_store, resolve_url
-from sagaway.store.base import Store
-from sagaway.store.records import ListQuery, SignalRecord
+from sagaway.store.records import SignalRecord
 from sagaway.sync import SyncClient, set_default_manager
 from sagaway.worker import Worker
 from sagaway.workflow import (
@@ -46,8 +45,7 @@ from sagaway.workflow import (
     WorkflowCall,
     WorkflowDescription,
     WorkflowHandle,
-    _describe,
-    parse_cursor,
+    activity_wrapper,
     start_by_name,
 )
 
@@ -114,6 +112,9 @@ class Manager(ScheduleMethods):
             undone in reverse on read; see docs/codecs.md.
         unavailable_timeout: seconds a client call (start, signal with a ``dedupe_id``, cancel,
             result, status) rides an outage out before ``EngineUnavailable`` (docs/operating.md).
+        audit: ``"operator"`` records the operator verbs in the audit trail (cancel, terminate,
+            retry, fork, purge, schedule changes); ``"all"`` also every start and signal made
+            outside a workflow, as the command line and the console do (docs/security.md).
     """
 
     def __init__(
@@ -137,6 +138,7 @@ class Manager(ScheduleMethods):
         run_versions: Collection[str | None] | None = None,
         codec: codecs.Codec | Sequence[codecs.Codec] | codecs.Chain | None = None,
         unavailable_timeout: float = 30.0,
+        audit: str = "operator",
     ) -> None:
         if concurrency < 1 or activity_threads < 1:
             raise ValueError("concurrency and activity_threads must be >= 1")
@@ -166,6 +168,7 @@ class Manager(ScheduleMethods):
             code_version=versions.default_code_version() if version is None else version,
             unavailable_timeout=unavailable_timeout,
             deadline_grace=deadline_grace,
+            audit=audit,
         )
         """The engine's settings, checked here (read-only)."""
         self.concurrency = concurrency
@@ -250,41 +253,17 @@ class Manager(ScheduleMethods):
         Inside a workflow, calling the returned function is a durable call; elsewhere (tests,
         other activities) it runs the function directly.
         """
-        if queue is not None and queue not in self.options.queues:
-            raise ValueError(
-                f"queue {queue!r} is not configured; pass queues={{{queue!r}: sagaway.Queue(...)}} "
-                "to the Manager"
-            )
+        check_queue(queue, self.options.queues)
 
         def decorate(func: F) -> F:
             defn = self.registry.register_activity(
                 func, name=name, retry_policy=retry, timeout=timeout, queue=queue
             )
-            wrapper = self._activity_wrapper(defn)
+            wrapper = activity_wrapper(self._ref, defn)
             self.registry.add_alias(defn, wrapper)
             return wrapper  # type: ignore[return-value]
 
         return decorate(fn) if fn is not None else decorate
-
-    def _activity_wrapper(self, defn: ActivityDef) -> Callable[..., Any]:
-        func = defn.fn
-        if defn.is_async:
-
-            @functools.wraps(func)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                if current_execution() is not None:
-                    return await ActivityCall[Any](self._ref, defn.name, args, kwargs).execute_get()
-                return await func(*args, **kwargs)
-
-            return async_wrapper
-
-        @functools.wraps(func)
-        def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-            if current_execution() is not None:
-                return ActivityCall[Any](self._ref, defn.name, args, kwargs).execute_get()
-            return func(*args, **kwargs)
-
-        return sync_wrapper
 
     @overload
     def register_workflow(self, fn: F, /) -> F: ...
@@ -332,16 +311,7 @@ class Manager(ScheduleMethods):
         ``schedule="*/5 * * * *"`` (with ``schedule_timezone``, ``catch_up``, ``schedule_args``,
         ``schedule_id``) starts it at each tick: see ``Manager.schedule``, docs/schedules.md.
         """
-        if queue is not None:
-            warnings.warn(
-                "register_workflow(queue=...) is now task_queue=...: `queue` names activity "
-                "limits (sagaway.Queue), task queues route workflows to workers",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            if task_queue not in ("default", queue):
-                raise ValueError(f"task_queue={task_queue!r} and queue={queue!r} disagree")
-            task_queue = queue
+        task_queue = task_queue_of(task_queue, queue)
 
         def decorate(func: F) -> F:
             spec = declare(
@@ -401,11 +371,13 @@ class Manager(ScheduleMethods):
         on_conflict: OnConflict = OnConflict.ATTACH,
         deadline: float | None = None,
         timeout: float | None = None,
+        reason: str | None = None,
     ) -> WorkflowHandle[Any]:
         """Start a workflow known here by name only (a worker registered it), its arguments by
         parameter name as JSON values; ``result()`` returns plain JSON. A name registered here
         is started as ``workflow(name, **kwargs).execute(deadline=...)`` would (``timeout=``:
-        the deprecated old name of ``deadline``)."""
+        the deprecated old name of ``deadline``). ``reason``: an operator's start, recorded in
+        the audit trail with it."""
         return await start_by_name(
             self._ref,
             name,
@@ -414,6 +386,7 @@ class Manager(ScheduleMethods):
             task_queue=task_queue,
             on_conflict=on_conflict,
             deadline=_renamed.deadline("start_by_name()", timeout, deadline),
+            reason=reason,
         )
 
     def sync(self, *, call_timeout: float | None = 60.0) -> SyncClient:
@@ -478,25 +451,46 @@ class Manager(ScheduleMethods):
 
         Raises ValueError when ``after`` is not a cursor, or a status is unknown.
         """
-        engine = self._ref.require()
-        status = statuses_named(status)  # "FAILED" as well as WorkflowStatus.FAILED
-        plain = (name, key_prefix, since, until, after, code_versions) == (None,) * 6
-        if plain and (status is None or isinstance(status, WorkflowStatus)):
-            records = await engine.list_workflows(status=status, limit=limit)
-        else:
-            statuses = [status] if isinstance(status, WorkflowStatus) else list(status or ())
-            query = ListQuery(
-                limit=limit,
-                statuses=frozenset(statuses),
-                name=name,
-                key_prefix=key_prefix or "",
-                since=since,
-                until=until,
-                after=None if after is None else parse_cursor(after),
-                code_versions=frozenset(code_versions or ()),
-            )
-            records = await engine.list_page(query)
-        return [_describe(r, []) for r in records]
+        return await listing.list_workflows(
+            self._ref.require(),
+            status=status,
+            limit=limit,
+            name=name,
+            key_prefix=key_prefix,
+            since=since,
+            until=until,
+            after=after,
+            code_versions=code_versions,
+        )
+
+    async def audit_log(
+        self,
+        *,
+        key: str | None = None,
+        run_id: str | None = None,
+        actor: str | None = None,
+        action: str | Collection[str] | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        limit: int = 100,
+        before: int | None = None,
+    ) -> list[AuditEntry]:
+        """The audit trail of operator actions, newest first, purged workflows' included:
+        ``key`` (a workflow key or schedule id), ``run_id``, ``actor`` (the actor or who it
+        acted for), ``action`` (one or several: ``cancel``, ``terminate``, ...), ``since`` /
+        ``until`` (epoch seconds) narrow it; ``before``: the ``seq`` of the last entry of the
+        previous page. See docs/security.md, "Audit trail"."""
+        return await listing.audit_log(
+            self._ref.require(),
+            key=key,
+            run_id=run_id,
+            actor=actor,
+            action=action,
+            since=since,
+            until=until,
+            limit=limit,
+            before=before,
+        )
 
     async def list_signals(self, key: str) -> list[SignalRecord]:
         """Signals sent to the current workflow under ``key``, delivered or not, in order."""
@@ -522,9 +516,10 @@ class Manager(ScheduleMethods):
         record, steps = history.load(document)
         return await replaying.replay(self._ref.require(), record, steps)
 
-    async def retry(self, key: str) -> bool:
-        """Make a SUSPENDED workflow due now; False if it is not suspended."""
-        return await self._ref.require().retry_now(key)
+    async def retry(self, key: str, *, reason: str | None = None) -> bool:
+        """Make a SUSPENDED workflow due now; False if it is not suspended. Like cancel,
+        terminate, fork and purge, recorded in the audit trail (who, when, ``reason``)."""
+        return await self._ref.require().retry_now(key, reason)
 
     async def cancel(self, key: str, reason: str = "cancelled by request") -> bool:
         """Ask the workflow under ``key`` to cancel; False if it had already ended.
@@ -537,7 +532,13 @@ class Manager(ScheduleMethods):
         return await self._ref.require().end(key, WorkflowStatus.TERMINATED, reason)
 
     async def fork(
-        self, key: str, *, from_step: int, new_key: str, force: bool = False
+        self,
+        key: str,
+        *,
+        from_step: int,
+        new_key: str,
+        force: bool = False,
+        reason: str | None = None,
     ) -> WorkflowHandle[Any]:
         """Run the ended workflow ``key`` again under ``new_key``, from its step ``from_step``
         (``manager.fork("order-7", from_step=3, new_key="order-7-fix")`` once a bug in step 3
@@ -559,7 +560,9 @@ class Manager(ScheduleMethods):
             ValueError: ``from_step`` is out of range, or ``new_key`` is not a valid key.
         """
         engine = self._ref.require()
-        record, _ = await engine.fork(key, from_step=from_step, new_key=new_key, force=force)
+        record, _ = await engine.fork(
+            key, from_step=from_step, new_key=new_key, force=force, reason=reason
+        )
         return WorkflowHandle(self._ref, new_key, record.run_id)
 
     async def plan_fork(self, key: str, *, from_step: int, force: bool = False) -> ForkPlan:
@@ -575,6 +578,7 @@ class Manager(ScheduleMethods):
         batch_size: int = retention_mod.DEFAULT_BATCH,
         dry_run: bool = False,
         on_batch: Callable[[int], None] | None = None,
+        reason: str | None = None,
     ) -> int:
         """Delete workflows that ended more than ``older_than`` (a ``timedelta`` or seconds)
         ago, with their steps and signals; returns how many (``dry_run``: how many would be,
@@ -586,12 +590,13 @@ class Manager(ScheduleMethods):
         each, so workers running at the same time are not held up. A purged key can be started
         again: it names a new execution.
         """
-        seconds = retention_mod.as_seconds(older_than, "older_than")
-        chosen = ended_statuses(statuses)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be an integer >= 1, not {batch_size!r}")
         return await self._ref.require().purge(
-            seconds, statuses=chosen, batch_size=batch_size, dry_run=dry_run, on_batch=on_batch
+            purging.as_seconds(older_than, "older_than"),
+            statuses=purging.checked_statuses(statuses, batch_size),
+            batch_size=batch_size,
+            dry_run=dry_run,
+            on_batch=on_batch,
+            reason=reason,
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -602,20 +607,14 @@ class Manager(ScheduleMethods):
     async def _open(self, run_workers: bool, create: bool = True) -> None:
         if self.state is not ManagerState.CLOSED:
             raise errors.ManagerStateError(f"the Manager is already open ({self.state.value})")
-        store: Store = open_store(self.url, create=create, token=self._token)
-        if self.codec is not None:
-            store = codecs.CodecStore(store, self.codec)
-        await store.open()
-        try:
-            clock, self._clock_task = await server_clock(store, self.clock)
-            engine = Engine(store, self.options, clock=clock, registry=self.registry)
-            await engine.listen(runs_workflows=run_workers)
-        except BaseException:
-            if self._clock_task is not None:
-                self._clock_task.cancel()
-                self._clock_task = None
-            await store.close()
-            raise
+        engine, self._clock_task = await open_engine(
+            open_store(self.url, create=create, token=self._token),
+            codec=self.codec,
+            options=self.options,
+            clock=self.clock,
+            registry=self.registry,
+            runs_workflows=run_workers,
+        )
         self._ref.engine = engine
         if run_workers:
             await self._write_declared(engine)  # closes the Manager if it fails

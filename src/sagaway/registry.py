@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from sagaway import errors, identifiers, retry
@@ -193,6 +194,31 @@ class Registry:
     def task_queues(self) -> set[str]:
         """The task queues of the registered workflows (what a worker can serve)."""
         return {d.task_queue for d in self._by_name.values() if isinstance(d, WorkflowDef)}
+
+
+def check_queue(queue: str | None, configured: Mapping[str, Queue]) -> None:
+    """An activity's ``queue`` must be one the Manager was given limits for."""
+    if queue is not None and queue not in configured:
+        raise ValueError(
+            f"queue {queue!r} is not configured; pass queues={{{queue!r}: sagaway.Queue(...)}} "
+            "to the Manager"
+        )
+
+
+def task_queue_of(task_queue: str, queue: str | None) -> str:
+    """``register_workflow``'s task queue, given as ``task_queue=`` or by its old name
+    ``queue=`` (with a ``DeprecationWarning``)."""
+    if queue is None:
+        return task_queue
+    warnings.warn(
+        "register_workflow(queue=...) is now task_queue=...: `queue` names activity "
+        "limits (sagaway.Queue), task queues route workflows to workers",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    if task_queue not in ("default", queue):
+        raise ValueError(f"task_queue={task_queue!r} and queue={queue!r} disagree")
+    return queue
 
 
 def _label(ref: Callable[..., Any] | str) -> str:

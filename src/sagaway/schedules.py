@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sagaway._engine import cron
+from sagaway._engine import audit, cron
 from sagaway._engine import schedules as ops
 from sagaway._engine.engine import Engine
 from sagaway.registry import Registry, WorkflowDef, default_name
@@ -132,11 +132,13 @@ class ScheduleMethods:
         timezone: str = "UTC",
         catch_up: str = "one",
         paused: bool = False,
+        reason: str | None = None,
     ) -> ScheduleRecord:
         """Create the schedule ``schedule_id`` or replace its definition: ``workflow`` (a
         registered function or name) with these arguments at each tick of ``cron`` read in
         ``timezone``; ``catch_up`` ("skip", "one", "all") says what runs of the ticks missed
-        while no worker ran. Same expression and zone: the next tick is kept."""
+        while no worker ran. Same expression and zone: the next tick is kept. Recorded in the
+        audit trail, with ``reason``, as are pause, resume, trigger and delete."""
         engine = self._require_engine()
         defn: WorkflowDef = self.registry.workflow(workflow)
         args_json = defn.codec.encode_args(tuple(args), dict(kwargs or {}), engine.payload_limit)
@@ -150,25 +152,36 @@ class ScheduleMethods:
             catch_up=catch_up,
             paused=paused,
         )
-        return await ops.put(engine, record, keep_paused=False)
+        note = audit.note(
+            "schedule.put", reason, workflow=defn.name, cron=cron, paused=paused or None
+        )
+        return await ops.put(engine, record, keep_paused=False, audit_note=note)
 
     async def list_schedules(self) -> list[ScheduleRecord]:
         """Every schedule in the database, by id."""
         return await self._require_engine().store.list_schedules()
 
-    async def pause_schedule(self, schedule_id: str) -> ScheduleRecord:
+    async def pause_schedule(
+        self, schedule_id: str, *, reason: str | None = None
+    ) -> ScheduleRecord:
         """Stop starting executions (``ScheduleNotFound`` for an unknown id)."""
-        return await ops.set_paused(self._require_engine(), schedule_id, paused=True)
+        engine = self._require_engine()
+        return await ops.set_paused(engine, schedule_id, paused=True, reason=reason)
 
-    async def resume_schedule(self, schedule_id: str) -> ScheduleRecord:
+    async def resume_schedule(
+        self, schedule_id: str, *, reason: str | None = None
+    ) -> ScheduleRecord:
         """Start executions again from the next tick (ticks of the pause are not run)."""
-        return await ops.set_paused(self._require_engine(), schedule_id, paused=False)
+        engine = self._require_engine()
+        return await ops.set_paused(engine, schedule_id, paused=False, reason=reason)
 
-    async def trigger_schedule(self, schedule_id: str) -> WorkflowHandle[Any]:
+    async def trigger_schedule(
+        self, schedule_id: str, *, reason: str | None = None
+    ) -> WorkflowHandle[Any]:
         """Start one execution now, under ``schedule:<id>:manual:<uuid>``."""
-        record = await ops.trigger(self._require_engine(), schedule_id)
+        record = await ops.trigger(self._require_engine(), schedule_id, reason)
         return self.get_workflow(record.key)
 
-    async def delete_schedule(self, schedule_id: str) -> None:
+    async def delete_schedule(self, schedule_id: str, *, reason: str | None = None) -> None:
         """Delete the schedule (its executions stay)."""
-        await ops.delete(self._require_engine(), schedule_id)
+        await ops.delete(self._require_engine(), schedule_id, reason)

@@ -15,7 +15,7 @@ from typing import Any, TypeVar, overload
 import pydantic
 
 from sagaway import errors, identifiers
-from sagaway._engine import context, outages
+from sagaway._engine import audit, context, outages
 from sagaway._engine.engine import EngineRef
 from sagaway._engine.executor import current_execution
 from sagaway._engine.text_checks import check_name, check_text
@@ -41,8 +41,18 @@ class Signal:
     def __repr__(self) -> str:
         return f"Signal({self.name!r})"
 
-    async def send(self, key: str, payload: Any = None, *, dedupe_id: str | None = None) -> bool:
+    async def send(
+        self,
+        key: str,
+        payload: Any = None,
+        *,
+        dedupe_id: str | None = None,
+        reason: str | None = None,
+    ) -> bool:
         """Send ``payload`` (JSON-serialisable) to the workflow under ``key``.
+
+        ``reason``: why (an operator's signal): the send is recorded in the audit trail, as
+        every send outside a workflow is when the Manager was made with ``audit="all"``.
 
         Returns False when ``dedupe_id`` was sent to this execution before (nothing sent
         again), also once it has ended: a retried callback is told "already sent".
@@ -64,18 +74,21 @@ class Signal:
         if dedupe_id is not None:
             check_text(dedupe_id, "dedupe_id")
         engine = self._engines.require()
+        note = None
+        if reason is not None or (engine.options.audit == "all" and current_execution() is None):
+            note = audit.note("signal", reason, signal=self.name, dedupe_id=dedupe_id)
         what = f"signal {self.name!r} to workflow {key!r}"
         if dedupe_id is None:
             return await outages.once(
                 engine,
                 what,
-                engine.send_signal(key, self.name, payload, None),
+                engine.send_signal(key, self.name, payload, None, note),
                 "a signal without a dedupe_id is sent once (a retry could deliver it twice): "
                 "it may or may not have been stored; send with dedupe_id= to have it tried "
                 "again through an outage",
             )
         return await outages.ride(
-            engine, what, lambda: engine.send_signal(key, self.name, payload, dedupe_id)
+            engine, what, lambda: engine.send_signal(key, self.name, payload, dedupe_id, note)
         )
 
     @overload

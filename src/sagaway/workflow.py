@@ -3,26 +3,38 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sagaway import _cancel_log, _renamed, _sealed, errors, serialization
 from sagaway._cancel_log import CancelRequestDescription
-from sagaway._engine import context, end_wait, history, outages, replaying
+from sagaway._engine import audit, context, end_wait, history, outages, replaying
+from sagaway._engine.audit import AuditEntry
 from sagaway._engine.executor import current_execution
 from sagaway._engine.options import check_deadline
 from sagaway.randomness import new_id
-from sagaway.registry import WorkflowDef
+from sagaway.registry import ActivityDef, WorkflowDef
 from sagaway.retry import RetryPolicy
 from sagaway.states import OnConflict, StepKind, StepStatus, WorkflowStatus
-from sagaway.store.records import AttemptErrorRecord, SignalRecord, StepRecord, WorkflowRecord
+from sagaway.store.records import (
+    AttemptErrorRecord,
+    AuditNote,
+    AuditQuery,
+    SignalRecord,
+    StepRecord,
+    WorkflowRecord,
+)
 
 if TYPE_CHECKING:
     from sagaway._engine.engine import EngineRef
 
 R = TypeVar("R")
 T = TypeVar("T")
+
+MAX_AUDIT = 1000
+"""Audit entries ``describe()`` reads at most (the latest): ``sagaway audit`` lists them all."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -124,6 +136,9 @@ class WorkflowDescription:
     """The key of its per-key limit (``execute(concurrency_key=...)``); None: none."""
     cancel_requests: list[CancelRequestDescription] = dataclasses.field(default_factory=list)
     """Cancel requests made to it, in order, each with its fate (``describe()`` only)."""
+    audit: list[AuditEntry] = dataclasses.field(default_factory=list)
+    """The operator actions on it (cancel, terminate, retry, ...), oldest first: who, what,
+    when, why (``describe()`` only; at most the latest ``MAX_AUDIT``)."""
 
     @property
     def cursor(self) -> str:
@@ -280,6 +295,7 @@ class WorkflowHandle(Generic[R]):
         attempt_errors = await engine.list_attempt_errors(record.run_id)
         signals = await engine.list_run_signals(record.run_id)
         requests = await engine.list_cancel_requests(record.run_id)
+        trail = await engine.store.list_audit(AuditQuery(run_id=record.run_id, limit=MAX_AUDIT))
         try:
             steps = await engine.load_steps(record.run_id)
         except errors.CorruptRecord as exc:
@@ -289,7 +305,9 @@ class WorkflowHandle(Generic[R]):
         else:
             described = _describe(record, steps, attempt_errors=attempt_errors, signals=signals)
         return dataclasses.replace(
-            described, cancel_requests=_cancel_log.describe(record, steps, requests)
+            described,
+            cancel_requests=_cancel_log.describe(record, steps, requests),
+            audit=[audit.entry(r) for r in reversed(trail)],
         )
 
     async def export_history(self) -> dict[str, Any]:
@@ -374,7 +392,10 @@ class WorkflowHandle(Generic[R]):
         if not isinstance(reason, str):
             raise TypeError(f"reason must be a string, not {type(reason).__name__}")
         engine = self._engines.require()
-        return await self._ride("cancel workflow", lambda: engine.request_cancel(self.key, reason))
+        note = audit.note("cancel", reason)  # once: a call tried again writes one entry
+        return await self._ride(
+            "cancel workflow", lambda: engine.request_cancel(self.key, reason, audit_note=note)
+        )
 
 
 class ActivityCall(Generic[R]):
@@ -425,6 +446,29 @@ class ActivityCall(Generic[R]):
         await self.execute_get(retry=retry, timeout=timeout)
 
 
+def activity_wrapper(engines: EngineRef, defn: ActivityDef) -> Callable[..., Any]:
+    """What ``register_activity`` returns: inside a workflow, a call of it is a durable call
+    (``ActivityCall.execute_get``); elsewhere (tests, other activities) it runs the function."""
+    func = defn.fn
+    if defn.is_async:
+
+        @functools.wraps(func)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            if current_execution() is not None:
+                return await ActivityCall[Any](engines, defn.name, args, kwargs).execute_get()
+            return await func(*args, **kwargs)
+
+        return async_wrapper
+
+    @functools.wraps(func)
+    def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+        if current_execution() is not None:
+            return ActivityCall[Any](engines, defn.name, args, kwargs).execute_get()
+        return func(*args, **kwargs)
+
+    return sync_wrapper
+
+
 class WorkflowCall(Generic[R]):
     """``manager.workflow(fn, *args, **kwargs)``: a workflow start, made with an execute method."""
 
@@ -448,6 +492,7 @@ class WorkflowCall(Generic[R]):
         deadline: float | None = None,
         concurrency_key: str | None = None,
         timeout: float | None = None,
+        reason: str | None = None,
     ) -> WorkflowHandle[R]:
         """Start the workflow (or find the execution its key names) and return a handle.
 
@@ -463,6 +508,10 @@ class WorkflowCall(Generic[R]):
         ``concurrency_key``: at most ``max_per_key`` (see ``register_workflow``) executions
         started with this key run at once, in the whole cluster; the others wait PENDING,
         holding no lease, until one ends (docs/limits.md). Not for child workflows.
+
+        ``reason``: why (an operator's start): a start that creates the execution is then
+        recorded in the audit trail, as every start outside a workflow is under
+        ``Manager(audit="all")``. Not for child workflows.
         """
         deadline = _renamed.deadline("execute()", timeout, deadline)
         if not isinstance(on_conflict, OnConflict):
@@ -478,13 +527,29 @@ class WorkflowCall(Generic[R]):
                     "concurrency_key is for top-level starts: a child workflow started inside "
                     "a workflow cannot wait for a key its parent may hold"
                 )
+            if reason is not None:
+                raise ValueError(
+                    "reason is for operators' starts, not a child's: the audit "
+                    "trail records what people do, not what workflows do"
+                )
             call_id, _ = context.next_call_id()
             key = await execution.call_child(defn, args_json, idempotency_key, call_id, deadline)
             return WorkflowHandle(self._engines, key, child_of=defn)
+        return await self._start(idempotency_key, on_conflict, deadline, concurrency_key, reason)
+
+    async def _start(
+        self,
+        key: str | None,
+        on_conflict: OnConflict,
+        deadline: float | None,
+        concurrency_key: str | None,
+        reason: str | None,
+    ) -> WorkflowHandle[R]:
+        """A start outside a workflow (audited as ``start_note`` says)."""
         engine = self._engines.require()
         defn = engine.registry.workflow(self._fn)
         args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
-        key = idempotency_key if idempotency_key is not None else new_id()
+        key = key if key is not None else new_id()
         record, _ = await engine.start(
             defn,
             args_json,
@@ -493,6 +558,7 @@ class WorkflowCall(Generic[R]):
             deadline=deadline,
             concurrency_key=concurrency_key,
             client=True,  # rides through an outage: every attempt creates one execution
+            audit_note=start_note(engine.options.audit, reason, on_conflict),
         )
         return WorkflowHandle(self._engines, key, record.run_id)
 
@@ -557,6 +623,16 @@ class WorkflowCall(Generic[R]):
         )
 
 
+def start_note(mode: str, reason: str | None, on_conflict: OnConflict) -> AuditNote | None:
+    """The audit entry of a start made outside a workflow: audited when the Manager audits
+    every start (``audit="all"``) or the caller gave a reason; None otherwise (an
+    application's everyday start writes nothing more)."""
+    if reason is None and mode != "all":
+        return None
+    conflict = None if on_conflict is OnConflict.ATTACH else on_conflict.name
+    return audit.note("start", reason, on_conflict=conflict)
+
+
 def _unregistered(**kwargs: Any) -> Any:
     """Stands for a workflow this process knows by name only (never called)."""
     raise errors.NotRegistered("a workflow started by name runs in a process that registered it")
@@ -571,17 +647,18 @@ async def start_by_name(
     task_queue: str,
     on_conflict: OnConflict,
     deadline: float | None,
+    reason: str | None = None,
 ) -> WorkflowHandle[Any]:
     """Start the workflow registered as ``name`` in some other process (a worker), with its
     arguments by parameter name as plain JSON values. A name this process registered is
     started as ``WorkflowCall`` would, its arguments encoded by the function's annotations."""
     engine = engines.require()
-    if name in engine.registry.names():
-        call = WorkflowCall[Any](engines, name, (), kwargs)
-        return await call.execute(idempotency_key=key, on_conflict=on_conflict, deadline=deadline)
     if not isinstance(on_conflict, OnConflict):
         raise TypeError("on_conflict must be a sagaway.OnConflict")
     check_deadline(deadline)
+    if name in engine.registry.names():
+        call = WorkflowCall[Any](engines, name, (), kwargs)
+        return await call._start(key, on_conflict, deadline, None, reason)
     if not isinstance(name, str) or not name:
         raise ValueError("a workflow name is a non-empty string")
     if not isinstance(task_queue, str) or not task_queue:
@@ -597,7 +674,13 @@ async def start_by_name(
     )
     key = key if key is not None else new_id()
     record, _ = await engine.start(
-        defn, args_json, key=key, on_conflict=on_conflict, deadline=deadline, client=True
+        defn,
+        args_json,
+        key=key,
+        on_conflict=on_conflict,
+        deadline=deadline,
+        client=True,
+        audit_note=start_note(engine.options.audit, reason, on_conflict),
     )
     return WorkflowHandle(engines, key, record.run_id)
 

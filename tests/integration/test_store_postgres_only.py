@@ -73,6 +73,7 @@ async def test_postgres_schema_holds_the_tables_and_isolates_data(
     )
     assert [t for (t,) in tables] == [
         "attempt_errors",
+        "audit_log",
         "cancel_requests",
         "queue_limits",
         "queue_slots",

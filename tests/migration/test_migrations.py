@@ -11,10 +11,10 @@ import dataclasses
 import pytest
 
 from sagaway import errors
-from sagaway.states import StepStatus
+from sagaway.states import StepStatus, WorkflowStatus
 from sagaway.store import open_store
 from sagaway.store.migrations import latest_version, migrations
-from sagaway.store.records import StepRecord
+from sagaway.store.records import AuditNote, AuditQuery, StepRecord
 from tests.store_helpers import T0, is_sqlite, new, raw_sql, run_of, running, step
 
 
@@ -58,8 +58,45 @@ def _undo_history_indexes(db_url: str) -> None:
 
 def _undo_cancel_log(db_url: str) -> None:
     """Take the cancel log (sqlite v16, postgres v20) and what came after it back out."""
+    _undo_audit_log(db_url)
     raw_sql(db_url, "DROP INDEX IF EXISTS steps_child_key")
     raw_sql(db_url, "DROP TABLE cancel_requests")
+
+
+def _undo_audit_log(db_url: str) -> None:
+    """Take the audit trail (sqlite v18, postgres v22) back out."""
+    raw_sql(db_url, "DROP TABLE IF EXISTS audit_log")
+
+
+@pytest.mark.direct_db  # it rewinds the schema behind the store's back
+async def test_a_database_at_the_previous_schema_gets_the_audit_log(db_url: str) -> None:
+    dialect = "sqlite" if is_sqlite(db_url) else "postgres"
+    [version] = [m.version for m in migrations(dialect) if m.name == "audit_log"]
+    s = open_store(db_url)
+    await s.open()
+    old = await s.create_workflow(new("before"), now=T0, lease=None, replace_live=False)
+    await s.close()
+    _undo_audit_log(db_url)
+    raw_sql(db_url, f"DELETE FROM schema_migrations WHERE version >= {version}")
+
+    upgraded = open_store(db_url)
+    await upgraded.open()
+    try:
+        assert await upgraded.list_audit(AuditQuery()) == []
+        stop = AuditNote(entry_id="e-1", action="terminate", actor="local:ops@host")
+        assert await upgraded.end_workflow(
+            old.record.run_id, status=WorkflowStatus.TERMINATED, error=None, now=T0, audit=stop
+        )
+        [entry] = await upgraded.list_audit(AuditQuery())
+        assert (entry.action, entry.target, entry.run_id) == (
+            "terminate",
+            "before",
+            old.record.run_id,
+        )
+    finally:
+        await upgraded.close()
+    versions = raw_sql(db_url, "SELECT version FROM schema_migrations ORDER BY version")
+    assert [v for (v,) in versions] == _shipped(db_url)
 
 
 @pytest.mark.direct_db  # it rewinds the schema behind the store's back

@@ -19,6 +19,7 @@ EXPECTED = {
     "ReplayReport", "deprecate_patch", "patched",
     "SyncClient", "SyncWorkflowHandle",
     "codecs",
+    "AuditEntry",
 }  # fmt: skip
 
 

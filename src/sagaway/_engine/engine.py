@@ -14,13 +14,12 @@ import contextlib
 import logging
 import os
 import socket
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any, Protocol
 
 from sagaway import errors, events, observe, retry, serialization
-from sagaway._engine import end_wait, forking, keys, new_executions, outages
+from sagaway._engine import audit, end_wait, forking, keys, new_executions, outages, purging
 from sagaway._engine.cluster_limits import ClusterLimit
 from sagaway._engine.options import EngineOptions
 from sagaway._engine.recent import RecentEnds
@@ -36,18 +35,17 @@ from sagaway.store import notices
 from sagaway.store.base import Store
 from sagaway.store.records import (
     AttemptErrorRecord,
+    AuditNote,
     CancelRequestRecord,
     Lease,
     ListQuery,
+    NewWorkflow,
     SignalRecord,
     StepRecord,
     WorkflowRecord,
 )
 
 logger = logging.getLogger(__name__)
-
-_PURGE_PACE = 1.0
-"""Pause after a purge batch, relative to the time the batch took (see ``Engine.purge``)."""
 
 
 class _QueueLimiter:
@@ -212,11 +210,13 @@ class Engine:
         deadline: float | None = None,
         concurrency_key: str | None = None,
         client: bool = False,
+        audit_note: AuditNote | None = None,
     ) -> tuple[WorkflowRecord, bool]:
         """Create an execution under ``key`` (or find the one there); True if created.
         ``deadline``: seconds from its start until it is cancelled as by a request.
         ``concurrency_key``: created PENDING, never leased here: only a claim applies its limit.
-        ``client``: a client's start, which rides through an outage (``outages``)."""
+        ``client``: a client's start, which rides through an outage (``outages``).
+        ``audit_note``: an operator's start, recorded if it creates the execution."""
         check_key(key, "idempotency_key")
         replacing = on_conflict is OnConflict.TERMINATE_EXISTING
         new = new_executions.build(
@@ -238,7 +238,9 @@ class Engine:
             and runner.accepts(defn.task_queue, new.code_version)
         )
         lease = self.new_lease() if here else None
-        result = await outages.create(self, new, lease=lease, replace_live=replacing, client=client)
+        result = await outages.create(
+            self, new, lease=lease, replace_live=replacing, client=client, audit=audit_note
+        )
         record = result.record
         if result.created:
             if result.replaced_run_id is not None:
@@ -249,16 +251,7 @@ class Engine:
             elif concurrency_key is not None:
                 self.wake_recovery()  # a Worker of this process may claim it at once
             return record, True
-        if on_conflict is OnConflict.FAIL:
-            raise errors.WorkflowAlreadyExists(key, record.status.value)
-        if on_conflict is OnConflict.TERMINATE_EXISTING:
-            raise errors.WorkflowAlreadyExists(
-                key,
-                record.status.value,
-                f"workflow {key!r} already ended ({record.status.value}); a key names one "
-                "execution and a finished one is never run again: use a new key",
-            )
-        new_executions.check_same(record, new, "idempotency key")
+        _taken(record, new, on_conflict)
         return record, False
 
     async def start_child(
@@ -285,12 +278,21 @@ class Engine:
         return await forking.prepare(self.store, key, from_step, force=force)
 
     async def fork(
-        self, key: str, *, from_step: int, new_key: str, force: bool
+        self, key: str, *, from_step: int, new_key: str, force: bool, reason: str | None = None
     ) -> tuple[WorkflowRecord, forking.ForkPlan]:
         """Create a PENDING execution under ``new_key`` that reuses the outcomes of the ended
-        workflow ``key`` before its step ``from_step`` (see ``forking``)."""
+        workflow ``key`` before its step ``from_step`` (see ``forking``); audited."""
         check_key(new_key, "new_key")
+        reason = audit.check_reason(reason)
         plan = await forking.prepare(self.store, key, from_step, force=force)
+        note = audit.note(
+            "fork",
+            reason,
+            source_key=key,
+            source_run_id=plan.source_run_id,
+            from_step=from_step,
+            force=force or None,
+        )
         run_id = new_run_id()
         result = await self.store.fork_workflow(
             plan.source_run_id,
@@ -301,6 +303,7 @@ class Engine:
             call_ids=plan.kept,
             now=self.clock.now(),
             code_version=self.options.code_version,
+            audit=note,
         )
         if result is None:
             # An ended execution does not come back to life: it was purged meanwhile.
@@ -329,13 +332,15 @@ class Engine:
         return await end_wait.wait_for_end(self, key, run_id=run_id, timeout=timeout, client=False)
 
     async def end(self, key: str, status: WorkflowStatus, reason: str) -> bool:
-        """Cancel or terminate the live execution under ``key``; False if it had ended."""
+        """Cancel or terminate the live execution under ``key`` (an operator's: audited);
+        False if it had ended."""
+        note = audit.note("terminate" if status is WorkflowStatus.TERMINATED else "cancel", reason)
         record = await self.get(key)
         error = serialization.describe_error(
             errors.WorkflowCancelled(key, status.value, reason), ErrorKind.CANCELLED
         )
         changed = await self.store.end_workflow(
-            record.run_id, status=status, error=error, now=self.clock.now()
+            record.run_id, status=status, error=error, now=self.clock.now(), audit=note
         )
         if changed:
             self._ended_elsewhere(record.run_id, key, status)
@@ -343,13 +348,16 @@ class Engine:
                 observe.workflow_ended(record.name, key, status.value)
         return changed
 
-    async def request_cancel(self, key: str, reason: str) -> bool:
+    async def request_cancel(
+        self, key: str, reason: str, *, audit_note: AuditNote | None = None
+    ) -> bool:
         """Ask the live execution under ``key`` to cancel (cooperatively: it sees
         ``Cancelled`` at its next durable call or wait, compensates, and ends CANCELLED);
-        False if it had ended."""
+        False if it had ended. ``audit_note``: an operator's (made once, so a call tried
+        again through an outage writes one entry)."""
         record = await self.get(key)
         changed = await self.store.request_cancel(
-            record.run_id, reason=reason, now=self.clock.now()
+            record.run_id, reason=reason, now=self.clock.now(), audit=audit_note
         )
         if changed:
             if self.runner is not None:
@@ -394,8 +402,16 @@ class Engine:
             case notices.Probe():
                 pass  # a listener's own; never passed on
 
-    async def send_signal(self, key: str, name: str, payload: Any, dedupe_id: str | None) -> bool:
-        """Store a signal for the workflow under ``key``; False if ``dedupe_id`` was seen."""
+    async def send_signal(
+        self,
+        key: str,
+        name: str,
+        payload: Any,
+        dedupe_id: str | None,
+        audit_note: AuditNote | None = None,
+    ) -> bool:
+        """Store a signal for the workflow under ``key``; False if ``dedupe_id`` was seen.
+        ``audit_note``: an operator's signal, recorded if stored."""
         # Checked here, before the database: PostgreSQL refuses NUL in text with a raw
         # DataError (SQLite stores it), and neither can store a lone surrogate.
         check_name(name, "signal name")
@@ -405,7 +421,12 @@ class Engine:
             payload, f"payload of signal {name!r}", self.payload_limit
         )
         record, stored = await self.store.send_signal(
-            key, name=name, payload=data, dedupe_id=dedupe_id, now=self.clock.now()
+            key,
+            name=name,
+            payload=data,
+            dedupe_id=dedupe_id,
+            now=self.clock.now(),
+            audit=audit_note,
         )
         if record is None:
             raise errors.WorkflowNotFound(key)
@@ -427,10 +448,11 @@ class Engine:
         signals = await self.store.list_signals(run_id)
         return any(s.name == name and s.dedupe_id == dedupe_id for s in signals)
 
-    async def retry_now(self, key: str) -> bool:
-        """Make a SUSPENDED workflow due now; False if it is not suspended."""
+    async def retry_now(self, key: str, reason: str | None = None) -> bool:
+        """Make a SUSPENDED workflow due now; False if it is not suspended (audited)."""
+        note = audit.note("retry", reason)
         record = await self.get(key)
-        changed = await self.store.retry_now(record.run_id, now=self.clock.now())
+        changed = await self.store.retry_now(record.run_id, now=self.clock.now(), audit=note)
         if changed:
             self.wake_recovery()
         return changed
@@ -464,34 +486,24 @@ class Engine:
         batch_size: int,
         dry_run: bool,
         on_batch: Callable[[int], None] | None = None,
+        reason: str | None = None,
+        background: bool = False,
     ) -> int:
         """Delete executions that ended more than ``older_than`` seconds ago, batch by batch
         (each its own short transaction), until none is left; how many (``dry_run``: how many
         would be, deleting nothing). The cutoff is fixed at the start, so executions ending
-        meanwhile do not keep it going. ``on_batch(n)`` after each batch."""
-        before = self.clock.now() - older_than
-        if dry_run:
-            return await self.store.count_purgeable(before=before, statuses=statuses)
-        total = 0
-        while True:
-            began = time.monotonic()
-            run_ids = await self.store.purge_ended(
-                before=before, statuses=statuses, limit=batch_size
-            )
-            took = time.monotonic() - began
-            for run_id in run_ids:
-                self.recent_ends.discard(run_id)  # a purged end is not answered from memory
-            total += len(run_ids)
-            if on_batch is not None:
-                on_batch(len(run_ids))
-            if len(run_ids) < batch_size:
-                return total
-            # Leave the database to the workers between batches, as long again as the batch
-            # took: a purge takes at most about half of the write time (on SQLite one writer
-            # serves everyone; measured under load, the workers' throughput kept 70% instead of
-            # 50%). Real time on purpose: a pace, not a durable wait, and a test's fake clock
-            # must not stall it.
-            await asyncio.sleep(took * _PURGE_PACE)
+        meanwhile do not keep it going. ``on_batch(n)`` after each batch. Audited (a
+        ``background`` purge when it deleted something): see ``purging``."""
+        return await purging.purge(
+            self,
+            older_than,
+            statuses=statuses,
+            batch_size=batch_size,
+            dry_run=dry_run,
+            on_batch=on_batch,
+            reason=reason,
+            background=background,
+        )
 
     async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
         return await self.store.list_page(query)
@@ -594,6 +606,22 @@ class Engine:
         self.runner = None
         self.close_thread_pool()
         await self.store.close()
+
+
+def _taken(record: WorkflowRecord, new: NewWorkflow, on_conflict: OnConflict) -> None:
+    """A start found ``record`` under its key: refused as ``on_conflict`` says, or joined if
+    it is the same workflow with the same arguments (else ``IdempotencyConflict``)."""
+    key = new.key
+    if on_conflict is OnConflict.FAIL:
+        raise errors.WorkflowAlreadyExists(key, record.status.value)
+    if on_conflict is OnConflict.TERMINATE_EXISTING:
+        raise errors.WorkflowAlreadyExists(
+            key,
+            record.status.value,
+            f"workflow {key!r} already ended ({record.status.value}); a key names one "
+            "execution and a finished one is never run again: use a new key",
+        )
+    new_executions.check_same(record, new, "idempotency key")
 
 
 class EngineRef:

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from sagaway import serialization
-from sagaway._engine import versions
+from sagaway._engine import audit, versions
 from sagaway.registry import Queue
 
 
@@ -31,6 +31,9 @@ class EngineOptions:
     deadline_grace: float = 5.0
     """Seconds an activity attempt may run past its workflow's deadline before it is cancelled
     (see docs/cancellation.md)."""
+    audit: str = "operator"
+    """What goes in the audit trail: the operator verbs (``operator``), or also every start
+    and signal made outside a workflow (``all``: the command line and the console)."""
 
     def __post_init__(self) -> None:
         for label, value in (
@@ -61,6 +64,7 @@ class EngineOptions:
             )
         if self.code_version is not None:
             versions.check_code_version(self.code_version)
+        audit.check_mode(self.audit)
         for name, queue in self.queues.items():
             if not isinstance(queue, Queue):
                 raise TypeError(f"queues[{name!r}] must be a sagaway.Queue")

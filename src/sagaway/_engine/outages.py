@@ -33,7 +33,7 @@ from sagaway import errors
 from sagaway._engine.options import EngineOptions
 from sagaway.clock import Clock
 from sagaway.store.base import CreateResult, Store, StoreUnavailable
-from sagaway.store.records import Lease, NewWorkflow
+from sagaway.store.records import AuditNote, Lease, NewWorkflow
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -158,13 +158,14 @@ async def create(
     lease: Lease | None,
     replace_live: bool,
     client: bool,
+    audit: AuditNote | None = None,
 ) -> CreateResult:
     """Create ``new`` (or find the execution under its key); a ``client``'s start rides
-    through an outage, every attempt creating that same execution."""
+    through an outage, every attempt creating that same execution (and one ``audit`` entry)."""
 
     async def attempt() -> CreateResult:
         result = await engine.store.create_workflow(
-            new, now=engine.clock.now(), lease=lease, replace_live=replace_live
+            new, now=engine.clock.now(), lease=lease, replace_live=replace_live, audit=audit
         )
         if not result.created and result.record.run_id == new.run_id:
             # An earlier attempt committed, and its answer was lost: it is this start's.

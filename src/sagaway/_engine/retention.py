@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
-import math
 from collections.abc import Collection
 
 from sagaway._engine.engine import Engine
+from sagaway._engine.purging import as_seconds
 from sagaway.states import WorkflowStatus
 from sagaway.store.base import StoreUnavailable
+
+__all__ = ["DEFAULT_BATCH", "DEFAULT_INTERVAL", "RetentionPurger", "as_seconds"]
 
 logger = logging.getLogger(__name__)
 
@@ -30,19 +31,6 @@ DEFAULT_INTERVAL = 3600.0
 FIRST_DELAY = 60.0
 """Seconds after the Manager opens before the first background purge (at most the interval):
 soon, but not in the rush of a process starting."""
-
-
-def as_seconds(value: datetime.timedelta | float, what: str) -> float:
-    """``value`` (a timedelta or seconds) in seconds; ``ValueError`` unless finite and > 0."""
-    if isinstance(value, datetime.timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
-    else:
-        raise TypeError(f"{what} must be a datetime.timedelta or seconds, not {value!r}")
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"{what} must be a positive duration, not {value!r}")
-    return seconds
 
 
 class RetentionPurger:
@@ -84,7 +72,11 @@ class RetentionPurger:
     async def run_once(self) -> int:
         """One purge now; how many executions it deleted."""
         purged = await self.engine.purge(
-            self.retention, statuses=self.statuses, batch_size=self.batch_size, dry_run=False
+            self.retention,
+            statuses=self.statuses,
+            batch_size=self.batch_size,
+            dry_run=False,
+            background=True,
         )
         self.purged += purged
         if purged:

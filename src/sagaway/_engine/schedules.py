@@ -16,6 +16,10 @@ latest, oldest first). A tick counts as missed when it came more than ``JOINING`
 before the scheduler that finds it started, or more than ``LATE`` seconds before it is found;
 other due ticks are merely late (a busy scheduler, or one that started just as another was
 about to fire) and run whatever the policy.
+
+An operator's changes (``manager.schedule``, pause, resume, trigger, delete) are audited; the
+schedules a Manager declares at open (``register_workflow(schedule=...)``) and the ticks are
+not: they are the application's code at work.
 """
 
 from __future__ import annotations
@@ -23,12 +27,12 @@ from __future__ import annotations
 import dataclasses
 
 from sagaway import _sealed, errors
-from sagaway._engine import cron, new_executions
+from sagaway._engine import audit, cron, new_executions
 from sagaway._engine.engine import Engine
 from sagaway._engine.text_checks import check_key
 from sagaway.randomness import new_id
 from sagaway.registry import WorkflowDef
-from sagaway.store.records import NewWorkflow, ScheduleRecord, WorkflowRecord
+from sagaway.store.records import AuditNote, NewWorkflow, ScheduleRecord, WorkflowRecord
 
 LATE = 60.0
 """Seconds after which a due tick found by a running scheduler counts as missed."""
@@ -141,9 +145,15 @@ def definition(
     )
 
 
-async def put(engine: Engine, schedule: ScheduleRecord, *, keep_paused: bool) -> ScheduleRecord:
+async def put(
+    engine: Engine,
+    schedule: ScheduleRecord,
+    *,
+    keep_paused: bool,
+    audit_note: AuditNote | None = None,
+) -> ScheduleRecord:
     stored = await engine.store.put_schedule(
-        schedule, keep_paused=keep_paused, now=engine.clock.now()
+        schedule, keep_paused=keep_paused, now=engine.clock.now(), audit=audit_note
     )
     engine.schedule_wake.set()
     return stored
@@ -156,7 +166,10 @@ async def get(engine: Engine, schedule_id: str) -> ScheduleRecord:
     raise errors.ScheduleNotFound(schedule_id)
 
 
-async def set_paused(engine: Engine, schedule_id: str, *, paused: bool) -> ScheduleRecord:
+async def set_paused(
+    engine: Engine, schedule_id: str, *, paused: bool, reason: str | None = None
+) -> ScheduleRecord:
+    note = audit.note("schedule.pause" if paused else "schedule.resume", reason)
     schedule = await get(engine, schedule_id)
     now = engine.clock.now()
     stored = await engine.store.set_schedule_paused(
@@ -164,6 +177,7 @@ async def set_paused(engine: Engine, schedule_id: str, *, paused: bool) -> Sched
         paused=paused,
         next_tick_at=cron.next_tick(schedule.cron, schedule.timezone, now),
         now=now,
+        audit=note,
     )
     if stored is None:
         raise errors.ScheduleNotFound(schedule_id)
@@ -171,12 +185,13 @@ async def set_paused(engine: Engine, schedule_id: str, *, paused: bool) -> Sched
     return stored
 
 
-async def trigger(engine: Engine, schedule_id: str) -> WorkflowRecord:
+async def trigger(engine: Engine, schedule_id: str, reason: str | None = None) -> WorkflowRecord:
     """Start one execution of the schedule now, outside its ticks (even if it is paused)."""
+    note = audit.note("schedule.trigger", reason, schedule=schedule_id)
     schedule = await get(engine, schedule_id)
     new = execution(engine, schedule, f"schedule:{schedule_id}:manual:{new_id()}")
     result = await engine.store.create_workflow(
-        new, now=engine.clock.now(), lease=None, replace_live=False
+        new, now=engine.clock.now(), lease=None, replace_live=False, audit=note
     )
     if result.created:
         new_executions.started(engine.channel, result.record.run_id, new.key, new.name)
@@ -184,6 +199,7 @@ async def trigger(engine: Engine, schedule_id: str) -> WorkflowRecord:
     return result.record
 
 
-async def delete(engine: Engine, schedule_id: str) -> None:
-    if not await engine.store.delete_schedule(schedule_id):
+async def delete(engine: Engine, schedule_id: str, reason: str | None = None) -> None:
+    note = audit.note("schedule.delete", reason)
+    if not await engine.store.delete_schedule(schedule_id, audit=note):
         raise errors.ScheduleNotFound(schedule_id)

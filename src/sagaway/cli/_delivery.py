@@ -36,7 +36,13 @@ class Sent:
 
 
 async def send(
-    manager: sw.Manager, key: str, name: str, data: Any, dedupe_id: str | None, wait: float
+    manager: sw.Manager,
+    key: str,
+    name: str,
+    data: Any,
+    dedupe_id: str | None,
+    wait: float,
+    reason: str | None = None,
 ) -> Sent:
     """Send the signal; if the workflow awaited it, watch it for up to ``wait`` seconds, until
     it is no longer pending."""
@@ -45,7 +51,7 @@ async def send(
     waits_for = waiting_for_signal(before)
     awaited = waits_for == name
     seen = max((s.id for s in before.signals), default=0)
-    stored = await manager.signal(name).send(key, data, dedupe_id=dedupe_id)
+    stored = await manager.signal(name).send(key, data, dedupe_id=dedupe_id, reason=reason)
     if not stored or not awaited or wait <= 0:
         return Sent(stored, awaited, waits_for=waits_for)
     deadline = time.monotonic() + wait

@@ -24,6 +24,8 @@ import click
 from rich import markup
 from rich.text import Text
 
+from sagaway import identifiers
+
 STATUS_STYLE = {
     "COMPLETED": "green",
     "FAILED": "red",
@@ -41,9 +43,7 @@ STATUS_STYLE = {
 }
 
 
-_CONTROLS = [*range(0x20), *range(0x7F, 0xA0)]
-_NAMED = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
-_ONE_LINE = {c: _NAMED.get(c, f"\\x{c:02x}") for c in _CONTROLS}
+_ONE_LINE = identifiers.ESCAPES
 _LINES = {c: text for c, text in _ONE_LINE.items() if c != 0x0A}
 
 

@@ -21,6 +21,7 @@ import click
 
 import sagaway as sw
 from sagaway import codecs
+from sagaway._engine import audit
 from sagaway.cli import _format
 from sagaway.cli._format import safe
 from sagaway.codecs import Chain
@@ -152,6 +153,25 @@ _KEY_FILE_HELP = (
     "File of payload keys (one base64 key per line, the current one first; else "
     "$SAGAWAY_CODEC_KEYS, keys separated by commas)"
 )
+def reason_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--reason TEXT``: why, kept in the audit trail (``sagaway audit``, ``sagaway show``)."""
+    return click.option(
+        "--reason",
+        default=None,
+        metavar="TEXT",
+        callback=_checked_reason,
+        help="Why (at most 1000 characters): kept with who and when in the audit trail "
+        "(sagaway audit, sagaway show).",
+    )(fn)
+
+
+def _checked_reason(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refused before anything is done (exit 2), not after a count or a question."""
+    try:
+        audit.check_reason(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
 
 
 def codec_key_option(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -10,7 +10,14 @@ import click
 import sagaway as sw
 from sagaway.cli._ending import result_or_error
 from sagaway.cli._format import safe
-from sagaway.cli._support import Exit, run, sealing_codec, sealing_key_option, url_option
+from sagaway.cli._support import (
+    Exit,
+    reason_option,
+    run,
+    sealing_codec,
+    sealing_key_option,
+    url_option,
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -58,6 +65,7 @@ def summary(plan: sw.ForkPlan) -> str:
     "steps it keeps).",
 )
 @sealing_key_option
+@reason_option
 def fork(
     url: str | None,
     key: str,
@@ -67,6 +75,7 @@ def fork(
     dry_run: bool,
     force: bool,
     codec_key_file: str | None,
+    reason: str | None,
 ) -> None:
     """Run the ended workflow KEY again under NEW_KEY, from its step N.
 
@@ -96,7 +105,9 @@ def fork(
                 except sw.WorkflowNotFound:
                     return _Outcome(plan, None)
                 raise sw.WorkflowAlreadyExists(new_key, status.value)
-            handle = await manager.fork(key, from_step=from_step, new_key=new_key, force=force)
+            handle = await manager.fork(
+                key, from_step=from_step, new_key=new_key, force=force, reason=reason
+            )
             assert handle.run_id is not None
             if not wait:
                 return _Outcome(plan, handle.run_id)

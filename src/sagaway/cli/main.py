@@ -30,9 +30,11 @@ from sagaway.cli._support import (
     codec_key_option,
     mask_url,
     reading_codec,
+    reason_option,
     run,
     url_option,
 )
+from sagaway.cli.audit import audit as audit_command
 from sagaway.cli.fork import fork as fork_command
 from sagaway.cli.lab import lab as lab_command
 from sagaway.cli.lint import lint
@@ -121,13 +123,14 @@ def _request(
 @cli.command()
 @url_option
 @click.argument("key")
-def retry(url: str | None, key: str) -> None:
+@reason_option
+def retry(url: str | None, key: str, reason: str | None) -> None:
     """Make a SUSPENDED workflow due now (a running worker picks it up).
 
     Exit 1 if it is not SUSPENDED, 3 if there is no such workflow.
     """
 
-    changed, status = _request(url, key, lambda manager: manager.retry(key))
+    changed, status = _request(url, key, lambda manager: manager.retry(key, reason=reason))
     if changed:
         console.print(f"{escape(key)}: will be retried by the next worker scan")
     else:
@@ -137,7 +140,12 @@ def retry(url: str | None, key: str) -> None:
 @cli.command()
 @url_option
 @click.argument("key")
-@click.option("--reason", default="cancelled from the command line", show_default=True)
+@click.option(
+    "--reason",
+    default="cancelled from the command line",
+    show_default=True,
+    help="Why: the workflow's cancel reason, also kept in the audit trail (sagaway audit).",
+)
 @click.option("--wait", is_flag=True, help="Wait until it has ended; print how.")
 def cancel(url: str | None, key: str, reason: str, wait: bool) -> None:
     """Ask a live workflow to cancel, undoing what it did.
@@ -177,7 +185,12 @@ def cancel(url: str | None, key: str, reason: str, wait: bool) -> None:
 @cli.command()
 @url_option
 @click.argument("key")
-@click.option("--reason", default="terminated from the command line", show_default=True)
+@click.option(
+    "--reason",
+    default="terminated from the command line",
+    show_default=True,
+    help="Why: recorded as its error, and in the audit trail (sagaway audit).",
+)
 def terminate(url: str | None, key: str, reason: str) -> None:
     """End a live workflow now as TERMINATED: no compensation runs, the reason is recorded.
 
@@ -197,6 +210,7 @@ def terminate(url: str | None, key: str, reason: str) -> None:
 @click.argument("name")
 @click.argument("payload", default="null")
 @click.option("--dedupe-id", help="Deliver at most once per workflow for this id.")
+@reason_option
 @click.option(
     "--wait-delivery",
     "wait",
@@ -214,6 +228,7 @@ def signal_cmd(
     name: str,
     payload: str,
     dedupe_id: str | None,
+    reason: str | None,
     wait: float,
     codec_key_file: str | None,
 ) -> None:
@@ -227,14 +242,14 @@ def signal_cmd(
 
     Exit 1 if the workflow rejected it (or had ended), 2 if PAYLOAD is not JSON, 3 if there is
     no such workflow. A --dedupe-id sent before exits 0 ("already sent"), even once the
-    workflow has ended.
+    workflow has ended. The signal is recorded in the audit trail (who, when, --reason).
     """
     data = support.json_arg(payload, "PAYLOAD", "'{\"ok\": true}'")
     codec = reading_codec(codec_key_file)  # with keys, the payload is stored encrypted
 
     async def go() -> _delivery.Sent:
-        async with sw.Manager(url, codec=codec).connect(create=False) as manager:
-            return await _delivery.send(manager, key, name, data, dedupe_id, wait)
+        async with sw.Manager(url, codec=codec, audit="all").connect(create=False) as manager:
+            return await _delivery.send(manager, key, name, data, dedupe_id, wait, reason)
 
     sent = run(go(), url)
     what = f"{escape(key)}: signal {escape(repr(name))}"
@@ -523,6 +538,7 @@ def demo(ctx: click.Context, url: str | None) -> None:
     run(go(), url)
 
 
+cli.add_command(audit_command)
 cli.add_command(lint)
 cli.add_command(fork_command)
 cli.add_command(replay_command)

@@ -17,7 +17,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import sagaway as sw
-from sagaway.cli._support import EXIT_CODES_HELP, Exit, fail, mask_url, run, url_option
+from sagaway.cli._support import (
+    EXIT_CODES_HELP,
+    Exit,
+    fail,
+    mask_url,
+    reason_option,
+    run,
+    url_option,
+)
 from sagaway.states import ended_statuses
 from sagaway.store import resolve_url
 
@@ -94,6 +102,7 @@ def _ago(seconds: float) -> str:
     help="Workflows deleted per transaction.",
 )
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@reason_option
 def purge(
     url: str | None,
     older_than: float,
@@ -101,6 +110,7 @@ def purge(
     dry_run: bool,
     batch_size: int,
     yes: bool,
+    reason: str | None,
 ) -> None:
     """Delete ended workflows (with their steps and signals) older than --older-than.
 
@@ -108,7 +118,8 @@ def purge(
     a live workflow may still read (its child, or one it attached to). Workers may keep
     running: the purge goes in short batches. A purged key can be used again. Asks for
     confirmation on a terminal; without one, it purges only with --yes (exit 2 otherwise).
-    Answering no exits 1.
+    Answering no exits 1. The purge is recorded in the audit trail (who, when, how many,
+    --reason); the entries of the purged workflows stay.
     """
     where = mask_url(resolve_url(url))
 
@@ -145,6 +156,7 @@ def purge(
                     statuses=statuses,
                     batch_size=batch_size,
                     on_batch=lambda n: progress.advance(task, n),
+                    reason=reason,
                 )
 
     click.echo(f"purged {run(go(), url)} workflows")

@@ -19,7 +19,15 @@ from rich.table import Table
 
 import sagaway as sw
 from sagaway.cli._format import escape
-from sagaway.cli._support import EXIT_CODES_HELP, Exit, fail, mask_url, run, url_option
+from sagaway.cli._support import (
+    EXIT_CODES_HELP,
+    Exit,
+    fail,
+    mask_url,
+    reason_option,
+    run,
+    url_option,
+)
 from sagaway.store import resolve_url
 from sagaway.store.records import ScheduleRecord
 
@@ -85,29 +93,32 @@ def list_schedules(url: str | None, json_out: bool) -> None:
 @schedule_command.command()
 @url_option
 @click.argument("schedule_id", metavar="ID")
-def pause(url: str | None, schedule_id: str) -> None:
+@reason_option
+def pause(url: str | None, schedule_id: str, reason: str | None) -> None:
     """Stop starting executions of schedule ID (running ones go on)."""
-    _with_manager(url, lambda manager: manager.pause_schedule(schedule_id))
+    _with_manager(url, lambda manager: manager.pause_schedule(schedule_id, reason=reason))
     console.print(f"{escape(schedule_id)}: paused")
 
 
 @schedule_command.command()
 @url_option
 @click.argument("schedule_id", metavar="ID")
-def resume(url: str | None, schedule_id: str) -> None:
+@reason_option
+def resume(url: str | None, schedule_id: str, reason: str | None) -> None:
     """Start executions of schedule ID again, from its next tick (ticks of the pause are not
     run)."""
-    stored = _with_manager(url, lambda manager: manager.resume_schedule(schedule_id))
+    stored = _with_manager(url, lambda m: m.resume_schedule(schedule_id, reason=reason))
     console.print(f"{escape(schedule_id)}: active, next tick at {_at(stored.next_tick_at)} UTC")
 
 
 @schedule_command.command()
 @url_option
 @click.argument("schedule_id", metavar="ID")
-def trigger(url: str | None, schedule_id: str) -> None:
+@reason_option
+def trigger(url: str | None, schedule_id: str, reason: str | None) -> None:
     """Start one execution of schedule ID now (key schedule:ID:manual:UUID); a running worker
     runs it."""
-    handle = _with_manager(url, lambda manager: manager.trigger_schedule(schedule_id))
+    handle = _with_manager(url, lambda m: m.trigger_schedule(schedule_id, reason=reason))
     click.echo(handle.key)
 
 
@@ -115,7 +126,8 @@ def trigger(url: str | None, schedule_id: str) -> None:
 @url_option
 @click.argument("schedule_id", metavar="ID")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-def delete(url: str | None, schedule_id: str, yes: bool) -> None:
+@reason_option
+def delete(url: str | None, schedule_id: str, yes: bool, reason: str | None) -> None:
     """Delete schedule ID (its executions stay). Asks on a terminal; without one, deletes only
     with --yes (exit 2 otherwise). Answering no exits 1. A schedule declared in code is written
     again when its workers start: remove it from the code too."""
@@ -124,5 +136,5 @@ def delete(url: str | None, schedule_id: str, yes: bool) -> None:
             fail("stdin is not a terminal, so no one can confirm: pass --yes to delete", Exit.USAGE)
         if not click.confirm(f"delete schedule {schedule_id!r}?", default=False):
             sys.exit(int(Exit.REFUSED))
-    _with_manager(url, lambda manager: manager.delete_schedule(schedule_id))
+    _with_manager(url, lambda manager: manager.delete_schedule(schedule_id, reason=reason))
     console.print(f"{escape(schedule_id)}: deleted")

@@ -26,6 +26,7 @@ from sagaway.cli._cancel_requests import cancel_json, print_cancel_requests
 from sagaway.cli._format import escape
 from sagaway.cli._support import Exit, codec_key_option, reading_codec, run, url_option
 from sagaway.cli._table import PlainTable
+from sagaway.cli.audit import entry_json, print_show_audit
 from sagaway.cli.listing import summary_json
 
 console = Console()
@@ -65,7 +66,8 @@ def show(
     follow: bool,
 ) -> None:
     """Show one workflow: input, result or error, every step with its output and the error of
-    each attempt, signals (pending, delivered, rejected and why), lease, durations.
+    each attempt, signals (pending, delivered, rejected and why), lease, durations, and the
+    operator actions on it (who, what, when, why: `sagaway audit` lists them all).
 
     Times are local with their offset (UTC with --utc); JSON gives each as epoch seconds and
     as ISO 8601 (``<field>_iso``). --follow keeps going through SUSPENDED and WAITING (they are
@@ -112,6 +114,7 @@ def show_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, Any]
         steps=[step_json(s, clock) for s in d.steps],
         signals=[signal_json(s, clock) for s in d.signals],
         cancel_requests=[cancel_json(r, clock) for r in d.cancel_requests],
+        audit=[entry_json(e, clock) for e in d.audit],
     )
     return data
 
@@ -202,6 +205,8 @@ def print_show(d: sw.WorkflowDescription, clock: _format.Clock, show_tb: bool) -
         _print_signals(d.signals, clock)
     if d.cancel_requests:
         print_cancel_requests(console, d.cancel_requests, clock)
+    if d.audit:
+        print_show_audit(console, d.audit, clock)
 
 
 def _relations(d: sw.WorkflowDescription, clock: _format.Clock) -> Iterator[tuple[str, str]]:

@@ -9,6 +9,7 @@ result as JSON, which needs no application code either.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Any
 
@@ -19,7 +20,7 @@ from rich.markup import escape
 import sagaway as sw
 from sagaway.cli import _support as support
 from sagaway.cli._ending import result_or_error
-from sagaway.cli._support import Exit, fail, reading_codec, run, url_option
+from sagaway.cli._support import Exit, fail, reading_codec, reason_option, run, url_option
 from sagaway.registry import Registry
 from sagaway.store import resolve_url
 
@@ -74,6 +75,7 @@ def _call_args(text: str) -> tuple[list[Any], dict[str, Any]]:
 @click.option(
     "--wait", is_flag=True, help="Wait for the end; print the result as JSON, or the error."
 )
+@reason_option
 def start(
     url: str | None,
     name: str,
@@ -84,6 +86,7 @@ def start(
     deadline: float | None,
     timeout: float | None,
     wait: bool,
+    reason: str | None,
 ) -> None:
     """Start workflow NAME under KEY (a `sagaway worker` that registered NAME runs it).
 
@@ -91,7 +94,8 @@ def start(
     ones. A workflow already under KEY is joined, not started again. With --wait: print the
     result as JSON and exit 0 when it completes, 1 when it fails, is cancelled or terminated.
     Exit 2 for arguments the workflow does not take (with --app: checked before anything is
-    stored).
+    stored). A start that creates the workflow is recorded in the audit trail (who, when,
+    --reason).
     """
     args, kwargs = _call_args(json_args)
     if timeout is not None:
@@ -106,18 +110,20 @@ def start(
                 '\'{"order_id": "o-1"}\' (positional ones need the function: pass --app)',
                 param_hint="JSON_ARGS",
             )
-        manager = sw.Manager(url, codec=reading_codec(None))
-        call = _by_name(manager, name, kwargs, key, task_queue or "default", deadline)
+        # An operator's start: audited, with or without a reason (audit="all").
+        manager = sw.Manager(url, codec=reading_codec(None), audit="all")
+        call = _by_name(manager, name, kwargs, key, task_queue or "default", deadline, reason)
     else:
         if task_queue is not None:
             raise click.BadParameter(
                 "with --app the workflow's registered task queue is used", param_hint="--task-queue"
             )
         manager = support.load_manager(target)
+        manager.options = dataclasses.replace(manager.options, audit="all")
         if url is not None:
             manager.url = resolve_url(url)
         typed_args, typed_kwargs = _typed(manager, name, args, kwargs)
-        call = _registered(manager, name, typed_args, typed_kwargs, key, deadline)
+        call = _registered(manager, name, typed_args, typed_kwargs, key, deadline, reason)
     run(support.check_reachable(manager.url), manager.url)
     handle, existing = run(call, manager.url)
     if existing is None:
@@ -174,11 +180,12 @@ async def _registered(
     kwargs: dict[str, Any],
     key: str,
     deadline: float | None,
+    reason: str | None,
 ) -> Started:
     async with manager.connect():
         existing = await _existing(manager, key)
         call = manager.workflow(name, *args, **kwargs)
-        return await call.execute(idempotency_key=key, deadline=deadline), existing
+        return await call.execute(idempotency_key=key, deadline=deadline, reason=reason), existing
 
 
 async def _by_name(
@@ -188,11 +195,17 @@ async def _by_name(
     key: str,
     task_queue: str,
     deadline: float | None,
+    reason: str | None,
 ) -> Started:
     async with manager.connect():
         existing = await _existing(manager, key)
         handle = await manager.start_by_name(
-            name, kwargs, idempotency_key=key, task_queue=task_queue, deadline=deadline
+            name,
+            kwargs,
+            idempotency_key=key,
+            task_queue=task_queue,
+            deadline=deadline,
+            reason=reason,
         )
         return handle, existing
 

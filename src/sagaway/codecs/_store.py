@@ -1,5 +1,8 @@
 """A Store that seals every payload on its way in and opens it on its way out.
 
+The audit trail is not a payload: reasons and details pass as they are (operators read the
+trail without keys).
+
 Below it (SQLite, PostgreSQL, the Engine Server) payloads are opaque text: the server never
 needs a key. A payload this process cannot open is passed up sealed, unchanged; decoding it
 then raises ``PayloadKeyError`` where the engine reads it (a workflow is suspended with that
@@ -20,6 +23,9 @@ from sagaway.store import notices
 from sagaway.store.base import CreateResult, Store
 from sagaway.store.records import (
     AttemptErrorRecord,
+    AuditNote,
+    AuditQuery,
+    AuditRecord,
     CancelRequestRecord,
     ForkPayloads,
     Lease,
@@ -110,10 +116,16 @@ class CodecStore:
     # ----------------------------------------------------------- payload-carrying calls
 
     async def create_workflow(
-        self, new: NewWorkflow, *, now: float, lease: Lease | None, replace_live: bool
+        self,
+        new: NewWorkflow,
+        *,
+        now: float,
+        lease: Lease | None,
+        replace_live: bool,
+        audit: AuditNote | None = None,
     ) -> CreateResult:
         result = await self.inner.create_workflow(
-            self._new(new), now=now, lease=lease, replace_live=replace_live
+            self._new(new), now=now, lease=lease, replace_live=replace_live, audit=audit
         )
         return self._created(result, new, new.args_hash)
 
@@ -135,6 +147,7 @@ class CodecStore:
         now: float,
         code_version: str | None = None,
         payloads: ForkPayloads | None = None,
+        audit: AuditNote | None = None,
     ) -> CreateResult | None:
         # The source's payloads are bound to the source's run: the fork stores them sealed
         # again for its own, in its transaction (see _reseal). ``payloads`` given here are
@@ -155,6 +168,7 @@ class CodecStore:
             now=now,
             code_version=code_version,
             payloads=sealed,
+            audit=audit,
         )
         if result is None:
             return None
@@ -243,10 +257,20 @@ class CodecStore:
         return [(self._wf(r), lease) for r, lease in claimed]
 
     async def end_workflow(
-        self, run_id: str, *, status: WorkflowStatus, error: str | None, now: float
+        self,
+        run_id: str,
+        *,
+        status: WorkflowStatus,
+        error: str | None,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> bool:
         return await self.inner.end_workflow(
-            run_id, status=status, error=self._seal(error, run_id, "error"), now=now
+            run_id,
+            status=status,
+            error=self._seal(error, run_id, "error"),
+            now=now,
+            audit=audit,
         )
 
     async def send_signal(
@@ -258,6 +282,7 @@ class CodecStore:
         dedupe_id: str | None,
         now: float,
         run_id: str | None = None,
+        audit: AuditNote | None = None,
     ) -> tuple[WorkflowRecord | None, bool]:
         # Sealed for the run it is stored in: the current one under the key, which the store
         # checks in the transaction that stores it. Should the key have moved to another run
@@ -271,7 +296,13 @@ class CodecStore:
         for _ in range(_SEND_ROUNDS):
             sealed = self.chain.seal(payload, place=_places.signal(target, name))
             record, stored = await self.inner.send_signal(
-                key, name=name, payload=sealed, dedupe_id=dedupe_id, now=now, run_id=target
+                key,
+                name=name,
+                payload=sealed,
+                dedupe_id=dedupe_id,
+                now=now,
+                run_id=target,
+                audit=audit,
             )
             moved = record is not None and record.run_id != target and not record.status.ended
             if not moved or run_id is not None:
@@ -399,8 +430,10 @@ class CodecStore:
     ) -> float | None:
         return await self.inner.next_due(owner=owner, queues=queues, versions=versions)
 
-    async def request_cancel(self, run_id: str, *, reason: str, now: float) -> bool:
-        return await self.inner.request_cancel(run_id, reason=reason, now=now)
+    async def request_cancel(
+        self, run_id: str, *, reason: str, now: float, audit: AuditNote | None = None
+    ) -> bool:
+        return await self.inner.request_cancel(run_id, reason=reason, now=now, audit=audit)
 
     async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
         return await self.inner.cancel_requests(run_ids)
@@ -408,8 +441,14 @@ class CodecStore:
     async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
         return await self.inner.list_cancel_requests(run_id)
 
-    async def retry_now(self, run_id: str, *, now: float) -> bool:
-        return await self.inner.retry_now(run_id, now=now)
+    async def retry_now(self, run_id: str, *, now: float, audit: AuditNote | None = None) -> bool:
+        return await self.inner.retry_now(run_id, now=now, audit=audit)
+
+    async def record_audit(self, note: AuditNote, *, target: str | None = None) -> None:
+        await self.inner.record_audit(note, target=target)
+
+    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
+        return await self.inner.list_audit(query)
 
     async def count_by_status(self) -> dict[WorkflowStatus, int]:
         return await self.inner.count_by_status()
@@ -460,26 +499,39 @@ class CodecStore:
         return _replaced(s, args=self.chain.try_open(s.args, place=place, sealed=True) or "")
 
     async def put_schedule(
-        self, schedule: ScheduleRecord, *, keep_paused: bool, now: float
+        self,
+        schedule: ScheduleRecord,
+        *,
+        keep_paused: bool,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> ScheduleRecord:
         args = self.chain.seal(schedule.args, place=_places.schedule(schedule.id))
         sealed = _replaced(schedule, args=args)
-        stored = await self.inner.put_schedule(sealed, keep_paused=keep_paused, now=now)
+        stored = await self.inner.put_schedule(
+            sealed, keep_paused=keep_paused, now=now, audit=audit
+        )
         return self._schedule(stored)
 
     async def list_schedules(self) -> list[ScheduleRecord]:
         return [self._schedule(s) for s in await self.inner.list_schedules()]
 
     async def set_schedule_paused(
-        self, schedule_id: str, *, paused: bool, next_tick_at: float, now: float
+        self,
+        schedule_id: str,
+        *,
+        paused: bool,
+        next_tick_at: float,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> ScheduleRecord | None:
         stored = await self.inner.set_schedule_paused(
-            schedule_id, paused=paused, next_tick_at=next_tick_at, now=now
+            schedule_id, paused=paused, next_tick_at=next_tick_at, now=now, audit=audit
         )
         return None if stored is None else self._schedule(stored)
 
-    async def delete_schedule(self, schedule_id: str) -> bool:
-        return await self.inner.delete_schedule(schedule_id)
+    async def delete_schedule(self, schedule_id: str, *, audit: AuditNote | None = None) -> bool:
+        return await self.inner.delete_schedule(schedule_id, audit=audit)
 
     async def fire_schedule(
         self,

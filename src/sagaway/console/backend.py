@@ -2,7 +2,8 @@
 
 The console starts whether or not the database answers: a request that cannot reach it gets a
 503 page, and the next request tries again. The Manager is opened with ``connect(create=False)``
-semantics: it runs no Workers and creates no database.
+semantics: it runs no Workers and creates no database. It audits every action made through
+it, signals included (``audit="all"``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class Backend:
             return self._manager
         async with self._lock:
             if self._manager is None:
-                manager = sw.Manager(self.url, codec=self.codec)
+                manager = sw.Manager(self.url, codec=self.codec, audit="all")
                 context = manager.connect(create=False)
                 await context.__aenter__()  # raises: nothing opened, the next request retries
                 self._manager, self._context = manager, context

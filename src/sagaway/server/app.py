@@ -157,7 +157,12 @@ async def serve(
         interceptors: list[grpc.aio.ServerInterceptor] = [TokenAuth(gate), WireGuard()]
         server = grpc.aio.server(interceptors=interceptors, options=_options(config.payload_limit))
         service = EngineService(
-            store, hub, backend=backend, payload_limit=config.payload_limit, clock=clock
+            store,
+            hub,
+            backend=backend,
+            payload_limit=config.payload_limit,
+            clock=clock,
+            token=config.token is not None,
         )
         pb_grpc.add_EngineServicer_to_server(service, server)
         health_service = health.aio.HealthServicer()

@@ -2,7 +2,8 @@
 
 Requests are checked (``checks``) and errors mapped to status codes (``status``) in one place,
 ``_verb``. On SQLite the service announces the changes it makes (``Hub``), since the file has no
-notices of its own.
+notices of its own. An operator action's audit entry is the server's to sign (``audit``): who
+is the caller it authenticated, whatever the client says.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import grpc.aio
 from sagaway import __version__
 from sagaway._engine import cron
 from sagaway._engine.text_checks import check_name, check_plain
+from sagaway.server import audit
 from sagaway.server.batch import run_batch
 from sagaway.server.checks import check_message, max_request_bytes
 from sagaway.server.clock import ServerClock
@@ -29,6 +31,8 @@ from sagaway.store import Store, notices
 from sagaway.store import _wire as wire
 from sagaway.store.base import CreateResult
 from sagaway.store.records import (
+    AuditNote,
+    AuditQuery,
     Lease,
     ListQuery,
     NewWorkflow,
@@ -52,6 +56,8 @@ def _verb(fn: Handler[Req, Rep]) -> Handler[Req, Rep]:
         self: EngineService, request: Req, context: grpc.aio.ServicerContext[Any, Any]
     ) -> Rep:
         try:
+            if context is not None:  # a Batch's calls see its caller's
+                audit.set_call(context)
             check_message(request, self.payload_limit)
             return await fn(self, request, context)
         except Exception as exc:
@@ -100,9 +106,18 @@ class EngineService(pb_grpc.EngineServicer):
     """The ``sagaway.v1.Engine`` service over one opened store."""
 
     def __init__(
-        self, store: Store, hub: Hub, *, backend: str, payload_limit: int, clock: ServerClock
+        self,
+        store: Store,
+        hub: Hub,
+        *,
+        backend: str,
+        payload_limit: int,
+        clock: ServerClock,
+        token: bool = False,
     ) -> None:
         self.store = store
+        self.token = token
+        """Whether the server checks a token: who an unnamed caller is (``audit.caller``)."""
         self.clock = clock
         """The only clock of lease and timer decisions; it clamps the leases clients ask for."""
         self.hub = hub
@@ -111,6 +126,10 @@ class EngineService(pb_grpc.EngineServicer):
         self.announce = backend == "sqlite"
         """Whether this service announces changes itself (the database does not)."""
         self.starts = StartWorkflows(store, hub, announce=self.announce)
+
+    def _note(self, request: Any, *actions: str) -> AuditNote | None:
+        """The audit entry ``request`` carries, signed by this server (None: none)."""
+        return audit.note(request, *actions, token=self.token)
 
     def _ready(self) -> None:
         if self.announce:
@@ -192,6 +211,7 @@ class EngineService(pb_grpc.EngineServicer):
             now=now,
             lease=None if lease is None else self.clock.lease(lease, now),
             replace_live=request.replace_live,
+            audit=self._note(request, "start", "schedule.trigger"),
         )
         if result.created:
             if result.replaced_run_id is not None:
@@ -214,6 +234,7 @@ class EngineService(pb_grpc.EngineServicer):
             now=self.clock.now(request.now),
             code_version=wire.optional(request, "code_version"),
             payloads=wire.fork_payloads_of(request),
+            audit=self._note(request, "fork"),
         )
         if result is None:
             return pb.ForkWorkflowReply()
@@ -328,11 +349,14 @@ class EngineService(pb_grpc.EngineServicer):
 
     @_verb
     async def EndWorkflow(self, request: pb.EndWorkflowRequest, context: Any) -> pb.Done:
+        status = _ending(request.status, _ENDED_BY_REQUEST)
+        action = "terminate" if status is WorkflowStatus.TERMINATED else "cancel"
         changed = await self.store.end_workflow(
             request.run_id,
-            status=_ending(request.status, _ENDED_BY_REQUEST),
+            status=status,
             error=wire.optional(request, "error"),
             now=self.clock.now(request.now),
+            audit=self._note(request, action),
         )
         if changed:
             self._ended(request.run_id)
@@ -341,7 +365,10 @@ class EngineService(pb_grpc.EngineServicer):
     @_verb
     async def RequestCancel(self, request: pb.RequestCancelRequest, context: Any) -> pb.Done:
         changed = await self.store.request_cancel(
-            request.run_id, reason=request.reason, now=self.clock.now(request.now)
+            request.run_id,
+            reason=request.reason,
+            now=self.clock.now(request.now),
+            audit=self._note(request, "cancel"),
         )
         if changed and self.announce:
             self.hub.publish(notices.CancelRequested(request.run_id))
@@ -355,7 +382,9 @@ class EngineService(pb_grpc.EngineServicer):
 
     @_verb
     async def RetryNow(self, request: pb.RetryNowRequest, context: Any) -> pb.Done:
-        changed = await self.store.retry_now(request.run_id, now=self.clock.now(request.now))
+        changed = await self.store.retry_now(
+            request.run_id, now=self.clock.now(request.now), audit=self._note(request, "retry")
+        )
         if changed:
             self._ready()
         return pb.Done(changed=changed)
@@ -379,6 +408,7 @@ class EngineService(pb_grpc.EngineServicer):
             dedupe_id=wire.optional(request, "dedupe_id"),
             now=self.clock.now(request.now),
             run_id=wire.optional(request, "run_id"),
+            audit=self._note(request, "signal"),
         )
         if stored:
             self._ready()
@@ -511,7 +541,10 @@ class EngineService(pb_grpc.EngineServicer):
         # A definition no scheduler could read is refused here (INVALID_ARGUMENT), not stored.
         cron.check(schedule.cron, schedule.timezone, schedule.catch_up)
         stored = await self.store.put_schedule(
-            schedule, keep_paused=request.keep_paused, now=self.clock.now(request.now)
+            schedule,
+            keep_paused=request.keep_paused,
+            now=self.clock.now(request.now),
+            audit=self._note(request, "schedule.put"),
         )
         if self.announce:
             self.hub.publish(notices.SCHEDULES_CHANGED)
@@ -531,6 +564,7 @@ class EngineService(pb_grpc.EngineServicer):
             paused=request.paused,
             next_tick_at=request.next_tick_at,
             now=self.clock.now(request.now),
+            audit=self._note(request, "schedule.pause" if request.paused else "schedule.resume"),
         )
         if self.announce:
             self.hub.publish(notices.SCHEDULES_CHANGED)
@@ -538,7 +572,35 @@ class EngineService(pb_grpc.EngineServicer):
 
     @_verb
     async def DeleteSchedule(self, request: pb.ScheduleIdRequest, context: Any) -> pb.Done:
-        return pb.Done(changed=await self.store.delete_schedule(request.id))
+        deleted = await self.store.delete_schedule(
+            request.id, audit=self._note(request, "schedule.delete")
+        )
+        return pb.Done(changed=deleted)
+
+    # ------------------------------------------------------------------ audit trail
+
+    @_verb
+    async def RecordAudit(self, request: pb.RecordAuditRequest, context: Any) -> pb.Empty:
+        note = self._note(request, "purge")
+        if note is None:
+            raise ValueError("RecordAudit needs its audit note")
+        await self.store.record_audit(note, target=wire.optional(request, "target"))
+        return pb.Empty()
+
+    @_verb
+    async def ListAudit(self, request: pb.ListAuditRequest, context: Any) -> pb.AuditList:
+        query = AuditQuery(
+            limit=max(1, request.limit),
+            before_seq=wire.optional(request, "before_seq"),
+            run_id=wire.optional(request, "run_id"),
+            target=wire.optional(request, "target"),
+            actor=wire.optional(request, "actor"),
+            actions=frozenset(request.actions),
+            since=wire.optional(request, "since"),
+            until=wire.optional(request, "until"),
+        )
+        found = await self.store.list_audit(query)
+        return pb.AuditList(entries=[wire.audit_record(r) for r in found])
 
     @_verb
     async def FireSchedule(self, request: pb.FireScheduleRequest, context: Any) -> pb.Done:

@@ -13,9 +13,9 @@ import sqlite3
 from collections.abc import Collection
 from typing import Any
 
-from sagaway.store import _rows
+from sagaway.store import _audit, _rows
 from sagaway.store.base import CreateResult
-from sagaway.store.records import ForkPayloads
+from sagaway.store.records import AuditNote, ForkPayloads
 from sagaway.store.sql import queries
 
 _Q = queries("sqlite")
@@ -36,6 +36,8 @@ class Fork:
     """The code version of the process that forks (not the source's): see ``NewWorkflow``."""
     payloads: ForkPayloads | None = None
     """Replacing the copied arguments and step payloads (see ``Store.fork_workflow``)."""
+    audit: AuditNote | None = None
+    """Written with the new execution (about it), when it is created."""
 
     def params(self) -> dict[str, Any]:
         """``fork_workflow`` and ``fork_steps`` (``call_ids`` as a list: PostgreSQL's array)."""
@@ -80,6 +82,7 @@ def fork(
     now: float,
     code_version: str | None = None,
     payloads: ForkPayloads | None = None,
+    audit: AuditNote | None = None,
 ) -> Fork:
     return Fork(
         source_run_id=source_run_id,
@@ -90,6 +93,7 @@ def fork(
         now=now,
         code_version=code_version,
         payloads=payloads,
+        audit=audit,
     )
 
 
@@ -103,6 +107,7 @@ def run_sqlite(conn: sqlite3.Connection, fork: Fork) -> CreateResult | None:
             conn.execute(_Q["fork_steps"], params)
         for query, values in replacements:
             conn.execute(_Q[query], values)
+        _audit.write_sqlite(conn, fork.audit, run_id=fork.run_id)
         row = conn.execute(_Q["get_run"], {"run_id": fork.run_id}).fetchone()
         return CreateResult(_rows.workflow_from_row(row), created=True)
     row = conn.execute(_Q["get_current"], {"key": fork.key}).fetchone()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from sagaway.store import _rows
+from sagaway.store import _pg_audit, _rows
 from sagaway.store._fork import Fork
 from sagaway.store._pg_conn import Conn, Q, Run, named
 from sagaway.store.base import CreateResult
@@ -23,6 +23,7 @@ async def run_postgres(run: Run, fork: Fork) -> CreateResult | None:
                 await conn.execute(Q["fork_steps"], params)
             for query, values in replacements:
                 await conn.execute(Q[query], values)
+            await _pg_audit.write(conn, fork.audit, run_id=fork.run_id)
             record = _rows.workflow_from_row(rows[0])
             if fork.payloads is not None:  # RETURNING gave the copy's arguments
                 record = dataclasses.replace(record, args=fork.payloads.args)

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from sagaway.store import _params
+from sagaway.store import _params, _pg_audit
 from sagaway.store._pg_conn import Conn, Op, Q, named
 from sagaway.store._schedules import advance_params, put_params, schedule_from_row
-from sagaway.store.records import NewWorkflow, ScheduleRecord
+from sagaway.store.records import AuditNote, NewWorkflow, ScheduleRecord
 
 T = TypeVar("T")
 
@@ -49,12 +49,18 @@ class PostgresSchedules:
         raise NotImplementedError  # PostgresStore's
 
     async def put_schedule(
-        self, schedule: ScheduleRecord, *, keep_paused: bool, now: float
+        self,
+        schedule: ScheduleRecord,
+        *,
+        keep_paused: bool,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> ScheduleRecord:
         params = put_params(schedule, keep_paused=keep_paused, now=now)
 
         async def op(conn: Conn, retried: bool) -> ScheduleRecord:
             await conn.execute(Q["put_schedule"], params)
+            await _pg_audit.write(conn, audit, target=schedule.id)
             stored = await _get(conn, schedule.id)
             assert stored is not None
             return stored
@@ -68,20 +74,32 @@ class PostgresSchedules:
         return await self._run(op, transaction=False)
 
     async def set_schedule_paused(
-        self, schedule_id: str, *, paused: bool, next_tick_at: float, now: float
+        self,
+        schedule_id: str,
+        *,
+        paused: bool,
+        next_tick_at: float,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> ScheduleRecord | None:
         params = {"id": schedule_id, "paused": paused, "next_tick_at": next_tick_at, "now": now}
 
         async def op(conn: Conn, retried: bool) -> ScheduleRecord | None:
             await conn.execute(Q["set_schedule_paused"], params)
-            return await _get(conn, schedule_id)
+            stored = await _get(conn, schedule_id)
+            if stored is not None:
+                await _pg_audit.write(conn, audit, target=schedule_id)
+            return stored
 
         return await self._run(op)
 
-    async def delete_schedule(self, schedule_id: str) -> bool:
+    async def delete_schedule(self, schedule_id: str, *, audit: AuditNote | None = None) -> bool:
         async def op(conn: Conn, retried: bool) -> bool:
             cur = await conn.execute(Q["delete_schedule"], {"id": schedule_id})
-            return bool(cur.rowcount == 1)
+            if cur.rowcount != 1:
+                return False
+            await _pg_audit.write(conn, audit, target=schedule_id)
+            return True
 
         return await self._run(op)
 

@@ -7,9 +7,9 @@ import uuid
 from collections.abc import Collection
 
 from sagaway import errors
-from sagaway.store import _params, _rows
+from sagaway.store import _params, _pg_audit, _rows
 from sagaway.store._pg_conn import Conn, Q, Run, exists, named
-from sagaway.store.records import CancelRequestRecord, WorkflowRecord
+from sagaway.store.records import AuditNote, CancelRequestRecord, WorkflowRecord
 
 _ROUNDS = 16
 """Bound on re-reads when the current row of a key changes under a send."""
@@ -24,6 +24,7 @@ async def send(
     dedupe_id: str | None,
     now: float,
     run_id: str | None = None,
+    audit: AuditNote | None = None,
 ) -> tuple[WorkflowRecord | None, bool]:
     """Store a signal for the current execution under ``key`` and wake it if it waits for
     it: (its record, stored); (None, False) if there is no such key. With ``run_id``, nothing
@@ -61,6 +62,7 @@ async def send(
                 Q["wake_waiting"],
                 _params.wake_waiting(record.run_id, waiting_for=waiting_for, now=now),
             )
+            await _pg_audit.write(conn, audit, run_id=record.run_id)
         return record, stored
 
     return await run(op)
@@ -75,15 +77,21 @@ async def _sent_by(conn: Conn, params: _params.Params, sender: str) -> bool:
     return row is not None and row[0] == sender
 
 
-async def request_cancel(run: Run, run_id: str, *, reason: str, now: float) -> bool:
-    """Record a cancel request on a live execution; False if it has ended."""
+async def request_cancel(
+    run: Run, run_id: str, *, reason: str, now: float, audit: AuditNote | None = None
+) -> bool:
+    """Record a cancel request on a live execution; False if it has ended. An ``audit`` entry
+    makes it a transaction of two statements (the request, then the entry if accepted)."""
     params = {"run_id": run_id, "reason": reason, "now": now}
 
     async def op(conn: Conn, retried: bool) -> bool:
         row = await (await conn.execute(Q["request_cancel"], params)).fetchone()
-        return bool(row is not None and row[0])
+        accepted = bool(row is not None and row[0])
+        if accepted:
+            await _pg_audit.write(conn, audit, run_id=run_id)
+        return accepted
 
-    return await run(op, transaction=False)
+    return await run(op, transaction=audit is not None)
 
 
 async def list_cancel_requests(run: Run, run_id: str) -> list[CancelRequestRecord]:

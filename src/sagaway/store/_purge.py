@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from sagaway import states
@@ -53,3 +53,29 @@ def sqlite_purge(
 def sqlite_count(conn: sqlite3.Connection, *, before: float, statuses: list[str]) -> int:
     params = {"before": before, "statuses": json.dumps(statuses)}
     return int(conn.execute(_Q["count_purgeable"], params).fetchone()[0])
+
+
+async def sqlite_chunks(
+    call: Callable[[Callable[[sqlite3.Connection], list[str]]], Awaitable[list[str]]],
+    *,
+    before: float,
+    statuses: Collection[WorkflowStatus] | None,
+    limit: int,
+) -> list[str]:
+    """SQLite's ``purge_ended``: chunks of ``SQLITE_CHUNK``, each a job of its own given to
+    ``call`` (the store's writer): the writer serves everyone, and a job holds the workers'
+    commits of its group transaction until it is done."""
+    names = ended_statuses(statuses)
+    check_batch(limit)
+    purged: list[str] = []
+    while len(purged) < limit:
+        chunk = min(limit - len(purged), SQLITE_CHUNK)
+
+        def op(conn: sqlite3.Connection, n: int = chunk) -> list[str]:
+            return sqlite_purge(conn, before=before, statuses=names, limit=n)
+
+        run_ids = await call(op)
+        purged += run_ids
+        if len(run_ids) < chunk:
+            break
+    return purged

@@ -15,9 +15,9 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from sagaway.store import _params
+from sagaway.store import _audit, _params
 from sagaway.store._rows import Row
-from sagaway.store.records import NewWorkflow, ScheduleRecord
+from sagaway.store.records import AuditNote, NewWorkflow, ScheduleRecord
 from sagaway.store.sql import queries
 
 T = TypeVar("T")
@@ -102,12 +102,18 @@ class SQLiteSchedules:
         raise NotImplementedError  # SQLiteStore's
 
     async def put_schedule(
-        self, schedule: ScheduleRecord, *, keep_paused: bool, now: float
+        self,
+        schedule: ScheduleRecord,
+        *,
+        keep_paused: bool,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> ScheduleRecord:
         params = put_params(schedule, keep_paused=keep_paused, now=now)
 
         def op(conn: sqlite3.Connection) -> ScheduleRecord:
             conn.execute(_Q["put_schedule"], params)
+            _audit.write_sqlite(conn, audit, target=schedule.id)
             stored = _get(conn, schedule.id)
             assert stored is not None
             return stored
@@ -121,19 +127,31 @@ class SQLiteSchedules:
         return await self._call(op)
 
     async def set_schedule_paused(
-        self, schedule_id: str, *, paused: bool, next_tick_at: float, now: float
+        self,
+        schedule_id: str,
+        *,
+        paused: bool,
+        next_tick_at: float,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> ScheduleRecord | None:
         params = {"id": schedule_id, "paused": paused, "next_tick_at": next_tick_at, "now": now}
 
         def op(conn: sqlite3.Connection) -> ScheduleRecord | None:
             conn.execute(_Q["set_schedule_paused"], params)
-            return _get(conn, schedule_id)
+            stored = _get(conn, schedule_id)
+            if stored is not None:
+                _audit.write_sqlite(conn, audit, target=schedule_id)
+            return stored
 
         return await self._call(op)
 
-    async def delete_schedule(self, schedule_id: str) -> bool:
+    async def delete_schedule(self, schedule_id: str, *, audit: AuditNote | None = None) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
-            return conn.execute(_Q["delete_schedule"], {"id": schedule_id}).rowcount == 1
+            if conn.execute(_Q["delete_schedule"], {"id": schedule_id}).rowcount != 1:
+                return False
+            _audit.write_sqlite(conn, audit, target=schedule_id)
+            return True
 
         return await self._call(op)
 

@@ -1,41 +1,78 @@
-"""``send_signal`` on SQLite (see ``sqlite.SQLiteStore``, whose verb it is): store a signal for
-the current execution under a key and wake it if it waits for it, in the writer's transaction."""
+"""Messages to a workflow on SQLite: signals sent to it and cancel requests (the transactions of
+``sqlite.SQLiteStore``'s verbs, run by its writer; ``_pg_signals`` is PostgreSQL's)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sqlite3
+from collections.abc import Collection
 
-from sagaway.store import _params, _rows
-from sagaway.store.records import WorkflowRecord
+from sagaway.store import _audit, _params, _rows
+from sagaway.store.records import AuditNote, CancelRequestRecord, WorkflowRecord
 from sagaway.store.sql import queries
 
 _Q = queries("sqlite")
 
 
-def send(
-    conn: sqlite3.Connection,
-    key: str,
-    *,
-    name: str,
-    payload: str,
-    dedupe_id: str | None,
-    now: float,
-    run_id: str | None,
-) -> tuple[WorkflowRecord | None, bool]:
-    """(the current execution under ``key``, whether the signal was stored); (None, False)
-    if there is none. With ``run_id``, nothing is stored unless it is that execution."""
-    row = conn.execute(_Q["signal_target"], {"key": key}).fetchone()
-    if row is None:
-        return None, False
-    record = _rows.workflow_from_row(row)
-    if record.status.ended or (run_id is not None and record.run_id != run_id):
-        return record, False
-    params = _params.signal(record.run_id, name=name, payload=payload, dedupe_id=dedupe_id, now=now)
-    stored = conn.execute(_Q["insert_signal"], params).rowcount == 1
-    if stored:
-        waiting_for = _params.signal_wait(name)
-        conn.execute(
-            _Q["wake_waiting"],
-            _params.wake_waiting(record.run_id, waiting_for=waiting_for, now=now),
+@dataclasses.dataclass(frozen=True, slots=True)
+class Send:
+    """``send_signal``: store a signal for the current execution under ``key``, and wake it
+    if it waits for one of this name. With ``run_id``, nothing is stored unless the current
+    execution is that one (a payload sealed for that run)."""
+
+    key: str
+    name: str
+    payload: str
+    dedupe_id: str | None
+    now: float
+    audit: AuditNote | None
+    run_id: str | None = None
+
+    def run(self, conn: sqlite3.Connection) -> tuple[WorkflowRecord | None, bool]:
+        """(the execution, stored); (None, False) if there is no such key."""
+        row = conn.execute(_Q["signal_target"], {"key": self.key}).fetchone()
+        if row is None:
+            return None, False
+        record = _rows.workflow_from_row(row)
+        if record.status.ended or (self.run_id is not None and record.run_id != self.run_id):
+            return record, False
+        params = _params.signal(
+            record.run_id,
+            name=self.name,
+            payload=self.payload,
+            dedupe_id=self.dedupe_id,
+            now=self.now,
         )
-    return record, stored
+        stored = conn.execute(_Q["insert_signal"], params).rowcount == 1
+        if stored:
+            waiting_for = _params.signal_wait(self.name)
+            conn.execute(
+                _Q["wake_waiting"],
+                _params.wake_waiting(record.run_id, waiting_for=waiting_for, now=self.now),
+            )
+            _audit.write_sqlite(conn, self.audit, run_id=record.run_id)
+        return record, stored
+
+
+def request_cancel(
+    conn: sqlite3.Connection, run_id: str, reason: str, now: float, audit: AuditNote | None
+) -> bool:
+    """Record a cancel request (logged, accepted or not); False if the execution has ended."""
+    params = {"run_id": run_id, "reason": reason, "now": now}
+    accepted = conn.execute(_Q["request_cancel"], params).rowcount == 1
+    conn.execute(_Q["log_cancel_request"], {**params, "accepted": accepted})
+    if accepted:
+        _audit.write_sqlite(conn, audit, run_id=run_id)
+    return accepted
+
+
+def list_cancel_requests(conn: sqlite3.Connection, run_id: str) -> list[CancelRequestRecord]:
+    rows = conn.execute(_Q["list_cancel_requests"], {"run_id": run_id}).fetchall()
+    return [CancelRequestRecord(run_id, r[0], r[1], bool(r[2])) for r in rows]
+
+
+def cancel_requests(conn: sqlite3.Connection, run_ids: Collection[str]) -> dict[str, str]:
+    params = {"run_ids": json.dumps(sorted(run_ids))}
+    rows = conn.execute(_Q["cancel_requests"], params).fetchall()
+    return {row["run_id"]: row["cancel_reason"] for row in rows}

@@ -15,6 +15,8 @@ from google.protobuf.message import Message
 from sagaway.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store.records import (
     AttemptErrorRecord,
+    AuditNote,
+    AuditRecord,
     ForkPayloads,
     Lease,
     NewWorkflow,
@@ -105,6 +107,22 @@ def fork_payloads_of(request: Any) -> ForkPayloads | None:
     given = request.payloads
     steps = tuple(from_message(StepPayloads, s) for s in given.steps)
     return ForkPayloads(args=given.args, steps=steps)
+def audit_note(note: AuditNote | None) -> pb.AuditNote | None:
+    """An audit note as a client sends it: the server sets who acted, so the client's name for
+    itself travels as the claim ``on_behalf_of`` (its caller's, if it has one)."""
+    if note is None:
+        return None
+    return pb.AuditNote(
+        entry_id=note.entry_id,
+        action=note.action,
+        on_behalf_of=note.on_behalf_of or note.actor,
+        reason=note.reason,
+        details=note.details,
+    )
+
+
+def audit_record(record: AuditRecord) -> pb.AuditRecord:
+    return to_message(record, pb.AuditRecord())  # type: ignore[no-any-return]
 
 
 def optional(message: Any, name: str) -> Any:

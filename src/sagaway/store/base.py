@@ -3,7 +3,9 @@
 Every method is one database transaction. Methods that take a lease ``token`` are *fenced*: they
 write only while that token still owns a RUNNING execution, and raise ``errors.LeaseLost``
 otherwise, so a process that lost its lease (paused, partitioned, or its workflow was
-cancelled) can never overwrite the work of the new owner.
+cancelled) can never overwrite the work of the new owner. Verbs that take ``audit`` (an
+operator's action) write that entry of the audit trail in the same transaction, and only when
+they change something (see ``_audit``): the entry and the change commit or roll back together.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from sagaway.states import WorkflowStatus
 from sagaway.store import notices
 from sagaway.store.records import (
     AttemptErrorRecord,
+    AuditNote,
+    AuditQuery,
+    AuditRecord,
     CancelRequestRecord,
     ForkPayloads,
     Lease,
@@ -107,9 +112,16 @@ class Store(Protocol):
         ...
 
     async def create_workflow(
-        self, new: NewWorkflow, *, now: float, lease: Lease | None, replace_live: bool
+        self,
+        new: NewWorkflow,
+        *,
+        now: float,
+        lease: Lease | None,
+        replace_live: bool,
+        audit: AuditNote | None = None,
     ) -> CreateResult:
-        """Insert an execution under ``new.key`` unless the key is taken.
+        """Insert an execution under ``new.key`` unless the key is taken (``audit``: when it
+        was created).
 
         With a lease the execution starts RUNNING, owned by it; otherwise PENDING. When the key is
         taken by a live execution and ``replace_live`` is true, that one is TERMINATED first.
@@ -127,6 +139,7 @@ class Store(Protocol):
         now: float,
         code_version: str | None = None,
         payloads: ForkPayloads | None = None,
+        audit: AuditNote | None = None,
     ) -> CreateResult | None:
         """Create a PENDING execution ``run_id`` under ``key`` (no parent) with the name,
         arguments and queue of the ended execution ``source_run_id``, and copies of its steps
@@ -236,12 +249,20 @@ class Store(Protocol):
         ...
 
     async def end_workflow(
-        self, run_id: str, *, status: WorkflowStatus, error: str | None, now: float
+        self,
+        run_id: str,
+        *,
+        status: WorkflowStatus,
+        error: str | None,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> bool:
         """End a live execution by request (CANCELLED, TERMINATED); False if already ended."""
         ...
 
-    async def request_cancel(self, run_id: str, *, reason: str, now: float) -> bool:
+    async def request_cancel(
+        self, run_id: str, *, reason: str, now: float, audit: AuditNote | None = None
+    ) -> bool:
         """Record a cancel request on a live execution (the first reason stays) and make it
         due at once if no process holds it; False if it has ended."""
         ...
@@ -255,7 +276,7 @@ class Store(Protocol):
         the order they came; they go with the execution when it is purged."""
         ...
 
-    async def retry_now(self, run_id: str, *, now: float) -> bool:
+    async def retry_now(self, run_id: str, *, now: float, audit: AuditNote | None = None) -> bool:
         """Make a SUSPENDED execution due at once; False if it is not suspended."""
         ...
 
@@ -272,6 +293,7 @@ class Store(Protocol):
         dedupe_id: str | None,
         now: float,
         run_id: str | None = None,
+        audit: AuditNote | None = None,
     ) -> tuple[WorkflowRecord | None, bool]:
         """Store a signal for the current execution under ``key`` unless it has ended, and,
         with ``run_id``, only if that is the current execution (a payload sealed for that run:
@@ -402,7 +424,12 @@ class Store(Protocol):
     # ------------------------------------------------------------ schedules (schema v13/v11)
 
     async def put_schedule(
-        self, schedule: ScheduleRecord, *, keep_paused: bool, now: float
+        self,
+        schedule: ScheduleRecord,
+        *,
+        keep_paused: bool,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> ScheduleRecord:
         """Create the schedule ``schedule.id`` or replace its definition; returns it as stored.
 
@@ -417,13 +444,19 @@ class Store(Protocol):
         ...
 
     async def set_schedule_paused(
-        self, schedule_id: str, *, paused: bool, next_tick_at: float, now: float
+        self,
+        schedule_id: str,
+        *,
+        paused: bool,
+        next_tick_at: float,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> ScheduleRecord | None:
         """Pause or resume a schedule (None: no such id). Resuming a paused one sets its next
         tick to ``next_tick_at``: the ticks of a pause are not caught up."""
         ...
 
-    async def delete_schedule(self, schedule_id: str) -> bool:
+    async def delete_schedule(self, schedule_id: str, *, audit: AuditNote | None = None) -> bool:
         """Delete a schedule (its executions stay); False if there is none."""
         ...
 
@@ -440,4 +473,16 @@ class Store(Protocol):
         """In one transaction: advance the unpaused schedule's ``next_tick_at`` from ``tick_at``
         to ``next_tick_at`` only if it still is ``tick_at`` (compare-and-set), and if so create
         ``starts`` PENDING (a key already taken is left as it is). True: this call won."""
+        ...
+
+    # ------------------------------------------------------------ audit trail (v18/v22)
+
+    async def record_audit(self, note: AuditNote, *, target: str | None = None) -> None:
+        """Write an entry of an action that is no single transaction of its own (a purge, made
+        of many): about ``target`` (None: about no one workflow)."""
+        ...
+
+    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
+        """Entries of the audit trail matching ``query``, newest first; they outlive the
+        workflows they are about (a purge leaves them)."""
         ...

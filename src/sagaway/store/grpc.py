@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 try:
     import grpc
@@ -28,9 +27,11 @@ except ImportError as exc:  # an optional extra
 
 from sagaway import errors, states
 from sagaway.states import WorkflowStatus
+from sagaway.store import _grpc_errors
 from sagaway.store import _wire as wire
 from sagaway.store import notices
 from sagaway.store._grpc_batch import Batcher, reply_class
+from sagaway.store._grpc_errors import ServerRefused
 from sagaway.store._grpc_target import (
     CHANNEL_KEEPALIVE_MS,
     CONNECT_TIMEOUT,
@@ -38,15 +39,12 @@ from sagaway.store._grpc_target import (
     handshake_hint,
     parse_target,
 )
-from sagaway.store.base import (
-    CancelPending,
-    CreateResult,
-    DatabaseNotFound,
-    PermissionDenied,
-    StoreUnavailable,
-)
+from sagaway.store.base import CreateResult, StoreUnavailable
 from sagaway.store.records import (
     AttemptErrorRecord,
+    AuditNote,
+    AuditQuery,
+    AuditRecord,
     CancelRequestRecord,
     ForkPayloads,
     Lease,
@@ -59,6 +57,8 @@ from sagaway.store.records import (
 )
 from sagaway.v1 import engine_pb2 as pb
 from sagaway.v1 import engine_pb2_grpc as pb_grpc
+
+__all__ = ["GrpcStore", "ServerRefused"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,22 +81,6 @@ every payload pending then; more rounds happen only while new signals keep arriv
 UNBATCHABLE = frozenset({"Hello", "Watch", "Batch", "AwaitWorkflow", "StartWorkflow"})
 BATCH_BYTES = 1024 * 1024
 """Largest batch of requests in one message (a request over it goes alone)."""
-_CODES = {code.value[0]: code for code in grpc.StatusCode}
-
-
-class ServerRefused(errors.SagawayError):
-    """The Engine Server refused this client: no or wrong token, or another protocol version."""
-
-
-def _corrupt(trailing: dict[str, Any], details: str) -> errors.CorruptRecord:
-    """The server's CorruptRecord, rebuilt from its trailing metadata."""
-    try:
-        row = json.loads(trailing["sagaway-corrupt-bin"])
-        what, field, value = str(row["what"]), str(row["field"]), row["value"]
-    except (KeyError, TypeError, ValueError):
-        return errors.CorruptRecord("a row", "?", details)
-    _, _, hint = details.partition("cannot read; ")
-    return errors.CorruptRecord(what, field, value, hint)
 
 
 def _channel(target: Target) -> grpc.aio.Channel:
@@ -200,49 +184,12 @@ class GrpcStore:
                 e.key: e.value if e.key.endswith("-bin") else e.value.decode("utf-8", "replace")
                 for e in result.trailing
             }
-            code = _CODES.get(result.code, grpc.StatusCode.UNKNOWN)
+            code = _grpc_errors.CODES.get(result.code, grpc.StatusCode.UNKNOWN)
             outcomes.append(self._error(code, result.message, trailing))
         return outcomes
 
     def _error(self, code: grpc.StatusCode, details: str, trailing: dict[str, Any]) -> Exception:
-        try:
-            self._raise(code, details, trailing)
-        except Exception as exc:
-            return exc
-
-    def _raise(self, code: grpc.StatusCode, details: str, trailing: dict[str, Any]) -> NoReturn:
-        kind = str(trailing.get("sagaway-error", ""))
-        where = f"the Engine Server at {self._target.address}"
-        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            raise StoreUnavailable(f"cannot reach {where}: {details}") from None
-        if kind == "LeaseLost":
-            raw = trailing.get("sagaway-run-id-bin", b"")
-            run_id = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-            raise errors.LeaseLost(run_id, details.removeprefix("lease lost: ")) from None
-        if kind == "CancelPending":
-            raw = trailing.get("sagaway-run-id-bin", b"")
-            run_id = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-            raise CancelPending(run_id, details) from None
-        if kind == "CorruptRecord":
-            raise _corrupt(trailing, details) from None
-        if kind == "DatabaseNotFound":
-            raise DatabaseNotFound(self.url, details) from None
-        if code is grpc.StatusCode.UNAUTHENTICATED:
-            hint = (
-                "the one this client sends (token=, else $SAGAWAY_TOKEN) is not the server's"
-                if self._target.token
-                else "this client has no token: pass token= to the Manager or set SAGAWAY_TOKEN"
-            )
-            raise ServerRefused(f"{where} refused the call: {details}; {hint}") from None
-        if code is grpc.StatusCode.PERMISSION_DENIED:
-            raise PermissionDenied(f"{where} refused the call: {details}") from None
-        if code is grpc.StatusCode.INVALID_ARGUMENT:
-            raise ValueError(details) from None
-        if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
-            raise errors.PayloadError(f"{where} refused a message: {details}") from None
-        if code is grpc.StatusCode.FAILED_PRECONDITION and kind == "ProtocolVersion":
-            raise ServerRefused(details) from None
-        raise errors.SagawayError(f"{where} failed ({code.name}): {details}") from None
+        return _grpc_errors.error_of(code, details, trailing, url=self.url, target=self._target)
 
     # ------------------------------------------------------------------ notifications
 
@@ -284,13 +231,20 @@ class GrpcStore:
     # ------------------------------------------------------------------ workflows
 
     async def create_workflow(
-        self, new: NewWorkflow, *, now: float, lease: Lease | None, replace_live: bool
+        self,
+        new: NewWorkflow,
+        *,
+        now: float,
+        lease: Lease | None,
+        replace_live: bool,
+        audit: AuditNote | None = None,
     ) -> CreateResult:
         request = pb.CreateWorkflowRequest(
             new=wire.new_workflow(new),
             now=now,
             lease=wire.lease(lease) if lease else None,
             replace_live=replace_live,
+            audit=wire.audit_note(audit),
         )
         return _created(await self._call("CreateWorkflow", request))
 
@@ -305,6 +259,7 @@ class GrpcStore:
         now: float,
         code_version: str | None = None,
         payloads: ForkPayloads | None = None,
+        audit: AuditNote | None = None,
     ) -> CreateResult | None:
         request = pb.ForkWorkflowRequest(
             source_run_id=source_run_id,
@@ -315,6 +270,7 @@ class GrpcStore:
             now=now,
             code_version=code_version,
             payloads=None if payloads is None else wire.fork_payloads(payloads),
+            audit=wire.audit_note(audit),
         )
         largest = self.server_info.max_request_bytes if self.server_info else 0
         if largest and request.ByteSize() > largest:
@@ -441,22 +397,34 @@ class GrpcStore:
         return wire.optional(await self._call("NextDue", request), "at")  # type: ignore[no-any-return]
 
     async def end_workflow(
-        self, run_id: str, *, status: WorkflowStatus, error: str | None, now: float
+        self,
+        run_id: str,
+        *,
+        status: WorkflowStatus,
+        error: str | None,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> bool:
-        request = pb.EndWorkflowRequest(run_id=run_id, status=status.value, error=error, now=now)
+        request = pb.EndWorkflowRequest(
+            run_id=run_id, status=status.value, error=error, now=now, audit=wire.audit_note(audit)
+        )
         return bool((await self._call("EndWorkflow", request)).changed)
 
-    async def request_cancel(self, run_id: str, *, reason: str, now: float) -> bool:
-        request = pb.RequestCancelRequest(run_id=run_id, reason=reason, now=now)
+    async def request_cancel(
+        self, run_id: str, *, reason: str, now: float, audit: AuditNote | None = None
+    ) -> bool:
+        request = pb.RequestCancelRequest(
+            run_id=run_id, reason=reason, now=now, audit=wire.audit_note(audit)
+        )
         return bool((await self._call("RequestCancel", request)).changed)
 
     async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
         reply = await self._call("CancelRequests", pb.RunIds(run_ids=list(run_ids)))
         return dict(reply.reasons)
 
-    async def retry_now(self, run_id: str, *, now: float) -> bool:
-        reply = await self._call("RetryNow", pb.RetryNowRequest(run_id=run_id, now=now))
-        return bool(reply.changed)
+    async def retry_now(self, run_id: str, *, now: float, audit: AuditNote | None = None) -> bool:
+        request = pb.RetryNowRequest(run_id=run_id, now=now, audit=wire.audit_note(audit))
+        return bool((await self._call("RetryNow", request)).changed)
 
     async def count_by_status(self) -> dict[WorkflowStatus, int]:
         reply = await self._call("CountByStatus", pb.CountByStatusRequest())
@@ -473,9 +441,16 @@ class GrpcStore:
         dedupe_id: str | None,
         now: float,
         run_id: str | None = None,
+        audit: AuditNote | None = None,
     ) -> tuple[WorkflowRecord | None, bool]:
         request = pb.SendSignalRequest(
-            key=key, name=name, payload=payload, dedupe_id=dedupe_id, now=now, run_id=run_id
+            key=key,
+            name=name,
+            payload=payload,
+            dedupe_id=dedupe_id,
+            now=now,
+            run_id=run_id,
+            audit=wire.audit_note(audit),
         )
         reply = await self._call("SendSignal", request)
         return _maybe(reply), bool(reply.stored)
@@ -622,10 +597,18 @@ class GrpcStore:
     # ------------------------------------------------------------------ schedules
 
     async def put_schedule(
-        self, schedule: ScheduleRecord, *, keep_paused: bool, now: float
+        self,
+        schedule: ScheduleRecord,
+        *,
+        keep_paused: bool,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> ScheduleRecord:
         request = pb.PutScheduleRequest(
-            schedule=wire.schedule(schedule), keep_paused=keep_paused, now=now
+            schedule=wire.schedule(schedule),
+            keep_paused=keep_paused,
+            now=now,
+            audit=wire.audit_note(audit),
         )
         return wire.from_message(ScheduleRecord, await self._call("PutSchedule", request))
 
@@ -634,19 +617,29 @@ class GrpcStore:
         return [wire.from_message(ScheduleRecord, s) for s in reply.schedules]
 
     async def set_schedule_paused(
-        self, schedule_id: str, *, paused: bool, next_tick_at: float, now: float
+        self,
+        schedule_id: str,
+        *,
+        paused: bool,
+        next_tick_at: float,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> ScheduleRecord | None:
         request = pb.SetSchedulePausedRequest(
-            id=schedule_id, paused=paused, next_tick_at=next_tick_at, now=now
+            id=schedule_id,
+            paused=paused,
+            next_tick_at=next_tick_at,
+            now=now,
+            audit=wire.audit_note(audit),
         )
         reply = await self._call("SetSchedulePaused", request)
         if not reply.HasField("schedule"):
             return None
         return wire.from_message(ScheduleRecord, reply.schedule)
 
-    async def delete_schedule(self, schedule_id: str) -> bool:
-        reply = await self._call("DeleteSchedule", pb.ScheduleIdRequest(id=schedule_id))
-        return bool(reply.changed)
+    async def delete_schedule(self, schedule_id: str, *, audit: AuditNote | None = None) -> bool:
+        request = pb.ScheduleIdRequest(id=schedule_id, audit=wire.audit_note(audit))
+        return bool((await self._call("DeleteSchedule", request)).changed)
 
     async def fire_schedule(
         self,
@@ -667,6 +660,26 @@ class GrpcStore:
             now=now,
         )
         return bool((await self._call("FireSchedule", request)).changed)
+
+    # ------------------------------------------------------------------ audit trail
+
+    async def record_audit(self, note: AuditNote, *, target: str | None = None) -> None:
+        request = pb.RecordAuditRequest(audit=wire.audit_note(note), target=target)
+        await self._call("RecordAudit", request)
+
+    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
+        request = pb.ListAuditRequest(
+            limit=_int32(query.limit),
+            before_seq=query.before_seq,
+            run_id=query.run_id,
+            target=query.target,
+            actor=query.actor,
+            actions=sorted(query.actions),
+            since=query.since,
+            until=query.until,
+        )
+        reply = await self._call("ListAudit", request)
+        return [wire.from_message(AuditRecord, e) for e in reply.entries]
 
 
 def _int32(n: int) -> int:

@@ -45,9 +45,11 @@ from sagaway.store import (
     _inspect,
     _listing,
     _params,
+    _pg_audit,
     _pg_batches,
     _pg_claims,
     _pg_conn,
+    _pg_create,
     _pg_fork,
     _pg_listener,
     _pg_open,
@@ -65,6 +67,7 @@ from sagaway.store._pg_url import Timing, parse_postgres_url, parse_timing
 from sagaway.store.base import CreateResult
 from sagaway.store.records import (
     AttemptErrorRecord,
+    AuditNote,
     CancelRequestRecord,
     ForkPayloads,
     Lease,
@@ -93,11 +96,9 @@ _READ_BATCH = 200
 """Executions read by one statement at most."""
 _BATCHED_PAYLOAD = 64 * 1024
 """Payloads (arguments, results) larger than this are written alone, not in a shared batch."""
-_CREATE_ROUNDS = 16
-"""Bound on re-reads when the current row of a key changes under ``create_workflow``."""
 
 
-class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
+class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules, _pg_audit.PostgresAudit):
     """Store in one schema of a PostgreSQL database (``create=False``: an existing Sagaway schema
     only, see ``open_store``)."""
 
@@ -267,54 +268,23 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
     # ------------------------------------------------------------------ verbs
 
     async def create_workflow(
-        self, new: NewWorkflow, *, now: float, lease: Lease | None, replace_live: bool
+        self,
+        new: NewWorkflow,
+        *,
+        now: float,
+        lease: Lease | None,
+        replace_live: bool,
+        audit: AuditNote | None = None,
     ) -> CreateResult:
         params = _params.create(new, now=now, lease=lease)
-        replaced_error = _params.replaced_error(new.run_id)
-
-        async def insert(conn: Conn) -> WorkflowRecord | None:
-            rows = await named(conn, "insert_workflow", params)
-            return _rows.workflow_from_row(rows[0]) if rows else None
-
-        async def op(conn: Conn, retried: bool) -> CreateResult:
-            for _ in range(_CREATE_ROUNDS):
-                inserted = await insert(conn)
-                if inserted is not None:
-                    return CreateResult(inserted, created=True)
-                # The key is taken. Under replace_live the current row is locked, so no one else
-                # replaces or ends it before we do; if it changed meanwhile, nothing comes back.
-                query = "get_current_for_update" if replace_live else "get_current"
-                rows = await named(conn, query, {"key": new.key})
-                if not rows:  # superseded since our insert looked: look again
-                    continue
-                existing = _rows.workflow_from_row(rows[0])
-                if existing.run_id == new.run_id:
-                    # Our own creation: this is a retry whose first commit was not acknowledged.
-                    cur = await conn.execute(
-                        _Q["replaced_by"], {"key": new.key, "error": replaced_error}
-                    )
-                    replaced = await cur.fetchone()
-                    return CreateResult(
-                        existing, created=True, replaced_run_id=replaced[0] if replaced else None
-                    )
-                if replace_live and not existing.status.ended:
-                    await conn.execute(
-                        _Q["supersede"],
-                        _params.supersede(existing.run_id, new_run_id=new.run_id, now=now),
-                    )
-                    inserted = await insert(conn)
-                    if inserted is None:  # pragma: no cover - the old row is ours, locked
-                        raise errors.SagawayError(f"could not replace run {existing.run_id}")
-                    return CreateResult(inserted, created=True, replaced_run_id=existing.run_id)
-                return CreateResult(existing, created=False)
-            raise errors.SagawayError(f"key {new.key!r} kept changing while creating a workflow")
-
-        # The common case, a free key: one insert, shared with concurrent starts.
-        if len(new.args) <= _BATCHED_PAYLOAD:
+        # The common case, a free key: one insert, shared with concurrent starts (an audited
+        # start writes its entry in a transaction of its own, with the insert).
+        if audit is None and len(new.args) <= _BATCHED_PAYLOAD:
             created = await self._create_commits.submit(params)
             if created is not None:
                 return CreateResult(created, created=True)
-        return await self._run(op)
+        create = _pg_create.Create(new, params, now=now, replace_live=replace_live, audit=audit)
+        return await self._run(create.run)
 
     async def fork_workflow(
         self,
@@ -327,6 +297,7 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
         now: float,
         code_version: str | None = None,
         payloads: ForkPayloads | None = None,
+        audit: AuditNote | None = None,
     ) -> CreateResult | None:
         fork = _fork.fork(
             source_run_id,
@@ -337,6 +308,7 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
             now=now,
             code_version=code_version,
             payloads=payloads,
+            audit=audit,
         )
         return await _pg_fork.run_postgres(self._run, fork)
 
@@ -496,7 +468,13 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
         return await _pg_claims.next_due(self._run, owner=owner, queues=queues, versions=versions)
 
     async def end_workflow(
-        self, run_id: str, *, status: WorkflowStatus, error: str | None, now: float
+        self,
+        run_id: str,
+        *,
+        status: WorkflowStatus,
+        error: str | None,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> bool:
         params = _params.end(run_id, status=status, error=error, now=now)
 
@@ -504,12 +482,17 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
             if (await conn.execute(_Q["end_by_request"], params)).rowcount != 1:
                 return retried and await exists(conn, "ended_as", params)
             await conn.execute(_Q["wake_waiters"], {"run_ids": [run_id], "now": now})
+            await _pg_audit.write(conn, audit, run_id=run_id)
             return True
 
         return await self._run(op)
 
-    async def request_cancel(self, run_id: str, *, reason: str, now: float) -> bool:
-        return await _pg_signals.request_cancel(self._run, run_id, reason=reason, now=now)
+    async def request_cancel(
+        self, run_id: str, *, reason: str, now: float, audit: AuditNote | None = None
+    ) -> bool:
+        return await _pg_signals.request_cancel(
+            self._run, run_id, reason=reason, now=now, audit=audit
+        )
 
     async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
         return await _pg_signals.cancel_requests(self._run, run_ids)
@@ -517,15 +500,16 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
     async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
         return await _pg_signals.list_cancel_requests(self._run, run_id)
 
-    async def retry_now(self, run_id: str, *, now: float) -> bool:
+    async def retry_now(self, run_id: str, *, now: float, audit: AuditNote | None = None) -> bool:
         params = {"run_id": run_id, "now": now}
 
         async def op(conn: Conn, retried: bool) -> bool:
             if (await conn.execute(_Q["retry_now"], params)).rowcount == 1:
+                await _pg_audit.write(conn, audit, run_id=run_id)
                 return True
             return retried and await exists(conn, "retried_as", params)
 
-        return await self._run(op, transaction=False)
+        return await self._run(op, transaction=audit is not None)
 
     async def count_by_status(self) -> dict[WorkflowStatus, int]:
         async def op(conn: Conn, retried: bool) -> dict[WorkflowStatus, int]:
@@ -545,9 +529,17 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules):
         dedupe_id: str | None,
         now: float,
         run_id: str | None = None,
+        audit: AuditNote | None = None,
     ) -> tuple[WorkflowRecord | None, bool]:
         return await _pg_signals.send(
-            self._run, key, name=name, payload=payload, dedupe_id=dedupe_id, now=now, run_id=run_id
+            self._run,
+            key,
+            name=name,
+            payload=payload,
+            dedupe_id=dedupe_id,
+            now=now,
+            run_id=run_id,
+            audit=audit,
         )
 
     async def receive_signal(

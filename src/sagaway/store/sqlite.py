@@ -25,6 +25,7 @@ from typing import Any, TypeVar, cast
 from sagaway import errors, observe
 from sagaway.states import WorkflowStatus
 from sagaway.store import (
+    _audit,
     _fork,
     _inspect,
     _listing,
@@ -54,6 +55,7 @@ from sagaway.store._sqlite_jobs import (
 from sagaway.store.base import CancelPending, CreateResult, DatabaseNotFound
 from sagaway.store.records import (
     AttemptErrorRecord,
+    AuditNote,
     CancelRequestRecord,
     ForkPayloads,
     Lease,
@@ -71,7 +73,7 @@ _Q = queries("sqlite")
 _MAX_BATCH = 512
 
 
-class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
+class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules, _audit.SQLiteAudit):
     """Store on one SQLite file (``create=False``: an existing Sagaway file only, see
     ``open_store``)."""
 
@@ -281,29 +283,21 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
     # ------------------------------------------------------------------ verbs
 
     async def create_workflow(
-        self, new: NewWorkflow, *, now: float, lease: Lease | None, replace_live: bool
+        self,
+        new: NewWorkflow,
+        *,
+        now: float,
+        lease: Lease | None,
+        replace_live: bool,
+        audit: AuditNote | None = None,
     ) -> CreateResult:
         params = _params.create(new, now=now, lease=lease)
 
         def op(conn: sqlite3.Connection) -> CreateResult:
-            inserted = conn.execute(_Q["insert_workflow"], params).fetchone()
-            if inserted is not None:
-                return CreateResult(_rows.workflow_from_row(inserted), created=True)
-            existing = _get_current(conn, new.key)
-            if existing.run_id == new.run_id:  # our own earlier attempt
-                return CreateResult(existing, created=True)
-            if replace_live and not existing.status.ended:
-                conn.execute(
-                    _Q["supersede"],
-                    _params.supersede(existing.run_id, new_run_id=new.run_id, now=now),
-                )
-                replacing = conn.execute(_Q["insert_workflow"], params).fetchone()
-                return CreateResult(
-                    _rows.workflow_from_row(replacing),
-                    created=True,
-                    replaced_run_id=existing.run_id,
-                )
-            return CreateResult(existing, created=False)
+            result = _create(conn, new, params, now=now, replace_live=replace_live)
+            if result.created:
+                _audit.write_sqlite(conn, audit, run_id=new.run_id)
+            return result
 
         return await self._call(op, alone=True)
 
@@ -318,6 +312,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         now: float,
         code_version: str | None = None,
         payloads: ForkPayloads | None = None,
+        audit: AuditNote | None = None,
     ) -> CreateResult | None:
         fork = _fork.fork(
             source_run_id,
@@ -328,6 +323,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             now=now,
             code_version=code_version,
             payloads=payloads,
+            audit=audit,
         )
         return await self._call(lambda conn: _fork.run_sqlite(conn, fork))
 
@@ -483,7 +479,13 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         )
 
     async def end_workflow(
-        self, run_id: str, *, status: WorkflowStatus, error: str | None, now: float
+        self,
+        run_id: str,
+        *,
+        status: WorkflowStatus,
+        error: str | None,
+        now: float,
+        audit: AuditNote | None = None,
     ) -> bool:
         params = _params.end(run_id, status=status, error=error, now=now)
 
@@ -491,39 +493,30 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             if conn.execute(_Q["end_by_request"], params).rowcount != 1:
                 return False
             conn.execute(_Q["wake_waiters"], {"run_id": run_id, "now": now})
+            _audit.write_sqlite(conn, audit, run_id=run_id)
             return True
 
         return await self._call(op)
 
-    async def request_cancel(self, run_id: str, *, reason: str, now: float) -> bool:
-        params = {"run_id": run_id, "reason": reason, "now": now}
-
-        def op(conn: sqlite3.Connection) -> bool:
-            accepted = conn.execute(_Q["request_cancel"], params).rowcount == 1
-            conn.execute(_Q["log_cancel_request"], {**params, "accepted": accepted})
-            return accepted
-
-        return await self._call(op)
+    async def request_cancel(
+        self, run_id: str, *, reason: str, now: float, audit: AuditNote | None = None
+    ) -> bool:
+        return await self._call(
+            lambda conn: _sqlite_signals.request_cancel(conn, run_id, reason, now, audit)
+        )
 
     async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
-        def op(conn: sqlite3.Connection) -> list[CancelRequestRecord]:
-            rows = conn.execute(_Q["list_cancel_requests"], {"run_id": run_id}).fetchall()
-            return [CancelRequestRecord(run_id, r[0], r[1], bool(r[2])) for r in rows]
-
-        return await self._call(op)
+        return await self._call(lambda conn: _sqlite_signals.list_cancel_requests(conn, run_id))
 
     async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
-        params = {"run_ids": json.dumps(sorted(run_ids))}
+        return await self._call(lambda conn: _sqlite_signals.cancel_requests(conn, run_ids))
 
-        def op(conn: sqlite3.Connection) -> dict[str, str]:
-            rows = conn.execute(_Q["cancel_requests"], params).fetchall()
-            return {row["run_id"]: row["cancel_reason"] for row in rows}
-
-        return await self._call(op)
-
-    async def retry_now(self, run_id: str, *, now: float) -> bool:
+    async def retry_now(self, run_id: str, *, now: float, audit: AuditNote | None = None) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
-            return bool(conn.execute(_Q["retry_now"], {"run_id": run_id, "now": now}).rowcount == 1)
+            if conn.execute(_Q["retry_now"], {"run_id": run_id, "now": now}).rowcount != 1:
+                return False
+            _audit.write_sqlite(conn, audit, run_id=run_id)
+            return True
 
         return await self._call(op)
 
@@ -545,12 +538,10 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
         dedupe_id: str | None,
         now: float,
         run_id: str | None = None,
+        audit: AuditNote | None = None,
     ) -> tuple[WorkflowRecord | None, bool]:
-        return await self._call(
-            lambda conn: _sqlite_signals.send(
-                conn, key, name=name, payload=payload, dedupe_id=dedupe_id, now=now, run_id=run_id
-            )
-        )
+        signal = _sqlite_signals.Send(key, name, payload, dedupe_id, now, audit, run_id)
+        return await self._call(signal.run)
 
     async def receive_signal(
         self,
@@ -638,22 +629,7 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
     async def purge_ended(
         self, *, before: float, statuses: Collection[WorkflowStatus] | None, limit: int
     ) -> list[str]:
-        names = _purge.ended_statuses(statuses)
-        _purge.check_batch(limit)
-        # In chunks, each a job of its own: the writer serves everyone, and a job holds the
-        # workers' commits of its group transaction until it is done.
-        purged: list[str] = []
-        while len(purged) < limit:
-            chunk = min(limit - len(purged), _purge.SQLITE_CHUNK)
-
-            def op(conn: sqlite3.Connection, n: int = chunk) -> list[str]:
-                return _purge.sqlite_purge(conn, before=before, statuses=names, limit=n)
-
-            run_ids = await self._call(op)
-            purged += run_ids
-            if len(run_ids) < chunk:
-                break
-        return purged
+        return await _purge.sqlite_chunks(self._call, before=before, statuses=statuses, limit=limit)
 
     async def count_purgeable(
         self, *, before: float, statuses: Collection[WorkflowStatus] | None
@@ -677,6 +653,32 @@ class SQLiteStore(_queue_limits.SQLiteQueueLimits, _schedules.SQLiteSchedules):
             return [_inspect.attempt_error_from_row(row) for row in rows]
 
         return await self._call(op)
+
+
+def _create(
+    conn: sqlite3.Connection,
+    new: NewWorkflow,
+    params: dict[str, Any],
+    *,
+    now: float,
+    replace_live: bool,
+) -> CreateResult:
+    """``create_workflow``'s writes (see ``Store.create_workflow``)."""
+    inserted = conn.execute(_Q["insert_workflow"], params).fetchone()
+    if inserted is not None:
+        return CreateResult(_rows.workflow_from_row(inserted), created=True)
+    existing = _get_current(conn, new.key)
+    if existing.run_id == new.run_id:  # our own earlier attempt
+        return CreateResult(existing, created=True)
+    if not replace_live or existing.status.ended:
+        return CreateResult(existing, created=False)
+    conn.execute(
+        _Q["supersede"], _params.supersede(existing.run_id, new_run_id=new.run_id, now=now)
+    )
+    replacing = conn.execute(_Q["insert_workflow"], params).fetchone()
+    return CreateResult(
+        _rows.workflow_from_row(replacing), created=True, replaced_run_id=existing.run_id
+    )
 
 
 def _get_current(conn: sqlite3.Connection, key: str) -> WorkflowRecord:

@@ -682,6 +682,7 @@ class CreateWorkflowRequest(_message.Message):
     NOW_FIELD_NUMBER: _builtins.int
     LEASE_FIELD_NUMBER: _builtins.int
     REPLACE_LIVE_FIELD_NUMBER: _builtins.int
+    AUDIT_FIELD_NUMBER: _builtins.int
     now: _builtins.float
     replace_live: _builtins.bool
     """terminate a live execution under the key first"""
@@ -691,6 +692,10 @@ class CreateWorkflowRequest(_message.Message):
     def lease(self) -> Global___Lease:
         """present: created RUNNING, owned by it; absent: PENDING"""
 
+    @_builtins.property
+    def audit(self) -> Global___AuditNote:
+        """an audited start ("start", "schedule.trigger"): when created"""
+
     def __init__(
         self,
         *,
@@ -698,10 +703,11 @@ class CreateWorkflowRequest(_message.Message):
         now: _builtins.float = ...,
         lease: Global___Lease | None = ...,
         replace_live: _builtins.bool = ...,
+        audit: Global___AuditNote | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_lease", b"_lease", "lease", b"lease", "new", b"new"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_lease", b"_lease", "audit", b"audit", "lease", b"lease", "new", b"new"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_lease", b"_lease", "lease", b"lease", "new", b"new", "now", b"now", "replace_live", b"replace_live"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_lease", b"_lease", "audit", b"audit", "lease", b"lease", "new", b"new", "now", b"now", "replace_live", b"replace_live"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__lease: _TypeAlias = _typing.Literal["lease"]  # noqa: Y015
     _WhichOneofArgType__lease: _TypeAlias = _typing.Literal["_lease", b"_lease"]  # noqa: Y015
@@ -751,6 +757,7 @@ class ForkWorkflowRequest(_message.Message):
     NOW_FIELD_NUMBER: _builtins.int
     CODE_VERSION_FIELD_NUMBER: _builtins.int
     PAYLOADS_FIELD_NUMBER: _builtins.int
+    AUDIT_FIELD_NUMBER: _builtins.int
     source_run_id: _builtins.str
     run_id: _builtins.str
     key: _builtins.str
@@ -766,6 +773,10 @@ class ForkWorkflowRequest(_message.Message):
         forking process's codec re-sealed them for the new run (absent: the copies stay).
         """
 
+    @_builtins.property
+    def audit(self) -> Global___AuditNote:
+        """"fork": when the new execution is created"""
+
     def __init__(
         self,
         *,
@@ -777,10 +788,11 @@ class ForkWorkflowRequest(_message.Message):
         now: _builtins.float = ...,
         code_version: _builtins.str | None = ...,
         payloads: Global___ForkPayloads | None = ...,
+        audit: Global___AuditNote | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_payloads", b"_payloads", "code_version", b"code_version", "payloads", b"payloads"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_payloads", b"_payloads", "audit", b"audit", "code_version", b"code_version", "payloads", b"payloads"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_payloads", b"_payloads", "call_ids", b"call_ids", "code_version", b"code_version", "key", b"key", "key_space", b"key_space", "now", b"now", "payloads", b"payloads", "run_id", b"run_id", "source_run_id", b"source_run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_payloads", b"_payloads", "audit", b"audit", "call_ids", b"call_ids", "code_version", b"code_version", "key", b"key", "key_space", b"key_space", "now", b"now", "payloads", b"payloads", "run_id", b"run_id", "source_run_id", b"source_run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__code_version: _TypeAlias = _typing.Literal["code_version"]  # noqa: Y015
     _WhichOneofArgType__code_version: _TypeAlias = _typing.Literal["_code_version", b"_code_version"]  # noqa: Y015
@@ -1361,11 +1373,16 @@ class EndWorkflowRequest(_message.Message):
     STATUS_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     NOW_FIELD_NUMBER: _builtins.int
+    AUDIT_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     status: _builtins.str
     """CANCELLED or TERMINATED"""
     error: _builtins.str
     now: _builtins.float
+    @_builtins.property
+    def audit(self) -> Global___AuditNote:
+        """"terminate" (TERMINATED) or "cancel": when it ended it"""
+
     def __init__(
         self,
         *,
@@ -1373,10 +1390,11 @@ class EndWorkflowRequest(_message.Message):
         status: _builtins.str = ...,
         error: _builtins.str | None = ...,
         now: _builtins.float = ...,
+        audit: Global___AuditNote | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "error", b"error"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "audit", b"audit", "error", b"error"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "error", b"error", "now", b"now", "run_id", b"run_id", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "audit", b"audit", "error", b"error", "now", b"now", "run_id", b"run_id", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
@@ -1391,19 +1409,25 @@ class RequestCancelRequest(_message.Message):
     RUN_ID_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     NOW_FIELD_NUMBER: _builtins.int
+    AUDIT_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     reason: _builtins.str
     now: _builtins.float
+    @_builtins.property
+    def audit(self) -> Global___AuditNote:
+        """"cancel": when accepted"""
+
     def __init__(
         self,
         *,
         run_id: _builtins.str = ...,
         reason: _builtins.str = ...,
         now: _builtins.float = ...,
+        audit: Global___AuditNote | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["now", b"now", "reason", b"reason", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit", "now", b"now", "reason", b"reason", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1455,17 +1479,23 @@ class RetryNowRequest(_message.Message):
 
     RUN_ID_FIELD_NUMBER: _builtins.int
     NOW_FIELD_NUMBER: _builtins.int
+    AUDIT_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     now: _builtins.float
+    @_builtins.property
+    def audit(self) -> Global___AuditNote:
+        """"retry": when it was SUSPENDED"""
+
     def __init__(
         self,
         *,
         run_id: _builtins.str = ...,
         now: _builtins.float = ...,
+        audit: Global___AuditNote | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["now", b"now", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit", "now", b"now", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1690,6 +1720,7 @@ class SendSignalRequest(_message.Message):
     DEDUPE_ID_FIELD_NUMBER: _builtins.int
     NOW_FIELD_NUMBER: _builtins.int
     RUN_ID_FIELD_NUMBER: _builtins.int
+    AUDIT_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     name: _builtins.str
     payload: _builtins.str
@@ -1699,6 +1730,10 @@ class SendSignalRequest(_message.Message):
     """Store it only if this is the current execution under the key (the payload was sealed for
     that run); otherwise nothing is stored and the reply holds the current one.
     """
+    @_builtins.property
+    def audit(self) -> Global___AuditNote:
+        """"signal": when stored"""
+
     def __init__(
         self,
         *,
@@ -1708,10 +1743,11 @@ class SendSignalRequest(_message.Message):
         dedupe_id: _builtins.str | None = ...,
         now: _builtins.float = ...,
         run_id: _builtins.str | None = ...,
+        audit: Global___AuditNote | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_dedupe_id", b"_dedupe_id", "_run_id", b"_run_id", "dedupe_id", b"dedupe_id", "run_id", b"run_id"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_dedupe_id", b"_dedupe_id", "_run_id", b"_run_id", "audit", b"audit", "dedupe_id", b"dedupe_id", "run_id", b"run_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dedupe_id", b"_dedupe_id", "_run_id", b"_run_id", "dedupe_id", b"dedupe_id", "key", b"key", "name", b"name", "now", b"now", "payload", b"payload", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dedupe_id", b"_dedupe_id", "_run_id", b"_run_id", "audit", b"audit", "dedupe_id", b"dedupe_id", "key", b"key", "name", b"name", "now", b"now", "payload", b"payload", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__dedupe_id: _TypeAlias = _typing.Literal["dedupe_id"]  # noqa: Y015
     _WhichOneofArgType__dedupe_id: _TypeAlias = _typing.Literal["_dedupe_id", b"_dedupe_id"]  # noqa: Y015
@@ -2338,20 +2374,26 @@ class PutScheduleRequest(_message.Message):
     SCHEDULE_FIELD_NUMBER: _builtins.int
     KEEP_PAUSED_FIELD_NUMBER: _builtins.int
     NOW_FIELD_NUMBER: _builtins.int
+    AUDIT_FIELD_NUMBER: _builtins.int
     keep_paused: _builtins.bool
     now: _builtins.float
     @_builtins.property
     def schedule(self) -> Global___ScheduleRecord: ...
+    @_builtins.property
+    def audit(self) -> Global___AuditNote:
+        """"schedule.put" """
+
     def __init__(
         self,
         *,
         schedule: Global___ScheduleRecord | None = ...,
         keep_paused: _builtins.bool = ...,
         now: _builtins.float = ...,
+        audit: Global___AuditNote | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["schedule", b"schedule"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit", "schedule", b"schedule"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["keep_paused", b"keep_paused", "now", b"now", "schedule", b"schedule"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit", "keep_paused", b"keep_paused", "now", b"now", "schedule", b"schedule"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2397,15 +2439,21 @@ class ScheduleIdRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ID_FIELD_NUMBER: _builtins.int
+    AUDIT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    @_builtins.property
+    def audit(self) -> Global___AuditNote:
+        """"schedule.delete" (DeleteSchedule): when deleted"""
+
     def __init__(
         self,
         *,
         id: _builtins.str = ...,
+        audit: Global___AuditNote | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit", "id", b"id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2419,11 +2467,16 @@ class SetSchedulePausedRequest(_message.Message):
     PAUSED_FIELD_NUMBER: _builtins.int
     NEXT_TICK_AT_FIELD_NUMBER: _builtins.int
     NOW_FIELD_NUMBER: _builtins.int
+    AUDIT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     paused: _builtins.bool
     next_tick_at: _builtins.float
     """the next tick when a paused schedule is resumed"""
     now: _builtins.float
+    @_builtins.property
+    def audit(self) -> Global___AuditNote:
+        """"schedule.pause" or "schedule.resume" (as `paused` says)"""
+
     def __init__(
         self,
         *,
@@ -2431,10 +2484,11 @@ class SetSchedulePausedRequest(_message.Message):
         paused: _builtins.bool = ...,
         next_tick_at: _builtins.float = ...,
         now: _builtins.float = ...,
+        audit: Global___AuditNote | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "next_tick_at", b"next_tick_at", "now", b"now", "paused", b"paused"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit", "id", b"id", "next_tick_at", b"next_tick_at", "now", b"now", "paused", b"paused"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2499,6 +2553,242 @@ class FireScheduleRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__last_tick_at) -> _WhichOneofReturnType__last_tick_at | None: ...
 
 Global___FireScheduleRequest: _TypeAlias = FireScheduleRequest  # noqa: Y015
+
+@_typing.final
+class AuditNote(_message.Message):
+    """----------------------------------------------------------------------------- audit trail
+
+    An operator action, recorded in the audit trail by the call that carries it, in the
+    transaction of its change and only when the call changes something. The server decides who
+    (the principal it authenticated: a client cannot name another) and when (its database's
+    clock), and what it is about (the call's own run or schedule); a client's `action` must be
+    the one its call makes, else INVALID_ARGUMENT.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRY_ID_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    ON_BEHALF_OF_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    DETAILS_FIELD_NUMBER: _builtins.int
+    entry_id: _builtins.str
+    """chosen once per action: a call tried again writes it once"""
+    action: _builtins.str
+    on_behalf_of: _builtins.str
+    """who the client says it acts for (kept, unverified)"""
+    reason: _builtins.str
+    """at most 1000 characters, no control characters"""
+    details: _builtins.str
+    """a JSON object, at most 4096 bytes"""
+    def __init__(
+        self,
+        *,
+        entry_id: _builtins.str = ...,
+        action: _builtins.str = ...,
+        on_behalf_of: _builtins.str | None = ...,
+        reason: _builtins.str | None = ...,
+        details: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_details", b"_details", "_on_behalf_of", b"_on_behalf_of", "_reason", b"_reason", "details", b"details", "on_behalf_of", b"on_behalf_of", "reason", b"reason"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_details", b"_details", "_on_behalf_of", b"_on_behalf_of", "_reason", b"_reason", "action", b"action", "details", b"details", "entry_id", b"entry_id", "on_behalf_of", b"on_behalf_of", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__details: _TypeAlias = _typing.Literal["details"]  # noqa: Y015
+    _WhichOneofArgType__details: _TypeAlias = _typing.Literal["_details", b"_details"]  # noqa: Y015
+    _WhichOneofReturnType__on_behalf_of: _TypeAlias = _typing.Literal["on_behalf_of"]  # noqa: Y015
+    _WhichOneofArgType__on_behalf_of: _TypeAlias = _typing.Literal["_on_behalf_of", b"_on_behalf_of"]  # noqa: Y015
+    _WhichOneofReturnType__reason: _TypeAlias = _typing.Literal["reason"]  # noqa: Y015
+    _WhichOneofArgType__reason: _TypeAlias = _typing.Literal["_reason", b"_reason"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__details) -> _WhichOneofReturnType__details | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__on_behalf_of) -> _WhichOneofReturnType__on_behalf_of | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reason) -> _WhichOneofReturnType__reason | None: ...
+
+Global___AuditNote: _TypeAlias = AuditNote  # noqa: Y015
+
+@_typing.final
+class AuditRecord(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    AT_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    ON_BEHALF_OF_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    DETAILS_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    """increasing in the order written; never reused"""
+    at: _builtins.float
+    actor: _builtins.str
+    on_behalf_of: _builtins.str
+    action: _builtins.str
+    run_id: _builtins.str
+    target: _builtins.str
+    """the workflow key, or a schedule action's schedule id"""
+    reason: _builtins.str
+    details: _builtins.str
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+        at: _builtins.float = ...,
+        actor: _builtins.str = ...,
+        on_behalf_of: _builtins.str | None = ...,
+        action: _builtins.str = ...,
+        run_id: _builtins.str | None = ...,
+        target: _builtins.str | None = ...,
+        reason: _builtins.str | None = ...,
+        details: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_details", b"_details", "_on_behalf_of", b"_on_behalf_of", "_reason", b"_reason", "_run_id", b"_run_id", "_target", b"_target", "details", b"details", "on_behalf_of", b"on_behalf_of", "reason", b"reason", "run_id", b"run_id", "target", b"target"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_details", b"_details", "_on_behalf_of", b"_on_behalf_of", "_reason", b"_reason", "_run_id", b"_run_id", "_target", b"_target", "action", b"action", "actor", b"actor", "at", b"at", "details", b"details", "on_behalf_of", b"on_behalf_of", "reason", b"reason", "run_id", b"run_id", "seq", b"seq", "target", b"target"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__details: _TypeAlias = _typing.Literal["details"]  # noqa: Y015
+    _WhichOneofArgType__details: _TypeAlias = _typing.Literal["_details", b"_details"]  # noqa: Y015
+    _WhichOneofReturnType__on_behalf_of: _TypeAlias = _typing.Literal["on_behalf_of"]  # noqa: Y015
+    _WhichOneofArgType__on_behalf_of: _TypeAlias = _typing.Literal["_on_behalf_of", b"_on_behalf_of"]  # noqa: Y015
+    _WhichOneofReturnType__reason: _TypeAlias = _typing.Literal["reason"]  # noqa: Y015
+    _WhichOneofArgType__reason: _TypeAlias = _typing.Literal["_reason", b"_reason"]  # noqa: Y015
+    _WhichOneofReturnType__run_id: _TypeAlias = _typing.Literal["run_id"]  # noqa: Y015
+    _WhichOneofArgType__run_id: _TypeAlias = _typing.Literal["_run_id", b"_run_id"]  # noqa: Y015
+    _WhichOneofReturnType__target: _TypeAlias = _typing.Literal["target"]  # noqa: Y015
+    _WhichOneofArgType__target: _TypeAlias = _typing.Literal["_target", b"_target"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__details) -> _WhichOneofReturnType__details | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__on_behalf_of) -> _WhichOneofReturnType__on_behalf_of | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reason) -> _WhichOneofReturnType__reason | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__run_id) -> _WhichOneofReturnType__run_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__target) -> _WhichOneofReturnType__target | None: ...
+
+Global___AuditRecord: _TypeAlias = AuditRecord  # noqa: Y015
+
+@_typing.final
+class RecordAuditRequest(_message.Message):
+    """An entry of an action made of many calls (a purge: "purge" only)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AUDIT_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    target: _builtins.str
+    @_builtins.property
+    def audit(self) -> Global___AuditNote: ...
+    def __init__(
+        self,
+        *,
+        audit: Global___AuditNote | None = ...,
+        target: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_target", b"_target", "audit", b"audit", "target", b"target"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_target", b"_target", "audit", b"audit", "target", b"target"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__target: _TypeAlias = _typing.Literal["target"]  # noqa: Y015
+    _WhichOneofArgType__target: _TypeAlias = _typing.Literal["_target", b"_target"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__target) -> _WhichOneofReturnType__target | None: ...
+
+Global___RecordAuditRequest: _TypeAlias = RecordAuditRequest  # noqa: Y015
+
+@_typing.final
+class ListAuditRequest(_message.Message):
+    """Entries newest first; every filter given must match."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LIMIT_FIELD_NUMBER: _builtins.int
+    BEFORE_SEQ_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    ACTIONS_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    limit: _builtins.int
+    before_seq: _builtins.int
+    """keyset cursor: entries older than this one"""
+    run_id: _builtins.str
+    target: _builtins.str
+    actor: _builtins.str
+    """matches the actor or on_behalf_of"""
+    since: _builtins.float
+    until: _builtins.float
+    @_builtins.property
+    def actions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """empty: any"""
+
+    def __init__(
+        self,
+        *,
+        limit: _builtins.int = ...,
+        before_seq: _builtins.int | None = ...,
+        run_id: _builtins.str | None = ...,
+        target: _builtins.str | None = ...,
+        actor: _builtins.str | None = ...,
+        actions: _abc.Iterable[_builtins.str] | None = ...,
+        since: _builtins.float | None = ...,
+        until: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_actor", b"_actor", "_before_seq", b"_before_seq", "_run_id", b"_run_id", "_since", b"_since", "_target", b"_target", "_until", b"_until", "actor", b"actor", "before_seq", b"before_seq", "run_id", b"run_id", "since", b"since", "target", b"target", "until", b"until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_actor", b"_actor", "_before_seq", b"_before_seq", "_run_id", b"_run_id", "_since", b"_since", "_target", b"_target", "_until", b"_until", "actions", b"actions", "actor", b"actor", "before_seq", b"before_seq", "limit", b"limit", "run_id", b"run_id", "since", b"since", "target", b"target", "until", b"until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__actor: _TypeAlias = _typing.Literal["actor"]  # noqa: Y015
+    _WhichOneofArgType__actor: _TypeAlias = _typing.Literal["_actor", b"_actor"]  # noqa: Y015
+    _WhichOneofReturnType__before_seq: _TypeAlias = _typing.Literal["before_seq"]  # noqa: Y015
+    _WhichOneofArgType__before_seq: _TypeAlias = _typing.Literal["_before_seq", b"_before_seq"]  # noqa: Y015
+    _WhichOneofReturnType__run_id: _TypeAlias = _typing.Literal["run_id"]  # noqa: Y015
+    _WhichOneofArgType__run_id: _TypeAlias = _typing.Literal["_run_id", b"_run_id"]  # noqa: Y015
+    _WhichOneofReturnType__since: _TypeAlias = _typing.Literal["since"]  # noqa: Y015
+    _WhichOneofArgType__since: _TypeAlias = _typing.Literal["_since", b"_since"]  # noqa: Y015
+    _WhichOneofReturnType__target: _TypeAlias = _typing.Literal["target"]  # noqa: Y015
+    _WhichOneofArgType__target: _TypeAlias = _typing.Literal["_target", b"_target"]  # noqa: Y015
+    _WhichOneofReturnType__until: _TypeAlias = _typing.Literal["until"]  # noqa: Y015
+    _WhichOneofArgType__until: _TypeAlias = _typing.Literal["_until", b"_until"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__actor) -> _WhichOneofReturnType__actor | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__before_seq) -> _WhichOneofReturnType__before_seq | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__run_id) -> _WhichOneofReturnType__run_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__since) -> _WhichOneofReturnType__since | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__target) -> _WhichOneofReturnType__target | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__until) -> _WhichOneofReturnType__until | None: ...
+
+Global___ListAuditRequest: _TypeAlias = ListAuditRequest  # noqa: Y015
+
+@_typing.final
+class AuditList(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___AuditRecord]: ...
+    def __init__(
+        self,
+        *,
+        entries: _abc.Iterable[Global___AuditRecord] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AuditList: _TypeAlias = AuditList  # noqa: Y015
 
 @_typing.final
 class BatchCall(_message.Message):

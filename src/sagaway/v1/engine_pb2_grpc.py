@@ -246,6 +246,16 @@ class EngineStub:
                 request_serializer=sagaway_dot_v1_dot_engine__pb2.FireScheduleRequest.SerializeToString,
                 response_deserializer=sagaway_dot_v1_dot_engine__pb2.Done.FromString,
                 _registered_method=True)
+        self.RecordAudit = channel.unary_unary(
+                '/sagaway.v1.Engine/RecordAudit',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.RecordAuditRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.Empty.FromString,
+                _registered_method=True)
+        self.ListAudit = channel.unary_unary(
+                '/sagaway.v1.Engine/ListAudit',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.ListAuditRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.AuditList.FromString,
+                _registered_method=True)
         self.Batch = channel.unary_unary(
                 '/sagaway.v1.Engine/Batch',
                 request_serializer=sagaway_dot_v1_dot_engine__pb2.BatchRequest.SerializeToString,
@@ -517,6 +527,18 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordAudit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAudit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Batch(self, request, context):
         """Several of the calls above in one message, for a client with many workflows in flight: each
         runs as if it had come alone (its own transaction, concurrently with the others, so the
@@ -739,6 +761,16 @@ def add_EngineServicer_to_server(servicer, server):
                     servicer.FireSchedule,
                     request_deserializer=sagaway_dot_v1_dot_engine__pb2.FireScheduleRequest.FromString,
                     response_serializer=sagaway_dot_v1_dot_engine__pb2.Done.SerializeToString,
+            ),
+            'RecordAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordAudit,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.RecordAuditRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.Empty.SerializeToString,
+            ),
+            'ListAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAudit,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.ListAuditRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.AuditList.SerializeToString,
             ),
             'Batch': grpc.unary_unary_rpc_method_handler(
                     servicer.Batch,
@@ -1882,6 +1914,60 @@ class Engine:
             '/sagaway.v1.Engine/FireSchedule',
             sagaway_dot_v1_dot_engine__pb2.FireScheduleRequest.SerializeToString,
             sagaway_dot_v1_dot_engine__pb2.Done.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/RecordAudit',
+            sagaway_dot_v1_dot_engine__pb2.RecordAuditRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/ListAudit',
+            sagaway_dot_v1_dot_engine__pb2.ListAuditRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.AuditList.FromString,
             options,
             channel_credentials,
             insecure,

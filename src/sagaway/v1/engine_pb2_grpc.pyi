@@ -122,6 +122,8 @@ class EngineStub:
     DeleteSchedule: _grpc.UnaryUnaryMultiCallable[_engine_pb2.ScheduleIdRequest, _engine_pb2.Done]
     FireSchedule: _grpc.UnaryUnaryMultiCallable[_engine_pb2.FireScheduleRequest, _engine_pb2.Done]
     """Done.changed: this call won the tick (its compare-and-set changed the row)."""
+    RecordAudit: _grpc.UnaryUnaryMultiCallable[_engine_pb2.RecordAuditRequest, _engine_pb2.Empty]
+    ListAudit: _grpc.UnaryUnaryMultiCallable[_engine_pb2.ListAuditRequest, _engine_pb2.AuditList]
     Batch: _grpc.UnaryUnaryMultiCallable[_engine_pb2.BatchRequest, _engine_pb2.BatchReply]
     """Several of the calls above in one message, for a client with many workflows in flight: each
     runs as if it had come alone (its own transaction, concurrently with the others, so the
@@ -183,6 +185,8 @@ class EngineAsyncStub(EngineStub):
     DeleteSchedule: _aio.UnaryUnaryMultiCallable[_engine_pb2.ScheduleIdRequest, _engine_pb2.Done]  # type: ignore[assignment]
     FireSchedule: _aio.UnaryUnaryMultiCallable[_engine_pb2.FireScheduleRequest, _engine_pb2.Done]  # type: ignore[assignment]
     """Done.changed: this call won the tick (its compare-and-set changed the row)."""
+    RecordAudit: _aio.UnaryUnaryMultiCallable[_engine_pb2.RecordAuditRequest, _engine_pb2.Empty]  # type: ignore[assignment]
+    ListAudit: _aio.UnaryUnaryMultiCallable[_engine_pb2.ListAuditRequest, _engine_pb2.AuditList]  # type: ignore[assignment]
     Batch: _aio.UnaryUnaryMultiCallable[_engine_pb2.BatchRequest, _engine_pb2.BatchReply]  # type: ignore[assignment]
     """Several of the calls above in one message, for a client with many workflows in flight: each
     runs as if it had come alone (its own transaction, concurrently with the others, so the
@@ -493,6 +497,20 @@ class EngineServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_engine_pb2.Done, _abc.Awaitable[_engine_pb2.Done]]:
         """Done.changed: this call won the tick (its compare-and-set changed the row)."""
+
+    @_abc_1.abstractmethod
+    def RecordAudit(
+        self,
+        request: _engine_pb2.RecordAuditRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.Empty, _abc.Awaitable[_engine_pb2.Empty]]: ...
+
+    @_abc_1.abstractmethod
+    def ListAudit(
+        self,
+        request: _engine_pb2.ListAuditRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.AuditList, _abc.Awaitable[_engine_pb2.AuditList]]: ...
 
     @_abc_1.abstractmethod
     def Batch(

@@ -5,12 +5,15 @@ page and the POST are both refused (403) to a principal without the role.
 
 Each has a confirmation page (GET, works without JavaScript) whose form POSTs the action; the
 POST is CSRF-checked, done through the Manager, and answered with a redirect to the workflow's
-page, where a flash message says what happened (POST-redirect-GET).
+page, where a flash message says what happened (POST-redirect-GET). Each is recorded in the
+audit trail with the reason given, made on behalf of the logged-in principal (``acting_for``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from starlette.datastructures import FormData
@@ -19,11 +22,13 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 import sagaway as sw
+from sagaway._engine import audit
 from sagaway.console import access
 from sagaway.console.backend import UNAVAILABLE
 from sagaway.console.rendering import flash, render
 from sagaway.console.security import checked_form
 from sagaway.console.views._common import manager_of, workflow_path
+from sagaway.principals import Principal, current_principal, set_current_principal
 
 ACTIONS = {
     "retry": "Retry now",
@@ -35,6 +40,24 @@ DEFAULT_REASON = {
     "cancel": "cancelled from the web console",
     "terminate": "terminated from the web console",
 }
+CONSOLE = "console"
+"""Who acts when the console knows no principal of the request (no login): the audit trail
+then says ``console`` on behalf of whom (and, through an Engine Server, via which token)."""
+
+
+@contextlib.contextmanager
+def acting_for(request: Request) -> Iterator[None]:
+    """The Manager's calls made inside are on behalf of the request's principal (the one the
+    console logged in: ``request.state.principal``), or of ``console``."""
+    principal = getattr(request.state, "principal", None)
+    if not isinstance(principal, Principal):
+        principal = Principal(CONSOLE)
+    previous = current_principal()
+    set_current_principal(principal)
+    try:
+        yield
+    finally:
+        set_current_principal(previous)
 
 
 def _allowed(request: Request) -> str:
@@ -75,11 +98,28 @@ async def perform(request: Request) -> Response:
     key = request.path_params["key"]
     manager = await manager_of(request)
     back = RedirectResponse(workflow_path(key), status_code=303)
+    try:
+        audit.check_reason(_text(form, "reason") or None)
+    except ValueError as exc:  # too long: said on the form, nothing done
+        fields = {f: _text(form, f) for f in ("reason", "name", "payload", "dedupe_id")}
+        return await _confirm(request, action, fields, str(exc))
+    with acting_for(request):
+        return await _act(request, manager, action, key, form, back)
+
+
+async def _act(
+    request: Request,
+    manager: sw.Manager,
+    action: str,
+    key: str,
+    form: FormData,
+    back: Response,
+) -> Response:
     if action == "signal":
         return await _signal(request, manager, key, form, back)
     reason = _text(form, "reason") or DEFAULT_REASON.get(action, "")
     if action == "retry":
-        changed = await manager.retry(key)
+        changed = await manager.retry(key, reason=reason or None)
         done, refused = (
             "will be retried by the next worker scan",
             "is {}, not SUSPENDED: nothing to retry",
@@ -104,8 +144,10 @@ async def perform(request: Request) -> Response:
 async def _signal(
     request: Request, manager: sw.Manager, key: str, form: FormData, back: Response
 ) -> Response:
-    name, payload, dedupe_id = (_text(form, f) for f in ("name", "payload", "dedupe_id"))
-    entered = {"name": name, "payload": payload, "dedupe_id": dedupe_id}
+    name, payload, dedupe_id, reason = (
+        _text(form, f) for f in ("name", "payload", "dedupe_id", "reason")
+    )
+    entered = {"name": name, "payload": payload, "dedupe_id": dedupe_id, "reason": reason}
     if not name.strip():
         return await _confirm(request, "signal", entered, "give the signal's name")
     try:
@@ -114,7 +156,9 @@ async def _signal(
         error = f'the payload is not JSON ({exc}); nothing was sent. E.g. {{"ok": true}}'
         return await _confirm(request, "signal", entered, error)
     try:
-        stored = await manager.signal(name).send(key, data, dedupe_id=dedupe_id or None)
+        stored = await manager.signal(name).send(
+            key, data, dedupe_id=dedupe_id or None, reason=reason or None
+        )
     except sw.WorkflowNotFound:
         raise
     except UNAVAILABLE:

@@ -720,3 +720,21 @@ WHERE run_id = (
     ORDER BY updated_at, run_id
     LIMIT 1
     FOR UPDATE SKIP LOCKED)
+
+-- ---------------------------------------------------------------- audit trail (store/_audit.py)
+-- An entry about an execution reads its run id and key from the row itself; `at` is the
+-- column's default, the database server's clock. A repeated entry_id (a transaction retried
+-- after a lost acknowledgement, a call tried again) adds nothing.
+
+-- name: insert_audit_for_run
+INSERT INTO audit_log (entry_id, actor, on_behalf_of, action, run_id, target, reason, details)
+SELECT %(entry_id)s, %(actor)s, %(on_behalf_of)s, %(action)s, run_id, key, %(reason)s,
+       %(details)s
+FROM workflows WHERE run_id = %(run_id)s
+ON CONFLICT (entry_id) DO NOTHING
+
+-- name: insert_audit
+INSERT INTO audit_log (entry_id, actor, on_behalf_of, action, target, reason, details)
+VALUES (%(entry_id)s, %(actor)s, %(on_behalf_of)s, %(action)s, %(target)s, %(reason)s,
+        %(details)s)
+ON CONFLICT (entry_id) DO NOTHING

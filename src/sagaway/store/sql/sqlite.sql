@@ -426,3 +426,18 @@ WHERE run_id = (
       AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
     ORDER BY updated_at, run_id
     LIMIT 1)
+
+-- ---------------------------------------------------------------- audit trail (store/_audit.py)
+-- An entry about an execution reads its run id and key from the row itself; `at` is the
+-- column's default, the database's clock. A repeated entry_id (a call tried again) adds nothing.
+
+-- name: insert_audit_for_run
+INSERT INTO audit_log (entry_id, actor, on_behalf_of, action, run_id, target, reason, details)
+SELECT :entry_id, :actor, :on_behalf_of, :action, run_id, key, :reason, :details
+FROM workflows WHERE run_id = :run_id
+ON CONFLICT (entry_id) DO NOTHING
+
+-- name: insert_audit
+INSERT INTO audit_log (entry_id, actor, on_behalf_of, action, target, reason, details)
+VALUES (:entry_id, :actor, :on_behalf_of, :action, :target, :reason, :details)
+ON CONFLICT (entry_id) DO NOTHING

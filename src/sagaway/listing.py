@@ -1,0 +1,81 @@
+"""Operators' listings: workflows by filters, and the audit trail (``Manager.list_workflows``,
+``Manager.audit_log``; ``sagaway list`` and ``sagaway audit`` print them)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from sagaway._engine import audit
+from sagaway._engine.audit import AuditEntry
+from sagaway._engine.engine import Engine
+from sagaway.states import WorkflowStatus, statuses_named
+from sagaway.store.records import AuditQuery, ListQuery
+from sagaway.workflow import WorkflowDescription, _describe, parse_cursor
+
+
+async def list_workflows(
+    engine: Engine,
+    *,
+    status: str | Collection[str] | None,
+    limit: int,
+    name: str | None,
+    key_prefix: str | None,
+    since: float | None,
+    until: float | None,
+    after: str | None,
+    code_versions: Collection[str | None] | None,
+) -> list[WorkflowDescription]:
+    """See ``Manager.list_workflows``."""
+    status = statuses_named(status)  # "FAILED" as well as WorkflowStatus.FAILED
+    plain = (name, key_prefix, since, until, after, code_versions) == (None,) * 6
+    if plain and (status is None or isinstance(status, WorkflowStatus)):
+        records = await engine.list_workflows(status=status, limit=limit)
+    else:
+        statuses = [status] if isinstance(status, WorkflowStatus) else list(status or ())
+        query = ListQuery(
+            limit=limit,
+            statuses=frozenset(statuses),
+            name=name,
+            key_prefix=key_prefix or "",
+            since=since,
+            until=until,
+            after=None if after is None else parse_cursor(after),
+            code_versions=frozenset(code_versions or ()),
+        )
+        records = await engine.list_page(query)
+    return [_describe(r, []) for r in records]
+
+
+async def audit_log(
+    engine: Engine,
+    *,
+    key: str | None,
+    run_id: str | None,
+    actor: str | None,
+    action: str | Collection[str] | None,
+    since: float | None,
+    until: float | None,
+    limit: int,
+    before: int | None,
+) -> list[AuditEntry]:
+    """See ``Manager.audit_log``."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit must be an integer >= 1, not {limit!r}")
+    actions = frozenset([action] if isinstance(action, str) else action or ())
+    unknown = sorted(actions - audit.ACTIONS)
+    if unknown:
+        raise ValueError(
+            f"unknown audit action {', '.join(map(repr, unknown))}; the actions are "
+            f"{', '.join(sorted(audit.ACTIONS))}"
+        )
+    query = AuditQuery(
+        limit=limit,
+        before_seq=before,
+        run_id=run_id,
+        target=key,
+        actor=actor,
+        actions=actions,
+        since=since,
+        until=until,
+    )
+    return [audit.entry(r) for r in await engine.store.list_audit(query)]

@@ -1,0 +1,71 @@
+"""The Engine Server's refusals (a status code, its message and the trailing metadata
+``sagaway-error`` ...) turned back into the errors the server's store raised, for the client
+(``store/grpc.py``): a lease lost, a pending cancel, an unreadable row, an outage."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import grpc
+
+from sagaway import errors
+from sagaway.store._grpc_target import Target
+from sagaway.store.base import CancelPending, DatabaseNotFound, PermissionDenied, StoreUnavailable
+
+CODES = {code.value[0]: code for code in grpc.StatusCode}
+"""Status codes by number (a Batch result carries the number)."""
+
+
+class ServerRefused(errors.SagawayError):
+    """The Engine Server refused this client: no or wrong token, or another protocol version."""
+
+
+def _corrupt(trailing: dict[str, Any], details: str) -> errors.CorruptRecord:
+    """The server's CorruptRecord, rebuilt from its trailing metadata."""
+    try:
+        row = json.loads(trailing["sagaway-corrupt-bin"])
+        what, field, value = str(row["what"]), str(row["field"]), row["value"]
+    except (KeyError, TypeError, ValueError):
+        return errors.CorruptRecord("a row", "?", details)
+    _, _, hint = details.partition("cannot read; ")
+    return errors.CorruptRecord(what, field, value, hint)
+
+
+def _run_id(trailing: dict[str, Any]) -> str:
+    raw = trailing.get("sagaway-run-id-bin", b"")
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+
+
+def error_of(
+    code: grpc.StatusCode, details: str, trailing: dict[str, Any], *, url: str, target: Target
+) -> Exception:
+    """The exception a refused call raises on the client."""
+    kind = str(trailing.get("sagaway-error", ""))
+    where = f"the Engine Server at {target.address}"
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return StoreUnavailable(f"cannot reach {where}: {details}")
+    if kind == "LeaseLost":
+        return errors.LeaseLost(_run_id(trailing), details.removeprefix("lease lost: "))
+    if kind == "CancelPending":
+        return CancelPending(_run_id(trailing), details)
+    if kind == "CorruptRecord":
+        return _corrupt(trailing, details)
+    if kind == "DatabaseNotFound":
+        return DatabaseNotFound(url, details)
+    if code is grpc.StatusCode.UNAUTHENTICATED:
+        hint = (
+            "the one this client sends (token=, else $SAGAWAY_TOKEN) is not the server's"
+            if target.token
+            else "this client has no token: pass token= to the Manager or set SAGAWAY_TOKEN"
+        )
+        return ServerRefused(f"{where} refused the call: {details}; {hint}")
+    if code is grpc.StatusCode.PERMISSION_DENIED:
+        return PermissionDenied(f"{where} refused the call: {details}")
+    if code is grpc.StatusCode.INVALID_ARGUMENT:
+        return ValueError(details)
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return errors.PayloadError(f"{where} refused a message: {details}")
+    if code is grpc.StatusCode.FAILED_PRECONDITION and kind == "ProtocolVersion":
+        return ServerRefused(details)
+    return errors.SagawayError(f"{where} failed ({code.name}): {details}")

@@ -1,10 +1,12 @@
 """The audit trail in the web console, on every backend: each action (retry, cancel,
 terminate, signal) is recorded with the reason typed in its form, on behalf of the logged-in
-principal (``request.state.principal``; ``console`` without one), and the workflow's page
-shows its entries; a reason too long is refused on the form, nothing done."""
+principal (``request.state.principal``: the token's name, or the local user for a console
+without tokens), and the workflow's page shows its entries; a reason too long is refused on
+the form, nothing done."""
 
 from __future__ import annotations
 
+import hashlib
 import html
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -18,36 +20,38 @@ import sagaway as sw
 pytest.importorskip("starlette", reason="the [ui] extra is part of the dev install")
 
 from starlette.testclient import TestClient
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sagaway.console import ConsoleConfig, create_app
-from sagaway.principals import Principal, local_actor
+from sagaway.principals import local_actor
 from tests.integration import console_app
 from tests.integration.test_console import BASE, Console, Env, text_of
 
 S = sw.WorkflowStatus
 
 
-class LoggedIn:
-    """Stands for the console's login (another part of the console): the request's
-    principal is ``name``."""
+ALICE_TOKEN = "alice-" + "0" * 40
 
-    def __init__(self, app: ASGIApp, name: str) -> None:
-        self.app = app
-        self.name = name
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            scope.setdefault("state", {})["principal"] = Principal(self.name)
-        await self.app(scope, receive, send)
+def tokens_file(folder: Path) -> Path:
+    """A tokens file naming ``alice`` (operate and admin), as ``sagaway ui --tokens-file``."""
+    digest = hashlib.sha256(ALICE_TOKEN.encode()).hexdigest()
+    path = folder / "tokens.toml"
+    path.write_text(
+        f'[[token]]\nname = "alice"\nroles = ["operate", "admin"]\nsha256 = "{digest}"\n'
+    )
+    return path
 
 
 @contextmanager
-def console(url: str, principal: str | None) -> Iterator[Console]:
-    app: Any = create_app(ConsoleConfig(url=url))
-    if principal is not None:
-        app = LoggedIn(app, principal)
-    with TestClient(app, base_url=BASE) as client:
+def console(url: str, principal: str | None, folder: Path) -> Iterator[Console]:
+    """The console without tokens (it acts as the local user), or logged in as ``alice``."""
+    if principal is None:
+        app: Any = create_app(ConsoleConfig(url=url))
+        headers = {}
+    else:
+        app = create_app(ConsoleConfig(url=url, tokens_file=tokens_file(folder)))
+        headers = {"Authorization": f"Bearer {ALICE_TOKEN}"}
+    with TestClient(app, base_url=BASE, headers=headers) as client:
         yield Console(client)
 
 
@@ -56,7 +60,7 @@ async def env(request: pytest.FixtureRequest, db_url: str, tmp_path: Path) -> As
     flag = tmp_path / "courier-back"
     manager = console_app.build(db_url, flag)
     async with manager:
-        with console(db_url, request.param) as ui:
+        with console(db_url, request.param, tmp_path) as ui:
             yield Env(manager, ui, flag, db_url)
 
 
@@ -66,7 +70,7 @@ def expect_who(env: Env, entry: sw.AuditEntry, name: str) -> None:
 
 
 async def test_console_actions_are_recorded_and_shown(env: Env, request: Any) -> None:
-    name = request.node.callspec.params["env"] or "console"
+    name = request.node.callspec.params["env"] or local_actor()
     await env.start("flaky", "ship-1")
     await env.start("held", "hold-1")
     await env.start("held", "hold-2")
@@ -93,7 +97,8 @@ async def test_console_actions_are_recorded_and_shown(env: Env, request: Any) ->
     page = await env.ui.get("/workflows/hold-2")
     text = text_of(page.text)
     assert "Audit trail" in text and "customer changed mind" in text
-    assert f"{name} (via " in html.unescape(page.text)
+    shown = entry.who  # "alice (via ...)", or one name when actor and principal are one
+    assert shown.startswith(name) and shown in html.unescape(page.text)
     fragment = text_of((await env.ui.get("/fragments/workflow/ship-1")).text)
     assert "Audit trail" in fragment and "courier is back" in fragment
 

@@ -66,6 +66,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "ListAttemptErrors": EVERYONE,
     "ListSchedules": EVERYONE,
     "NextDue": EVERYONE,
+    "ListAudit": EVERYONE,
     # operator actions
     "StartWorkflow": OPERATORS,
     "RetryNow": OPERATORS,
@@ -94,6 +95,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "PurgeEnded": ADMINS,
     "SetSchedulePaused": ADMINS,
     "DeleteSchedule": ADMINS,
+    "RecordAudit": ADMINS,
 }
 ALL_RPCS = sorted(set(METHODS) | set(roles.RPC_ROLES) | set(EXPECTED))
 

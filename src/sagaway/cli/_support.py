@@ -153,6 +153,8 @@ _KEY_FILE_HELP = (
     "File of payload keys (one base64 key per line, the current one first; else "
     "$SAGAWAY_CODEC_KEYS, keys separated by commas)"
 )
+
+
 def reason_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--reason TEXT``: why, kept in the audit trail (``sagaway audit``, ``sagaway show``)."""
     return click.option(

@@ -17,6 +17,7 @@ from typing import Protocol
 from sagaway import identifiers
 from sagaway._engine import audit
 from sagaway.principals import current_principal
+from sagaway.server.auth import ANONYMOUS
 from sagaway.store.records import AuditNote
 from sagaway.v1 import engine_pb2 as pb
 
@@ -45,7 +46,7 @@ def caller(*, token: bool) -> str:
     one, the server's ``default`` principal when it checks a token, else ``anonymous@<host>``
     (the client's address, without its port)."""
     principal = current_principal()
-    if principal is not None:
+    if principal is not None and principal.name != ANONYMOUS:
         return principal.name
     if token:
         return DEFAULT_PRINCIPAL

@@ -59,6 +59,7 @@ RPC_ROLES: Mapping[str, frozenset[Role]] = {
     "ListAttemptErrors": _R,
     "ListSchedules": _R,
     "NextDue": _R,
+    "ListAudit": _R,
     # operator actions (and a workflow's own starts, signals and cancels of children)
     "StartWorkflow": _O,
     "CreateWorkflow": _OW,
@@ -86,6 +87,7 @@ RPC_ROLES: Mapping[str, frozenset[Role]] = {
     "PurgeEnded": _A,
     "SetSchedulePaused": _A,
     "DeleteSchedule": _A,
+    "RecordAudit": _A,  # the entry of a purge, written after its batches
 }
 """The roles that may make each call (any one of them suffices; empty: any principal)."""
 

@@ -69,3 +69,15 @@ def error_of(
     if code is grpc.StatusCode.FAILED_PRECONDITION and kind == "ProtocolVersion":
         return ServerRefused(details)
     return errors.SagawayError(f"{where} failed ({code.name}): {details}")
+
+
+def check_fork_size(request: Any, largest: int, source_run_id: str) -> None:
+    """Refuse a fork request larger than the server takes (0: no limit known). The payloads
+    sealed again for the fork travel in this one request (one transaction): the server would
+    refuse it unread, with a message that says less."""
+    if largest and request.ByteSize() > largest:
+        raise errors.PayloadError(
+            f"a fork of run {source_run_id} carries {request.ByteSize()} bytes of payloads, "
+            f"more than the Engine Server takes in one request ({largest}): fork it from a "
+            "process connected to the database, or raise the server's payload limit"
+        )

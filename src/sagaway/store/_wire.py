@@ -107,6 +107,8 @@ def fork_payloads_of(request: Any) -> ForkPayloads | None:
     given = request.payloads
     steps = tuple(from_message(StepPayloads, s) for s in given.steps)
     return ForkPayloads(args=given.args, steps=steps)
+
+
 def audit_note(note: AuditNote | None) -> pb.AuditNote | None:
     """An audit note as a client sends it: the server sets who acted, so the client's name for
     itself travels as the claim ``on_behalf_of`` (its caller's, if it has one)."""

@@ -27,9 +27,8 @@ except ImportError as exc:  # an optional extra
 
 from sagaway import errors, states
 from sagaway.states import WorkflowStatus
-from sagaway.store import _grpc_errors
+from sagaway.store import _grpc_errors, notices
 from sagaway.store import _wire as wire
-from sagaway.store import notices
 from sagaway.store._grpc_batch import Batcher, reply_class
 from sagaway.store._grpc_errors import ServerRefused
 from sagaway.store._grpc_target import (
@@ -273,14 +272,7 @@ class GrpcStore:
             audit=wire.audit_note(audit),
         )
         largest = self.server_info.max_request_bytes if self.server_info else 0
-        if largest and request.ByteSize() > largest:
-            # The payloads sealed again for the fork travel in this one request (one
-            # transaction): the server would refuse it unread.
-            raise errors.PayloadError(
-                f"a fork of run {source_run_id} carries {request.ByteSize()} bytes of payloads, "
-                f"more than the Engine Server takes in one request ({largest}): fork it from a "
-                "process connected to the database, or raise the server's payload limit"
-            )
+        _grpc_errors.check_fork_size(request, largest, source_run_id)
         reply = await self._call("ForkWorkflow", request)
         return _created(reply.result) if reply.HasField("result") else None
 

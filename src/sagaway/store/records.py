@@ -206,6 +206,8 @@ class ForkPayloads:
 
     args: str
     steps: tuple[StepPayloads, ...] = ()
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class AuditNote:
     """An operator action for a Store verb to record in the transaction that makes it, only

@@ -133,6 +133,12 @@ async def test_each_kind_of_client_does_its_job_with_its_role(server: Served) ->
             assert await root.terminate("sleeper-2", "by root") is True
             assert await root.get_workflow("sleeper-2").status() is sw.WorkflowStatus.TERMINATED
             await root.pause_schedule("yearly")
+            # The audit trail names each token's principal, as the server authenticated it.
+            who = {(e.action, e.target): e.actor for e in await root.audit_log()}
+            assert who[("cancel", "sleeper-1")] == "ops"
+            assert who[("fork", "waiter-1-again")] == "ops"
+            assert who[("terminate", "sleeper-2")] == "root"
+            assert who[("schedule.pause", "yearly")] == "root"
 
 
 async def test_a_worker_without_the_worker_role_cannot_claim(server: Served) -> None:

@@ -1,10 +1,10 @@
 """A blocking client for synchronous code: ``sagaway.SyncClient`` and ``manager.sync()``.
 
 Django views, Flask routes and scripts have no event loop. The client runs one asyncio event
-loop in a daemon thread of its own and opens there, at first use, a Manager in client mode
-(``connect()``: no workers; ``sagaway worker`` processes run the workflows). Each blocking
-method hands a coroutine to that loop (``asyncio.run_coroutine_threadsafe``) and waits for its
-outcome; the exception it raises is raised in the caller's thread, of the same type as the
+loop in a daemon thread of its own (``_loop_thread``) and opens there, at first use, a Manager
+in client mode (``connect()``: no workers; ``sagaway worker`` processes run the workflows). Each
+blocking method hands a coroutine to that loop (``asyncio.run_coroutine_threadsafe``) and waits
+for its outcome; the exception it raises is raised in the caller's thread, of the same type as the
 async API's. Many threads can share one client: the loop thread runs their calls in turn.
 
 A client belongs to the process that created it: its thread does not survive ``fork()``, so
@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar, overload
 
+from sagaway import _loop_thread as loop_thread
 from sagaway import _renamed, errors
 from sagaway.registry import Registry
 from sagaway.signals import Signal
@@ -79,26 +80,6 @@ def set_default_manager(factory: Callable[..., ClientManager]) -> None:
     by ``sagaway.manager``, which sits above this module)."""
     global _default_manager
     _default_manager = factory
-
-
-def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """The client's thread: run the loop until ``close()`` stops it, then tidy up."""
-    asyncio.set_event_loop(loop)
-    try:
-        loop.run_forever()
-        pending = asyncio.all_tasks(loop)
-        for task in pending:
-            task.cancel()
-        if pending:
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        loop.run_until_complete(loop.shutdown_asyncgens())
-    finally:
-        loop.close()
-
-
-async def _invoke(make: Callable[[], Awaitable[T]]) -> T:
-    # The awaitable is built in the loop's thread: nothing of the Manager runs elsewhere.
-    return await make()
 
 
 class SyncClient:
@@ -361,16 +342,11 @@ class SyncClient:
             if self._closed:
                 raise errors.ManagerStateError("this SyncClient is closed: create a new one")
             if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=_run_loop, args=(loop,), name="sagaway-sync-client", daemon=True
-                )
-                thread.start()
-                self._loop, self._thread = loop, thread
+                self._loop, self._thread = loop_thread.start("sagaway-sync-client")
             if self._session is None:
                 session = self._manager.connect()
                 opened = asyncio.run_coroutine_threadsafe(session.__aenter__(), self._loop)
-                self._wait(opened, self.call_timeout)
+                loop_thread.wait(opened, self.call_timeout, self._closed_meanwhile)
                 self._session = session
             return self._loop
 
@@ -386,29 +362,17 @@ class SyncClient:
     def _call_within(self, make: Callable[[], Awaitable[T]], limit: float | None) -> T:
         """Run ``make()`` on the loop and wait for it (``limit`` seconds at most)."""
         loop = self._ensure_open()
-        future = asyncio.run_coroutine_threadsafe(_invoke(make), loop)
+        future = asyncio.run_coroutine_threadsafe(loop_thread.invoke(make), loop)
         with self._lock:
             self._in_flight.add(future)
         try:
-            return self._wait(future, limit)
+            return loop_thread.wait(future, limit, self._closed_meanwhile)
         finally:
             with self._lock:
                 self._in_flight.discard(future)
 
-    def _wait(self, future: concurrent.futures.Future[T], limit: float | None) -> T:
-        try:
-            return future.result(limit)
-        except concurrent.futures.CancelledError:
-            if self._closed:
-                raise errors.ManagerStateError("the SyncClient closed during the call") from None
-            raise
-        except BaseException as exc:
-            if future.done():
-                raise  # the call's own outcome, as the async API raises it
-            future.cancel()  # our wait ended first (a timeout, Ctrl-C): stop the call too
-            if isinstance(exc, TimeoutError):
-                raise TimeoutError(f"no answer within {limit} s") from None
-            raise
+    def _closed_meanwhile(self) -> bool:
+        return self._closed
 
     def close(self, timeout: float = 30.0) -> None:
         """Close the Manager and stop the loop thread; calls waiting meanwhile are ended with

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import sagaway as sw
-from sagaway.cli import main as cli_main
+from sagaway.cli import worker as cli_worker
 from sagaway.cli.main import cli
 from tests.integration.test_cli import APP, sagaway
 
@@ -84,7 +84,7 @@ def test_worker_refuses_a_bad_versions_list(value: str) -> None:
 
 def test_worker_runs_the_versions_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     served: list[sw.Manager] = []
-    monkeypatch.setattr(cli_main, "_serve", lambda manager, *a, **kw: served.append(manager))
+    monkeypatch.setattr(cli_worker, "_serve", lambda manager, *a, **kw: served.append(manager))
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     result = CliRunner().invoke(cli, ["worker", APP, "--db", url, "--versions", "v2,unversioned"])
     assert result.exit_code == 0, result.output

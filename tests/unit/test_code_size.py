@@ -1,5 +1,10 @@
-"""Small modules with one job: no hand-written module of the package over 700 lines, and no
-function of the engine or the stores over 60 (generated protocol code aside)."""
+"""Small modules with one job: no hand-written module of the package over 500 lines, and no
+function over 60 (generated protocol code, ``sagaway/v1``, aside).
+
+Modules and functions still over are named in ``ALLOWED`` with their size today: they may
+shrink, not grow, and an entry must go once its module or function is within the limit (so the
+list only gets shorter). Split by responsibility, not to pass the count.
+"""
 
 from __future__ import annotations
 
@@ -7,30 +12,81 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "sagaway"
-MAX_MODULE_LINES = 700
+MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
+
+CHECKED = ("**/*.py",)
+"""Globs (relative to the package) of the modules held to the limits."""
+
+ALLOWED: dict[str, int] = {
+    # Split on their own branches (store dialects and the Engine Server; the Manager's).
+    "codecs/_store.py": 553,
+    "manager.py": 699,
+    "manager.py:Manager.__init__": 73,
+    "server/service.py": 662,
+    "store/grpc.py": 696,
+    "store/postgres.py": 692,
+    "store/sqlite.py": 698,
+    "workflow.py": 697,
+    "workflow.py:_describe": 65,
+    "idempotency.py:IdempotencyKeys.run": 65,
+}
+"""Modules (``path``) and functions (``path:Class.function``) still over, with their sizes."""
 
 
 def _modules() -> list[Path]:
-    return [p for p in PACKAGE.rglob("*.py") if "v1" not in p.relative_to(PACKAGE).parts]
+    found = {p for pattern in CHECKED for p in PACKAGE.glob(pattern)}
+    return sorted(p for p in found if "v1" not in p.relative_to(PACKAGE).parts)
 
 
-def test_no_module_is_over_700_lines() -> None:
-    long = {
-        str(p.relative_to(PACKAGE)): n
-        for p in _modules()
-        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+def _functions(tree: ast.AST, prefix: str = "") -> list[tuple[str, int]]:
+    """Every function and method (nested ones too) by qualified name, with its length."""
+    out: list[tuple[str, int]] = []
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            name = f"{prefix}{node.name}"
+            if not isinstance(node, ast.ClassDef):
+                out.append((name, (node.end_lineno or node.lineno) - node.lineno + 1))
+            out.extend(_functions(node, f"{name}."))
+        else:
+            out.extend(_functions(node, prefix))
+    return out
+
+
+def _sizes() -> dict[str, tuple[int, int]]:
+    """Each module and function: (its length, the limit)."""
+    sizes: dict[str, tuple[int, int]] = {}
+    for path in _modules():
+        where = path.relative_to(PACKAGE).as_posix()
+        text = path.read_text()
+        sizes[where] = (len(text.splitlines()), MAX_MODULE_LINES)
+        for name, lines in _functions(ast.parse(text)):
+            sizes[f"{where}:{name}"] = (lines, MAX_FUNCTION_LINES)
+    return sizes
+
+
+def test_no_module_or_function_is_over_its_limit() -> None:
+    over = {
+        name: lines
+        for name, (lines, limit) in _sizes().items()
+        if lines > max(limit, ALLOWED.get(name, 0))
     }
-    assert not long, f"split these modules: {long}"
+    assert not over, f"split these (lines; modules: {MAX_MODULE_LINES}, functions: 60): {over}"
 
 
-def test_no_engine_or_store_function_is_over_60_lines() -> None:
-    long = {}
-    for folder in ("_engine", "store"):
-        for path in (PACKAGE / folder).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
-                    if lines > MAX_FUNCTION_LINES:
-                        long[f"{path.relative_to(PACKAGE)}:{node.name}"] = lines
-    assert not long, f"split these functions: {long}"
+def test_the_allow_list_only_names_what_is_still_over() -> None:
+    sizes = _sizes()
+    stale = {
+        name: sizes.get(name, (0, 0))[0]
+        for name in ALLOWED
+        if name not in sizes or sizes[name][0] <= sizes[name][1]
+    }
+    assert not stale, f"within the limit (or gone) now: remove from ALLOWED: {stale}"
+
+
+def test_the_checks_see_modules_and_methods() -> None:
+    sizes = _sizes()
+    assert sizes["_engine/engine.py"][0] > 100
+    assert "_engine/engine.py:Engine.start" in sizes
+    assert "sync.py:SyncClient.close" in sizes
+    assert not any(name.startswith("v1/") for name in sizes)

@@ -4,7 +4,9 @@ It is the one gateway to the Store: the Manager, the handles, the Worker and the
 all go through it. Each operation is one Store transaction; the Engine adds the rules
 (idempotency keys and their conflict policies, who may run what) and publishes state
 transitions on the Channel. What it needs of the Worker of its process, if there is one, is
-the small ``LocalRunner`` protocol below, attached when the Worker starts.
+the small ``LocalRunner`` protocol (``local_runner``), attached when the Worker starts. Some
+operations live in modules of their own (``forking``, ``signal_sends``, ``notices_heard``,
+``purging``, ``end_wait``), which take the Engine through a small protocol.
 """
 
 from __future__ import annotations
@@ -15,21 +17,32 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection
-from typing import Any, Protocol
+from collections.abc import Callable, Collection
+from typing import Any
 
 from sagaway import errors, events, observe, retry, serialization
-from sagaway._engine import audit, end_wait, forking, keys, new_executions, outages, purging
+from sagaway._engine import (
+    audit,
+    end_wait,
+    forking,
+    new_executions,
+    notices_heard,
+    outages,
+    purging,
+    signal_sends,
+)
 from sagaway._engine.cluster_limits import ClusterLimit
+from sagaway._engine.local_runner import LocalRunner as LocalRunner
+from sagaway._engine.local_runner import QueueLimiter
 from sagaway._engine.options import EngineOptions
 from sagaway._engine.recent import RecentEnds
 from sagaway._engine.server_clock import check_lease_timeout
-from sagaway._engine.text_checks import check_key, check_name, check_text
+from sagaway._engine.text_checks import check_key
 from sagaway._engine.threads import DaemonThreadPool
 from sagaway.channel import Channel
 from sagaway.clock import Clock
-from sagaway.randomness import new_id, new_run_id
-from sagaway.registry import Queue, Registry, WorkflowDef
+from sagaway.randomness import new_id
+from sagaway.registry import Registry, WorkflowDef
 from sagaway.states import ErrorKind, OnConflict, WorkflowStatus
 from sagaway.store import notices
 from sagaway.store.base import Store
@@ -39,67 +52,12 @@ from sagaway.store.records import (
     CancelRequestRecord,
     Lease,
     ListQuery,
-    NewWorkflow,
     SignalRecord,
     StepRecord,
     WorkflowRecord,
 )
 
 logger = logging.getLogger(__name__)
-
-
-class _QueueLimiter:
-    """Per-process concurrency and rate limit of one activity queue."""
-
-    def __init__(self, queue: Queue, clock: Clock) -> None:
-        self._sem = asyncio.Semaphore(queue.concurrency) if queue.concurrency else None
-        self._interval = 1.0 / queue.rate_per_second if queue.rate_per_second else 0.0
-        self._next_start = 0.0
-        self._clock = clock
-
-    @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        if self._interval:
-            now = self._clock.now()
-            start = max(now, self._next_start)
-            self._next_start = start + self._interval
-            if start > now:
-                await self._clock.sleep(start - now)
-        if self._sem is None:
-            yield
-            return
-        async with self._sem:
-            yield
-
-
-class LocalRunner(Protocol):
-    """What the Engine needs from the Worker of its process (the Worker implements it)."""
-
-    def accepts(self, task_queue: str, code_version: str | None) -> bool:
-        """Whether a workflow of ``task_queue`` and ``code_version`` started here may run here
-        at once."""
-        ...
-
-    def dispatch(
-        self, record: WorkflowRecord, lease: Lease, steps: list[StepRecord] | None
-    ) -> None:
-        """Run an execution this process has just claimed."""
-        ...
-
-    def is_running(self, run_id: str) -> bool: ...
-
-    def cancel(self, run_id: str) -> None:
-        """Stop an execution that was ended by request (cancel, terminate)."""
-        ...
-
-    def ended_elsewhere(self, run_id: str) -> None:
-        """Another process reports ``run_id`` ended: stop it here unless it is ending itself."""
-        ...
-
-    def cancel_requested(self, run_id: str, reason: str | None) -> None:
-        """A cancel request was recorded for ``run_id`` (``reason`` None: not known here, read
-        it): the execution, if it runs here, sees ``Cancelled`` at its next durable call."""
-        ...
 
 
 class Engine:
@@ -142,7 +100,7 @@ class Engine:
         self.schedule_wake = asyncio.Event()
         """Set when a schedule changed: this process's scheduler looks again now."""
         self._queues = {
-            name: _QueueLimiter(q, clock) for name, q in options.queues.items() if not q.cluster
+            name: QueueLimiter(q, clock) for name, q in options.queues.items() if not q.cluster
         }
         self._cluster_limits = {
             name: ClusterLimit(name, q, store, clock, options.lease_timeout, self.wake_recovery)
@@ -251,7 +209,7 @@ class Engine:
             elif concurrency_key is not None:
                 self.wake_recovery()  # a Worker of this process may claim it at once
             return record, True
-        _taken(record, new, on_conflict)
+        new_executions.taken(record, new, on_conflict)
         return record, False
 
     async def start_child(
@@ -282,43 +240,9 @@ class Engine:
     ) -> tuple[WorkflowRecord, forking.ForkPlan]:
         """Create a PENDING execution under ``new_key`` that reuses the outcomes of the ended
         workflow ``key`` before its step ``from_step`` (see ``forking``); audited."""
-        check_key(new_key, "new_key")
-        reason = audit.check_reason(reason)
-        plan = await forking.prepare(self.store, key, from_step, force=force)
-        note = audit.note(
-            "fork",
-            reason,
-            source_key=key,
-            source_run_id=plan.source_run_id,
-            from_step=from_step,
-            force=force or None,
+        return await forking.create(
+            self, key, from_step=from_step, new_key=new_key, force=force, reason=reason
         )
-        run_id = new_run_id()
-        result = await self.store.fork_workflow(
-            plan.source_run_id,
-            run_id=run_id,
-            key=new_key,
-            # Named by its run: re-run calls never reuse an idempotency key (see forking).
-            key_space=keys.key_space(new_key, run_id, replacing=True),
-            call_ids=plan.kept,
-            now=self.clock.now(),
-            code_version=self.options.code_version,
-            audit=note,
-        )
-        if result is None:
-            # An ended execution does not come back to life: it was purged meanwhile.
-            raise errors.WorkflowNotFound(key)
-        record = result.record
-        if not result.created:
-            raise errors.WorkflowAlreadyExists(
-                new_key,
-                record.status.value,
-                f"cannot fork {key!r} to {new_key!r}: workflow {new_key!r} already exists "
-                f"({record.status.value}); choose a new key",
-            )
-        new_executions.started(self.channel, record.run_id, new_key, record.name)
-        self.wake_recovery()  # a Worker of this process may take it at once
-        return record, plan
 
     async def get(self, key: str) -> WorkflowRecord:
         record = await self.store.get_workflow(key)
@@ -378,29 +302,7 @@ class Engine:
 
     def on_notification(self, notice: notices.Notice) -> None:
         """A change made by another process (or this one), announced by the store."""
-        match notice:
-            case notices.Ended(run_id):
-                self.channel.publish(events.WorkflowChanged(run_id))
-                if self.runner is not None:
-                    self.runner.ended_elsewhere(run_id)  # cancelled elsewhere while running here
-            case notices.Ready():
-                self.wake_recovery()
-            case notices.SchedulesChanged():
-                self.schedule_wake.set()
-            case notices.CancelRequested(run_id):
-                if self.runner is not None:
-                    self.runner.cancel_requested(run_id, None)
-            case notices.Listening("ends") | notices.Deaf("ends"):
-                self.end_notices = isinstance(notice, notices.Listening)
-                self.channel.wake_all()  # an end may have gone unheard: look again
-            case notices.Listening() | notices.Deaf():
-                # Notices may have been missed (or will be): everyone waiting looks again now.
-                self.notifications = isinstance(notice, notices.Listening)
-                self.channel.wake_all()
-                self.wake_recovery()
-                self.schedule_wake.set()
-            case notices.Probe():
-                pass  # a listener's own; never passed on
+        notices_heard.on_notification(self, notice)
 
     async def send_signal(
         self,
@@ -412,41 +314,7 @@ class Engine:
     ) -> bool:
         """Store a signal for the workflow under ``key``; False if ``dedupe_id`` was seen.
         ``audit_note``: an operator's signal, recorded if stored."""
-        # Checked here, before the database: PostgreSQL refuses NUL in text with a raw
-        # DataError (SQLite stores it), and neither can store a lone surrogate.
-        check_name(name, "signal name")
-        if dedupe_id is not None:
-            check_text(dedupe_id, "dedupe_id")
-        data = serialization.encode_value(
-            payload, f"payload of signal {name!r}", self.payload_limit
-        )
-        record, stored = await self.store.send_signal(
-            key,
-            name=name,
-            payload=data,
-            dedupe_id=dedupe_id,
-            now=self.clock.now(),
-            audit=audit_note,
-        )
-        if record is None:
-            raise errors.WorkflowNotFound(key)
-        if record.status.ended and not stored:
-            if dedupe_id is not None and await self._signal_seen(record.run_id, name, dedupe_id):
-                return False  # a repeat of a send that was delivered before the end
-            raise errors.SagawayError(
-                f"workflow {key!r} has ended ({record.status.value}); signal {name!r} was not "
-                "delivered"
-            )
-        if stored:
-            self.channel.publish(events.SignalSent(record.run_id, key, name))
-            self.wake_recovery()
-        return stored
-
-    async def _signal_seen(self, run_id: str, name: str, dedupe_id: str) -> bool:
-        """Whether ``run_id`` holds signal ``name`` sent with ``dedupe_id``: read only when a
-        send finds the execution ended, so a retried callback is told "already sent"."""
-        signals = await self.store.list_signals(run_id)
-        return any(s.name == name and s.dedupe_id == dedupe_id for s in signals)
+        return await signal_sends.send_signal(self, key, name, payload, dedupe_id, audit_note)
 
     async def retry_now(self, key: str, reason: str | None = None) -> bool:
         """Make a SUSPENDED workflow due now; False if it is not suspended (audited)."""
@@ -606,22 +474,6 @@ class Engine:
         self.runner = None
         self.close_thread_pool()
         await self.store.close()
-
-
-def _taken(record: WorkflowRecord, new: NewWorkflow, on_conflict: OnConflict) -> None:
-    """A start found ``record`` under its key: refused as ``on_conflict`` says, or joined if
-    it is the same workflow with the same arguments (else ``IdempotencyConflict``)."""
-    key = new.key
-    if on_conflict is OnConflict.FAIL:
-        raise errors.WorkflowAlreadyExists(key, record.status.value)
-    if on_conflict is OnConflict.TERMINATE_EXISTING:
-        raise errors.WorkflowAlreadyExists(
-            key,
-            record.status.value,
-            f"workflow {key!r} already ended ({record.status.value}); a key names one "
-            "execution and a finished one is never run again: use a new key",
-        )
-    new_executions.check_same(record, new, "idempotency key")
 
 
 class EngineRef:

@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from sagaway import errors, serialization
 from sagaway._engine import context
-from sagaway._engine.cancellation import CANCEL_TYPE, is_cancel_step
+from sagaway._engine.cancel_delivery import CancelDelivery
+from sagaway._engine.cancellation import is_cancel_step
 from sagaway.states import ErrorKind, StepKind, StepStatus
 from sagaway.store.records import Lease, StepRecord, WorkflowRecord
 
@@ -108,7 +109,7 @@ class WorkerSlot(Protocol):
         """Give the slot back (no-op if not held)."""
 
 
-class ExecutionBase:
+class ExecutionBase(CancelDelivery):
     """One attempt at running a workflow execution, owned through ``lease``: its state and the
     steps every durable call takes (replay, fencing, recording, unloading)."""
 
@@ -194,18 +195,6 @@ class ExecutionBase:
         self.replayed_ids: set[str] = set()
         """The recorded calls the code made again (a replay check counts them)."""
 
-    def _init_cancellation(self, record: WorkflowRecord, steps: list[StepRecord]) -> None:
-        self.cancel_reason: str | None = record.cancel_reason
-        """A cancel request this run knows of (see ``deliver_cancel``)."""
-        self.cancel_delivered = any(is_cancel_step(step) for step in steps)
-        """``Cancelled`` was raised (or is recorded as raised): activities run normally now."""
-        self._backoffs: set[asyncio.Task[Any]] = set()
-        """Branches sleeping before an activity's next attempt (a cancel interrupts them)."""
-        self.open_sagas: list[Any] = []
-        """``Saga`` objects of the workflow not used as ``async with`` blocks (hand-written):
-        a cancellation delivered at the workflow's end runs their pending compensations."""
-        self._interrupted: set[asyncio.Task[Any]] = set()
-
     @property
     def key(self) -> str:
         return self.record.key
@@ -273,83 +262,6 @@ class ExecutionBase:
             if self.doomed is None:
                 self.doomed = exc
             raise
-
-    def deliver_cancel(self, reason: str) -> None:
-        """A cancel request arrived: the next durable call raises ``Cancelled``; waits in the
-        worker (timers, signals, children, retry backoffs) look again now."""
-        if self.cancel_reason is None:
-            self.cancel_reason = reason
-        for task in self._backoffs - self._interrupted:
-            self._interrupted.add(task)
-            task.cancel()
-        self._note_dropped()
-
-    def pending_cancel(self, *, always: bool = False) -> str | None:
-        """Why the run is to be cancelled at its next durable call; None if it is not.
-
-        A new activity or child start sees a cancellation once (code that catches it may go
-        on to clean up); ``always`` (a wait: timer, signal, child's end; an activity that
-        failed before) sees it every time: a cancelled workflow waits no more and retries no
-        failed step, so every branch blocked in a wait unwinds.
-        """
-        if self.cancel_delivered and not always:
-            return None
-        if self.cancel_reason is not None:
-            return self.cancel_reason
-        deadline = self.record.deadline_at
-        if deadline is not None and self.engine.clock.now() >= deadline:
-            return f"its deadline passed ({deadline - self.record.created_at:g}s after it started)"
-        return None
-
-    def until_cancel(self, seconds: float, *, always: bool = False) -> float:
-        """``seconds``, cut short at the deadline while a cancellation may still come."""
-        deadline = self.record.deadline_at
-        if deadline is None or (self.cancel_delivered and not always):
-            return seconds
-        return max(min(seconds, deadline - self.engine.clock.now()), 0.0)
-
-    async def _cancel_here(
-        self,
-        call_id: str,
-        kind: StepKind,
-        name: str,
-        started_at: float,
-        *,
-        always: bool = False,
-        detail: str = "",
-    ) -> None:
-        """Deliver a pending cancellation (``always``: see ``pending_cancel``) at this durable
-        call, which has no recorded outcome: record the cancellation as its outcome (written
-        with the next durable action, as an activity's is; ``detail`` added to the recorded
-        message) and raise ``Cancelled``. Returns if there is none."""
-        reason = self.pending_cancel(always=always)
-        if reason is None:
-            return
-        self.cancel_delivered = True
-        ended_at = self.completion_time()
-        message = f"{reason}; {detail}" if detail else reason
-        error = errors.error_record(ErrorKind.CANCELLED, CANCEL_TYPE, message)
-        step = self._step(
-            call_id,
-            kind,
-            name,
-            StepStatus.FAILED,
-            error=error,
-            started_at=started_at,
-            ended_at=ended_at,
-            attempts=0,
-        )
-        context.note_completion(ended_at)
-        await self._record(step, defer=True)
-        raise errors.Cancelled(message)
-
-    def cancelled_by_request(self, exc: BaseException) -> bool:
-        """Whether ``exc`` is the delivered cancellation (not the loss of the run)."""
-        return (
-            isinstance(exc, errors.Cancelled)
-            and self.cancel_delivered
-            and not (self.lease_lost or self.stopped or self.unloading or self.finishing)
-        )
 
     def _replayed(self, call_id: str, kind: StepKind, name: str) -> StepRecord | None:
         step = self.recorded.get(call_id)

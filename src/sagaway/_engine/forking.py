@@ -47,9 +47,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+from typing import Protocol
 
 from sagaway import _sealed, errors, serialization
+from sagaway._engine import audit, keys, new_executions
 from sagaway._engine.cancellation import is_cancel_step
+from sagaway._engine.options import EngineOptions
+from sagaway._engine.text_checks import check_key
+from sagaway.channel import Channel
+from sagaway.clock import Clock
+from sagaway.randomness import new_run_id
 from sagaway.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store.base import Store
 from sagaway.store.records import StepRecord, WorkflowRecord
@@ -269,3 +276,64 @@ async def _require_child_ended(store: Store, key: str, step: StepRecord) -> None
             "that is not its own; wait for the child to end (or terminate it), or fork from an "
             "earlier step",
         )
+
+
+class Engine(Protocol):
+    """What creating a fork uses of the Engine (``Engine.fork`` calls it)."""
+
+    store: Store
+    clock: Clock
+    options: EngineOptions
+    channel: Channel
+
+    def wake_recovery(self) -> None: ...
+
+
+async def create(
+    engine: Engine,
+    key: str,
+    *,
+    from_step: int,
+    new_key: str,
+    force: bool,
+    reason: str | None = None,
+) -> tuple[WorkflowRecord, ForkPlan]:
+    """Create a PENDING execution under ``new_key`` that reuses the outcomes of the ended
+    workflow ``key`` before its step ``from_step`` (see ``forking``); audited."""
+    check_key(new_key, "new_key")
+    reason = audit.check_reason(reason)
+    plan = await prepare(engine.store, key, from_step, force=force)
+    note = audit.note(
+        "fork",
+        reason,
+        source_key=key,
+        source_run_id=plan.source_run_id,
+        from_step=from_step,
+        force=force or None,
+    )
+    run_id = new_run_id()
+    result = await engine.store.fork_workflow(
+        plan.source_run_id,
+        run_id=run_id,
+        key=new_key,
+        # Named by its run: re-run calls never reuse an idempotency key (see forking).
+        key_space=keys.key_space(new_key, run_id, replacing=True),
+        call_ids=plan.kept,
+        now=engine.clock.now(),
+        code_version=engine.options.code_version,
+        audit=note,
+    )
+    if result is None:
+        # An ended execution does not come back to life: it was purged meanwhile.
+        raise errors.WorkflowNotFound(key)
+    record = result.record
+    if not result.created:
+        raise errors.WorkflowAlreadyExists(
+            new_key,
+            record.status.value,
+            f"cannot fork {key!r} to {new_key!r}: workflow {new_key!r} already exists "
+            f"({record.status.value}); choose a new key",
+        )
+    new_executions.started(engine.channel, record.run_id, new_key, record.name)
+    engine.wake_recovery()  # a Worker of this process may take it at once
+    return record, plan

@@ -17,6 +17,7 @@ from sagaway._engine.options import check_deadline
 from sagaway._engine.text_checks import check_key
 from sagaway.channel import Channel
 from sagaway.randomness import new_run_id
+from sagaway.states import OnConflict
 from sagaway.store.records import NewWorkflow, WorkflowRecord
 
 
@@ -84,3 +85,19 @@ def check_same(found: WorkflowRecord, new: NewWorkflow, what: str) -> None:
             f"{what} {new.key!r} is in use by workflow {found.name!r} with other arguments; a "
             "retry must send the same arguments, a new request needs a new key"
         )
+
+
+def taken(record: WorkflowRecord, new: NewWorkflow, on_conflict: OnConflict) -> None:
+    """A start found ``record`` under its key: refused as ``on_conflict`` says, or joined if
+    it is the same workflow with the same arguments (else ``IdempotencyConflict``)."""
+    key = new.key
+    if on_conflict is OnConflict.FAIL:
+        raise errors.WorkflowAlreadyExists(key, record.status.value)
+    if on_conflict is OnConflict.TERMINATE_EXISTING:
+        raise errors.WorkflowAlreadyExists(
+            key,
+            record.status.value,
+            f"workflow {key!r} already ended ({record.status.value}); a key names one "
+            "execution and a finished one is never run again: use a new key",
+        )
+    check_same(record, new, "idempotency key")

@@ -113,7 +113,11 @@ def fork(
                 return _Outcome(plan, handle.run_id)
             return _Outcome(plan, handle.run_id, await result_or_error(handle))
 
-    outcome = run(forking(), url)
+    _report(run(forking(), url), key, new_key)
+
+
+def _report(outcome: _Outcome, key: str, new_key: str) -> None:
+    """Print what the fork kept (or would keep), and with --wait how it ended."""
     plan = outcome.plan
     if outcome.run_id is None:
         click.echo(safe(f"{key} -> {new_key} (dry run): would have {summary(plan)}"))

@@ -145,7 +145,19 @@ def list_cmd(
                 limit=limit + 1,  # one more: is there a next page?
             )
 
-    rows = run(go(), url)
+    _print_page(run(go(), url), limit, url, clock, after is not None, as_json, as_jsonl)
+
+
+def _print_page(
+    rows: list[sw.WorkflowDescription],
+    limit: int,
+    url: str | None,
+    clock: _format.Clock,
+    paged: bool,
+    as_json: bool,
+    as_jsonl: bool,
+) -> None:
+    """Print up to ``limit`` of ``rows`` (one more was read: then the next page's option)."""
     more = len(rows) > limit
     rows = rows[:limit]
     if as_json:
@@ -154,7 +166,7 @@ def list_cmd(
         for row in rows:
             click.echo(json.dumps(summary_json(row, clock)))
     else:
-        _print_list(rows, url, clock, after is not None)
+        _print_list(rows, url, clock, paged)
     if more:
         hint = f"next page: --after {rows[-1].cursor}"
         click.echo(hint, err=as_json or as_jsonl)

@@ -109,7 +109,7 @@ def server(
     trusted host.
     """
     try:
-        from sagaway.server.app import ServerConfig, serve
+        from sagaway.server.app import ServerConfig
     except ImportError as exc:
         fail(f"{exc}: pip install 'sagaway[server]'", Exit.USAGE)
     logging.basicConfig(
@@ -142,6 +142,13 @@ def server(
             "accepted too, as principal 'default' with every role",
             err=True,
         )
+
+    _serve(config, gate, url)
+
+
+def _serve(config: ServerConfig, gate: Gate, url: str) -> None:
+    """Serve until SIGTERM/SIGINT; SIGHUP reloads the tokens file."""
+    from sagaway.server.app import serve
 
     # A database that is down fails here within seconds (with its own message), not after the
     # store's pool timeout; a missing one is fine: the server creates it.

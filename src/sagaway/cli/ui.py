@@ -25,6 +25,8 @@ from sagaway.store import open_store, resolve_url
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
+    from sagaway.console import ConsoleConfig
+
 TOKEN_ENV = "SAGAWAY_UI_TOKEN"
 
 
@@ -92,10 +94,10 @@ def ui(
     browsers then log in once with it, scripts send `Authorization: Bearer TOKEN`.
     """
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401  (here: without the extra, exit 2 before anything else)
 
-        from sagaway.console import ConsoleConfig, create_app
-        from sagaway.console.config import is_loopback, parse_listen
+        from sagaway.console import ConsoleConfig
+        from sagaway.console.config import parse_listen
     except ImportError as exc:
         fail(f"{exc}: pip install 'sagaway[ui]'", Exit.USAGE)
     url = resolve_url(url)
@@ -123,7 +125,22 @@ def ui(
         found = console.load_credentials()  # a tokens file with an error: exit 2 now
     except ValueError as exc:
         fail(str(exc), Exit.USAGE)
-    if found is None and not is_loopback(host):
+    _check_tokens(found is not None, host, listen, tokens_file, token)
+    try:
+        sock = _bind(host, port)
+    except OSError as exc:
+        fail(f"cannot listen on {listen}: {exc.strerror or exc}", Exit.USAGE)
+    _serve(console, sock, url, verbose)
+
+
+def _check_tokens(
+    has_token: bool, host: str, listen: str, tokens_file: Path | None, token: str | None
+) -> None:
+    """Refuse to serve beyond the loopback address without a token; say when the single
+    token is accepted beside a tokens file."""
+    from sagaway.console.config import is_loopback
+
+    if not has_token and not is_loopback(host):
         fail(
             f"refusing to serve on {listen} without a token: anyone who reaches it could act on "
             f"workflows. Give --tokens-file or --token-file (or ${TOKEN_ENV}), or listen on "
@@ -136,10 +153,14 @@ def ui(
             "principal 'default' with every role",
             err=True,
         )
-    try:
-        sock = _bind(host, port)
-    except OSError as exc:
-        fail(f"cannot listen on {listen}: {exc.strerror or exc}", Exit.USAGE)
+
+
+def _serve(console: ConsoleConfig, sock: socket.socket, url: str, verbose: bool) -> None:
+    """Serve the console on ``sock`` until SIGTERM/SIGINT; SIGHUP reloads the tokens file."""
+    import uvicorn
+
+    from sagaway.console import create_app
+
     app = create_app(console)
     config = uvicorn.Config(
         app,

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import dataclasses
 import tempfile
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -293,37 +294,8 @@ async def run_variant(experiment: Experiment, variant: Variant, workdir: Path) -
     workflow = register(manager, bus, clock, log)
     try:
         async with clock, manager:
-            handles: dict[str, sw.WorkflowHandle[str]] = {}
-            events: list[tuple[float, int, str, str]] = [
-                (start, 1, saga, customer) for start, saga, customer in setup.orders
-            ]
-            if setup.page_at is not None:
-                events.append((setup.page_at, 0, "", ""))
-            async with clock.acting("driver"):
-                for at, _, saga, customer in sorted(events):
-                    await clock.sleep(at - clock.elapsed)
-                    if not saga:
-                        log.write("page", "product page", "", inventory.page())
-                        continue
-                    order = LabOrder(saga, customer, "book", 1, BOOK_PRICE)
-                    clock.expect(saga)
-                    handles[saga] = await manager.workflow(workflow, order).execute(
-                        idempotency_key=saga
-                    )
-            workflows: dict[str, str] = {}
-            compensations: dict[str, list[str]] = {}
-            attempts: dict[str, dict[str, int]] = {}
-            for saga, handle in handles.items():
-                with contextlib.suppress(CommandRefused):  # a FAILED saga: its status tells
-                    await handle.result()
-                described = await handle.describe()
-                workflows[saga] = described.status.value
-                compensations[saga] = [
-                    s.name for s in described.steps if s.kind is sw.StepKind.COMPENSATION
-                ]
-                attempts[saga] = {
-                    s.name: s.attempts for s in described.steps if s.kind is sw.StepKind.ACTIVITY
-                }
+            handles = await _place_orders(setup, clock, log, inventory, manager, workflow)
+            workflows, compensations, attempts = await _outcomes(handles)
         return Result(
             experiment=experiment,
             variant=variant,
@@ -340,6 +312,54 @@ async def run_variant(experiment: Experiment, variant: Variant, workdir: Path) -
     finally:
         bus.close()
         close_all(services)
+
+
+async def _place_orders(
+    setup: Setup,
+    clock: SimClock,
+    log: Log,
+    inventory: InventoryService,
+    manager: sw.Manager,
+    workflow: Callable[[LabOrder], Coroutine[Any, Any, str]],
+) -> dict[str, sw.WorkflowHandle[str]]:
+    """Start the setup's sagas at their times (and read the product page at its own)."""
+    handles: dict[str, sw.WorkflowHandle[str]] = {}
+    events: list[tuple[float, int, str, str]] = [
+        (start, 1, saga, customer) for start, saga, customer in setup.orders
+    ]
+    if setup.page_at is not None:
+        events.append((setup.page_at, 0, "", ""))
+    async with clock.acting("driver"):
+        for at, _, saga, customer in sorted(events):
+            await clock.sleep(at - clock.elapsed)
+            if not saga:
+                log.write("page", "product page", "", inventory.page())
+                continue
+            order = LabOrder(saga, customer, "book", 1, BOOK_PRICE)
+            clock.expect(saga)
+            handles[saga] = await manager.workflow(workflow, order).execute(idempotency_key=saga)
+    return handles
+
+
+async def _outcomes(
+    handles: dict[str, sw.WorkflowHandle[str]],
+) -> tuple[dict[str, str], dict[str, list[str]], dict[str, dict[str, int]]]:
+    """Each saga once ended: its status, the compensations it ran, its activities' attempts."""
+    workflows: dict[str, str] = {}
+    compensations: dict[str, list[str]] = {}
+    attempts: dict[str, dict[str, int]] = {}
+    for saga, handle in handles.items():
+        with contextlib.suppress(CommandRefused):  # a FAILED saga: its status tells
+            await handle.result()
+        described = await handle.describe()
+        workflows[saga] = described.status.value
+        compensations[saga] = [
+            s.name for s in described.steps if s.kind is sw.StepKind.COMPENSATION
+        ]
+        attempts[saga] = {
+            s.name: s.attempts for s in described.steps if s.kind is sw.StepKind.ACTIVITY
+        }
+    return workflows, compensations, attempts
 
 
 async def run_lab(

@@ -43,6 +43,23 @@ class MetricsObserver(observe.Observer):
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
         r = registry
+        self._count_workflows(r)
+        self._count_attempts(r)
+        self._count_ownership(r)
+        self._count_store_writes(r)
+        self.workflows = Gauge(
+            "sagaway_workflows",
+            "Current executions in the database by status (WAITING, RUNNING, ...), as last "
+            "read by refresh_statuses.",
+            ["status"],
+            registry=r,
+        )
+        # Label lookups cost a lock and a dict each: keep the children of hot label sets.
+        self._attempt_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        self._batch_children: dict[str, tuple[Any, Any]] = {}
+
+    def _count_workflows(self, r: CollectorRegistry) -> None:
+        """Executions started, ended and suspended, by workflow."""
         self.started = Counter(
             "sagaway_workflows_started",
             "Workflow executions created by this process (children, schedule ticks and forks "
@@ -63,6 +80,9 @@ class MetricsObserver(observe.Observer):
             ["workflow"],
             registry=r,
         )
+
+    def _count_attempts(self, r: CollectorRegistry) -> None:
+        """Attempts of activities and compensations, and their latency."""
         self.attempts = Counter(
             "sagaway_activity_attempts",
             "Attempts of activities and compensations, by outcome "
@@ -82,6 +102,9 @@ class MetricsObserver(observe.Observer):
             ["activity"],
             registry=r,
         )
+
+    def _count_ownership(self, r: CollectorRegistry) -> None:
+        """Executions taken over, and lost to another owner."""
         self.takeovers = Counter(
             "sagaway_recovery_takeovers",
             "Executions this process took over after their owner's lease expired.",
@@ -94,6 +117,9 @@ class MetricsObserver(observe.Observer):
             ["workflow"],
             registry=r,
         )
+
+    def _count_store_writes(self, r: CollectorRegistry) -> None:
+        """The store's batched writes: their size and duration."""
         self.batch_size = Histogram(
             "sagaway_store_batch_size",
             "Requests written together in one statement or transaction (group commit).",
@@ -108,16 +134,6 @@ class MetricsObserver(observe.Observer):
             buckets=_WRITE_BUCKETS,
             registry=r,
         )
-        self.workflows = Gauge(
-            "sagaway_workflows",
-            "Current executions in the database by status (WAITING, RUNNING, ...), as last "
-            "read by refresh_statuses.",
-            ["status"],
-            registry=r,
-        )
-        # Label lookups cost a lock and a dict each: keep the children of hot label sets.
-        self._attempt_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
-        self._batch_children: dict[str, tuple[Any, Any]] = {}
 
     def workflow_started(self, name: str, key: str) -> None:
         self.started.labels(name).inc()

@@ -1,0 +1,67 @@
+"""What the Engine holds of its own process: the Worker it dispatches to (``LocalRunner``) and the
+per-process limits of activity queues (``QueueLimiter``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from sagaway.clock import Clock
+from sagaway.registry import Queue
+from sagaway.store.records import Lease, StepRecord, WorkflowRecord
+
+
+class QueueLimiter:
+    """Per-process concurrency and rate limit of one activity queue."""
+
+    def __init__(self, queue: Queue, clock: Clock) -> None:
+        self._sem = asyncio.Semaphore(queue.concurrency) if queue.concurrency else None
+        self._interval = 1.0 / queue.rate_per_second if queue.rate_per_second else 0.0
+        self._next_start = 0.0
+        self._clock = clock
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        if self._interval:
+            now = self._clock.now()
+            start = max(now, self._next_start)
+            self._next_start = start + self._interval
+            if start > now:
+                await self._clock.sleep(start - now)
+        if self._sem is None:
+            yield
+            return
+        async with self._sem:
+            yield
+
+
+class LocalRunner(Protocol):
+    """What the Engine needs from the Worker of its process (the Worker implements it)."""
+
+    def accepts(self, task_queue: str, code_version: str | None) -> bool:
+        """Whether a workflow of ``task_queue`` and ``code_version`` started here may run here
+        at once."""
+        ...
+
+    def dispatch(
+        self, record: WorkflowRecord, lease: Lease, steps: list[StepRecord] | None
+    ) -> None:
+        """Run an execution this process has just claimed."""
+        ...
+
+    def is_running(self, run_id: str) -> bool: ...
+
+    def cancel(self, run_id: str) -> None:
+        """Stop an execution that was ended by request (cancel, terminate)."""
+        ...
+
+    def ended_elsewhere(self, run_id: str) -> None:
+        """Another process reports ``run_id`` ended: stop it here unless it is ending itself."""
+        ...
+
+    def cancel_requested(self, run_id: str, reason: str | None) -> None:
+        """A cancel request was recorded for ``run_id`` (``reason`` None: not known here, read
+        it): the execution, if it runs here, sees ``Cancelled`` at its next durable call."""
+        ...

@@ -28,7 +28,6 @@ from sagaway.server.starts import StartWorkflows
 from sagaway.server.status import Refusal, status_of
 from sagaway.states import WorkflowStatus
 from sagaway.store import Store, notices
-from sagaway.store import _wire as wire
 from sagaway.store.base import CreateResult
 from sagaway.store.records import (
     AuditNote,
@@ -40,6 +39,7 @@ from sagaway.store.records import (
     StepRecord,
     WorkflowRecord,
 )
+from sagaway.store.remote import wire
 from sagaway.v1 import engine_pb2 as pb
 from sagaway.v1 import engine_pb2_grpc as pb_grpc
 

@@ -32,53 +32,45 @@ and parsed in ``_pg_url``.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
-
-from psycopg import sql
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
-from sagaway.store import (
-    _fork,
-    _inspect,
-    _listing,
-    _params,
-    _pg_audit,
-    _pg_batches,
-    _pg_claims,
-    _pg_conn,
-    _pg_create,
-    _pg_fork,
-    _pg_listener,
-    _pg_open,
-    _pg_purge,
-    _pg_schedules,
-    _pg_signals,
-    _rows,
-    notices,
-)
-from sagaway.store import migrations as _migrations
+from sagaway.store import _fork, _inspect, _listing, _params, _rows
 from sagaway.store._group_commit import GroupCommit
-from sagaway.store._pg_conn import Conn, Op, exists, named
-from sagaway.store._pg_queue_limits import PgQueueLimits
-from sagaway.store._pg_url import Timing, parse_postgres_url, parse_timing
-from sagaway.store.base import CreateResult
+from sagaway.store.contract import CreateResult
+from sagaway.store.postgres import audit as _pg_audit
+from sagaway.store.postgres import batches as _pg_batches
+from sagaway.store.postgres import claims as _pg_claims
+from sagaway.store.postgres import conn as _pg_conn
+from sagaway.store.postgres import create as _pg_create
+from sagaway.store.postgres import fork as _pg_fork
+from sagaway.store.postgres import purge as _pg_purge
+from sagaway.store.postgres import signals as _pg_signals
+from sagaway.store.postgres.audit import Audit
+from sagaway.store.postgres.conn import Conn, exists, named
+from sagaway.store.postgres.connection import Connection
+from sagaway.store.postgres.queue_limits import QueueLimits
+from sagaway.store.postgres.schedules import Schedules
+from sagaway.store.postgres.url import Timing, parse_postgres_url
 from sagaway.store.records import (
     AttemptErrorRecord,
     AuditNote,
+    AuditQuery,
+    AuditRecord,
     CancelRequestRecord,
     ForkPayloads,
     Lease,
     ListQuery,
     NewWorkflow,
+    ScheduleRecord,
     SignalRecord,
     StepRecord,
     WorkflowRecord,
 )
 
-__all__ = ["PostgresStore", "Timing", "parse_postgres_url"]  # the last two: moved to _pg_url
+__all__ = ["PostgresStore", "Timing", "parse_postgres_url"]  # the last two: defined in ``url``
 
 T = TypeVar("T")
 
@@ -98,21 +90,15 @@ _BATCHED_PAYLOAD = 64 * 1024
 """Payloads (arguments, results) larger than this are written alone, not in a shared batch."""
 
 
-class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules, _pg_audit.PostgresAudit):
+class PostgresStore(Connection):
     """Store in one schema of a PostgreSQL database (``create=False``: an existing Sagaway schema
     only, see ``open_store``)."""
 
     def __init__(self, url: str, *, create: bool = True) -> None:
-        conninfo, schema, pool_size, display = parse_postgres_url(url)
-        self.url = display
-        self._create = create
-        self.schema = schema
-        self.pool_size = pool_size
-        self.timing = parse_timing(url, Timing(probe_interval=_PROBE_EVERY))
-        self._conninfo = conninfo
-        self._pool: _pg_conn.Pool | None = None
-        self._listener: _pg_listener.Listener | None = None
-        self._owner = ""  # the lease owner it listens as: told of no end it makes itself
+        super().__init__(url, create=create)
+        self._schedules = Schedules(self._run)
+        self._audit = Audit(self._run)
+        self._queue_limits = QueueLimits(self._run)
         # Group commit (see _group_commit): under load, the starts, steps and ends of many
         # workflows share statements.
         self._step_commits: GroupCommit[tuple[StepRecord, str], None] = GroupCommit(
@@ -137,133 +123,6 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules, _pg_audit.Po
             name="read_runs",
             max_batch=_READ_BATCH,
         )
-        self.channel = ("sagaway_" + schema)[:63]
-        """The LISTEN/NOTIFY channel of this schema's new work (see migrations 0003, 0016)."""
-        self.runs_channel = ("sagaway:runs:" + schema)[:63]
-        """Where every execution's end and cancel request is announced (migration 0016)."""
-        self._runs_listener: _pg_listener.Listener | None = None
-
-    # ------------------------------------------------------------------ lifecycle
-
-    async def open(self) -> None:
-        if self._pool is not None:
-            return
-        current = None
-        if not self._create:  # reading: fail at once if there is no Sagaway schema here
-            timeout = max(2, min(10, int(self.timing.pool_timeout)))
-            current = await _pg_open.schema_version(
-                self._conninfo, schema=self.schema, url=self.url, timeout=timeout
-            )
-        pool = await _pg_conn.open_pool(
-            self._conninfo,
-            schema=self.schema,
-            size=self.pool_size,
-            timing=self.timing,
-            url=self.url,
-        )
-        self._pool = pool
-        # An existing schema already at this Sagaway's version needs no migration transaction.
-        if current == _migrations.latest_version(_DIALECT):
-            return
-        try:
-            await self._run(self._migrate)
-        except BaseException:
-            self._pool = None
-            await pool.close()
-            raise
-
-    @property
-    def pool(self) -> _pg_conn.Pool:
-        """The connection pool while the store is open (diagnostics; tests inject faults here)."""
-        if self._pool is None:
-            raise errors.ManagerStateError("the PostgreSQL store is not open")
-        return self._pool
-
-    async def close(self) -> None:
-        for listener in (self._listener, self._runs_listener):
-            if listener is not None:
-                await listener.close()
-        self._listener = self._runs_listener = None
-        pool = self._pool
-        if pool is None:
-            return
-        self._pool = None
-        await pool.close()
-
-    async def server_time(self) -> float | None:
-        async def op(conn: Conn, retried: bool) -> float:
-            row = await (await conn.execute(_Q["server_time"])).fetchone()
-            assert row is not None
-            return float(row[0])
-
-        return await self._run(op, transaction=False)
-
-    async def listen(
-        self, callback: notices.Callback, *, owner: str | None = None, ends: bool = True
-    ) -> None:
-        """Call ``callback(notice)`` for every notice of this schema's channels.
-
-        See ``_pg_listener.Listener``: ``Listening()`` once notices are known to arrive,
-        ``Deaf()`` when they stop. Returns once notices are heard (or after a few seconds of
-        not hearing them). ``owner``'s own channel brings the ends and cancel requests of what
-        it owns; the others' come on a second connection, started at once with ``ends`` (or by
-        a later call with it), which says ``Listening("ends")`` and ``Deaf("ends")``.
-        """
-        if self._listener is None:
-            self._owner = owner or ""
-            mine = () if owner is None else (_pg_listener.owner_channel(self.schema, owner),)
-            self._listener = self._new_listener(self.channel, mine, "")
-            await self._listener.start(callback)
-        if ends and self._runs_listener is None:
-            self._runs_listener = self._new_listener(self.runs_channel, (), "ends")
-            await self._runs_listener.start(callback)
-
-    def _new_listener(
-        self, channel: str, also: tuple[str, ...], stream: notices.Stream
-    ) -> _pg_listener.Listener:
-        return _pg_listener.Listener(
-            self._conninfo,
-            channel=channel,
-            also=also,
-            stream=stream,
-            url=self.url,
-            probe_interval=self.timing.probe_interval,
-            probe_timeout=self.timing.probe_timeout,
-            reconnect_delay=self.timing.reconnect_delay,
-            on_reconnect=self._wake_pool,
-        )
-
-    def _wake_pool(self) -> None:
-        """The listener reconnected: have the pool check its connections now."""
-        if self._pool is not None:
-            self._pool.check_soon()
-
-    async def _migrate(self, conn: Conn, retried: bool) -> None:
-        # One transaction under an advisory lock keyed by the schema: processes that start at
-        # once wait here, and the later ones find the schema already migrated.
-        digest = hashlib.blake2b(f"sagaway.migrate:{self.schema}".encode(), digest_size=8)
-        lock_key = int.from_bytes(digest.digest(), "big", signed=True)
-        await conn.execute(_Q["migration_lock"], {"lock_key": lock_key})
-        cur = await conn.execute(_Q["schema_exists"], {"schema": self.schema})
-        if await cur.fetchone() is None:
-            await conn.execute(
-                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
-            )
-        await conn.execute(_Q["create_schema_migrations"])
-        cur = await conn.execute(_Q["schema_version"])
-        row = await cur.fetchone()
-        current = int(row[0]) if row else 0
-        database = f"{self.url} (schema {self.schema})"
-        for migration in _migrations.pending(_DIALECT, current, database):
-            # A migration file is plain DDL without parameters, sent as one script (as bytes: it
-            # is package data, not a string literal).
-            await conn.execute(migration.sql.encode())
-            await conn.execute(_Q["record_migration"], _migrations.record(migration))
-
-    async def _run(self, op: Op[T], *, transaction: bool = True) -> T:
-        """Run ``op(conn, retried)`` as one transaction, retrying transient failures (see
-        ``_pg_conn.run``)."""
-        return await _pg_conn.run(self._pool, op, transaction=transaction, url=self.url)
 
     # ------------------------------------------------------------------ verbs
 
@@ -665,6 +524,93 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules, _pg_audit.Po
             return [_inspect.attempt_error_from_row(row) for row in rows]
 
         return await self._run(op, transaction=False)
+
+    # ------------------------------------------------------------------ collaborators' verbs
+
+    async def put_schedule(
+        self,
+        schedule: ScheduleRecord,
+        *,
+        keep_paused: bool,
+        now: float,
+        audit: AuditNote | None = None,
+    ) -> ScheduleRecord:
+        return await self._schedules.put_schedule(
+            schedule, keep_paused=keep_paused, now=now, audit=audit
+        )
+
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        return await self._schedules.list_schedules()
+
+    async def set_schedule_paused(
+        self,
+        schedule_id: str,
+        *,
+        paused: bool,
+        next_tick_at: float,
+        now: float,
+        audit: AuditNote | None = None,
+    ) -> ScheduleRecord | None:
+        return await self._schedules.set_schedule_paused(
+            schedule_id, paused=paused, next_tick_at=next_tick_at, now=now, audit=audit
+        )
+
+    async def delete_schedule(self, schedule_id: str, *, audit: AuditNote | None = None) -> bool:
+        return await self._schedules.delete_schedule(schedule_id, audit=audit)
+
+    async def fire_schedule(
+        self,
+        schedule_id: str,
+        *,
+        tick_at: float,
+        next_tick_at: float,
+        last_tick_at: float | None,
+        starts: Sequence[NewWorkflow],
+        now: float,
+    ) -> bool:
+        return await self._schedules.fire_schedule(
+            schedule_id,
+            tick_at=tick_at,
+            next_tick_at=next_tick_at,
+            last_tick_at=last_tick_at,
+            starts=starts,
+            now=now,
+        )
+
+    async def record_audit(self, note: AuditNote, *, target: str | None = None) -> None:
+        await self._audit.record_audit(note, target=target)
+
+    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
+        return await self._audit.list_audit(query)
+
+    async def acquire_queue_slot(
+        self,
+        queue: str,
+        *,
+        holder: str,
+        concurrency: int | None,
+        rate_per_second: float | None,
+        expires_at: float,
+        now: float,
+    ) -> float | None:
+        return await self._queue_limits.acquire_queue_slot(
+            queue,
+            holder=holder,
+            concurrency=concurrency,
+            rate_per_second=rate_per_second,
+            expires_at=expires_at,
+            now=now,
+        )
+
+    async def renew_queue_slot(
+        self, queue: str, *, holder: str, expires_at: float, now: float
+    ) -> bool:
+        return await self._queue_limits.renew_queue_slot(
+            queue, holder=holder, expires_at=expires_at, now=now
+        )
+
+    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
+        await self._queue_limits.release_queue_slot(queue, holder=holder, now=now)
 
 
 async def _fenced(

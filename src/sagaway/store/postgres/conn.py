@@ -26,8 +26,8 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from psycopg_pool.pool_async import AddConnection, MaintenanceTask
 
 from sagaway import errors
-from sagaway.store._pg_url import Timing
-from sagaway.store.base import StoreUnavailable
+from sagaway.store.contract import StoreUnavailable
+from sagaway.store.postgres.url import Timing
 from sagaway.store.sql import queries
 
 T = TypeVar("T")

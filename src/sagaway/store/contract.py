@@ -77,7 +77,112 @@ class CancelPending(errors.SagawayError):
         self.reason = reason
 
 
-class Store(Protocol):
+class QueueLimitVerbs(Protocol):
+    """The verbs of cluster queue limits (schema v14/v12)."""
+
+    async def acquire_queue_slot(
+        self,
+        queue: str,
+        *,
+        holder: str,
+        concurrency: int | None,
+        rate_per_second: float | None,
+        expires_at: float,
+        now: float,
+    ) -> float | None:
+        """Admit one activity attempt of ``queue`` under limits every process shares: take one
+        of ``concurrency`` slots for ``holder`` until ``expires_at`` (slots expired by ``now``
+        are freed first) and the next start of ``rate_per_second`` (starts ``1/rate`` apart).
+
+        None if admitted (also when ``holder`` already holds a live slot); otherwise nothing is
+        taken and the answer is the earliest time to try again: when the next start is allowed,
+        or ``now`` when only a release can free a slot.
+        """
+        ...
+
+    async def renew_queue_slot(
+        self, queue: str, *, holder: str, expires_at: float, now: float
+    ) -> bool:
+        """Push a live slot's expiry to ``expires_at``; False if ``holder`` holds none now."""
+        ...
+
+    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
+        """Free ``holder``'s slot of ``queue`` (no-op if it holds none), and make the execution
+        WAITING longest for a slot of it (``waiting_for`` ``queue:<queue>``) due at ``now``."""
+        ...
+
+
+class ScheduleVerbs(Protocol):
+    """The verbs of schedules (schema v13/v11)."""
+
+    async def put_schedule(
+        self,
+        schedule: ScheduleRecord,
+        *,
+        keep_paused: bool,
+        now: float,
+        audit: AuditNote | None = None,
+    ) -> ScheduleRecord:
+        """Create the schedule ``schedule.id`` or replace its definition; returns it as stored.
+
+        An update keeps the stored ``next_tick_at`` when the cron expression and time zone are
+        unchanged (ticks missed meanwhile stay due for catch-up) unless it resumes a paused
+        schedule; ``keep_paused`` leaves the stored ``paused`` as it is.
+        """
+        ...
+
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        """Every schedule, by id."""
+        ...
+
+    async def set_schedule_paused(
+        self,
+        schedule_id: str,
+        *,
+        paused: bool,
+        next_tick_at: float,
+        now: float,
+        audit: AuditNote | None = None,
+    ) -> ScheduleRecord | None:
+        """Pause or resume a schedule (None: no such id). Resuming a paused one sets its next
+        tick to ``next_tick_at``: the ticks of a pause are not caught up."""
+        ...
+
+    async def delete_schedule(self, schedule_id: str, *, audit: AuditNote | None = None) -> bool:
+        """Delete a schedule (its executions stay); False if there is none."""
+        ...
+
+    async def fire_schedule(
+        self,
+        schedule_id: str,
+        *,
+        tick_at: float,
+        next_tick_at: float,
+        last_tick_at: float | None,
+        starts: Sequence[NewWorkflow],
+        now: float,
+    ) -> bool:
+        """In one transaction: advance the unpaused schedule's ``next_tick_at`` from ``tick_at``
+        to ``next_tick_at`` only if it still is ``tick_at`` (compare-and-set), and if so create
+        ``starts`` PENDING (a key already taken is left as it is). True: this call won."""
+        ...
+
+
+class AuditVerbs(Protocol):
+    """The verbs of the audit trail (schema v18/v22)."""
+
+    async def record_audit(self, note: AuditNote, *, target: str | None = None) -> None:
+        """Write an entry of an action that is no single transaction of its own (a purge, made
+        of many): about ``target`` (None: about no one workflow)."""
+        ...
+
+    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
+        """Entries of the audit trail matching ``query``, newest first; they outlive the
+        workflows they are about (a purge leaves them)."""
+        ...
+
+
+class Store(QueueLimitVerbs, ScheduleVerbs, AuditVerbs, Protocol):
     """Durable storage of workflow executions and their steps."""
 
     url: str
@@ -351,39 +456,6 @@ class Store(Protocol):
 
     async def list_signals(self, run_id: str) -> list[SignalRecord]: ...
 
-    # ------------------------------------------------------------ queue limits (v14/v12)
-
-    async def acquire_queue_slot(
-        self,
-        queue: str,
-        *,
-        holder: str,
-        concurrency: int | None,
-        rate_per_second: float | None,
-        expires_at: float,
-        now: float,
-    ) -> float | None:
-        """Admit one activity attempt of ``queue`` under limits every process shares: take one
-        of ``concurrency`` slots for ``holder`` until ``expires_at`` (slots expired by ``now``
-        are freed first) and the next start of ``rate_per_second`` (starts ``1/rate`` apart).
-
-        None if admitted (also when ``holder`` already holds a live slot); otherwise nothing is
-        taken and the answer is the earliest time to try again: when the next start is allowed,
-        or ``now`` when only a release can free a slot.
-        """
-        ...
-
-    async def renew_queue_slot(
-        self, queue: str, *, holder: str, expires_at: float, now: float
-    ) -> bool:
-        """Push a live slot's expiry to ``expires_at``; False if ``holder`` holds none now."""
-        ...
-
-    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
-        """Free ``holder``'s slot of ``queue`` (no-op if it holds none), and make the execution
-        WAITING longest for a slot of it (``waiting_for`` ``queue:<queue>``) due at ``now``."""
-        ...
-
     # ------------------------------------------------------------ retention (schema v9/v7)
 
     async def purge_ended(
@@ -419,70 +491,4 @@ class Store(Protocol):
         of each step), by call and attempt. Kept by the database itself: a step row holds the
         error of its latest attempt, and writing the step again for a later attempt (or without
         an error) keeps the error it held, so recording a step costs no second write."""
-        ...
-
-    # ------------------------------------------------------------ schedules (schema v13/v11)
-
-    async def put_schedule(
-        self,
-        schedule: ScheduleRecord,
-        *,
-        keep_paused: bool,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> ScheduleRecord:
-        """Create the schedule ``schedule.id`` or replace its definition; returns it as stored.
-
-        An update keeps the stored ``next_tick_at`` when the cron expression and time zone are
-        unchanged (ticks missed meanwhile stay due for catch-up) unless it resumes a paused
-        schedule; ``keep_paused`` leaves the stored ``paused`` as it is.
-        """
-        ...
-
-    async def list_schedules(self) -> list[ScheduleRecord]:
-        """Every schedule, by id."""
-        ...
-
-    async def set_schedule_paused(
-        self,
-        schedule_id: str,
-        *,
-        paused: bool,
-        next_tick_at: float,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> ScheduleRecord | None:
-        """Pause or resume a schedule (None: no such id). Resuming a paused one sets its next
-        tick to ``next_tick_at``: the ticks of a pause are not caught up."""
-        ...
-
-    async def delete_schedule(self, schedule_id: str, *, audit: AuditNote | None = None) -> bool:
-        """Delete a schedule (its executions stay); False if there is none."""
-        ...
-
-    async def fire_schedule(
-        self,
-        schedule_id: str,
-        *,
-        tick_at: float,
-        next_tick_at: float,
-        last_tick_at: float | None,
-        starts: Sequence[NewWorkflow],
-        now: float,
-    ) -> bool:
-        """In one transaction: advance the unpaused schedule's ``next_tick_at`` from ``tick_at``
-        to ``next_tick_at`` only if it still is ``tick_at`` (compare-and-set), and if so create
-        ``starts`` PENDING (a key already taken is left as it is). True: this call won."""
-        ...
-
-    # ------------------------------------------------------------ audit trail (v18/v22)
-
-    async def record_audit(self, note: AuditNote, *, target: str | None = None) -> None:
-        """Write an entry of an action that is no single transaction of its own (a purge, made
-        of many): about ``target`` (None: about no one workflow)."""
-        ...
-
-    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
-        """Entries of the audit trail matching ``query``, newest first; they outlive the
-        workflows they are about (a purge leaves them)."""
         ...

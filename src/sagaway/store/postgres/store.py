@@ -32,12 +32,13 @@ and parsed in ``_pg_url``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
 from sagaway.store import _fork, _inspect, _listing, _params, _rows
+from sagaway.store._collaborators import Collaborators
 from sagaway.store._group_commit import GroupCommit
 from sagaway.store.contract import CreateResult
 from sagaway.store.postgres import audit as _pg_audit
@@ -48,23 +49,22 @@ from sagaway.store.postgres import create as _pg_create
 from sagaway.store.postgres import fork as _pg_fork
 from sagaway.store.postgres import purge as _pg_purge
 from sagaway.store.postgres import signals as _pg_signals
+from sagaway.store.postgres import waits as _pg_waits
 from sagaway.store.postgres.audit import Audit
 from sagaway.store.postgres.conn import Conn, exists, named
 from sagaway.store.postgres.connection import Connection
+from sagaway.store.postgres.fencing import fenced
 from sagaway.store.postgres.queue_limits import QueueLimits
 from sagaway.store.postgres.schedules import Schedules
 from sagaway.store.postgres.url import Timing, parse_postgres_url
 from sagaway.store.records import (
     AttemptErrorRecord,
     AuditNote,
-    AuditQuery,
-    AuditRecord,
     CancelRequestRecord,
     ForkPayloads,
     Lease,
     ListQuery,
     NewWorkflow,
-    ScheduleRecord,
     SignalRecord,
     StepRecord,
     WorkflowRecord,
@@ -90,15 +90,18 @@ _BATCHED_PAYLOAD = 64 * 1024
 """Payloads (arguments, results) larger than this are written alone, not in a shared batch."""
 
 
-class PostgresStore(Connection):
+class PostgresStore(Connection, Collaborators):
     """Store in one schema of a PostgreSQL database (``create=False``: an existing Sagaway schema
     only, see ``open_store``)."""
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         super().__init__(url, create=create)
-        self._schedules = Schedules(self._run)
-        self._audit = Audit(self._run)
-        self._queue_limits = QueueLimits(self._run)
+        Collaborators.__init__(
+            self,
+            schedules=Schedules(self._run),
+            audit=Audit(self._run),
+            queue_limits=QueueLimits(self._run),
+        )
         # Group commit (see _group_commit): under load, the starts, steps and ends of many
         # workflows share statements.
         self._step_commits: GroupCommit[tuple[StepRecord, str], None] = GroupCommit(
@@ -254,7 +257,7 @@ class PostgresStore(Connection):
             # A child's end also wakes its waiters (its parent first of all): one transaction.
             owned = {**params, "ended_by": self._owner}
             try:
-                if not await _fenced(conn, "finish_owned", owned, retried, done_as="finished_as"):
+                if not await fenced(conn, "finish_owned", owned, retried, done_as="finished_as"):
                     return  # the lost attempt committed (with its final step and wake-up)
             except errors.LeaseLost:
                 raise await _pg_batches.finish_refused(conn, owned) from None
@@ -270,7 +273,7 @@ class PostgresStore(Connection):
         params = _params.suspend(run_id, token=token, error=error, now=now, next_run_at=next_run_at)
 
         async def op(conn: Conn, retried: bool) -> None:
-            await _fenced(conn, "suspend_owned", params, retried, done_as="suspended_as")
+            await fenced(conn, "suspend_owned", params, retried, done_as="suspended_as")
 
         await self._run(op, transaction=False)
 
@@ -425,25 +428,7 @@ class PostgresStore(Connection):
             accept=accept,
             now=now,
         )
-        waited = {"run_id": run_id, "waiting_for": receive.waiting_for, "now": now}
-
-        async def op(conn: Conn, retried: bool) -> str | None:
-            if not await _lock_owned(
-                conn, run_id, token, waited=waited if retried and wait else None
-            ):
-                return None  # the lost attempt started the wait
-            if retried:
-                cur = await conn.execute(_Q["consumed_by"], {"run_id": run_id, "call_id": call_id})
-                delivered = await cur.fetchone()
-                if delivered is not None:  # the lost attempt delivered this one
-                    return str(delivered[0])
-            cur = await conn.execute(_Q["pending_signals"], receive.pending())
-            payload, writes = receive.writes(await cur.fetchall())
-            for query, params in writes:
-                await conn.execute(_Q[query], params)
-            return payload
-
-        return await self._run(op)
+        return await _pg_waits.receive(self._run, receive)
 
     async def wait_workflow(
         self,
@@ -461,7 +446,7 @@ class PostgresStore(Connection):
         step_params = _params.step(step) if step else None
 
         async def op(conn: Conn, retried: bool) -> None:
-            if not await _fenced(conn, "wait_owned", params, retried, done_as="waiting_as"):
+            if not await fenced(conn, "wait_owned", params, retried, done_as="waiting_as"):
                 return  # the lost attempt started the wait
             if step_params is not None:
                 await conn.execute(_Q["upsert_step"], step_params)
@@ -471,27 +456,9 @@ class PostgresStore(Connection):
     async def wait_for_child(
         self, run_id: str, *, token: str, child_key: str, wait: bool, now: float
     ) -> WorkflowRecord | None:
-        waiting_for = _params.child_wait(child_key)
-        waited = {"run_id": run_id, "waiting_for": waiting_for, "now": now}
-
-        async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:
-            # Child first, then parent: the order in which the child's end takes them.
-            rows = await named(conn, "get_current_shared", {"key": child_key})
-            child = _rows.workflow_from_row(rows[0]) if rows else None
-            if not await _lock_owned(
-                conn, run_id, token, waited=waited if retried and wait else None
-            ):
-                return child  # the lost attempt started the wait
-            if child is not None and not child.status.ended and wait:
-                await conn.execute(
-                    _Q["wait_owned"],
-                    _params.wait(
-                        run_id, token=token, waiting_for=waiting_for, next_run_at=None, now=now
-                    ),
-                )
-            return child
-
-        return await self._run(op)
+        return await _pg_waits.wait_for_child(
+            self._run, run_id, token=token, child_key=child_key, wait=wait, now=now
+        )
 
     async def list_signals(self, run_id: str) -> list[SignalRecord]:
         async def op(conn: Conn, retried: bool) -> list[SignalRecord]:
@@ -524,115 +491,3 @@ class PostgresStore(Connection):
             return [_inspect.attempt_error_from_row(row) for row in rows]
 
         return await self._run(op, transaction=False)
-
-    # ------------------------------------------------------------------ collaborators' verbs
-
-    async def put_schedule(
-        self,
-        schedule: ScheduleRecord,
-        *,
-        keep_paused: bool,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> ScheduleRecord:
-        return await self._schedules.put_schedule(
-            schedule, keep_paused=keep_paused, now=now, audit=audit
-        )
-
-    async def list_schedules(self) -> list[ScheduleRecord]:
-        return await self._schedules.list_schedules()
-
-    async def set_schedule_paused(
-        self,
-        schedule_id: str,
-        *,
-        paused: bool,
-        next_tick_at: float,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> ScheduleRecord | None:
-        return await self._schedules.set_schedule_paused(
-            schedule_id, paused=paused, next_tick_at=next_tick_at, now=now, audit=audit
-        )
-
-    async def delete_schedule(self, schedule_id: str, *, audit: AuditNote | None = None) -> bool:
-        return await self._schedules.delete_schedule(schedule_id, audit=audit)
-
-    async def fire_schedule(
-        self,
-        schedule_id: str,
-        *,
-        tick_at: float,
-        next_tick_at: float,
-        last_tick_at: float | None,
-        starts: Sequence[NewWorkflow],
-        now: float,
-    ) -> bool:
-        return await self._schedules.fire_schedule(
-            schedule_id,
-            tick_at=tick_at,
-            next_tick_at=next_tick_at,
-            last_tick_at=last_tick_at,
-            starts=starts,
-            now=now,
-        )
-
-    async def record_audit(self, note: AuditNote, *, target: str | None = None) -> None:
-        await self._audit.record_audit(note, target=target)
-
-    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
-        return await self._audit.list_audit(query)
-
-    async def acquire_queue_slot(
-        self,
-        queue: str,
-        *,
-        holder: str,
-        concurrency: int | None,
-        rate_per_second: float | None,
-        expires_at: float,
-        now: float,
-    ) -> float | None:
-        return await self._queue_limits.acquire_queue_slot(
-            queue,
-            holder=holder,
-            concurrency=concurrency,
-            rate_per_second=rate_per_second,
-            expires_at=expires_at,
-            now=now,
-        )
-
-    async def renew_queue_slot(
-        self, queue: str, *, holder: str, expires_at: float, now: float
-    ) -> bool:
-        return await self._queue_limits.renew_queue_slot(
-            queue, holder=holder, expires_at=expires_at, now=now
-        )
-
-    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
-        await self._queue_limits.release_queue_slot(queue, holder=holder, now=now)
-
-
-async def _fenced(
-    conn: Conn, query: str, params: dict[str, Any], retried: bool, *, done_as: str
-) -> bool:
-    """A write fenced by the lease token: True if it changed the owned row; on a retry, False if
-    the attempt whose acknowledgement was lost did (query ``done_as``); else ``LeaseLost``."""
-    if (await conn.execute(_Q[query], params)).rowcount == 1:
-        return True
-    if retried and await exists(conn, done_as, params):
-        return False
-    raise errors.LeaseLost(params["run_id"])
-
-
-async def _lock_owned(
-    conn: Conn, run_id: str, token: str, *, waited: dict[str, Any] | None
-) -> bool:
-    """Lock the row of ``run_id`` if ``token`` owns it: True. Otherwise False if ``waited`` (the
-    parameters of ``waiting_as``, on a retry that would start a wait) finds the wait the lost
-    attempt started, else ``LeaseLost``."""
-    if await exists(conn, "lock_owned", {"run_id": run_id, "token": token}):
-        return True
-    if waited is not None and await exists(conn, "waiting_as", waited):
-        return False
-    raise errors.LeaseLost(run_id)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from sagaway import errors
@@ -19,18 +19,16 @@ from sagaway.store import (
     _purge,
     _rows,
 )
+from sagaway.store._collaborators import Collaborators
 from sagaway.store.contract import CancelPending, CreateResult
 from sagaway.store.records import (
     AttemptErrorRecord,
     AuditNote,
-    AuditQuery,
-    AuditRecord,
     CancelRequestRecord,
     ForkPayloads,
     Lease,
     ListQuery,
     NewWorkflow,
-    ScheduleRecord,
     SignalRecord,
     StepRecord,
     WorkflowRecord,
@@ -52,15 +50,18 @@ _Q = queries("sqlite")
 _MAX_BATCH = 512
 
 
-class SQLiteStore(Writer):
+class SQLiteStore(Writer, Collaborators):
     """Store on one SQLite file (``create=False``: an existing Sagaway file only, see
     ``open_store``)."""
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         super().__init__(url, create=create)
-        self._schedules = Schedules(self._call)
-        self._audit = Audit(self._call)
-        self._queue_limits = QueueLimits(self._call)
+        Collaborators.__init__(
+            self,
+            schedules=Schedules(self._call),
+            audit=Audit(self._call),
+            queue_limits=QueueLimits(self._call),
+        )
 
     async def server_time(self) -> float | None:
         """None: an SQLite file is used from one machine, whose clock every process shares."""
@@ -444,93 +445,6 @@ class SQLiteStore(Writer):
             return [_inspect.attempt_error_from_row(row) for row in rows]
 
         return await self._call(op)
-
-    # ------------------------------------------------------------------ collaborators' verbs
-
-    async def put_schedule(
-        self,
-        schedule: ScheduleRecord,
-        *,
-        keep_paused: bool,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> ScheduleRecord:
-        return await self._schedules.put_schedule(
-            schedule, keep_paused=keep_paused, now=now, audit=audit
-        )
-
-    async def list_schedules(self) -> list[ScheduleRecord]:
-        return await self._schedules.list_schedules()
-
-    async def set_schedule_paused(
-        self,
-        schedule_id: str,
-        *,
-        paused: bool,
-        next_tick_at: float,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> ScheduleRecord | None:
-        return await self._schedules.set_schedule_paused(
-            schedule_id, paused=paused, next_tick_at=next_tick_at, now=now, audit=audit
-        )
-
-    async def delete_schedule(self, schedule_id: str, *, audit: AuditNote | None = None) -> bool:
-        return await self._schedules.delete_schedule(schedule_id, audit=audit)
-
-    async def fire_schedule(
-        self,
-        schedule_id: str,
-        *,
-        tick_at: float,
-        next_tick_at: float,
-        last_tick_at: float | None,
-        starts: Sequence[NewWorkflow],
-        now: float,
-    ) -> bool:
-        return await self._schedules.fire_schedule(
-            schedule_id,
-            tick_at=tick_at,
-            next_tick_at=next_tick_at,
-            last_tick_at=last_tick_at,
-            starts=starts,
-            now=now,
-        )
-
-    async def record_audit(self, note: AuditNote, *, target: str | None = None) -> None:
-        await self._audit.record_audit(note, target=target)
-
-    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
-        return await self._audit.list_audit(query)
-
-    async def acquire_queue_slot(
-        self,
-        queue: str,
-        *,
-        holder: str,
-        concurrency: int | None,
-        rate_per_second: float | None,
-        expires_at: float,
-        now: float,
-    ) -> float | None:
-        return await self._queue_limits.acquire_queue_slot(
-            queue,
-            holder=holder,
-            concurrency=concurrency,
-            rate_per_second=rate_per_second,
-            expires_at=expires_at,
-            now=now,
-        )
-
-    async def renew_queue_slot(
-        self, queue: str, *, holder: str, expires_at: float, now: float
-    ) -> bool:
-        return await self._queue_limits.renew_queue_slot(
-            queue, holder=holder, expires_at=expires_at, now=now
-        )
-
-    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
-        await self._queue_limits.release_queue_slot(queue, holder=holder, now=now)
 
 
 def _create(

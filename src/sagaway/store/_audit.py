@@ -1,5 +1,5 @@
 """The audit trail in the SQL stores (``audit_log``): the parameters, rows and listing query
-both share, and SQLite's writes and verbs.
+both dialects share (the writes and verbs: ``sqlite.audit``, ``postgres.audit``).
 
 An entry is written by the verb that makes the change, in its transaction and only when it
 changed something: a cancel refused (the workflow had ended) or a retry of a workflow that is

@@ -2,8 +2,8 @@
 execution copying an ended one's name, arguments and queue, and the steps it keeps, in one
 transaction. Payloads given with the fork (a codec's, re-sealed for the new run) replace the
 copies in that same transaction: no reader ever sees a fork holding its source's ciphertexts.
-The parameters are shared by both dialects; this module runs the SQLite one (``_pg_fork`` the
-PostgreSQL one, kept apart so SQLite users need no psycopg)."""
+The plan is shared by both dialects; ``sqlite.fork`` and ``postgres.fork`` run it (kept apart so
+SQLite users need no psycopg)."""
 
 from __future__ import annotations
 

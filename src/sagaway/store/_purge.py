@@ -2,7 +2,7 @@
 
 Shared by both stores: which statuses may be purged (ended ones only: a live execution is never
 deleted, whatever the caller asks), the parameters of the named queries ``purge_*`` and
-``count_purgeable``, and SQLite's chunk of a batch (the PostgreSQL batch is ``_pg_purge``).
+``count_purgeable`` (the batches: ``sqlite.purge``, ``postgres.purge``).
 Transactions stay short, so the workers' own writes wait for one at most that long. An ended
 execution is kept while a live one may still read its end: its parent, and any live execution
 whose recorded child start names its key (one that attached to it, a fork that kept the start).

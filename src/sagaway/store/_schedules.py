@@ -1,12 +1,14 @@
-"""Schedules in the SQL stores: the parameters and rows both share, and SQLite's verbs.
+"""Schedules in the SQL stores: the parameters and rows both dialects share (the verbs:
+``sqlite.schedules``, ``postgres.schedules``).
 
 A schedule row holds its definition and ``next_tick_at``, the earliest tick not started yet.
 ``fire_schedule`` is the one verb that makes schedules run exactly once per tick: in one
 transaction it advances ``next_tick_at`` from the value the scheduler read (a compare-and-set:
 of several schedulers that read the same value, one changes the row, the others change nothing)
 and, only if it won, inserts the executions of the ticks, each under a key derived from the tick
-(an execution already under that key is left as it is). The PostgreSQL verbs are in
-``_pg_schedules``; the rules (which ticks, which keys) are the engine's (``_engine/schedules``).
+(an execution already under that key is left as it is). The verbs are in ``sqlite.schedules``
+and ``postgres.schedules``; the rules (which ticks, which keys) are the engine's
+(``_engine/schedules``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Outages: while the server is unreachable a statement waits up to ``pool_timeout`
 a connection, then fails with ``StoreUnavailable``. The pool tries to reconnect at most
 ``reconnect_delay`` seconds apart (psycopg_pool alone doubles its pause up to a minute, so work
 would stall for about as long as the outage again after the server is back), and the listener's
-reconnection makes the pool look again at once (see ``_pg_listener``).
+reconnection makes the pool look again at once (see ``postgres.listener``).
 """
 
 from __future__ import annotations

@@ -21,13 +21,13 @@ and finds what the lost attempt took, ``send_signal`` finds its row by the sende
 once, and the fenced/ending verbs recognise their own outcome.
 
 Outages: statements fail with ``StoreUnavailable`` after ``pool_timeout`` seconds without a
-connection, and the pool reconnects at most ``reconnect_delay`` seconds apart (``_pg_conn``);
-the listening connection probes itself and reconnects (``_pg_listener``). Under load, starts,
-run reads, steps and ends share statements (``_pg_batches``).
+connection, and the pool reconnects at most ``reconnect_delay`` seconds apart (``postgres.conn``);
+the listening connection probes itself and reconnects (``postgres.listener``). Under load, starts,
+run reads, steps and ends share statements (``postgres.batches``).
 
 URL: ``postgresql://user:password@host:5432/db?schema=sagaway&pool_size=10`` plus any libpq
 parameter; Sagaway's own parameters (schema, pool size, the ``Timing`` seconds) are described
-and parsed in ``_pg_url``.
+and parsed in ``postgres.url``.
 """
 
 from __future__ import annotations

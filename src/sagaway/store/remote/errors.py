@@ -1,6 +1,6 @@
 """The Engine Server's refusals (a status code, its message and the trailing metadata
 ``sagaway-error`` ...) turned back into the errors the server's store raised, for the client
-(``store/grpc.py``): a lease lost, a pending cancel, an unreadable row, an outage."""
+(``store/remote/client.py``): a lease lost, a pending cancel, an unreadable row, an outage."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Messages to a workflow on SQLite: signals sent to it and cancel requests (the transactions of
-``sqlite.SQLiteStore``'s verbs, run by its writer; ``_pg_signals`` is PostgreSQL's)."""
+``sqlite.SQLiteStore``'s verbs, run by its writer; ``postgres.signals`` is PostgreSQL's)."""
 
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ class Writer:
         self._conn: sqlite3.Connection | None = None
         self._lone_writes = False
         self._writing = threading.Lock()
-        self.checkpointer: Checkpointer | None = None  # while open (see _sqlite_checkpoint)
+        self.checkpointer: Checkpointer | None = None  # while open (see checkpoint)
 
     # ------------------------------------------------------------------ lifecycle
 

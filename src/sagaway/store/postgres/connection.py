@@ -24,16 +24,6 @@ _Q = _pg_conn.Q
 _DIALECT = "postgres"
 _PROBE_EVERY = Timing().probe_interval
 """The default of ``Timing.probe_interval``, read when a store is made (a test may lower it)."""
-_STEP_BATCH = 200
-"""Steps written by one statement at most."""
-_CREATE_BATCH = 100
-"""Starts written by one statement at most."""
-_FINISH_BATCH = 100
-"""Ends written by one statement at most."""
-_READ_BATCH = 200
-"""Executions read by one statement at most."""
-_BATCHED_PAYLOAD = 64 * 1024
-"""Payloads (arguments, results) larger than this are written alone, not in a shared batch."""
 
 
 class Connection:

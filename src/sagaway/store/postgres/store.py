@@ -33,7 +33,7 @@ and parsed in ``postgres.url``.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from typing import Any, TypeVar
+from typing import Any
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
@@ -72,12 +72,8 @@ from sagaway.store.records import (
 
 __all__ = ["PostgresStore", "Timing", "parse_postgres_url"]  # the last two: defined in ``url``
 
-T = TypeVar("T")
 
 _Q = _pg_conn.Q
-_DIALECT = "postgres"
-_PROBE_EVERY = Timing().probe_interval
-"""The default of ``Timing.probe_interval``, read when a store is made (a test may lower it)."""
 _STEP_BATCH = 200
 """Steps written by one statement at most."""
 _CREATE_BATCH = 100

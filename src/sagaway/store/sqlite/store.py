@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Collection
-from typing import Any, TypeVar
+from typing import Any
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
@@ -44,10 +44,7 @@ from sagaway.store.sqlite.queue_limits import QueueLimits
 from sagaway.store.sqlite.schedules import Schedules
 from sagaway.store.sqlite.writer import Writer
 
-T = TypeVar("T")
-
 _Q = queries("sqlite")
-_MAX_BATCH = 512
 
 
 class SQLiteStore(Writer, Collaborators):

@@ -23,7 +23,6 @@ from typing import Any, TypeVar, cast
 
 from sagaway import errors, observe
 from sagaway.store.contract import DatabaseNotFound
-from sagaway.store.sql import queries
 from sagaway.store.sqlite.checkpoint import Checkpointer
 from sagaway.store.sqlite.connect import Connector, is_file
 from sagaway.store.sqlite.jobs import (
@@ -42,7 +41,6 @@ from sagaway.store.sqlite.jobs import (
 
 T = TypeVar("T")
 
-_Q = queries("sqlite")
 _MAX_BATCH = 512
 
 

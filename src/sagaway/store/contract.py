@@ -6,6 +6,7 @@ otherwise, so a process that lost its lease (paused, partitioned, or its workflo
 cancelled) can never overwrite the work of the new owner. Verbs that take ``audit`` (an
 operator's action) write that entry of the audit trail in the same transaction, and only when
 they change something (see ``_audit``): the entry and the change commit or roll back together.
+The records the verbs take and return are defined in ``records`` and re-exported here.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Protocol
 from sagaway import errors
 from sagaway.states import WorkflowStatus
 from sagaway.store import notices
+from sagaway.store.records import *  # noqa: F403  (the contract's records, re-exported)
 from sagaway.store.records import (
     AttemptErrorRecord,
     AuditNote,

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from sagaway.store import open_store
-from sagaway.store._pg_url import parse_postgres_url
+from sagaway.store.postgres.url import parse_postgres_url
 
 CLI_RUNS = 5
 SCAN_RUNS = 20

@@ -15,10 +15,11 @@ import pytest
 
 import sagaway as sw
 from sagaway.states import WorkflowStatus
-from sagaway.store import _pg_listener, notices, open_store
+from sagaway.store import notices, open_store
 from sagaway.store.grpc import GrpcStore
 from sagaway.store.notices import CancelRequested, Ended, Notice
 from sagaway.store.postgres import PostgresStore, parse_postgres_url
+from sagaway.store.postgres import listener as _pg_listener
 from sagaway.store.records import Lease, NewWorkflow
 from sagaway.testing.internals import engine_of
 from tests.conftest import served

@@ -243,7 +243,7 @@ async def test_notices_that_never_arrive_leave_waiters_polling(
 ) -> None:
     """LISTEN can succeed and deliver nothing (a pooler in transaction mode): the listener's own
     probe notice never comes back, so the process is not counted as notified and polls."""
-    from sagaway.store import _pg_listener
+    from sagaway.store.postgres import listener as _pg_listener
 
     async def lost(self: Any, conn: Any, probe: str) -> None:
         return None  # as if the notice went to a server connection we are not on
@@ -284,7 +284,8 @@ async def test_an_unanswered_probe_makes_the_listener_reconnect(
 ) -> None:
     """A listening connection that stops delivering (half-open, say) is found by its next probe:
     the process stops counting on notices, reconnects, and counts on them again once heard."""
-    from sagaway.store import _pg_listener, postgres
+    from sagaway.store.postgres import connection as postgres
+    from sagaway.store.postgres import listener as _pg_listener
 
     monkeypatch.setattr(postgres, "_PROBE_EVERY", 0.2)
     manager = sw.Manager(postgres_url, poll_interval=SLOW_POLL)

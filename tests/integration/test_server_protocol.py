@@ -105,7 +105,7 @@ async def test_other_protocol_version_is_refused(
     details = raw.details() or ""
     assert "99" in details and "speaks 1" in details, details
     # The SDK speaking another version is told so, as ServerRefused.
-    from sagaway.store import _wire
+    from sagaway.store.remote import wire as _wire
 
     monkeypatch.setattr(_wire, "PROTOCOL_VERSION", 99)
     with pytest.raises(ServerRefused, match="99"):

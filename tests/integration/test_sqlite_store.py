@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sagaway.store import open_store
-from sagaway.store._sqlite_connect import parse_sqlite_url
+from sagaway.store.sqlite.connect import parse_sqlite_url
 
 
 async def test_cancelled_open_does_not_hang_and_the_store_reopens(sqlite_url: str) -> None:
@@ -171,8 +171,8 @@ async def test_the_checkpointer_thread_copies_the_wal_back_not_the_writer(tmp_pa
     commit stalls every write behind it): pages reach the database file although the writer's
     own automatic checkpoint is far above what was written. The thread starts at the first
     write (a process that only reads, like `sagaway list`, has none); closing stops it."""
-    from sagaway.store._sqlite_checkpoint import BACKSTOP_PAGES
     from sagaway.store.sqlite import SQLiteStore
+    from sagaway.store.sqlite.checkpoint import BACKSTOP_PAGES
 
     path = tmp_path / "engine.db"
     store = open_store(f"sqlite:///{path}")

@@ -239,7 +239,7 @@ async def test_a_claim_that_fails_after_its_statement_takes_nothing(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The claim's transaction is rolled back: what it had updated is due again, for anyone."""
-    from sagaway.store import _pg_claims
+    from sagaway.store.postgres import claims as _pg_claims
 
     await store.create_workflow(new("f0"), now=T0, lease=None, replace_live=False)
 

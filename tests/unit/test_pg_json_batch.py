@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from sagaway.store._pg_conn import json_batch
+from sagaway.store.postgres.conn import json_batch
 
 
 def test_a_batch_reads_back_as_its_rows_floats_exactly() -> None:

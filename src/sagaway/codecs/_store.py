@@ -18,15 +18,12 @@ from typing import Any, TypeVar
 from sagaway import errors
 from sagaway.codecs import _places, _reseal
 from sagaway.codecs._chain import Chain
+from sagaway.codecs._passthrough import Passthrough
 from sagaway.states import StepKind, WorkflowStatus
-from sagaway.store import notices
 from sagaway.store.base import CreateResult, Store
 from sagaway.store.records import (
     AttemptErrorRecord,
     AuditNote,
-    AuditQuery,
-    AuditRecord,
-    CancelRequestRecord,
     ForkPayloads,
     Lease,
     ListQuery,
@@ -56,13 +53,12 @@ def _replaced(record: R, **changes: Any) -> R:
     return new
 
 
-class CodecStore:
-    """Wraps ``inner``; every other behaviour is the inner store's."""
+class CodecStore(Passthrough):
+    """Wraps ``inner``; every other behaviour is the inner store's (``Passthrough``)."""
 
     def __init__(self, inner: Store, chain: Chain) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.chain = chain
-        self.url = inner.url
 
     # ----------------------------------------------------------- record conversion
 
@@ -398,99 +394,6 @@ class CodecStore:
             _replaced(e, error=o(e.error, place=_places.step_error(run_id, e.call_id)) or "")
             for e in await self.inner.list_attempt_errors(run_id)
         ]
-
-    # ----------------------------------------------------------- payload-free calls
-
-    async def open(self) -> None:
-        await self.inner.open()
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-    async def server_time(self) -> float | None:
-        return await self.inner.server_time()
-
-    async def listen(
-        self, callback: notices.Callback, *, owner: str | None = None, ends: bool = True
-    ) -> None:
-        await self.inner.listen(callback, owner=owner, ends=ends)
-
-    async def release_workflow(self, run_id: str, *, token: str, now: float) -> None:
-        await self.inner.release_workflow(run_id, token=token, now=now)
-
-    async def renew_leases(self, tokens: Collection[str], *, expires_at: float) -> set[str]:
-        return await self.inner.renew_leases(tokens, expires_at=expires_at)
-
-    async def next_due(
-        self,
-        *,
-        owner: str,
-        queues: Collection[str] | None = None,
-        versions: Collection[str | None] | None = None,
-    ) -> float | None:
-        return await self.inner.next_due(owner=owner, queues=queues, versions=versions)
-
-    async def request_cancel(
-        self, run_id: str, *, reason: str, now: float, audit: AuditNote | None = None
-    ) -> bool:
-        return await self.inner.request_cancel(run_id, reason=reason, now=now, audit=audit)
-
-    async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
-        return await self.inner.cancel_requests(run_ids)
-
-    async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
-        return await self.inner.list_cancel_requests(run_id)
-
-    async def retry_now(self, run_id: str, *, now: float, audit: AuditNote | None = None) -> bool:
-        return await self.inner.retry_now(run_id, now=now, audit=audit)
-
-    async def record_audit(self, note: AuditNote, *, target: str | None = None) -> None:
-        await self.inner.record_audit(note, target=target)
-
-    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
-        return await self.inner.list_audit(query)
-
-    async def count_by_status(self) -> dict[WorkflowStatus, int]:
-        return await self.inner.count_by_status()
-
-    async def purge_ended(
-        self, *, before: float, statuses: Collection[WorkflowStatus] | None, limit: int
-    ) -> list[str]:
-        return await self.inner.purge_ended(before=before, statuses=statuses, limit=limit)
-
-    async def count_purgeable(
-        self, *, before: float, statuses: Collection[WorkflowStatus] | None
-    ) -> int:
-        return await self.inner.count_purgeable(before=before, statuses=statuses)
-
-    async def acquire_queue_slot(
-        self,
-        queue: str,
-        *,
-        holder: str,
-        concurrency: int | None,
-        rate_per_second: float | None,
-        expires_at: float,
-        now: float,
-    ) -> float | None:
-        return await self.inner.acquire_queue_slot(
-            queue,
-            holder=holder,
-            concurrency=concurrency,
-            rate_per_second=rate_per_second,
-            expires_at=expires_at,
-            now=now,
-        )
-
-    async def renew_queue_slot(
-        self, queue: str, *, holder: str, expires_at: float, now: float
-    ) -> bool:
-        return await self.inner.renew_queue_slot(
-            queue, holder=holder, expires_at=expires_at, now=now
-        )
-
-    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
-        await self.inner.release_queue_slot(queue, holder=holder, now=now)
 
     # ----------------------------------------------------------- schedules (their arguments)
 

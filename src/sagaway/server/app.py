@@ -24,7 +24,7 @@ from sagaway.server.clock import DEFAULT_MAX_LEASE, ServerClock
 from sagaway.server.notices import Hub
 from sagaway.server.service import EngineService
 from sagaway.store import open_store
-from sagaway.store._grpc_target import CHANNEL_KEEPALIVE_MS
+from sagaway.store.remote.target import CHANNEL_KEEPALIVE_MS
 from sagaway.v1 import engine_pb2_grpc as pb_grpc
 
 logger = logging.getLogger("sagaway.server")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from sagaway.store.base import (
+from sagaway.store.contract import (
     CreateResult,
     DatabaseNotFound,
     PermissionDenied,

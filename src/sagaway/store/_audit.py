@@ -1,5 +1,5 @@
 """The audit trail in the SQL stores (``audit_log``): the parameters, rows and listing query
-both share, and SQLite's writes and verbs.
+both dialects share (the writes and verbs: ``sqlite.audit``, ``postgres.audit``).
 
 An entry is written by the verb that makes the change, in its transaction and only when it
 changed something: a cancel refused (the workflow had ended) or a retry of a workflow that is
@@ -14,8 +14,6 @@ writes its entry once.
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 from sagaway.store._listing import POSTGRES, SQLITE, Dialect
@@ -108,36 +106,3 @@ def _array(values: list[str], dialect: Dialect) -> Any:
 
 
 # ---------------------------------------------------------------------------- SQLite
-
-
-def write_sqlite(
-    conn: sqlite3.Connection,
-    note: AuditNote | None,
-    *,
-    run_id: str | None = None,
-    target: str | None = None,
-) -> None:
-    """Write ``note`` in the transaction of ``conn`` (nothing when None): about the execution
-    ``run_id`` (its key read from its row), else about ``target``."""
-    if note is None:
-        return
-    query = "insert_audit" if run_id is None else "insert_audit_for_run"
-    conn.execute(_Q[query], params(note, run_id=run_id, target=target))
-
-
-class SQLiteAudit:
-    """The audit verbs of ``SQLiteStore`` (a mixin: each is one job of its writer)."""
-
-    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        raise NotImplementedError  # SQLiteStore's
-
-    async def record_audit(self, note: AuditNote, *, target: str | None = None) -> None:
-        await self._call(lambda conn: write_sqlite(conn, note, target=target))
-
-    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
-        text, values = list_query(SQLITE, query)
-
-        def op(conn: sqlite3.Connection) -> list[AuditRecord]:
-            return [record_from_row(row) for row in conn.execute(text, values).fetchall()]
-
-        return await self._call(op)

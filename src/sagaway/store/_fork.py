@@ -2,19 +2,15 @@
 execution copying an ended one's name, arguments and queue, and the steps it keeps, in one
 transaction. Payloads given with the fork (a codec's, re-sealed for the new run) replace the
 copies in that same transaction: no reader ever sees a fork holding its source's ciphertexts.
-The parameters are shared by both dialects; this module runs the SQLite one (``_pg_fork`` the
-PostgreSQL one, kept apart so SQLite users need no psycopg)."""
+The plan is shared by both dialects; ``sqlite.fork`` and ``postgres.fork`` run it (kept apart so
+SQLite users need no psycopg)."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import sqlite3
 from collections.abc import Collection
 from typing import Any
 
-from sagaway.store import _audit, _rows
-from sagaway.store.base import CreateResult
 from sagaway.store.records import AuditNote, ForkPayloads
 from sagaway.store.sql import queries
 
@@ -95,22 +91,3 @@ def fork(
         payloads=payloads,
         audit=audit,
     )
-
-
-def run_sqlite(conn: sqlite3.Connection, fork: Fork) -> CreateResult | None:
-    """The fork in the SQLite writer's transaction (see ``SQLiteStore.fork_workflow``)."""
-    params = fork.params()
-    params["call_ids"] = json.dumps(params["call_ids"])
-    replacements = fork.replacements()  # a bad one is refused before anything is written
-    if conn.execute(_Q["fork_workflow"], params).rowcount == 1:
-        if fork.call_ids:
-            conn.execute(_Q["fork_steps"], params)
-        for query, values in replacements:
-            conn.execute(_Q[query], values)
-        _audit.write_sqlite(conn, fork.audit, run_id=fork.run_id)
-        row = conn.execute(_Q["get_run"], {"run_id": fork.run_id}).fetchone()
-        return CreateResult(_rows.workflow_from_row(row), created=True)
-    row = conn.execute(_Q["get_current"], {"key": fork.key}).fetchone()
-    if row is None:
-        return None  # the source is not (or no longer) an ended execution
-    return CreateResult(_rows.workflow_from_row(row), created=False)

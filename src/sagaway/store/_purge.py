@@ -2,7 +2,7 @@
 
 Shared by both stores: which statuses may be purged (ended ones only: a live execution is never
 deleted, whatever the caller asks), the parameters of the named queries ``purge_*`` and
-``count_purgeable``, and SQLite's chunk of a batch (the PostgreSQL batch is ``_pg_purge``).
+``count_purgeable`` (the batches: ``sqlite.purge``, ``postgres.purge``).
 Transactions stay short, so the workers' own writes wait for one at most that long. An ended
 execution is kept while a live one may still read its end: its parent, and any live execution
 whose recorded child start names its key (one that attached to it, a fork that kept the start).
@@ -10,20 +10,13 @@ whose recorded child start names its key (one that attached to it, a fork that k
 
 from __future__ import annotations
 
-import json
-import sqlite3
-from collections.abc import Awaitable, Callable, Collection
-from typing import Any
+from collections.abc import Collection
 
 from sagaway import states
 from sagaway.states import WorkflowStatus
 from sagaway.store.sql import queries
 
 _Q = queries("sqlite")
-
-SQLITE_CHUNK = 50
-"""Executions deleted by one job of SQLite's writer thread at most: the workers' commits grouped
-with a job wait for it (with 500, a purge under load cut their throughput by two thirds)."""
 
 
 def ended_statuses(statuses: Collection[WorkflowStatus] | None) -> list[str]:
@@ -34,48 +27,3 @@ def ended_statuses(statuses: Collection[WorkflowStatus] | None) -> list[str]:
 def check_batch(limit: int) -> None:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ValueError(f"batch_size must be an integer >= 1, not {limit!r}")
-
-
-def sqlite_purge(
-    conn: sqlite3.Connection, *, before: float, statuses: list[str], limit: int
-) -> list[str]:
-    """One chunk on SQLite (a job of the writer's transaction): the run ids deleted."""
-    params: dict[str, Any] = {"before": before, "statuses": json.dumps(statuses), "limit": limit}
-    run_ids = [row[0] for row in conn.execute(_Q["purge_select"], params).fetchall()]
-    if run_ids:
-        doomed = {"run_ids": json.dumps(run_ids)}
-        conn.execute(_Q["purge_steps"], doomed)
-        conn.execute(_Q["purge_signals"], doomed)
-        conn.execute(_Q["purge_workflows"], doomed)
-    return run_ids
-
-
-def sqlite_count(conn: sqlite3.Connection, *, before: float, statuses: list[str]) -> int:
-    params = {"before": before, "statuses": json.dumps(statuses)}
-    return int(conn.execute(_Q["count_purgeable"], params).fetchone()[0])
-
-
-async def sqlite_chunks(
-    call: Callable[[Callable[[sqlite3.Connection], list[str]]], Awaitable[list[str]]],
-    *,
-    before: float,
-    statuses: Collection[WorkflowStatus] | None,
-    limit: int,
-) -> list[str]:
-    """SQLite's ``purge_ended``: chunks of ``SQLITE_CHUNK``, each a job of its own given to
-    ``call`` (the store's writer): the writer serves everyone, and a job holds the workers'
-    commits of its group transaction until it is done."""
-    names = ended_statuses(statuses)
-    check_batch(limit)
-    purged: list[str] = []
-    while len(purged) < limit:
-        chunk = min(limit - len(purged), SQLITE_CHUNK)
-
-        def op(conn: sqlite3.Connection, n: int = chunk) -> list[str]:
-            return sqlite_purge(conn, before=before, statuses=names, limit=n)
-
-        run_ids = await call(op)
-        purged += run_ids
-        if len(run_ids) < chunk:
-            break
-    return purged

@@ -10,10 +10,6 @@ queue's row is locked (``FOR UPDATE``) for it, on SQLite the one writer serialis
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Awaitable, Callable
-from typing import Any
-
 from sagaway.store.sql import queries
 
 _SQ = queries("sqlite")
@@ -35,84 +31,3 @@ def decide(
     if concurrency is not None and taken >= concurrency:
         return now, None
     return None, (now + 1.0 / rate if rate is not None else next_start_at)
-
-
-def sqlite_acquire(
-    conn: sqlite3.Connection,
-    queue: str,
-    *,
-    holder: str,
-    concurrency: int | None,
-    rate: float | None,
-    expires_at: float,
-    now: float,
-) -> float | None:
-    """See ``Store.acquire_queue_slot`` (run in the SQLite store's writer)."""
-    params = {"queue": queue, "holder": holder, "now": now, "expires_at": expires_at}
-    if conn.execute(_SQ["holds_queue_slot"], params).fetchone() is not None:
-        return None  # already admitted (a repeated call)
-    conn.execute(_SQ["queue_limit_row"], params)
-    next_start_at = float(conn.execute(_SQ["lock_queue_limit"], params).fetchone()[0])
-    conn.execute(_SQ["drop_expired_slots"], params)
-    taken = int(conn.execute(_SQ["count_queue_slots"], params).fetchone()[0])
-    retry_at, spaced = decide(next_start_at, taken, concurrency=concurrency, rate=rate, now=now)
-    if retry_at is not None:
-        return retry_at
-    conn.execute(_SQ["take_queue_slot"], params)
-    conn.execute(_SQ["space_queue_starts"], {**params, "next_start_at": spaced})
-    return None
-
-
-def sqlite_renew(
-    conn: sqlite3.Connection, queue: str, *, holder: str, expires_at: float, now: float
-) -> bool:
-    params = {"queue": queue, "holder": holder, "now": now, "expires_at": expires_at}
-    return conn.execute(_SQ["renew_queue_slot"], params).rowcount == 1
-
-
-def sqlite_release(conn: sqlite3.Connection, queue: str, *, holder: str, now: float) -> None:
-    if conn.execute(_SQ["release_queue_slot"], {"queue": queue, "holder": holder}).rowcount:
-        conn.execute(_SQ["wake_queue_waiter"], {"waiting_for": waiting_for(queue), "now": now})
-
-
-class SQLiteQueueLimits:
-    """The queue limit verbs of ``SQLiteStore`` (run in its writer thread)."""
-
-    _call: Callable[[Callable[[sqlite3.Connection], Any]], Awaitable[Any]]
-
-    async def acquire_queue_slot(
-        self,
-        queue: str,
-        *,
-        holder: str,
-        concurrency: int | None,
-        rate_per_second: float | None,
-        expires_at: float,
-        now: float,
-    ) -> float | None:
-        at: float | None = await self._call(
-            lambda conn: sqlite_acquire(
-                conn,
-                queue,
-                holder=holder,
-                concurrency=concurrency,
-                rate=rate_per_second,
-                expires_at=expires_at,
-                now=now,
-            )
-        )
-        return at
-
-    async def renew_queue_slot(
-        self, queue: str, *, holder: str, expires_at: float, now: float
-    ) -> bool:
-        return bool(
-            await self._call(
-                lambda conn: sqlite_renew(
-                    conn, queue, holder=holder, expires_at=expires_at, now=now
-                )
-            )
-        )
-
-    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
-        await self._call(lambda conn: sqlite_release(conn, queue, holder=holder, now=now))

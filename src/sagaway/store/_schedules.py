@@ -1,23 +1,23 @@
-"""Schedules in the SQL stores: the parameters and rows both share, and SQLite's verbs.
+"""Schedules in the SQL stores: the parameters and rows both dialects share (the verbs:
+``sqlite.schedules``, ``postgres.schedules``).
 
 A schedule row holds its definition and ``next_tick_at``, the earliest tick not started yet.
 ``fire_schedule`` is the one verb that makes schedules run exactly once per tick: in one
 transaction it advances ``next_tick_at`` from the value the scheduler read (a compare-and-set:
 of several schedulers that read the same value, one changes the row, the others change nothing)
 and, only if it won, inserts the executions of the ticks, each under a key derived from the tick
-(an execution already under that key is left as it is). The PostgreSQL verbs are in
-``_pg_schedules``; the rules (which ticks, which keys) are the engine's (``_engine/schedules``).
+(an execution already under that key is left as it is). The verbs are in ``sqlite.schedules``
+and ``postgres.schedules``; the rules (which ticks, which keys) are the engine's
+(``_engine/schedules``).
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from sagaway.store import _audit, _params
 from sagaway.store._rows import Row
-from sagaway.store.records import AuditNote, NewWorkflow, ScheduleRecord
+from sagaway.store.records import NewWorkflow, ScheduleRecord
 from sagaway.store.sql import queries
 
 T = TypeVar("T")
@@ -78,98 +78,3 @@ def schedule_from_row(row: Row) -> ScheduleRecord:
         updated_at=float(row["updated_at"]),
         last_tick_at=None if row["last_tick_at"] is None else float(row["last_tick_at"]),
     )
-
-
-def _get(conn: sqlite3.Connection, schedule_id: str) -> ScheduleRecord | None:
-    row = conn.execute(_Q["get_schedule"], {"id": schedule_id}).fetchone()
-    return schedule_from_row(row) if row is not None else None
-
-
-def _fire(
-    conn: sqlite3.Connection, params: dict[str, Any], starts: Sequence[NewWorkflow], now: float
-) -> bool:
-    if conn.execute(_Q["advance_schedule"], params).rowcount != 1:
-        return False
-    for new in starts:
-        conn.execute(_Q["insert_workflow"], _params.create(new, now=now, lease=None)).fetchall()
-    return True
-
-
-class SQLiteSchedules:
-    """The schedule verbs of ``SQLiteStore`` (a mixin: each is one job of its writer)."""
-
-    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        raise NotImplementedError  # SQLiteStore's
-
-    async def put_schedule(
-        self,
-        schedule: ScheduleRecord,
-        *,
-        keep_paused: bool,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> ScheduleRecord:
-        params = put_params(schedule, keep_paused=keep_paused, now=now)
-
-        def op(conn: sqlite3.Connection) -> ScheduleRecord:
-            conn.execute(_Q["put_schedule"], params)
-            _audit.write_sqlite(conn, audit, target=schedule.id)
-            stored = _get(conn, schedule.id)
-            assert stored is not None
-            return stored
-
-        return await self._call(op)
-
-    async def list_schedules(self) -> list[ScheduleRecord]:
-        def op(conn: sqlite3.Connection) -> list[ScheduleRecord]:
-            return [schedule_from_row(r) for r in conn.execute(_Q["list_schedules"]).fetchall()]
-
-        return await self._call(op)
-
-    async def set_schedule_paused(
-        self,
-        schedule_id: str,
-        *,
-        paused: bool,
-        next_tick_at: float,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> ScheduleRecord | None:
-        params = {"id": schedule_id, "paused": paused, "next_tick_at": next_tick_at, "now": now}
-
-        def op(conn: sqlite3.Connection) -> ScheduleRecord | None:
-            conn.execute(_Q["set_schedule_paused"], params)
-            stored = _get(conn, schedule_id)
-            if stored is not None:
-                _audit.write_sqlite(conn, audit, target=schedule_id)
-            return stored
-
-        return await self._call(op)
-
-    async def delete_schedule(self, schedule_id: str, *, audit: AuditNote | None = None) -> bool:
-        def op(conn: sqlite3.Connection) -> bool:
-            if conn.execute(_Q["delete_schedule"], {"id": schedule_id}).rowcount != 1:
-                return False
-            _audit.write_sqlite(conn, audit, target=schedule_id)
-            return True
-
-        return await self._call(op)
-
-    async def fire_schedule(
-        self,
-        schedule_id: str,
-        *,
-        tick_at: float,
-        next_tick_at: float,
-        last_tick_at: float | None,
-        starts: Sequence[NewWorkflow],
-        now: float,
-    ) -> bool:
-        params = advance_params(
-            schedule_id,
-            tick_at=tick_at,
-            next_tick_at=next_tick_at,
-            last_tick_at=last_tick_at,
-            starts=starts,
-        )
-        return await self._call(lambda conn: _fire(conn, params, starts, now))

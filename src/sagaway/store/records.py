@@ -6,6 +6,23 @@ import dataclasses
 
 from sagaway.states import StepKind, StepStatus, WorkflowStatus
 
+__all__ = [
+    "WorkflowRecord",
+    "StepRecord",
+    "SignalRecord",
+    "CancelRequestRecord",
+    "NewWorkflow",
+    "Lease",
+    "AttemptErrorRecord",
+    "ListQuery",
+    "ScheduleRecord",
+    "StepPayloads",
+    "ForkPayloads",
+    "AuditNote",
+    "AuditRecord",
+    "AuditQuery",
+]
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class WorkflowRecord:

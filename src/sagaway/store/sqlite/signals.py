@@ -1,5 +1,5 @@
 """Messages to a workflow on SQLite: signals sent to it and cancel requests (the transactions of
-``sqlite.SQLiteStore``'s verbs, run by its writer; ``_pg_signals`` is PostgreSQL's)."""
+``sqlite.SQLiteStore``'s verbs, run by its writer; ``postgres.signals`` is PostgreSQL's)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import json
 import sqlite3
 from collections.abc import Collection
 
-from sagaway.store import _audit, _params, _rows
+from sagaway.store import _params, _rows
 from sagaway.store.records import AuditNote, CancelRequestRecord, WorkflowRecord
 from sagaway.store.sql import queries
+from sagaway.store.sqlite.audit import write as audit_entry
 
 _Q = queries("sqlite")
 
@@ -51,7 +52,7 @@ class Send:
                 _Q["wake_waiting"],
                 _params.wake_waiting(record.run_id, waiting_for=waiting_for, now=self.now),
             )
-            _audit.write_sqlite(conn, self.audit, run_id=record.run_id)
+            audit_entry(conn, self.audit, run_id=record.run_id)
         return record, stored
 
 
@@ -63,7 +64,7 @@ def request_cancel(
     accepted = conn.execute(_Q["request_cancel"], params).rowcount == 1
     conn.execute(_Q["log_cancel_request"], {**params, "accepted": accepted})
     if accepted:
-        _audit.write_sqlite(conn, audit, run_id=run_id)
+        audit_entry(conn, audit, run_id=run_id)
     return accepted
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from sagaway.store import _pg_audit, _rows
+from sagaway.store import _rows
 from sagaway.store._fork import Fork
-from sagaway.store._pg_conn import Conn, Q, Run, named
-from sagaway.store.base import CreateResult
+from sagaway.store.contract import CreateResult
+from sagaway.store.postgres import audit as _pg_audit
+from sagaway.store.postgres.conn import Conn, Q, Run, named
 
 
 async def run_postgres(run: Run, fork: Fork) -> CreateResult | None:

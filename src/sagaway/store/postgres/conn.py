@@ -6,7 +6,7 @@ Outages: while the server is unreachable a statement waits up to ``pool_timeout`
 a connection, then fails with ``StoreUnavailable``. The pool tries to reconnect at most
 ``reconnect_delay`` seconds apart (psycopg_pool alone doubles its pause up to a minute, so work
 would stall for about as long as the outage again after the server is back), and the listener's
-reconnection makes the pool look again at once (see ``_pg_listener``).
+reconnection makes the pool look again at once (see ``postgres.listener``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from psycopg_pool.pool_async import AddConnection, MaintenanceTask
 
 from sagaway import errors
-from sagaway.store._pg_url import Timing
-from sagaway.store.base import StoreUnavailable
+from sagaway.store.contract import StoreUnavailable
+from sagaway.store.postgres.url import Timing
 from sagaway.store.sql import queries
 
 T = TypeVar("T")

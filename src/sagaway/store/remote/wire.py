@@ -1,7 +1,7 @@
 """Records to and from the Engine Server's protocol messages (``sagaway.v1``).
 
 Field names are the same on both sides; optional fields are absent on the wire when the record
-holds None. Shared by the client (``store/grpc.py``) and the server (``sagaway.server``).
+holds None. Shared by the client (``store/remote/client.py``) and the server (``sagaway.server``).
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from sagaway.store import _params, _pg_audit
-from sagaway.store._pg_conn import Conn, Op, Q, named
+from sagaway.store import _params
 from sagaway.store._schedules import advance_params, put_params, schedule_from_row
+from sagaway.store.postgres import audit as _pg_audit
+from sagaway.store.postgres.conn import Conn, Q, Run, named
 from sagaway.store.records import AuditNote, NewWorkflow, ScheduleRecord
 
 T = TypeVar("T")
@@ -42,11 +43,11 @@ async def _fire(
     return True
 
 
-class PostgresSchedules:
-    """The schedule verbs of ``PostgresStore`` (a mixin)."""
+class Schedules:
+    """The schedule verbs of ``PostgresStore`` (a collaborator given the store's ``_run``)."""
 
-    async def _run(self, op: Op[T], *, transaction: bool = True) -> T:
-        raise NotImplementedError  # PostgresStore's
+    def __init__(self, run: Run) -> None:
+        self._run = run
 
     async def put_schedule(
         self,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from sagaway import errors
 from sagaway.store import _params, _rows
-from sagaway.store._pg_conn import Conn, Op, Params, Q, Run, exists, json_batch, named
-from sagaway.store.base import CancelPending
+from sagaway.store.contract import CancelPending
+from sagaway.store.postgres.conn import Conn, Op, Params, Q, Run, exists, json_batch, named
 from sagaway.store.records import StepRecord, WorkflowRecord
 
 

@@ -21,50 +21,42 @@ and finds what the lost attempt took, ``send_signal`` finds its row by the sende
 once, and the fenced/ending verbs recognise their own outcome.
 
 Outages: statements fail with ``StoreUnavailable`` after ``pool_timeout`` seconds without a
-connection, and the pool reconnects at most ``reconnect_delay`` seconds apart (``_pg_conn``);
-the listening connection probes itself and reconnects (``_pg_listener``). Under load, starts,
-run reads, steps and ends share statements (``_pg_batches``).
+connection, and the pool reconnects at most ``reconnect_delay`` seconds apart (``postgres.conn``);
+the listening connection probes itself and reconnects (``postgres.listener``). Under load, starts,
+run reads, steps and ends share statements (``postgres.batches``).
 
 URL: ``postgresql://user:password@host:5432/db?schema=sagaway&pool_size=10`` plus any libpq
 parameter; Sagaway's own parameters (schema, pool size, the ``Timing`` seconds) are described
-and parsed in ``_pg_url``.
+and parsed in ``postgres.url``.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Collection
-from typing import Any, TypeVar
-
-from psycopg import sql
+from typing import Any
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
-from sagaway.store import (
-    _fork,
-    _inspect,
-    _listing,
-    _params,
-    _pg_audit,
-    _pg_batches,
-    _pg_claims,
-    _pg_conn,
-    _pg_create,
-    _pg_fork,
-    _pg_listener,
-    _pg_open,
-    _pg_purge,
-    _pg_schedules,
-    _pg_signals,
-    _rows,
-    notices,
-)
-from sagaway.store import migrations as _migrations
+from sagaway.store import _fork, _inspect, _listing, _params, _rows
+from sagaway.store._collaborators import Collaborators
 from sagaway.store._group_commit import GroupCommit
-from sagaway.store._pg_conn import Conn, Op, exists, named
-from sagaway.store._pg_queue_limits import PgQueueLimits
-from sagaway.store._pg_url import Timing, parse_postgres_url, parse_timing
-from sagaway.store.base import CreateResult
+from sagaway.store.contract import CreateResult
+from sagaway.store.postgres import audit as _pg_audit
+from sagaway.store.postgres import batches as _pg_batches
+from sagaway.store.postgres import claims as _pg_claims
+from sagaway.store.postgres import conn as _pg_conn
+from sagaway.store.postgres import create as _pg_create
+from sagaway.store.postgres import fork as _pg_fork
+from sagaway.store.postgres import purge as _pg_purge
+from sagaway.store.postgres import signals as _pg_signals
+from sagaway.store.postgres import waits as _pg_waits
+from sagaway.store.postgres.audit import Audit
+from sagaway.store.postgres.conn import Conn, exists, named
+from sagaway.store.postgres.connection import Connection
+from sagaway.store.postgres.fencing import fenced
+from sagaway.store.postgres.queue_limits import QueueLimits
+from sagaway.store.postgres.schedules import Schedules
+from sagaway.store.postgres.url import Timing, parse_postgres_url
 from sagaway.store.records import (
     AttemptErrorRecord,
     AuditNote,
@@ -78,14 +70,10 @@ from sagaway.store.records import (
     WorkflowRecord,
 )
 
-__all__ = ["PostgresStore", "Timing", "parse_postgres_url"]  # the last two: moved to _pg_url
+__all__ = ["PostgresStore", "Timing", "parse_postgres_url"]  # the last two: defined in ``url``
 
-T = TypeVar("T")
 
 _Q = _pg_conn.Q
-_DIALECT = "postgres"
-_PROBE_EVERY = Timing().probe_interval
-"""The default of ``Timing.probe_interval``, read when a store is made (a test may lower it)."""
 _STEP_BATCH = 200
 """Steps written by one statement at most."""
 _CREATE_BATCH = 100
@@ -98,21 +86,18 @@ _BATCHED_PAYLOAD = 64 * 1024
 """Payloads (arguments, results) larger than this are written alone, not in a shared batch."""
 
 
-class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules, _pg_audit.PostgresAudit):
+class PostgresStore(Connection, Collaborators):
     """Store in one schema of a PostgreSQL database (``create=False``: an existing Sagaway schema
     only, see ``open_store``)."""
 
     def __init__(self, url: str, *, create: bool = True) -> None:
-        conninfo, schema, pool_size, display = parse_postgres_url(url)
-        self.url = display
-        self._create = create
-        self.schema = schema
-        self.pool_size = pool_size
-        self.timing = parse_timing(url, Timing(probe_interval=_PROBE_EVERY))
-        self._conninfo = conninfo
-        self._pool: _pg_conn.Pool | None = None
-        self._listener: _pg_listener.Listener | None = None
-        self._owner = ""  # the lease owner it listens as: told of no end it makes itself
+        super().__init__(url, create=create)
+        Collaborators.__init__(
+            self,
+            schedules=Schedules(self._run),
+            audit=Audit(self._run),
+            queue_limits=QueueLimits(self._run),
+        )
         # Group commit (see _group_commit): under load, the starts, steps and ends of many
         # workflows share statements.
         self._step_commits: GroupCommit[tuple[StepRecord, str], None] = GroupCommit(
@@ -137,133 +122,6 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules, _pg_audit.Po
             name="read_runs",
             max_batch=_READ_BATCH,
         )
-        self.channel = ("sagaway_" + schema)[:63]
-        """The LISTEN/NOTIFY channel of this schema's new work (see migrations 0003, 0016)."""
-        self.runs_channel = ("sagaway:runs:" + schema)[:63]
-        """Where every execution's end and cancel request is announced (migration 0016)."""
-        self._runs_listener: _pg_listener.Listener | None = None
-
-    # ------------------------------------------------------------------ lifecycle
-
-    async def open(self) -> None:
-        if self._pool is not None:
-            return
-        current = None
-        if not self._create:  # reading: fail at once if there is no Sagaway schema here
-            timeout = max(2, min(10, int(self.timing.pool_timeout)))
-            current = await _pg_open.schema_version(
-                self._conninfo, schema=self.schema, url=self.url, timeout=timeout
-            )
-        pool = await _pg_conn.open_pool(
-            self._conninfo,
-            schema=self.schema,
-            size=self.pool_size,
-            timing=self.timing,
-            url=self.url,
-        )
-        self._pool = pool
-        # An existing schema already at this Sagaway's version needs no migration transaction.
-        if current == _migrations.latest_version(_DIALECT):
-            return
-        try:
-            await self._run(self._migrate)
-        except BaseException:
-            self._pool = None
-            await pool.close()
-            raise
-
-    @property
-    def pool(self) -> _pg_conn.Pool:
-        """The connection pool while the store is open (diagnostics; tests inject faults here)."""
-        if self._pool is None:
-            raise errors.ManagerStateError("the PostgreSQL store is not open")
-        return self._pool
-
-    async def close(self) -> None:
-        for listener in (self._listener, self._runs_listener):
-            if listener is not None:
-                await listener.close()
-        self._listener = self._runs_listener = None
-        pool = self._pool
-        if pool is None:
-            return
-        self._pool = None
-        await pool.close()
-
-    async def server_time(self) -> float | None:
-        async def op(conn: Conn, retried: bool) -> float:
-            row = await (await conn.execute(_Q["server_time"])).fetchone()
-            assert row is not None
-            return float(row[0])
-
-        return await self._run(op, transaction=False)
-
-    async def listen(
-        self, callback: notices.Callback, *, owner: str | None = None, ends: bool = True
-    ) -> None:
-        """Call ``callback(notice)`` for every notice of this schema's channels.
-
-        See ``_pg_listener.Listener``: ``Listening()`` once notices are known to arrive,
-        ``Deaf()`` when they stop. Returns once notices are heard (or after a few seconds of
-        not hearing them). ``owner``'s own channel brings the ends and cancel requests of what
-        it owns; the others' come on a second connection, started at once with ``ends`` (or by
-        a later call with it), which says ``Listening("ends")`` and ``Deaf("ends")``.
-        """
-        if self._listener is None:
-            self._owner = owner or ""
-            mine = () if owner is None else (_pg_listener.owner_channel(self.schema, owner),)
-            self._listener = self._new_listener(self.channel, mine, "")
-            await self._listener.start(callback)
-        if ends and self._runs_listener is None:
-            self._runs_listener = self._new_listener(self.runs_channel, (), "ends")
-            await self._runs_listener.start(callback)
-
-    def _new_listener(
-        self, channel: str, also: tuple[str, ...], stream: notices.Stream
-    ) -> _pg_listener.Listener:
-        return _pg_listener.Listener(
-            self._conninfo,
-            channel=channel,
-            also=also,
-            stream=stream,
-            url=self.url,
-            probe_interval=self.timing.probe_interval,
-            probe_timeout=self.timing.probe_timeout,
-            reconnect_delay=self.timing.reconnect_delay,
-            on_reconnect=self._wake_pool,
-        )
-
-    def _wake_pool(self) -> None:
-        """The listener reconnected: have the pool check its connections now."""
-        if self._pool is not None:
-            self._pool.check_soon()
-
-    async def _migrate(self, conn: Conn, retried: bool) -> None:
-        # One transaction under an advisory lock keyed by the schema: processes that start at
-        # once wait here, and the later ones find the schema already migrated.
-        digest = hashlib.blake2b(f"sagaway.migrate:{self.schema}".encode(), digest_size=8)
-        lock_key = int.from_bytes(digest.digest(), "big", signed=True)
-        await conn.execute(_Q["migration_lock"], {"lock_key": lock_key})
-        cur = await conn.execute(_Q["schema_exists"], {"schema": self.schema})
-        if await cur.fetchone() is None:
-            await conn.execute(
-                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
-            )
-        await conn.execute(_Q["create_schema_migrations"])
-        cur = await conn.execute(_Q["schema_version"])
-        row = await cur.fetchone()
-        current = int(row[0]) if row else 0
-        database = f"{self.url} (schema {self.schema})"
-        for migration in _migrations.pending(_DIALECT, current, database):
-            # A migration file is plain DDL without parameters, sent as one script (as bytes: it
-            # is package data, not a string literal).
-            await conn.execute(migration.sql.encode())
-            await conn.execute(_Q["record_migration"], _migrations.record(migration))
-
-    async def _run(self, op: Op[T], *, transaction: bool = True) -> T:
-        """Run ``op(conn, retried)`` as one transaction, retrying transient failures (see
-        ``_pg_conn.run``)."""
-        return await _pg_conn.run(self._pool, op, transaction=transaction, url=self.url)
 
     # ------------------------------------------------------------------ verbs
 
@@ -395,7 +253,7 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules, _pg_audit.Po
             # A child's end also wakes its waiters (its parent first of all): one transaction.
             owned = {**params, "ended_by": self._owner}
             try:
-                if not await _fenced(conn, "finish_owned", owned, retried, done_as="finished_as"):
+                if not await fenced(conn, "finish_owned", owned, retried, done_as="finished_as"):
                     return  # the lost attempt committed (with its final step and wake-up)
             except errors.LeaseLost:
                 raise await _pg_batches.finish_refused(conn, owned) from None
@@ -411,7 +269,7 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules, _pg_audit.Po
         params = _params.suspend(run_id, token=token, error=error, now=now, next_run_at=next_run_at)
 
         async def op(conn: Conn, retried: bool) -> None:
-            await _fenced(conn, "suspend_owned", params, retried, done_as="suspended_as")
+            await fenced(conn, "suspend_owned", params, retried, done_as="suspended_as")
 
         await self._run(op, transaction=False)
 
@@ -566,25 +424,7 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules, _pg_audit.Po
             accept=accept,
             now=now,
         )
-        waited = {"run_id": run_id, "waiting_for": receive.waiting_for, "now": now}
-
-        async def op(conn: Conn, retried: bool) -> str | None:
-            if not await _lock_owned(
-                conn, run_id, token, waited=waited if retried and wait else None
-            ):
-                return None  # the lost attempt started the wait
-            if retried:
-                cur = await conn.execute(_Q["consumed_by"], {"run_id": run_id, "call_id": call_id})
-                delivered = await cur.fetchone()
-                if delivered is not None:  # the lost attempt delivered this one
-                    return str(delivered[0])
-            cur = await conn.execute(_Q["pending_signals"], receive.pending())
-            payload, writes = receive.writes(await cur.fetchall())
-            for query, params in writes:
-                await conn.execute(_Q[query], params)
-            return payload
-
-        return await self._run(op)
+        return await _pg_waits.receive(self._run, receive)
 
     async def wait_workflow(
         self,
@@ -602,7 +442,7 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules, _pg_audit.Po
         step_params = _params.step(step) if step else None
 
         async def op(conn: Conn, retried: bool) -> None:
-            if not await _fenced(conn, "wait_owned", params, retried, done_as="waiting_as"):
+            if not await fenced(conn, "wait_owned", params, retried, done_as="waiting_as"):
                 return  # the lost attempt started the wait
             if step_params is not None:
                 await conn.execute(_Q["upsert_step"], step_params)
@@ -612,27 +452,9 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules, _pg_audit.Po
     async def wait_for_child(
         self, run_id: str, *, token: str, child_key: str, wait: bool, now: float
     ) -> WorkflowRecord | None:
-        waiting_for = _params.child_wait(child_key)
-        waited = {"run_id": run_id, "waiting_for": waiting_for, "now": now}
-
-        async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:
-            # Child first, then parent: the order in which the child's end takes them.
-            rows = await named(conn, "get_current_shared", {"key": child_key})
-            child = _rows.workflow_from_row(rows[0]) if rows else None
-            if not await _lock_owned(
-                conn, run_id, token, waited=waited if retried and wait else None
-            ):
-                return child  # the lost attempt started the wait
-            if child is not None and not child.status.ended and wait:
-                await conn.execute(
-                    _Q["wait_owned"],
-                    _params.wait(
-                        run_id, token=token, waiting_for=waiting_for, next_run_at=None, now=now
-                    ),
-                )
-            return child
-
-        return await self._run(op)
+        return await _pg_waits.wait_for_child(
+            self._run, run_id, token=token, child_key=child_key, wait=wait, now=now
+        )
 
     async def list_signals(self, run_id: str) -> list[SignalRecord]:
         async def op(conn: Conn, retried: bool) -> list[SignalRecord]:
@@ -665,28 +487,3 @@ class PostgresStore(PgQueueLimits, _pg_schedules.PostgresSchedules, _pg_audit.Po
             return [_inspect.attempt_error_from_row(row) for row in rows]
 
         return await self._run(op, transaction=False)
-
-
-async def _fenced(
-    conn: Conn, query: str, params: dict[str, Any], retried: bool, *, done_as: str
-) -> bool:
-    """A write fenced by the lease token: True if it changed the owned row; on a retry, False if
-    the attempt whose acknowledgement was lost did (query ``done_as``); else ``LeaseLost``."""
-    if (await conn.execute(_Q[query], params)).rowcount == 1:
-        return True
-    if retried and await exists(conn, done_as, params):
-        return False
-    raise errors.LeaseLost(params["run_id"])
-
-
-async def _lock_owned(
-    conn: Conn, run_id: str, token: str, *, waited: dict[str, Any] | None
-) -> bool:
-    """Lock the row of ``run_id`` if ``token`` owns it: True. Otherwise False if ``waited`` (the
-    parameters of ``waiting_as``, on a retry that would start a wait) finds the wait the lost
-    attempt started, else ``LeaseLost``."""
-    if await exists(conn, "lock_owned", {"run_id": run_id, "token": token}):
-        return True
-    if waited is not None and await exists(conn, "waiting_as", waited):
-        return False
-    raise errors.LeaseLost(run_id)

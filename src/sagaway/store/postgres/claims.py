@@ -16,7 +16,7 @@ from psycopg.rows import DictRow, dict_row
 
 from sagaway.randomness import new_id
 from sagaway.store import _params, _rows
-from sagaway.store._pg_conn import Conn, Params, Q, Run, json_list, named
+from sagaway.store.postgres.conn import Conn, Params, Q, Run, json_list, named
 from sagaway.store.records import Lease, WorkflowRecord
 
 Claimed = list[tuple[WorkflowRecord, Lease]]

@@ -8,7 +8,7 @@ from collections.abc import Collection
 
 from sagaway.states import WorkflowStatus
 from sagaway.store import _purge
-from sagaway.store._pg_conn import Conn, Q, Run
+from sagaway.store.postgres.conn import Conn, Q, Run
 
 
 async def purge(

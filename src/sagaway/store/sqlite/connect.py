@@ -10,9 +10,9 @@ import urllib.parse
 from pathlib import Path
 
 from sagaway.store import migrations as _migrations
-from sagaway.store._sqlite_checkpoint import BACKSTOP_PAGES
-from sagaway.store.base import DatabaseNotFound
+from sagaway.store.contract import DatabaseNotFound
 from sagaway.store.sql import queries
+from sagaway.store.sqlite.checkpoint import BACKSTOP_PAGES
 
 _Q = queries("sqlite")
 _CACHE_KIB = 16 * 1024

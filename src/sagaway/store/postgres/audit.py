@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from sagaway.store import _audit
 from sagaway.store._listing import POSTGRES
-from sagaway.store._pg_conn import Conn, Op, Q, dict_rows
+from sagaway.store.postgres.conn import Conn, Q, Run, dict_rows
 from sagaway.store.records import AuditNote, AuditQuery, AuditRecord
 
 T = TypeVar("T")
@@ -24,11 +24,11 @@ async def write(
     await conn.execute(Q[query], _audit.params(note, run_id=run_id, target=target))
 
 
-class PostgresAudit:
-    """The audit verbs of ``PostgresStore`` (a mixin)."""
+class Audit:
+    """The audit verbs of ``PostgresStore`` (a collaborator given the store's ``_run``)."""
 
-    async def _run(self, op: Op[T], *, transaction: bool = True) -> T:
-        raise NotImplementedError  # PostgresStore's
+    def __init__(self, run: Run) -> None:
+        self._run = run
 
     async def record_audit(self, note: AuditNote, *, target: str | None = None) -> None:
         async def op(conn: Conn, retried: bool) -> None:

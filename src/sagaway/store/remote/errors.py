@@ -1,6 +1,6 @@
 """The Engine Server's refusals (a status code, its message and the trailing metadata
 ``sagaway-error`` ...) turned back into the errors the server's store raised, for the client
-(``store/grpc.py``): a lease lost, a pending cancel, an unreadable row, an outage."""
+(``store/remote/client.py``): a lease lost, a pending cancel, an unreadable row, an outage."""
 
 from __future__ import annotations
 
@@ -10,8 +10,13 @@ from typing import Any
 import grpc
 
 from sagaway import errors
-from sagaway.store._grpc_target import Target
-from sagaway.store.base import CancelPending, DatabaseNotFound, PermissionDenied, StoreUnavailable
+from sagaway.store.contract import (
+    CancelPending,
+    DatabaseNotFound,
+    PermissionDenied,
+    StoreUnavailable,
+)
+from sagaway.store.remote.target import Target
 
 CODES = {code.value[0]: code for code in grpc.StatusCode}
 """Status codes by number (a Batch result carries the number)."""

@@ -4,11 +4,10 @@ while other queues are not held up."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from typing import TypeVar
 
-from sagaway.store._pg_conn import Conn, Op, Params, Q, Run, named
 from sagaway.store._queue_limits import decide, waiting_for
+from sagaway.store.postgres.conn import Conn, Params, Q, Run, named
 
 T = TypeVar("T")
 
@@ -71,11 +70,11 @@ async def pg_release(run: Run, queue: str, *, holder: str, now: float) -> None:
     await run(op, transaction=True)
 
 
-class PgQueueLimits:
+class QueueLimits:
     """The queue limit verbs of ``PostgresStore``."""
 
-    def _run(self, op: Op[T], /, *, transaction: bool = True) -> Awaitable[T]:
-        raise NotImplementedError  # PostgresStore's
+    def __init__(self, run: Run) -> None:
+        self._run = run
 
     async def acquire_queue_slot(
         self,

@@ -14,7 +14,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from sagaway.store.base import DatabaseNotFound, StoreUnavailable
+from sagaway.store.contract import DatabaseNotFound, StoreUnavailable
 
 
 def _one_line(exc: BaseException) -> str:

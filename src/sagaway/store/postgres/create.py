@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from sagaway import errors
-from sagaway.store import _params, _pg_audit, _rows
-from sagaway.store._pg_conn import Conn, Q, named
-from sagaway.store.base import CreateResult
+from sagaway.store import _params, _rows
+from sagaway.store.contract import CreateResult
+from sagaway.store.postgres import audit as _pg_audit
+from sagaway.store.postgres.conn import Conn, Q, named
 from sagaway.store.records import AuditNote, NewWorkflow, WorkflowRecord
 
 _ROUNDS = 16

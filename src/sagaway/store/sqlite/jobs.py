@@ -14,9 +14,19 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from sagaway import errors
+
+T = TypeVar("T")
+
+
+class Call(Protocol):
+    """The store's way to run ``fn`` as one job of its writer (``SQLiteStore._call``): what the
+    verbs' collaborators (schedules, audit, queue limits) are given."""
+
+    async def __call__(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+
 
 Outcome = tuple[Any, BaseException | None]
 """A job's result, or the exception its caller gets."""

@@ -7,8 +7,9 @@ import uuid
 from collections.abc import Collection
 
 from sagaway import errors
-from sagaway.store import _params, _pg_audit, _rows
-from sagaway.store._pg_conn import Conn, Q, Run, exists, named
+from sagaway.store import _params, _rows
+from sagaway.store.postgres import audit as _pg_audit
+from sagaway.store.postgres.conn import Conn, Q, Run, exists, named
 from sagaway.store.records import AuditNote, CancelRequestRecord, WorkflowRecord
 
 _ROUNDS = 16

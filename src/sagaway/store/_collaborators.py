@@ -1,0 +1,30 @@
+"""The verbs both SQL stores hand to collaborators (schedules, audit trail, queue limits): each
+dialect builds its three (given its way to run a transaction) and this class forwards to them,
+so the forwarding is written once for both and the signatures only in the contract."""
+
+from __future__ import annotations
+
+from sagaway.store.contract import AuditVerbs, QueueLimitVerbs, ScheduleVerbs
+from sagaway.store.forwarding import forward
+
+
+class Collaborators:
+    """Forwards the schedule, audit and queue limit verbs of a store to its collaborators."""
+
+    def __init__(
+        self, *, schedules: ScheduleVerbs, audit: AuditVerbs, queue_limits: QueueLimitVerbs
+    ) -> None:
+        self._schedules = schedules
+        self._audit = audit
+        self._queue_limits = queue_limits
+
+    put_schedule = forward(ScheduleVerbs.put_schedule, "_schedules")
+    list_schedules = forward(ScheduleVerbs.list_schedules, "_schedules")
+    set_schedule_paused = forward(ScheduleVerbs.set_schedule_paused, "_schedules")
+    delete_schedule = forward(ScheduleVerbs.delete_schedule, "_schedules")
+    fire_schedule = forward(ScheduleVerbs.fire_schedule, "_schedules")
+    record_audit = forward(AuditVerbs.record_audit, "_audit")
+    list_audit = forward(AuditVerbs.list_audit, "_audit")
+    acquire_queue_slot = forward(QueueLimitVerbs.acquire_queue_slot, "_queue_limits")
+    renew_queue_slot = forward(QueueLimitVerbs.renew_queue_slot, "_queue_limits")
+    release_queue_slot = forward(QueueLimitVerbs.release_queue_slot, "_queue_limits")

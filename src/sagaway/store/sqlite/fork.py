@@ -1,0 +1,32 @@
+"""A fork on SQLite, in the writer's transaction (the plan is shared: ``store._fork``)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from sagaway.store import _fork, _rows
+from sagaway.store.contract import CreateResult
+from sagaway.store.sql import queries
+from sagaway.store.sqlite.audit import write as audit_entry
+
+_Q = queries("sqlite")
+
+
+def run(conn: sqlite3.Connection, fork: _fork.Fork) -> CreateResult | None:
+    """The fork in the SQLite writer's transaction (see ``SQLiteStore.fork_workflow``)."""
+    params = fork.params()
+    params["call_ids"] = json.dumps(params["call_ids"])
+    replacements = fork.replacements()  # a bad one is refused before anything is written
+    if conn.execute(_Q["fork_workflow"], params).rowcount == 1:
+        if fork.call_ids:
+            conn.execute(_Q["fork_steps"], params)
+        for query, values in replacements:
+            conn.execute(_Q[query], values)
+        audit_entry(conn, fork.audit, run_id=fork.run_id)
+        row = conn.execute(_Q["get_run"], {"run_id": fork.run_id}).fetchone()
+        return CreateResult(_rows.workflow_from_row(row), created=True)
+    row = conn.execute(_Q["get_current"], {"key": fork.key}).fetchone()
+    if row is None:
+        return None  # the source is not (or no longer) an ended execution
+    return CreateResult(_rows.workflow_from_row(row), created=False)

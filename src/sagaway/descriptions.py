@@ -182,21 +182,24 @@ def describe(
             _child_key(s.result) for s in steps if s.kind is StepKind.CHILD and s.result is not None
         ],
         waiting_for=_waiting_for(record, steps),
-        steps=[
-            StepDescription(
-                call_id=s.call_id,
-                kind=s.kind,
-                name=s.name,
-                status=s.status,
-                attempts=s.attempts,
-                error=serialization.error_summary(s.error),
-                started_at=s.started_at,
-                ended_at=s.ended_at,
-                result=load(s.result, f"output of step {s.call_id}"),
-                attempt_errors=history.get(s.call_id, []),
-            )
-            for s in steps
-        ],
+        steps=[_step(s, load, history.get(s.call_id, [])) for s in steps],
+    )
+
+
+def _step(
+    s: StepRecord, load: Callable[[str | None, str], Any], attempt_errors: list[dict[str, Any]]
+) -> StepDescription:
+    return StepDescription(
+        call_id=s.call_id,
+        kind=s.kind,
+        name=s.name,
+        status=s.status,
+        attempts=s.attempts,
+        error=serialization.error_summary(s.error),
+        started_at=s.started_at,
+        ended_at=s.ended_at,
+        result=load(s.result, f"output of step {s.call_id}"),
+        attempt_errors=attempt_errors,
     )
 
 

@@ -30,6 +30,7 @@ from sagaway._engine.engine import Engine, EngineRef
 from sagaway._engine.opening import open_engine
 from sagaway._engine.options import EngineOptions
 from sagaway.clock import Clock, SystemClock
+from sagaway.manager import settings
 from sagaway.manager.client_calls import ClientCalls
 from sagaway.manager.delegation import Delegated
 from sagaway.manager.operator_calls import OperatorCalls
@@ -38,7 +39,7 @@ from sagaway.manager.runners import Runners
 from sagaway.registry import Queue, Registry
 from sagaway.retry import RetryPolicy
 from sagaway.schedules import ScheduleCalls, Scheduler, put_declared
-from sagaway.store import open_store, resolve_url
+from sagaway.store import open_store
 from sagaway.sync import SyncClient, set_default_manager
 from sagaway.worker import Worker
 from sagaway.workflow import ActivityCall, WorkflowCall
@@ -136,16 +137,11 @@ class Manager:
     ) -> None:
         if concurrency < 1 or activity_threads < 1:
             raise ValueError("concurrency and activity_threads must be >= 1")
-        self.retention = (
-            None if retention is None else retention_mod.as_seconds(retention, "retention")
-        )
+        self.retention, self.retention_interval = settings.retention(retention, retention_interval)
         """Seconds after its end that a workflow is purged in the background (None: kept)."""
-        self.retention_interval = retention_mod.as_seconds(retention_interval, "retention_interval")
-        self.url = resolve_url(url)
-        if token is not None and not self.url.lower().startswith("grpc"):
-            raise ValueError("token= is for an Engine Server URL (grpc://host:port)")
+        self.url = settings.url(url, token)
         self._token = token
-        self.codec = _chain(codec, payload_limit)
+        self.codec = settings.codec_chain(codec, payload_limit)
         """Applied to every stored payload (None: payloads stored as plain JSON)."""
         self.options = EngineOptions(
             recovery_interval=recovery_interval,
@@ -164,16 +160,13 @@ class Manager:
         self.concurrency = concurrency
         """Workflow executions run at once by this process (read when the Manager opens)."""
         self.task_queues: frozenset[str] | None = None
-        """Task queues whose workflows this process's Worker runs (None: all; read when the
-        Manager opens)."""
+        """Task queues whose workflows this process's Worker runs (None: all; read at open)."""
         self.run_versions: frozenset[str | None] | None = versions.check_run_versions(run_versions)
-        """Code versions whose executions this process's Worker runs (None: all; read when
-        the Manager opens)."""
+        """Code versions whose executions this process's Worker runs (None: all; read at open)."""
         self.clock: Clock = clock or SystemClock()
         self.state = ManagerState.CLOSED
         self._ref = EngineRef()
         """The Engine while the Manager is open; handles, calls and signals share it."""
-        self._clock_task: asyncio.Task[None] | None = None
         self._registration = Registration(self._ref)
         self._clients = ClientCalls(self._ref)
         self._operators = OperatorCalls(self._ref)
@@ -404,7 +397,7 @@ class Manager:
     async def _open(self, run_workers: bool, create: bool = True) -> None:
         if self.state is not ManagerState.CLOSED:
             raise errors.ManagerStateError(f"the Manager is already open ({self.state.value})")
-        engine, self._clock_task = await open_engine(
+        engine, self._runners.clock_task = await open_engine(
             open_store(self.url, create=create, token=self._token),
             codec=self.codec,
             options=self.options,
@@ -437,9 +430,6 @@ class Manager:
         engine = self._ref.engine
         if engine is None:
             return
-        if self._clock_task is not None:
-            self._clock_task.cancel()
-            self._clock_task = None
         try:
             await self._runners.stop(drain_timeout, force)
         finally:
@@ -487,12 +477,3 @@ class Manager:
 
 
 set_default_manager(Manager)
-
-
-def _chain(
-    codec: codecs.Codec | Sequence[codecs.Codec] | codecs.Chain | None, payload_limit: int
-) -> codecs.Chain | None:
-    """The codecs of ``Manager(codec=...)`` as one chain (None: payloads stored as plain JSON)."""
-    if codec is None or isinstance(codec, codecs.Chain):
-        return codec
-    return codecs.Chain(codec, limit=payload_limit)

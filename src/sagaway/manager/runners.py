@@ -21,6 +21,8 @@ class Runners:
         self.recovery: RecoveryWorker | None = None
         self.scheduler: Scheduler | None = None
         self.retention: retention_mod.RetentionPurger | None = None
+        self.clock_task: asyncio.Task[None] | None = None
+        """The engine's server-clock task while the Manager is open (connected or running)."""
 
     def start(
         self,
@@ -47,7 +49,10 @@ class Runners:
 
     async def stop(self, drain_timeout: float, force: asyncio.Event | None) -> None:
         """Stop them all, the Worker last (its executions get ``drain_timeout`` s, or until
-        ``force`` is set; it stays ``worker`` while it drains)."""
+        ``force`` is set; it stays ``worker`` while it drains), and the clock task."""
+        if self.clock_task is not None:
+            self.clock_task.cancel()
+            self.clock_task = None
         try:
             if self.retention is not None:
                 await self.retention.stop()

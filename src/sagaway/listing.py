@@ -8,9 +8,9 @@ from collections.abc import Collection
 from sagaway._engine import audit
 from sagaway._engine.audit import AuditEntry
 from sagaway._engine.engine import Engine
+from sagaway.descriptions import WorkflowDescription, describe, parse_cursor
 from sagaway.states import WorkflowStatus, statuses_named
 from sagaway.store.records import AuditQuery, ListQuery
-from sagaway.workflow import WorkflowDescription, _describe, parse_cursor
 
 
 async def list_workflows(
@@ -43,7 +43,7 @@ async def list_workflows(
             code_versions=frozenset(code_versions or ()),
         )
         records = await engine.list_page(query)
-    return [_describe(r, []) for r in records]
+    return [describe(r, []) for r in records]
 
 
 async def audit_log(

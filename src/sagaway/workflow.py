@@ -4,26 +4,26 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from sagaway import _cancel_log, _renamed, _sealed, errors, serialization
-from sagaway._cancel_log import CancelRequestDescription
+from sagaway import _cancel_log, _renamed, errors, serialization
 from sagaway._engine import audit, context, end_wait, history, outages, replaying
-from sagaway._engine.audit import AuditEntry
 from sagaway._engine.executor import current_execution
 from sagaway._engine.options import check_deadline
+from sagaway.descriptions import MAX_AUDIT
+from sagaway.descriptions import SignalDescription as SignalDescription  # re-exported
+from sagaway.descriptions import StepDescription as StepDescription  # re-exported
+from sagaway.descriptions import WorkflowDescription as WorkflowDescription  # re-exported
+from sagaway.descriptions import describe as _describe
+from sagaway.descriptions import parse_cursor as parse_cursor  # re-exported
 from sagaway.randomness import new_id
 from sagaway.registry import ActivityDef, WorkflowDef
 from sagaway.retry import RetryPolicy
-from sagaway.states import OnConflict, StepKind, StepStatus, WorkflowStatus
+from sagaway.states import OnConflict, WorkflowStatus
 from sagaway.store.records import (
-    AttemptErrorRecord,
     AuditNote,
     AuditQuery,
-    SignalRecord,
-    StepRecord,
     WorkflowRecord,
 )
 
@@ -32,221 +32,6 @@ if TYPE_CHECKING:
 
 R = TypeVar("R")
 T = TypeVar("T")
-
-MAX_AUDIT = 1000
-"""Audit entries ``describe()`` reads at most (the latest): ``sagaway audit`` lists them all."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class StepDescription:
-    """One durable call of a workflow, as recorded."""
-
-    call_id: str
-    kind: StepKind
-    name: str
-    status: StepStatus
-    attempts: int
-    error: dict[str, Any] | None
-    started_at: float
-    ended_at: float | None
-    """When it ended; for a receive still WAITING its deadline (None without a timeout), for
-    a sleep its wake-up time."""
-    result: Any = None
-    """The step's recorded output, as JSON (undecoded into the function's return type): an
-    activity's result, a received signal's payload, a child's key, a sleep's wake-up time
-    (epoch seconds: see ``wakes_at``)."""
-    attempt_errors: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    """The error of each failed attempt, oldest first (the last 20 attempts are kept): the
-    keys of ``error`` plus ``attempt`` (1 for the first) and ``at`` (when it failed). A step
-    that succeeded after retries keeps the errors of the attempts before."""
-
-    @property
-    def duration(self) -> float | None:
-        """Seconds from its start to its end; None while it waits (it has not ended)."""
-        if self.ended_at is None or self.status is StepStatus.WAITING:
-            return None
-        return self.ended_at - self.started_at
-
-    @property
-    def wakes_at(self) -> float | None:
-        """A sleep's wake-up time (epoch seconds); None for every other kind of step."""
-        if self.kind is not StepKind.SLEEP or isinstance(self.result, bool):
-            return None
-        return float(self.result) if isinstance(self.result, (int, float)) else None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SignalDescription:
-    """A signal sent to a workflow execution, and what became of it."""
-
-    id: int
-    name: str
-    payload: Any
-    """As JSON (undecoded)."""
-    dedupe_id: str | None
-    sent_at: float
-    state: str
-    """'pending' (not received yet), 'delivered' or 'rejected'."""
-    delivered_to: str | None = None
-    """The call id of the ``receive`` that got it."""
-    handled_at: float | None = None
-    """When it was delivered or rejected."""
-    rejected: str | None = None
-    """Why it was not delivered (its payload did not fit the receiver's type)."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class WorkflowDescription:
-    """A workflow execution and its recorded steps."""
-
-    key: str
-    run_id: str
-    name: str
-    status: WorkflowStatus
-    result: Any
-    """The JSON result when COMPLETED (undecoded)."""
-    error: dict[str, Any] | None
-    """The recorded error (FAILED, SUSPENDED, CANCELLED): kind, type, message, traceback."""
-    parent_key: str | None
-    created_at: float
-    updated_at: float
-    ended_at: float | None
-    owner: str | None
-    """Process holding the lease, while RUNNING."""
-    next_run_at: float | None
-    suspend_count: int
-    steps: list[StepDescription]
-    children: list[str] = dataclasses.field(default_factory=list)
-    """Keys of the child workflows it started."""
-    waiting_for: str | None = None
-    """While WAITING: 'signal:<name>', 'timer' or 'child:<key>' (from its last step)."""
-    problems: list[str] = dataclasses.field(default_factory=list)
-    """What could not be read (rows altered outside Sagaway), each saying where and why; the
-    rest is described all the same."""
-    input: Any = None
-    """The workflow's arguments, as the JSON object of its bound parameters (undecoded)."""
-    lease_expires_at: float | None = None
-    """When the lease of ``owner`` runs out unless renewed (its heartbeat renews it)."""
-    signals: list[SignalDescription] = dataclasses.field(default_factory=list)
-    """Signals sent to it, in order: pending, delivered and rejected (``describe()`` only)."""
-    code_version: str | None = None
-    """The application code version (``Manager(version=...)``) of the process that created it;
-    None: unversioned."""
-    concurrency_key: str | None = None
-    """The key of its per-key limit (``execute(concurrency_key=...)``); None: none."""
-    cancel_requests: list[CancelRequestDescription] = dataclasses.field(default_factory=list)
-    """Cancel requests made to it, in order, each with its fate (``describe()`` only)."""
-    audit: list[AuditEntry] = dataclasses.field(default_factory=list)
-    """The operator actions on it (cancel, terminate, retry, ...), oldest first: who, what,
-    when, why (``describe()`` only; at most the latest ``MAX_AUDIT``)."""
-
-    @property
-    def cursor(self) -> str:
-        """Where a listing that ends with this workflow goes on: pass it as
-        ``Manager.list_workflows(after=...)`` (or ``sagaway list --after``) for the next page."""
-        return f"{self.created_at!r}:{self.run_id}"
-
-
-def _describe(
-    record: WorkflowRecord,
-    steps: list[StepRecord],
-    problems: list[str] | None = None,
-    *,
-    attempt_errors: list[AttemptErrorRecord] | None = None,
-    signals: list[SignalRecord] | None = None,
-) -> WorkflowDescription:
-    problems = [] if problems is None else problems
-
-    def load(text: str | None, what: str) -> Any:
-        if text is None:
-            return None
-        if _sealed.is_sealed(text):
-            return _sealed.SEALED_MARKER  # no key here: shown, never decoded
-        try:
-            return serialization.load_json(text, what)
-        except errors.PayloadError as exc:
-            problems.append(f"workflow {record.key!r}: {exc}")
-            return None
-
-    history: dict[str, list[dict[str, Any]]] = {}
-    for e in attempt_errors or ():
-        summary = serialization.error_summary(e.error) or {}
-        history.setdefault(e.call_id, []).append({**summary, "attempt": e.attempt, "at": e.at})
-    return WorkflowDescription(
-        key=record.key,
-        run_id=record.run_id,
-        name=record.name,
-        status=record.status,
-        result=load(record.result, "result"),
-        input=load(record.args, "input"),
-        lease_expires_at=record.lease_expires_at,
-        signals=[_signal(s, load) for s in signals or ()],
-        problems=problems,
-        error=serialization.error_summary(record.error),
-        parent_key=record.parent_key,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-        ended_at=record.ended_at,
-        owner=record.lease_owner,
-        next_run_at=record.next_run_at,
-        suspend_count=record.suspend_count,
-        code_version=record.code_version,
-        concurrency_key=record.concurrency_key,
-        children=[
-            _child_key(s.result) for s in steps if s.kind is StepKind.CHILD and s.result is not None
-        ],
-        waiting_for=_waiting_for(record, steps),
-        steps=[
-            StepDescription(
-                call_id=s.call_id,
-                kind=s.kind,
-                name=s.name,
-                status=s.status,
-                attempts=s.attempts,
-                error=serialization.error_summary(s.error),
-                started_at=s.started_at,
-                ended_at=s.ended_at,
-                result=load(s.result, f"output of step {s.call_id}"),
-                attempt_errors=history.get(s.call_id, []),
-            )
-            for s in steps
-        ],
-    )
-
-
-def _signal(s: SignalRecord, load: Callable[[str | None, str], Any]) -> SignalDescription:
-    state = "pending" if s.consumed_at is None else "rejected" if s.rejected else "delivered"
-    return SignalDescription(
-        id=s.id,
-        name=s.name,
-        payload=load(s.payload, f"payload of signal {s.id}"),
-        dedupe_id=s.dedupe_id,
-        sent_at=s.created_at,
-        state=state,
-        delivered_to=s.consumed_call,
-        handled_at=s.consumed_at,
-        rejected=s.rejected,
-    )
-
-
-def _child_key(text: str) -> str:
-    try:
-        return str(serialization.load_json(text, "child key"))
-    except errors.PayloadError:
-        return f"<unreadable child key {text[:80]!r}>"
-
-
-def _waiting_for(record: WorkflowRecord, steps: list[StepRecord]) -> str | None:
-    if record.status is not WorkflowStatus.WAITING or not steps:
-        return None
-    last = max(steps, key=lambda s: s.started_at)
-    if last.kind is StepKind.SIGNAL:
-        return f"signal:{last.name}"
-    if last.kind is StepKind.SLEEP:
-        return "timer"
-    if last.kind is StepKind.CHILD:
-        return f"child:{_child_key(last.result)}" if last.result else None
-    return None
 
 
 class WorkflowHandle(Generic[R]):
@@ -683,15 +468,3 @@ async def start_by_name(
         audit_note=start_note(engine.options.audit, reason, on_conflict),
     )
     return WorkflowHandle(engines, key, record.run_id)
-
-
-def parse_cursor(cursor: str) -> tuple[float, str]:
-    """(created_at, run_id) from ``WorkflowDescription.cursor``."""
-    created, sep, run_id = cursor.partition(":")
-    try:
-        at = float(created)
-    except ValueError:
-        at = math.nan
-    if not sep or not run_id or not math.isfinite(at):
-        raise ValueError(f"not a listing cursor: {cursor!r} (expected CREATED_AT:RUN_ID)")
-    return at, run_id

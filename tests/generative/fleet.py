@@ -21,7 +21,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from sagaway._engine import cron
-from sagaway._engine.schedules import tick_key
+from sagaway.schedules.ticks import tick_key
 from tests.generative.program import Scenario, to_json
 
 if TYPE_CHECKING:

@@ -47,10 +47,11 @@ async def test_skewed_worker_does_not_steal_a_live_lease(postgres_url: str) -> N
             await asyncio.sleep(0.01)
         owner = (await handle.describe()).owner
         async with skewed:
-            assert skewed._recovery is not None
+            recovery = skewed._runners.recovery
+            assert recovery is not None
             # An hour ahead, the lease (30 s) and the timer (10 min) would both look expired;
             # with the database's clock, a scan claims neither.
-            assert await skewed._recovery.run_once() == 0
+            assert await recovery.run_once() == 0
             assert (await handle.describe()).owner == owner
             assert await timer_handle.status() is sw.WorkflowStatus.WAITING
         release.set()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sagaway import localdb
+from sagaway.toolkit import localdb
 from tests.conftest import POSTGRES_URL, require_postgres
 
 

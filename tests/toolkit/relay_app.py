@@ -15,7 +15,7 @@ import asyncio
 import sys
 from typing import Any
 
-from sagaway.outbox import JetStreamPublisher, Message, Outbox, RedisStreamPublisher, Relay
+from sagaway.toolkit.outbox import JetStreamPublisher, Message, Outbox, RedisStreamPublisher, Relay
 from tests.toolkit.brokers import NATS_URL, REDIS_URL
 from tests.toolkit.conftest import connect
 

@@ -1,4 +1,4 @@
-"""sagaway.idempotency on SQLite and PostgreSQL: once per key, concurrent repeats, TTL."""
+"""sagaway.toolkit.idempotency on SQLite and PostgreSQL: once per key, concurrent repeats, TTL."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from sagaway import idempotency, localdb
 from sagaway.testing import FakeClock
+from sagaway.toolkit import idempotency, localdb
 from tests.toolkit.conftest import ServiceDB
 
 

@@ -1,4 +1,4 @@
-"""sagaway.outbox on SQLite and PostgreSQL: the table, the relay, the inbox, the publishers."""
+"""sagaway.toolkit.outbox on SQLite and PostgreSQL: table, relay, inbox, publishers."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 import sagaway as sw
-from sagaway import localdb
-from sagaway.outbox import (
+from sagaway.testing import FakeClock
+from sagaway.toolkit import localdb
+from sagaway.toolkit.outbox import (
     CallbackPublisher,
     Inbox,
     Message,
@@ -26,7 +27,6 @@ from sagaway.outbox import (
     WorkflowPublisher,
     _optional,
 )
-from sagaway.testing import FakeClock
 from tests.toolkit import brokers
 from tests.toolkit.conftest import ServiceDB
 
@@ -320,7 +320,7 @@ async def test_choreography_feeds_orchestration_through_the_relay(
 
 def test_the_outbox_imports_without_broker_clients() -> None:
     code = (
-        "import sys, sagaway.outbox; "
+        "import sys, sagaway.outbox, sagaway.toolkit.outbox; "
         "assert 'redis' not in sys.modules and 'nats' not in sys.modules, sorted(sys.modules)"
     )
     subprocess.run(
@@ -340,8 +340,8 @@ def test_a_missing_client_names_the_extra_to_install() -> None:
 
 async def test_redis_stream_publisher_against_the_local_server() -> None:
     client = brokers.require_redis()
-    from sagaway.outbox import RedisStreamPublisher
-    from sagaway.outbox.redis_streams import decode_entry
+    from sagaway.toolkit.outbox import RedisStreamPublisher
+    from sagaway.toolkit.outbox.redis_streams import decode_entry
 
     stream = f"sagaway-test-{uuid.uuid4().hex[:8]}"
     message = Message("m-1", "order.placed", {"order_id": "o-1", "lines": [1, 2]}, {"trace": "t1"},
@@ -359,8 +359,8 @@ async def test_redis_stream_publisher_against_the_local_server() -> None:
 
 async def test_jetstream_publisher_against_the_local_server() -> None:
     nc, js = await brokers.require_nats()
-    from sagaway.outbox import JetStreamPublisher
-    from sagaway.outbox.nats_jetstream import decode_message
+    from sagaway.toolkit.outbox import JetStreamPublisher
+    from sagaway.toolkit.outbox.nats_jetstream import decode_message
 
     name = f"SAGAWAY_TEST_{uuid.uuid4().hex[:8].upper()}"
     subject = f"sagaway.test.{name.lower()}.orders"

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from sagaway import localdb
-from sagaway.outbox import Inbox, Message, Outbox
+from sagaway.toolkit import localdb
+from sagaway.toolkit.outbox import Inbox, Message, Outbox
 from tests.toolkit import brokers
 from tests.toolkit.conftest import ServiceDB
 
@@ -108,7 +108,7 @@ async def test_redis_relay_killed_after_publish_redelivers_and_the_inbox_dedupes
     service_db: ServiceDB,
 ) -> None:
     client = brokers.require_redis()
-    from sagaway.outbox.redis_streams import decode_entry
+    from sagaway.toolkit.outbox.redis_streams import decode_entry
 
     stream = f"sagaway-kill-{uuid.uuid4().hex[:8]}"
     _fill_outbox(service_db, "order.placed")
@@ -128,7 +128,7 @@ async def test_nats_relay_killed_after_publish_is_deduplicated_by_jetstream(
     service_db: ServiceDB,
 ) -> None:
     nc, js = await brokers.require_nats()
-    from sagaway.outbox.nats_jetstream import decode_message
+    from sagaway.toolkit.outbox.nats_jetstream import decode_message
 
     name = f"SAGAWAY_KILL_{uuid.uuid4().hex[:8].upper()}"
     topic = f"sagaway.kill.{name.lower()}.orders"

@@ -7,7 +7,7 @@ import datetime
 import zoneinfo
 
 from sagaway._engine import cron
-from sagaway._engine.schedules import plan, tick_key
+from sagaway.schedules.ticks import plan, tick_key
 from sagaway.store.records import ScheduleRecord
 
 PARIS = zoneinfo.ZoneInfo("Europe/Paris")

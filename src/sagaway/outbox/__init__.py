@@ -1,31 +1,20 @@
-"""Transactional outbox, relay and inbox for a service's own database.
+"""The old import path of ``sagaway.toolkit.outbox``.
 
-Write a message in the same local transaction as the business update
-(:meth:`Outbox.put`), let a :class:`Relay` publish pending messages at least once, and
-de-duplicate on the consumer's side with an :class:`Inbox`::
-
-    outbox = Outbox()
-    with localdb.transaction(conn):
-        conn.execute("UPDATE orders SET status = 'PLACED' WHERE id = ?", (order_id,))
-        outbox.put(conn, "order.placed", {"order_id": order_id}, message_id=f"placed-{order_id}")
-
-    async with RedisStreamPublisher("redis://127.0.0.1:6379") as redis_out:
-        await Relay(outbox, relay_conn, redis_out).run(stop)
-
-Publishers: :class:`RedisStreamPublisher` (Redis Streams, extra ``sagaway[redis]``),
-:class:`JetStreamPublisher` (NATS JetStream, extra ``sagaway[nats]``),
-:class:`WorkflowPublisher` (starts Sagaway workflows by name, the message id as idempotency key)
-and :class:`CallbackPublisher` (in-process). Broker clients are imported when a publisher is
-created, so this package imports without them.
-"""
+The transactional outbox: moved to the service-side toolkit; this module keeps code that imports
+it from here working, with the same objects."""
 
 from __future__ import annotations
 
-from sagaway.outbox._table import Inbox, Message, Outbox
-from sagaway.outbox.nats_jetstream import JetStreamPublisher
-from sagaway.outbox.redis_streams import RedisStreamPublisher
-from sagaway.outbox.relay import CallbackPublisher, Publisher, Relay
-from sagaway.outbox.workflows import UnroutableMessage, WorkflowPublisher
+from sagaway.toolkit.outbox import CallbackPublisher as CallbackPublisher
+from sagaway.toolkit.outbox import Inbox as Inbox
+from sagaway.toolkit.outbox import JetStreamPublisher as JetStreamPublisher
+from sagaway.toolkit.outbox import Message as Message
+from sagaway.toolkit.outbox import Outbox as Outbox
+from sagaway.toolkit.outbox import Publisher as Publisher
+from sagaway.toolkit.outbox import RedisStreamPublisher as RedisStreamPublisher
+from sagaway.toolkit.outbox import Relay as Relay
+from sagaway.toolkit.outbox import UnroutableMessage as UnroutableMessage
+from sagaway.toolkit.outbox import WorkflowPublisher as WorkflowPublisher
 
 __all__ = [
     "CallbackPublisher",
@@ -34,8 +23,8 @@ __all__ = [
     "Message",
     "Outbox",
     "Publisher",
-    "Relay",
     "RedisStreamPublisher",
+    "Relay",
     "UnroutableMessage",
     "WorkflowPublisher",
 ]

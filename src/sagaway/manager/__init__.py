@@ -1,6 +1,11 @@
 """Manager: the SDK's entry point.
 
 It registers workflows and activities, builds durable calls, starts workflows and watches them.
+It is a front over named collaborators, each with one job: ``Registration`` (the registry and
+declared schedules), ``ClientCalls`` (starts, calls, signals, listing), ``OperatorCalls``
+(cancel, retry, fork, purge, ...), ``ScheduleCalls`` (``sagaway.schedules``) and ``Runners``
+(the Worker, Recovery Worker, Scheduler and purger of a running Manager); the Manager opens the
+store and hands the parts the engine through its ``EngineRef``.
 ``async with manager:`` opens the store and runs this process's Worker and Recovery Worker;
 ``async with manager.connect():`` opens the store only, for processes that start and watch
 workflows while ``sagaway worker`` processes run them.
@@ -13,41 +18,31 @@ import contextlib
 import datetime
 import enum
 import logging
-import math
 import warnings
 from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
 
-from sagaway import _renamed, codecs, errors, listing, serialization
-from sagaway._engine import context, history, purging, replaying, versions
+from sagaway import codecs, errors, serialization
 from sagaway._engine import retention as retention_mod
-from sagaway._engine.audit import AuditEntry
+from sagaway._engine import versions
 from sagaway._engine.engine import Engine, EngineRef
-from sagaway._engine.executor import current_execution
-from sagaway._engine.forking import ForkPlan
 from sagaway._engine.opening import open_engine
 from sagaway._engine.options import EngineOptions
-from sagaway._engine.replaying import ReplayReport
 from sagaway.clock import Clock, SystemClock
-from sagaway.recovery import RecoveryWorker
-from sagaway.registry import Queue, Registry, check_queue, task_queue_of
+from sagaway.manager import settings
+from sagaway.manager.client_calls import ClientCalls
+from sagaway.manager.delegation import Delegated
+from sagaway.manager.operator_calls import OperatorCalls
+from sagaway.manager.registration import Registration
+from sagaway.manager.runners import Runners
+from sagaway.registry import Queue, Registry
 from sagaway.retry import RetryPolicy
-from sagaway.schedules import ScheduleMethods, declare
-from sagaway.signals import Signal
-from sagaway.states import OnConflict, WorkflowStatus
-from sagaway.store import open_store, resolve_url
-from sagaway.store.records import SignalRecord
+from sagaway.schedules import ScheduleCalls, Scheduler, put_declared
+from sagaway.store import open_store
 from sagaway.sync import SyncClient, set_default_manager
 from sagaway.worker import Worker
-from sagaway.workflow import (
-    ActivityCall,
-    WorkflowCall,
-    WorkflowDescription,
-    WorkflowHandle,
-    activity_wrapper,
-    start_by_name,
-)
+from sagaway.workflow import ActivityCall, WorkflowCall
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +64,7 @@ class ManagerState(enum.Enum):
     """Store open, Worker and Recovery Worker running (``async with manager``)."""
 
 
-class Manager(ScheduleMethods):
+class Manager:
     """Registers workflows and activities and runs them durably.
 
     Args:
@@ -142,20 +137,11 @@ class Manager(ScheduleMethods):
     ) -> None:
         if concurrency < 1 or activity_threads < 1:
             raise ValueError("concurrency and activity_threads must be >= 1")
-        self.retention = (
-            None if retention is None else retention_mod.as_seconds(retention, "retention")
-        )
+        self.retention, self.retention_interval = settings.retention(retention, retention_interval)
         """Seconds after its end that a workflow is purged in the background (None: kept)."""
-        self.retention_interval = retention_mod.as_seconds(retention_interval, "retention_interval")
-        self.url = resolve_url(url)
-        if token is not None and not self.url.lower().startswith("grpc"):
-            raise ValueError("token= is for an Engine Server URL (grpc://host:port)")
+        self.url = settings.url(url, token)
         self._token = token
-        self.codec = (
-            codec
-            if codec is None or isinstance(codec, codecs.Chain)
-            else codecs.Chain(codec, limit=payload_limit)
-        )
+        self.codec = settings.codec_chain(codec, payload_limit)
         """Applied to every stored payload (None: payloads stored as plain JSON)."""
         self.options = EngineOptions(
             recovery_interval=recovery_interval,
@@ -174,22 +160,18 @@ class Manager(ScheduleMethods):
         self.concurrency = concurrency
         """Workflow executions run at once by this process (read when the Manager opens)."""
         self.task_queues: frozenset[str] | None = None
-        """Task queues whose workflows this process's Worker runs (None: all; read when the
-        Manager opens)."""
+        """Task queues whose workflows this process's Worker runs (None: all; read at open)."""
         self.run_versions: frozenset[str | None] | None = versions.check_run_versions(run_versions)
-        """Code versions whose executions this process's Worker runs (None: all; read when
-        the Manager opens)."""
+        """Code versions whose executions this process's Worker runs (None: all; read at open)."""
         self.clock: Clock = clock or SystemClock()
-        self.registry = Registry()
         self.state = ManagerState.CLOSED
         self._ref = EngineRef()
         """The Engine while the Manager is open; handles, calls and signals share it."""
-        self._worker: Worker | None = None
-        self._recovery: RecoveryWorker | None = None
-        self._retention: retention_mod.RetentionPurger | None = None
-        self._clock_task: asyncio.Task[None] | None = None
-        self._scheduler = None
-        self._declared = []
+        self._registration = Registration(self._ref)
+        self._clients = ClientCalls(self._ref)
+        self._operators = OperatorCalls(self._ref)
+        self._schedules = ScheduleCalls(self._ref)
+        self._runners = Runners()
 
     def __repr__(self) -> str:
         return f"Manager({self.url!r}, state={self.state.value})"
@@ -214,12 +196,26 @@ class Manager(ScheduleMethods):
     def worker(self) -> Worker | None:
         """This process's Worker while the Manager runs (``async with manager``), else None:
         its ``executions()`` and ``free_slots`` show what it runs and what it can take."""
-        return self._worker
+        return self._runners.worker
 
     @property
     def retention_purger(self) -> retention_mod.RetentionPurger | None:
         """The background purger while the Manager runs with ``retention`` set, else None."""
-        return self._retention
+        return self._runners.retention
+
+    @property
+    def scheduler(self) -> Scheduler | None:
+        """This process's scheduler while the Manager runs workers (None otherwise)."""
+        return self._runners.scheduler
+
+    @property
+    def registry(self) -> Registry:
+        """The workflows and activities registered here (shared by a ``client_copy``)."""
+        return self._registration.registry
+
+    @registry.setter
+    def registry(self, registry: Registry) -> None:
+        self._registration.registry = registry
 
     # ------------------------------------------------------------------ registration
 
@@ -253,17 +249,9 @@ class Manager(ScheduleMethods):
         Inside a workflow, calling the returned function is a durable call; elsewhere (tests,
         other activities) it runs the function directly.
         """
-        check_queue(queue, self.options.queues)
-
-        def decorate(func: F) -> F:
-            defn = self.registry.register_activity(
-                func, name=name, retry_policy=retry, timeout=timeout, queue=queue
-            )
-            wrapper = activity_wrapper(self._ref, defn)
-            self.registry.add_alias(defn, wrapper)
-            return wrapper  # type: ignore[return-value]
-
-        return decorate(fn) if fn is not None else decorate
+        return self._registration.activity(
+            fn, name=name, retry=retry, timeout=timeout, queue=queue, queues=self.options.queues
+        )
 
     @overload
     def register_workflow(self, fn: F, /) -> F: ...
@@ -311,22 +299,17 @@ class Manager(ScheduleMethods):
         ``schedule="*/5 * * * *"`` (with ``schedule_timezone``, ``catch_up``, ``schedule_args``,
         ``schedule_id``) starts it at each tick: see ``Manager.schedule``, docs/schedules.md.
         """
-        task_queue = task_queue_of(task_queue, queue)
+        scheduled = (schedule, schedule_timezone, catch_up, schedule_args, schedule_id)
+        return self._registration.workflow(
+            fn,
+            name=name,
+            task_queue=task_queue,
+            queue=queue,
+            max_per_key=max_per_key,
+            schedule=scheduled,
+        )
 
-        def decorate(func: F) -> F:
-            spec = declare(
-                func, name, schedule, schedule_timezone, catch_up, schedule_args, schedule_id
-            )
-            self.registry.register_workflow(
-                func, name=name, task_queue=task_queue, max_per_key=max_per_key
-            )
-            if spec is not None:
-                self._declared.append(spec)
-            return func
-
-        return decorate(fn) if fn is not None else decorate
-
-    # ------------------------------------------------------------------ calls
+    # ------------------------------------------------------------------ durable calls
 
     @overload
     def activity(
@@ -345,7 +328,7 @@ class Manager(ScheduleMethods):
         self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
     ) -> ActivityCall[Any]:
         """A durable call of a registered activity; run it with ``execute_get``/``execute_wait``."""
-        return ActivityCall(self._ref, fn, args, kwargs)
+        return self._clients.activity(fn, *args, **kwargs)
 
     @overload
     def workflow(
@@ -359,35 +342,7 @@ class Manager(ScheduleMethods):
         self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
     ) -> WorkflowCall[Any]:
         """A start of a registered workflow; run it with ``execute``/``execute_get``."""
-        return WorkflowCall(self._ref, fn, args, kwargs)
-
-    async def start_by_name(
-        self,
-        name: str,
-        kwargs: dict[str, Any] | None = None,
-        *,
-        idempotency_key: str | None = None,
-        task_queue: str = "default",
-        on_conflict: OnConflict = OnConflict.ATTACH,
-        deadline: float | None = None,
-        timeout: float | None = None,
-        reason: str | None = None,
-    ) -> WorkflowHandle[Any]:
-        """Start a workflow known here by name only (a worker registered it), its arguments by
-        parameter name as JSON values; ``result()`` returns plain JSON. A name registered here
-        is started as ``workflow(name, **kwargs).execute(deadline=...)`` would (``timeout=``:
-        the deprecated old name of ``deadline``). ``reason``: an operator's start, recorded in
-        the audit trail with it."""
-        return await start_by_name(
-            self._ref,
-            name,
-            dict(kwargs or {}),
-            key=idempotency_key,
-            task_queue=task_queue,
-            on_conflict=on_conflict,
-            deadline=_renamed.deadline("start_by_name()", timeout, deadline),
-            reason=reason,
-        )
+        return self._clients.workflow(fn, *args, **kwargs)
 
     def sync(self, *, call_timeout: float | None = 60.0) -> SyncClient:
         """A blocking client for synchronous code on this Manager's database, with its registry
@@ -403,201 +358,36 @@ class Manager(ScheduleMethods):
         copy.codec = self.codec  # a sync client must seal what it stores, too
         return copy
 
-    def signal(self, name: str) -> Signal:
-        """A named signal: ``send(key, payload)`` from anywhere, ``receive(Type)`` in a workflow."""
-        return Signal(self._ref, name)
+    # ------------------------------------------------------------------ client calls
 
-    async def sleep(self, seconds: float) -> None:
-        """A durable timer inside a workflow: a resumed workflow sleeps only what is left."""
-        if not math.isfinite(seconds) or seconds < 0:
-            raise ValueError(f"sleep seconds must be a finite number >= 0, not {seconds!r}")
-        execution = current_execution()
-        if execution is None:
-            raise errors.SagawayError(
-                "manager.sleep() is a durable timer: call it inside a workflow"
-            )
-        call_id, _ = context.next_call_id()
-        await execution.call_sleep(float(seconds), call_id)
+    start_by_name = Delegated("_clients", ClientCalls.start_by_name)
+    signal = Delegated("_clients", ClientCalls.signal)
+    sleep = Delegated("_clients", ClientCalls.sleep)
+    get_workflow = Delegated("_clients", ClientCalls.get_workflow)
+    list_workflows = Delegated("_clients", ClientCalls.list_workflows)
+    list_signals = Delegated("_clients", ClientCalls.list_signals)
+    count_workflows = Delegated("_clients", ClientCalls.count_workflows)
 
-    def get_workflow(self, key: str) -> WorkflowHandle[Any]:
-        """A handle for the workflow under ``key`` (no I/O; methods raise WorkflowNotFound)."""
-        return WorkflowHandle(self._ref, key)
+    # ------------------------------------------------------------------ operator calls
 
-    async def list_workflows(
-        self,
-        *,
-        status: str | Collection[str] | None = None,
-        limit: int = 100,
-        name: str | None = None,
-        key_prefix: str | None = None,
-        since: float | None = None,
-        until: float | None = None,
-        after: str | None = None,
-        code_versions: Collection[str | None] | None = None,
-    ) -> list[WorkflowDescription]:
-        """Current workflows, newest first (steps not included).
+    audit_log = Delegated("_operators", OperatorCalls.audit_log)
+    check_replays = Delegated("_operators", OperatorCalls.check_replays)
+    replay_history = Delegated("_operators", OperatorCalls.replay_history)
+    retry = Delegated("_operators", OperatorCalls.retry)
+    cancel = Delegated("_operators", OperatorCalls.cancel)
+    terminate = Delegated("_operators", OperatorCalls.terminate)
+    fork = Delegated("_operators", OperatorCalls.fork)
+    plan_fork = Delegated("_operators", OperatorCalls.plan_fork)
+    purge = Delegated("_operators", OperatorCalls.purge)
 
-        Args:
-            status: only this status, or any of these (``WorkflowStatus`` or its name).
-            limit: at most this many (a page).
-            name: only workflows registered under this name.
-            key_prefix: only keys that start with this.
-            since: only those created at or after this time (epoch seconds).
-            until: only those created before this time (epoch seconds).
-            after: the ``cursor`` of the last workflow of the previous page: the next page
-                (keyset pagination: rows created meanwhile shift nothing, none is skipped).
-            code_versions: only workflows created by these code versions (``None`` in it:
-                unversioned ones).
+    # ------------------------------------------------------------------ schedule calls
 
-        Raises ValueError when ``after`` is not a cursor, or a status is unknown.
-        """
-        return await listing.list_workflows(
-            self._ref.require(),
-            status=status,
-            limit=limit,
-            name=name,
-            key_prefix=key_prefix,
-            since=since,
-            until=until,
-            after=after,
-            code_versions=code_versions,
-        )
-
-    async def audit_log(
-        self,
-        *,
-        key: str | None = None,
-        run_id: str | None = None,
-        actor: str | None = None,
-        action: str | Collection[str] | None = None,
-        since: float | None = None,
-        until: float | None = None,
-        limit: int = 100,
-        before: int | None = None,
-    ) -> list[AuditEntry]:
-        """The audit trail of operator actions, newest first, purged workflows' included:
-        ``key`` (a workflow key or schedule id), ``run_id``, ``actor`` (the actor or who it
-        acted for), ``action`` (one or several: ``cancel``, ``terminate``, ...), ``since`` /
-        ``until`` (epoch seconds) narrow it; ``before``: the ``seq`` of the last entry of the
-        previous page. See docs/security.md, "Audit trail"."""
-        return await listing.audit_log(
-            self._ref.require(),
-            key=key,
-            run_id=run_id,
-            actor=actor,
-            action=action,
-            since=since,
-            until=until,
-            limit=limit,
-            before=before,
-        )
-
-    async def list_signals(self, key: str) -> list[SignalRecord]:
-        """Signals sent to the current workflow under ``key``, delivered or not, in order."""
-        return await self._ref.require().list_signals(key)
-
-    async def count_workflows(self) -> dict[WorkflowStatus, int]:
-        """How many current workflows are in each status."""
-        return await self._ref.require().count_by_status()
-
-    async def check_replays(
-        self, *, ended: bool = False, since: float | None = None
-    ) -> list[ReplayReport]:
-        """Replay the history of every live execution (``ended``: of the ended ones too) created
-        at or after ``since`` against the code registered in this Manager, running nothing and
-        writing nothing; one report per execution, ``diverged`` where the code would not replay
-        it. Run it before deploying new workflow code (``sagaway replay``)."""
-        statuses = frozenset(WorkflowStatus) if ended else replaying.LIVE
-        return await replaying.replay_listed(self._ref.require(), statuses=statuses, since=since)
-
-    async def replay_history(self, document: object) -> ReplayReport:
-        """Replay an exported history (``handle.export_history()``, ``sagaway show KEY
-        --export``) against the code registered in this Manager (open; nothing is written)."""
-        record, steps = history.load(document)
-        return await replaying.replay(self._ref.require(), record, steps)
-
-    async def retry(self, key: str, *, reason: str | None = None) -> bool:
-        """Make a SUSPENDED workflow due now; False if it is not suspended. Like cancel,
-        terminate, fork and purge, recorded in the audit trail (who, when, ``reason``)."""
-        return await self._ref.require().retry_now(key, reason)
-
-    async def cancel(self, key: str, reason: str = "cancelled by request") -> bool:
-        """Ask the workflow under ``key`` to cancel; False if it had already ended.
-        Cooperative, with compensation, riding through outages: see ``WorkflowHandle.cancel``."""
-        return await self.get_workflow(key).cancel(reason)
-
-    async def terminate(self, key: str, reason: str = "terminated by operator") -> bool:
-        """End a live workflow as TERMINATED at once, without compensating; False if it had
-        already ended. Reservations its steps made stay made: use ``cancel`` to undo them."""
-        return await self._ref.require().end(key, WorkflowStatus.TERMINATED, reason)
-
-    async def fork(
-        self,
-        key: str,
-        *,
-        from_step: int,
-        new_key: str,
-        force: bool = False,
-        reason: str | None = None,
-    ) -> WorkflowHandle[Any]:
-        """Run the ended workflow ``key`` again under ``new_key``, from its step ``from_step``
-        (``manager.fork("order-7", from_step=3, new_key="order-7-fix")`` once a bug in step 3
-        is fixed). Like DBOS's fork and Temporal's reset: the new execution has the same
-        workflow, arguments and task queue, and no parent. It reuses the recorded outcomes of
-        the top-level steps ``1 .. from_step - 1`` (the ``#`` column of ``sagaway show``) and
-        of the branch steps (``asyncio.gather``, tasks) that ended before step ``from_step``
-        started; the rest runs again, under new idempotency keys. ``from_step`` one past the
-        last step keeps every step (it runs on from where the source stopped). It is PENDING
-        when this returns, and a Worker serving its task queue runs it; wait with ``result()``.
-
-        Raises:
-            WorkflowNotFound: no workflow has ``key``.
-            WorkflowNotEnded: it has not ended (PENDING, RUNNING, WAITING, or SUSPENDED:
-                terminate it first), or a kept step started a child that is still running.
-            ForkRefused: the source ran compensations from ``from_step`` on, which may have
-                undone the steps the fork keeps; ``force=True`` forks anyway (docs/fork.md).
-            WorkflowAlreadyExists: ``new_key`` is taken.
-            ValueError: ``from_step`` is out of range, or ``new_key`` is not a valid key.
-        """
-        engine = self._ref.require()
-        record, _ = await engine.fork(
-            key, from_step=from_step, new_key=new_key, force=force, reason=reason
-        )
-        return WorkflowHandle(self._ref, new_key, record.run_id)
-
-    async def plan_fork(self, key: str, *, from_step: int, force: bool = False) -> ForkPlan:
-        """What ``fork(key, from_step=..., force=...)`` would keep and run again; writes
-        nothing. Raises what ``fork`` raises about the source and ``from_step``."""
-        return await self._ref.require().plan_fork(key, from_step=from_step, force=force)
-
-    async def purge(
-        self,
-        older_than: datetime.timedelta | float,
-        *,
-        statuses: Collection[WorkflowStatus | str] | None = None,
-        batch_size: int = retention_mod.DEFAULT_BATCH,
-        dry_run: bool = False,
-        on_batch: Callable[[int], None] | None = None,
-        reason: str | None = None,
-    ) -> int:
-        """Delete workflows that ended more than ``older_than`` (a ``timedelta`` or seconds)
-        ago, with their steps and signals; returns how many (``dry_run``: how many would be,
-        deleting nothing).
-
-        Only ended workflows (COMPLETED, FAILED, CANCELLED, TERMINATED; ``statuses`` narrows
-        that; a live status is a ``ValueError``), none a live workflow may still read. It deletes in
-        batches of ``batch_size``, each one short transaction, calling ``on_batch(n)`` after
-        each, so workers running at the same time are not held up. A purged key can be started
-        again: it names a new execution.
-        """
-        return await self._ref.require().purge(
-            purging.as_seconds(older_than, "older_than"),
-            statuses=purging.checked_statuses(statuses, batch_size),
-            batch_size=batch_size,
-            dry_run=dry_run,
-            on_batch=on_batch,
-            reason=reason,
-        )
+    schedule = Delegated("_schedules", ScheduleCalls.schedule)
+    list_schedules = Delegated("_schedules", ScheduleCalls.list_schedules)
+    pause_schedule = Delegated("_schedules", ScheduleCalls.pause_schedule)
+    resume_schedule = Delegated("_schedules", ScheduleCalls.resume_schedule)
+    trigger_schedule = Delegated("_schedules", ScheduleCalls.trigger_schedule)
+    delete_schedule = Delegated("_schedules", ScheduleCalls.delete_schedule)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -607,7 +397,7 @@ class Manager(ScheduleMethods):
     async def _open(self, run_workers: bool, create: bool = True) -> None:
         if self.state is not ManagerState.CLOSED:
             raise errors.ManagerStateError(f"the Manager is already open ({self.state.value})")
-        engine, self._clock_task = await open_engine(
+        engine, self._runners.clock_task = await open_engine(
             open_store(self.url, create=create, token=self._token),
             codec=self.codec,
             options=self.options,
@@ -616,22 +406,23 @@ class Manager(ScheduleMethods):
             runs_workflows=run_workers,
         )
         self._ref.engine = engine
-        if run_workers:
-            await self._write_declared(engine)  # closes the Manager if it fails
-            worker = Worker(engine, self.concurrency, self.task_queues, self.run_versions)
-            recovery = RecoveryWorker(engine, worker)
-            worker.start()
-            recovery.start()
-            self._worker, self._recovery = worker, recovery
-            self._start_scheduler(engine)
-            if self.retention is not None:
-                self._retention = retention_mod.RetentionPurger(
-                    engine, self.retention, interval=self.retention_interval
-                )
-                self._retention.start()
-            self.state = ManagerState.RUNNING
-        else:
+        if not run_workers:
             self.state = ManagerState.CONNECTED
+            return
+        try:
+            await put_declared(engine, self._registration.declared)
+        except BaseException:
+            await self.close()
+            raise
+        self._runners.start(
+            engine,
+            concurrency=self.concurrency,
+            task_queues=self.task_queues,
+            run_versions=self.run_versions,
+            retention=self.retention,
+            retention_interval=self.retention_interval,
+        )
+        self.state = ManagerState.RUNNING
 
     async def close(self, drain_timeout: float = 0.0, force: asyncio.Event | None = None) -> None:
         """Stop workers (running executions get ``drain_timeout`` s, or until ``force`` is set,
@@ -639,22 +430,11 @@ class Manager(ScheduleMethods):
         engine = self._ref.engine
         if engine is None:
             return
-        if self._clock_task is not None:
-            self._clock_task.cancel()
-            self._clock_task = None
         try:
-            if self._retention is not None:
-                await self._retention.stop()
-            await self._stop_scheduler()
-            if self._recovery is not None:
-                await self._recovery.stop()
-            if self._worker is not None:
-                await self._worker.stop(drain_timeout, force)
+            await self._runners.stop(drain_timeout, force)
         finally:
             await engine.close()
             self._ref.engine = None
-            self._worker = self._recovery = None
-            self._retention = None
             self.state = ManagerState.CLOSED
 
     async def __aenter__(self) -> Manager:

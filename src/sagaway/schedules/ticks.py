@@ -1,4 +1,4 @@
-"""Schedules: workflows started at the ticks of a cron expression, once per tick.
+"""Ticks: which ticks of a schedule start executions, under which keys, exactly once.
 
 Exactly once, however many processes run a scheduler: a tick's execution has a key derived
 from the schedule and the tick (``schedule:<id>:<UTC ISO time>``), and it is created in the

@@ -19,8 +19,9 @@ from typing import Any, LiteralString, TypeVar
 
 import pydantic_core
 
-from sagaway import localdb, serialization
+from sagaway import serialization
 from sagaway.clock import Clock, SystemClock
+from sagaway.toolkit import localdb
 
 T = TypeVar("T")
 _SQLITE, _PG = localdb.Dialect.SQLITE, localdb.Dialect.POSTGRES

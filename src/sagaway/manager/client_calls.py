@@ -1,0 +1,141 @@
+"""The Manager's client calls: start workflows, build durable calls, send signals, watch and list.
+
+What an application does with workflows, in or outside a workflow; an operator's verbs
+(cancel, retry, fork, purge, ...) are ``OperatorCalls``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection
+from typing import Any
+
+from sagaway import _renamed, errors, listing
+from sagaway._engine import context
+from sagaway._engine.engine import EngineRef
+from sagaway._engine.executor import current_execution
+from sagaway.signals import Signal
+from sagaway.states import OnConflict, WorkflowStatus
+from sagaway.store.records import SignalRecord
+from sagaway.workflow import (
+    ActivityCall,
+    WorkflowCall,
+    WorkflowDescription,
+    WorkflowHandle,
+    start_by_name,
+)
+
+
+class ClientCalls:
+    """Calls on the engine the Manager has open (``ref``), or makes durable in a workflow."""
+
+    def __init__(self, ref: EngineRef) -> None:
+        self._ref = ref
+
+    def activity(
+        self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
+    ) -> ActivityCall[Any]:
+        """``Manager.activity``."""
+        return ActivityCall(self._ref, fn, args, kwargs)
+
+    def workflow(
+        self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
+    ) -> WorkflowCall[Any]:
+        """``Manager.workflow``."""
+        return WorkflowCall(self._ref, fn, args, kwargs)
+
+    async def start_by_name(
+        self,
+        name: str,
+        kwargs: dict[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        task_queue: str = "default",
+        on_conflict: OnConflict = OnConflict.ATTACH,
+        deadline: float | None = None,
+        timeout: float | None = None,
+        reason: str | None = None,
+    ) -> WorkflowHandle[Any]:
+        """Start a workflow known here by name only (a worker registered it), its arguments by
+        parameter name as JSON values; ``result()`` returns plain JSON. A name registered here
+        is started as ``workflow(name, **kwargs).execute(deadline=...)`` would (``timeout=``:
+        the deprecated old name of ``deadline``). ``reason``: an operator's start, recorded in
+        the audit trail with it."""
+        return await start_by_name(
+            self._ref,
+            name,
+            dict(kwargs or {}),
+            key=idempotency_key,
+            task_queue=task_queue,
+            on_conflict=on_conflict,
+            deadline=_renamed.deadline("start_by_name()", timeout, deadline),
+            reason=reason,
+        )
+
+    def signal(self, name: str) -> Signal:
+        """A named signal: ``send(key, payload)`` from anywhere, ``receive(Type)`` in a workflow."""
+        return Signal(self._ref, name)
+
+    async def sleep(self, seconds: float) -> None:
+        """A durable timer inside a workflow: a resumed workflow sleeps only what is left."""
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f"sleep seconds must be a finite number >= 0, not {seconds!r}")
+        execution = current_execution()
+        if execution is None:
+            raise errors.SagawayError(
+                "manager.sleep() is a durable timer: call it inside a workflow"
+            )
+        call_id, _ = context.next_call_id()
+        await execution.call_sleep(float(seconds), call_id)
+
+    def get_workflow(self, key: str) -> WorkflowHandle[Any]:
+        """A handle for the workflow under ``key`` (no I/O; methods raise WorkflowNotFound)."""
+        return WorkflowHandle(self._ref, key)
+
+    async def list_workflows(
+        self,
+        *,
+        status: str | Collection[str] | None = None,
+        limit: int = 100,
+        name: str | None = None,
+        key_prefix: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        after: str | None = None,
+        code_versions: Collection[str | None] | None = None,
+    ) -> list[WorkflowDescription]:
+        """Current workflows, newest first (steps not included).
+
+        Args:
+            status: only this status, or any of these (``WorkflowStatus`` or its name).
+            limit: at most this many (a page).
+            name: only workflows registered under this name.
+            key_prefix: only keys that start with this.
+            since: only those created at or after this time (epoch seconds).
+            until: only those created before this time (epoch seconds).
+            after: the ``cursor`` of the last workflow of the previous page: the next page
+                (keyset pagination: rows created meanwhile shift nothing, none is skipped).
+            code_versions: only workflows created by these code versions (``None`` in it:
+                unversioned ones).
+
+        Raises ValueError when ``after`` is not a cursor, or a status is unknown.
+        """
+        return await listing.list_workflows(
+            self._ref.require(),
+            status=status,
+            limit=limit,
+            name=name,
+            key_prefix=key_prefix,
+            since=since,
+            until=until,
+            after=after,
+            code_versions=code_versions,
+        )
+
+    async def list_signals(self, key: str) -> list[SignalRecord]:
+        """Signals sent to the current workflow under ``key``, delivered or not, in order."""
+        return await self._ref.require().list_signals(key)
+
+    async def count_workflows(self) -> dict[WorkflowStatus, int]:
+        """How many current workflows are in each status."""
+        return await self._ref.require().count_by_status()

@@ -46,8 +46,8 @@ import pydantic
 import pydantic_core
 
 from sagaway import errors, serialization
-from sagaway.toolkit import localdb
 from sagaway.clock import Clock, SystemClock
+from sagaway.toolkit import localdb
 
 T = TypeVar("T")
 
@@ -213,23 +213,7 @@ class IdempotencyKeys:
                 _CLAIM[dialect], (key, digest, now, now + self.ttl, now)
             ).fetchone()
             if claimed is None:
-                row = conn.execute(_READ[dialect], (key,)).fetchone()
-                if row is None:
-                    # Only possible on PostgreSQL above READ COMMITTED: the row committed by a
-                    # concurrent first call is outside this transaction's snapshot.
-                    raise KeyInProgress(
-                        f"idempotency key {key!r} was committed by a concurrent transaction that "
-                        "this transaction cannot see (isolation above READ COMMITTED); retry "
-                        "the transaction"
-                    )
-                stored_digest, stored = row
-                if digest is not None and stored_digest is not None and digest != stored_digest:
-                    raise KeyReused(key)
-                if stored is None:
-                    raise KeyInProgress(
-                        f"idempotency key {key!r} is being served by this very transaction "
-                        "(re-entrant call of IdempotencyKeys.run with the same key)"
-                    )
+                stored = _served_before(conn, dialect, key, digest)
                 return typing.cast(T, adapter.validate_json(stored))
             value = operation()
             try:
@@ -251,3 +235,27 @@ class IdempotencyKeys:
         with localdb.transaction(conn):
             cursor = conn.execute(_PURGE[dialect], (self.clock.now(), limit))
             return max(cursor.rowcount, 0)
+
+
+def _served_before(
+    conn: localdb.Connection, dialect: localdb.Dialect, key: str, digest: str | None
+) -> Any:
+    """The stored response of ``key``, whose row exists (the claim found it): refused when the
+    request differs or the response is not stored yet."""
+    row = conn.execute(_READ[dialect], (key,)).fetchone()
+    if row is None:
+        # Only possible on PostgreSQL above READ COMMITTED: the row committed by a concurrent
+        # first call is outside this transaction's snapshot.
+        raise KeyInProgress(
+            f"idempotency key {key!r} was committed by a concurrent transaction that this "
+            "transaction cannot see (isolation above READ COMMITTED); retry the transaction"
+        )
+    stored_digest, stored = row
+    if digest is not None and stored_digest is not None and digest != stored_digest:
+        raise KeyReused(key)
+    if stored is None:
+        raise KeyInProgress(
+            f"idempotency key {key!r} is being served by this very transaction "
+            "(re-entrant call of IdempotencyKeys.run with the same key)"
+        )
+    return stored

@@ -56,6 +56,15 @@ BATCH_BYTES = 1024 * 1024
 """Largest batch of requests in one message (a request over it goes alone)."""
 
 
+HELLO_ATTEMPTS = 3
+"""Handshakes tried with a server that connects but answers slowly (``CONNECT_TIMEOUT`` each)."""
+
+
+def _slow(details: str) -> bool:
+    """Whether a failed call timed out on a server that exists (not refused, not TLS)."""
+    return "timed out before receiving SETTINGS" in details or "Deadline Exceeded" in details
+
+
 def _channel(target: Target) -> grpc.aio.Channel:
     options: list[tuple[str, int | str]] = list(CHANNEL_OPTIONS)
     if target.server_name:
@@ -96,7 +105,7 @@ class Connection:
         self._stub = pb_grpc.EngineStub(self._channel)
         hello = pb.HelloRequest(protocol_version=wire.PROTOCOL_VERSION, client="sagaway-python")
         try:
-            reply = await self._call("Hello", hello, timeout=CONNECT_TIMEOUT)
+            reply = await self._hello(hello)
         except StoreUnavailable as exc:
             await self.close()
             hint = handshake_hint(self._target, str(exc))
@@ -111,6 +120,24 @@ class Connection:
         if reply.max_request_bytes > 0:  # a server that takes Batch calls
             limit = min(reply.max_request_bytes // 2, BATCH_BYTES)
             self._batcher = Batcher(self._unary, self._many, max_bytes=limit)
+
+    async def _hello(self, hello: pb.HelloRequest) -> Any:
+        """The handshake. A server that accepted the connection but did not answer in time (busy,
+        or starting) is asked again on a new connection, ``HELLO_ATTEMPTS`` times in all; a
+        refused connection or any other error is not (a wrong address is said at once)."""
+        for attempt in range(1, HELLO_ATTEMPTS + 1):
+            try:
+                return await self._call("Hello", hello, timeout=CONNECT_TIMEOUT)
+            except StoreUnavailable as exc:
+                if attempt == HELLO_ATTEMPTS or not _slow(str(exc)):
+                    raise
+                logger.info("the Engine Server at %s is slow to answer; asking again", self.url)
+                # The channel now waits out its reconnection backoff: start a fresh one.
+                assert self._channel is not None
+                await self._channel.close()
+                self._channel = _channel(self._target)
+                self._stub = pb_grpc.EngineStub(self._channel)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def close(self) -> None:
         if self._batcher is not None:

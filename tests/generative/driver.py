@@ -169,7 +169,7 @@ class Driver:
                 if self.settings.purge:
                     remembering = purging.Remembering(self.observer)
                     self.observer = remembering
-                    self.world.before_purge = self._before_purge
+                    self.world.purge_gate = purging.Gate(self._before_purge)
                 server = await self.observer.server_time()
                 self.server_offset = None if server is None else server - self.clock.now()
                 try:

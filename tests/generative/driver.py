@@ -24,7 +24,7 @@ import sagaway.manager
 from sagaway import codecs
 from sagaway.codecs import CodecStore
 from sagaway.store import Store, open_store
-from sagaway.testing import FakeClock, time_skipping_manager
+from sagaway.testing import time_skipping_manager
 from tests.generative import fleet, forks, model, purging
 from tests.generative.faults import FaultyStore, Injector
 from tests.generative.handover import recording_handovers
@@ -81,7 +81,7 @@ class Driver:
         self.scenario = scenario
         self.settings = settings
         self.url = url
-        self.clock = FakeClock()
+        self.clock = purging.Clock()
         self.programs: dict[str, Program] = {}
         acts: dict[str, Act] = {}
         programs = [top.program for top in scenario.workflows]
@@ -462,7 +462,9 @@ class Driver:
                 return False
             overshoot = next(self.overshoots)
             self.delayed += overshoot > 0
-            jump = max(pending[0][0] - self.clock.now(), 0.0) + overshoot
+            # Not to a deadline only purgers wait for: they wake on the way (purging.Clock).
+            stops = [d for d, _ in pending if not self.clock.purges_only(d)] or [pending[0][0]]
+            jump = max(stops[0] - self.clock.now(), 0.0) + overshoot
             self.jumps += 1
             await self.clock.advance(jump)
 

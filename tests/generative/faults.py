@@ -202,7 +202,9 @@ class FaultyStore:
             return await method(*args, **kwargs)
         if name == "purge_ended":
             async with gate.purging():
-                return await method(*args, **kwargs)
+                purged = await method(*args, **kwargs)
+                gate.counts.update(purge_calls=1, purged_runs=len(purged))
+                return purged
         if name in purging.ENDS:
             async with gate.ending():
                 if self._process.dead:  # it died while the purge held it back

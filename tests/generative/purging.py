@@ -32,11 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sagaway.store import Store
 from sagaway.store.records import StepRecord, WorkflowRecord
+from sagaway.testing import FakeClock
 
 if TYPE_CHECKING:
     from tests.generative.driver import Driver
@@ -49,6 +51,42 @@ INTERVAL = 30.0
 The first purge comes one interval after a process starts, then every interval: at the times
 programs' timers (30 s, 3600 s) and slow activities (120 s) end, so a purge often runs in the
 same instant as the workflow that reads what it deletes."""
+
+PURGER_TASK = "sagaway-retention"
+"""The name of the task a Manager's background purger runs in (``RetentionPurger.start``)."""
+
+
+class Clock(FakeClock):
+    """The driver's FakeClock, which knows the deadlines only purgers wait for.
+
+    A purger wakes every ``INTERVAL``; a settle that stopped at each of those wake-ups (to look
+    at every run) made a CI-size SQLite run take twice the CPU. The driver jumps over a deadline
+    only purgers wait for (``purges_only``): ``advance`` still wakes them on the way, in order,
+    and they purge as the clock reaches the next deadline that anything else waits for. A purge
+    due in the same instant as a timer still runs in that instant."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._purger_sleeps: Counter[float] = Counter()
+
+    async def sleep(self, seconds: float) -> None:
+        task = asyncio.current_task()
+        if task is None or task.get_name() != PURGER_TASK or seconds <= 0:
+            await super().sleep(seconds)
+            return
+        deadline = self.now() + seconds
+        self._purger_sleeps[deadline] += 1
+        try:
+            await super().sleep(seconds)
+        finally:
+            self._purger_sleeps[deadline] -= 1
+            if not self._purger_sleeps[deadline]:
+                del self._purger_sleeps[deadline]
+
+    def purges_only(self, deadline: float) -> bool:
+        """Whether only purgers wait for ``deadline`` (one of ``pending()``'s)."""
+        waiting = sum(1 for d, _ in self.pending() if d == deadline)
+        return 0 < waiting <= self._purger_sleeps.get(deadline, 0)
 
 
 ENDS = frozenset({"finish_workflow", "end_workflow", "create_workflow"})
@@ -68,6 +106,8 @@ class Gate:
         self._ending = 0
         self._no_ends = asyncio.Event()
         self._no_ends.set()
+        self.counts: Counter[str] = Counter()
+        """Purge calls that returned, and the runs they deleted (the session's summary)."""
 
     @property
     def purge_waiting(self) -> bool:
@@ -167,3 +207,9 @@ def reused_after_purge(driver: Driver, calls: set[tuple[str, str, bool]]) -> boo
     if len({(label, comp) for _, label, comp in calls}) > 1:
         return False  # two different calls of the program
     return all(r in driver.observer.remembered for r in runs[:-1])
+
+
+def blocks(driver: Driver) -> Counter[str]:
+    """How much was purged (for the session's summary)."""
+    gate = driver.world.purge_gate
+    return Counter() if gate is None else Counter(gate.counts)

@@ -24,6 +24,7 @@ import sagaway.manager
 from sagaway import codecs
 from sagaway.codecs import CodecStore
 from sagaway.store import Store, open_store
+from sagaway.store.records import WorkflowRecord
 from sagaway.testing import time_skipping_manager
 from tests.generative import fleet, forks, model, purging
 from tests.generative.faults import FaultyStore, Injector
@@ -219,8 +220,8 @@ class Driver:
 
     async def _before_purge(self) -> None:
         assert isinstance(self.observer, purging.Remembering)
-        await self.discover()
-        await self.observer.remember_ended(list(self.world.runs))
+        current = await self.discover()
+        await self.observer.remember_ended(list(self.world.runs), current)
 
     def _purged(self, exc: Exception) -> bool:
         """Whether ``exc`` is a client call's answer about a key the purge freed."""
@@ -531,14 +532,17 @@ class Driver:
             )
         return found
 
-    async def discover(self) -> None:
+    async def discover(self) -> list[WorkflowRecord]:
         """Learn runs whose creation the faulty store did not see complete (its caller was
-        cancelled while the insert committed, as a closing process's are)."""
+        cancelled while the insert committed, as a closing process's are); the current
+        executions, as listed."""
         assert self.observer is not None
-        for record in await self.observer.list_workflows(status=None, limit=10_000):
+        current = await self.observer.list_workflows(status=None, limit=10_000)
+        for record in current:
             if record.run_id not in self.world.runs:
                 program = json.loads(record.args)["program"]["label"]
                 self.world.created(record.run_id, record.key, record.parent_key, program)
+        return current
 
     async def statuses(self) -> dict[str, Any]:
         assert self.observer is not None

@@ -158,15 +158,23 @@ class Remembering:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    async def remember_ended(self, run_ids: list[str]) -> None:
-        """Called by a process's store just before it purges."""
+    async def remember_ended(self, run_ids: list[str], current: list[WorkflowRecord]) -> None:
+        """Called just before a purge; ``current``: the current executions, just listed (a run
+        a start replaced is not among them: it is read alone)."""
         self.purges += 1
+        listed = {record.run_id: record for record in current}
+        ended = []
         for run_id in run_ids:
             if run_id in self.remembered:
                 continue
-            record = await self._inner.get_run(run_id)
+            record = listed.get(run_id) or await self._inner.get_run(run_id)
             if record is not None and record.status.ended:
-                self.remembered[run_id] = (record, await self._inner.load_steps(run_id))
+                ended.append(record)
+        if not ended:
+            return
+        steps = await self._inner.load_steps_many([record.run_id for record in ended])
+        for record in ended:
+            self.remembered[record.run_id] = (record, steps.get(record.run_id, []))
 
     async def get_run(self, run_id: str) -> WorkflowRecord | None:
         record = await self._inner.get_run(run_id)

@@ -20,6 +20,7 @@ import pytest
 
 import sagaway as sw
 from sagaway._engine.threads import DaemonThreadPool
+from sagaway.store import open_store
 from sagaway.testing import FakeClock
 from sagaway.testing.internals import engine_of
 from tests.generative import driver as driver_module
@@ -234,8 +235,7 @@ async def test_a_run_whose_end_commits_as_a_purge_begins_is_remembered(
     read' (a purge-block soak, once in about 1,900 SQLite programs). A purge now waits for the
     ends in flight before the observer looks (``purging.Gate``)."""
     held = _HeldEnds()
-    real_open = driver_module.open_store
-    monkeypatch.setattr(driver_module, "open_store", lambda *a, **k: held.wrap(real_open(*a, **k)))
+    monkeypatch.setattr(driver_module, "open_store", lambda *a, **k: held.wrap(open_store(*a, **k)))
     top = TopLevel("wf0", Program("w0", "none", (Act("w0.a1", sync=False, delay=5.0),)), ())
     driver = Driver(Scenario((top,), FaultPlan()), GenSettings(purge=True), db_url)
     async with driver.running():
@@ -252,6 +252,7 @@ async def test_a_run_whose_end_commits_as_a_purge_begins_is_remembered(
         await jump
         await driver.wait_idle()
         run_id = driver.top_runs["wf0"]
+        assert driver.observer is not None
         assert await driver.observer.list_workflows(status=None, limit=10) == []  # purged
         records = await driver.statuses()
     assert records[run_id].status is sw.WorkflowStatus.COMPLETED

@@ -348,20 +348,21 @@ async def test_a_new_execution_gets_a_key_space_of_its_own_while_keys_derived_fr
     )
     assert again.created
     assert again.record.key_space == f"order-7@{again.record.run_id}"
-    # Started together (one batched insert on PostgreSQL), each decides for itself.
+    # Started together (on PostgreSQL the first alone, the others in one batched insert), each
+    # decides for itself.
     await store.create_workflow(
         spaced("order-8/2", parent_key="order-8"), now=T0, lease=None, replace_live=False
     )
     together = await asyncio.gather(
         *(
             store.create_workflow(spaced(key), now=T0 + 2, lease=None, replace_live=False)
-            for key in ("order-8", "order-9", "order-6")
+            for key in ("order-9", "order-8", "order-6")
         )
     )
     spaces = [(r.record.key, r.record.key_space) for r in together]
     assert spaces == [
-        ("order-8", f"order-8@{together[0].record.run_id}"),
         ("order-9", "order-9"),
+        ("order-8", f"order-8@{together[1].record.run_id}"),
         ("order-6", "order-6"),
     ]
     assert await store.end_workflow(again.record.run_id, status=S.CANCELLED, error="x", now=T0)

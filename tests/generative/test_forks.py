@@ -66,3 +66,16 @@ def test_a_cancelled_fork_compensates_the_steps_it_kept(tmp_path: Path) -> None:
         report = asyncio.run(run_scenario(Scenario((top,), FaultPlan()), SETTINGS, url))
     assert report.problems == []
     assert report.blocks["fork_forked"] == 1
+
+
+def test_a_fork_reads_the_end_of_a_child_whose_start_it_kept(tmp_path: Path) -> None:
+    """The source was cancelled while it waited for its child, and the child with it; a fork
+    from step 2 keeps the child's start and reads that child's end: it ends CANCELLED. The
+    model counted only the fork's own children: 'wf0-fork: expected COMPLETED, got CANCELLED
+    ... wf0/1 ended CANCELLED' (a SQLite soak, seed 1378290689)."""
+    child = Child("w0.c1", Program("w0.c1", "none", (Sleep("w0.c1.t1", 3600.0),)), "get")
+    top = TopLevel("wf0", Program("w0", "none", (child,)), (), cancel=True, fork_from=1)
+    with fresh_database("sqlite", tmp_path) as url:
+        report = asyncio.run(run_scenario(Scenario((top,), FaultPlan()), SETTINGS, url))
+    assert report.problems == []
+    assert report.blocks["fork_forked"] == 1

@@ -579,7 +579,7 @@ class Driver:
                 and (child.seq > info.seq or child.key in world.chosen_keys)
             )
             or child.key in shared
-        ] + forks.kept_children(self, info)
+        ] + forks.source_children(self, info)
 
     def _descendants(self, info: RunInfo) -> list[RunInfo]:
         found: dict[str, RunInfo] = {}

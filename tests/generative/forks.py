@@ -206,16 +206,20 @@ async def _check_refusal(
         problems.append(f"{what} was answered {outcome!r} (source {source.status.value})")
 
 
-def kept_children(driver: Driver, info: RunInfo) -> list[RunInfo]:
-    """The children of a fork's source whose starts the fork kept (none for another run): the
-    fork reads their ends as its own children's (a cancelled one cancels it)."""
+def source_children(driver: Driver, info: RunInfo) -> list[RunInfo]:
+    """The children of a fork's source that the fork reads as its own (none for another run):
+    those whose starts it kept, and those under keys its program chose (its arguments are the
+    source's, so a ``slash`` key is ``<source key>/<n>``, and a chosen key names one execution).
+    A cancelled one cancels the fork."""
     forked = next((f for f in driver.forked if f.run_id == info.run_id), None)
-    if forked is None or not forked.kept_children:
+    if forked is None:
         return []
+    world = driver.world
     return [
         run
-        for run in driver.world.runs.values()
-        if run.key in forked.kept_children and run.seq < info.seq
+        for run in world.runs.values()
+        if (run.key in forked.kept_children and run.seq < info.seq)
+        or (run.parent_key == forked.top.key and run.key in world.chosen_keys)
     ]
 
 

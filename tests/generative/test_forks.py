@@ -79,3 +79,16 @@ def test_a_fork_reads_the_end_of_a_child_whose_start_it_kept(tmp_path: Path) -> 
         report = asyncio.run(run_scenario(Scenario((top,), FaultPlan()), SETTINGS, url))
     assert report.problems == []
     assert report.blocks["fork_forked"] == 1
+
+
+def test_a_fork_joins_a_child_under_a_key_its_program_chose(tmp_path: Path) -> None:
+    """The fork runs with its source's arguments, so a child key the program builds from its
+    key (``slash``: ``wf0/1-kid``) names the source's child, which the client had cancelled: the
+    fork attaches to it and ends CANCELLED. The model counted only the fork's own children
+    (a SQLite soak, seed 3999328674: "wf1-fork: expected COMPLETED, got CANCELLED")."""
+    child = Child("w0.c1", Program("w0.c1", "none", (Sleep("w0.c1.t1", 3600.0),)), "get", "slash")
+    top = TopLevel("wf0", Program("w0", "none", (child,)), (), cancel_child=True, fork_from=0)
+    with fresh_database("sqlite", tmp_path) as url:
+        report = asyncio.run(run_scenario(Scenario((top,), FaultPlan()), SETTINGS, url))
+    assert report.problems == []
+    assert report.blocks["fork_forked"] == 1

@@ -527,7 +527,7 @@ class Driver:
             last = max(steps, key=lambda s: (s.started_at, s.call_id), default=None)
             what = "nothing recorded" if last is None else f"{last.kind.value} {last.name}"
             found[record.run_id] = (
-                f"run {record.run_id[:8]} ({record.key}) holds a worker slot while only "
+                f"run {record.run_id[-8:]} ({record.key}) holds a worker slot while only "
                 f"waiting; last step: {what} ({len(steps)} steps)"
             )
         return found

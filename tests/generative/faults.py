@@ -204,6 +204,7 @@ class FaultyStore:
             async with gate.purging():
                 purged = await method(*args, **kwargs)
                 gate.counts.update(purge_calls=1, purged_runs=len(purged))
+                gate.purged.update(purged)
                 return purged
         if name in purging.ENDS:
             async with gate.ending():

@@ -280,9 +280,8 @@ def check(driver: Driver) -> list[str]:
     for forked in driver.forked:
         if forked.run_id is None:
             continue
-        name = (
-            f"fork {forked.top.key}{SUFFIX} (run {forked.run_id[:8]}, from step {forked.from_step})"
-        )
+        run, step = forked.run_id[-8:], forked.from_step
+        name = f"fork {forked.top.key}{SUFFIX} (run {run}, from step {step})"
         labels = _source_labels(driver, forked)
         kept_calls = {(labels[c], c[1]) for c in labels if c[0] in forked.kept}
         source_keys = {e.key for e in driver.world.executions if e.run_id == forked.source_run}

@@ -52,7 +52,8 @@ def _cancels_from_owners(driver: Driver, records: dict[str, Any]) -> list[str]:
 
 def _name(driver: Driver, run_id: str) -> str:
     info = driver.world.runs[run_id]
-    return f"{info.key} [{info.program}, run {run_id[:8]}]"
+    # The id's end: its first characters are its creation time, alike for runs made together.
+    return f"{info.key} [{info.program}, run {run_id[-8:]}]"
 
 
 def _outcomes(driver: Driver, records: dict[str, Any]) -> list[str]:

@@ -24,7 +24,7 @@ from sagaway.store import open_store
 from sagaway.testing import FakeClock
 from sagaway.testing.internals import engine_of
 from tests.generative import driver as driver_module
-from tests.generative import fleet
+from tests.generative import fleet, purging
 from tests.generative.driver import FIRST_BUDGET, LEASE, Driver
 from tests.generative.faults import FaultyStore, Injector
 from tests.generative.handover import HandoverPool, recording_handovers
@@ -257,3 +257,27 @@ async def test_a_run_whose_end_commits_as_a_purge_begins_is_remembered(
         records = await driver.statuses()
     assert records[run_id].status is sw.WorkflowStatus.COMPLETED
     assert records[run_id].ended_at == start + 5.0 + (driver.server_offset or 0.0)
+
+
+async def _nothing() -> None:
+    return None
+
+
+def test_a_key_is_shared_across_a_purge_by_one_call_of_each_run_only() -> None:
+    """A run under a key a purge freed reuses the purged run's key space (docs/retention.md),
+    and when it takes another path a call number names another call: its "undo a3" got the key
+    of the purged run's a5 (a SQLite soak, seed 2048778592, reported as a key shared by two
+    calls). The check allows one call per run, each earlier run purged; not two calls of one
+    run, nor runs of two keys, nor a run that was not purged."""
+    world = World(FakeClock(), {})
+    for run_id, key in (("r1", "k"), ("r2", "k"), ("r3", "other")):
+        world.created(run_id, key, None, "p")
+    world.purge_gate = purging.Gate(_nothing)
+    driver = cast(Any, type("D", (), {"world": world})())
+    across = {("r1", "a5", False), ("r2", "a3", True)}
+    assert not purging.reused_after_purge(driver, across)  # r1 not purged
+    world.purge_gate.purged.add("r1")
+    assert purging.reused_after_purge(driver, across)
+    assert not purging.reused_after_purge(driver, {*across, ("r2", "a5", False)})
+    assert not purging.reused_after_purge(driver, {("r1", "a5", False), ("r3", "a3", True)})
+    assert not purging.reused_after_purge(driver, {("r1", "a5", False), ("r1", "a3", True)})

@@ -24,7 +24,8 @@ import sagaway.manager
 from sagaway import codecs
 from sagaway.codecs import CodecStore
 from sagaway.store import Store, open_store
-from sagaway.testing import FakeClock, time_skipping_manager
+from sagaway.store.records import WorkflowRecord
+from sagaway.testing import time_skipping_manager
 from tests.generative import fleet, forks, model, purging
 from tests.generative.faults import FaultyStore, Injector
 from tests.generative.handover import recording_handovers
@@ -81,7 +82,7 @@ class Driver:
         self.scenario = scenario
         self.settings = settings
         self.url = url
-        self.clock = FakeClock()
+        self.clock = purging.Clock()
         self.programs: dict[str, Program] = {}
         acts: dict[str, Act] = {}
         programs = [top.program for top in scenario.workflows]
@@ -169,7 +170,7 @@ class Driver:
                 if self.settings.purge:
                     remembering = purging.Remembering(self.observer)
                     self.observer = remembering
-                    self.world.before_purge = self._before_purge
+                    self.world.purge_gate = purging.Gate(self._before_purge)
                 server = await self.observer.server_time()
                 self.server_offset = None if server is None else server - self.clock.now()
                 try:
@@ -219,8 +220,8 @@ class Driver:
 
     async def _before_purge(self) -> None:
         assert isinstance(self.observer, purging.Remembering)
-        await self.discover()
-        await self.observer.remember_ended(list(self.world.runs))
+        current = await self.discover()
+        await self.observer.remember_ended(list(self.world.runs), current)
 
     def _purged(self, exc: Exception) -> bool:
         """Whether ``exc`` is a client call's answer about a key the purge freed."""
@@ -462,7 +463,9 @@ class Driver:
                 return False
             overshoot = next(self.overshoots)
             self.delayed += overshoot > 0
-            jump = max(pending[0][0] - self.clock.now(), 0.0) + overshoot
+            # Not to a deadline only purgers wait for: they wake on the way (purging.Clock).
+            stops = [d for d, _ in pending if not self.clock.purges_only(d)] or [pending[0][0]]
+            jump = max(stops[0] - self.clock.now(), 0.0) + overshoot
             self.jumps += 1
             await self.clock.advance(jump)
 
@@ -524,19 +527,22 @@ class Driver:
             last = max(steps, key=lambda s: (s.started_at, s.call_id), default=None)
             what = "nothing recorded" if last is None else f"{last.kind.value} {last.name}"
             found[record.run_id] = (
-                f"run {record.run_id[:8]} ({record.key}) holds a worker slot while only "
+                f"run {record.run_id[-8:]} ({record.key}) holds a worker slot while only "
                 f"waiting; last step: {what} ({len(steps)} steps)"
             )
         return found
 
-    async def discover(self) -> None:
+    async def discover(self) -> list[WorkflowRecord]:
         """Learn runs whose creation the faulty store did not see complete (its caller was
-        cancelled while the insert committed, as a closing process's are)."""
+        cancelled while the insert committed, as a closing process's are); the current
+        executions, as listed."""
         assert self.observer is not None
-        for record in await self.observer.list_workflows(status=None, limit=10_000):
+        current = await self.observer.list_workflows(status=None, limit=10_000)
+        for record in current:
             if record.run_id not in self.world.runs:
                 program = json.loads(record.args)["program"]["label"]
                 self.world.created(record.run_id, record.key, record.parent_key, program)
+        return current
 
     async def statuses(self) -> dict[str, Any]:
         assert self.observer is not None
@@ -573,7 +579,7 @@ class Driver:
                 and (child.seq > info.seq or child.key in world.chosen_keys)
             )
             or child.key in shared
-        ]
+        ] + forks.source_children(self, info)
 
     def _descendants(self, info: RunInfo) -> list[RunInfo]:
         found: dict[str, RunInfo] = {}

@@ -21,7 +21,7 @@ from typing import Any
 
 from sagaway.states import StepKind, StepStatus
 from sagaway.store import Store, notices
-from tests.generative import times_check
+from tests.generative import purging, times_check
 from tests.generative.world import InjectedDbError, Process, ProcessDead, World
 
 _WRITES = frozenset(
@@ -173,9 +173,7 @@ class FaultyStore:
                     self._injector.stall_requested = process
                     process.stalled = asyncio.Event()
                 await process.wait_unfrozen()
-            if name == "purge_ended" and self._world.before_purge is not None:
-                await self._world.before_purge()  # the checks read what it deletes
-            result = await method(*args, **kwargs)
+            result = await self._gated(name, method, args, kwargs)
             if _TRACE:
                 _trace(process.number, name, args, kwargs, result, kind, now)
             self._observe(name, args, kwargs, result)
@@ -193,6 +191,27 @@ class FaultyStore:
         finally:
             self.inflight -= 1
             self.calls_in_flight[name] -= 1
+
+    async def _gated(
+        self, name: str, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """``method(...)``; with purges on, a purge apart from the writes that can end a run
+        (``purging.Gate``: the observer remembers what a purge deletes)."""
+        gate = self._world.purge_gate
+        if gate is None:
+            return await method(*args, **kwargs)
+        if name == "purge_ended":
+            async with gate.purging():
+                purged = await method(*args, **kwargs)
+                gate.counts.update(purge_calls=1, purged_runs=len(purged))
+                gate.purged.update(purged)
+                return purged
+        if name in purging.ENDS:
+            async with gate.ending():
+                if self._process.dead:  # it died while the purge held it back
+                    raise ProcessDead(f"process {self._process.number} is dead ({name})")
+                return await method(*args, **kwargs)
+        return await method(*args, **kwargs)
 
     def _observe(self, name: str, args: tuple[Any, ...], kw: dict[str, Any], result: Any) -> None:
         world = self._world

@@ -117,13 +117,13 @@ def _versions(driver: Driver, records: dict[str, Any]) -> list[str]:
         else:
             want = {tops.get(record.key)}
         if got not in want:
-            out.append(f"run {run_id[:8]} ({record.key}) records version {got!r}, not {want}")
+            out.append(f"run {run_id[-8:]} ({record.key}) records version {got!r}, not {want}")
     for e in driver.world.executions:
         ran_by = driver.process_versions.get(e.process)
         record = records.get(e.run_id)
         if record is not None and ran_by != record.code_version:
             out.append(
-                f"{e.label} of run {e.run_id[:8]} ({record.key}, version "
+                f"{e.label} of run {e.run_id[-8:]} ({record.key}, version "
                 f"{record.code_version!r}) ran in process {e.process} of version {ran_by!r}"
             )
     return out

@@ -20,8 +20,9 @@ What the fork call must answer, from the source as the observer reads it just be
 - otherwise a new run under the new key. A refused fork creates nothing under that key.
 
 The checks (``check``): the fork's run ends as the model says (the same program, the signals
-it was sent; ``invariants`` read its outcome and compensations like any run's, where a kept
-compensation counts as run); no activity or compensation of a kept step executes in the fork
+it was sent, the ends of the source's children whose starts it kept; ``invariants`` read its
+outcome and compensations like any run's, where a kept step counts as committed and a kept
+compensation as run); no activity or compensation of a kept step executes in the fork
 (its recorded outcome is replayed); the steps it runs anew run under idempotency keys none of
 the source's activities used (and the general key check: one key per logical call).
 """
@@ -42,6 +43,7 @@ from tests.generative.program import TopLevel
 if TYPE_CHECKING:
     from sagaway.store.records import StepRecord, WorkflowRecord
     from tests.generative.driver import Driver
+    from tests.generative.world import RunInfo
 
 SUFFIX = "-fork"
 """The fork of ``wf0`` is ``wf0-fork``."""
@@ -60,6 +62,8 @@ class Forked:
     run_id: str | None = None
     kept: tuple[str, ...] = ()
     """Call ids of the source's steps the fork reuses (``forking.plan``)."""
+    kept_children: tuple[str, ...] = ()
+    """Keys of the source's children whose starts the fork kept: it reads their ends."""
 
 
 async def fork_all(driver: Driver, *, last: bool) -> bool:
@@ -120,6 +124,11 @@ async def _fork(driver: Driver, top: TopLevel) -> Forked:
     await _check_refusal(driver, forked, source, steps, new_key)
     if source is not None and source.status.ended:
         forked.kept = forking.plan(source, steps, from_step).kept
+        forked.kept_children = tuple(
+            str(json.loads(s.result))
+            for s in steps
+            if s.kind is StepKind.CHILD and s.result is not None and s.call_id in forked.kept
+        )
     driver.sent.setdefault(run_id, set())
     for label in sorted(driver.sent.get(forked.source_run or "", ())):
         await _send(driver, new_key, label)
@@ -197,6 +206,23 @@ async def _check_refusal(
         problems.append(f"{what} was answered {outcome!r} (source {source.status.value})")
 
 
+def source_children(driver: Driver, info: RunInfo) -> list[RunInfo]:
+    """The children of a fork's source that the fork reads as its own (none for another run):
+    those whose starts it kept, and those under keys its program chose (its arguments are the
+    source's, so a ``slash`` key is ``<source key>/<n>``, and a chosen key names one execution).
+    A cancelled one cancels the fork."""
+    forked = next((f for f in driver.forked if f.run_id == info.run_id), None)
+    if forked is None:
+        return []
+    world = driver.world
+    return [
+        run
+        for run in world.runs.values()
+        if (run.key in forked.kept_children and run.seq < info.seq)
+        or (run.parent_key == forked.top.key and run.key in world.chosen_keys)
+    ]
+
+
 def _names(steps: list[StepRecord]) -> str:
     return ", ".join(f"{s.call_id} {s.kind.value}" for s in steps) or "none"
 
@@ -254,9 +280,8 @@ def check(driver: Driver) -> list[str]:
     for forked in driver.forked:
         if forked.run_id is None:
             continue
-        name = (
-            f"fork {forked.top.key}{SUFFIX} (run {forked.run_id[:8]}, from step {forked.from_step})"
-        )
+        run, step = forked.run_id[-8:], forked.from_step
+        name = f"fork {forked.top.key}{SUFFIX} (run {run}, from step {step})"
         labels = _source_labels(driver, forked)
         kept_calls = {(labels[c], c[1]) for c in labels if c[0] in forked.kept}
         source_keys = {e.key for e in driver.world.executions if e.run_id == forked.source_run}

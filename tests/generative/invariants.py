@@ -52,7 +52,8 @@ def _cancels_from_owners(driver: Driver, records: dict[str, Any]) -> list[str]:
 
 def _name(driver: Driver, run_id: str) -> str:
     info = driver.world.runs[run_id]
-    return f"{info.key} [{info.program}, run {run_id[:8]}]"
+    # The id's end: its first characters are its creation time, alike for runs made together.
+    return f"{info.key} [{info.program}, run {run_id[-8:]}]"
 
 
 def _outcomes(driver: Driver, records: dict[str, Any]) -> list[str]:
@@ -162,12 +163,13 @@ def _compensations(
         if record.status is sw.WorkflowStatus.CANCELLED and driver.settings.cancel_compensates:
             # The steps whose completion was committed: an attempt that ran in a process that
             # died (or froze) before its outcome was written is unknown to the engine, and a
-            # cancel delivered at that call does not compensate it (docs/cancellation.md).
+            # cancel delivered at that call does not compensate it (docs/cancellation.md). A
+            # fork's kept steps were committed in its source and copied: it undoes them too.
             committed = {
                 e.label
                 for e in done
                 if not e.compensation and (run_id, e.call_id) in driver.world.commits
-            }
+            } | set(replayed.completed)
             expected = frozenset(
                 label
                 for label in completed_last

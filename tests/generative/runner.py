@@ -6,7 +6,7 @@ import dataclasses
 from collections import Counter
 
 from sagaway import observe
-from tests.generative import fleet, forks, invariants, telemetry_check
+from tests.generative import fleet, forks, invariants, purging, telemetry_check
 from tests.generative.driver import FINAL_BUDGET, FIRST_BUDGET, Driver
 from tests.generative.program import Scenario
 from tests.generative.settings import GenSettings
@@ -47,7 +47,7 @@ async def run_scenario(scenario: Scenario, settings: GenSettings, url: str) -> R
         jumps=driver.jumps,
         settled=driver.settled,
         fault_log=driver.injector.log,
-        blocks=fleet.blocks(driver) + forks.blocks(driver),
+        blocks=fleet.blocks(driver) + forks.blocks(driver) + purging.blocks(driver),
     )
 
 

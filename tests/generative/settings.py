@@ -122,15 +122,14 @@ class GenSettings:
     run_versions={V})``, a crashed one replaced by one of its version), the top-level
     workflows started by both; every execution records the version of the process that created
     it (a child its parent's) and runs only on processes of that version (``fleet.py``)."""
-    purge: bool = False
-    """Off by default (``--gen-enable=purge``): its harness once could not read back a run
-    it saw created (a purge the driver did not see coming; not yet understood). Every process
-    runs background retention with a tiny age (``purging.py``): ended runs
+    purge: bool = True
+    """Every process runs background retention with a tiny age (``purging.py``): ended runs
     vanish while others may still read them (a workflow that attached to a shared child used
-    to lose it, and stayed SUSPENDED with WorkflowNotFound)."""
-    fork: bool = False
-    """Off by default (``--gen-enable=fork``) until it has run in soaks. The client forks some
-    ended top-level runs from one of their steps, under the fault
+    to lose it, and stayed SUSPENDED with WorkflowNotFound). It was off while a harness failure
+    was open: the harness lost a run whose end committed between the observer's look and the
+    purge (``purging.Gate`` now keeps the two apart)."""
+    fork: bool = True
+    """The client forks some ended top-level runs from one of their steps, under the fault
     plan (``forks.py``): the fork's run ends as the model says without executing a kept step
     again, its new steps run under keys the source never used, and a refused fork
     (``ForkRefused`` for dropped compensations, ``WorkflowNotEnded``) creates nothing."""

@@ -77,7 +77,7 @@ class CheckingObserver(observe.Observer):
             if reported > executed[call]:
                 out.append(
                     f"telemetry: {reported} attempts reported of call {call[1]} of run "
-                    f"{call[0][:8]}, but it executed {executed[call]} times"
+                    f"{call[0][-8:]}, but it executed {executed[call]} times"
                 )
         statuses: dict[str, Counter[str]] = {}
         for record in records.values():

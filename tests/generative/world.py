@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 import re
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sagaway as sw
@@ -33,6 +33,7 @@ from tests.generative.program import (
 
 if TYPE_CHECKING:
     from sagaway.testing import FakeClock
+    from tests.generative.purging import Gate
 
 T = TypeVar("T")
 
@@ -113,8 +114,9 @@ class World:
         """run id -> CANCELLED/TERMINATED, when end_workflow said it changed the run."""
         self.cancel_requested: set[str] = set()
         """Runs a cancel request reached while live (request_cancel said so)."""
-        self.before_purge: Callable[[], Awaitable[None]] | None = None
-        """Awaited by a process's store just before it purges (``purging``)."""
+        self.purge_gate: Gate | None = None
+        """With purges on: keeps each purge apart from the writes that can end a run, and
+        has the observer remember what it deletes (``purging.Gate``)."""
 
     def tick(self) -> int:
         return next(self._seq)

@@ -1,7 +1,8 @@
 """Workflows for the fork tests: an order pipeline whose step 3 has a bug (``BUG``, a module
 flag a test turns off as a deploy of the fix would), the same as a Saga, a gather before the
-buggy step, a parent with a child, and a workflow that waits for a signal. Every activity
-counts its executions and the idempotency keys it was given (``calls``, ``idempotency_keys``).
+buggy step (and one that opens a saga), a parent with a child, and a workflow that waits for a
+signal. Every activity counts its executions and the idempotency keys it was given (``calls``,
+``idempotency_keys``).
 """
 
 from __future__ import annotations
@@ -89,6 +90,13 @@ def build(url: str | None) -> sw.Manager:
         reservation = await reserve(order)  # step 1
         a, b = await asyncio.gather(pack(reservation, "a"), pack(reservation, "b"))  # 1/1, 2/1
         return await ship(f"{a}+{b}")  # step 2
+
+    @m.register_workflow(name="packed_first")
+    async def packed_first(order: int) -> str:
+        async with sw.Saga() as saga:
+            a, b = await asyncio.gather(pack(order, "a"), pack(order, "b"))  # 1/1, 2/1
+            saga.add_compensation(release, a)
+            return await ship(f"{a}+{b}")  # step 1; the compensation is step 2
 
     @m.register_workflow(name="label")
     async def label(order: int) -> str:

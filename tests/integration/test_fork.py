@@ -141,6 +141,30 @@ async def test_fork_keeps_a_gather_that_ended_before_the_step(manager: sw.Manage
     assert fork_app.idempotency_keys["pack-a"][1].startswith("order-7-again@")
 
 
+async def test_fork_from_step_1_keeps_nothing_of_a_gather_that_opened_the_saga(
+    manager: sw.Manager,
+) -> None:
+    """The source opened with a gather (branch steps 1/1, 2/1, ended before its step 1 started),
+    failed at step 1 and compensated at step 2. From step 1 nothing is kept and nothing is
+    refused, as documented: the gather was kept (it ended before step 1 started) and, with the
+    compensation dropped, the fork was refused, its message advising to fork from step 1
+    (found by the generative test)."""
+    with pytest.raises(fork_app.LabelBug):
+        await manager.workflow("packed_first", 7).execute_get(idempotency_key="order-7")
+    source = await manager.get_workflow("order-7").describe()
+    assert [(s.call_id, s.kind) for s in source.steps] == [
+        ("1/1", sw.StepKind.ACTIVITY),
+        ("2/1", sw.StepKind.ACTIVITY),
+        ("1", sw.StepKind.ACTIVITY),
+        ("2", sw.StepKind.COMPENSATION),
+    ]
+    assert (await manager.plan_fork("order-7", from_step=1)).kept == ()
+    fork_app.BUG["on"] = False
+    handle = await manager.fork("order-7", from_step=1, new_key="order-7-again")
+    assert await handle.result(timeout=10) == "shipped-a:7+b:7"
+    assert fork_app.calls == {"pack-a": 2, "pack-b": 2, "ship": 2, "release": 1}
+
+
 async def test_fork_keeps_a_child_or_starts_a_new_one(manager: sw.Manager) -> None:
     await _failed_at_step_3(manager, "parent")
     fork_app.BUG["on"] = False

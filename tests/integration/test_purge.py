@@ -388,6 +388,44 @@ async def test_a_workflow_attaching_to_an_ended_one_while_a_purge_deletes_it_run
         assert await reader.result(timeout=10) == "read second"
 
 
+async def test_a_start_under_a_purged_key_does_not_join_a_child_its_predecessor_left(
+    db_url: str,
+) -> None:
+    """A parent ends while the child it started (default key ``batch-1/1``) still waits; a
+    purge deletes the parent (an ended parent is not kept for its children) and frees its key.
+    A start under that key creates a new execution, whose call 1 derived ``batch-1/1`` again and
+    joined the old child: the new parent read the old child's outcome (in the generative soak, a
+    cancellation passed on by the old parent's cancelled owner). It now gets a key space of its
+    own while such leftovers are kept, and the plain one again once none is."""
+    clock = FakeClock()
+    m = build(db_url, clock=clock)
+
+    @m.register_workflow(name="starter")
+    async def starter() -> str:
+        child = await m.workflow("waits").execute()
+        return child.key
+
+    async with m:
+        old_key = await m.workflow("starter").execute_get(idempotency_key="batch-1")
+        assert old_key == "batch-1/1"
+        old_child = (await m.get_workflow(old_key).describe()).run_id
+        await clock.advance(60.0)
+        assert await m.purge(30.0) == 1  # the parent; its child still waits
+        assert keys(db_url) == {"batch-1/1"}
+        new_key = await m.workflow("starter").execute_get(idempotency_key="batch-1")
+        assert new_key.startswith("batch-1@")  # a child of its own, not the old one
+        assert (await m.get_workflow(old_key).describe()).run_id == old_child
+        assert await m.get_workflow(old_key).status() is S.WAITING
+        for key in (old_key, new_key):
+            await m.signal("go").send(key, "done")
+            assert await m.get_workflow(key).result(timeout=10) == "done"
+        await clock.advance(60.0)
+        assert await m.purge(30.0) == 3
+        # Nothing left under the key's space: a start uses it again (docs/retention.md).
+        again_key = await m.workflow("starter").execute_get(idempotency_key="batch-1")
+        assert again_key == "batch-1/1"
+
+
 # ---------------------------------------------------------------------------- sagaway purge
 
 

@@ -7,14 +7,17 @@ again."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import uuid
+from typing import Any
 
 import pytest
 
 from sagaway import serialization
 from sagaway.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store import Store
-from sagaway.store.records import Lease, WorkflowRecord
+from sagaway.store.records import Lease, NewWorkflow, WorkflowRecord
 from tests.store_helpers import T0, lease, new, raw_sql, run_of, running, step
 
 S = WorkflowStatus
@@ -318,3 +321,58 @@ async def test_a_long_child_start_result_is_stored(store: Store) -> None:
     start = step(record.run_id, "1", T0, kind=StepKind.CHILD, result="sealed:" + "x" * 20_000)
     await store.record_step(start, token=held.token)
     assert (await store.load_steps(record.run_id))[0].result == start.result
+
+
+def spaced(key: str, **kw: Any) -> NewWorkflow:
+    """``new(key)`` with the key space the engine gives a start that replaces nothing."""
+    return dataclasses.replace(new(key, **kw), key_space=key)
+
+
+async def test_a_new_execution_gets_a_key_space_of_its_own_while_keys_derived_from_it_are_kept(
+    store: Store,
+) -> None:
+    """A purge deleted ``order-7`` and left its child ``order-7/1`` (still running): the next
+    execution under ``order-7`` would derive ``order-7/1`` for its call 1 and join that child. It
+    is created under ``order-7@<run id>`` instead; keys merely alike (``order-7-b/1``,
+    ``order-70``) do not count, and once the child is gone the plain space is used again."""
+    old = await store.create_workflow(spaced("order-7"), now=T0, lease=None, replace_live=False)
+    child = await store.create_workflow(
+        spaced("order-7/1", parent_key="order-7"), now=T0, lease=None, replace_live=False
+    )
+    for key in ("order-7-b/1", "order-70", "order-7x/1"):
+        await store.create_workflow(spaced(key), now=T0, lease=None, replace_live=False)
+    assert await store.end_workflow(old.record.run_id, status=S.CANCELLED, error="x", now=T0)
+    assert await store.purge_ended(before=T0 + 1, statuses=None, limit=10) == [old.record.run_id]
+    again = await store.create_workflow(
+        spaced("order-7"), now=T0 + 2, lease=None, replace_live=False
+    )
+    assert again.created
+    assert again.record.key_space == f"order-7@{again.record.run_id}"
+    # Started together (on PostgreSQL the first alone, the others in one batched insert), each
+    # decides for itself.
+    await store.create_workflow(
+        spaced("order-8/2", parent_key="order-8"), now=T0, lease=None, replace_live=False
+    )
+    together = await asyncio.gather(
+        *(
+            store.create_workflow(spaced(key), now=T0 + 2, lease=None, replace_live=False)
+            for key in ("order-9", "order-8", "order-6")
+        )
+    )
+    spaces = [(r.record.key, r.record.key_space) for r in together]
+    assert spaces == [
+        ("order-9", "order-9"),
+        ("order-8", f"order-8@{together[1].record.run_id}"),
+        ("order-6", "order-6"),
+    ]
+    assert await store.end_workflow(again.record.run_id, status=S.CANCELLED, error="x", now=T0)
+    assert await store.end_workflow(child.record.run_id, status=S.CANCELLED, error="x", now=T0)
+    assert len(await store.purge_ended(before=T0 + 1, statuses=None, limit=10)) == 2
+    plain = await store.create_workflow(
+        spaced("order-7"), now=T0 + 3, lease=None, replace_live=False
+    )
+    assert plain.created and plain.record.key_space == "order-7"
+    # A start that replaces a live execution has a space of its own already.
+    replacing = dataclasses.replace(spaced("order-9"), key_space="order-9@r2")
+    replaced = await store.create_workflow(replacing, now=T0 + 4, lease=None, replace_live=True)
+    assert replaced.record.key_space == "order-9@r2"

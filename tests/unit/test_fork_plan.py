@@ -89,6 +89,19 @@ def test_from_step_1_keeps_nothing_and_compensations_are_top_level_steps() -> No
     assert forking.plan(_source(), HISTORY, 3).compensated == ("3", "4")
 
 
+def test_from_step_1_keeps_nothing_of_a_gather_that_ended_before_step_1() -> None:
+    # A workflow that opens with a gather: its branches ended before step 1 started.
+    history = [
+        _step("1/1", 0, 1),
+        _step("2/1", 0, 2),
+        _step("1", 3, 4, status=StepStatus.FAILED),
+        _step("2", 4.1, 5, kind=StepKind.COMPENSATION),
+    ]
+    plan = forking.plan(_source(), history, 1)
+    assert plan.kept == () and plan.compensated == ("2",)
+    assert forking.plan(_source(), history, 2).kept == ("1/1", "2/1", "1")
+
+
 def test_one_past_the_last_step_keeps_everything_even_unfinished_steps() -> None:
     history = [*HISTORY[:5], _step("2", 5.1, None, status=StepStatus.ERROR)]
     plan = forking.plan(_source(WorkflowStatus.TERMINATED), history, 3)

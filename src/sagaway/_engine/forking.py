@@ -11,10 +11,12 @@ Which outcomes are kept. Step N is the workflow's own (top-level) durable call N
 * every step of a branch (a task the workflow spawned: call ids ``"2/1"``, ``"2/1/3"``) that had
   *ended* before step N started (a gather finished before step N is kept whole),
 
-and drops the rest, which runs again. The kept set is closed under "happened before": a kept
-step's outcome can only have depended on outcomes the workflow received before it, and those
-ended earlier, so they are kept too. A step that ended after step N started may depend on step
-N's outcome, which the fork computes anew, so it is dropped. Times compared are the recorded
+and drops the rest, which runs again. From step 1 nothing is kept, not even a gather that opened
+the workflow and ended before step 1 started: the whole workflow runs again. The kept set is
+closed under "happened before": a kept step's outcome can only have depended on outcomes the
+workflow received before it, and those ended earlier, so they are kept too. A step that ended
+after step N started may depend on step N's outcome, which the fork computes anew, so it is
+dropped. Times compared are the recorded
 ones: the ends of activities, compensations, signals and children's results are the workflow's
 completion order (``ExecutionBase.completion_time``), strictly increasing within an execution,
 and every step of a branch that ended before top-level step N-1's outcome was received ended
@@ -123,6 +125,10 @@ def plan(source: WorkflowRecord, steps: list[StepRecord], from_step: int) -> For
         )
     if from_step == last + 1:
         kept = list(steps)
+    elif from_step == 1:
+        # Nothing: not even a gather that opened the workflow and ended before step 1 started
+        # (the whole saga runs again, and a fork from step 1 is never refused).
+        kept = []
     else:
         boundary = _boundary(tops, from_step)
         kept = [s for s in steps if _kept(s, from_step, boundary)]

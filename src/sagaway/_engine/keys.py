@@ -10,7 +10,9 @@ one call id, and two different durable calls can never share a key:
 
 An execution started with ``OnConflict.TERMINATE_EXISTING`` replaces a run under the same key, so
 its key space also names the run (``order-7@<run id>``): the new run never reuses the old run's
-keys, which a payment API would deduplicate away.
+keys, which a payment API would deduplicate away. The store gives a start that replaces nothing
+that form too when executions under keys derived from its plain space are still kept (children
+of a purged execution under the key; ``store._params.spare_key_space``).
 A fork (``forking``) names its run the same way: the calls it runs again never carry a key an
 earlier execution used, even one under the same key that was purged.
 

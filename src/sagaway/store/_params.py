@@ -21,6 +21,16 @@ Write = tuple[str, Params]
 """A named query (of the dialect's SQL file) and its parameters."""
 
 
+def spare_key_space(new: NewWorkflow) -> str | None:
+    """The key space ``insert_workflow`` gives ``new`` instead of its own when executions are
+    already kept under keys derived from that one: a run that ended and was purged may leave
+    behind a child that ended after it (or is still running), and the new execution's call 1
+    would otherwise join that child as its own. The replacing form (``keys.key_space``), named
+    after the run; None when the key space is already one (it holds ``@``) or there is none."""
+    space = new.key_space
+    return None if space is None or "@" in space else f"{space}@{new.run_id}"
+
+
 def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
     """``insert_workflow``: RUNNING under ``lease`` if given, else PENDING."""
     if new.concurrency_key is not None and new.max_per_key < 1:
@@ -39,6 +49,7 @@ def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
         "parent_key": new.parent_key,
         "queue": new.queue,
         "key_space": new.key_space,
+        "spare_key_space": spare_key_space(new),
         "deadline_at": None if new.timeout is None else now + new.timeout,
         "trace_context": new.trace_context,
         "code_version": new.code_version,

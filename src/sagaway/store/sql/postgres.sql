@@ -45,13 +45,24 @@ SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, cr
 FROM workflows WHERE run_id = %(run_id)s
 
 -- name: insert_workflow
+-- The key space is %(spare_key_space)s when current executions are kept under keys derived from
+-- %(key_space)s ('<key space>/...', the range up to '<key space>0', byte-wise): children a purged
+-- execution under this key left behind, which the new one's calls must not join
+-- (_params.spare_key_space).
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
                        next_run_at, queue, key_space, deadline_at, trace_context, code_version,
                        concurrency_key, concurrency_limit)
 VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s, %(parent_key)s,
         %(now)s, %(now)s, %(lease_token)s, %(lease_owner)s, %(lease_expires_at)s, %(now)s,
-        %(queue)s, %(key_space)s, %(deadline_at)s, %(trace_context)s, %(code_version)s,
+        %(queue)s,
+        CASE WHEN %(spare_key_space)s::text IS NOT NULL AND EXISTS (
+                SELECT 1 FROM workflows c
+                WHERE c.is_current
+                  AND c.key >= (%(key_space)s::text || '/') COLLATE "C"
+                  AND c.key < (%(key_space)s::text || '0') COLLATE "C")
+             THEN %(spare_key_space)s::text ELSE %(key_space)s::text END,
+        %(deadline_at)s, %(trace_context)s, %(code_version)s,
         %(concurrency_key)s, %(concurrency_limit)s)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
@@ -66,12 +77,18 @@ INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, p
                        next_run_at, queue, key_space, deadline_at, trace_context, code_version,
                        concurrency_key, concurrency_limit)
 SELECT run_id, key, TRUE, name, args, args_hash, status, parent_key, now, now, lease_token,
-       lease_owner, lease_expires_at, now, queue, key_space, deadline_at, trace_context, code_version,
-       concurrency_key, concurrency_limit
+       lease_owner, lease_expires_at, now, queue,
+       CASE WHEN i.spare_key_space IS NOT NULL AND EXISTS (
+               SELECT 1 FROM workflows c
+               WHERE c.is_current
+                 AND c.key >= (i.key_space || '/') COLLATE "C"
+                 AND c.key < (i.key_space || '0') COLLATE "C")
+            THEN i.spare_key_space ELSE i.key_space END,
+       deadline_at, trace_context, code_version, concurrency_key, concurrency_limit
 FROM json_to_recordset(%(batch)s::json)
     AS i (run_id text, key text, name text, args text, args_hash text, status text,
           parent_key text, now double precision, lease_token text, lease_owner text,
-          lease_expires_at double precision, queue text, key_space text,
+          lease_expires_at double precision, queue text, key_space text, spare_key_space text,
           deadline_at double precision, trace_context text, code_version text,
           concurrency_key text, concurrency_limit integer)
 ON CONFLICT (key) WHERE is_current DO NOTHING

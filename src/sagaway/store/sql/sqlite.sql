@@ -23,13 +23,21 @@ SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, cr
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key FROM workflows WHERE run_id = :run_id
 
 -- name: insert_workflow
+-- The key space is :spare_key_space when current executions are kept under keys derived from
+-- :key_space ('<key space>/...', the range up to '<key space>0'): children a purged execution
+-- under this key left behind, which the new one's calls must not join (_params.spare_key_space).
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
                        next_run_at, queue, key_space, deadline_at, trace_context, code_version,
                        concurrency_key, concurrency_limit)
 VALUES (:run_id, :key, 1, :name, :args, :args_hash, :status, :parent_key, :now, :now,
-        :lease_token, :lease_owner, :lease_expires_at, :now, :queue, :key_space, :deadline_at, :trace_context, :code_version,
-        :concurrency_key, :concurrency_limit)
+        :lease_token, :lease_owner, :lease_expires_at, :now, :queue,
+        CASE WHEN :spare_key_space IS NOT NULL AND EXISTS (
+                SELECT 1 FROM workflows c
+                WHERE c.is_current = 1
+                  AND c.key >= :key_space || '/' AND c.key < :key_space || '0')
+             THEN :spare_key_space ELSE :key_space END,
+        :deadline_at, :trace_context, :code_version, :concurrency_key, :concurrency_limit)
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,

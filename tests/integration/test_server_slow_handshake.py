@@ -28,6 +28,7 @@ async def slow_proxy(target: str, delay: float, slow: int = 1_000_000) -> AsyncI
     host, port = target.rsplit(":", 1)
     accepted = 0
     links: set[asyncio.Task[None]] = set()
+    writers: list[asyncio.StreamWriter] = []
 
     async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, asyncio.CancelledError):
@@ -43,14 +44,16 @@ async def slow_proxy(target: str, delay: float, slow: int = 1_000_000) -> AsyncI
             if accepted <= slow:
                 await asyncio.sleep(delay)
             up_reader, up_writer = await asyncio.open_connection(host, int(port))
+            writers.append(up_writer)
             try:
                 await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
             finally:
-                up_writer.close()
+                await _closed(up_writer)
         finally:
-            writer.close()
+            await _closed(writer)
 
     def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
         task = asyncio.create_task(link(reader, writer))
         links.add(task)
         task.add_done_callback(links.discard)
@@ -64,6 +67,17 @@ async def slow_proxy(target: str, delay: float, slow: int = 1_000_000) -> AsyncI
         for task in list(links):
             task.cancel()
         await asyncio.gather(*links, return_exceptions=True)
+        for writer in writers:  # every socket closed before the test's loop ends
+            await _closed(writer)
+        server.close()
+        await server.wait_closed()
+
+
+async def _closed(writer: asyncio.StreamWriter) -> None:
+    """Close ``writer`` and wait until its socket is closed (before the test's loop ends)."""
+    writer.close()
+    with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+        await writer.wait_closed()
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import pytest
 from sagaway.store import StoreUnavailable
 from sagaway.store.remote import connection
 from sagaway.store.remote.client import GrpcStore
+from sagaway.store.remote.target import handshake_hint, parse_target
 from tests.grpc_server import ServerProcess
 
 
@@ -128,3 +129,15 @@ async def test_nothing_listening_is_reported_at_once(
         await GrpcStore(f"grpc://127.0.0.1:{port}").open()
     assert time.monotonic() - began < 5.0  # one attempt, not three timeouts
     assert not [r for r in caplog.records if ASKED_AGAIN in r.getMessage()]
+
+
+def test_a_tcp_connect_cut_short_is_slow_not_tls() -> None:
+    # What gRPC says when the TCP connect outlived the call's deadline on a busy machine: a
+    # slow server to ask again, not a TLS mismatch.
+    details = (
+        "cannot reach the Engine Server at 127.0.0.1:1: failed to connect to all addresses; "
+        "last error: UNKNOWN: ipv4:127.0.0.1:1: tcp handshaker shutdown"
+    )
+    assert connection._slow(details)
+    assert handshake_hint(parse_target("grpc://127.0.0.1:1"), details) is None
+    assert not connection._slow("failed to connect to all addresses; Connection refused")

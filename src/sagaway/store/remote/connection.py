@@ -60,9 +60,16 @@ HELLO_ATTEMPTS = 3
 """Handshakes tried with a server that connects but answers slowly (``CONNECT_TIMEOUT`` each)."""
 
 
+_SLOW_SIGNS = (
+    "timed out before receiving SETTINGS",
+    "Deadline Exceeded",
+    "tcp handshaker shutdown",  # the TCP connect attempt outlived the call's deadline
+)
+
+
 def _slow(details: str) -> bool:
     """Whether a failed call timed out on a server that exists (not refused, not TLS)."""
-    return "timed out before receiving SETTINGS" in details or "Deadline Exceeded" in details
+    return any(sign in details for sign in _SLOW_SIGNS)
 
 
 def _channel(target: Target) -> grpc.aio.Channel:

@@ -111,6 +111,8 @@ def handshake_hint(target: Target, details: str) -> str | None:
         )
     if "Socket closed" not in details and "handshake" not in details.lower():
         return None
+    if "tcp handshaker" in details:
+        return None  # the TCP connect itself (a slow or busy server), not TLS
     if not target.tls:
         return f"{where} closed the connection: it may expect TLS (use grpcs://)"
     if target.cert is None:

@@ -8,8 +8,9 @@ import asyncio
 import contextlib
 import logging
 import socket
+import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,64 +22,110 @@ from sagaway.store.remote.target import handshake_hint, parse_target
 from tests.grpc_server import ServerProcess
 
 
-@contextlib.asynccontextmanager
-async def slow_proxy(target: str, delay: float, slow: int = 1_000_000) -> AsyncIterator[str]:
+class SlowProxy:
     """A TCP proxy to ``target`` that holds each of the first ``slow`` connections ``delay``
     seconds (reading nothing) before it passes bytes on: a server that connects but is slow to
-    speak."""
-    host, port = target.rsplit(":", 1)
-    accepted = 0
-    links: set[asyncio.Task[None]] = set()
-    writers: list[asyncio.StreamWriter] = []
+    speak.
 
-    async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(ConnectionError, asyncio.CancelledError):
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        writer.close()
+    It runs on threads with plain sockets, so that closing it closes every socket it ever opened
+    before ``close()`` returns (an asyncio proxy could accept a connection after its teardown and
+    leave a transport for the garbage collector to warn about in a later test)."""
 
-    async def link(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal accepted
-        accepted += 1
-        try:
-            if accepted <= slow:
-                await asyncio.sleep(delay)
-            up_reader, up_writer = await asyncio.open_connection(host, int(port))
-            writers.append(up_writer)
+    POLL = 0.05  # how often blocked threads look whether the proxy is closing
+
+    def __init__(self, target: str, delay: float, slow: int = 1_000_000) -> None:
+        host, port = target.rsplit(":", 1)
+        self._upstream = (host, int(port))
+        self._delay = delay
+        self._slow = slow
+        self._accepted = 0
+        self._closing = threading.Event()
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._threads: list[threading.Thread] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(self.POLL)
+        self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
+        self._spawn(self._accept_loop)
+
+    def _spawn(self, target: Callable[..., None], *args: object) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        with self._lock:
+            if self._closing.is_set():
+                return  # close() joins only the threads it saw
+            self._threads.append(thread)
+        thread.start()
+
+    def _keep(self, sock: socket.socket) -> bool:
+        """Track ``sock`` for closing; close it at once (and say so) if the proxy is closing."""
+        with self._lock:
+            if not self._closing.is_set():
+                sock.settimeout(self.POLL)
+                self._sockets.append(sock)
+                return True
+        sock.close()
+        return False
+
+    def _accept_loop(self) -> None:
+        while not self._closing.is_set():
             try:
-                await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
-            finally:
-                await _closed(up_writer)
-        finally:
-            await _closed(writer)
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self._accepted += 1
+            if self._keep(conn):
+                self._spawn(self._link, conn, self._accepted <= self._slow)
 
-    def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writers.append(writer)
-        task = asyncio.create_task(link(reader, writer))
-        links.add(task)
-        task.add_done_callback(links.discard)
+    def _link(self, conn: socket.socket, slow: bool) -> None:
+        if slow and self._closing.wait(self._delay):
+            return
+        try:
+            upstream = socket.create_connection(self._upstream, timeout=5)
+        except OSError:
+            return
+        if self._keep(upstream):
+            self._spawn(self._pump, conn, upstream)
+            self._pump(upstream, conn)
 
-    server = await asyncio.start_server(accept, "127.0.0.1", 0)
-    address = server.sockets[0].getsockname()
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        while not self._closing.is_set():
+            try:
+                data = source.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if not data:
+                with contextlib.suppress(OSError):
+                    sink.shutdown(socket.SHUT_WR)
+                return
+            try:
+                sink.sendall(data)
+            except OSError:
+                return
+
+    def close(self) -> None:
+        with self._lock:
+            self._closing.set()
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(10)
+        self._listener.close()
+        for sock in self._sockets:
+            sock.close()
+
+
+@contextlib.asynccontextmanager
+async def slow_proxy(target: str, delay: float, slow: int = 1_000_000) -> AsyncIterator[str]:
+    """A :class:`SlowProxy` for the length of the block (closed on a thread, so that the test's
+    loop goes on serving the client while the proxy's threads wind down)."""
+    proxy = SlowProxy(target, delay, slow)
     try:
-        yield f"{address[0]}:{address[1]}"
+        yield proxy.address
     finally:
-        server.close()
-        for task in list(links):
-            task.cancel()
-        await asyncio.gather(*links, return_exceptions=True)
-        for writer in writers:  # every socket closed before the test's loop ends
-            await _closed(writer)
-        server.close()
-        await server.wait_closed()
-
-
-async def _closed(writer: asyncio.StreamWriter) -> None:
-    """Close ``writer`` and wait until its socket is closed (before the test's loop ends)."""
-    writer.close()
-    with contextlib.suppress(ConnectionError, asyncio.CancelledError):
-        await writer.wait_closed()
+        await asyncio.to_thread(proxy.close)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ SQLite users need no psycopg)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
 from typing import Any
 
 from sagaway.store.records import AuditNote, ForkPayloads
@@ -66,28 +65,3 @@ class Fork:
                 ("fork_step_payloads", {**params, "result": step.result, "error": step.error})
             )
         return writes
-
-
-def fork(
-    source_run_id: str,
-    *,
-    run_id: str,
-    key: str,
-    key_space: str,
-    call_ids: Collection[str],
-    now: float,
-    code_version: str | None = None,
-    payloads: ForkPayloads | None = None,
-    audit: AuditNote | None = None,
-) -> Fork:
-    return Fork(
-        source_run_id=source_run_id,
-        run_id=run_id,
-        key=key,
-        key_space=key_space,
-        call_ids=tuple(call_ids),
-        now=now,
-        code_version=code_version,
-        payloads=payloads,
-        audit=audit,
-    )

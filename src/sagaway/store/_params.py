@@ -1,7 +1,9 @@
 """Named parameters of the store verbs, built the same way for both SQL dialects.
 
 The SQLite and PostgreSQL queries of one verb take the same parameter names (``:name`` and
-``%(name)s``), so each dict is built here once. What a dialect adds (PostgreSQL's signal sender,
+``%(name)s``), so each dict is built here once (or, for a verb's own statement, in that verb in
+``_sql_verbs``), and the records of the verbs with many arguments are defined here. What a
+dialect adds (PostgreSQL's signal sender,
 its batched end with the final step) stays in its store.
 """
 
@@ -14,7 +16,7 @@ from typing import Any
 
 from sagaway.errors import error_record
 from sagaway.states import ErrorKind, StepKind, StepStatus, WorkflowStatus
-from sagaway.store.records import Lease, NewWorkflow, StepRecord
+from sagaway.store.records import AuditNote, Lease, NewWorkflow, StepRecord
 
 Params = dict[str, Any]
 Write = tuple[str, Params]
@@ -88,39 +90,6 @@ def replaced_error(new_run_id: str) -> str:
     )
 
 
-def finish(
-    run_id: str,
-    *,
-    token: str,
-    status: WorkflowStatus,
-    result: str | None,
-    error: str | None,
-    now: float,
-    cancel_seen: bool = False,
-) -> Params:
-    """``finish_owned`` (``cancel_seen``: a COMPLETED end passes over a cancel request)."""
-    return {
-        "run_id": run_id,
-        "token": token,
-        "status": status.value,
-        "result": result,
-        "error": error,
-        "now": now,
-        "cancel_seen": cancel_seen,
-    }
-
-
-def suspend(run_id: str, *, token: str, error: str, now: float, next_run_at: float) -> Params:
-    """``suspend_owned``."""
-    return {
-        "run_id": run_id,
-        "token": token,
-        "error": error,
-        "now": now,
-        "next_run_at": next_run_at,
-    }
-
-
 def wait(
     run_id: str, *, token: str, waiting_for: str, next_run_at: float | None, now: float
 ) -> Params:
@@ -142,11 +111,6 @@ def signal_wait(name: str) -> str:
 def child_wait(child_key: str) -> str:
     """What an execution waiting for the end of its child ``child_key`` waits for."""
     return f"child:{child_key}"
-
-
-def end(run_id: str, *, status: WorkflowStatus, error: str | None, now: float) -> Params:
-    """``end_by_request`` (cancel, terminate)."""
-    return {"run_id": run_id, "status": status.value, "error": error, "now": now}
 
 
 def signal(run_id: str, *, name: str, payload: str, dedupe_id: str | None, now: float) -> Params:
@@ -173,6 +137,64 @@ def step(record: StepRecord) -> Params:
         "started_at": record.started_at,
         "ended_at": record.ended_at,
     }
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Create:
+    """One ``create_workflow``: the execution, its ``insert_workflow`` parameters, and what to
+    do when its key is taken (see ``Store.create_workflow``)."""
+
+    new: NewWorkflow
+    params: Params
+    now: float
+    replace_live: bool
+    audit: AuditNote | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Due:
+    """Whose due work a claim looks at: not ``owner``'s, of ``queues`` and ``versions`` (None:
+    any; see ``Store.claim_due``)."""
+
+    owner: str
+    queues: Collection[str] | None
+    versions: Collection[str | None] | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """One ``claim_due``: leases until ``now + lease_timeout`` on at most ``limit`` due
+    executions, none of ``exclude``."""
+
+    due: Due
+    now: float
+    lease_timeout: float
+    limit: int
+    exclude: Collection[str]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Send:
+    """One ``send_signal``: a signal for the current execution under ``key`` (with ``run_id``:
+    only if that is the current one), written with ``audit`` when it is stored."""
+
+    key: str
+    name: str
+    payload: str
+    dedupe_id: str | None
+    now: float
+    run_id: str | None
+    audit: AuditNote | None
+
+    def params(self, run_id: str) -> Params:
+        """``insert_signal`` for the execution ``run_id``."""
+        return signal(
+            run_id, name=self.name, payload=self.payload, dedupe_id=self.dedupe_id, now=self.now
+        )
+
+    def wake(self, run_id: str) -> Params:
+        """``wake_waiting``: the execution ``run_id`` due now if it waits for this signal."""
+        return wake_waiting(run_id, waiting_for=signal_wait(self.name), now=self.now)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -96,11 +96,11 @@ def _steps_op(batch: list[tuple[StepRecord, str]]) -> Op[set[tuple[str, str]]]:
 async def finish_many(
     run: Run, batch: list[Params], *, ended_by: str
 ) -> list[BaseException | None]:
-    """Ends of top-level executions (``_params.finish``, with ``step_*`` parameters for a final
-    step): ``LeaseLost`` for those the token no longer owns. Whoever waits for one of them (a
-    workflow that attached to it as its child) becomes due in the same transaction. ``ended_by``:
-    the lease owner this store listens as, spared the notices of its own ends (once per
-    statement, not in every item)."""
+    """Ends of top-level executions (``finish_owned``'s parameters, as ``SQLVerbs`` builds them,
+    with ``step_*`` parameters for a final step): ``LeaseLost`` for those the token no longer
+    owns. Whoever waits for one of them (a workflow that attached to it as its child) becomes
+    due in the same transaction. ``ended_by``: the lease owner this store listens as, spared the
+    notices of its own ends (once per statement, not in every item)."""
 
     if len(batch) == 1:
         params = {**batch[0], "ended_by": ended_by}

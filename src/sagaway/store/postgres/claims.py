@@ -10,7 +10,6 @@ stranding them.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection
 
 from psycopg.rows import DictRow, dict_row
 
@@ -22,37 +21,27 @@ from sagaway.store.records import Lease, WorkflowRecord
 Claimed = list[tuple[WorkflowRecord, Lease]]
 
 
-def due_filter(queues: Collection[str] | None, versions: Collection[str | None] | None) -> Params:
+def due_filter(due: _params.Due) -> Params:
     """The task queue and code version parameters of ``claim_due`` and ``next_due``."""
     return {
-        "any_queue": queues is None,
-        "queues": sorted(queues or ()),
-        **_params.version_filter(versions, arrays=True),
+        "any_queue": due.queues is None,
+        "queues": sorted(due.queues or ()),
+        **_params.version_filter(due.versions, arrays=True),
     }
 
 
-async def claim_due(
-    run: Run,
-    *,
-    owner: str,
-    now: float,
-    lease_timeout: float,
-    limit: int,
-    exclude: Collection[str],
-    queues: Collection[str] | None,
-    versions: Collection[str | None] | None,
-) -> Claimed:
+async def claim_due(run: Run, claim: _params.Claim) -> Claimed:
     """Leases on up to ``limit`` due executions (see ``Store.claim_due``)."""
-    if limit <= 0:
+    if claim.limit <= 0:
         return []
     params: Params = {
-        "now": now,
-        "exclude": json_list(exclude),
-        "owner": owner,
-        "expires_at": now + lease_timeout,
-        **due_filter(queues, versions),
+        "now": claim.now,
+        "exclude": json_list(claim.exclude),
+        "owner": claim.due.owner,
+        "expires_at": claim.now + claim.lease_timeout,
+        **due_filter(claim.due),
     }
-    return await run(_Claim(params, limit).op, transaction=False)
+    return await run(_Claim(params, claim.limit).op, transaction=False)
 
 
 class _Claim:
@@ -142,11 +131,9 @@ async def _taken_before(conn: Conn, tokens: list[str], owner: str) -> Claimed:
     return claimed
 
 
-async def next_due(
-    run: Run, *, owner: str, queues: Collection[str] | None, versions: Collection[str | None] | None
-) -> float | None:
+async def next_due(run: Run, due: _params.Due) -> float | None:
     """See ``Store.next_due``."""
-    params = {"owner": owner, **due_filter(queues, versions)}
+    params = {"owner": due.owner, **due_filter(due)}
 
     async def op(conn: Conn, retried: bool) -> float | None:
         row = await (await conn.execute(Q["next_due"], params)).fetchone()

@@ -16,20 +16,11 @@ _ROUNDS = 16
 """Bound on re-reads when the current row of a key changes under a send."""
 
 
-async def send(
-    run: Run,
-    key: str,
-    *,
-    name: str,
-    payload: str,
-    dedupe_id: str | None,
-    now: float,
-    run_id: str | None = None,
-    audit: AuditNote | None = None,
-) -> tuple[WorkflowRecord | None, bool]:
-    """Store a signal for the current execution under ``key`` and wake it if it waits for
+async def send(run: Run, send: _params.Send) -> tuple[WorkflowRecord | None, bool]:
+    """Store a signal for the current execution under ``send.key`` and wake it if it waits for
     it: (its record, stored); (None, False) if there is no such key. With ``run_id``, nothing
     is stored unless it is that execution."""
+    key = send.key
     # Chosen once for all attempts: a retry after a lost acknowledgement finds the row the
     # lost attempt stored by it (a dedupe_id alone cannot tell that row from an earlier send's).
     sender = uuid.uuid4().hex
@@ -47,23 +38,16 @@ async def send(
         else:
             raise errors.SagawayError(f"key {key!r} kept changing while sending a signal")
         record = _rows.workflow_from_row(rows[0])
-        params = _params.signal(
-            record.run_id, name=name, payload=payload, dedupe_id=dedupe_id, now=now
-        )
-        params["sender"] = sender
+        params = {**send.params(record.run_id), "sender": sender}
         # Checked before the end: the signal the lost attempt stored may have ended the run.
         if retried and await _sent_by(conn, params, sender):
             return record, True  # the lost attempt stored it (and woke the receiver)
-        if record.status.ended or (run_id is not None and record.run_id != run_id):
+        if record.status.ended or (send.run_id is not None and record.run_id != send.run_id):
             return record, False
         stored = (await conn.execute(Q["insert_signal"], params)).rowcount == 1
         if stored:
-            waiting_for = _params.signal_wait(name)
-            await conn.execute(
-                Q["wake_waiting"],
-                _params.wake_waiting(record.run_id, waiting_for=waiting_for, now=now),
-            )
-            await _pg_audit.write(conn, audit, run_id=record.run_id)
+            await conn.execute(Q["wake_waiting"], send.wake(record.run_id))
+            await _pg_audit.write(conn, send.audit, run_id=record.run_id)
         return record, stored
 
     return await run(op)

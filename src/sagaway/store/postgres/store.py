@@ -32,14 +32,16 @@ and parsed in ``postgres.url``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import Any
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
-from sagaway.store import _fork, _inspect, _listing, _params, _rows
+from sagaway.store import _inspect, _listing, _params, _rows
 from sagaway.store._collaborators import Collaborators
+from sagaway.store._fork import Fork
 from sagaway.store._group_commit import GroupCommit
+from sagaway.store._sql_verbs import SQLVerbs
 from sagaway.store.contract import CreateResult
 from sagaway.store.postgres import audit as _pg_audit
 from sagaway.store.postgres import batches as _pg_batches
@@ -61,10 +63,8 @@ from sagaway.store.records import (
     AttemptErrorRecord,
     AuditNote,
     CancelRequestRecord,
-    ForkPayloads,
     Lease,
     ListQuery,
-    NewWorkflow,
     SignalRecord,
     StepRecord,
     WorkflowRecord,
@@ -86,7 +86,7 @@ _BATCHED_PAYLOAD = 64 * 1024
 """Payloads (arguments, results) larger than this are written alone, not in a shared batch."""
 
 
-class PostgresStore(Connection, Collaborators):
+class PostgresStore(Connection, SQLVerbs, Collaborators):
     """Store in one schema of a PostgreSQL database (``create=False``: an existing Sagaway schema
     only, see ``open_store``)."""
 
@@ -125,49 +125,16 @@ class PostgresStore(Connection, Collaborators):
 
     # ------------------------------------------------------------------ verbs
 
-    async def create_workflow(
-        self,
-        new: NewWorkflow,
-        *,
-        now: float,
-        lease: Lease | None,
-        replace_live: bool,
-        audit: AuditNote | None = None,
-    ) -> CreateResult:
-        params = _params.create(new, now=now, lease=lease)
+    async def _create_run(self, create: _params.Create) -> CreateResult:
         # The common case, a free key: one insert, shared with concurrent starts (an audited
         # start writes its entry in a transaction of its own, with the insert).
-        if audit is None and len(new.args) <= _BATCHED_PAYLOAD:
-            created = await self._create_commits.submit(params)
+        if create.audit is None and len(create.new.args) <= _BATCHED_PAYLOAD:
+            created = await self._create_commits.submit(create.params)
             if created is not None:
                 return CreateResult(created, created=True)
-        create = _pg_create.Create(new, params, now=now, replace_live=replace_live, audit=audit)
-        return await self._run(create.run)
+        return await self._run(lambda conn, retried: _pg_create.run(create, conn))
 
-    async def fork_workflow(
-        self,
-        source_run_id: str,
-        *,
-        run_id: str,
-        key: str,
-        key_space: str,
-        call_ids: Collection[str],
-        now: float,
-        code_version: str | None = None,
-        payloads: ForkPayloads | None = None,
-        audit: AuditNote | None = None,
-    ) -> CreateResult | None:
-        fork = _fork.fork(
-            source_run_id,
-            run_id=run_id,
-            key=key,
-            key_space=key_space,
-            call_ids=call_ids,
-            now=now,
-            code_version=code_version,
-            payloads=payloads,
-            audit=audit,
-        )
+    async def _fork(self, fork: Fork) -> CreateResult | None:
         return await _pg_fork.run_postgres(self._run, fork)
 
     async def get_workflow(self, key: str) -> WorkflowRecord | None:
@@ -180,12 +147,6 @@ class PostgresStore(Connection, Collaborators):
     async def get_run(self, run_id: str) -> WorkflowRecord | None:
         # Reads made at once (many clients waiting for results) share one statement.
         return await self._run_reads.submit(run_id)
-
-    async def list_workflows(
-        self, *, status: WorkflowStatus | None, limit: int
-    ) -> list[WorkflowRecord]:
-        statuses = frozenset(() if status is None else (status,))
-        return await self.list_page(ListQuery(limit=limit, statuses=statuses))
 
     async def load_steps(self, run_id: str) -> list[StepRecord]:
         async def op(conn: Conn, retried: bool) -> list[StepRecord]:
@@ -214,30 +175,12 @@ class PostgresStore(Connection, Collaborators):
         alone = len(step.result or "") + len(step.error or "") > _BATCHED_PAYLOAD
         await self._step_commits.submit((step, token), alone=alone)
 
-    async def finish_workflow(
-        self,
-        run_id: str,
-        *,
-        token: str,
-        status: WorkflowStatus,
-        result: str | None,
-        error: str | None,
-        now: float,
-        final_step: StepRecord | None = None,
-        has_parent: bool = True,
-        cancel_seen: bool = False,
+    async def _finish(
+        self, params: _params.Params, final_step: StepRecord | None, has_parent: bool
     ) -> None:
-        params = _params.finish(
-            run_id,
-            token=token,
-            status=status,
-            result=result,
-            error=error,
-            now=now,
-            cancel_seen=cancel_seen,
-        )
+        run_id, now = params["run_id"], params["now"]
         step_params = _params.step(final_step) if final_step else None
-        size = len(result or "") + len(error or "")
+        size = len(params["result"] or "") + len(params["error"] or "")
         if final_step is not None:
             size += len(final_step.result or "") + len(final_step.error or "")
 
@@ -263,11 +206,7 @@ class PostgresStore(Connection, Collaborators):
 
         await self._run(op)
 
-    async def suspend_workflow(
-        self, run_id: str, *, token: str, error: str, now: float, next_run_at: float
-    ) -> None:
-        params = _params.suspend(run_id, token=token, error=error, now=now, next_run_at=next_run_at)
-
+    async def _suspend(self, params: _params.Params) -> None:
         async def op(conn: Conn, retried: bool) -> None:
             await fenced(conn, "suspend_owned", params, retried, done_as="suspended_as")
 
@@ -294,52 +233,19 @@ class PostgresStore(Connection, Collaborators):
 
         return await self._run(op, transaction=False)
 
-    async def claim_due(
-        self,
-        *,
-        owner: str,
-        now: float,
-        lease_timeout: float,
-        limit: int,
-        exclude: Collection[str],
-        queues: Collection[str] | None = None,
-        versions: Collection[str | None] | None = None,
-    ) -> list[tuple[WorkflowRecord, Lease]]:
-        return await _pg_claims.claim_due(
-            self._run,
-            owner=owner,
-            now=now,
-            lease_timeout=lease_timeout,
-            limit=limit,
-            exclude=exclude,
-            queues=queues,
-            versions=versions,
-        )
+    async def _claim(self, claim: _params.Claim) -> list[tuple[WorkflowRecord, Lease]]:
+        return await _pg_claims.claim_due(self._run, claim)
 
-    async def next_due(
-        self,
-        *,
-        owner: str,
-        queues: Collection[str] | None = None,
-        versions: Collection[str | None] | None = None,
-    ) -> float | None:
-        return await _pg_claims.next_due(self._run, owner=owner, queues=queues, versions=versions)
+    async def _next_due(self, due: _params.Due) -> float | None:
+        return await _pg_claims.next_due(self._run, due)
 
-    async def end_workflow(
-        self,
-        run_id: str,
-        *,
-        status: WorkflowStatus,
-        error: str | None,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> bool:
-        params = _params.end(run_id, status=status, error=error, now=now)
+    async def _end(self, params: _params.Params, audit: AuditNote | None) -> bool:
+        run_id = params["run_id"]
 
         async def op(conn: Conn, retried: bool) -> bool:
             if (await conn.execute(_Q["end_by_request"], params)).rowcount != 1:
                 return retried and await exists(conn, "ended_as", params)
-            await conn.execute(_Q["wake_waiters"], {"run_ids": [run_id], "now": now})
+            await conn.execute(_Q["wake_waiters"], {"run_ids": [run_id], "now": params["now"]})
             await _pg_audit.write(conn, audit, run_id=run_id)
             return True
 
@@ -378,76 +284,20 @@ class PostgresStore(Connection, Collaborators):
 
     # ------------------------------------------------------------------ durable waits
 
-    async def send_signal(
-        self,
-        key: str,
-        *,
-        name: str,
-        payload: str,
-        dedupe_id: str | None,
-        now: float,
-        run_id: str | None = None,
-        audit: AuditNote | None = None,
-    ) -> tuple[WorkflowRecord | None, bool]:
-        return await _pg_signals.send(
-            self._run,
-            key,
-            name=name,
-            payload=payload,
-            dedupe_id=dedupe_id,
-            now=now,
-            run_id=run_id,
-            audit=audit,
-        )
+    async def _send(self, send: _params.Send) -> tuple[WorkflowRecord | None, bool]:
+        return await _pg_signals.send(self._run, send)
 
-    async def receive_signal(
-        self,
-        run_id: str,
-        *,
-        token: str,
-        name: str,
-        call_id: str,
-        started_at: float,
-        deadline: float | None,
-        wait: bool,
-        accept: Callable[[str], str | None],
-        now: float,
-    ) -> str | None:
-        receive = _params.Receive(
-            run_id=run_id,
-            token=token,
-            name=name,
-            call_id=call_id,
-            started_at=started_at,
-            deadline=deadline,
-            wait=wait,
-            accept=accept,
-            now=now,
-        )
+    async def _receive(self, receive: _params.Receive) -> str | None:
         return await _pg_waits.receive(self._run, receive)
 
-    async def wait_workflow(
-        self,
-        run_id: str,
-        *,
-        token: str,
-        waiting_for: str,
-        next_run_at: float | None,
-        step: StepRecord | None,
-        now: float,
-    ) -> None:
-        params = _params.wait(
-            run_id, token=token, waiting_for=waiting_for, next_run_at=next_run_at, now=now
-        )
-        step_params = _params.step(step) if step else None
-
+    async def _wait(self, params: _params.Params, step: _params.Params | None) -> None:
         async def op(conn: Conn, retried: bool) -> None:
             if not await fenced(conn, "wait_owned", params, retried, done_as="waiting_as"):
                 return  # the lost attempt started the wait
-            if step_params is not None:
-                await conn.execute(_Q["upsert_step"], step_params)
+            if step is not None:
+                await conn.execute(_Q["upsert_step"], step)
 
-        await self._run(op, transaction=step_params is not None)
+        await self._run(op, transaction=step is not None)
 
     async def wait_for_child(
         self, run_id: str, *, token: str, child_key: str, wait: bool, now: float

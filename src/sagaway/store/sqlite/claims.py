@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
-from collections.abc import Collection
 from typing import Any
 
 from sagaway.randomness import new_id
@@ -23,39 +22,29 @@ _Q = queries("sqlite")
 Claimed = list[tuple[WorkflowRecord, Lease]]
 
 
-def due_filter(
-    queues: Collection[str] | None, versions: Collection[str | None] | None
-) -> dict[str, Any]:
+def due_filter(due: _params.Due) -> dict[str, Any]:
     """The task queue and code version parameters of ``due_candidates`` and ``next_due``."""
     return {
-        "any_queue": queues is None,
-        "queues": json.dumps(sorted(queues or ())),
-        **_params.version_filter(versions, arrays=False),
+        "any_queue": due.queues is None,
+        "queues": json.dumps(sorted(due.queues or ())),
+        **_params.version_filter(due.versions, arrays=False),
     }
 
 
-def claim_due(
-    conn: sqlite3.Connection,
-    *,
-    owner: str,
-    now: float,
-    lease_timeout: float,
-    limit: int,
-    exclude: Collection[str],
-    queues: Collection[str] | None,
-    versions: Collection[str | None] | None,
-) -> Claimed:
+def claim_due(conn: sqlite3.Connection, claim: _params.Claim) -> Claimed:
     """Leases on up to ``limit`` due executions (see ``Store.claim_due``)."""
-    excluded = set(exclude)
+    excluded, limit, now = set(claim.exclude), claim.limit, claim.now
     rows = conn.execute(
         _Q["due_candidates"],
-        {"now": now, "limit": limit + len(excluded), **due_filter(queues, versions)},
+        {"now": now, "limit": limit + len(excluded), **due_filter(claim.due)},
     ).fetchall()
     claimed: Claimed = []
     for due in rows:
         if due["run_id"] in excluded or len(claimed) >= limit or _key_full(conn, due):
             continue
-        taken = _claim_one(conn, due, owner=owner, now=now, lease_timeout=lease_timeout)
+        taken = _claim_one(
+            conn, due, owner=claim.due.owner, now=now, lease_timeout=claim.lease_timeout
+        )
         if taken is not None:
             claimed.append(taken)
     return claimed
@@ -96,14 +85,8 @@ def _claim_one(
     return record, lease
 
 
-def next_due(
-    conn: sqlite3.Connection,
-    *,
-    owner: str,
-    queues: Collection[str] | None,
-    versions: Collection[str | None] | None,
-) -> float | None:
+def next_due(conn: sqlite3.Connection, due: _params.Due) -> float | None:
     """See ``Store.next_due``."""
-    params = {"owner": owner, **due_filter(queues, versions)}
+    params = {"owner": due.owner, **due_filter(due)}
     value = conn.execute(_Q["next_due"], params).fetchone()[0]
     return None if value is None else float(value)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sqlite3
 from collections.abc import Collection
@@ -16,44 +15,21 @@ from sagaway.store.sqlite.audit import write as audit_entry
 _Q = queries("sqlite")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Send:
-    """``send_signal``: store a signal for the current execution under ``key``, and wake it
-    if it waits for one of this name. With ``run_id``, nothing is stored unless the current
-    execution is that one (a payload sealed for that run)."""
-
-    key: str
-    name: str
-    payload: str
-    dedupe_id: str | None
-    now: float
-    audit: AuditNote | None
-    run_id: str | None = None
-
-    def run(self, conn: sqlite3.Connection) -> tuple[WorkflowRecord | None, bool]:
-        """(the execution, stored); (None, False) if there is no such key."""
-        row = conn.execute(_Q["signal_target"], {"key": self.key}).fetchone()
-        if row is None:
-            return None, False
-        record = _rows.workflow_from_row(row)
-        if record.status.ended or (self.run_id is not None and record.run_id != self.run_id):
-            return record, False
-        params = _params.signal(
-            record.run_id,
-            name=self.name,
-            payload=self.payload,
-            dedupe_id=self.dedupe_id,
-            now=self.now,
-        )
-        stored = conn.execute(_Q["insert_signal"], params).rowcount == 1
-        if stored:
-            waiting_for = _params.signal_wait(self.name)
-            conn.execute(
-                _Q["wake_waiting"],
-                _params.wake_waiting(record.run_id, waiting_for=waiting_for, now=self.now),
-            )
-            audit_entry(conn, self.audit, run_id=record.run_id)
-        return record, stored
+def send(conn: sqlite3.Connection, send: _params.Send) -> tuple[WorkflowRecord | None, bool]:
+    """``send_signal``: store a signal for the current execution under ``send.key`` and wake it
+    if it waits for one of this name: (the execution, stored); (None, False) if there is no
+    such key. With ``run_id``, nothing is stored unless the current execution is that one."""
+    row = conn.execute(_Q["signal_target"], {"key": send.key}).fetchone()
+    if row is None:
+        return None, False
+    record = _rows.workflow_from_row(row)
+    if record.status.ended or (send.run_id is not None and record.run_id != send.run_id):
+        return record, False
+    stored = conn.execute(_Q["insert_signal"], send.params(record.run_id)).rowcount == 1
+    if stored:
+        conn.execute(_Q["wake_waiting"], send.wake(record.run_id))
+        audit_entry(conn, send.audit, run_id=record.run_id)
+    return record, stored
 
 
 def request_cancel(

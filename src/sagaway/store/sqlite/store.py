@@ -1,6 +1,8 @@
 """SQLite store: the verbs of the ``Store`` contract, each a function of the connection run by
-the writer (``writer``) in its group transaction; schedules, audit and queue limits are
-collaborators given the writer's ``_call`` (``schedules``, ``audit``, ``queue_limits``)."""
+the writer (``writer``) in its group transaction. The verbs both dialects take in the same way
+come from ``SQLVerbs``, which calls this store's hooks (``_create_run``, ``_finish`` ...);
+schedules, audit and queue limits are collaborators given the writer's ``_call``
+(``schedules``, ``audit``, ``queue_limits``)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ from typing import Any
 from sagaway import errors
 from sagaway.states import WorkflowStatus
 from sagaway.store import (
-    _fork,
     _inspect,
     _listing,
     _params,
@@ -20,15 +21,15 @@ from sagaway.store import (
     _rows,
 )
 from sagaway.store._collaborators import Collaborators
+from sagaway.store._fork import Fork
+from sagaway.store._sql_verbs import SQLVerbs
 from sagaway.store.contract import CancelPending, CreateResult
 from sagaway.store.records import (
     AttemptErrorRecord,
     AuditNote,
     CancelRequestRecord,
-    ForkPayloads,
     Lease,
     ListQuery,
-    NewWorkflow,
     SignalRecord,
     StepRecord,
     WorkflowRecord,
@@ -47,7 +48,7 @@ from sagaway.store.sqlite.writer import Writer
 _Q = queries("sqlite")
 
 
-class SQLiteStore(Writer, Collaborators):
+class SQLiteStore(Writer, SQLVerbs, Collaborators):
     """Store on one SQLite file (``create=False``: an existing Sagaway file only, see
     ``open_store``)."""
 
@@ -71,49 +72,16 @@ class SQLiteStore(Writer, Collaborators):
 
     # ------------------------------------------------------------------ verbs
 
-    async def create_workflow(
-        self,
-        new: NewWorkflow,
-        *,
-        now: float,
-        lease: Lease | None,
-        replace_live: bool,
-        audit: AuditNote | None = None,
-    ) -> CreateResult:
-        params = _params.create(new, now=now, lease=lease)
-
+    async def _create_run(self, create: _params.Create) -> CreateResult:
         def op(conn: sqlite3.Connection) -> CreateResult:
-            result = _create(conn, new, params, now=now, replace_live=replace_live)
+            result = _create(conn, create)
             if result.created:
-                audit_entry(conn, audit, run_id=new.run_id)
+                audit_entry(conn, create.audit, run_id=create.new.run_id)
             return result
 
         return await self._call(op, alone=True)
 
-    async def fork_workflow(
-        self,
-        source_run_id: str,
-        *,
-        run_id: str,
-        key: str,
-        key_space: str,
-        call_ids: Collection[str],
-        now: float,
-        code_version: str | None = None,
-        payloads: ForkPayloads | None = None,
-        audit: AuditNote | None = None,
-    ) -> CreateResult | None:
-        fork = _fork.fork(
-            source_run_id,
-            run_id=run_id,
-            key=key,
-            key_space=key_space,
-            call_ids=call_ids,
-            now=now,
-            code_version=code_version,
-            payloads=payloads,
-            audit=audit,
-        )
+    async def _fork(self, fork: Fork) -> CreateResult | None:
         return await self._call(lambda conn: sqlite_fork.run(conn, fork))
 
     async def get_workflow(self, key: str) -> WorkflowRecord | None:
@@ -129,12 +97,6 @@ class SQLiteStore(Writer, Collaborators):
             return _rows.workflow_from_row(row) if row else None
 
         return await self._call(op)
-
-    async def list_workflows(
-        self, *, status: WorkflowStatus | None, limit: int
-    ) -> list[WorkflowRecord]:
-        statuses = frozenset(() if status is None else (status,))
-        return await self.list_page(ListQuery(limit=limit, statuses=statuses))
 
     async def load_steps(self, run_id: str) -> list[StepRecord]:
         def op(conn: sqlite3.Connection) -> list[StepRecord]:
@@ -164,28 +126,10 @@ class SQLiteStore(Writer, Collaborators):
 
         await self._call(op, alone=True)
 
-    async def finish_workflow(
-        self,
-        run_id: str,
-        *,
-        token: str,
-        status: WorkflowStatus,
-        result: str | None,
-        error: str | None,
-        now: float,
-        final_step: StepRecord | None = None,
-        has_parent: bool = True,
-        cancel_seen: bool = False,
+    async def _finish(
+        self, params: _params.Params, final_step: StepRecord | None, has_parent: bool
     ) -> None:
-        params = _params.finish(
-            run_id,
-            token=token,
-            status=status,
-            result=result,
-            error=error,
-            now=now,
-            cancel_seen=cancel_seen,
-        )
+        run_id, now = params["run_id"], params["now"]
         step_params = _params.step(final_step) if final_step else None
 
         def op(conn: sqlite3.Connection) -> None:
@@ -201,15 +145,8 @@ class SQLiteStore(Writer, Collaborators):
 
         await self._call(op, alone=True)
 
-    async def suspend_workflow(
-        self, run_id: str, *, token: str, error: str, now: float, next_run_at: float
-    ) -> None:
-        params = _params.suspend(run_id, token=token, error=error, now=now, next_run_at=next_run_at)
-
-        def op(conn: sqlite3.Connection) -> None:
-            _fenced(conn, "suspend_owned", params)
-
-        await self._call(op)
+    async def _suspend(self, params: _params.Params) -> None:
+        await self._call(lambda conn: _fenced(conn, "suspend_owned", params))
 
     async def release_workflow(self, run_id: str, *, token: str, now: float) -> None:
         def op(conn: sqlite3.Connection) -> None:
@@ -230,58 +167,19 @@ class SQLiteStore(Writer, Collaborators):
 
         return await self._call(op)
 
-    async def claim_due(
-        self,
-        *,
-        owner: str,
-        now: float,
-        lease_timeout: float,
-        limit: int,
-        exclude: Collection[str],
-        queues: Collection[str] | None = None,
-        versions: Collection[str | None] | None = None,
-    ) -> list[tuple[WorkflowRecord, Lease]]:
-        return await self._call(
-            lambda conn: _sqlite_claims.claim_due(
-                conn,
-                owner=owner,
-                now=now,
-                lease_timeout=lease_timeout,
-                limit=limit,
-                exclude=exclude,
-                queues=queues,
-                versions=versions,
-            )
-        )
+    async def _claim(self, claim: _params.Claim) -> list[tuple[WorkflowRecord, Lease]]:
+        return await self._call(lambda conn: _sqlite_claims.claim_due(conn, claim))
 
-    async def next_due(
-        self,
-        *,
-        owner: str,
-        queues: Collection[str] | None = None,
-        versions: Collection[str | None] | None = None,
-    ) -> float | None:
-        return await self._call(
-            lambda conn: _sqlite_claims.next_due(
-                conn, owner=owner, queues=queues, versions=versions
-            )
-        )
+    async def _next_due(self, due: _params.Due) -> float | None:
+        return await self._call(lambda conn: _sqlite_claims.next_due(conn, due))
 
-    async def end_workflow(
-        self,
-        run_id: str,
-        *,
-        status: WorkflowStatus,
-        error: str | None,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> bool:
-        params = _params.end(run_id, status=status, error=error, now=now)
+    async def _end(self, params: _params.Params, audit: AuditNote | None) -> bool:
+        run_id = params["run_id"]
 
         def op(conn: sqlite3.Connection) -> bool:
             if conn.execute(_Q["end_by_request"], params).rowcount != 1:
                 return False
-            conn.execute(_Q["wake_waiters"], {"run_id": run_id, "now": now})
+            conn.execute(_Q["wake_waiters"], {"run_id": run_id, "now": params["now"]})
             audit_entry(conn, audit, run_id=run_id)
             return True
 
@@ -318,47 +216,12 @@ class SQLiteStore(Writer, Collaborators):
 
     # ------------------------------------------------------------ durable waits
 
-    async def send_signal(
-        self,
-        key: str,
-        *,
-        name: str,
-        payload: str,
-        dedupe_id: str | None,
-        now: float,
-        run_id: str | None = None,
-        audit: AuditNote | None = None,
-    ) -> tuple[WorkflowRecord | None, bool]:
-        signal = _sqlite_signals.Send(key, name, payload, dedupe_id, now, audit, run_id)
-        return await self._call(signal.run)
+    async def _send(self, send: _params.Send) -> tuple[WorkflowRecord | None, bool]:
+        return await self._call(lambda conn: _sqlite_signals.send(conn, send))
 
-    async def receive_signal(
-        self,
-        run_id: str,
-        *,
-        token: str,
-        name: str,
-        call_id: str,
-        started_at: float,
-        deadline: float | None,
-        wait: bool,
-        accept: Callable[[str], str | None],
-        now: float,
-    ) -> str | None:
-        receive = _params.Receive(
-            run_id=run_id,
-            token=token,
-            name=name,
-            call_id=call_id,
-            started_at=started_at,
-            deadline=deadline,
-            wait=wait,
-            accept=accept,
-            now=now,
-        )
-
+    async def _receive(self, receive: _params.Receive) -> str | None:
         def op(conn: sqlite3.Connection) -> str | None:
-            _check_owner(conn, run_id, token)
+            _check_owner(conn, receive.run_id, receive.token)
             pending = conn.execute(_Q["pending_signals"], receive.pending()).fetchall()
             payload, writes = receive.writes(pending)
             for query, params in writes:
@@ -367,25 +230,11 @@ class SQLiteStore(Writer, Collaborators):
 
         return await self._call(op)
 
-    async def wait_workflow(
-        self,
-        run_id: str,
-        *,
-        token: str,
-        waiting_for: str,
-        next_run_at: float | None,
-        step: StepRecord | None,
-        now: float,
-    ) -> None:
-        params = _params.wait(
-            run_id, token=token, waiting_for=waiting_for, next_run_at=next_run_at, now=now
-        )
-        step_params = _params.step(step) if step else None
-
+    async def _wait(self, params: _params.Params, step: _params.Params | None) -> None:
         def op(conn: sqlite3.Connection) -> None:
             _fenced(conn, "wait_owned", params)
-            if step_params is not None:
-                conn.execute(_Q["upsert_step"], step_params)
+            if step is not None:
+                conn.execute(_Q["upsert_step"], step)
 
         await self._call(op)
 
@@ -444,25 +293,19 @@ class SQLiteStore(Writer, Collaborators):
         return await self._call(op)
 
 
-def _create(
-    conn: sqlite3.Connection,
-    new: NewWorkflow,
-    params: dict[str, Any],
-    *,
-    now: float,
-    replace_live: bool,
-) -> CreateResult:
+def _create(conn: sqlite3.Connection, create: _params.Create) -> CreateResult:
     """``create_workflow``'s writes (see ``Store.create_workflow``)."""
+    new, params = create.new, create.params
     inserted = conn.execute(_Q["insert_workflow"], params).fetchone()
     if inserted is not None:
         return CreateResult(_rows.workflow_from_row(inserted), created=True)
     existing = _get_current(conn, new.key)
     if existing.run_id == new.run_id:  # our own earlier attempt
         return CreateResult(existing, created=True)
-    if not replace_live or existing.status.ended:
+    if not create.replace_live or existing.status.ended:
         return CreateResult(existing, created=False)
     conn.execute(
-        _Q["supersede"], _params.supersede(existing.run_id, new_run_id=new.run_id, now=now)
+        _Q["supersede"], _params.supersede(existing.run_id, new_run_id=new.run_id, now=create.now)
     )
     replacing = conn.execute(_Q["insert_workflow"], params).fetchone()
     return CreateResult(

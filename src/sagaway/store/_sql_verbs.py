@@ -1,0 +1,270 @@
+"""The store verbs both SQL dialects take in the same way, written once.
+
+Each verb here turns its arguments into what the dialect runs (a record of ``_params``, a
+``Fork``, the named parameters of its statement) and hands that to one hook of the dialect's
+store (``_create_run``, ``_fork``, ``_finish`` ...), which holds only what differs: the transaction
+and its statements. The verbs whose work differs from the first line stay in each store.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Collection
+
+from sagaway.states import WorkflowStatus
+from sagaway.store import _params
+from sagaway.store._fork import Fork
+from sagaway.store.contract import CreateResult
+from sagaway.store.records import (
+    AuditNote,
+    ForkPayloads,
+    Lease,
+    ListQuery,
+    NewWorkflow,
+    StepRecord,
+    WorkflowRecord,
+)
+
+
+class SQLVerbs(abc.ABC):
+    """The shared half of ``SQLiteStore`` and ``PostgresStore``; the hooks are the other."""
+
+    # ------------------------------------------------------------------ hooks (each dialect)
+
+    @abc.abstractmethod
+    async def _create_run(self, create: _params.Create) -> CreateResult:
+        """``create_workflow``'s transaction."""
+
+    @abc.abstractmethod
+    async def _fork(self, fork: Fork) -> CreateResult | None:
+        """``fork_workflow``'s transaction."""
+
+    @abc.abstractmethod
+    async def _finish(
+        self, params: _params.Params, final_step: StepRecord | None, has_parent: bool
+    ) -> None:
+        """``finish_workflow``: ``finish_owned`` with ``params``, and ``final_step``."""
+
+    @abc.abstractmethod
+    async def _suspend(self, params: _params.Params) -> None:
+        """``suspend_workflow``: ``suspend_owned`` with ``params``."""
+
+    @abc.abstractmethod
+    async def _claim(self, claim: _params.Claim) -> list[tuple[WorkflowRecord, Lease]]:
+        """``claim_due``'s transaction."""
+
+    @abc.abstractmethod
+    async def _next_due(self, due: _params.Due) -> float | None:
+        """``next_due``'s read."""
+
+    @abc.abstractmethod
+    async def _end(self, params: _params.Params, audit: AuditNote | None) -> bool:
+        """``end_workflow``: ``end_by_request`` with ``params``, its wake-up and ``audit``."""
+
+    @abc.abstractmethod
+    async def _send(self, send: _params.Send) -> tuple[WorkflowRecord | None, bool]:
+        """``send_signal``'s transaction."""
+
+    @abc.abstractmethod
+    async def _receive(self, receive: _params.Receive) -> str | None:
+        """``receive_signal``'s transaction."""
+
+    @abc.abstractmethod
+    async def _wait(self, params: _params.Params, step: _params.Params | None) -> None:
+        """``wait_workflow``: ``wait_owned`` with ``params``, and the step's ``upsert_step``."""
+
+    @abc.abstractmethod
+    async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
+        """See ``Store.list_page``."""
+
+    # ------------------------------------------------------------------ verbs
+
+    async def create_workflow(
+        self,
+        new: NewWorkflow,
+        *,
+        now: float,
+        lease: Lease | None,
+        replace_live: bool,
+        audit: AuditNote | None = None,
+    ) -> CreateResult:
+        params = _params.create(new, now=now, lease=lease)
+        create = _params.Create(
+            new=new, params=params, now=now, replace_live=replace_live, audit=audit
+        )
+        return await self._create_run(create)
+
+    async def fork_workflow(
+        self,
+        source_run_id: str,
+        *,
+        run_id: str,
+        key: str,
+        key_space: str,
+        call_ids: Collection[str],
+        now: float,
+        code_version: str | None = None,
+        payloads: ForkPayloads | None = None,
+        audit: AuditNote | None = None,
+    ) -> CreateResult | None:
+        return await self._fork(
+            Fork(
+                source_run_id=source_run_id,
+                run_id=run_id,
+                key=key,
+                key_space=key_space,
+                call_ids=tuple(call_ids),
+                now=now,
+                code_version=code_version,
+                payloads=payloads,
+                audit=audit,
+            )
+        )
+
+    async def list_workflows(
+        self, *, status: WorkflowStatus | None, limit: int
+    ) -> list[WorkflowRecord]:
+        statuses = frozenset(() if status is None else (status,))
+        return await self.list_page(ListQuery(limit=limit, statuses=statuses))
+
+    async def finish_workflow(
+        self,
+        run_id: str,
+        *,
+        token: str,
+        status: WorkflowStatus,
+        result: str | None,
+        error: str | None,
+        now: float,
+        final_step: StepRecord | None = None,
+        has_parent: bool = True,
+        cancel_seen: bool = False,
+    ) -> None:
+        params = {
+            "run_id": run_id,
+            "token": token,
+            "status": status.value,
+            "result": result,
+            "error": error,
+            "now": now,
+            "cancel_seen": cancel_seen,
+        }
+        await self._finish(params, final_step, has_parent)
+
+    async def suspend_workflow(
+        self, run_id: str, *, token: str, error: str, now: float, next_run_at: float
+    ) -> None:
+        params = {
+            "run_id": run_id,
+            "token": token,
+            "error": error,
+            "now": now,
+            "next_run_at": next_run_at,
+        }
+        await self._suspend(params)
+
+    async def claim_due(
+        self,
+        *,
+        owner: str,
+        now: float,
+        lease_timeout: float,
+        limit: int,
+        exclude: Collection[str],
+        queues: Collection[str] | None = None,
+        versions: Collection[str | None] | None = None,
+    ) -> list[tuple[WorkflowRecord, Lease]]:
+        claim = _params.Claim(
+            due=_params.Due(owner=owner, queues=queues, versions=versions),
+            now=now,
+            lease_timeout=lease_timeout,
+            limit=limit,
+            exclude=exclude,
+        )
+        return await self._claim(claim)
+
+    async def next_due(
+        self,
+        *,
+        owner: str,
+        queues: Collection[str] | None = None,
+        versions: Collection[str | None] | None = None,
+    ) -> float | None:
+        return await self._next_due(_params.Due(owner=owner, queues=queues, versions=versions))
+
+    async def end_workflow(
+        self,
+        run_id: str,
+        *,
+        status: WorkflowStatus,
+        error: str | None,
+        now: float,
+        audit: AuditNote | None = None,
+    ) -> bool:
+        params = {"run_id": run_id, "status": status.value, "error": error, "now": now}
+        return await self._end(params, audit)
+
+    # ------------------------------------------------------------------ durable waits
+
+    async def send_signal(
+        self,
+        key: str,
+        *,
+        name: str,
+        payload: str,
+        dedupe_id: str | None,
+        now: float,
+        run_id: str | None = None,
+        audit: AuditNote | None = None,
+    ) -> tuple[WorkflowRecord | None, bool]:
+        send = _params.Send(
+            key=key,
+            name=name,
+            payload=payload,
+            dedupe_id=dedupe_id,
+            now=now,
+            run_id=run_id,
+            audit=audit,
+        )
+        return await self._send(send)
+
+    async def receive_signal(
+        self,
+        run_id: str,
+        *,
+        token: str,
+        name: str,
+        call_id: str,
+        started_at: float,
+        deadline: float | None,
+        wait: bool,
+        accept: Callable[[str], str | None],
+        now: float,
+    ) -> str | None:
+        receive = _params.Receive(
+            run_id=run_id,
+            token=token,
+            name=name,
+            call_id=call_id,
+            started_at=started_at,
+            deadline=deadline,
+            wait=wait,
+            accept=accept,
+            now=now,
+        )
+        return await self._receive(receive)
+
+    async def wait_workflow(
+        self,
+        run_id: str,
+        *,
+        token: str,
+        waiting_for: str,
+        next_run_at: float | None,
+        step: StepRecord | None,
+        now: float,
+    ) -> None:
+        params = _params.wait(
+            run_id, token=token, waiting_for=waiting_for, next_run_at=next_run_at, now=now
+        )
+        await self._wait(params, _params.step(step) if step else None)

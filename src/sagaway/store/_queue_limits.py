@@ -10,6 +10,10 @@ queue's row is locked (``FOR UPDATE``) for it, on SQLite the one writer serialis
 
 from __future__ import annotations
 
+import abc
+import dataclasses
+from typing import Any
+
 from sagaway.store.sql import queries
 
 _SQ = queries("sqlite")
@@ -31,3 +35,80 @@ def decide(
     if concurrency is not None and taken >= concurrency:
         return now, None
     return None, (now + 1.0 / rate if rate is not None else next_start_at)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Slot:
+    """One call about ``holder``'s slot of ``queue``: an admission (with the limits and the
+    expiry it asks for), a renewal (the expiry) or a release."""
+
+    queue: str
+    holder: str
+    now: float
+    expires_at: float | None = None
+    concurrency: int | None = None
+    rate: float | None = None
+
+    def params(self) -> dict[str, Any]:
+        """The parameters of the slot statements (``holds_queue_slot``, ``take_queue_slot`` ...)."""
+        return {
+            "queue": self.queue,
+            "holder": self.holder,
+            "now": self.now,
+            "expires_at": self.expires_at,
+        }
+
+    def decide(self, next_start_at: float, taken: int) -> tuple[float | None, float | None]:
+        """``decide`` under this admission's limits."""
+        return decide(
+            next_start_at, taken, concurrency=self.concurrency, rate=self.rate, now=self.now
+        )
+
+    def wake(self) -> dict[str, Any]:
+        """``wake_queue_waiter``: the execution waiting longest for this queue, due now."""
+        return {"waiting_for": waiting_for(self.queue), "now": self.now}
+
+
+class SQLQueueLimits(abc.ABC):
+    """The queue limit verbs of both SQL stores: each makes its ``Slot`` and hands it to the
+    dialect's hook (``_acquire``, ``_renew``, ``_release``), which runs the transaction."""
+
+    @abc.abstractmethod
+    async def _acquire(self, slot: Slot) -> float | None:
+        """See ``Store.acquire_queue_slot``."""
+
+    @abc.abstractmethod
+    async def _renew(self, slot: Slot) -> bool:
+        """See ``Store.renew_queue_slot``."""
+
+    @abc.abstractmethod
+    async def _release(self, slot: Slot) -> None:
+        """See ``Store.release_queue_slot``."""
+
+    async def acquire_queue_slot(
+        self,
+        queue: str,
+        *,
+        holder: str,
+        concurrency: int | None,
+        rate_per_second: float | None,
+        expires_at: float,
+        now: float,
+    ) -> float | None:
+        slot = Slot(
+            queue=queue,
+            holder=holder,
+            now=now,
+            expires_at=expires_at,
+            concurrency=concurrency,
+            rate=rate_per_second,
+        )
+        return await self._acquire(slot)
+
+    async def renew_queue_slot(
+        self, queue: str, *, holder: str, expires_at: float, now: float
+    ) -> bool:
+        return await self._renew(Slot(queue=queue, holder=holder, now=now, expires_at=expires_at))
+
+    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
+        await self._release(Slot(queue=queue, holder=holder, now=now))

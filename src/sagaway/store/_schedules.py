@@ -1,5 +1,5 @@
-"""Schedules in the SQL stores: the parameters and rows both dialects share (the verbs:
-``sqlite.schedules``, ``postgres.schedules``).
+"""Schedules in the SQL stores: the verbs' parameters and rows both dialects share
+(``SQLSchedules``; the transactions: ``sqlite.schedules``, ``postgres.schedules``).
 
 A schedule row holds its definition and ``next_tick_at``, the earliest tick not started yet.
 ``fire_schedule`` is the one verb that makes schedules run exactly once per tick: in one
@@ -13,53 +13,102 @@ and ``postgres.schedules``; the rules (which ticks, which keys) are the engine's
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from sagaway.store._rows import Row
-from sagaway.store.records import NewWorkflow, ScheduleRecord
+from sagaway.store.records import AuditNote, NewWorkflow, ScheduleRecord
 from sagaway.store.sql import queries
 
 T = TypeVar("T")
 _Q = queries("sqlite")
+Params = dict[str, Any]
 
 
-def put_params(schedule: ScheduleRecord, *, keep_paused: bool, now: float) -> dict[str, Any]:
-    """``put_schedule``: the definition, and what to keep of a row already there."""
-    return {
-        "id": schedule.id,
-        "workflow": schedule.workflow,
-        "args": schedule.args,
-        "queue": schedule.queue,
-        "cron": schedule.cron,
-        "timezone": schedule.timezone,
-        "catch_up": schedule.catch_up,
-        "paused": schedule.paused,
-        "next_tick_at": schedule.next_tick_at,
-        "keep_paused": keep_paused,
-        "now": now,
-    }
+class SQLSchedules(abc.ABC):
+    """The schedule verbs of both SQL stores: each builds its statement's parameters here and
+    hands them to the dialect's hook (``_put``, ``_set_paused``, ``_fire``), which runs the
+    transaction."""
 
+    @abc.abstractmethod
+    async def _put(self, params: Params, audit: AuditNote | None) -> ScheduleRecord:
+        """``put_schedule``: ``put_schedule`` with ``params``, the entry, the row as stored."""
 
-def advance_params(
-    schedule_id: str,
-    *,
-    tick_at: float,
-    next_tick_at: float,
-    last_tick_at: float | None,
-    starts: Sequence[NewWorkflow],
-) -> dict[str, Any]:
-    """``advance_schedule``: from ``tick_at`` (as read) to ``next_tick_at``."""
-    if len({s.key for s in starts}) != len(starts):
-        raise ValueError(f"the executions of schedule {schedule_id!r} need distinct keys")
-    if next_tick_at <= tick_at:
-        raise ValueError("a schedule's next tick moves forward")
-    return {
-        "id": schedule_id,
-        "tick_at": tick_at,
-        "next_tick_at": next_tick_at,
-        "last_tick_at": last_tick_at,
-    }
+    @abc.abstractmethod
+    async def _set_paused(self, params: Params, audit: AuditNote | None) -> ScheduleRecord | None:
+        """``set_schedule_paused``: the update, the row (None: no such id), the entry."""
+
+    @abc.abstractmethod
+    async def _fire(self, params: Params, starts: Sequence[NewWorkflow], now: float) -> bool:
+        """``fire_schedule``: ``advance_schedule`` with ``params``; if it won, the inserts."""
+
+    @abc.abstractmethod
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        """See ``Store.list_schedules``."""
+
+    @abc.abstractmethod
+    async def delete_schedule(self, schedule_id: str, *, audit: AuditNote | None = None) -> bool:
+        """See ``Store.delete_schedule``."""
+
+    async def put_schedule(
+        self,
+        schedule: ScheduleRecord,
+        *,
+        keep_paused: bool,
+        now: float,
+        audit: AuditNote | None = None,
+    ) -> ScheduleRecord:
+        # The definition, and what to keep of a row already there.
+        params = {
+            "id": schedule.id,
+            "workflow": schedule.workflow,
+            "args": schedule.args,
+            "queue": schedule.queue,
+            "cron": schedule.cron,
+            "timezone": schedule.timezone,
+            "catch_up": schedule.catch_up,
+            "paused": schedule.paused,
+            "next_tick_at": schedule.next_tick_at,
+            "keep_paused": keep_paused,
+            "now": now,
+        }
+        return await self._put(params, audit)
+
+    async def set_schedule_paused(
+        self,
+        schedule_id: str,
+        *,
+        paused: bool,
+        next_tick_at: float,
+        now: float,
+        audit: AuditNote | None = None,
+    ) -> ScheduleRecord | None:
+        params = {"id": schedule_id, "paused": paused, "next_tick_at": next_tick_at, "now": now}
+        return await self._set_paused(params, audit)
+
+    async def fire_schedule(
+        self,
+        schedule_id: str,
+        *,
+        tick_at: float,
+        next_tick_at: float,
+        last_tick_at: float | None,
+        starts: Sequence[NewWorkflow],
+        now: float,
+    ) -> bool:
+        if len({s.key for s in starts}) != len(starts):
+            raise ValueError(f"the executions of schedule {schedule_id!r} need distinct keys")
+        if next_tick_at <= tick_at:
+            raise ValueError("a schedule's next tick moves forward")
+        # ``advance_schedule``: from ``tick_at`` (as read) to ``next_tick_at``.
+        params = {
+            "id": schedule_id,
+            "tick_at": tick_at,
+            "next_tick_at": next_tick_at,
+            "last_tick_at": last_tick_at,
+        }
+        return await self._fire(params, starts, now)
 
 
 def schedule_from_row(row: Row) -> ScheduleRecord:

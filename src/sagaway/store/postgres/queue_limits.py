@@ -6,24 +6,15 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from sagaway.store._queue_limits import decide, waiting_for
+from sagaway.store._queue_limits import Slot, SQLQueueLimits
 from sagaway.store.postgres.conn import Conn, Params, Q, Run, named
 
 T = TypeVar("T")
 
 
-async def pg_acquire(
-    run: Run,
-    queue: str,
-    *,
-    holder: str,
-    concurrency: int | None,
-    rate: float | None,
-    expires_at: float,
-    now: float,
-) -> float | None:
+async def pg_acquire(run: Run, slot: Slot) -> float | None:
     """See ``Store.acquire_queue_slot``; the queue's row is locked for the transaction."""
-    params: Params = {"queue": queue, "holder": holder, "now": now, "expires_at": expires_at}
+    params: Params = slot.params()
 
     async def op(conn: Conn, retried: bool) -> float | None:
         if await named(conn, "holds_queue_slot", params):
@@ -32,9 +23,7 @@ async def pg_acquire(
         (row,) = await named(conn, "lock_queue_limit", params)
         await conn.execute(Q["drop_expired_slots"], params)
         taken = int((await named(conn, "count_queue_slots", params))[0]["count"])
-        retry_at, spaced = decide(
-            float(row["next_start_at"]), taken, concurrency=concurrency, rate=rate, now=now
-        )
+        retry_at, spaced = slot.decide(float(row["next_start_at"]), taken)
         if retry_at is not None:
             return retry_at
         await conn.execute(Q["take_queue_slot"], params)
@@ -44,9 +33,9 @@ async def pg_acquire(
     return await run(op, transaction=True)
 
 
-async def pg_renew(run: Run, queue: str, *, holder: str, expires_at: float, now: float) -> bool:
+async def pg_renew(run: Run, slot: Slot) -> bool:
     """See ``Store.renew_queue_slot``."""
-    params: Params = {"queue": queue, "holder": holder, "now": now, "expires_at": expires_at}
+    params: Params = slot.params()
 
     async def op(conn: Conn, retried: bool) -> bool:
         cur = await conn.execute(Q["renew_queue_slot"], params)
@@ -57,49 +46,27 @@ async def pg_renew(run: Run, queue: str, *, holder: str, expires_at: float, now:
     return await run(op, transaction=False)
 
 
-async def pg_release(run: Run, queue: str, *, holder: str, now: float) -> None:
+async def pg_release(run: Run, slot: Slot) -> None:
     """See ``Store.release_queue_slot``."""
-    params: Params = {"queue": queue, "holder": holder, "now": now}
 
     async def op(conn: Conn, retried: bool) -> None:
-        if (await conn.execute(Q["release_queue_slot"], params)).rowcount:
-            await conn.execute(
-                Q["wake_queue_waiter"], {**params, "waiting_for": waiting_for(queue)}
-            )
+        if (await conn.execute(Q["release_queue_slot"], slot.params())).rowcount:
+            await conn.execute(Q["wake_queue_waiter"], slot.wake())
 
     await run(op, transaction=True)
 
 
-class QueueLimits:
-    """The queue limit verbs of ``PostgresStore``."""
+class QueueLimits(SQLQueueLimits):
+    """The queue limit transactions of ``PostgresStore`` (the verbs: ``SQLQueueLimits``)."""
 
     def __init__(self, run: Run) -> None:
         self._run = run
 
-    async def acquire_queue_slot(
-        self,
-        queue: str,
-        *,
-        holder: str,
-        concurrency: int | None,
-        rate_per_second: float | None,
-        expires_at: float,
-        now: float,
-    ) -> float | None:
-        return await pg_acquire(
-            self._run,
-            queue,
-            holder=holder,
-            concurrency=concurrency,
-            rate=rate_per_second,
-            expires_at=expires_at,
-            now=now,
-        )
+    async def _acquire(self, slot: Slot) -> float | None:
+        return await pg_acquire(self._run, slot)
 
-    async def renew_queue_slot(
-        self, queue: str, *, holder: str, expires_at: float, now: float
-    ) -> bool:
-        return await pg_renew(self._run, queue, holder=holder, expires_at=expires_at, now=now)
+    async def _renew(self, slot: Slot) -> bool:
+        return await pg_renew(self._run, slot)
 
-    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
-        await pg_release(self._run, queue, holder=holder, now=now)
+    async def _release(self, slot: Slot) -> None:
+        await pg_release(self._run, slot)

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from sagaway.store import _params
-from sagaway.store._schedules import advance_params, put_params, schedule_from_row
+from sagaway.store._schedules import SQLSchedules, schedule_from_row
 from sagaway.store.postgres import audit as _pg_audit
-from sagaway.store.postgres.conn import Conn, Q, Run, named
+from sagaway.store.postgres.conn import Conn, Params, Q, Run, named
 from sagaway.store.records import AuditNote, NewWorkflow, ScheduleRecord
 
 T = TypeVar("T")
@@ -43,26 +43,18 @@ async def _fire(
     return True
 
 
-class Schedules:
-    """The schedule verbs of ``PostgresStore`` (a collaborator given the store's ``_run``)."""
+class Schedules(SQLSchedules):
+    """The schedule transactions of ``PostgresStore`` (a collaborator given the store's
+    ``_run``; the verbs: ``SQLSchedules``)."""
 
     def __init__(self, run: Run) -> None:
         self._run = run
 
-    async def put_schedule(
-        self,
-        schedule: ScheduleRecord,
-        *,
-        keep_paused: bool,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> ScheduleRecord:
-        params = put_params(schedule, keep_paused=keep_paused, now=now)
-
+    async def _put(self, params: Params, audit: AuditNote | None) -> ScheduleRecord:
         async def op(conn: Conn, retried: bool) -> ScheduleRecord:
             await conn.execute(Q["put_schedule"], params)
-            await _pg_audit.write(conn, audit, target=schedule.id)
-            stored = await _get(conn, schedule.id)
+            await _pg_audit.write(conn, audit, target=params["id"])
+            stored = await _get(conn, params["id"])
             assert stored is not None
             return stored
 
@@ -74,22 +66,12 @@ class Schedules:
 
         return await self._run(op, transaction=False)
 
-    async def set_schedule_paused(
-        self,
-        schedule_id: str,
-        *,
-        paused: bool,
-        next_tick_at: float,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> ScheduleRecord | None:
-        params = {"id": schedule_id, "paused": paused, "next_tick_at": next_tick_at, "now": now}
-
+    async def _set_paused(self, params: Params, audit: AuditNote | None) -> ScheduleRecord | None:
         async def op(conn: Conn, retried: bool) -> ScheduleRecord | None:
             await conn.execute(Q["set_schedule_paused"], params)
-            stored = await _get(conn, schedule_id)
+            stored = await _get(conn, params["id"])
             if stored is not None:
-                await _pg_audit.write(conn, audit, target=schedule_id)
+                await _pg_audit.write(conn, audit, target=params["id"])
             return stored
 
         return await self._run(op)
@@ -104,24 +86,7 @@ class Schedules:
 
         return await self._run(op)
 
-    async def fire_schedule(
-        self,
-        schedule_id: str,
-        *,
-        tick_at: float,
-        next_tick_at: float,
-        last_tick_at: float | None,
-        starts: Sequence[NewWorkflow],
-        now: float,
-    ) -> bool:
-        params = advance_params(
-            schedule_id,
-            tick_at=tick_at,
-            next_tick_at=next_tick_at,
-            last_tick_at=last_tick_at,
-            starts=starts,
-        )
-
+    async def _fire(self, params: Params, starts: Sequence[NewWorkflow], now: float) -> bool:
         async def op(conn: Conn, retried: bool) -> bool:
             return await _fire(conn, retried, params, starts, now)
 

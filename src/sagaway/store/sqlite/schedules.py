@@ -1,5 +1,6 @@
-"""Schedules on SQLite: the schedule verbs, each one job of the writer (the parameters and rows
-are shared: ``store._schedules``; ``fire_schedule``'s compare-and-set is described there)."""
+"""Schedules on SQLite: the schedule transactions, each one job of the writer (the verbs, their
+parameters and rows are shared: ``store._schedules``; ``fire_schedule``'s compare-and-set is
+described there)."""
 
 from __future__ import annotations
 
@@ -31,26 +32,17 @@ def _fire(
     return True
 
 
-class Schedules:
-    """The schedule verbs of ``SQLiteStore``: each is one job of its writer (``call``)."""
+class Schedules(_schedules.SQLSchedules):
+    """The schedule transactions of ``SQLiteStore``: each is one job of its writer (``call``)."""
 
     def __init__(self, call: Call) -> None:
         self._call = call
 
-    async def put_schedule(
-        self,
-        schedule: ScheduleRecord,
-        *,
-        keep_paused: bool,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> ScheduleRecord:
-        params = _schedules.put_params(schedule, keep_paused=keep_paused, now=now)
-
+    async def _put(self, params: dict[str, Any], audit: AuditNote | None) -> ScheduleRecord:
         def op(conn: sqlite3.Connection) -> ScheduleRecord:
             conn.execute(_Q["put_schedule"], params)
-            audit_entry(conn, audit, target=schedule.id)
-            stored = _get(conn, schedule.id)
+            audit_entry(conn, audit, target=params["id"])
+            stored = _get(conn, params["id"])
             assert stored is not None
             return stored
 
@@ -65,22 +57,14 @@ class Schedules:
 
         return await self._call(op)
 
-    async def set_schedule_paused(
-        self,
-        schedule_id: str,
-        *,
-        paused: bool,
-        next_tick_at: float,
-        now: float,
-        audit: AuditNote | None = None,
+    async def _set_paused(
+        self, params: dict[str, Any], audit: AuditNote | None
     ) -> ScheduleRecord | None:
-        params = {"id": schedule_id, "paused": paused, "next_tick_at": next_tick_at, "now": now}
-
         def op(conn: sqlite3.Connection) -> ScheduleRecord | None:
             conn.execute(_Q["set_schedule_paused"], params)
-            stored = _get(conn, schedule_id)
+            stored = _get(conn, params["id"])
             if stored is not None:
-                audit_entry(conn, audit, target=schedule_id)
+                audit_entry(conn, audit, target=params["id"])
             return stored
 
         return await self._call(op)
@@ -94,21 +78,7 @@ class Schedules:
 
         return await self._call(op)
 
-    async def fire_schedule(
-        self,
-        schedule_id: str,
-        *,
-        tick_at: float,
-        next_tick_at: float,
-        last_tick_at: float | None,
-        starts: Sequence[NewWorkflow],
-        now: float,
+    async def _fire(
+        self, params: dict[str, Any], starts: Sequence[NewWorkflow], now: float
     ) -> bool:
-        params = _schedules.advance_params(
-            schedule_id,
-            tick_at=tick_at,
-            next_tick_at=next_tick_at,
-            last_tick_at=last_tick_at,
-            starts=starts,
-        )
         return await self._call(lambda conn: _fire(conn, params, starts, now))

@@ -176,6 +176,22 @@ def _checked_reason(ctx: click.Context, param: click.Parameter, value: str | Non
     return value
 
 
+def listen_option(default: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--listen HOST:PORT`` of a command that serves (``server``, ``ui``), on ``default``."""
+    return click.option(
+        "--listen",
+        default=default,
+        show_default=True,
+        metavar="HOST:PORT",
+        help="Address to serve on (port 0: any free port; the ready line says which).",
+    )
+
+
+def file_option(name: str, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """An option naming one file (a ``Path``; a directory is refused)."""
+    return click.option(name, type=click.Path(dir_okay=False, path_type=Path), help=help)
+
+
 def codec_key_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--codec-key-file PATH`` (else ``$SAGAWAY_CODEC_KEYS``): keys that open encrypted
     payloads for display; without them such payloads show as «encrypted»."""

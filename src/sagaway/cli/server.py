@@ -14,6 +14,8 @@ from sagaway.cli._support import (
     Exit,
     check_reachable,
     fail,
+    file_option,
+    listen_option,
     mask_url,
     read_token,
     run,
@@ -29,39 +31,24 @@ if TYPE_CHECKING:
 TOKEN_ENV = "SAGAWAY_SERVER_TOKEN"
 
 
-def _token(token_file: Path | None) -> str | None:
-    return read_token(token_file, TOKEN_ENV)
-
-
 @click.command()
 @url_option
-@click.option(
-    "--listen",
-    default="127.0.0.1:7233",
-    show_default=True,
-    metavar="HOST:PORT",
-    help="Address to serve on (port 0: any free port; the ready line says which).",
-)
-@click.option(
+@listen_option("127.0.0.1:7233")
+@file_option(
     "--token-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help=f"File holding the bearer token every call must carry (else ${TOKEN_ENV}).",
+    f"File holding the bearer token every call must carry (else ${TOKEN_ENV}).",
 )
-@click.option(
+@file_option(
     "--tokens-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="TOML file of named tokens (and client certificates) with their roles: read, "
+    "TOML file of named tokens (and client certificates) with their roles: read, "
     "operate, worker, admin (docs/security.md). SIGHUP reloads it. With --token-file too, "
     "that token is also accepted, as 'default' with every role.",
 )
-@click.option(
-    "--tls-cert", type=click.Path(dir_okay=False, path_type=Path), help="PEM certificate."
-)
-@click.option("--tls-key", type=click.Path(dir_okay=False, path_type=Path), help="PEM private key.")
-@click.option(
+@file_option("--tls-cert", "PEM certificate.")
+@file_option("--tls-key", "PEM private key.")
+@file_option(
     "--tls-client-ca",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="PEM CA: clients must present a certificate it signed (mutual TLS).",
+    "PEM CA: clients must present a certificate it signed (mutual TLS).",
 )
 @click.option(
     "--payload-limit",
@@ -124,7 +111,7 @@ def server(
         config = ServerConfig(
             url=url,
             listen=listen,
-            token=_token(token_file),
+            token=read_token(token_file, TOKEN_ENV),
             tokens_file=tokens_file,
             tls_cert=tls_cert,
             tls_key=tls_key,

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from sagaway import credentials
-from sagaway.cli._support import Exit, fail
+from sagaway.cli._support import Exit, fail, file_option
 from sagaway.principals import Role
 
 
@@ -32,10 +32,9 @@ def token_command() -> None:
     type=click.Choice([r.value for r in Role]),
     help="A role it holds (repeat for several): read, operate, worker, admin.",
 )
-@click.option(
+@file_option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the token to this new file (mode 600) instead of stderr.",
+    "Write the token to this new file (mode 600) instead of stderr.",
 )
 def new(name: str, roles: tuple[str, ...], out: Path | None) -> None:
     """Make a random token; print its tokens-file entry on stdout and the token on stderr.

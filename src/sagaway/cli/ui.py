@@ -15,6 +15,8 @@ from sagaway.cli._support import (
     Exit,
     codec_key_option,
     fail,
+    file_option,
+    listen_option,
     mask_url,
     read_token,
     url_option,
@@ -30,29 +32,17 @@ if TYPE_CHECKING:
 TOKEN_ENV = "SAGAWAY_UI_TOKEN"
 
 
-def _token(token_file: Path | None) -> str | None:
-    return read_token(token_file, TOKEN_ENV)
-
-
 @click.command()
 @url_option
-@click.option(
-    "--listen",
-    default="127.0.0.1:8080",
-    show_default=True,
-    metavar="HOST:PORT",
-    help="Address to serve on (port 0: any free port; the ready line says which).",
-)
-@click.option(
+@listen_option("127.0.0.1:8080")
+@file_option(
     "--token-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help=f"File holding the token every request must carry (else ${TOKEN_ENV}); "
+    f"File holding the token every request must carry (else ${TOKEN_ENV}); "
     "needed to listen beyond this machine.",
 )
-@click.option(
+@file_option(
     "--tokens-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="TOML file of named tokens with roles (read: pages; operate: retry, cancel, signal; "
+    "TOML file of named tokens with roles (read: pages; operate: retry, cancel, signal; "
     "admin: terminate), as `sagaway server --tokens-file` takes. SIGHUP reloads it.",
 )
 @click.option("--read-only", is_flag=True, help="No actions: show workflows only.")
@@ -106,7 +96,7 @@ def ui(
         open_store(url, create=False)  # a malformed URL fails here, not on the first page
     except (ValueError, ImportError) as exc:
         fail(str(exc), Exit.USAGE, url)
-    token = _token(token_file)
+    token = read_token(token_file, TOKEN_ENV)
     warn_if_exposed(codec_key_file, "codec key file")
     try:
         keys = tuple(codecs.keys_from(codec_key_file) or ())

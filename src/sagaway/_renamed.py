@@ -43,3 +43,12 @@ DEADLINE_WHY = "the workflow's own deadline, in seconds from its start; timeout=
 def deadline(call: str, timeout: float | None, deadline: float | None) -> float | None:
     """A workflow start's ``deadline=``, or its old name ``timeout=`` (warned about)."""
     return keyword(call, "timeout", timeout, "deadline", deadline, DEADLINE_WHY, stacklevel=4)
+
+
+def workflow_deadline(
+    call: str, workflow_timeout: float | None, deadline: float | None
+) -> float | None:
+    """A start-and-wait's ``deadline=``, or its old name ``workflow_timeout=`` (warned about)."""
+    return keyword(
+        call, "workflow_timeout", workflow_timeout, "deadline", deadline, DEADLINE_WHY, stacklevel=4
+    )

@@ -183,8 +183,9 @@ class WorkflowHandle(Generic[R]):
         )
 
 
-class ActivityCall(Generic[R]):
-    """``manager.activity(fn, *args, **kwargs)``: a durable call, made with an execute method."""
+class _Call(Generic[R]):
+    """A durable call not made yet: the registered function (or its name) and its arguments,
+    held until one of the subclass's execute methods makes it."""
 
     def __init__(
         self,
@@ -197,6 +198,10 @@ class ActivityCall(Generic[R]):
         self._fn = fn
         self._args = args
         self._kwargs = kwargs
+
+
+class ActivityCall(_Call[R]):
+    """``manager.activity(fn, *args, **kwargs)``: a durable call, made with an execute method."""
 
     async def execute_get(
         self, *, retry: RetryPolicy | None = None, timeout: float | None = None
@@ -254,20 +259,8 @@ def activity_wrapper(engines: EngineRef, defn: ActivityDef) -> Callable[..., Any
     return sync_wrapper
 
 
-class WorkflowCall(Generic[R]):
+class WorkflowCall(_Call[R]):
     """``manager.workflow(fn, *args, **kwargs)``: a workflow start, made with an execute method."""
-
-    def __init__(
-        self,
-        engines: EngineRef,
-        fn: Callable[..., Any] | str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> None:
-        self._engines = engines
-        self._fn = fn
-        self._args = args
-        self._kwargs = kwargs
 
     async def execute(
         self,
@@ -363,14 +356,7 @@ class WorkflowCall(Generic[R]):
         ``deadline`` is the workflow's own (see ``execute``). (``workflow_timeout=`` is the
         deprecated old name of ``deadline``.)
         """
-        deadline = _renamed.keyword(
-            "execute_get()",
-            "workflow_timeout",
-            workflow_timeout,
-            "deadline",
-            deadline,
-            _renamed.DEADLINE_WHY,
-        )
+        deadline = _renamed.workflow_deadline("execute_get()", workflow_timeout, deadline)
         handle = await self.execute(
             idempotency_key=idempotency_key,
             on_conflict=on_conflict,
@@ -391,14 +377,7 @@ class WorkflowCall(Generic[R]):
     ) -> None:
         """Start the workflow and wait until it ends; the result is discarded (``timeout``
         and ``deadline`` as in ``execute_get``)."""
-        deadline = _renamed.keyword(
-            "execute_wait()",
-            "workflow_timeout",
-            workflow_timeout,
-            "deadline",
-            deadline,
-            _renamed.DEADLINE_WHY,
-        )
+        deadline = _renamed.workflow_deadline("execute_wait()", workflow_timeout, deadline)
         await self.execute_get(
             idempotency_key=idempotency_key,
             on_conflict=on_conflict,

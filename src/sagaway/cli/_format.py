@@ -25,6 +25,7 @@ from rich import markup
 from rich.text import Text
 
 from sagaway import identifiers
+from sagaway._human import duration as duration  # re-exported: the CLI writes _format.duration
 
 STATUS_STYLE = {
     "COMPLETED": "green",
@@ -73,22 +74,6 @@ def styled(status: str) -> str:
 def status_text(status: str) -> Text:
     """``status`` in its colour (a cell of ``_table.PlainTable``)."""
     return Text(status, style=STATUS_STYLE.get(status, ""))
-
-
-def duration(seconds: float) -> str:
-    """A duration in human units: 850 ms, 2.3 s, 4 min 10 s, 3 h 2 min, 2 d 4 h."""
-    seconds = max(seconds, 0.0)
-    if seconds < 0.9995:
-        ms = seconds * 1000
-        return f"{ms:.1f} ms" if ms < 9.95 else f"{ms:.0f} ms"
-    if seconds < 59.95:
-        return f"{seconds:.1f} s"
-    whole = round(seconds)
-    if whole < 3600:
-        return f"{whole // 60} min {whole % 60} s"
-    if whole < 86400:
-        return f"{whole // 3600} h {whole % 3600 // 60} min"
-    return f"{whole // 86400} d {whole % 86400 // 3600} h"
 
 
 class Clock:

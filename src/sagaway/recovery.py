@@ -11,11 +11,11 @@ over as soon as its lease expires.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from sagaway import observe
 from sagaway._engine.engine import Engine
+from sagaway._tasks import cancel_and_wait
 from sagaway.store.base import PermissionDenied, StoreUnavailable
 from sagaway.store.records import Lease, StepRecord, WorkflowRecord
 from sagaway.worker import Worker
@@ -57,9 +57,7 @@ class RecoveryWorker:
         try:
             await asyncio.wait({task}, timeout=_STOP_GRACE)
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
     async def run_once(self) -> int:
         """Claim and dispatch what is due now; returns how many executions were claimed."""

@@ -26,6 +26,7 @@ from sagaway import errors, events, observe
 from sagaway._engine import context, versions
 from sagaway._engine.engine import Engine
 from sagaway._engine.executor import Execution
+from sagaway._tasks import cancel_and_wait
 from sagaway.store.records import Lease, StepRecord, WorkflowRecord
 
 logger = logging.getLogger(__name__)
@@ -193,11 +194,8 @@ class Worker:
             await asyncio.gather(*(self._release(entry) for entry in unstarted))
         for request in list(self._requests):
             request.cancel()
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeat
-            self._heartbeat = None
+        await cancel_and_wait(self._heartbeat)
+        self._heartbeat = None
 
     async def _let_ends_commit(self) -> None:
         """Give executions already writing their end a moment to finish that write.

@@ -11,12 +11,12 @@ creates a new execution.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Collection
 
 from sagaway._engine.engine import Engine
 from sagaway._engine.purging import as_seconds
+from sagaway._tasks import cancel_and_wait
 from sagaway.states import WorkflowStatus
 from sagaway.store.base import StoreUnavailable
 
@@ -64,10 +64,7 @@ class RetentionPurger:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def run_once(self) -> int:
         """One purge now; how many executions it deleted."""

@@ -30,6 +30,8 @@ import itertools
 from collections.abc import AsyncIterator
 from types import TracebackType
 
+from sagaway._tasks import cancel_and_wait
+
 
 class SimClock:
     """A ``sagaway.clock.Clock`` that advances when all actors wait (see the module doc).
@@ -159,9 +161,6 @@ class SimClock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
         self._task = None
         self._changed = None

@@ -10,11 +10,11 @@ process, or in another one on PostgreSQL and through an Engine Server).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from sagaway._engine import cron
 from sagaway._engine.engine import Engine
+from sagaway._tasks import cancel_and_wait
 from sagaway.schedules import ticks
 from sagaway.store.base import StoreUnavailable
 
@@ -46,10 +46,7 @@ class Scheduler:
         self._stopping = True
         self.wake.set()
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def run_once(self) -> float:
         """Fire what is due now; the time (engine clock) of the next tick of any schedule, at

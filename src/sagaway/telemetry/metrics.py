@@ -12,12 +12,12 @@ the registry at ``/metrics``; an application that serves its own mounts ``metric
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
 from sagaway import observe
+from sagaway._tasks import cancel_and_wait
 from sagaway.states import WorkflowStatus
 
 try:
@@ -245,10 +245,7 @@ class StatusPoller:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _loop(self) -> None:
         from sagaway.manager import ManagerState

@@ -26,6 +26,7 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from psycopg_pool.pool_async import AddConnection, MaintenanceTask
 
 from sagaway import errors
+from sagaway._tasks import cancel_and_wait
 from sagaway.store.contract import StoreUnavailable
 from sagaway.store.postgres.url import Timing
 from sagaway.store.sql import queries
@@ -92,10 +93,7 @@ class Pool(AsyncConnectionPool[Conn]):
 
     async def close(self, timeout: float = 5.0) -> None:
         check, self._checking = self._checking, None
-        if check is not None:
-            check.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await check
+        await cancel_and_wait(check)
         await super().close(timeout)
 
 

@@ -29,6 +29,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 
+from sagaway._tasks import cancel_and_wait
 from sagaway.store import notices
 
 logger = logging.getLogger(__name__)
@@ -106,9 +107,7 @@ class Listener:
             # Its peer may be dead: a cancelled statement would wait for a cancel request it
             # never answers. With the socket shut down every wait on it ends at once.
             shut_down(self._conn)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_and_wait(task)
 
     async def _listen(self, callback: notices.Callback, listening: asyncio.Future[None]) -> None:
         delay = 0.1

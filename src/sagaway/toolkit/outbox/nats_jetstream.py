@@ -14,13 +14,12 @@ silent drop.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from types import TracebackType
 from typing import Any
 
 import pydantic_core
 
 from sagaway.toolkit.outbox import _optional
+from sagaway.toolkit.outbox._broker import BrokerPublisher, Destination, destination
 from sagaway.toolkit.outbox._table import Message
 
 MESSAGE_ID_HEADER = "Nats-Msg-Id"
@@ -42,7 +41,7 @@ def decode_message(msg: Any) -> Message:
     )
 
 
-class JetStreamPublisher:
+class JetStreamPublisher(BrokerPublisher):
     """Publishes each message to a JetStream subject and waits for the stream's ack.
 
     Args:
@@ -56,7 +55,7 @@ class JetStreamPublisher:
         self,
         servers: str | list[str] = "nats://127.0.0.1:4222",
         *,
-        subject: str | Callable[[Message], str] | None = None,
+        subject: Destination = None,
         timeout: float = 5.0,
         **connect_options: Any,
     ) -> None:
@@ -73,11 +72,7 @@ class JetStreamPublisher:
         """Publishes JetStream acknowledged as duplicates (already stored within the window)."""
 
     def subject_for(self, message: Message) -> str:
-        if self._subject is None:
-            return message.topic
-        if isinstance(self._subject, str):
-            return self._subject
-        return self._subject(message)
+        return destination(self._subject, message)
 
     async def connect(self) -> None:
         """Connect now (``publish`` connects on first use otherwise)."""
@@ -112,11 +107,3 @@ class JetStreamPublisher:
     async def __aenter__(self) -> JetStreamPublisher:
         await self.connect()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

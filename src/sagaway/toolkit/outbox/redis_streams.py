@@ -9,13 +9,13 @@ back into a :class:`~sagaway.outbox.Message`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from types import TracebackType
+from collections.abc import Mapping
 from typing import Any
 
 import pydantic_core
 
 from sagaway.toolkit.outbox import _optional
+from sagaway.toolkit.outbox._broker import BrokerPublisher, Destination, destination
 from sagaway.toolkit.outbox._table import Message
 
 
@@ -51,7 +51,7 @@ def decode_entry(fields: Mapping[bytes, bytes] | Mapping[str, str]) -> Message:
         raise ValueError(f"not a stream entry written by RedisStreamPublisher: {exc}") from None
 
 
-class RedisStreamPublisher:
+class RedisStreamPublisher(BrokerPublisher):
     """Publishes each message with ``XADD`` to a Redis stream.
 
     Args:
@@ -64,7 +64,7 @@ class RedisStreamPublisher:
         self,
         client: str | Any = "redis://127.0.0.1:6379/0",
         *,
-        stream: str | Callable[[Message], str] | None = None,
+        stream: Destination = None,
         maxlen: int | None = None,
     ) -> None:
         redis_asyncio = _optional.require(
@@ -81,11 +81,7 @@ class RedisStreamPublisher:
 
     def stream_for(self, message: Message) -> str:
         """The stream ``message`` goes to."""
-        if self._stream is None:
-            return message.topic
-        if isinstance(self._stream, str):
-            return self._stream
-        return self._stream(message)
+        return destination(self._stream, message)
 
     async def publish(self, message: Message) -> None:
         """``XADD`` the message; returns once Redis has stored the entry."""
@@ -100,14 +96,3 @@ class RedisStreamPublisher:
         """Close the client if this publisher created it."""
         if self._owns_client:
             await self._client.aclose()
-
-    async def __aenter__(self) -> RedisStreamPublisher:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

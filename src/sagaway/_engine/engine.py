@@ -17,8 +17,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Collection
-from typing import Any
+from collections.abc import Collection
 
 from sagaway import errors, events, observe, retry, serialization
 from sagaway._engine import (
@@ -304,17 +303,8 @@ class Engine:
         """A change made by another process (or this one), announced by the store."""
         notices_heard.on_notification(self, notice)
 
-    async def send_signal(
-        self,
-        key: str,
-        name: str,
-        payload: Any,
-        dedupe_id: str | None,
-        audit_note: AuditNote | None = None,
-    ) -> bool:
-        """Store a signal for the workflow under ``key``; False if ``dedupe_id`` was seen.
-        ``audit_note``: an operator's signal, recorded if stored."""
-        return await signal_sends.send_signal(self, key, name, payload, dedupe_id, audit_note)
+    send_signal = signal_sends.send_signal
+    """Store a signal for the workflow under ``key`` (see ``signal_sends``)."""
 
     async def retry_now(self, key: str, reason: str | None = None) -> bool:
         """Make a SUSPENDED workflow due now; False if it is not suspended (audited)."""
@@ -346,32 +336,8 @@ class Engine:
     async def count_by_status(self) -> dict[WorkflowStatus, int]:
         return await self.store.count_by_status()
 
-    async def purge(
-        self,
-        older_than: float,
-        *,
-        statuses: Collection[WorkflowStatus] | None,
-        batch_size: int,
-        dry_run: bool,
-        on_batch: Callable[[int], None] | None = None,
-        reason: str | None = None,
-        background: bool = False,
-    ) -> int:
-        """Delete executions that ended more than ``older_than`` seconds ago, batch by batch
-        (each its own short transaction), until none is left; how many (``dry_run``: how many
-        would be, deleting nothing). The cutoff is fixed at the start, so executions ending
-        meanwhile do not keep it going. ``on_batch(n)`` after each batch. Audited (a
-        ``background`` purge when it deleted something): see ``purging``."""
-        return await purging.purge(
-            self,
-            older_than,
-            statuses=statuses,
-            batch_size=batch_size,
-            dry_run=dry_run,
-            on_batch=on_batch,
-            reason=reason,
-            background=background,
-        )
+    purge = purging.purge
+    """Delete executions that ended ``older_than`` seconds ago or more (see ``purging``)."""
 
     async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
         return await self.store.list_page(query)

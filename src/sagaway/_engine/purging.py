@@ -72,7 +72,11 @@ async def purge(
     reason: str | None = None,
     background: bool = False,
 ) -> int:
-    """See ``Engine.purge``."""
+    """``Engine.purge``: delete executions that ended more than ``older_than`` seconds ago,
+    batch by batch (each its own short transaction), until none is left; how many
+    (``dry_run``: how many would be, deleting nothing). The cutoff is fixed at the start, so
+    executions ending meanwhile do not keep it going. ``on_batch(n)`` after each batch. Audited
+    (a ``background`` purge when it deleted something)."""
     reason = audit.check_reason(reason)
     before = engine.clock.now() - older_than
     if dry_run:

@@ -392,6 +392,32 @@ class ExecutionBase(CancelDelivery):
         finally:
             self._unload_write.set()
 
+    async def _wait(
+        self, *, waiting_for: str, next_run_at: float | None, step: StepRecord | None
+    ) -> None:
+        """Commit WAITING and unload the workflow (raises Unload): a timer, a signal, a slot of
+        a cluster-limited queue.
+
+        Called with nothing else in flight; the guard keeps it so while the write is under way
+        (a branch starting an activity meanwhile would run it after the lease is given up).
+        """
+        engine = self.engine
+        await self._unload_guard(
+            True,
+            engine.store.wait_workflow(
+                self.record.run_id,
+                token=self.lease.token,
+                waiting_for=waiting_for,
+                next_run_at=next_run_at,
+                step=step,
+                now=engine.clock.now(),
+            ),
+            unloads=lambda _: True,
+        )
+        # Recovery may have planned its next scan for later than this wait's end.
+        engine.wake_recovery()
+        raise Unload()
+
     def ready_to_act(self) -> bool:
         """Whether ``_before_durable_action`` would return at once (nothing to flush or wait
         for, the run usable): the common case, checked without a coroutine."""

@@ -7,7 +7,7 @@ import contextlib
 import uuid
 from typing import TYPE_CHECKING
 
-from sagaway._engine.execution import ExecutionBase, Unload
+from sagaway._engine.execution import ExecutionBase
 from sagaway.states import StepKind
 from sagaway.store._queue_limits import waiting_for
 
@@ -51,18 +51,4 @@ class QueueAdmission(ExecutionBase):
         await self._before_durable_action()
         if self.inflight != 1:
             return
-        engine = self.engine
-        await self._unload_guard(
-            True,
-            engine.store.wait_workflow(
-                self.record.run_id,
-                token=self.lease.token,
-                waiting_for=waiting_for(queue),
-                next_run_at=retry_at,
-                step=None,
-                now=engine.clock.now(),
-            ),
-            unloads=lambda _: True,
-        )
-        engine.wake_recovery()  # it may have planned its next scan for later
-        raise Unload()
+        await self._wait(waiting_for=waiting_for(queue), next_run_at=retry_at, step=None)

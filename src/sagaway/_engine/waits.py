@@ -98,31 +98,6 @@ class WaitCalls(ExecutionBase):
             self.engine.wake_recovery()
         raise Unload()
 
-    async def _wait(
-        self, *, waiting_for: str, next_run_at: float | None, step: StepRecord | None
-    ) -> None:
-        """Commit WAITING and unload the workflow (raises Unload).
-
-        Called with nothing else in flight; the guard keeps it so while the write is under way
-        (a branch starting an activity meanwhile would run it after the lease is given up).
-        """
-        engine = self.engine
-        await self._unload_guard(
-            True,
-            engine.store.wait_workflow(
-                self.record.run_id,
-                token=self.lease.token,
-                waiting_for=waiting_for,
-                next_run_at=next_run_at,
-                step=step,
-                now=engine.clock.now(),
-            ),
-            unloads=lambda _: True,
-        )
-        # Recovery may have planned its next scan for later than this timer's end.
-        engine.wake_recovery()
-        raise Unload()
-
     @engine_code
     async def call_receive(
         self, name: str, adapter: pydantic.TypeAdapter[Any], timeout: float | None, call_id: str

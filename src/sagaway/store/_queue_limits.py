@@ -39,15 +39,13 @@ def decide(
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Slot:
-    """One call about ``holder``'s slot of ``queue``: an admission (with the limits and the
-    expiry it asks for), a renewal (the expiry) or a release."""
+    """``holder``'s slot of ``queue`` as of ``now`` (``expires_at``: until when it is asked for,
+    by an admission or a renewal)."""
 
     queue: str
     holder: str
     now: float
     expires_at: float | None = None
-    concurrency: int | None = None
-    rate: float | None = None
 
     def params(self) -> dict[str, Any]:
         """The parameters of the slot statements (``holds_queue_slot``, ``take_queue_slot`` ...)."""
@@ -57,12 +55,6 @@ class Slot:
             "now": self.now,
             "expires_at": self.expires_at,
         }
-
-    def decide(self, next_start_at: float, taken: int) -> tuple[float | None, float | None]:
-        """``decide`` under this admission's limits."""
-        return decide(
-            next_start_at, taken, concurrency=self.concurrency, rate=self.rate, now=self.now
-        )
 
     def wake(self) -> dict[str, Any]:
         """``wake_queue_waiter``: the execution waiting longest for this queue, due now."""
@@ -74,7 +66,9 @@ class SQLQueueLimits(abc.ABC):
     dialect's hook (``_acquire``, ``_renew``, ``_release``), which runs the transaction."""
 
     @abc.abstractmethod
-    async def _acquire(self, slot: Slot) -> float | None:
+    async def _acquire(
+        self, slot: Slot, concurrency: int | None, rate: float | None
+    ) -> float | None:
         """See ``Store.acquire_queue_slot``."""
 
     @abc.abstractmethod
@@ -95,15 +89,8 @@ class SQLQueueLimits(abc.ABC):
         expires_at: float,
         now: float,
     ) -> float | None:
-        slot = Slot(
-            queue=queue,
-            holder=holder,
-            now=now,
-            expires_at=expires_at,
-            concurrency=concurrency,
-            rate=rate_per_second,
-        )
-        return await self._acquire(slot)
+        slot = Slot(queue=queue, holder=holder, now=now, expires_at=expires_at)
+        return await self._acquire(slot, concurrency, rate_per_second)
 
     async def renew_queue_slot(
         self, queue: str, *, holder: str, expires_at: float, now: float

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from sagaway.store._queue_limits import Slot, SQLQueueLimits
+from sagaway.store._queue_limits import Slot, SQLQueueLimits, decide
 from sagaway.store.postgres.conn import Conn, Params, Q, Run, named
 
 T = TypeVar("T")
 
 
-async def pg_acquire(run: Run, slot: Slot) -> float | None:
+async def pg_acquire(
+    run: Run, slot: Slot, concurrency: int | None, rate: float | None
+) -> float | None:
     """See ``Store.acquire_queue_slot``; the queue's row is locked for the transaction."""
     params: Params = slot.params()
 
@@ -23,7 +25,9 @@ async def pg_acquire(run: Run, slot: Slot) -> float | None:
         (row,) = await named(conn, "lock_queue_limit", params)
         await conn.execute(Q["drop_expired_slots"], params)
         taken = int((await named(conn, "count_queue_slots", params))[0]["count"])
-        retry_at, spaced = slot.decide(float(row["next_start_at"]), taken)
+        retry_at, spaced = decide(
+            float(row["next_start_at"]), taken, concurrency=concurrency, rate=rate, now=slot.now
+        )
         if retry_at is not None:
             return retry_at
         await conn.execute(Q["take_queue_slot"], params)
@@ -62,8 +66,10 @@ class QueueLimits(SQLQueueLimits):
     def __init__(self, run: Run) -> None:
         self._run = run
 
-    async def _acquire(self, slot: Slot) -> float | None:
-        return await pg_acquire(self._run, slot)
+    async def _acquire(
+        self, slot: Slot, concurrency: int | None, rate: float | None
+    ) -> float | None:
+        return await pg_acquire(self._run, slot, concurrency, rate)
 
     async def _renew(self, slot: Slot) -> bool:
         return await pg_renew(self._run, slot)

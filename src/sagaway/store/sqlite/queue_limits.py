@@ -13,7 +13,12 @@ from sagaway.store.sqlite.jobs import Call
 _Q = queries("sqlite")
 
 
-def acquire(conn: sqlite3.Connection, slot: _queue_limits.Slot) -> float | None:
+def acquire(
+    conn: sqlite3.Connection,
+    slot: _queue_limits.Slot,
+    concurrency: int | None,
+    rate: float | None,
+) -> float | None:
     """See ``Store.acquire_queue_slot`` (run in the SQLite store's writer)."""
     params = slot.params()
     if conn.execute(_Q["holds_queue_slot"], params).fetchone() is not None:
@@ -22,7 +27,9 @@ def acquire(conn: sqlite3.Connection, slot: _queue_limits.Slot) -> float | None:
     next_start_at = float(conn.execute(_Q["lock_queue_limit"], params).fetchone()[0])
     conn.execute(_Q["drop_expired_slots"], params)
     taken = int(conn.execute(_Q["count_queue_slots"], params).fetchone()[0])
-    retry_at, spaced = slot.decide(next_start_at, taken)
+    retry_at, spaced = _queue_limits.decide(
+        next_start_at, taken, concurrency=concurrency, rate=rate, now=slot.now
+    )
     if retry_at is not None:
         return retry_at
     conn.execute(_Q["take_queue_slot"], params)
@@ -46,8 +53,10 @@ class QueueLimits(_queue_limits.SQLQueueLimits):
     def __init__(self, call: Call) -> None:
         self._call = call
 
-    async def _acquire(self, slot: _queue_limits.Slot) -> float | None:
-        at: float | None = await self._call(lambda conn: acquire(conn, slot))
+    async def _acquire(
+        self, slot: _queue_limits.Slot, concurrency: int | None, rate: float | None
+    ) -> float | None:
+        at: float | None = await self._call(lambda conn: acquire(conn, slot, concurrency, rate))
         return at
 
     async def _renew(self, slot: _queue_limits.Slot) -> bool:

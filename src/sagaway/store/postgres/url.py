@@ -10,9 +10,10 @@ parameter. Sagaway's own parameters, not passed to libpq: ``schema`` (default ``
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 import urllib.parse
+
+from sagaway.store._url import positive_seconds
 
 DEFAULT_SCHEMA = "sagaway"
 DEFAULT_POOL_SIZE = 10
@@ -52,13 +53,7 @@ def parse_timing(url: str, defaults: Timing | None = None) -> Timing:
         if name not in _SECONDS_PARAMS:
             continue
         value = urllib.parse.unquote_plus(part.partition("=")[2])
-        try:
-            seconds = float(value)
-        except ValueError:
-            seconds = math.nan
-        if not (math.isfinite(seconds) and seconds > 0):
-            raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
-        given[name] = seconds
+        given[name] = positive_seconds(name, value)
     return dataclasses.replace(defaults or Timing(), **given)
 
 

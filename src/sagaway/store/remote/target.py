@@ -11,10 +11,11 @@ must carry, when it differs from the host). The token comes from the ``token=`` 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import urllib.parse
 from pathlib import Path
+
+from sagaway.store._url import positive_seconds
 
 DEFAULT_CALL_TIMEOUT = 10.0
 CHANNEL_KEEPALIVE_MS = 10_000
@@ -44,16 +45,6 @@ def _read(path: str, what: str) -> bytes:
         return Path(path).expanduser().read_bytes()
     except OSError as exc:
         raise ValueError(f"cannot read the {what} file {path!r}: {exc.strerror or exc}") from None
-
-
-def _timeout(value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"timeout must be a positive number of seconds, not {value!r}")
-    return seconds
 
 
 def parse_target(url: str, token: str | None = None) -> Target:
@@ -94,7 +85,9 @@ def parse_target(url: str, token: str | None = None) -> Target:
         cert=_read(params["cert"], "client certificate") if "cert" in params else None,
         key=_read(params["key"], "client key") if "key" in params else None,
         server_name=params.get("server_name") or None,
-        call_timeout=_timeout(params["timeout"]) if "timeout" in params else DEFAULT_CALL_TIMEOUT,
+        call_timeout=positive_seconds("timeout", params["timeout"])
+        if "timeout" in params
+        else DEFAULT_CALL_TIMEOUT,
         token=token or os.environ.get("SAGAWAY_TOKEN") or None,
     )
 

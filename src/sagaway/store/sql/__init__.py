@@ -1,9 +1,10 @@
 """Named SQL queries, one file per dialect.
 
 A file holds blocks introduced by ``-- name: <query_name>``; queries are plain text with
-parameters, never built by string formatting. Whole-line comments document the file and are
-not part of the queries (the server needs none of them: they would travel with every unprepared
-execution and clutter pg_stat_activity).
+parameters, never built by string formatting. A line ``-- use: <query_name>`` inside a query
+stands for that other query's text (a fragment two queries share is written once). Other
+whole-line comments document the file and are not part of the queries (the server needs none of
+them: they would travel with every unprepared execution and clutter pg_stat_activity).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from typing import LiteralString, cast
 
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+_USE = re.compile(r"^\s*--\s*use:\s*(\w+)\s*$")
 
 
 @functools.cache
@@ -21,9 +23,19 @@ def queries(dialect: str) -> dict[str, LiteralString]:
     """All named queries of ``dialect`` ("sqlite" or "postgres")."""
     text = importlib.resources.files(__package__).joinpath(f"{dialect}.sql").read_text()
     lines = text.splitlines()
-    text = "\n".join(s for s in lines if _NAME.match(s) or not s.lstrip().startswith("--"))
-    parts = _NAME.split(text)
-    out: dict[str, LiteralString] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        out[name] = cast(LiteralString, body.strip().rstrip(";"))
-    return out
+    kept = (s for s in lines if _NAME.match(s) or _USE.match(s) or not s.lstrip().startswith("--"))
+    parts = _NAME.split("\n".join(kept))
+    bodies = {
+        name: cast(LiteralString, body.strip().rstrip(";"))
+        for name, body in zip(parts[1::2], parts[2::2], strict=True)
+    }
+    return {name: _expand(body, bodies) for name, body in bodies.items()}
+
+
+def _expand(body: LiteralString, bodies: dict[str, LiteralString]) -> LiteralString:
+    """``body`` with each ``-- use: <name>`` line replaced by that query's text."""
+    lines: list[LiteralString] = []
+    for line in body.splitlines():
+        used = _USE.match(line)
+        lines.append(_expand(bodies[used.group(1)], bodies) if used else line)
+    return "\n".join(lines)

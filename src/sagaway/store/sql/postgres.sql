@@ -599,20 +599,25 @@ WHERE run_id = %(run_id)s AND call_id = %(call_id)s
 -- is the key as JSON, as to_json spells it. The literal status list matches the partial index
 -- workflows_ended.
 
+-- name: purgeable
+-- The ended executions a purge may delete (purge_ended takes the oldest, count_purgeable counts
+-- them all): a fragment the two queries use.
+SELECT w.run_id FROM workflows w
+WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
+  AND w.status = ANY(%(statuses)s::text[])
+  AND w.ended_at < %(before)s
+  AND NOT EXISTS (
+      SELECT 1 FROM workflows p
+      WHERE p.key = w.parent_key COLLATE "C" AND p.is_current
+        AND p.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
+  AND NOT EXISTS (
+      SELECT 1 FROM steps s JOIN workflows r ON r.run_id = s.run_id
+      WHERE s.kind = 'child' AND s.result = to_json(w.key)::text
+        AND r.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
+
 -- name: purge_ended
 WITH doomed AS (
-    SELECT w.run_id FROM workflows w
-    WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
-      AND w.status = ANY(%(statuses)s::text[])
-      AND w.ended_at < %(before)s
-      AND NOT EXISTS (
-          SELECT 1 FROM workflows p
-          WHERE p.key = w.parent_key COLLATE "C" AND p.is_current
-            AND p.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
-      AND NOT EXISTS (
-          SELECT 1 FROM steps s JOIN workflows r ON r.run_id = s.run_id
-          WHERE s.kind = 'child' AND s.result = to_json(w.key)::text
-            AND r.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
+    -- use: purgeable
     ORDER BY w.ended_at
     LIMIT %(limit)s
     FOR UPDATE OF w SKIP LOCKED
@@ -625,18 +630,9 @@ DELETE FROM workflows WHERE run_id IN (SELECT run_id FROM doomed)
 RETURNING run_id
 
 -- name: count_purgeable
-SELECT count(*) FROM workflows w
-WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
-  AND w.status = ANY(%(statuses)s::text[])
-  AND w.ended_at < %(before)s
-  AND NOT EXISTS (
-      SELECT 1 FROM workflows p
-      WHERE p.key = w.parent_key COLLATE "C" AND p.is_current
-        AND p.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
-  AND NOT EXISTS (
-      SELECT 1 FROM steps s JOIN workflows r ON r.run_id = s.run_id
-      WHERE s.kind = 'child' AND s.result = to_json(w.key)::text
-        AND r.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
+SELECT count(*) FROM (
+    -- use: purgeable
+) AS purgeable
 -- ---------------------------------------------------------------- schedules
 
 -- name: put_schedule

@@ -296,7 +296,9 @@ WHERE run_id = :run_id AND call_id = :call_id
 -- kept the start), found through steps_child_key: the start's result is the key as JSON, as
 -- json_quote spells it. The literal status list matches the partial index workflows_ended.
 
--- name: purge_select
+-- name: purgeable
+-- The ended executions a purge may delete (purge_select takes the oldest, count_purgeable
+-- counts them all): a fragment the two queries use.
 SELECT w.run_id FROM workflows w
 WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
   AND w.status IN (SELECT value FROM json_each(:statuses))
@@ -309,6 +311,9 @@ WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
       SELECT 1 FROM steps s JOIN workflows r ON r.run_id = s.run_id
       WHERE s.kind = 'child' AND s.result = json_quote(w.key)
         AND r.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
+
+-- name: purge_select
+-- use: purgeable
 ORDER BY w.ended_at
 LIMIT :limit
 
@@ -322,18 +327,9 @@ DELETE FROM signals WHERE run_id IN (SELECT value FROM json_each(:run_ids))
 DELETE FROM workflows WHERE run_id IN (SELECT value FROM json_each(:run_ids))
 
 -- name: count_purgeable
-SELECT count(*) FROM workflows w
-WHERE w.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
-  AND w.status IN (SELECT value FROM json_each(:statuses))
-  AND w.ended_at < :before
-  AND NOT EXISTS (
-      SELECT 1 FROM workflows p
-      WHERE p.key = w.parent_key AND p.is_current = 1
-        AND p.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
-  AND NOT EXISTS (
-      SELECT 1 FROM steps s JOIN workflows r ON r.run_id = s.run_id
-      WHERE s.kind = 'child' AND s.result = json_quote(w.key)
-        AND r.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'))
+SELECT count(*) FROM (
+    -- use: purgeable
+)
 -- ---------------------------------------------------------------- schedules
 
 -- name: put_schedule

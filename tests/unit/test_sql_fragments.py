@@ -1,0 +1,24 @@
+"""The named queries' shared fragments: a ``-- use: <name>`` line stands for that query."""
+
+from __future__ import annotations
+
+import pytest
+
+from sagaway.store.sql import queries
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+def test_the_purge_and_its_count_use_one_condition(dialect: str) -> None:
+    q = queries(dialect)
+    purgeable = q["purgeable"]
+    assert "json_quote(w.key)" in purgeable or "to_json(w.key)" in purgeable
+    purge = q["purge_select" if dialect == "sqlite" else "purge_ended"]
+    assert purgeable in purge
+    assert purgeable in q["count_purgeable"]
+    assert not any("-- use:" in text for text in q.values())
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+def test_no_query_keeps_a_comment_line(dialect: str) -> None:
+    for name, text in queries(dialect).items():
+        assert not any(line.lstrip().startswith("--") for line in text.splitlines()), name

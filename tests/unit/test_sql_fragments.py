@@ -22,3 +22,16 @@ def test_the_purge_and_its_count_use_one_condition(dialect: str) -> None:
 def test_no_query_keeps_a_comment_line(dialect: str) -> None:
     for name, text in queries(dialect).items():
         assert not any(line.lstrip().startswith("--") for line in text.splitlines()), name
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+def test_a_fragment_is_in_the_queries_that_use_it_and_is_no_query(dialect: str) -> None:
+    q = queries(dialect)
+    assert "due_filter" not in q
+    claim = q["due_candidates" if dialect == "sqlite" else "claim_due"]
+    for text in (claim, q["next_due"]):
+        assert "any_queue" in text and "unversioned" in text and "concurrency_limit" in text
+    if dialect == "postgres":
+        assert "finish_update" not in q
+        ending = "SET status = %(status)s, result = %(result)s"
+        assert ending in q["finish_owned"] and ending in q["finish_owned_with_step"]

@@ -1,9 +1,10 @@
 """Named SQL queries, one file per dialect.
 
 A file holds blocks introduced by ``-- name: <query_name>``; queries are plain text with
-parameters, never built by string formatting. A line ``-- use: <query_name>`` inside a query
-stands for that other query's text (a fragment two queries share is written once). Other
-whole-line comments document the file and are not part of the queries (the server needs none of
+parameters, never built by string formatting. A block introduced by ``-- fragment: <name>`` is
+part of queries, not one: a line ``-- use: <name>`` inside a query stands for that fragment's
+(or that other query's) text, so what two queries share is written once. Other whole-line
+comments document the file and are not part of the queries (the server needs none of
 them: they would travel with every unprepared execution and clutter pg_stat_activity).
 """
 
@@ -14,7 +15,7 @@ import importlib.resources
 import re
 from typing import LiteralString, cast
 
-_NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+_NAME = re.compile(r"^--\s*(name|fragment):\s*(\w+)\s*$", re.MULTILINE)
 _USE = re.compile(r"^\s*--\s*use:\s*(\w+)\s*$")
 
 
@@ -25,15 +26,14 @@ def queries(dialect: str) -> dict[str, LiteralString]:
     lines = text.splitlines()
     kept = (s for s in lines if _NAME.match(s) or _USE.match(s) or not s.lstrip().startswith("--"))
     parts = _NAME.split("\n".join(kept))
-    bodies = {
-        name: cast(LiteralString, body.strip().rstrip(";"))
-        for name, body in zip(parts[1::2], parts[2::2], strict=True)
-    }
-    return {name: _expand(body, bodies) for name, body in bodies.items()}
+    blocks = list(zip(parts[1::3], parts[2::3], parts[3::3], strict=True))
+    bodies = {name: cast(LiteralString, body.strip().rstrip(";")) for _, name, body in blocks}
+    return {name: _expand(bodies[name], bodies) for kind, name, _ in blocks if kind == "name"}
 
 
 def _expand(body: LiteralString, bodies: dict[str, LiteralString]) -> LiteralString:
-    """``body`` with each ``-- use: <name>`` line replaced by that query's text."""
+    """``body`` with each ``-- use: <name>`` line replaced by that fragment's (or query's)
+    text."""
     lines: list[LiteralString] = []
     for line in body.splitlines():
         used = _USE.match(line)

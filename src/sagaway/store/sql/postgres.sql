@@ -192,10 +192,9 @@ ON CONFLICT (run_id, call_id) DO UPDATE SET
 
 -- ---------------------------------------------------------------- fenced writes
 
--- name: finish_owned
--- The owner ends its own execution: ending_owner (see "self ends unannounced") spares it the
--- notice of its own end.
-WITH ending AS (SELECT set_config('sagaway.ending_owner', %(ended_by)s, true))
+-- fragment: finish_update
+-- The owner's end of its own execution, under a CTE "ending" that sets ending_owner (used by
+-- finish_owned and finish_owned_with_step).
 UPDATE workflows
 SET status = %(status)s, result = %(result)s, error = %(error)s, ended_at = %(now)s,
     updated_at = %(now)s,
@@ -204,17 +203,17 @@ FROM ending
 WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
   AND (%(status)s <> 'COMPLETED' OR %(cancel_seen)s OR cancel_reason IS NULL)
 
+-- name: finish_owned
+-- The owner ends its own execution: ending_owner (see "self ends unannounced") spares it the
+-- notice of its own end.
+WITH ending AS (SELECT set_config('sagaway.ending_owner', %(ended_by)s, true))
+-- use: finish_update
+
 -- name: finish_owned_with_step
 -- finish_owned and the final step in one statement (its waiters: wake_waiters, after it).
 WITH ending AS (SELECT set_config('sagaway.ending_owner', %(ended_by)s, true)
 ), ended AS (
-    UPDATE workflows
-    SET status = %(status)s, result = %(result)s, error = %(error)s, ended_at = %(now)s,
-        updated_at = %(now)s,
-        lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, next_run_at = NULL
-    FROM ending
-    WHERE run_id = %(run_id)s AND lease_token = %(token)s AND status = 'RUNNING'
-      AND (%(status)s <> 'COMPLETED' OR %(cancel_seen)s OR cancel_reason IS NULL)
+    -- use: finish_update
     RETURNING run_id
 ), step AS (
     INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at,
@@ -321,6 +320,17 @@ RETURNING w.lease_token
 
 -- ---------------------------------------------------------------- recovery
 
+-- fragment: due_filter
+-- The conditions claim_due and next_due share: the worker's queues and code versions, and a
+-- PENDING execution's per-key limit.
+AND (%(any_queue)s OR queue = ANY(%(queues)s::text[]))
+AND (%(any_version)s OR code_version = ANY(%(versions)s::text[])
+     OR (%(unversioned)s AND code_version IS NULL))
+AND (concurrency_key IS NULL OR status <> 'PENDING'
+     OR (SELECT count(*) FROM workflows AS o
+         WHERE o.concurrency_key = workflows.concurrency_key
+           AND o.status IN ('RUNNING', 'WAITING', 'SUSPENDED')) < concurrency_limit)
+
 -- name: claim_due
 -- Many processes claim at once: SKIP LOCKED hands each one disjoint rows; a row changed by a
 -- claimer that committed meanwhile is re-checked against the WHERE clause before it is locked.
@@ -333,13 +343,7 @@ WITH due AS (
             AND next_run_at <= %(now)s)
         OR (status IN ('SUSPENDED', 'WAITING') AND next_run_at <= %(now)s))
       AND run_id <> ALL(ARRAY(SELECT json_array_elements_text(%(exclude)s::json)))
-      AND (%(any_queue)s OR queue = ANY(%(queues)s::text[]))
-      AND (%(any_version)s OR code_version = ANY(%(versions)s::text[])
-           OR (%(unversioned)s AND code_version IS NULL))
-      AND (concurrency_key IS NULL OR status <> 'PENDING'
-           OR (SELECT count(*) FROM workflows AS o
-               WHERE o.concurrency_key = workflows.concurrency_key
-                 AND o.status IN ('RUNNING', 'WAITING', 'SUSPENDED')) < concurrency_limit)
+      -- use: due_filter
     ORDER BY next_run_at, run_id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -392,13 +396,7 @@ SELECT MIN(CASE
 FROM workflows
 WHERE is_current AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
   AND lease_owner IS DISTINCT FROM %(owner)s
-  AND (%(any_queue)s OR queue = ANY(%(queues)s::text[]))
-  AND (%(any_version)s OR code_version = ANY(%(versions)s::text[])
-       OR (%(unversioned)s AND code_version IS NULL))
-  AND (concurrency_key IS NULL OR status <> 'PENDING'
-       OR (SELECT count(*) FROM workflows AS o
-           WHERE o.concurrency_key = workflows.concurrency_key
-             AND o.status IN ('RUNNING', 'WAITING', 'SUSPENDED')) < concurrency_limit)
+  -- use: due_filter
 
 -- ---------------------------------------------------------------- operator requests
 

@@ -118,6 +118,17 @@ UPDATE workflows SET lease_expires_at = MAX(COALESCE(lease_expires_at, 0), :expi
 WHERE lease_token = :token AND status = 'RUNNING'
   AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
 
+-- fragment: due_filter
+-- The conditions due_candidates and next_due share: the worker's queues and code versions, and
+-- a PENDING execution's per-key limit.
+AND (:any_queue OR queue IN (SELECT value FROM json_each(:queues)))
+AND (:any_version OR code_version IN (SELECT value FROM json_each(:versions))
+     OR (:unversioned AND code_version IS NULL))
+AND (concurrency_key IS NULL OR status != 'PENDING'
+     OR (SELECT COUNT(*) FROM workflows AS o
+         WHERE o.concurrency_key = workflows.concurrency_key
+           AND o.status IN ('RUNNING', 'WAITING', 'SUSPENDED')) < concurrency_limit)
+
 -- name: due_candidates
 SELECT run_id, lease_token, lease_owner, status, concurrency_key, concurrency_limit
 FROM workflows
@@ -126,13 +137,7 @@ WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'
         AND (lease_expires_at IS NULL OR lease_expires_at <= :now)
         AND next_run_at <= :now)
     OR (status IN ('SUSPENDED', 'WAITING') AND next_run_at <= :now))
-  AND (:any_queue OR queue IN (SELECT value FROM json_each(:queues)))
-  AND (:any_version OR code_version IN (SELECT value FROM json_each(:versions))
-       OR (:unversioned AND code_version IS NULL))
-  AND (concurrency_key IS NULL OR status != 'PENDING'
-       OR (SELECT COUNT(*) FROM workflows AS o
-           WHERE o.concurrency_key = workflows.concurrency_key
-             AND o.status IN ('RUNNING', 'WAITING', 'SUSPENDED')) < concurrency_limit)
+  -- use: due_filter
 ORDER BY next_run_at
 LIMIT :limit
 
@@ -143,13 +148,7 @@ SELECT MIN(CASE
 FROM workflows
 WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
   AND (lease_owner IS NULL OR lease_owner != :owner)
-  AND (:any_queue OR queue IN (SELECT value FROM json_each(:queues)))
-  AND (:any_version OR code_version IN (SELECT value FROM json_each(:versions))
-       OR (:unversioned AND code_version IS NULL))
-  AND (concurrency_key IS NULL OR status != 'PENDING'
-       OR (SELECT COUNT(*) FROM workflows AS o
-           WHERE o.concurrency_key = workflows.concurrency_key
-             AND o.status IN ('RUNNING', 'WAITING', 'SUSPENDED')) < concurrency_limit)
+  -- use: due_filter
 
 -- name: running_with_key
 -- How many executions of a per-key limit's key run (started, not ended).

@@ -9,18 +9,21 @@ and its statements. The verbs whose work differs from the first line stay in eac
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 
 from sagaway.states import WorkflowStatus
-from sagaway.store import _params
+from sagaway.store import _inspect, _params, _rows
 from sagaway.store._fork import Fork
+from sagaway.store._rows import Row
 from sagaway.store.contract import CreateResult
 from sagaway.store.records import (
+    AttemptErrorRecord,
     AuditNote,
     ForkPayloads,
     Lease,
     ListQuery,
     NewWorkflow,
+    SignalRecord,
     StepRecord,
     WorkflowRecord,
 )
@@ -76,6 +79,29 @@ class SQLVerbs(abc.ABC):
     @abc.abstractmethod
     async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
         """See ``Store.list_page``."""
+
+    @abc.abstractmethod
+    async def _read(self, query: str, params: _params.Params) -> Sequence[Row]:
+        """The rows of the named query ``query``: a read of its own (no transaction to share)."""
+
+    # ------------------------------------------------------------------ reads
+
+    async def get_workflow(self, key: str) -> WorkflowRecord | None:
+        rows = await self._read("get_current", {"key": key})
+        return _rows.workflow_from_row(rows[0]) if rows else None
+
+    async def load_steps(self, run_id: str) -> list[StepRecord]:
+        return [
+            _rows.step_from_row(row) for row in await self._read("load_steps", {"run_id": run_id})
+        ]
+
+    async def list_signals(self, run_id: str) -> list[SignalRecord]:
+        rows = await self._read("list_signals", {"run_id": run_id})
+        return [_rows.signal_from_row(row) for row in rows]
+
+    async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
+        rows = await self._read("list_attempt_errors", {"run_id": run_id})
+        return [_inspect.attempt_error_from_row(row) for row in rows]
 
     # ------------------------------------------------------------------ verbs
 

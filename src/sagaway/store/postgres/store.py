@@ -35,9 +35,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+from psycopg.rows import DictRow
+
 from sagaway import errors
 from sagaway.states import WorkflowStatus
-from sagaway.store import _inspect, _listing, _params, _rows
+from sagaway.store import _listing, _params, _rows
 from sagaway.store._collaborators import Collaborators
 from sagaway.store._fork import Fork
 from sagaway.store._group_commit import GroupCommit
@@ -60,12 +62,10 @@ from sagaway.store.postgres.queue_limits import QueueLimits
 from sagaway.store.postgres.schedules import Schedules
 from sagaway.store.postgres.url import Timing, parse_postgres_url
 from sagaway.store.records import (
-    AttemptErrorRecord,
     AuditNote,
     CancelRequestRecord,
     Lease,
     ListQuery,
-    SignalRecord,
     StepRecord,
     WorkflowRecord,
 )
@@ -137,23 +137,9 @@ class PostgresStore(Connection, SQLVerbs, Collaborators):
     async def _fork(self, fork: Fork) -> CreateResult | None:
         return await _pg_fork.run_postgres(self._run, fork)
 
-    async def get_workflow(self, key: str) -> WorkflowRecord | None:
-        async def op(conn: Conn, retried: bool) -> WorkflowRecord | None:
-            rows = await named(conn, "get_current", {"key": key})
-            return _rows.workflow_from_row(rows[0]) if rows else None
-
-        return await self._run(op, transaction=False)
-
     async def get_run(self, run_id: str) -> WorkflowRecord | None:
         # Reads made at once (many clients waiting for results) share one statement.
         return await self._run_reads.submit(run_id)
-
-    async def load_steps(self, run_id: str) -> list[StepRecord]:
-        async def op(conn: Conn, retried: bool) -> list[StepRecord]:
-            rows = await named(conn, "load_steps", {"run_id": run_id})
-            return [_rows.step_from_row(row) for row in rows]
-
-        return await self._run(op, transaction=False)
 
     async def load_steps_many(self, run_ids: Collection[str]) -> dict[str, list[StepRecord]]:
         ids = list(run_ids)
@@ -306,13 +292,6 @@ class PostgresStore(Connection, SQLVerbs, Collaborators):
             self._run, run_id, token=token, child_key=child_key, wait=wait, now=now
         )
 
-    async def list_signals(self, run_id: str) -> list[SignalRecord]:
-        async def op(conn: Conn, retried: bool) -> list[SignalRecord]:
-            rows = await named(conn, "list_signals", {"run_id": run_id})
-            return [_rows.signal_from_row(row) for row in rows]
-
-        return await self._run(op, transaction=False)
-
     async def purge_ended(
         self, *, before: float, statuses: Collection[WorkflowStatus] | None, limit: int
     ) -> list[str]:
@@ -331,9 +310,8 @@ class PostgresStore(Connection, SQLVerbs, Collaborators):
 
         return await self._run(op, transaction=False)
 
-    async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
-        async def op(conn: Conn, retried: bool) -> list[AttemptErrorRecord]:
-            rows = await named(conn, "list_attempt_errors", {"run_id": run_id})
-            return [_inspect.attempt_error_from_row(row) for row in rows]
+    async def _read(self, query: str, params: _params.Params) -> list[DictRow]:
+        async def op(conn: Conn, retried: bool) -> list[DictRow]:
+            return await named(conn, query, params)
 
         return await self._run(op, transaction=False)

@@ -14,7 +14,6 @@ from typing import Any
 from sagaway import errors
 from sagaway.states import WorkflowStatus
 from sagaway.store import (
-    _inspect,
     _listing,
     _params,
     _purge,
@@ -25,12 +24,10 @@ from sagaway.store._fork import Fork
 from sagaway.store._sql_verbs import SQLVerbs
 from sagaway.store.contract import CancelPending, CreateResult
 from sagaway.store.records import (
-    AttemptErrorRecord,
     AuditNote,
     CancelRequestRecord,
     Lease,
     ListQuery,
-    SignalRecord,
     StepRecord,
     WorkflowRecord,
 )
@@ -84,24 +81,10 @@ class SQLiteStore(Writer, SQLVerbs, Collaborators):
     async def _fork(self, fork: Fork) -> CreateResult | None:
         return await self._call(lambda conn: sqlite_fork.run(conn, fork))
 
-    async def get_workflow(self, key: str) -> WorkflowRecord | None:
-        def op(conn: sqlite3.Connection) -> WorkflowRecord | None:
-            row = conn.execute(_Q["get_current"], {"key": key}).fetchone()
-            return _rows.workflow_from_row(row) if row else None
-
-        return await self._call(op)
-
     async def get_run(self, run_id: str) -> WorkflowRecord | None:
         def op(conn: sqlite3.Connection) -> WorkflowRecord | None:
             row = conn.execute(_Q["get_run"], {"run_id": run_id}).fetchone()
             return _rows.workflow_from_row(row) if row else None
-
-        return await self._call(op)
-
-    async def load_steps(self, run_id: str) -> list[StepRecord]:
-        def op(conn: sqlite3.Connection) -> list[StepRecord]:
-            rows = conn.execute(_Q["load_steps"], {"run_id": run_id}).fetchall()
-            return [_rows.step_from_row(r) for r in rows]
 
         return await self._call(op)
 
@@ -257,13 +240,6 @@ class SQLiteStore(Writer, SQLVerbs, Collaborators):
 
         return await self._call(op)
 
-    async def list_signals(self, run_id: str) -> list[SignalRecord]:
-        def op(conn: sqlite3.Connection) -> list[SignalRecord]:
-            rows = conn.execute(_Q["list_signals"], {"run_id": run_id}).fetchall()
-            return [_rows.signal_from_row(row) for row in rows]
-
-        return await self._call(op)
-
     async def purge_ended(
         self, *, before: float, statuses: Collection[WorkflowStatus] | None, limit: int
     ) -> list[str]:
@@ -285,12 +261,8 @@ class SQLiteStore(Writer, SQLVerbs, Collaborators):
 
         return await self._call(op)
 
-    async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
-        def op(conn: sqlite3.Connection) -> list[AttemptErrorRecord]:
-            rows = conn.execute(_Q["list_attempt_errors"], {"run_id": run_id}).fetchall()
-            return [_inspect.attempt_error_from_row(row) for row in rows]
-
-        return await self._call(op)
+    async def _read(self, query: str, params: _params.Params) -> list[sqlite3.Row]:
+        return await self._call(lambda conn: conn.execute(_Q[query], params).fetchall())
 
 
 def _create(conn: sqlite3.Connection, create: _params.Create) -> CreateResult:

@@ -20,13 +20,13 @@ from typing import Any, Protocol, TypeVar
 
 import psycopg
 import pydantic_core
-from psycopg import sql
 from psycopg.rows import DictRow, TupleRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from psycopg_pool.pool_async import AddConnection, MaintenanceTask
 
 from sagaway import errors
 from sagaway.store.contract import StoreUnavailable
+from sagaway.store.postgres import qualify as _qualify
 from sagaway.store.postgres.url import Timing
 from sagaway.store.sql import queries
 
@@ -99,13 +99,25 @@ class Pool(AsyncConnectionPool[Conn]):
         await super().close(timeout)
 
 
-async def open_pool(conninfo: str, *, schema: str, size: int, timing: Timing, url: str) -> Pool:
-    """An open pool of autocommit connections whose queries run in ``schema`` (unqualified)."""
+async def open_pool(
+    conninfo: str, *, schema: str, size: int, timing: Timing, url: str, pooled: bool = False
+) -> Pool:
+    """An open pool of autocommit connections whose statements name ``schema``'s tables
+    (``qualify``): nothing is set on a connection that a later transaction relies on.
+
+    ``pooled`` (a pooler in transaction mode between here and the server): no statement is
+    prepared on the server either, since the next execution may reach another server
+    connection (or another client's statement of the same name).
+    """
+    qualifier = _qualify.Qualifier(schema)
 
     async def configure(conn: Conn) -> None:
-        # Runs once per new pooled connection (autocommit): every query is unqualified.
-        await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        if isinstance(conn, _qualify.SchemaConnection):
+            conn.qualifier = qualifier
 
+    kwargs: dict[str, Any] = {"autocommit": True, "cursor_factory": _qualify.QualifyingCursor}
+    if pooled:
+        kwargs["prepare_threshold"] = None
     pool = Pool(
         conninfo,
         schema=schema,
@@ -114,7 +126,8 @@ async def open_pool(conninfo: str, *, schema: str, size: int, timing: Timing, ur
         min_size=1,
         max_size=size,
         timeout=timing.pool_timeout,
-        kwargs={"autocommit": True},
+        connection_class=_qualify.SchemaConnection,
+        kwargs=kwargs,
         configure=configure,
         open=False,
     )

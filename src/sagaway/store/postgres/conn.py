@@ -109,13 +109,7 @@ async def open_pool(
     prepared on the server either, since the next execution may reach another server
     connection (or another client's statement of the same name).
     """
-    qualifier = _qualify.Qualifier(schema)
-
-    async def configure(conn: Conn) -> None:
-        if isinstance(conn, _qualify.SchemaConnection):
-            conn.qualifier = qualifier
-
-    kwargs: dict[str, Any] = {"autocommit": True, "cursor_factory": _qualify.QualifyingCursor}
+    kwargs: dict[str, Any] = {"autocommit": True, "cursor_factory": _qualify.cursor_class(schema)}
     if pooled:
         kwargs["prepare_threshold"] = None
     pool = Pool(
@@ -126,9 +120,7 @@ async def open_pool(
         min_size=1,
         max_size=size,
         timeout=timing.pool_timeout,
-        connection_class=_qualify.SchemaConnection,
         kwargs=kwargs,
-        configure=configure,
         open=False,
     )
     try:

@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 from psycopg.abc import Params, Query
-from psycopg.rows import Row, TupleRow
+from psycopg.rows import Row
 
 _CREATED = re.compile(r"\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
 _CACHE_SIZE = 4096
@@ -77,21 +77,28 @@ class Qualifier:
         return _table_reference().sub(lambda m: f"{m[1]}{m[2]}{prefix}{m[3]}", query)
 
 
-class SchemaConnection(psycopg.AsyncConnection[TupleRow]):
-    """A pooled connection whose statements are qualified by ``qualifier`` (set by the pool
-    before the connection is handed out)."""
+class QualifyingCursor(psycopg.AsyncCursor[Row]):
+    """A cursor whose statements given as text are qualified by ``qualifier`` before psycopg
+    converts them (``_convert_query`` is where execute, executemany and stream all pass).
+
+    A pool's connections are made with ``cursor_factory=cursor_class(schema)``: the schema
+    travels with the cursor class, whatever class the connection itself is.
+    """
 
     qualifier: Qualifier | None = None
 
-
-class QualifyingCursor(psycopg.AsyncCursor[Row]):
-    """A cursor of a ``SchemaConnection``: every statement given as text is qualified before
-    psycopg converts it (``_convert_query`` is where execute, executemany and stream all pass)."""
-
     def _convert_query(self, query: Query, params: Params | None = None) -> Any:
-        conn = self._conn
-        if isinstance(query, str) and isinstance(conn, SchemaConnection):
-            qualify = conn.qualifier
-            if qualify is not None:
-                query = qualify(query)
+        qualify = self.qualifier
+        if qualify is not None and isinstance(query, str):
+            query = qualify(query)
         return super()._convert_query(query, params)
+
+
+@functools.lru_cache(maxsize=32)
+def cursor_class(schema: str) -> type[QualifyingCursor[Any]]:
+    """The cursor class of the connections of ``schema``'s stores (one per schema: the stores
+    of a process share the rewritten statements; a process that opens stores on many schemas,
+    a test run, keeps the last few)."""
+    return type(
+        f"QualifyingCursor[{schema}]", (QualifyingCursor,), {"qualifier": Qualifier(schema)}
+    )

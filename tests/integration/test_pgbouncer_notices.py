@@ -1,4 +1,5 @@
-"""Notifications when the store reaches PostgreSQL through PgBouncer in transaction mode.
+"""Notifications when the store reaches PostgreSQL through PgBouncer in transaction mode, and a
+pooler the URL does not name.
 
 A LISTEN through such a pooler succeeds and then delivers nothing: the server connection that
 holds it is handed to other clients, and a notice that reaches it while no client is linked is
@@ -19,6 +20,7 @@ import pytest
 from sagaway.store import notices, open_store
 from sagaway.store.postgres import listener as _pg_listener
 from tests.conftest import POSTGRES_URL
+from tests.pgbouncer import POOLER_PARAM
 from tests.store_helpers import new
 
 pytestmark = pytest.mark.postgres
@@ -86,3 +88,30 @@ async def test_listen_url_brings_the_notices_of_the_pooled_statements(pgbouncer_
     finally:
         await store.close()
         await other.close()
+
+
+async def test_a_pooler_the_url_does_not_name_is_found_and_nothing_is_prepared(
+    pgbouncer_url: str, postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without ``pooler=transaction`` the store sees that the server process running its
+    statements is not the one it connected to, says so, and prepares nothing: the sixth run
+    of a statement used to fail with ``prepared statement "_pg3_0" does not exist``."""
+    unnamed = pgbouncer_url.replace(f"&{POOLER_PARAM}", "")
+    assert "pooler" not in unnamed
+    with caplog.at_level(logging.WARNING, logger="sagaway.store.postgres.conn"):
+        for url in (postgres_url, unnamed):
+            store, other = open_store(url), open_store(url)
+            await store.open()
+            await other.open()
+            try:
+                await store.create_workflow(new("k1"), now=1.0, lease=None, replace_live=False)
+                for _ in range(10):  # two clients, each on several server connections
+                    reads = [s.get_workflow("k1") for s in (store, other) for _ in range(8)]
+                    assert None not in await asyncio.gather(*reads)
+            finally:
+                await store.close()
+                await other.close()
+    found = [r for r in caplog.records if "through a connection pooler" in r.getMessage()]
+    port = urllib.parse.urlsplit(unnamed).port
+    # Said by each store opened through the pooler, by none of those opened directly.
+    assert len(found) == 2 and all(f":{port}/" in r.getMessage() for r in found)

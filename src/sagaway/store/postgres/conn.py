@@ -105,13 +105,18 @@ async def open_pool(
     """An open pool of autocommit connections whose statements name ``schema``'s tables
     (``qualify``): nothing is set on a connection that a later transaction relies on.
 
-    ``pooled`` (a pooler in transaction mode between here and the server): no statement is
-    prepared on the server either, since the next execution may reach another server
-    connection (or another client's statement of the same name).
+    ``pooled`` (the URL names a pooler in transaction mode), or a pooler found between here
+    and the server (``_through_a_pooler``): no statement is prepared on the server either,
+    since its next execution may reach another server connection, or another client's
+    statement of the same name.
     """
+    unprepared = [pooled]
+
+    async def configure(conn: Conn) -> None:
+        if unprepared[0]:
+            conn.prepare_threshold = None
+
     kwargs: dict[str, Any] = {"autocommit": True, "cursor_factory": _qualify.cursor_class(schema)}
-    if pooled:
-        kwargs["prepare_threshold"] = None
     pool = Pool(
         conninfo,
         schema=schema,
@@ -121,6 +126,7 @@ async def open_pool(
         max_size=size,
         timeout=timing.pool_timeout,
         kwargs=kwargs,
+        configure=configure,
         open=False,
     )
     try:
@@ -128,7 +134,34 @@ async def open_pool(
     except PoolTimeout as exc:
         await pool.close()
         raise errors.SagawayError(f"cannot connect to PostgreSQL at {url}: {exc}") from exc
+    if not pooled:
+        conn = await pool.getconn()
+        try:
+            if await _through_a_pooler(conn):
+                unprepared[0] = True
+                conn.prepare_threshold = None
+                logger.warning(
+                    "%s reaches PostgreSQL through a connection pooler (the server process "
+                    "differs from the one the connection was opened with): statements are not "
+                    "prepared on the server; with a pooler in transaction mode add "
+                    "pooler=transaction to the URL (and listen_url= for notifications)",
+                    url,
+                    extra={"action": "open"},
+                )
+        finally:
+            await pool.putconn(conn)
     return pool
+
+
+async def _through_a_pooler(conn: Conn) -> bool:
+    """Whether a pooler stands between ``conn`` and the server: the server process that runs
+    its statement is not the one whose id the connection was given when it was opened (a
+    pooler gives its clients ids of its own, to route their cancel requests)."""
+    try:
+        row = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
+    except psycopg.Error:
+        return False  # the next statement finds out
+    return row is not None and int(row[0]) != conn.info.backend_pid
 
 
 async def run(

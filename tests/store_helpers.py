@@ -85,6 +85,8 @@ def pg_conninfo(db_url: str) -> tuple[str, str]:
     parts = urllib.parse.urlsplit(direct_url(db_url))
     params = dict(urllib.parse.parse_qsl(parts.query))
     schema = params.pop("schema")
+    for own in ("pooler", "listen_url"):  # Sagaway's own, not libpq's
+        params.pop(own, None)
     return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(params))), schema
 
 
@@ -103,8 +105,10 @@ def raw_sql(db_url: str, statement: str) -> list[tuple[Any, ...]]:
     from psycopg import sql
 
     conninfo, schema = pg_conninfo(db_url)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+    with psycopg.connect(conninfo, autocommit=True) as conn, conn.transaction():
+        # The path for this transaction only: behind a pooler in transaction mode the next
+        # transaction may run on another server connection.
+        conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
         cur = conn.execute(statement.encode())
         return cur.fetchall() if cur.description else []
 

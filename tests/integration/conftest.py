@@ -3,11 +3,13 @@ database (``db_url``), ``other`` opens a second one on the same database."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from sagaway.store import Store, open_store
+from tests.conftest import POSTGRES_URL, _new_schema, require_postgres
+from tests.pgbouncer import POOLER_PARAM, running_pgbouncer
 
 
 @pytest.fixture
@@ -29,3 +31,23 @@ async def other(db_url: str, store: Store) -> AsyncIterator[Store]:
         yield s
     finally:
         await s.close()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer() -> Iterator[str]:
+    """A PgBouncer in transaction pooling mode in front of the test server, for the session:
+    the plain libpq URL of the test database through it (``tests/pgbouncer.py``)."""
+    require_postgres()
+    with running_pgbouncer(POSTGRES_URL) as url:
+        yield url
+
+
+@pytest.fixture
+def pgbouncer_url(pgbouncer: str) -> Iterator[str]:
+    """A Sagaway URL of a fresh schema through PgBouncer (``pooler=transaction``)."""
+    url, drop = _new_schema()
+    schema = url.rpartition("schema=")[2]
+    try:
+        yield f"{pgbouncer}?schema={schema}&{POOLER_PARAM}"
+    finally:
+        drop()

@@ -20,7 +20,6 @@ from typing import Any, Protocol, TypeVar
 
 import psycopg
 import pydantic_core
-from psycopg import sql
 from psycopg.rows import DictRow, TupleRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from psycopg_pool.pool_async import AddConnection, MaintenanceTask
@@ -28,6 +27,7 @@ from psycopg_pool.pool_async import AddConnection, MaintenanceTask
 from sagaway import errors
 from sagaway._tasks import cancel_and_wait
 from sagaway.store.contract import StoreUnavailable
+from sagaway.store.postgres import qualify as _qualify
 from sagaway.store.postgres.url import Timing
 from sagaway.store.sql import queries
 
@@ -97,13 +97,24 @@ class Pool(AsyncConnectionPool[Conn]):
         await super().close(timeout)
 
 
-async def open_pool(conninfo: str, *, schema: str, size: int, timing: Timing, url: str) -> Pool:
-    """An open pool of autocommit connections whose queries run in ``schema`` (unqualified)."""
+async def open_pool(
+    conninfo: str, *, schema: str, size: int, timing: Timing, url: str, pooled: bool = False
+) -> Pool:
+    """An open pool of autocommit connections whose statements name ``schema``'s tables
+    (``qualify``): nothing is set on a connection that a later transaction relies on.
+
+    ``pooled`` (the URL names a pooler in transaction mode), or a pooler found between here
+    and the server (``_through_a_pooler``): no statement is prepared on the server either,
+    since its next execution may reach another server connection, or another client's
+    statement of the same name.
+    """
+    unprepared = [pooled]
 
     async def configure(conn: Conn) -> None:
-        # Runs once per new pooled connection (autocommit): every query is unqualified.
-        await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        if unprepared[0]:
+            conn.prepare_threshold = None
 
+    kwargs: dict[str, Any] = {"autocommit": True, "cursor_factory": _qualify.cursor_class(schema)}
     pool = Pool(
         conninfo,
         schema=schema,
@@ -112,7 +123,7 @@ async def open_pool(conninfo: str, *, schema: str, size: int, timing: Timing, ur
         min_size=1,
         max_size=size,
         timeout=timing.pool_timeout,
-        kwargs={"autocommit": True},
+        kwargs=kwargs,
         configure=configure,
         open=False,
     )
@@ -121,7 +132,34 @@ async def open_pool(conninfo: str, *, schema: str, size: int, timing: Timing, ur
     except PoolTimeout as exc:
         await pool.close()
         raise errors.SagawayError(f"cannot connect to PostgreSQL at {url}: {exc}") from exc
+    if not pooled:
+        conn = await pool.getconn()
+        try:
+            if await _through_a_pooler(conn):
+                unprepared[0] = True
+                conn.prepare_threshold = None
+                logger.warning(
+                    "%s reaches PostgreSQL through a connection pooler (the server process "
+                    "differs from the one the connection was opened with): statements are not "
+                    "prepared on the server; with a pooler in transaction mode add "
+                    "pooler=transaction to the URL (and listen_url= for notifications)",
+                    url,
+                    extra={"action": "open"},
+                )
+        finally:
+            await pool.putconn(conn)
     return pool
+
+
+async def _through_a_pooler(conn: Conn) -> bool:
+    """Whether a pooler stands between ``conn`` and the server: the server process that runs
+    its statement is not the one whose id the connection was given when it was opened (a
+    pooler gives its clients ids of its own, to route their cancel requests)."""
+    try:
+        row = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
+    except psycopg.Error:
+        return False  # the next statement finds out
+    return row is not None and int(row[0]) != conn.info.backend_pid
 
 
 async def run(

@@ -5,6 +5,7 @@ transient failures (``conn.run``). ``PostgresStore`` (``store``) adds the verbs.
 from __future__ import annotations
 
 import hashlib
+import logging
 from typing import TypeVar
 
 from psycopg import sql
@@ -16,10 +17,11 @@ from sagaway.store.postgres import conn as _pg_conn
 from sagaway.store.postgres import listener as _pg_listener
 from sagaway.store.postgres import open as _pg_open
 from sagaway.store.postgres.conn import Conn, Op
-from sagaway.store.postgres.url import Timing, parse_postgres_url, parse_timing
+from sagaway.store.postgres.url import Timing, parse_pooling, parse_postgres_url, parse_timing
 
 T = TypeVar("T")
 
+logger = logging.getLogger(__name__)
 _Q = _pg_conn.Q
 _DIALECT = "postgres"
 _PROBE_EVERY = Timing().probe_interval
@@ -38,6 +40,13 @@ class Connection:
         self.pool_size = pool_size
         self.timing = parse_timing(url, Timing(probe_interval=_PROBE_EVERY))
         self._conninfo = conninfo
+        self.pooling = parse_pooling(url)
+        listen = self.pooling.listen_conninfo
+        self._listen_conninfo: str | None = parse_postgres_url(listen)[0] if listen else None
+        """Where the listeners connect: ``listen_url``, else the store's own URL unless it
+        names a pooler in transaction mode (then None: no listener, the engine polls)."""
+        if listen is None and not self.pooling.transaction:
+            self._listen_conninfo = conninfo
         self._pool: _pg_conn.Pool | None = None
         self._listener: _pg_listener.Listener | None = None
         self._owner = ""  # the lease owner it listens as: told of no end it makes itself
@@ -46,6 +55,7 @@ class Connection:
         self.runs_channel = ("sagaway:runs:" + schema)[:63]
         """Where every execution's end and cancel request is announced (migration 0016)."""
         self._runs_listener: _pg_listener.Listener | None = None
+        self._said_polling = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -64,6 +74,7 @@ class Connection:
             size=self.pool_size,
             timing=self.timing,
             url=self.url,
+            pooled=self.pooling.transaction,
         )
         self._pool = pool
         # An existing schema already at this Sagaway's version needs no migration transaction.
@@ -113,6 +124,16 @@ class Connection:
         it owns; the others' come on a second connection, started at once with ``ends`` (or by
         a later call with it), which says ``Listening("ends")`` and ``Deaf("ends")``.
         """
+        if self._listen_conninfo is None:
+            if not self._said_polling:
+                self._said_polling = True
+                logger.info(
+                    "%s names a pooler in transaction mode and no listen_url: no notifications,"
+                    " the engine polls for changes",
+                    self.url,
+                    extra={"action": "listen"},
+                )
+            return
         if self._listener is None:
             self._owner = owner or ""
             mine = () if owner is None else (_pg_listener.owner_channel(self.schema, owner),)
@@ -125,8 +146,9 @@ class Connection:
     def _new_listener(
         self, channel: str, also: tuple[str, ...], stream: notices.Stream
     ) -> _pg_listener.Listener:
+        assert self._listen_conninfo is not None
         return _pg_listener.Listener(
-            self._conninfo,
+            self._listen_conninfo,
             channel=channel,
             also=also,
             stream=stream,
@@ -148,6 +170,10 @@ class Connection:
         digest = hashlib.blake2b(f"sagaway.migrate:{self.schema}".encode(), digest_size=8)
         lock_key = int.from_bytes(digest.digest(), "big", signed=True)
         await conn.execute(_Q["migration_lock"], {"lock_key": lock_key})
+        # The scripts name their tables unqualified: the path holds for this transaction only.
+        await conn.execute(
+            sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(self.schema))
+        )
         cur = await conn.execute(_Q["schema_exists"], {"schema": self.schema})
         if await cur.fetchone() is None:
             await conn.execute(

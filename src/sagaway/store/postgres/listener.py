@@ -220,7 +220,22 @@ class Listener:
         return answered
 
     async def _send_probe(self, conn: Conn, probe: notices.Probe) -> None:
-        await conn.execute("SELECT pg_notify(%s, %s)", (self.channel, notices.encode(probe)))
+        """Send ``probe``: on ``conn`` once notices are heard on it, else from a connection of
+        its own.
+
+        A notice a session sends itself proves nothing about the others': behind a pooler in
+        transaction mode the probe's transaction runs on the server connection that holds the
+        LISTEN, which delivers its own notice before handing the connection back, while every
+        other process's notice reaches that server connection when no client is linked to it
+        and is dropped (PgBouncer: "got packet 'A' from server when not linked"). So until a
+        probe has come back, it is sent by another session, as any other notice is.
+        """
+        params = (self.channel, notices.encode(probe))
+        if self._heard:
+            await conn.execute("SELECT pg_notify(%s, %s)", params)
+            return
+        async with await self._connect() as other:
+            await other.execute("SELECT pg_notify(%s, %s)", params)
 
 
 def owner_channel(schema: str, owner: str) -> str:

@@ -4,7 +4,7 @@
 parameter. Sagaway's own parameters, not passed to libpq: ``schema`` (default ``sagaway``),
 ``pool_size`` (default 10), and the ``Timing`` parameters ``pool_timeout`` (default 30),
 ``reconnect_delay`` (default 2), ``probe_interval`` (default 30) and ``probe_timeout``
-(default 5), in seconds.
+(default 5), in seconds; ``pooler`` and ``listen_url`` (``Pooling``).
 """
 
 from __future__ import annotations
@@ -36,8 +36,29 @@ class Timing:
     """Seconds a probe may take before the listening connection is taken for dead."""
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Pooling:
+    """Whether a connection pooler in transaction mode (PgBouncer's ``pool_mode =
+    transaction``) stands between the store and the server, and where notices come from.
+
+    ``?pooler=transaction``: no statement is prepared on the server (its name could reach
+    another server connection, or another client's statement), and LISTEN is not sent through
+    the pooler (it would hold notices for whichever client has that server connection next):
+    notices come from ``listen_url``, a direct connection to the server, or, without one, the
+    engine polls. ``pooler=none`` (the default): a direct connection, or a pooler in session
+    mode, which keeps one server connection per client connection.
+    """
+
+    transaction: bool = False
+    """``pooler=transaction``."""
+    listen_conninfo: str | None = None
+    """``listen_url``: a direct PostgreSQL URL for the notification connections (a libpq
+    URL, percent-encoded as a parameter); None: the store's own URL (without a pooler)."""
+
+
+_POOLER_MODES = ("none", "session", "transaction")
 _SECONDS_PARAMS = tuple(field.name for field in dataclasses.fields(Timing))
-_OWN_PARAMS = frozenset({"schema", "pool_size", *_SECONDS_PARAMS})
+_OWN_PARAMS = frozenset({"schema", "pool_size", "pooler", "listen_url", *_SECONDS_PARAMS})
 
 
 def _param_name(part: str) -> str:
@@ -55,6 +76,25 @@ def parse_timing(url: str, defaults: Timing | None = None) -> Timing:
         value = urllib.parse.unquote_plus(part.partition("=")[2])
         given[name] = positive_seconds(name, value)
     return dataclasses.replace(defaults or Timing(), **given)
+
+
+def parse_pooling(url: str) -> Pooling:
+    """The ``Pooling`` parameters of a Sagaway PostgreSQL URL (``ValueError`` for a ``pooler``
+    it does not know, or a ``listen_url`` that is not a PostgreSQL URL)."""
+    mode, listen = "none", None
+    for part in filter(None, urllib.parse.urlsplit(url).query.split("&")):
+        name = _param_name(part)
+        value = urllib.parse.unquote_plus(part.partition("=")[2])
+        if name == "pooler":
+            mode = value.lower()
+            if mode not in _POOLER_MODES:
+                raise ValueError(f"pooler must be one of {', '.join(_POOLER_MODES)}, not {value!r}")
+        elif name == "listen_url":
+            scheme = urllib.parse.urlsplit(value).scheme.lower()
+            if scheme not in ("postgresql", "postgres"):
+                raise ValueError("listen_url must be a PostgreSQL URL (percent-encoded)")
+            listen = value
+    return Pooling(transaction=mode == "transaction", listen_conninfo=listen)
 
 
 def parse_postgres_url(url: str) -> tuple[str, str, int, str]:
@@ -95,7 +135,8 @@ def parse_postgres_url(url: str) -> tuple[str, str, int, str]:
 
     user_info, at, host = parts.netloc.rpartition("@")
     netloc = f"{user_info.partition(':')[0]}{at}{host}"
-    shown = [p for p in filter(None, parts.query.split("&")) if _param_name(p) != "password"]
+    hidden = ("password", "listen_url")  # the second may hold a password of its own
+    shown = [p for p in filter(None, parts.query.split("&")) if _param_name(p) not in hidden]
     display = urllib.parse.urlunsplit(parts._replace(netloc=netloc, query="&".join(shown)))
     return conninfo, schema, pool_size, display
 

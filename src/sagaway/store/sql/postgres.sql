@@ -1,5 +1,6 @@
--- PostgreSQL dialect. Connections run with search_path = the Sagaway schema, so names are
--- unqualified. Parameters are %(name)s placeholders bound by psycopg (server-side binding).
+-- PostgreSQL dialect. Tables are named unqualified here; the store's connections qualify them
+-- with its schema as each statement is sent (store/postgres/qualify.py: no search_path is set).
+-- Parameters are %(name)s placeholders bound by psycopg (server-side binding).
 
 -- ---------------------------------------------------------------- migrations
 

@@ -1571,6 +1571,8 @@ Global___RenewQueueSlotRequest: _TypeAlias = RenewQueueSlotRequest  # noqa: Y015
 
 @_typing.final
 class ReleaseQueueSlotRequest(_message.Message):
+    """A workflow waiting for a slot of the queue is made due (at the server's now)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     QUEUE_FIELD_NUMBER: _builtins.int

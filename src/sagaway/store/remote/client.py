@@ -39,7 +39,7 @@ def remote(method: F) -> F:
     verb = VERBS[method.__name__]
 
     async def call(self: GrpcStore, *args: Any, **kwargs: Any) -> Any:
-        return await self.send(verb, verb.bind(args, kwargs))
+        return await self._send(verb, verb.bind(args, kwargs))
 
     call.__name__ = call.__qualname__ = method.__name__
     call.__doc__ = method.__doc__
@@ -49,7 +49,7 @@ def remote(method: F) -> F:
 class GrpcStore(Connection):
     """The Store contract, answered by an Engine Server at ``grpc://host:port``."""
 
-    async def send(self, verb: Verb, values: dict[str, Any]) -> Any:
+    async def _send(self, verb: Verb, values: dict[str, Any]) -> Any:
         """Call ``verb`` with these arguments; its result."""
         request = self._request(verb, values)
         return verb.result(await self._call(verb.rpc, self._stamp(request, values)))

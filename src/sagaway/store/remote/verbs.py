@@ -163,8 +163,8 @@ class Verb:
         return request
 
     def arguments(self, request: Any) -> dict[str, Any]:
-        """The arguments a request carries (server side), but ``now``, audit notes and
-        callables: those are the server's to add."""
+        """The arguments a request carries (server side), except ``now`` (None here), audit
+        notes and callables: those are the server's to add."""
         values: dict[str, Any] = {}
         for param in self.params:
             if param.kind == "field":

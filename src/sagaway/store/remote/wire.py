@@ -204,13 +204,9 @@ def fill(message: Any, value: Any) -> Any:
     return message
 
 
-def to_message(record: Any, message: Message) -> Any:
-    """Fill ``message`` from the dataclass ``record`` (same field names); returns it."""
-    return fill(message, record)
-
-
 def workflow(record: Any) -> pb.WorkflowRecord:
-    return to_message(record, pb.WorkflowRecord())  # type: ignore[no-any-return]
+    """A workflow record's message."""
+    return fill(pb.WorkflowRecord(), record)  # type: ignore[no-any-return]
 
 
 def audit_note(note: AuditNote | None) -> pb.AuditNote | None:

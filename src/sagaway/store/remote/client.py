@@ -5,8 +5,8 @@ and applies each verb in one transaction there, with the same fencing and group 
 embedded store. Wake-ups come back on a server stream (``Watch``), re-opened when it breaks.
 
 Each verb is the RPC of its name, its arguments and result converted by rule (``verbs``):
-``remote(Store.verb)`` is all a verb needs here. ``receive_signal`` alone is written out: the
-server cannot judge a signal's payload, so the client decides in rounds.
+``remote(Store.verb)`` is all a verb needs here. ``receive_signal`` alone takes more than one
+call: the server cannot judge a signal's payload, so the client decides in rounds (``_receive``).
 
 A call the server cannot answer (down, restarting, unreachable) raises ``StoreUnavailable``,
 like a database outage: the engine treats it the same way (a workflow resumes from its last
@@ -52,7 +52,25 @@ class GrpcStore(Connection):
     async def _send(self, verb: Verb, values: dict[str, Any]) -> Any:
         """Call ``verb`` with these arguments; its result."""
         request = self._request(verb, values)
+        if verb.rpc == "ReceiveSignal":
+            return await self._receive(verb, request, values)
         return verb.result(await self._call(verb.rpc, self._stamp(request, values)))
+
+    async def _receive(self, verb: Verb, request: Any, values: dict[str, Any]) -> str | None:
+        """``receive_signal``'s rounds: the server cannot judge a payload (only the workflow's
+        code knows its type), so it lists the pending ones this client has not decided, and
+        the client calls again with its decisions (``accept``: a reason refuses a payload)."""
+        accept = values["accept"]
+        for _ in range(_SIGNAL_ROUNDS):
+            reply = await self._call(verb.rpc, self._stamp(request, values))
+            if not reply.undecided:
+                return wire.optional(reply, "payload")  # type: ignore[no-any-return]
+            for payload in reply.undecided:
+                request.decisions[payload] = accept(payload) or ""
+        raise StoreUnavailable(
+            f"signals {values['name']!r} kept arriving faster than they could be judged; "
+            "will try again"
+        )
 
     def _request(self, verb: Verb, values: dict[str, Any]) -> Any:
         request = verb.request(values)
@@ -99,32 +117,7 @@ class GrpcStore(Connection):
     list_cancel_requests = remote(Store.list_cancel_requests)
     list_signals = remote(Store.list_signals)
 
-    async def receive_signal(
-        self,
-        run_id: str,
-        *,
-        token: str,
-        name: str,
-        call_id: str,
-        started_at: float,
-        deadline: float | None,
-        wait: bool,
-        accept: Callable[[str], str | None],
-        now: float,
-    ) -> str | None:
-        verb = VERBS["receive_signal"]
-        values = dict(locals())
-        del values["self"], values["verb"]
-        request = verb.request(values)
-        for _ in range(_SIGNAL_ROUNDS):
-            reply = await self._call(verb.rpc, self._stamp(request, values))
-            if not reply.undecided:
-                return wire.optional(reply, "payload")  # type: ignore[no-any-return]
-            for payload in reply.undecided:
-                request.decisions[payload] = accept(payload) or ""
-        raise StoreUnavailable(
-            f"signals {name!r} kept arriving faster than they could be judged; will try again"
-        )
+    receive_signal = remote(Store.receive_signal)
 
     # ------------------------------------------------------------------ operators
 

@@ -52,14 +52,25 @@ def optional_of(tp: Any) -> Any:
 
 def value_of(tp: Any, message: Any, name: str) -> Any:
     """The field ``name`` of ``message`` as the Python type ``tp`` (None: an absent optional)."""
+    optional, convert = _field_reader(tp)
+    presence = optional and message.DESCRIPTOR.fields_by_name[name].has_presence
+    return _read_field(message, name, presence, convert)
+
+
+@functools.cache
+def _field_reader(tp: Any) -> tuple[bool, Callable[[Any], Any]]:
+    """Whether a value of ``tp`` may be None, and the reader of its other values."""
     inner = optional_of(tp)
-    if inner is not None:
-        if message.DESCRIPTOR.fields_by_name[name].has_presence and not message.HasField(name):
-            return None
-        tp = inner
-    return reader(tp)(getattr(message, name))
+    return inner is not None, reader(tp if inner is None else inner)
 
 
+def _read_field(message: Any, name: str, presence: bool, convert: Callable[[Any], Any]) -> Any:
+    if presence and not message.HasField(name):
+        return None
+    return convert(getattr(message, name))
+
+
+@functools.cache
 def _only_field(descriptor: Descriptor, tp: Any) -> str | None:
     """The one field of a message that carries a whole value of ``tp`` (a reply such as
     ``Done``, a map's ``StepList``); None when the message itself is the value."""
@@ -99,7 +110,10 @@ def reader(tp: Any) -> Callable[[Any], Any]:
         return lambda raw: tuple(item(x) for x in raw)
     if origin is tuple:
         return lambda raw: tuple(
-            value_of(a, raw, f.name) for a, f in zip(args, raw.DESCRIPTOR.fields, strict=True)
+            _read_field(raw, f.name, presence and f.has_presence, convert)
+            for (presence, convert), f in zip(
+                map(_field_reader, args), raw.DESCRIPTOR.fields, strict=True
+            )
         )
     if origin is dict:
         key, value = reader(args[0]), args[1]
@@ -151,33 +165,78 @@ def _plain(value: Any) -> Any:
 
 def put(message: Any, name: str, value: Any) -> None:
     """Set the field ``name`` of ``message`` from a Python value (None: left absent)."""
-    if value is None:
-        return
-    field: FieldDescriptor = message.DESCRIPTOR.fields_by_name[name]
+    if value is not None:
+        _setter(message.DESCRIPTOR, name)(message, value)
+
+
+Setter = Callable[[Any, Any], None]
+
+
+@functools.cache
+def _setter(descriptor: Descriptor, name: str) -> Setter:
+    """How a value (never None) goes into the field ``name`` of a message of ``descriptor``."""
+    field: FieldDescriptor = descriptor.fields_by_name[name]
     if field.message_type is not None and field.message_type.GetOptions().map_entry:
-        entries = getattr(message, name)
         nested = field.message_type.fields_by_name["value"].message_type is not None
-        for key, item in value.items():
-            if nested:
-                fill(entries[_plain(key)], item)
-            else:
-                entries[_plain(key)] = _plain(item)
-    elif field.is_repeated:
-        items = getattr(message, name)
-        if field.message_type is not None:
-            for item in value:
-                fill(items.add(), item)
+        return functools.partial(_put_map, name, nested)
+    if field.is_repeated and field.message_type is not None:
+        return functools.partial(_put_messages, name)
+    if field.is_repeated:
+        return functools.partial(_put_values, name)
+    if field.message_type is not None:
+        return functools.partial(_put_message, name)
+    if name in CLAMPED:
+        return lambda message, value: setattr(message, name, max(0, min(int(value), _INT32)))
+    return lambda message, value: setattr(message, name, _plain(value))
+
+
+def _put_map(name: str, nested: bool, message: Any, value: Any) -> None:
+    entries = getattr(message, name)
+    for key, item in value.items():
+        if nested:
+            fill(entries[_plain(key)], item)
         else:
-            plain = [_plain(item) for item in value]
-            items.extend(sorted(plain) if isinstance(value, set | frozenset) else plain)
-    elif field.message_type is not None:
-        nested_message = getattr(message, name)
-        nested_message.SetInParent()
-        fill(nested_message, value)
-    elif name in CLAMPED:
-        setattr(message, name, max(0, min(int(value), _INT32)))
-    else:
-        setattr(message, name, _plain(value))
+            entries[_plain(key)] = _plain(item)
+
+
+def _put_messages(name: str, message: Any, value: Any) -> None:
+    items = getattr(message, name)
+    for item in value:
+        fill(items.add(), item)
+
+
+def _put_values(name: str, message: Any, value: Any) -> None:
+    plain = [_plain(item) for item in value]
+    getattr(message, name).extend(sorted(plain) if isinstance(value, set | frozenset) else plain)
+
+
+def _put_message(name: str, message: Any, value: Any) -> None:
+    nested = getattr(message, name)
+    nested.SetInParent()
+    fill(nested, value)
+
+
+_SCALAR, _ENUM, _OTHER = 0, 1, 2
+
+
+@functools.cache
+def _record_setters(cls: type[Any], descriptor: Descriptor) -> tuple[tuple[str, int, Setter], ...]:
+    """The fields of record ``cls`` a message of ``descriptor`` has: each with how it is set (a
+    plain scalar, an enum's value, else its setter), so a record's many scalars cost little."""
+    hints = typing.get_type_hints(cls)
+    plan = []
+    for f in dataclasses.fields(cls):
+        field = descriptor.fields_by_name.get(f.name)
+        if field is None:
+            continue
+        tp = optional_of(hints[f.name]) or hints[f.name]
+        scalar = field.message_type is None and not field.is_repeated and f.name not in CLAMPED
+        if scalar and isinstance(tp, type) and issubclass(tp, enum.Enum):
+            kind = _ENUM
+        else:
+            kind = _SCALAR if scalar else _OTHER
+        plan.append((f.name, kind, _setter(descriptor, f.name)))
+    return tuple(plan)
 
 
 def fill(message: Any, value: Any) -> Any:
@@ -188,19 +247,26 @@ def fill(message: Any, value: Any) -> Any:
     if isinstance(value, Message):
         message.CopyFrom(value)
         return message
-    only = _only_field(message.DESCRIPTOR, type(value))
+    descriptor = message.DESCRIPTOR
+    only = _only_field(descriptor, type(value))  # type: ignore[arg-type]
     if only is not None:
         put(message, only, value)
     elif dataclasses.is_dataclass(value):
-        names = message.DESCRIPTOR.fields_by_name
-        for field in dataclasses.fields(value):
-            if field.name in names:
-                put(message, field.name, getattr(value, field.name))
+        for name, kind, setter in _record_setters(type(value), descriptor):  # type: ignore[arg-type]
+            item = getattr(value, name)
+            if item is None:
+                continue
+            if kind == _SCALAR:
+                setattr(message, name, item)
+            elif kind == _ENUM:
+                setattr(message, name, item.value)
+            else:
+                setter(message, item)
     elif isinstance(value, tuple):
-        for field, item in zip(message.DESCRIPTOR.fields, value, strict=True):
+        for field, item in zip(descriptor.fields, value, strict=True):
             put(message, field.name, item)
     elif value is not None:
-        raise TypeError(f"no rule fills {message.DESCRIPTOR.name} from {type(value).__name__}")
+        raise TypeError(f"no rule fills {descriptor.name} from {type(value).__name__}")
     return message
 
 

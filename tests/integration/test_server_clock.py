@@ -1,6 +1,7 @@
 """The Engine Server owns time: a client's ``now`` and lease lengths decide no lease or timer.
 
-A token holder (or a client whose clock is wrong) sends raw calls with ``now`` far ahead and
+A token holder (or a client whose clock is wrong) sends raw calls with ``now`` far ahead (the
+field requests had before the protocol dropped it: ``_old_now``) and
 leases that would last for decades: it takes no live lease, makes no timer due early, holds no
 lease longer than ``--max-lease``; a run whose holder died is still recovered after the server's
 lease time, whatever the recovering client's clock says.
@@ -9,9 +10,11 @@ lease time, whatever the recovering client's clock says.
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -54,6 +57,13 @@ async def stub(server: ServerProcess) -> AsyncIterator[pb_grpc.EngineStub]:
         yield pb_grpc.EngineStub(channel)
 
 
+def _old_now(request: Any, number: int, now: float) -> Any:
+    """``request`` as an older client sent it, with its ``now`` (field ``number``, reserved
+    today): the server reads the bytes and must act at its own time."""
+    extra = bytes([number << 3 | 1]) + struct.pack("<d", now)  # wire type 1: a double
+    return type(request).FromString(request.SerializeToString() + extra)
+
+
 async def _server_now(stub: pb_grpc.EngineStub) -> float:
     reply = await stub.ServerTime(pb.ServerTimeRequest(), timeout=10, metadata=AUTH)
     return reply.now
@@ -67,8 +77,10 @@ async def _start(stub: pb_grpc.EngineStub, key: str) -> None:
 async def _claim(
     stub: pb_grpc.EngineStub, owner: str, *, now: float, lease_timeout: float
 ) -> list[pb.Claimed]:
-    request = pb.ClaimDueRequest(
-        owner=owner, now=now, lease_timeout=lease_timeout, limit=10, any_queue=True
+    request = _old_now(
+        pb.ClaimDueRequest(owner=owner, lease_timeout=lease_timeout, limit=10, any_queue=True),
+        2,
+        now,
     )
     reply = await stub.ClaimDue(request, timeout=10, metadata=AUTH)
     return list(reply.claimed)
@@ -108,7 +120,6 @@ async def test_claim_with_now_far_ahead_takes_no_live_lease(stub: pb_grpc.Engine
             run_id=timer.record.run_id,
             token=timer.lease.token,
             error='{"type": "Boom", "message": "retry later"}',
-            now=time.time(),
             next_run_at=await _server_now(stub) + 600,
         ),
         timeout=10,
@@ -151,12 +162,15 @@ async def test_leases_asked_for_decades_are_clamped(stub: pb_grpc.EngineStub) ->
 
     # A run created RUNNING under a lease of the client's making is clamped too.
     created = await stub.CreateWorkflow(
-        pb.CreateWorkflowRequest(
-            new=pb.NewWorkflow(
-                run_id="r-created", key="created", name="flow", args="{}", args_hash="h"
+        _old_now(
+            pb.CreateWorkflowRequest(
+                new=pb.NewWorkflow(
+                    run_id="r-created", key="created", name="flow", args="{}", args_hash="h"
+                ),
+                lease=pb.Lease(token="t-created", owner="worker-a", expires_at=time.time() + YEARS),
             ),
-            now=time.time() + YEARS,
-            lease=pb.Lease(token="t-created", owner="worker-a", expires_at=time.time() + YEARS),
+            2,
+            time.time() + YEARS,
         ),
         timeout=10,
         metadata=AUTH,

@@ -248,7 +248,7 @@ def test_message_over_the_size_limit(channel: grpc.Channel, method: MethodDescri
         ("ListWorkflows", pb.ListWorkflowsRequest(status="BOGUS", limit=1)),
         ("FinishWorkflow", pb.FinishWorkflowRequest(run_id="r", token="t", status="BOGUS")),
         ("FinishWorkflow", pb.FinishWorkflowRequest(run_id="r", token="t", status="completed")),
-        ("EndWorkflow", pb.EndWorkflowRequest(run_id="r", status="RUNNING", now=1.0)),
+        ("EndWorkflow", pb.EndWorkflowRequest(run_id="r", status="RUNNING")),
         ("PurgeEnded", pb.PurgeEndedRequest(before=1.0, statuses=["BOGUS"], limit=1)),
         ("CountPurgeable", pb.CountPurgeableRequest(before=1.0, statuses=["PENDING "])),
         ("ListPage", pb.ListPageRequest(limit=1, statuses=["NOPE"])),

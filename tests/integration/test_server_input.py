@@ -69,7 +69,7 @@ async def test_signal_names_with_control_characters_are_refused(server: str) -> 
     async with grpc.aio.insecure_channel(server) as channel:
         stub = pb_grpc.EngineStub(channel)
         await stub.StartWorkflow(pb.StartWorkflowRequest(name="greet", key="sig", args="{}"))
-    request = pb.SendSignalRequest(key="sig", name="go\x1b[2J", payload="1", now=1.0)
+    request = pb.SendSignalRequest(key="sig", name="go\x1b[2J", payload="1")
     error = await _refusal(server, "SendSignal", request)
     assert error.code() is grpc.StatusCode.INVALID_ARGUMENT, error.details()
     assert "name must not contain control characters" in str(error.details())
@@ -81,14 +81,14 @@ async def test_signal_names_with_control_characters_are_refused(server: str) -> 
         (
             "CreateWorkflow",
             pb.CreateWorkflowRequest(
-                new=pb.NewWorkflow(run_id="r1", key="k\x1b[2J", name="greet", args="{}"), now=1.0
+                new=pb.NewWorkflow(run_id="r1", key="k\x1b[2J", name="greet", args="{}")
             ),
             "key must not contain control characters",
         ),
         (
             "CreateWorkflow",
             pb.CreateWorkflowRequest(
-                new=pb.NewWorkflow(run_id="r2", key="k", name="greet\r", args="{}"), now=1.0
+                new=pb.NewWorkflow(run_id="r2", key="k", name="greet\r", args="{}")
             ),
             "name must not contain control characters",
         ),

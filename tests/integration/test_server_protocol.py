@@ -72,9 +72,7 @@ async def test_fenced_call_with_wrong_token_raises_lease_lost(tmp_path: Path) ->
         raw = await _raw_error(
             served.address,
             "FinishWorkflow",
-            pb.FinishWorkflowRequest(
-                run_id=record.run_id, token="nope", status="COMPLETED", now=T0
-            ),
+            pb.FinishWorkflowRequest(run_id=record.run_id, token="nope", status="COMPLETED"),
         )
     assert raw.code() is grpc.StatusCode.FAILED_PRECONDITION
     assert (raw.details() or "").startswith("lease lost")

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextvars
 import json
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from sagaway import identifiers
 from sagaway._engine import audit
@@ -63,6 +64,32 @@ def _host(peer: str | None) -> str:
         return kind
     host = address.rpartition(":")[0] or address
     return host.strip("[]")
+
+
+ACTIONS: Mapping[str, tuple[str, ...] | Callable[[Any], tuple[str, ...]]] = {
+    "CreateWorkflow": ("start", "schedule.trigger"),
+    "ForkWorkflow": ("fork",),
+    "EndWorkflow": lambda r: ("terminate",) if r.status == "TERMINATED" else ("cancel",),
+    "RequestCancel": ("cancel",),
+    "RetryNow": ("retry",),
+    "SendSignal": ("signal",),
+    "PutSchedule": ("schedule.put",),
+    "SetSchedulePaused": lambda r: ("schedule.pause",) if r.paused else ("schedule.resume",),
+    "DeleteSchedule": ("schedule.delete",),
+    "RecordAudit": ("purge",),
+}
+"""The actions each call may record (some as its request says); a call not here records none."""
+
+
+def note_of(rpc: str, request: Any, *, token: bool, required: bool = False) -> AuditNote | None:
+    """The entry call ``rpc`` writes with its change, signed by this server (``note``);
+    ``required``: a call that is nothing but its entry refuses a request without one."""
+    allowed = ACTIONS[rpc]
+    actions = allowed(request) if callable(allowed) else allowed
+    found = note(request, *actions, token=token)
+    if found is None and required:
+        raise ValueError(f"{rpc} needs its audit note")
+    return found
 
 
 def note(request: object, *actions: str, token: bool, field: str = "audit") -> AuditNote | None:

@@ -16,6 +16,7 @@ from google.protobuf.message import DecodeError
 from sagaway.principals import current_principal
 from sagaway.server import roles
 from sagaway.server.checks import check_message
+from sagaway.server.clock import set_client_now
 from sagaway.server.status import Refusal, status_of
 from sagaway.v1 import engine_pb2 as pb
 
@@ -57,6 +58,7 @@ async def _run_one(service: Service, call: pb.BatchCall) -> pb.BatchResult:
         if why is not None:
             raise Refusal(grpc.StatusCode.PERMISSION_DENIED, why, "PermissionDenied")
         check_message(request, service.payload_limit)
+        set_client_now((e.key, e.value) for e in call.metadata)  # its own (a test server's)
         handler = getattr(type(service), call.method).__wrapped__  # without its error mapping
         reply = await handler(service, request, None)
         return pb.BatchResult(code=0, reply=reply.SerializeToString())

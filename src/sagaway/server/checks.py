@@ -1,19 +1,24 @@
 """What every request must satisfy before it reaches the store: bytes that parse as the
 request message (``WireGuard``), text a database can hold, finite numbers, sane limits,
-payloads within the limit (``check_message``)."""
+payloads within the limit (``check_message``), and what some verbs ask more of their arguments
+(``check_arguments``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import grpc
 import grpc.aio
 from google.protobuf.descriptor import FieldDescriptor
 
+from sagaway._engine import cron
+from sagaway._engine.text_checks import check_name, check_plain
 from sagaway.server.status import Refusal
+from sagaway.states import WorkflowStatus
 
 _TEXT = FieldDescriptor.TYPE_STRING
 _DOUBLE = FieldDescriptor.TYPE_DOUBLE
@@ -66,6 +71,82 @@ def check_message(message: Any, limit: int, where: str = "") -> None:
                 _check_value(field, item, name, limit)
         else:
             _check_value(field, value, name, limit)
+
+
+# ----------------------------------------------------------------------------- arguments
+
+FINISHED = frozenset({WorkflowStatus.COMPLETED, WorkflowStatus.FAILED, WorkflowStatus.CANCELLED})
+ENDED_BY_REQUEST = frozenset({WorkflowStatus.CANCELLED, WorkflowStatus.TERMINATED})
+
+
+def _ending(allowed: frozenset[WorkflowStatus]) -> Callable[[dict[str, Any]], None]:
+    """The status a call ends a workflow with must be one of ``allowed``."""
+
+    def check(values: dict[str, Any]) -> None:
+        status = values["status"]
+        if status not in allowed:
+            names = " or ".join(sorted(s.value for s in allowed))
+            raise ValueError(f"status must be {names}, not {status.value}")
+
+    return check
+
+
+def text_of(value: str, what: str) -> str:
+    """A queue limit's name or holder from the wire: a non-empty string (ValueError)."""
+    if not value:
+        raise ValueError(f"{what} must be a non-empty string")
+    return value
+
+
+def _schedule(values: dict[str, Any]) -> None:
+    schedule = values["schedule"]
+    check_plain(schedule.id, "schedule id")
+    check_name(schedule.workflow, "workflow")
+    # A definition no scheduler could read is refused here (INVALID_ARGUMENT), not stored.
+    cron.check(schedule.cron, schedule.timezone, schedule.catch_up)
+
+
+def _audit_limit(values: dict[str, Any]) -> None:
+    values["query"] = dataclasses.replace(values["query"], limit=max(1, values["query"].limit))
+
+
+def _new(values: dict[str, Any]) -> None:
+    check_plain(values["new"].key, "key")
+    check_name(values["new"].name, "name")
+
+
+def _queue_slot(values: dict[str, Any]) -> None:
+    text_of(values["queue"], "queue")
+    text_of(values["holder"], "holder")
+
+
+def _plain(name: str) -> Callable[[dict[str, Any]], None]:
+    return lambda values: check_plain(values[name], name)
+
+
+def _named(name: str) -> Callable[[dict[str, Any]], None]:
+    return lambda values: check_name(values[name], name)
+
+
+ARGUMENTS: Mapping[str, Callable[[dict[str, Any]], None]] = {
+    "CreateWorkflow": _new,
+    "ForkWorkflow": _plain("key"),
+    "SendSignal": _named("name"),
+    "FinishWorkflow": _ending(FINISHED),
+    "EndWorkflow": _ending(ENDED_BY_REQUEST),
+    "PutSchedule": _schedule,
+    "AcquireQueueSlot": _queue_slot,
+    "ListAudit": _audit_limit,
+}
+"""What a verb asks of its arguments beyond their fields' checks (ValueError: INVALID_ARGUMENT);
+a rule may also settle a value (``ListAudit``'s limit is at least 1)."""
+
+
+def check_arguments(rpc: str, values: dict[str, Any]) -> None:
+    """Apply ``rpc``'s rule, if it has one, to its arguments."""
+    rule = ARGUMENTS.get(rpc)
+    if rule is not None:
+        rule(values)
 
 
 # ----------------------------------------------------------------------------- wire format

@@ -1,24 +1,45 @@
 """The Engine Server's own time: the only clock that decides leases and timers.
 
-Requests carry ``now`` (and lease lengths) from the client's clock; a client whose clock is wrong,
-or a token holder who lies, must not expire another holder's live lease, make timers due early, or
-hold a lease for years. So the server reads every "now" from its own store's clock (on
+Requests carry no time of the client's, only lease lengths and expiries; a client whose clock is
+wrong, or a token holder who lies, must not expire another holder's live lease, make timers due
+early, or hold a lease for years. So the server takes every "now" from its own store's clock (on
 PostgreSQL the database's clock, as an embedded engine does: ``_engine.server_clock``) and clamps
-every lease it writes to ``max_lease`` seconds from that now.
+every lease it writes to ``max_lease`` seconds from that now (``apply``: the one place a verb's
+times are decided).
 
-``trust_client_clock`` keeps the client's ``now`` (never its lease lengths beyond
-``max_lease``): for test suites whose clients drive time with a fake clock, never in production.
+``trust_client_clock`` acts at the client's time of each call, sent as the call's metadata
+``sagaway-client-now`` (never its lease lengths beyond ``max_lease``): for test suites whose
+clients drive time with a fake clock, never in production.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import math
+from collections.abc import Iterable
+from typing import Any
 
 from sagaway._engine.server_clock import server_clock
 from sagaway.clock import Clock, SystemClock
 from sagaway.store.base import Store
 from sagaway.store.records import Lease
+
+CLIENT_NOW = "sagaway-client-now"
+_client_now: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "sagaway_client_now", default=None
+)
+
+
+def set_client_now(metadata: Iterable[tuple[str, Any]] | None) -> None:
+    """The client's time of the call being served, from its metadata (used only by a server
+    that trusts its clients' clocks); calls of a Batch each carry their own."""
+    found = None
+    for key, value in metadata or ():
+        if key == CLIENT_NOW:
+            found = float(value.decode() if isinstance(value, bytes) else value)
+    _client_now.set(found)
+
 
 DEFAULT_MAX_LEASE = 300.0
 """Seconds: ten times a Manager's default lease_timeout (30 s)."""
@@ -52,11 +73,31 @@ class ServerClock:
             self._task.cancel()
             self._task = None
 
-    def now(self, client_now: float = 0.0) -> float:
+    def now(self) -> float:
         """The time a call acts at: the server's (the client's only when trusted)."""
-        if self.trust_client and client_now:
-            return client_now
+        if self.trust_client:
+            client_now = _client_now.get()
+            if client_now:
+                return client_now
         return self.clock.now()
+
+    def apply(self, values: dict[str, Any]) -> None:
+        """Set a verb's times in its arguments ``values``: ``now`` is this clock's, and a lease
+        asked for (``lease``, ``lease_timeout``, ``expires_at``) is clamped to ``max_lease``."""
+        now = self.now()
+        if "now" in values:
+            values["now"] = now
+        if values.get("lease") is not None:
+            values["lease"] = self.lease(values["lease"], now)
+        if "lease_timeout" in values:
+            values["lease_timeout"] = self.lease_timeout(values["lease_timeout"])
+        if "expires_at" in values:
+            requested = values["expires_at"]
+            # A renewal (no "now" of its own) follows renewal(): trusting clients keeps theirs.
+            has_now = "now" in values
+            values["expires_at"] = (
+                self.expires_at(requested, now) if has_now else self.renewal(requested)
+            )
 
     def lease_timeout(self, requested: float) -> float:
         """A lease length a client asked for, at most ``max_lease`` (a bad value: ValueError)."""

@@ -9,10 +9,11 @@ notices are ``store.notices`` values here; ``Watch`` writes their text on the wi
 from __future__ import annotations
 
 import asyncio
-from typing import TypeAlias
+from collections.abc import Callable, Mapping
+from typing import Any, TypeAlias
 
 from sagaway.store import notices
-from sagaway.store.notices import Notice
+from sagaway.store.notices import READY, SCHEDULES_CHANGED, Ended, Notice
 
 MAX_BACKLOG = 10_000
 """Notices one stream may hold unread; past that they are replaced by one ``Listening()``
@@ -75,3 +76,61 @@ class Hub:
         """End every stream (the server is stopping)."""
         for queue in self._subscribers:
             queue.put_nowait(None)
+
+
+# ----------------------------------------------------------------------------- announcements
+
+Values = dict[str, Any]
+
+
+def _ended(run_id: str, *, parent: bool = True) -> list[Notice]:
+    # A top-level workflow's end makes nothing due: every application's recovery need not look.
+    return [Ended(run_id), READY] if parent else [Ended(run_id)]
+
+
+def _created(v: Values, result: Any) -> list[Notice]:
+    if not result.created:
+        return []
+    replaced = [] if result.replaced_run_id is None else _ended(result.replaced_run_id)
+    return replaced + ([] if v["lease"] is not None else [READY])
+
+
+def _ready(v: Values, result: Any) -> list[Notice]:
+    return [READY]
+
+
+def _ready_if(changed: Callable[[Values, Any], Any]) -> Callable[[Values, Any], list[Notice]]:
+    return lambda v, result: [READY] if changed(v, result) else []
+
+
+ANNOUNCED: Mapping[str, Callable[[Values, Any], list[Notice]]] = {
+    "CreateWorkflow": _created,
+    "ForkWorkflow": _ready_if(lambda v, r: r is not None and r.created),
+    "FinishWorkflow": lambda v, r: _ended(v["run_id"], parent=v["has_parent"]),
+    "SuspendWorkflow": _ready,
+    "ReleaseWorkflow": _ready,
+    "WaitWorkflow": _ready,
+    "ReleaseQueueSlot": _ready,
+    "EndWorkflow": lambda v, changed: _ended(v["run_id"]) if changed else [],
+    "RequestCancel": lambda v, changed: (
+        [notices.CancelRequested(v["run_id"]), READY] if changed else []
+    ),
+    "RetryNow": _ready_if(lambda v, changed: changed),
+    "SendSignal": _ready_if(lambda v, r: r[1]),  # stored
+    "WaitForChild": _ready_if(lambda v, r: v["wait"]),
+    # it waits until a deadline: the recovery's next look may change
+    "ReceiveSignal": _ready_if(lambda v, payload: payload is None and v["wait"]),
+    "FireSchedule": _ready_if(lambda v, won: won and v["starts"]),  # the runs it created
+    "PutSchedule": lambda v, r: [SCHEDULES_CHANGED],
+    "SetSchedulePaused": lambda v, r: [SCHEDULES_CHANGED],
+}
+"""The notices a call's change makes on SQLite, by RPC, from its arguments and result (on
+PostgreSQL the database announces its changes itself)."""
+
+
+def announce(hub: Hub, rpc: str, values: Values, result: Any) -> None:
+    """Publish the notices of call ``rpc`` (on a store that does not announce its changes)."""
+    rule = ANNOUNCED.get(rpc)
+    if rule is not None:
+        for notice in rule(values, result):
+            hub.publish(notice)

@@ -1,5 +1,13 @@
 """The Engine service's common parts: ``verb`` (check the request, run it, report an error as a
-status code), the state every handler uses (``ServiceBase``) and small reply helpers."""
+status code), the state every handler uses (``ServiceBase``), and ``store_verb``: the handler
+of a Store verb's RPC, made by rule rather than written out.
+
+A Store verb's call goes through the same steps whatever the verb: its arguments read from the
+request (``store.remote.verbs``), the verb's own checks (``checks.check_arguments``), the
+server's times and lease limits (``clock.apply``), its audit entry signed by the server
+(``audit.note_of``), the store's answer, the notices a SQLite server announces
+(``notices.announce``), and the reply made from the answer.
+"""
 
 from __future__ import annotations
 
@@ -11,20 +19,13 @@ import grpc
 import grpc.aio
 
 from sagaway.server import audit
-from sagaway.server.checks import check_message
-from sagaway.server.clock import ServerClock
-from sagaway.server.notices import Hub
+from sagaway.server.checks import check_arguments, check_message
+from sagaway.server.clock import ServerClock, set_client_now
+from sagaway.server.notices import Hub, announce
 from sagaway.server.starts import StartWorkflows
 from sagaway.server.status import status_of
-from sagaway.states import WorkflowStatus
-from sagaway.store import Store, notices
-from sagaway.store.base import CreateResult
-from sagaway.store.records import (
-    AuditNote,
-    WorkflowRecord,
-)
-from sagaway.store.remote import wire
-from sagaway.v1 import engine_pb2 as pb
+from sagaway.store import Store
+from sagaway.store.remote.verbs import Verb
 from sagaway.v1 import engine_pb2_grpc as pb_grpc
 
 Req = TypeVar("Req")
@@ -42,6 +43,8 @@ def verb(fn: Handler[Req, Rep]) -> Handler[Req, Rep]:
         try:
             if context is not None:  # a Batch's calls see its caller's
                 audit.set_call(context)
+                if self.clock.trust_client:
+                    set_client_now(context.invocation_metadata())
             check_message(request, self.payload_limit)
             return await fn(self, request, context)
         except Exception as exc:
@@ -51,35 +54,6 @@ def verb(fn: Handler[Req, Rep]) -> Handler[Req, Rep]:
             raise  # abort raises; this line is for the type checker
 
     return handle
-
-
-def created_reply(result: CreateResult) -> pb.CreateWorkflowReply:
-    return pb.CreateWorkflowReply(
-        record=wire.workflow(result.record),
-        created=result.created,
-        replaced_run_id=result.replaced_run_id,
-    )
-
-
-def maybe_reply(record: WorkflowRecord | None) -> pb.MaybeWorkflow:
-    return pb.MaybeWorkflow(record=wire.workflow(record) if record else None)
-
-
-FINISHED = frozenset({WorkflowStatus.COMPLETED, WorkflowStatus.FAILED, WorkflowStatus.CANCELLED})
-ENDED_BY_REQUEST = frozenset({WorkflowStatus.CANCELLED, WorkflowStatus.TERMINATED})
-
-
-def ending(name: str, allowed: frozenset[WorkflowStatus]) -> WorkflowStatus:
-    """The status a call ends a workflow with: one of ``allowed`` (else INVALID_ARGUMENT)."""
-    status = wire.workflow_status(name)
-    if status not in allowed:
-        names = " or ".join(sorted(s.value for s in allowed))
-        raise ValueError(f"status must be {names}, not {name}")
-    return status
-
-
-def queues_of(request: Any) -> list[str] | None:
-    return None if request.any_queue else list(request.queues)
 
 
 class ServiceBase(pb_grpc.EngineServicer):
@@ -108,23 +82,34 @@ class ServiceBase(pb_grpc.EngineServicer):
         """Whether this service announces changes itself (the database does not)."""
         self.starts = StartWorkflows(store, hub, announce=self.announce)
 
-    def _note(self, request: Any, *actions: str) -> AuditNote | None:
-        """The audit entry ``request`` carries, signed by this server (None: none)."""
-        return audit.note(request, *actions, token=self.token)
+    def arguments(self, spec: Verb, request: Any) -> dict[str, Any]:
+        """The arguments of ``spec``'s store call from ``request``: checked, at the server's
+        times, with its audit entry signed by this server."""
+        values = spec.arguments(request)
+        check_arguments(spec.rpc, values)
+        self.clock.apply(values)
+        for param in spec.params:
+            if param.kind == "audit":
+                required = param.default is not None  # a verb that is its entry: RecordAudit
+                values[param.name] = audit.note_of(
+                    spec.rpc, request, token=self.token, required=required
+                )
+        return values
 
-    def _ready(self) -> None:
+    def announced(self, rpc: str, values: dict[str, Any], result: Any) -> None:
+        """Tell the watching applications of the change (SQLite only: PostgreSQL tells)."""
         if self.announce:
-            self.hub.publish(notices.READY)
-
-    def _ended(self, run_id: str, *, parent: bool = True) -> None:
-        if self.announce:
-            self.hub.publish(notices.Ended(run_id))
-            if parent:
-                self.hub.publish(notices.READY)  # a parent waiting for it is due
+            announce(self.hub, rpc, values, result)
 
 
-def text_of(value: str, what: str) -> str:
-    """A queue limit's name or holder from the wire: a non-empty string (ValueError)."""
-    if not value:
-        raise ValueError(f"{what} must be a non-empty string")
-    return value
+def store_verb(spec: Verb) -> Handler[Any, Any]:
+    """The handler of the RPC of a Store verb, by rule (see the module's docstring)."""
+
+    async def handle(self: ServiceBase, request: Any, context: Any) -> Any:
+        values = self.arguments(spec, request)
+        result = await spec.call(self.store, dict(values))
+        self.announced(spec.rpc, values, result)
+        return spec.reply(result)
+
+    handle.__name__ = handle.__qualname__ = spec.rpc
+    return verb(handle)

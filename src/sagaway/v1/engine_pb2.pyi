@@ -18,8 +18,9 @@ Conventions:
   FAILED_PRECONDITION.
 - Times are seconds since the Unix epoch (float). Fields marked `optional` are absent when the
   value is unknown or does not apply (a workflow that has not ended has no ended_at).
-- The server's clock is the only clock (on PostgreSQL, the database's): the `now` fields of
-  requests are kept for compatibility and ignored; every call acts at the server's time. A
+- The server's clock is the only clock (on PostgreSQL, the database's): requests carry no
+  time of the client's (the `now` fields older clients send are reserved, and ignored); every
+  call acts at the server's time. A
   lease asked for (ClaimDue's `lease_timeout`, the `expires_at` of RenewLeases, a created
   run's Lease, queue slots) ends at most `max_lease` seconds (HelloReply) after the server's
   now: a longer one is shortened. Clients read ServerTime to stay in step.
@@ -567,6 +568,7 @@ class HelloReply(_message.Message):
     URL_FIELD_NUMBER: _builtins.int
     MAX_REQUEST_BYTES_FIELD_NUMBER: _builtins.int
     MAX_LEASE_FIELD_NUMBER: _builtins.int
+    TRUSTS_CLIENT_CLOCK_FIELD_NUMBER: _builtins.int
     protocol_version: _builtins.int
     server_version: _builtins.str
     """the sagaway release the server runs"""
@@ -580,6 +582,11 @@ class HelloReply(_message.Message):
     """The longest lease (seconds) the server grants (`sagaway server --max-lease`); absent: an
     older server that grants what it is asked.
     """
+    trusts_client_clock: _builtins.bool
+    """Only a test server (`sagaway server --trust-client-clock`) sets it: its clients drive time
+    with fake clocks, and send each call's time as the metadata `sagaway-client-now` (a
+    decimal number; inside a Batch, in the call's `metadata`). Every other server ignores it.
+    """
     def __init__(
         self,
         *,
@@ -589,10 +596,11 @@ class HelloReply(_message.Message):
         url: _builtins.str = ...,
         max_request_bytes: _builtins.int = ...,
         max_lease: _builtins.float | None = ...,
+        trusts_client_clock: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_max_lease", b"_max_lease", "max_lease", b"max_lease"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_lease", b"_max_lease", "backend", b"backend", "max_lease", b"max_lease", "max_request_bytes", b"max_request_bytes", "protocol_version", b"protocol_version", "server_version", b"server_version", "url", b"url"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_lease", b"_max_lease", "backend", b"backend", "max_lease", b"max_lease", "max_request_bytes", b"max_request_bytes", "protocol_version", b"protocol_version", "server_version", b"server_version", "trusts_client_clock", b"trusts_client_clock", "url", b"url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_lease: _TypeAlias = _typing.Literal["max_lease"]  # noqa: Y015
     _WhichOneofArgType__max_lease: _TypeAlias = _typing.Literal["_max_lease", b"_max_lease"]  # noqa: Y015
@@ -679,11 +687,9 @@ class CreateWorkflowRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     NEW_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     LEASE_FIELD_NUMBER: _builtins.int
     REPLACE_LIVE_FIELD_NUMBER: _builtins.int
     AUDIT_FIELD_NUMBER: _builtins.int
-    now: _builtins.float
     replace_live: _builtins.bool
     """terminate a live execution under the key first"""
     @_builtins.property
@@ -700,14 +706,13 @@ class CreateWorkflowRequest(_message.Message):
         self,
         *,
         new: Global___NewWorkflow | None = ...,
-        now: _builtins.float = ...,
         lease: Global___Lease | None = ...,
         replace_live: _builtins.bool = ...,
         audit: Global___AuditNote | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_lease", b"_lease", "audit", b"audit", "lease", b"lease", "new", b"new"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_lease", b"_lease", "audit", b"audit", "lease", b"lease", "new", b"new", "now", b"now", "replace_live", b"replace_live"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_lease", b"_lease", "audit", b"audit", "lease", b"lease", "new", b"new", "replace_live", b"replace_live"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__lease: _TypeAlias = _typing.Literal["lease"]  # noqa: Y015
     _WhichOneofArgType__lease: _TypeAlias = _typing.Literal["_lease", b"_lease"]  # noqa: Y015
@@ -754,7 +759,6 @@ class ForkWorkflowRequest(_message.Message):
     KEY_FIELD_NUMBER: _builtins.int
     KEY_SPACE_FIELD_NUMBER: _builtins.int
     CALL_IDS_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     CODE_VERSION_FIELD_NUMBER: _builtins.int
     PAYLOADS_FIELD_NUMBER: _builtins.int
     AUDIT_FIELD_NUMBER: _builtins.int
@@ -762,7 +766,6 @@ class ForkWorkflowRequest(_message.Message):
     run_id: _builtins.str
     key: _builtins.str
     key_space: _builtins.str
-    now: _builtins.float
     code_version: _builtins.str
     """of the forking process (not the source's)"""
     @_builtins.property
@@ -785,14 +788,13 @@ class ForkWorkflowRequest(_message.Message):
         key: _builtins.str = ...,
         key_space: _builtins.str = ...,
         call_ids: _abc.Iterable[_builtins.str] | None = ...,
-        now: _builtins.float = ...,
         code_version: _builtins.str | None = ...,
         payloads: Global___ForkPayloads | None = ...,
         audit: Global___AuditNote | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_payloads", b"_payloads", "audit", b"audit", "code_version", b"code_version", "payloads", b"payloads"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_payloads", b"_payloads", "audit", b"audit", "call_ids", b"call_ids", "code_version", b"code_version", "key", b"key", "key_space", b"key_space", "now", b"now", "payloads", b"payloads", "run_id", b"run_id", "source_run_id", b"source_run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_payloads", b"_payloads", "audit", b"audit", "call_ids", b"call_ids", "code_version", b"code_version", "key", b"key", "key_space", b"key_space", "payloads", b"payloads", "run_id", b"run_id", "source_run_id", b"source_run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__code_version: _TypeAlias = _typing.Literal["code_version"]  # noqa: Y015
     _WhichOneofArgType__code_version: _TypeAlias = _typing.Literal["_code_version", b"_code_version"]  # noqa: Y015
@@ -1083,7 +1085,6 @@ class FinishWorkflowRequest(_message.Message):
     STATUS_FIELD_NUMBER: _builtins.int
     RESULT_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     FINAL_STEP_FIELD_NUMBER: _builtins.int
     HAS_PARENT_FIELD_NUMBER: _builtins.int
     CANCEL_SEEN_FIELD_NUMBER: _builtins.int
@@ -1093,7 +1094,6 @@ class FinishWorkflowRequest(_message.Message):
     """COMPLETED, FAILED or CANCELLED"""
     result: _builtins.str
     error: _builtins.str
-    now: _builtins.float
     has_parent: _builtins.bool
     cancel_seen: _builtins.bool
     """False: a COMPLETED end is refused (FAILED_PRECONDITION, sagaway-error CancelPending, the
@@ -1109,14 +1109,13 @@ class FinishWorkflowRequest(_message.Message):
         status: _builtins.str = ...,
         result: _builtins.str | None = ...,
         error: _builtins.str | None = ...,
-        now: _builtins.float = ...,
         final_step: Global___StepRecord | None = ...,
         has_parent: _builtins.bool = ...,
         cancel_seen: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "_final_step", b"_final_step", "_result", b"_result", "error", b"error", "final_step", b"final_step", "result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "_final_step", b"_final_step", "_result", b"_result", "cancel_seen", b"cancel_seen", "error", b"error", "final_step", b"final_step", "has_parent", b"has_parent", "now", b"now", "result", b"result", "run_id", b"run_id", "status", b"status", "token", b"token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "_final_step", b"_final_step", "_result", b"_result", "cancel_seen", b"cancel_seen", "error", b"error", "final_step", b"final_step", "has_parent", b"has_parent", "result", b"result", "run_id", b"run_id", "status", b"status", "token", b"token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
@@ -1140,12 +1139,10 @@ class SuspendWorkflowRequest(_message.Message):
     RUN_ID_FIELD_NUMBER: _builtins.int
     TOKEN_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     NEXT_RUN_AT_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     token: _builtins.str
     error: _builtins.str
-    now: _builtins.float
     next_run_at: _builtins.float
     def __init__(
         self,
@@ -1153,12 +1150,11 @@ class SuspendWorkflowRequest(_message.Message):
         run_id: _builtins.str = ...,
         token: _builtins.str = ...,
         error: _builtins.str = ...,
-        now: _builtins.float = ...,
         next_run_at: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "next_run_at", b"next_run_at", "now", b"now", "run_id", b"run_id", "token", b"token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "next_run_at", b"next_run_at", "run_id", b"run_id", "token", b"token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1170,20 +1166,17 @@ class ReleaseWorkflowRequest(_message.Message):
 
     RUN_ID_FIELD_NUMBER: _builtins.int
     TOKEN_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     token: _builtins.str
-    now: _builtins.float
     def __init__(
         self,
         *,
         run_id: _builtins.str = ...,
         token: _builtins.str = ...,
-        now: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["now", b"now", "run_id", b"run_id", "token", b"token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id", "token", b"token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1237,7 +1230,6 @@ class ClaimDueRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     OWNER_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     LEASE_TIMEOUT_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     EXCLUDE_FIELD_NUMBER: _builtins.int
@@ -1247,7 +1239,6 @@ class ClaimDueRequest(_message.Message):
     VERSIONS_FIELD_NUMBER: _builtins.int
     UNVERSIONED_FIELD_NUMBER: _builtins.int
     owner: _builtins.str
-    now: _builtins.float
     lease_timeout: _builtins.float
     limit: _builtins.int
     any_queue: _builtins.bool
@@ -1269,7 +1260,6 @@ class ClaimDueRequest(_message.Message):
         self,
         *,
         owner: _builtins.str = ...,
-        now: _builtins.float = ...,
         lease_timeout: _builtins.float = ...,
         limit: _builtins.int = ...,
         exclude: _abc.Iterable[_builtins.str] | None = ...,
@@ -1281,7 +1271,7 @@ class ClaimDueRequest(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["any_queue", b"any_queue", "exclude", b"exclude", "lease_timeout", b"lease_timeout", "limit", b"limit", "now", b"now", "only_versions", b"only_versions", "owner", b"owner", "queues", b"queues", "unversioned", b"unversioned", "versions", b"versions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["any_queue", b"any_queue", "exclude", b"exclude", "lease_timeout", b"lease_timeout", "limit", b"limit", "only_versions", b"only_versions", "owner", b"owner", "queues", b"queues", "unversioned", b"unversioned", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1372,13 +1362,11 @@ class EndWorkflowRequest(_message.Message):
     RUN_ID_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     AUDIT_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     status: _builtins.str
     """CANCELLED or TERMINATED"""
     error: _builtins.str
-    now: _builtins.float
     @_builtins.property
     def audit(self) -> Global___AuditNote:
         """"terminate" (TERMINATED) or "cancel": when it ended it"""
@@ -1389,12 +1377,11 @@ class EndWorkflowRequest(_message.Message):
         run_id: _builtins.str = ...,
         status: _builtins.str = ...,
         error: _builtins.str | None = ...,
-        now: _builtins.float = ...,
         audit: Global___AuditNote | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "audit", b"audit", "error", b"error"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "audit", b"audit", "error", b"error", "now", b"now", "run_id", b"run_id", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "audit", b"audit", "error", b"error", "run_id", b"run_id", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
@@ -1408,11 +1395,9 @@ class RequestCancelRequest(_message.Message):
 
     RUN_ID_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     AUDIT_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     reason: _builtins.str
-    now: _builtins.float
     @_builtins.property
     def audit(self) -> Global___AuditNote:
         """"cancel": when accepted"""
@@ -1422,12 +1407,11 @@ class RequestCancelRequest(_message.Message):
         *,
         run_id: _builtins.str = ...,
         reason: _builtins.str = ...,
-        now: _builtins.float = ...,
         audit: Global___AuditNote | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit", "now", b"now", "reason", b"reason", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit", "reason", b"reason", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1478,10 +1462,8 @@ class RetryNowRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     RUN_ID_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     AUDIT_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
-    now: _builtins.float
     @_builtins.property
     def audit(self) -> Global___AuditNote:
         """"retry": when it was SUSPENDED"""
@@ -1490,12 +1472,11 @@ class RetryNowRequest(_message.Message):
         self,
         *,
         run_id: _builtins.str = ...,
-        now: _builtins.float = ...,
         audit: Global___AuditNote | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit", "now", b"now", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1510,7 +1491,6 @@ class AcquireQueueSlotRequest(_message.Message):
     CONCURRENCY_FIELD_NUMBER: _builtins.int
     RATE_PER_SECOND_FIELD_NUMBER: _builtins.int
     EXPIRES_AT_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     holder: _builtins.str
     concurrency: _builtins.int
@@ -1518,7 +1498,6 @@ class AcquireQueueSlotRequest(_message.Message):
     rate_per_second: _builtins.float
     """absent: no rate limit"""
     expires_at: _builtins.float
-    now: _builtins.float
     def __init__(
         self,
         *,
@@ -1527,11 +1506,10 @@ class AcquireQueueSlotRequest(_message.Message):
         concurrency: _builtins.int | None = ...,
         rate_per_second: _builtins.float | None = ...,
         expires_at: _builtins.float = ...,
-        now: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency", "_rate_per_second", b"_rate_per_second", "concurrency", b"concurrency", "rate_per_second", b"rate_per_second"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency", "_rate_per_second", b"_rate_per_second", "concurrency", b"concurrency", "expires_at", b"expires_at", "holder", b"holder", "now", b"now", "queue", b"queue", "rate_per_second", b"rate_per_second"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency", "_rate_per_second", b"_rate_per_second", "concurrency", b"concurrency", "expires_at", b"expires_at", "holder", b"holder", "queue", b"queue", "rate_per_second", b"rate_per_second"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__concurrency: _TypeAlias = _typing.Literal["concurrency"]  # noqa: Y015
     _WhichOneofArgType__concurrency: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency"]  # noqa: Y015
@@ -1573,22 +1551,19 @@ class RenewQueueSlotRequest(_message.Message):
     QUEUE_FIELD_NUMBER: _builtins.int
     HOLDER_FIELD_NUMBER: _builtins.int
     EXPIRES_AT_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     holder: _builtins.str
     expires_at: _builtins.float
-    now: _builtins.float
     def __init__(
         self,
         *,
         queue: _builtins.str = ...,
         holder: _builtins.str = ...,
         expires_at: _builtins.float = ...,
-        now: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "holder", b"holder", "now", b"now", "queue", b"queue"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "holder", b"holder", "queue", b"queue"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1596,25 +1571,23 @@ Global___RenewQueueSlotRequest: _TypeAlias = RenewQueueSlotRequest  # noqa: Y015
 
 @_typing.final
 class ReleaseQueueSlotRequest(_message.Message):
+    """A workflow waiting for a slot of the queue is made due (at the server's now)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     QUEUE_FIELD_NUMBER: _builtins.int
     HOLDER_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     holder: _builtins.str
-    now: _builtins.float
-    """a workflow waiting for a slot of the queue is made due now"""
     def __init__(
         self,
         *,
         queue: _builtins.str = ...,
         holder: _builtins.str = ...,
-        now: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["holder", b"holder", "now", b"now", "queue", b"queue"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["holder", b"holder", "queue", b"queue"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1718,14 +1691,12 @@ class SendSignalRequest(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     PAYLOAD_FIELD_NUMBER: _builtins.int
     DEDUPE_ID_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     RUN_ID_FIELD_NUMBER: _builtins.int
     AUDIT_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     name: _builtins.str
     payload: _builtins.str
     dedupe_id: _builtins.str
-    now: _builtins.float
     run_id: _builtins.str
     """Store it only if this is the current execution under the key (the payload was sealed for
     that run); otherwise nothing is stored and the reply holds the current one.
@@ -1741,13 +1712,12 @@ class SendSignalRequest(_message.Message):
         name: _builtins.str = ...,
         payload: _builtins.str = ...,
         dedupe_id: _builtins.str | None = ...,
-        now: _builtins.float = ...,
         run_id: _builtins.str | None = ...,
         audit: Global___AuditNote | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_dedupe_id", b"_dedupe_id", "_run_id", b"_run_id", "audit", b"audit", "dedupe_id", b"dedupe_id", "run_id", b"run_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dedupe_id", b"_dedupe_id", "_run_id", b"_run_id", "audit", b"audit", "dedupe_id", b"dedupe_id", "key", b"key", "name", b"name", "now", b"now", "payload", b"payload", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dedupe_id", b"_dedupe_id", "_run_id", b"_run_id", "audit", b"audit", "dedupe_id", b"dedupe_id", "key", b"key", "name", b"name", "payload", b"payload", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__dedupe_id: _TypeAlias = _typing.Literal["dedupe_id"]  # noqa: Y015
     _WhichOneofArgType__dedupe_id: _TypeAlias = _typing.Literal["_dedupe_id", b"_dedupe_id"]  # noqa: Y015
@@ -1825,7 +1795,6 @@ class ReceiveSignalRequest(_message.Message):
     STARTED_AT_FIELD_NUMBER: _builtins.int
     DEADLINE_FIELD_NUMBER: _builtins.int
     WAIT_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     DECISIONS_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     token: _builtins.str
@@ -1834,7 +1803,6 @@ class ReceiveSignalRequest(_message.Message):
     started_at: _builtins.float
     deadline: _builtins.float
     wait: _builtins.bool
-    now: _builtins.float
     @_builtins.property
     def decisions(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     def __init__(
@@ -1847,12 +1815,11 @@ class ReceiveSignalRequest(_message.Message):
         started_at: _builtins.float = ...,
         deadline: _builtins.float | None = ...,
         wait: _builtins.bool = ...,
-        now: _builtins.float = ...,
         decisions: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_deadline", b"_deadline", "deadline", b"deadline"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_deadline", b"_deadline", "call_id", b"call_id", "deadline", b"deadline", "decisions", b"decisions", "name", b"name", "now", b"now", "run_id", b"run_id", "started_at", b"started_at", "token", b"token", "wait", b"wait"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_deadline", b"_deadline", "call_id", b"call_id", "deadline", b"deadline", "decisions", b"decisions", "name", b"name", "run_id", b"run_id", "started_at", b"started_at", "token", b"token", "wait", b"wait"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__deadline: _TypeAlias = _typing.Literal["deadline"]  # noqa: Y015
     _WhichOneofArgType__deadline: _TypeAlias = _typing.Literal["_deadline", b"_deadline"]  # noqa: Y015
@@ -1895,12 +1862,10 @@ class WaitWorkflowRequest(_message.Message):
     WAITING_FOR_FIELD_NUMBER: _builtins.int
     NEXT_RUN_AT_FIELD_NUMBER: _builtins.int
     STEP_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     token: _builtins.str
     waiting_for: _builtins.str
     next_run_at: _builtins.float
-    now: _builtins.float
     @_builtins.property
     def step(self) -> Global___StepRecord: ...
     def __init__(
@@ -1911,11 +1876,10 @@ class WaitWorkflowRequest(_message.Message):
         waiting_for: _builtins.str = ...,
         next_run_at: _builtins.float | None = ...,
         step: Global___StepRecord | None = ...,
-        now: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_next_run_at", b"_next_run_at", "_step", b"_step", "next_run_at", b"next_run_at", "step", b"step"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_next_run_at", b"_next_run_at", "_step", b"_step", "next_run_at", b"next_run_at", "now", b"now", "run_id", b"run_id", "step", b"step", "token", b"token", "waiting_for", b"waiting_for"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_next_run_at", b"_next_run_at", "_step", b"_step", "next_run_at", b"next_run_at", "run_id", b"run_id", "step", b"step", "token", b"token", "waiting_for", b"waiting_for"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__next_run_at: _TypeAlias = _typing.Literal["next_run_at"]  # noqa: Y015
     _WhichOneofArgType__next_run_at: _TypeAlias = _typing.Literal["_next_run_at", b"_next_run_at"]  # noqa: Y015
@@ -1936,12 +1900,10 @@ class WaitForChildRequest(_message.Message):
     TOKEN_FIELD_NUMBER: _builtins.int
     CHILD_KEY_FIELD_NUMBER: _builtins.int
     WAIT_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     token: _builtins.str
     child_key: _builtins.str
     wait: _builtins.bool
-    now: _builtins.float
     def __init__(
         self,
         *,
@@ -1949,11 +1911,10 @@ class WaitForChildRequest(_message.Message):
         token: _builtins.str = ...,
         child_key: _builtins.str = ...,
         wait: _builtins.bool = ...,
-        now: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["child_key", b"child_key", "now", b"now", "run_id", b"run_id", "token", b"token", "wait", b"wait"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["child_key", b"child_key", "run_id", b"run_id", "token", b"token", "wait", b"wait"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2373,10 +2334,8 @@ class PutScheduleRequest(_message.Message):
 
     SCHEDULE_FIELD_NUMBER: _builtins.int
     KEEP_PAUSED_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     AUDIT_FIELD_NUMBER: _builtins.int
     keep_paused: _builtins.bool
-    now: _builtins.float
     @_builtins.property
     def schedule(self) -> Global___ScheduleRecord: ...
     @_builtins.property
@@ -2388,12 +2347,11 @@ class PutScheduleRequest(_message.Message):
         *,
         schedule: Global___ScheduleRecord | None = ...,
         keep_paused: _builtins.bool = ...,
-        now: _builtins.float = ...,
         audit: Global___AuditNote | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit", "schedule", b"schedule"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit", "keep_paused", b"keep_paused", "now", b"now", "schedule", b"schedule"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit", "keep_paused", b"keep_paused", "schedule", b"schedule"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2466,13 +2424,11 @@ class SetSchedulePausedRequest(_message.Message):
     ID_FIELD_NUMBER: _builtins.int
     PAUSED_FIELD_NUMBER: _builtins.int
     NEXT_TICK_AT_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     AUDIT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     paused: _builtins.bool
     next_tick_at: _builtins.float
     """the next tick when a paused schedule is resumed"""
-    now: _builtins.float
     @_builtins.property
     def audit(self) -> Global___AuditNote:
         """"schedule.pause" or "schedule.resume" (as `paused` says)"""
@@ -2483,12 +2439,11 @@ class SetSchedulePausedRequest(_message.Message):
         id: _builtins.str = ...,
         paused: _builtins.bool = ...,
         next_tick_at: _builtins.float = ...,
-        now: _builtins.float = ...,
         audit: Global___AuditNote | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit", "id", b"id", "next_tick_at", b"next_tick_at", "now", b"now", "paused", b"paused"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit", "id", b"id", "next_tick_at", b"next_tick_at", "paused", b"paused"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2525,13 +2480,11 @@ class FireScheduleRequest(_message.Message):
     NEXT_TICK_AT_FIELD_NUMBER: _builtins.int
     LAST_TICK_AT_FIELD_NUMBER: _builtins.int
     STARTS_FIELD_NUMBER: _builtins.int
-    NOW_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     tick_at: _builtins.float
     """next_tick_at as the scheduler read it (compare-and-set)"""
     next_tick_at: _builtins.float
     last_tick_at: _builtins.float
-    now: _builtins.float
     @_builtins.property
     def starts(self) -> _containers.RepeatedCompositeFieldContainer[Global___NewWorkflow]: ...
     def __init__(
@@ -2542,11 +2495,10 @@ class FireScheduleRequest(_message.Message):
         next_tick_at: _builtins.float = ...,
         last_tick_at: _builtins.float | None = ...,
         starts: _abc.Iterable[Global___NewWorkflow] | None = ...,
-        now: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_last_tick_at", b"_last_tick_at", "last_tick_at", b"last_tick_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_last_tick_at", b"_last_tick_at", "id", b"id", "last_tick_at", b"last_tick_at", "next_tick_at", b"next_tick_at", "now", b"now", "starts", b"starts", "tick_at", b"tick_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_last_tick_at", b"_last_tick_at", "id", b"id", "last_tick_at", b"last_tick_at", "next_tick_at", b"next_tick_at", "starts", b"starts", "tick_at", b"tick_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__last_tick_at: _TypeAlias = _typing.Literal["last_tick_at"]  # noqa: Y015
     _WhichOneofArgType__last_tick_at: _TypeAlias = _typing.Literal["_last_tick_at", b"_last_tick_at"]  # noqa: Y015
@@ -2796,19 +2748,25 @@ class BatchCall(_message.Message):
 
     METHOD_FIELD_NUMBER: _builtins.int
     REQUEST_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
     method: _builtins.str
     """the RPC's name, e.g. "RecordStep" """
     request: _builtins.bytes
     """its request message, serialised"""
+    @_builtins.property
+    def metadata(self) -> _containers.RepeatedCompositeFieldContainer[Global___MetadataEntry]:
+        """its own call metadata (`sagaway-client-now` only)"""
+
     def __init__(
         self,
         *,
         method: _builtins.str = ...,
         request: _builtins.bytes = ...,
+        metadata: _abc.Iterable[Global___MetadataEntry] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["method", b"method", "request", b"request"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "method", b"method", "request", b"request"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -18,8 +18,9 @@ Conventions:
   FAILED_PRECONDITION.
 - Times are seconds since the Unix epoch (float). Fields marked `optional` are absent when the
   value is unknown or does not apply (a workflow that has not ended has no ended_at).
-- The server's clock is the only clock (on PostgreSQL, the database's): the `now` fields of
-  requests are kept for compatibility and ignored; every call acts at the server's time. A
+- The server's clock is the only clock (on PostgreSQL, the database's): requests carry no
+  time of the client's (the `now` fields older clients send are reserved, and ignored); every
+  call acts at the server's time. A
   lease asked for (ClaimDue's `lease_timeout`, the `expires_at` of RenewLeases, a created
   run's Lease, queue slots) ends at most `max_lease` seconds (HelloReply) after the server's
   now: a longer one is shortened. Clients read ServerTime to stay in step.

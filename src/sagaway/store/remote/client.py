@@ -4,6 +4,10 @@ The application keeps its workflow code, workers and recovery; the server holds 
 and applies each verb in one transaction there, with the same fencing and group commit as an
 embedded store. Wake-ups come back on a server stream (``Watch``), re-opened when it breaks.
 
+Each verb is the RPC of its name, its arguments and result converted by rule (``verbs``):
+``remote(Store.verb)`` is all a verb needs here. ``receive_signal`` alone takes more than one
+call: the server cannot judge a signal's payload, so the client decides in rounds (``_receive``).
+
 A call the server cannot answer (down, restarting, unreachable) raises ``StoreUnavailable``,
 like a database outage: the engine treats it the same way (a workflow resumes from its last
 record once the server is back).
@@ -11,31 +15,15 @@ record once the server is back).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
-from sagaway import states
-from sagaway.states import WorkflowStatus
-from sagaway.store.contract import CreateResult, StoreUnavailable
-from sagaway.store.records import (
-    AttemptErrorRecord,
-    AuditNote,
-    AuditQuery,
-    AuditRecord,
-    CancelRequestRecord,
-    ForkPayloads,
-    Lease,
-    ListQuery,
-    NewWorkflow,
-    ScheduleRecord,
-    SignalRecord,
-    StepRecord,
-    WorkflowRecord,
-)
+from sagaway.store.contract import Store, StoreUnavailable
 from sagaway.store.remote import errors as _grpc_errors
 from sagaway.store.remote import wire
-from sagaway.store.remote.connection import Connection, created_of, int32, workflow_of, workflows_of
+from sagaway.store.remote.connection import Connection, Stamped
 from sagaway.store.remote.errors import ServerRefused
-from sagaway.v1 import engine_pb2 as pb
+from sagaway.store.remote.verbs import VERBS, Verb
 
 __all__ = ["GrpcStore", "ServerRefused"]
 
@@ -43,452 +31,107 @@ _SIGNAL_ROUNDS = 5
 """ReceiveSignal round trips before giving up on deciding new payloads (each round decides
 every payload pending then; more rounds happen only while new signals keep arriving)."""
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def remote(method: F) -> F:
+    """The Store verb ``method``, answered by the server: its RPC, by the rules of ``verbs``."""
+    verb = VERBS[method.__name__]
+
+    async def call(self: GrpcStore, *args: Any, **kwargs: Any) -> Any:
+        return await self._send(verb, verb.bind(args, kwargs))
+
+    call.__name__ = call.__qualname__ = method.__name__
+    call.__doc__ = method.__doc__
+    return cast(F, call)
+
 
 class GrpcStore(Connection):
     """The Store contract, answered by an Engine Server at ``grpc://host:port``."""
 
-    # ------------------------------------------------------------------ workflows
+    async def _send(self, verb: Verb, values: dict[str, Any]) -> Any:
+        """Call ``verb`` with these arguments; its result."""
+        request = self._request(verb, values)
+        if verb.rpc == "ReceiveSignal":
+            return await self._receive(verb, request, values)
+        return verb.result(await self._call(verb.rpc, self._stamp(request, values)))
 
-    async def create_workflow(
-        self,
-        new: NewWorkflow,
-        *,
-        now: float,
-        lease: Lease | None,
-        replace_live: bool,
-        audit: AuditNote | None = None,
-    ) -> CreateResult:
-        request = pb.CreateWorkflowRequest(
-            new=wire.new_workflow(new),
-            now=now,
-            lease=wire.lease(lease) if lease else None,
-            replace_live=replace_live,
-            audit=wire.audit_note(audit),
-        )
-        return created_of(await self._call("CreateWorkflow", request))
-
-    async def fork_workflow(
-        self,
-        source_run_id: str,
-        *,
-        run_id: str,
-        key: str,
-        key_space: str,
-        call_ids: Collection[str],
-        now: float,
-        code_version: str | None = None,
-        payloads: ForkPayloads | None = None,
-        audit: AuditNote | None = None,
-    ) -> CreateResult | None:
-        request = pb.ForkWorkflowRequest(
-            source_run_id=source_run_id,
-            run_id=run_id,
-            key=key,
-            key_space=key_space,
-            call_ids=list(call_ids),
-            now=now,
-            code_version=code_version,
-            payloads=None if payloads is None else wire.fork_payloads(payloads),
-            audit=wire.audit_note(audit),
-        )
-        largest = self.server_info.max_request_bytes if self.server_info else 0
-        _grpc_errors.check_fork_size(request, largest, source_run_id)
-        reply = await self._call("ForkWorkflow", request)
-        return created_of(reply.result) if reply.HasField("result") else None
-
-    async def get_workflow(self, key: str) -> WorkflowRecord | None:
-        return workflow_of(await self._call("GetWorkflow", pb.KeyRequest(key=key)))
-
-    async def get_run(self, run_id: str) -> WorkflowRecord | None:
-        return workflow_of(await self._call("GetRun", pb.RunRequest(run_id=run_id)))
-
-    async def list_workflows(
-        self, *, status: WorkflowStatus | None, limit: int
-    ) -> list[WorkflowRecord]:
-        request = pb.ListWorkflowsRequest(
-            status=status.value if status else None, limit=int32(limit)
-        )
-        return workflows_of(await self._call("ListWorkflows", request))
-
-    async def load_steps(self, run_id: str) -> list[StepRecord]:
-        reply = await self._call("LoadSteps", pb.RunRequest(run_id=run_id))
-        return [wire.from_message(StepRecord, s) for s in reply.steps]
-
-    async def load_steps_many(self, run_ids: Collection[str]) -> dict[str, list[StepRecord]]:
-        reply = await self._call("LoadStepsMany", pb.RunIds(run_ids=list(run_ids)))
-        return {
-            run_id: [wire.from_message(StepRecord, s) for s in steps.steps]
-            for run_id, steps in reply.steps.items()
-        }
-
-    async def record_step(self, step: StepRecord, *, token: str) -> None:
-        await self._call("RecordStep", pb.RecordStepRequest(step=wire.step(step), token=token))
-
-    async def finish_workflow(
-        self,
-        run_id: str,
-        *,
-        token: str,
-        status: WorkflowStatus,
-        result: str | None,
-        error: str | None,
-        now: float,
-        final_step: StepRecord | None = None,
-        has_parent: bool = True,
-        cancel_seen: bool = False,
-    ) -> None:
-        request = pb.FinishWorkflowRequest(
-            run_id=run_id,
-            token=token,
-            status=status.value,
-            result=result,
-            error=error,
-            now=now,
-            final_step=wire.step(final_step) if final_step else None,
-            has_parent=has_parent,
-            cancel_seen=cancel_seen,
-        )
-        await self._call("FinishWorkflow", request)
-
-    async def suspend_workflow(
-        self, run_id: str, *, token: str, error: str, now: float, next_run_at: float
-    ) -> None:
-        request = pb.SuspendWorkflowRequest(
-            run_id=run_id, token=token, error=error, now=now, next_run_at=next_run_at
-        )
-        await self._call("SuspendWorkflow", request)
-
-    async def release_workflow(self, run_id: str, *, token: str, now: float) -> None:
-        request = pb.ReleaseWorkflowRequest(run_id=run_id, token=token, now=now)
-        await self._call("ReleaseWorkflow", request)
-
-    async def renew_leases(self, tokens: Collection[str], *, expires_at: float) -> set[str]:
-        request = pb.RenewLeasesRequest(tokens=list(tokens), expires_at=expires_at)
-        return set((await self._call("RenewLeases", request)).tokens)
-
-    async def claim_due(
-        self,
-        *,
-        owner: str,
-        now: float,
-        lease_timeout: float,
-        limit: int,
-        exclude: Collection[str],
-        queues: Collection[str] | None = None,
-        versions: Collection[str | None] | None = None,
-    ) -> list[tuple[WorkflowRecord, Lease]]:
-        request = pb.ClaimDueRequest(
-            owner=owner,
-            now=now,
-            lease_timeout=lease_timeout,
-            limit=int32(limit),
-            exclude=list(exclude),
-            any_queue=queues is None,
-            queues=list(queues or ()),
-            **wire.version_filter(versions),
-        )
-        reply = await self._call("ClaimDue", request)
-        return [
-            (wire.from_message(WorkflowRecord, c.record), wire.from_message(Lease, c.lease))
-            for c in reply.claimed
-        ]
-
-    async def next_due(
-        self,
-        *,
-        owner: str,
-        queues: Collection[str] | None = None,
-        versions: Collection[str | None] | None = None,
-    ) -> float | None:
-        request = pb.NextDueRequest(
-            owner=owner,
-            any_queue=queues is None,
-            queues=list(queues or ()),
-            **wire.version_filter(versions),
-        )
-        return wire.optional(await self._call("NextDue", request), "at")  # type: ignore[no-any-return]
-
-    async def end_workflow(
-        self,
-        run_id: str,
-        *,
-        status: WorkflowStatus,
-        error: str | None,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> bool:
-        request = pb.EndWorkflowRequest(
-            run_id=run_id, status=status.value, error=error, now=now, audit=wire.audit_note(audit)
-        )
-        return bool((await self._call("EndWorkflow", request)).changed)
-
-    async def request_cancel(
-        self, run_id: str, *, reason: str, now: float, audit: AuditNote | None = None
-    ) -> bool:
-        request = pb.RequestCancelRequest(
-            run_id=run_id, reason=reason, now=now, audit=wire.audit_note(audit)
-        )
-        return bool((await self._call("RequestCancel", request)).changed)
-
-    async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
-        reply = await self._call("CancelRequests", pb.RunIds(run_ids=list(run_ids)))
-        return dict(reply.reasons)
-
-    async def retry_now(self, run_id: str, *, now: float, audit: AuditNote | None = None) -> bool:
-        request = pb.RetryNowRequest(run_id=run_id, now=now, audit=wire.audit_note(audit))
-        return bool((await self._call("RetryNow", request)).changed)
-
-    async def count_by_status(self) -> dict[WorkflowStatus, int]:
-        reply = await self._call("CountByStatus", pb.CountByStatusRequest())
-        return {wire.workflow_status(name): int(n) for name, n in reply.counts.items()}
-
-    # ------------------------------------------------------------------ waits
-
-    async def send_signal(
-        self,
-        key: str,
-        *,
-        name: str,
-        payload: str,
-        dedupe_id: str | None,
-        now: float,
-        run_id: str | None = None,
-        audit: AuditNote | None = None,
-    ) -> tuple[WorkflowRecord | None, bool]:
-        request = pb.SendSignalRequest(
-            key=key,
-            name=name,
-            payload=payload,
-            dedupe_id=dedupe_id,
-            now=now,
-            run_id=run_id,
-            audit=wire.audit_note(audit),
-        )
-        reply = await self._call("SendSignal", request)
-        return workflow_of(reply), bool(reply.stored)
-
-    async def receive_signal(
-        self,
-        run_id: str,
-        *,
-        token: str,
-        name: str,
-        call_id: str,
-        started_at: float,
-        deadline: float | None,
-        wait: bool,
-        accept: Callable[[str], str | None],
-        now: float,
-    ) -> str | None:
-        request = pb.ReceiveSignalRequest(
-            run_id=run_id,
-            token=token,
-            name=name,
-            call_id=call_id,
-            started_at=started_at,
-            deadline=deadline,
-            wait=wait,
-            now=now,
-        )
+    async def _receive(self, verb: Verb, request: Any, values: dict[str, Any]) -> str | None:
+        """``receive_signal``'s rounds: the server cannot judge a payload (only the workflow's
+        code knows its type), so it lists the pending ones this client has not decided, and
+        the client calls again with its decisions (``accept``: a reason refuses a payload)."""
+        accept = values["accept"]
         for _ in range(_SIGNAL_ROUNDS):
-            reply = await self._call("ReceiveSignal", request)
+            reply = await self._call(verb.rpc, self._stamp(request, values))
             if not reply.undecided:
                 return wire.optional(reply, "payload")  # type: ignore[no-any-return]
             for payload in reply.undecided:
                 request.decisions[payload] = accept(payload) or ""
         raise StoreUnavailable(
-            f"signals {name!r} kept arriving faster than they could be judged; will try again"
+            f"signals {values['name']!r} kept arriving faster than they could be judged; "
+            "will try again"
         )
 
-    async def wait_workflow(
-        self,
-        run_id: str,
-        *,
-        token: str,
-        waiting_for: str,
-        next_run_at: float | None,
-        step: StepRecord | None,
-        now: float,
-    ) -> None:
-        request = pb.WaitWorkflowRequest(
-            run_id=run_id,
-            token=token,
-            waiting_for=waiting_for,
-            next_run_at=next_run_at,
-            step=wire.step(step) if step else None,
-            now=now,
-        )
-        await self._call("WaitWorkflow", request)
+    def _request(self, verb: Verb, values: dict[str, Any]) -> Any:
+        request = verb.request(values)
+        if verb.rpc == "ForkWorkflow":  # the one request that carries many payloads at once
+            largest = self.server_info.max_request_bytes if self.server_info else 0
+            _grpc_errors.check_fork_size(request, largest, values["source_run_id"])
+        return request
 
-    async def wait_for_child(
-        self, run_id: str, *, token: str, child_key: str, wait: bool, now: float
-    ) -> WorkflowRecord | None:
-        request = pb.WaitForChildRequest(
-            run_id=run_id, token=token, child_key=child_key, wait=wait, now=now
-        )
-        return workflow_of(await self._call("WaitForChild", request))
+    def _stamp(self, request: Any, values: dict[str, Any]) -> Any:
+        """``request`` with the call's ``now`` beside it, for a test server that takes the
+        client's clock (``HelloReply.trusts_client_clock``); else the request alone."""
+        now = values.get("now")
+        if now is None or self.server_info is None or not self.server_info.trusts_client_clock:
+            return request
+        return Stamped(request, now)
 
-    async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
-        reply = await self._call("ListCancelRequests", pb.RunRequest(run_id=run_id))
-        return [wire.from_message(CancelRequestRecord, r) for r in reply.requests]
+    # ------------------------------------------------------------------ workflows
 
-    async def list_signals(self, run_id: str) -> list[SignalRecord]:
-        reply = await self._call("ListSignals", pb.RunRequest(run_id=run_id))
-        return [wire.from_message(SignalRecord, s) for s in reply.signals]
+    create_workflow = remote(Store.create_workflow)
+    fork_workflow = remote(Store.fork_workflow)
+    get_workflow = remote(Store.get_workflow)
+    get_run = remote(Store.get_run)
+    list_workflows = remote(Store.list_workflows)
+    load_steps = remote(Store.load_steps)
+    load_steps_many = remote(Store.load_steps_many)
+    record_step = remote(Store.record_step)
+    finish_workflow = remote(Store.finish_workflow)
+    suspend_workflow = remote(Store.suspend_workflow)
+    release_workflow = remote(Store.release_workflow)
+    renew_leases = remote(Store.renew_leases)
+    claim_due = remote(Store.claim_due)
+    next_due = remote(Store.next_due)
+    end_workflow = remote(Store.end_workflow)
+    request_cancel = remote(Store.request_cancel)
+    cancel_requests = remote(Store.cancel_requests)
+    retry_now = remote(Store.retry_now)
+    count_by_status = remote(Store.count_by_status)
 
-    # ------------------------------------------------------------------ retention, inspection
+    # ------------------------------------------------------------------ waits
 
-    async def purge_ended(
-        self, *, before: float, statuses: Collection[WorkflowStatus] | None, limit: int
-    ) -> list[str]:
-        # Checked here as the embedded stores do: on the wire an empty list means "every
-        # ended status", which [] (no status at all) is not.
-        names = [s.value for s in states.ended_statuses(statuses)]
-        request = pb.PurgeEndedRequest(before=before, statuses=names, limit=int32(limit))
-        return list((await self._call("PurgeEnded", request)).run_ids)
+    send_signal = remote(Store.send_signal)
+    wait_workflow = remote(Store.wait_workflow)
+    wait_for_child = remote(Store.wait_for_child)
+    list_cancel_requests = remote(Store.list_cancel_requests)
+    list_signals = remote(Store.list_signals)
 
-    async def count_purgeable(
-        self, *, before: float, statuses: Collection[WorkflowStatus] | None
-    ) -> int:
-        names = [s.value for s in states.ended_statuses(statuses)]
-        request = pb.CountPurgeableRequest(before=before, statuses=names)
-        return int((await self._call("CountPurgeable", request)).count)
+    receive_signal = remote(Store.receive_signal)
 
-    async def acquire_queue_slot(
-        self,
-        queue: str,
-        *,
-        holder: str,
-        concurrency: int | None,
-        rate_per_second: float | None,
-        expires_at: float,
-        now: float,
-    ) -> float | None:
-        request = pb.AcquireQueueSlotRequest(
-            queue=queue,
-            holder=holder,
-            concurrency=concurrency,
-            rate_per_second=rate_per_second,
-            expires_at=expires_at,
-            now=now,
-        )
-        reply = await self._call("AcquireQueueSlot", request)
-        return wire.optional(reply, "retry_at")  # type: ignore[no-any-return]
+    # ------------------------------------------------------------------ operators
 
-    async def renew_queue_slot(
-        self, queue: str, *, holder: str, expires_at: float, now: float
-    ) -> bool:
-        request = pb.RenewQueueSlotRequest(
-            queue=queue, holder=holder, expires_at=expires_at, now=now
-        )
-        return bool((await self._call("RenewQueueSlot", request)).changed)
-
-    async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
-        request = pb.ReleaseQueueSlotRequest(queue=queue, holder=holder, now=now)
-        await self._call("ReleaseQueueSlot", request)
-
-    async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
-        request = pb.ListPageRequest(
-            limit=int32(query.limit),
-            statuses=sorted(s.value for s in query.statuses),
-            name=query.name,
-            key_prefix=query.key_prefix,
-            since=query.since,
-            until=query.until,
-            code_versions=sorted(v for v in query.code_versions if v is not None),
-            unversioned=None in query.code_versions,
-        )
-        if query.after is not None:
-            request.after_created_at, request.after_run_id = query.after
-        return workflows_of(await self._call("ListPage", request))
-
-    async def list_attempt_errors(self, run_id: str) -> list[AttemptErrorRecord]:
-        reply = await self._call("ListAttemptErrors", pb.RunRequest(run_id=run_id))
-        return [wire.from_message(AttemptErrorRecord, e) for e in reply.errors]
-
-    # ------------------------------------------------------------------ schedules
-
-    async def put_schedule(
-        self,
-        schedule: ScheduleRecord,
-        *,
-        keep_paused: bool,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> ScheduleRecord:
-        request = pb.PutScheduleRequest(
-            schedule=wire.schedule(schedule),
-            keep_paused=keep_paused,
-            now=now,
-            audit=wire.audit_note(audit),
-        )
-        return wire.from_message(ScheduleRecord, await self._call("PutSchedule", request))
-
-    async def list_schedules(self) -> list[ScheduleRecord]:
-        reply = await self._call("ListSchedules", pb.ListSchedulesRequest())
-        return [wire.from_message(ScheduleRecord, s) for s in reply.schedules]
-
-    async def set_schedule_paused(
-        self,
-        schedule_id: str,
-        *,
-        paused: bool,
-        next_tick_at: float,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> ScheduleRecord | None:
-        request = pb.SetSchedulePausedRequest(
-            id=schedule_id,
-            paused=paused,
-            next_tick_at=next_tick_at,
-            now=now,
-            audit=wire.audit_note(audit),
-        )
-        reply = await self._call("SetSchedulePaused", request)
-        if not reply.HasField("schedule"):
-            return None
-        return wire.from_message(ScheduleRecord, reply.schedule)
-
-    async def delete_schedule(self, schedule_id: str, *, audit: AuditNote | None = None) -> bool:
-        request = pb.ScheduleIdRequest(id=schedule_id, audit=wire.audit_note(audit))
-        return bool((await self._call("DeleteSchedule", request)).changed)
-
-    async def fire_schedule(
-        self,
-        schedule_id: str,
-        *,
-        tick_at: float,
-        next_tick_at: float,
-        last_tick_at: float | None,
-        starts: Sequence[NewWorkflow],
-        now: float,
-    ) -> bool:
-        request = pb.FireScheduleRequest(
-            id=schedule_id,
-            tick_at=tick_at,
-            next_tick_at=next_tick_at,
-            last_tick_at=last_tick_at,
-            starts=[wire.new_workflow(new) for new in starts],
-            now=now,
-        )
-        return bool((await self._call("FireSchedule", request)).changed)
-
-    # ------------------------------------------------------------------ audit trail
-
-    async def record_audit(self, note: AuditNote, *, target: str | None = None) -> None:
-        request = pb.RecordAuditRequest(audit=wire.audit_note(note), target=target)
-        await self._call("RecordAudit", request)
-
-    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
-        request = pb.ListAuditRequest(
-            limit=int32(query.limit),
-            before_seq=query.before_seq,
-            run_id=query.run_id,
-            target=query.target,
-            actor=query.actor,
-            actions=sorted(query.actions),
-            since=query.since,
-            until=query.until,
-        )
-        reply = await self._call("ListAudit", request)
-        return [wire.from_message(AuditRecord, e) for e in reply.entries]
+    purge_ended = remote(Store.purge_ended)
+    count_purgeable = remote(Store.count_purgeable)
+    acquire_queue_slot = remote(Store.acquire_queue_slot)
+    renew_queue_slot = remote(Store.renew_queue_slot)
+    release_queue_slot = remote(Store.release_queue_slot)
+    list_page = remote(Store.list_page)
+    list_attempt_errors = remote(Store.list_attempt_errors)
+    put_schedule = remote(Store.put_schedule)
+    list_schedules = remote(Store.list_schedules)
+    set_schedule_paused = remote(Store.set_schedule_paused)
+    delete_schedule = remote(Store.delete_schedule)
+    fire_schedule = remote(Store.fire_schedule)
+    record_audit = remote(Store.record_audit)
+    list_audit = remote(Store.list_audit)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from typing import Any
 
@@ -20,10 +21,7 @@ except ImportError as exc:  # an optional extra
 
 from sagaway import errors
 from sagaway.store import notices
-from sagaway.store.contract import CreateResult, StoreUnavailable
-from sagaway.store.records import (
-    WorkflowRecord,
-)
+from sagaway.store.contract import StoreUnavailable
 from sagaway.store.remote import errors as _grpc_errors
 from sagaway.store.remote import wire
 from sagaway.store.remote.batching import Batcher, reply_class
@@ -70,6 +68,38 @@ _SLOW_SIGNS = (
 def _slow(details: str) -> bool:
     """Whether a failed call timed out on a server that exists (not refused, not TLS)."""
     return any(sign in details for sign in _SLOW_SIGNS)
+
+
+CLIENT_NOW = "sagaway-client-now"
+"""The metadata with a call's time, for a server that trusts its clients' clocks (tests)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Stamped:
+    """A request and the client's time of its call, for a test server that acts at its
+    clients' times (``HelloReply.trusts_client_clock``); sent as the metadata ``CLIENT_NOW``."""
+
+    message: Any
+    now: float
+
+    def ByteSize(self) -> int:
+        return int(self.message.ByteSize())
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return ((CLIENT_NOW, repr(self.now)),)
+
+
+def _message(request: Any) -> tuple[Any, tuple[tuple[str, str], ...]]:
+    """The message of a request, and the call metadata it adds."""
+    if isinstance(request, Stamped):
+        return request.message, request.metadata()
+    return request, ()
+
+
+def _batch_call(method: str, request: Any) -> pb.BatchCall:
+    message, extra = _message(request)
+    metadata = [pb.MetadataEntry(key=k, value=v.encode()) for k, v in extra]
+    return pb.BatchCall(method=method, request=message.SerializeToString(), metadata=metadata)
 
 
 def _channel(target: Target) -> grpc.aio.Channel:
@@ -169,9 +199,12 @@ class Connection:
         if self._stub is None:
             raise errors.ManagerStateError("the Engine Server connection is not open")
         call = getattr(self._stub, method)
+        message, extra = _message(request)
         try:
             return await call(
-                request, timeout=timeout or self._target.call_timeout, metadata=self._metadata
+                message,
+                timeout=timeout or self._target.call_timeout,
+                metadata=self._metadata + extra,
             )
         except grpc.aio.AioRpcError as exc:
             trailing = dict(exc.trailing_metadata() or ())
@@ -179,9 +212,7 @@ class Connection:
 
     async def _many(self, calls: list[tuple[str, Any]]) -> list[Any]:
         """Replies (or exceptions) of several calls, sent in one Batch RPC."""
-        batch = pb.BatchRequest(
-            calls=[pb.BatchCall(method=m, request=r.SerializeToString()) for m, r in calls]
-        )
+        batch = pb.BatchRequest(calls=[_batch_call(m, r) for m, r in calls])
         reply = await self._unary("Batch", batch)
         outcomes: list[Any] = []
         for (method, _), result in zip(calls, reply.results, strict=True):
@@ -235,25 +266,3 @@ class Connection:
                 callback(notices.Deaf())
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
-
-
-def int32(n: int) -> int:
-    return max(0, min(n, 2**31 - 1))
-
-
-def workflow_of(reply: Any) -> WorkflowRecord | None:
-    if not reply.HasField("record"):
-        return None
-    return wire.from_message(WorkflowRecord, reply.record)
-
-
-def workflows_of(reply: Any) -> list[WorkflowRecord]:
-    return [wire.from_message(WorkflowRecord, r) for r in reply.records]
-
-
-def created_of(reply: Any) -> CreateResult:
-    return CreateResult(
-        wire.from_message(WorkflowRecord, reply.record),
-        created=bool(reply.created),
-        replaced_run_id=wire.optional(reply, "replaced_run_id"),
-    )

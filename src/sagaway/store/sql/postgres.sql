@@ -418,17 +418,26 @@ WHERE run_id = %(run_id)s AND status = %(status)s AND ended_at = %(now)s
 -- runs to its next durable call or wait and sees the cancellation there. A leased run's process
 -- is told by the trigger's 'cancel:' notice (or its next heartbeat). Every request, accepted or
 -- not, is logged by the same statement (cancel_requests); returns whether it was accepted.
-WITH accepted AS (
-    UPDATE workflows
-    SET cancel_reason = COALESCE(cancel_reason, %(reason)s), updated_at = %(now)s,
-        next_run_at = CASE WHEN status IN ('WAITING', 'SUSPENDED') THEN %(now)s
-                           ELSE next_run_at END
-    WHERE run_id = %(run_id)s AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
-    RETURNING run_id
+-- The run is key-share locked first (target): a purge deleting it meanwhile is waited for, and
+-- once it commits the row is gone from target, so nothing is inserted (no row: not accepted)
+-- where the insert would otherwise fail on its foreign key (its snapshot still showed the row).
+-- The update joins target so the lock is taken before the row changes (a row this statement
+-- has changed already could not be locked by it).
+WITH target AS (
+    SELECT run_id FROM workflows WHERE run_id = %(run_id)s
+    FOR KEY SHARE
+), accepted AS (
+    UPDATE workflows AS w
+    SET cancel_reason = COALESCE(w.cancel_reason, %(reason)s), updated_at = %(now)s,
+        next_run_at = CASE WHEN w.status IN ('WAITING', 'SUSPENDED') THEN %(now)s
+                           ELSE w.next_run_at END
+    FROM target AS t
+    WHERE w.run_id = t.run_id AND w.status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+    RETURNING w.run_id
 )
 INSERT INTO cancel_requests (run_id, reason, requested_at, accepted)
-SELECT w.run_id, %(reason)s, %(now)s, EXISTS (SELECT 1 FROM accepted)
-FROM workflows AS w WHERE w.run_id = %(run_id)s
+SELECT t.run_id, %(reason)s, %(now)s, EXISTS (SELECT 1 FROM accepted)
+FROM target AS t
 RETURNING accepted
 
 -- name: list_cancel_requests

@@ -570,6 +570,9 @@ SELECT extract(epoch FROM clock_timestamp())::double precision
 -- execution %(source_run_id)s, and the code version of the forking process; nothing if the
 -- key is taken or the source is not ended. The
 -- notify trigger announces it ('ready:') at commit, as it does a start no process owns.
+-- The source is key-share locked until the transaction ends: a purge cannot delete it before
+-- fork_steps has copied its steps (it skips a locked row), and one deleting it meanwhile is
+-- waited for, after which the source is gone and nothing is inserted.
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
                        next_run_at, queue, key_space, code_version)
@@ -577,6 +580,7 @@ SELECT %(run_id)s, %(key)s, TRUE, name, args, args_hash, 'PENDING', NULL, %(now)
        NULL, NULL, NULL, %(now)s, queue, %(key_space)s, %(code_version)s
 FROM workflows
 WHERE run_id = %(source_run_id)s AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
+FOR KEY SHARE
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,

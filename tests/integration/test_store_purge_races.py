@@ -3,10 +3,11 @@
 On PostgreSQL a statement's snapshot is taken before it waits for a row lock: a write that
 read the ended run in its snapshot and then waited for the purge's lock on it must find it
 gone once the purge commits, and answer as for a run that does not exist: not fail on the
-foreign key (a cancel request), nor go on with half of what the run held (a fork). Each test holds the purge's transaction open on a connection of its own, starts
-the verb, waits until PostgreSQL reports it blocked by that transaction, then commits the
-purge. SQLite has one writer: a verb waiting for it runs after the purge has committed, which
-is the same order without the race (checked the same way on the four backends)."""
+foreign key (a cancel request), nor go on with half of what the run held (a fork). Each test
+holds the purge's transaction open on a connection of its own, starts the verb, waits until
+PostgreSQL reports it blocked by that transaction, then commits the purge. SQLite has one
+writer: a verb waiting for it runs after the purge has committed, which is the same order
+without the race (checked the same way on the four backends)."""
 
 from __future__ import annotations
 

@@ -620,7 +620,7 @@ class Driver:
     async def all_as_expected(self) -> bool:
         records = await self.statuses()
         for run_id, record in records.items():
-            if record.status.value not in self.expectation(run_id).statuses:
+            if not self.expectation(run_id).holds(record.status.value, record.suspend_count):
                 return False
         return True
 

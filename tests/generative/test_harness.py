@@ -24,7 +24,7 @@ from sagaway.store import open_store
 from sagaway.testing import FakeClock
 from sagaway.testing.internals import engine_of
 from tests.generative import driver as driver_module
-from tests.generative import fleet, purging
+from tests.generative import fleet, model, purging
 from tests.generative.driver import FIRST_BUDGET, LEASE, Driver
 from tests.generative.faults import FaultyStore, Injector
 from tests.generative.handover import HandoverPool, recording_handovers
@@ -281,3 +281,22 @@ def test_a_key_is_shared_across_a_purge_by_one_call_of_each_run_only() -> None:
     assert not purging.reused_after_purge(driver, {*across, ("r2", "a5", False)})
     assert not purging.reused_after_purge(driver, {("r1", "a5", False), ("r3", "a3", True)})
     assert not purging.reused_after_purge(driver, {("r1", "a5", False), ("r1", "a3", True)})
+
+
+def test_a_run_expected_suspended_stands_so_while_recovery_retries_it() -> None:
+    """Recovery runs a SUSPENDED run again after a backoff (at most 300 s here); one whose
+    activity always exhausts its retries (three attempts of 120 s) suspends again. Two ticks of
+    a schedule doing that, out of phase, were never SUSPENDED at the same idle moment: the
+    final settle spent its 1,500 jumps and the check found one RUNNING (a SQLite soak, seed
+    559024096: 'expected SUSPENDED, got RUNNING error=…RetriesExhausted'). A run that has been
+    suspended and is RUNNING again stands where a SUSPENDED expectation says; one never
+    suspended does not, nor one expected to end otherwise."""
+    suspended = model.Expect(frozenset({model.SUSPENDED}))
+    assert suspended.holds("SUSPENDED", 1)
+    assert suspended.holds("RUNNING", 1)
+    assert suspended.holds("RUNNING", 3)
+    assert not suspended.holds("RUNNING", 0)
+    assert not suspended.holds("COMPLETED", 1)
+    assert not model.Expect(frozenset({"COMPLETED"}), result=[]).holds("RUNNING", 1)
+    waiting = model.Expect(frozenset({model.WAITING}))
+    assert not waiting.holds("RUNNING", 1)

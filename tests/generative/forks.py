@@ -228,8 +228,11 @@ def _names(steps: list[StepRecord]) -> str:
 
 
 async def _kept_live_child(driver: Driver, steps: list[StepRecord], n: int) -> bool:
-    """Whether a child start the fork may keep (any in a branch) names a live child."""
+    """Whether a child start the fork may keep (any in a branch) names a live child. A fork
+    from step 1 keeps nothing (docs/fork.md), a gather's branches included."""
     assert driver.observer is not None
+    if n == 1:
+        return False
     for step in steps:
         top = forking.top_level(step.call_id)
         if step.kind is not StepKind.CHILD or step.result is None or (top is not None and top >= n):

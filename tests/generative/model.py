@@ -28,6 +28,16 @@ class Expect:
     compensated: frozenset[str] | None = frozenset()
     """Labels whose compensation must have run exactly once (None: not checked)."""
 
+    def holds(self, status: str, suspend_count: int) -> bool:
+        """Whether a run in ``status``, suspended ``suspend_count`` times, stands where this
+        says. Recovery runs a SUSPENDED run again after a backoff, and one whose retries run
+        out suspends again: a run expected SUSPENDED that has been suspended may be RUNNING
+        such a retry. Two of them retried out of phase are never SUSPENDED at the same idle
+        moment, and the final settle would spend its jumps waiting for one."""
+        if status in self.statuses:
+            return True
+        return status == "RUNNING" and suspend_count > 0 and SUSPENDED in self.statuses
+
     def describe(self) -> str:
         parts = ["|".join(sorted(self.statuses))]
         if "COMPLETED" in self.statuses:

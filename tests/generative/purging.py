@@ -178,6 +178,10 @@ class Remembering:
         for record in ended:
             self.remembered[record.run_id] = (record, steps.get(record.run_id, []))
 
+    async def gone(self, run_id: str) -> bool:
+        """Whether ``run_id`` is no longer in the database (a purge deleted it)."""
+        return await self._inner.get_run(run_id) is None
+
     async def get_run(self, run_id: str) -> WorkflowRecord | None:
         record = await self._inner.get_run(run_id)
         if record is None and run_id in self.remembered:

@@ -15,7 +15,17 @@ from pathlib import Path
 import pytest
 
 from tests.generative.conftest import fresh_database
-from tests.generative.program import Act, Child, FaultPlan, Program, Scenario, Sleep, TopLevel
+from tests.generative.program import (
+    Act,
+    Child,
+    FaultPlan,
+    Gather,
+    Program,
+    Receive,
+    Scenario,
+    Sleep,
+    TopLevel,
+)
 from tests.generative.runner import run_scenario
 from tests.generative.settings import GenSettings
 
@@ -88,6 +98,32 @@ def test_a_fork_joins_a_child_under_a_key_its_program_chose(tmp_path: Path) -> N
     (a SQLite soak, seed 3999328674: "wf1-fork: expected COMPLETED, got CANCELLED")."""
     child = Child("w0.c1", Program("w0.c1", "none", (Sleep("w0.c1.t1", 3600.0),)), "get", "slash")
     top = TopLevel("wf0", Program("w0", "none", (child,)), (), cancel_child=True, fork_from=0)
+    with fresh_database("sqlite", tmp_path) as url:
+        report = asyncio.run(run_scenario(Scenario((top,), FaultPlan()), SETTINGS, url))
+    assert report.problems == []
+    assert report.blocks["fork_forked"] == 1
+
+
+def test_a_fork_from_step_1_keeps_no_live_child(tmp_path: Path) -> None:
+    """A fork from step 1 keeps nothing, not even a gather's branch steps, so no start of a
+    live child either: the fork is made. The check took every branch's child start for one the
+    fork may keep, whatever the step ('fork of wf0 from step 1 (force=True) was forked although
+    it keeps the start of a live child', a SQLite soak, seed 2024929947: the source's branch
+    started a child that suspends, and the source was cancelled)."""
+    suspends = Program(
+        "w0.c2",
+        "none",
+        (Act("w0.c2.a1", sync=True), Act("w0.c2.a2", sync=True, kind="fail_always")),
+    )
+    program = Program(
+        "w0",
+        "none",
+        (
+            Sleep("w0.t1", 0.5),
+            Gather("w0.g2", ((Receive("w0.r3", 86400.0),), (Child("w0.c4", suspends, "start"),))),
+        ),
+    )
+    top = TopLevel("wf0", program, signals=(), cancel=True, fork_from=0, fork_force=True)
     with fresh_database("sqlite", tmp_path) as url:
         report = asyncio.run(run_scenario(Scenario((top,), FaultPlan()), SETTINGS, url))
     assert report.problems == []

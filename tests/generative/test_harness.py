@@ -24,11 +24,11 @@ from sagaway.store import open_store
 from sagaway.testing import FakeClock
 from sagaway.testing.internals import engine_of
 from tests.generative import driver as driver_module
-from tests.generative import fleet, purging
+from tests.generative import fleet, model, purging
 from tests.generative.driver import FIRST_BUDGET, LEASE, Driver
 from tests.generative.faults import FaultyStore, Injector
 from tests.generative.handover import HandoverPool, recording_handovers
-from tests.generative.program import Act, FaultPlan, Program, Scenario, TopLevel, to_json
+from tests.generative.program import Act, FaultPlan, Program, Receive, Scenario, TopLevel, to_json
 from tests.generative.settings import GenSettings
 from tests.generative.world import Process, World, install
 
@@ -281,3 +281,60 @@ def test_a_key_is_shared_across_a_purge_by_one_call_of_each_run_only() -> None:
     assert not purging.reused_after_purge(driver, {*across, ("r2", "a5", False)})
     assert not purging.reused_after_purge(driver, {("r1", "a5", False), ("r3", "a3", True)})
     assert not purging.reused_after_purge(driver, {("r1", "a5", False), ("r1", "a3", True)})
+
+
+def test_a_run_expected_suspended_stands_so_while_recovery_retries_it() -> None:
+    """Recovery runs a SUSPENDED run again after a backoff (at most 300 s here); one whose
+    activity always exhausts its retries (three attempts of 120 s) suspends again. Two ticks of
+    a schedule doing that, out of phase, were never SUSPENDED at the same idle moment: the
+    final settle spent its 1,500 jumps and the check found one RUNNING (a SQLite soak, seed
+    559024096: 'expected SUSPENDED, got RUNNING error=…RetriesExhausted'). A run that has been
+    suspended and is RUNNING again stands where a SUSPENDED expectation says; one never
+    suspended does not, nor one expected to end otherwise."""
+    suspended = model.Expect(frozenset({model.SUSPENDED}))
+    assert suspended.holds("SUSPENDED", 1)
+    assert suspended.holds("RUNNING", 1)
+    assert suspended.holds("RUNNING", 3)
+    assert not suspended.holds("RUNNING", 0)
+    assert not suspended.holds("COMPLETED", 1)
+    assert not model.Expect(frozenset({"COMPLETED"}), result=[]).holds("RUNNING", 1)
+    waiting = model.Expect(frozenset({model.WAITING}))
+    assert not waiting.holds("RUNNING", 1)
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+async def test_a_repeated_dedupe_id_after_a_purge_deleted_the_run_is_not_reported(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """The first send of a dedupe id ended the run; a purge deleted it before the repeat,
+    which is then told there is no such workflow: the purge took the dedupe id with the run
+    (a grpc+postgres soak, seed 2903082007: "sent twice with dedupe id 'w0.r1-1': False then
+    'ended'", after a crash and a lost acknowledgement moved the clock past the retention)."""
+    url = request.getfixturevalue(f"{backend}_url")
+    top = TopLevel("wf0", Program("w0", "none", (Receive("w0.r1", None),)), signals=())
+    driver = Driver(Scenario(workflows=(top,), faults=FaultPlan()), GenSettings(), url)
+    async with driver.running():
+        await driver.start(top)
+        assert await driver.settle(driver.first_phase_done, FIRST_BUDGET)
+        real = driver.client
+        calls = 0
+
+        async def ended() -> bool:
+            return all(r.status.ended for r in (await driver.statuses()).values())
+
+        async def client(op: Callable[[sw.Manager], Any], **kwargs: Any) -> Any:
+            nonlocal calls
+            answer = await real(op, **kwargs)
+            calls += 1
+            if calls == 1:  # between the two sends: the run ends and is purged
+                assert await driver.settle(ended, FIRST_BUDGET)
+                assert driver.observer is not None
+                await driver.observer.purge_ended(before=2e9, statuses=None, limit=10)
+            return answer
+
+        driver.client = client  # type: ignore[method-assign]
+        await driver.send(top, "w0.r1", True, 1)
+        assert calls == 2
+        assert driver.problems == []

@@ -417,17 +417,26 @@ WHERE run_id = %(run_id)s AND status = %(status)s AND ended_at = %(now)s
 -- runs to its next durable call or wait and sees the cancellation there. A leased run's process
 -- is told by the trigger's 'cancel:' notice (or its next heartbeat). Every request, accepted or
 -- not, is logged by the same statement (cancel_requests); returns whether it was accepted.
-WITH accepted AS (
-    UPDATE workflows
-    SET cancel_reason = COALESCE(cancel_reason, %(reason)s), updated_at = %(now)s,
-        next_run_at = CASE WHEN status IN ('WAITING', 'SUSPENDED') THEN %(now)s
-                           ELSE next_run_at END
-    WHERE run_id = %(run_id)s AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
-    RETURNING run_id
+-- The run is key-share locked first (target): a purge deleting it meanwhile is waited for, and
+-- once it commits the row is gone from target, so nothing is inserted (no row: not accepted)
+-- where the insert would otherwise fail on its foreign key (its snapshot still showed the row).
+-- The update joins target so the lock is taken before the row changes (a row this statement
+-- has changed already could not be locked by it).
+WITH target AS (
+    SELECT run_id FROM workflows WHERE run_id = %(run_id)s
+    FOR KEY SHARE
+), accepted AS (
+    UPDATE workflows AS w
+    SET cancel_reason = COALESCE(w.cancel_reason, %(reason)s), updated_at = %(now)s,
+        next_run_at = CASE WHEN w.status IN ('WAITING', 'SUSPENDED') THEN %(now)s
+                           ELSE w.next_run_at END
+    FROM target AS t
+    WHERE w.run_id = t.run_id AND w.status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+    RETURNING w.run_id
 )
 INSERT INTO cancel_requests (run_id, reason, requested_at, accepted)
-SELECT w.run_id, %(reason)s, %(now)s, EXISTS (SELECT 1 FROM accepted)
-FROM workflows AS w WHERE w.run_id = %(run_id)s
+SELECT t.run_id, %(reason)s, %(now)s, EXISTS (SELECT 1 FROM accepted)
+FROM target AS t
 RETURNING accepted
 
 -- name: list_cancel_requests
@@ -560,6 +569,9 @@ SELECT extract(epoch FROM clock_timestamp())::double precision
 -- execution %(source_run_id)s, and the code version of the forking process; nothing if the
 -- key is taken or the source is not ended. The
 -- notify trigger announces it ('ready:') at commit, as it does a start no process owns.
+-- The source is key-share locked until the transaction ends: a purge cannot delete it before
+-- fork_steps has copied its steps (it skips a locked row), and one deleting it meanwhile is
+-- waited for, after which the source is gone and nothing is inserted.
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
                        next_run_at, queue, key_space, code_version)
@@ -567,6 +579,7 @@ SELECT %(run_id)s, %(key)s, TRUE, name, args, args_hash, 'PENDING', NULL, %(now)
        NULL, NULL, NULL, %(now)s, queue, %(key_space)s, %(code_version)s
 FROM workflows
 WHERE run_id = %(source_run_id)s AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
+FOR KEY SHARE
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,

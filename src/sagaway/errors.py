@@ -82,8 +82,8 @@ class WorkflowAlreadyExists(SagawayError):
 class WorkflowNotFound(SagawayError):
     """No workflow has this key."""
 
-    def __init__(self, key: str) -> None:
-        super().__init__(f"no workflow with key {key!r}")
+    def __init__(self, key: str, message: str = "") -> None:
+        super().__init__(message or f"no workflow with key {key!r}")
         self.key = key
 
 

@@ -182,9 +182,10 @@ async def prepare(store: Store, key: str, from_step: int, *, force: bool = False
     """The plan of a fork of the workflow under ``key`` from ``from_step``.
 
     Raises:
-        WorkflowNotFound: no workflow has ``key``.
         WorkflowNotEnded: it is live (SUSPENDED included), or a kept step started a child that
             has not ended (the fork would wait for a child whose end wakes only its parent).
+        WorkflowNotFound: no workflow has ``key``, or a kept step started a child that a purge
+            has deleted (its end is gone).
         ForkRefused: it ran compensations the fork drops while it keeps steps with effects
             (see the module's docstring), and ``force`` is not set.
         ValueError: ``from_step`` is out of range.
@@ -273,7 +274,16 @@ async def _require_child_ended(store: Store, key: str, step: StepRecord) -> None
     assert step.result is not None
     child_key = str(serialization.load_json(step.result, "child key"))
     child = await store.get_workflow(child_key)
-    if child is not None and not child.status.ended:
+    if child is None:
+        # A purge took it (its parent, the source, had ended, and nothing live read it): kept,
+        # its start would have the fork read an end that is gone, and stay SUSPENDED.
+        raise errors.WorkflowNotFound(
+            child_key,
+            f"step {step.call_id} of workflow {key!r} started child workflow {child_key!r}, "
+            "which a purge has deleted: the fork would keep that step and read the end of a "
+            "child that is gone; fork from an earlier step (the child is then started anew)",
+        )
+    if not child.status.ended:
         raise errors.WorkflowNotEnded(
             child_key,
             child.status.value,

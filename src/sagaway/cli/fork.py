@@ -91,7 +91,7 @@ def fork(
 
     Exit 1 if KEY has not ended, ran compensations the fork drops (without --force), or
     NEW_KEY is taken (or, with --wait, the fork failed), 2 if N is out of range, 3 if there
-    is no workflow KEY.
+    is no workflow KEY (or a kept step started a child a purge has deleted).
     """
 
     codec = sealing_codec(codec_key_file)

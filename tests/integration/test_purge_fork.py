@@ -10,6 +10,8 @@ read the child when it ran); the fork must not be created as if it could run."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import sagaway as sw
@@ -47,3 +49,33 @@ async def test_a_fork_keeping_the_start_of_a_purged_child_is_not_created_to_susp
         # From step 1 nothing is kept: the child starts anew under the fork's key space.
         fork = await m.fork("p-1", from_step=1, new_key="p-1-again")
         assert await fork.result(timeout=10) == "label-4"
+
+
+async def test_a_purge_between_the_forks_look_and_its_insert_leaves_no_fork(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The purge commits after the fork looked at the child (it was there) and before the fork's
+    transaction: the store makes no fork (it looks again in that transaction, and on
+    PostgreSQL key-share locks what it finds), and the caller gets the same refusal."""
+    clock = FakeClock()
+    monkeypatch.setitem(LABEL, "broken", True)
+    async with build_readers(db_url, clock) as m:
+        with pytest.raises(Declined):
+            await m.workflow("parent", 4).execute_get(idempotency_key="p-1")
+        monkeypatch.setitem(LABEL, "broken", False)
+        store = m._require_engine().store
+        fork_workflow = store.fork_workflow
+
+        async def purge_first(*args: Any, **kwargs: Any) -> Any:
+            raw_sql(
+                db_url,
+                "DELETE FROM steps WHERE run_id IN "
+                "(SELECT run_id FROM workflows WHERE key = 'p-1/1')",
+            )
+            raw_sql(db_url, "DELETE FROM workflows WHERE key = 'p-1/1'")
+            return await fork_workflow(*args, **kwargs)
+
+        monkeypatch.setattr(store, "fork_workflow", purge_first)
+        with pytest.raises(sw.WorkflowNotFound, match=r"p-1/1.*a purge has deleted"):
+            await m.fork("p-1", from_step=2, new_key="p-1-fixed")
+        assert keys(db_url) == {"p-1"}

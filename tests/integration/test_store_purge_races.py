@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from sagaway.states import WorkflowStatus
+from sagaway.states import StepKind, WorkflowStatus
 from sagaway.store import Store
 from sagaway.store.records import AuditNote, AuditQuery
 from tests.integration.test_store_purge import ended, rows
-from tests.store_helpers import T0, is_sqlite, pg_conninfo, raw_sql
+from tests.store_helpers import T0, is_sqlite, lease, new, pg_conninfo, raw_sql, step
 
 S = WorkflowStatus
 
@@ -161,3 +161,35 @@ async def test_a_fork_of_a_run_a_purge_deletes_meanwhile_is_not_made(
         made = await asyncio.wait_for(pending, 10)
         assert made is None, f"a fork was made after its source was purged: {made}"
     assert await store.get_workflow("k-fork") is None
+
+
+async def test_a_fork_keeping_a_child_start_a_purge_deletes_meanwhile_is_not_made(
+    store: Store, db_url: str
+) -> None:
+    """The source ``p`` ended long after its child ``c``: a purge takes the child, not the
+    source. A fork of ``p`` keeping the child's start (step 1) would read an end that is gone;
+    the fork looks for the child in its own transaction (on PostgreSQL with a key-share lock,
+    which waits for the purge holding the row and then finds it gone) and makes nothing."""
+    child = await ended(store, "c", S.COMPLETED, T0)
+    held = lease("w", T0 + 300)
+    created = await store.create_workflow(new("p"), now=T0 - 10, lease=held, replace_live=False)
+    source = created.record.run_id
+    start = step(source, "1", T0 - 9, kind=StepKind.CHILD, name="child", result='"c"')
+    await store.record_step(start, token=held.token)
+    await store.finish_workflow(
+        source, token=held.token, status=S.COMPLETED, result="1", error=None, now=T0 + 200
+    )
+
+    async def fork() -> object:
+        return await store.fork_workflow(
+            source,
+            run_id=uuid.uuid4().hex,
+            key="p-fork",
+            key_space="p-fork",
+            call_ids=["1"],
+            now=T0 + 300,
+        )
+
+    assert await during_purge(db_url, store, child.run_id, fork) is None
+    assert await store.get_workflow("p-fork") is None
+    assert await store.get_workflow("p") is not None

@@ -208,9 +208,7 @@ async def prepare(store: Store, key: str, from_step: int, *, force: bool = False
     undone = [s for s in steps if s.call_id in kept and s.kind in _EFFECTS]
     if result.compensated and undone:
         _refuse_or_warn(result, steps, force=force)
-    for step in steps:
-        if step.call_id in kept and step.kind is StepKind.CHILD and step.result is not None:
-            await _require_child_ended(store, key, step)
+    await _require_kept_children(store, key, steps, kept)
     return result
 
 
@@ -268,6 +266,15 @@ def _refuse_or_warn(result: ForkPlan, steps: list[StepRecord], *, force: bool) -
     if not force:
         raise errors.ForkRefused(result.source_key, result.from_step, result.compensated, message)
     logger.warning("fork forced: %s", message, extra={"action": "fork"})
+
+
+async def _require_kept_children(
+    store: Store, key: str, steps: list[StepRecord], kept: set[str]
+) -> None:
+    """``_require_child_ended`` for each child start among the ``kept`` ``steps``."""
+    for step in steps:
+        if step.call_id in kept and step.kind is StepKind.CHILD and step.result is not None:
+            await _require_child_ended(store, key, step)
 
 
 async def _require_child_ended(store: Store, key: str, step: StepRecord) -> None:
@@ -340,7 +347,10 @@ async def create(
         audit=note,
     )
     if result is None:
-        # An ended execution does not come back to life: it was purged meanwhile.
+        # A purge took the source, or a child whose start the fork keeps, since prepare looked:
+        # looking again names what is gone.
+        steps = await engine.store.load_steps(plan.source_run_id)
+        await _require_kept_children(engine.store, key, steps, set(plan.kept))
         raise errors.WorkflowNotFound(key)
     record = result.record
     if not result.created:

@@ -256,7 +256,10 @@ class Store(QueueLimitVerbs, ScheduleVerbs, AuditVerbs, Protocol):
         in the same transaction (a codec's payloads re-sealed for the new run).
 
         Returns the new execution (``created``), or the one holding ``key`` (not created), or
-        None when ``source_run_id`` is not an ended execution.
+        None when ``source_run_id`` is not an ended execution, or when a kept step started a
+        child that has no execution (a purge took it): the fork would read an end that is gone.
+        A child found is kept from a purge until the fork is committed, after which the fork's
+        step names it for the purge.
         """
         ...
 

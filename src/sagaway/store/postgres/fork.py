@@ -18,6 +18,8 @@ async def run_postgres(run: Run, fork: Fork) -> CreateResult | None:
     replacements = fork.replacements()  # a bad one is refused before the transaction
 
     async def op(conn: Conn, retried: bool) -> CreateResult | None:
+        if fork.call_ids and await named(conn, "fork_lost_children", params):
+            return None  # a purge took a child whose start the fork keeps (see _fork)
         rows = await named(conn, "fork_workflow", params)
         if rows:
             if fork.call_ids:

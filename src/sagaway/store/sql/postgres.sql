@@ -585,6 +585,22 @@ RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
           cancel_reason, deadline_at, trace_context, code_version, concurrency_key
 
+-- name: fork_lost_children
+-- The kept child starts (steps %(call_ids)s of %(source_run_id)s) whose child has no execution:
+-- a purge took it after the fork looked, and a fork keeping that start would read an end that
+-- is gone, so none is made. The children found are key-share locked until the transaction ends:
+-- a purge skips a locked row, and once the fork commits it keeps them for their live reader.
+WITH kept AS (
+    SELECT s.call_id, s.result::jsonb #>> '{}' AS child_key FROM steps s
+    WHERE s.run_id = %(source_run_id)s AND s.call_id = ANY(%(call_ids)s)
+      AND s.kind = 'child' AND s.result IS NOT NULL
+), found AS (
+    SELECT c.key FROM workflows c
+    WHERE c.is_current AND c.key IN (SELECT child_key FROM kept)
+    FOR KEY SHARE OF c
+)
+SELECT kept.call_id FROM kept WHERE kept.child_key NOT IN (SELECT key FROM found)
+
 -- name: fork_steps
 INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at)
 SELECT %(run_id)s, call_id, kind, name, status, attempts, result, error, started_at, ended_at

@@ -270,6 +270,16 @@ FROM workflows
 WHERE run_id = :source_run_id AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
 
+-- name: fork_lost_children
+-- The kept child starts (steps :call_ids of :source_run_id) whose child has no execution: a
+-- purge took it after the fork looked, and a fork keeping that start would read an end that is
+-- gone, so none is made (the writer runs one transaction at a time: nothing purges meanwhile).
+SELECT s.call_id FROM steps s
+WHERE s.run_id = :source_run_id AND s.call_id IN (SELECT value FROM json_each(:call_ids))
+  AND s.kind = 'child' AND s.result IS NOT NULL
+  AND NOT EXISTS (
+      SELECT 1 FROM workflows c WHERE c.key = json_extract(s.result, '$') AND c.is_current = 1)
+
 -- name: fork_steps
 INSERT INTO steps (run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at)
 SELECT :run_id, call_id, kind, name, status, attempts, result, error, started_at, ended_at

@@ -18,6 +18,8 @@ def run(conn: sqlite3.Connection, fork: _fork.Fork) -> CreateResult | None:
     params = fork.params()
     params["call_ids"] = json.dumps(params["call_ids"])
     replacements = fork.replacements()  # a bad one is refused before anything is written
+    if fork.call_ids and conn.execute(_Q["fork_lost_children"], params).fetchone():
+        return None  # a purge took a child whose start the fork keeps (see _fork)
     if conn.execute(_Q["fork_workflow"], params).rowcount == 1:
         if fork.call_ids:
             conn.execute(_Q["fork_steps"], params)

@@ -644,12 +644,24 @@ class Driver:
 
 
 def _stuck_tasks() -> str:
-    """Where every other task of the loop waits, for a report of a hang."""
+    """Where every other task of the loop waits (its chain of awaits, innermost last), for a
+    report of a hang."""
     lines = []
     for task in asyncio.all_tasks():
         if task is asyncio.current_task():
             continue
-        frames = task.get_stack(limit=1)
-        where = f"{frames[-1].f_code.co_filename}:{frames[-1].f_lineno}" if frames else "?"
-        lines.append(f"{task.get_name()} at {where}")
-    return "; ".join(sorted(lines)[:10])
+        lines.append(f"{task.get_name()} at {_awaits(task.get_coro())}")
+    return "; ".join(sorted(lines, key=lambda line: not line.startswith("sagaway"))[:16])
+
+
+def _awaits(coro: object) -> str:
+    """``f@file:line > g@file:line ...`` down a suspended coroutine's chain of awaits."""
+    where = []
+    while coro is not None and len(where) < 12:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is None:
+            break
+        name = frame.f_code.co_filename.rsplit("/", 1)[-1]
+        where.append(f"{frame.f_code.co_name}@{name}:{frame.f_lineno}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return " > ".join(where) or "?"

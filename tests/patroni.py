@@ -180,6 +180,7 @@ def _config(cluster_dir: Path, node: Node, etcd_port: int, socket_dir: Path) -> 
                         "max_connections": 100,
                         "max_wal_senders": 5,
                         "max_replication_slots": 5,
+                        "track_commit_timestamp": "on",
                     },
                 },
             },

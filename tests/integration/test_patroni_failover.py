@@ -20,6 +20,7 @@ afterwards (``track_commit_timestamp``) is printed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -37,6 +38,7 @@ from tests.patroni import Cluster, kill_node, running_cluster
 
 pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.timeout(420)]
 
+Workers = list[subprocess.Popen[str]]
 SAGAS = 100
 DISRUPT_AFTER = 35
 """Side effects recorded before the disruption (of about 200 in all)."""
@@ -66,8 +68,9 @@ def start_worker(url: str, *args: str) -> subprocess.Popen[str]:
 
 def stop_workers(procs: list[subprocess.Popen[str]]) -> None:
     for proc in procs:
-        if proc.stdin is not None and proc.poll() is None:
-            proc.stdin.close()
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):  # a killed worker's pipe may be broken
+                proc.stdin.close()
     for proc in procs:
         try:
             proc.wait(timeout=30)
@@ -121,27 +124,33 @@ def _check_effects(url: str) -> int:
     return repeats
 
 
-def _first_step_after(url: str, moment: float) -> float:
-    """Seconds from ``moment`` (epoch) to the first step committed after it."""
+def _step_commits(url: str, moment: float) -> tuple[float, float]:
+    """Seconds from ``moment`` (epoch) to the first step committed after it, and the longest
+    pause between two step commits from the last one before it on (the write outage)."""
     rows = _query(
         url,
-        "SELECT extract(epoch FROM min(pg_xact_commit_timestamp(xmin))) FROM sagaway.steps"
-        " WHERE status = 'COMPLETED' AND pg_xact_commit_timestamp(xmin) > to_timestamp(%s)",
-        (moment,),
+        "SELECT extract(epoch FROM pg_xact_commit_timestamp(xmin)) AS at FROM sagaway.steps"
+        " WHERE status = 'COMPLETED' ORDER BY at",
     )
-    return float(str(rows[0][0])) - moment
+    times = [float(str(at)) for (at,) in rows if at is not None]
+    after = [at for at in times if at > moment]
+    before = [at for at in times if at <= moment][-1:]
+    span = before + after
+    pause = max((b - a for a, b in zip(span, span[1:], strict=False)), default=0.0)
+    return after[0] - moment, pause
 
 
 async def run_sagas(
     cluster: Cluster,
-    disrupt: Callable[[list[subprocess.Popen[str]]], list[subprocess.Popen[str]]],
+    disrupt: Callable[[list[subprocess.Popen[str]]], tuple[list[subprocess.Popen[str]], float]],
     *,
     what: str,
     workers: int = 2,
     worker_args: tuple[str, ...] = (),
 ) -> None:
     """100 sagas on ``workers`` processes; ``disrupt(workers)`` (in a thread) once
-    ``DISRUPT_AFTER`` side effects are recorded; it returns the workers to stop at the end."""
+    ``DISRUPT_AFTER`` side effects are recorded; it returns the workers to stop at the end and
+    when (``time.time()``) the database was disrupted."""
     url = cluster.url + "&schema=sagaway"
     plain = cluster.url
     await asyncio.to_thread(_query, plain, failover_app.EFFECTS)
@@ -154,8 +163,7 @@ async def run_sagas(
         async with client.connect():
             runs = asyncio.gather(*(_run_one(client, n) for n in range(SAGAS)))
             await _effects_reach(plain, DISRUPT_AFTER)
-            moment = time.time()
-            procs = await asyncio.to_thread(disrupt, procs)
+            procs, moment = await asyncio.to_thread(disrupt, procs)
             outcomes = await runs
     finally:
         stop_workers(procs)
@@ -163,11 +171,12 @@ async def run_sagas(
     expected = [("COMPLETED" if n % 2 == 0 else "FAILED") for n in range(SAGAS)]
     assert [status for status, _ in outcomes] == expected
     repeats = await asyncio.to_thread(_check_effects, plain)
-    first = await asyncio.to_thread(_first_step_after, plain, moment)
+    first, pause = await asyncio.to_thread(_step_commits, plain, moment)
     leader = await asyncio.to_thread(cluster.leader)
     print(
         f"\n{what}: {SAGAS}/{SAGAS} sagas ended as signalled in {took:.1f}s; first step "
-        f"committed {first:.2f}s after the disruption; leader now {leader.name}; "
+        f"committed {first:.2f}s after the disruption, longest pause between step commits "
+        f"{pause:.2f}s; leader now {leader.name}; "
         f"repeated side-effect attempts (same key): {repeats}"
     )
 
@@ -175,9 +184,10 @@ async def run_sagas(
 async def test_leader_postmaster_killed(cluster: Cluster) -> None:
     leader = cluster.leader()
 
-    def disrupt(procs: list[subprocess.Popen[str]]) -> list[subprocess.Popen[str]]:
+    def disrupt(procs: Workers) -> tuple[Workers, float]:
+        moment = time.time()
         os.kill(leader.postmaster_pid(), signal.SIGKILL)
-        return procs
+        return procs, moment
 
     await run_sagas(cluster, disrupt, what="leader's postmaster killed -9")
 
@@ -185,9 +195,10 @@ async def test_leader_postmaster_killed(cluster: Cluster) -> None:
 async def test_leader_node_killed(cluster: Cluster) -> None:
     leader = cluster.leader()
 
-    def disrupt(procs: list[subprocess.Popen[str]]) -> list[subprocess.Popen[str]]:
+    def disrupt(procs: Workers) -> tuple[Workers, float]:
+        moment = time.time()
         kill_node(leader)
-        return procs
+        return procs, moment
 
     await run_sagas(cluster, disrupt, what="leader node (Patroni and PostgreSQL) killed -9")
     assert cluster.leader() is not leader
@@ -197,9 +208,10 @@ async def test_switchover(cluster: Cluster) -> None:
     leader = cluster.leader()
     replica = next(node for node in cluster.nodes if node is not leader)
 
-    def disrupt(procs: list[subprocess.Popen[str]]) -> list[subprocess.Popen[str]]:
+    def disrupt(procs: Workers) -> tuple[Workers, float]:
+        moment = time.time()
         cluster.switchover(leader, replica)
-        return procs
+        return procs, moment
 
     await run_sagas(cluster, disrupt, what="switchover")
     assert cluster.leader() is replica
@@ -213,15 +225,18 @@ async def test_failover_during_recovery(cluster: Cluster) -> None:
     url = cluster.url + "&schema=sagaway"
     args = ("0.5", str(LEASE))  # recovery_interval, lease_timeout
 
-    def disrupt(procs: list[subprocess.Popen[str]]) -> list[subprocess.Popen[str]]:
+    def disrupt(procs: Workers) -> tuple[Workers, float]:
         (only,) = procs
         only.kill()  # the only worker dies with its sagas under way
         only.wait()
+        stop_workers([only])
         time.sleep(LEASE + 0.5)  # its leases expire: a new worker's recovery takes them over
+        # A new worker starts, and its recovery claims and re-drives the orphaned sagas as
+        # the leader is killed: the scan and the runs it began meet the failover.
+        new = start_worker(url, *args)
+        moment = time.time()
         os.kill(leader.postmaster_pid(), signal.SIGKILL)
-        # The new worker starts and recovers while the cluster recovers: its first scan
-        # meets the failover.
-        return [start_worker(url, *args)]
+        return [new], moment
 
     await run_sagas(
         cluster, disrupt, what="worker killed, leader killed as recovery starts", workers=1,

@@ -181,6 +181,9 @@ def _config(cluster_dir: Path, node: Node, etcd_port: int, socket_dir: Path) -> 
                         "max_wal_senders": 5,
                         "max_replication_slots": 5,
                         "track_commit_timestamp": "on",
+                        # The standby reconnects to a restarted primary within a second (default
+                        # 5 s): synchronous commits wait for it.
+                        "wal_retrieve_retry_interval": "1s",
                     },
                 },
             },

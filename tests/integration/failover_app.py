@@ -101,5 +101,9 @@ async def main(url: str, recovery_interval: float, lease_timeout: float) -> None
 if __name__ == "__main__":
     args = sys.argv[1:]
     asyncio.run(
-        main(args[0], float(args[1]) if len(args) > 1 else 10.0, float(args[2]) if len(args) > 2 else 30.0)
+        main(
+            args[0],
+            float(args[1]) if len(args) > 1 else 10.0,
+            float(args[2]) if len(args) > 2 else 30.0,
+        )
     )

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
@@ -136,7 +137,7 @@ def _step_commits(url: str, moment: float) -> tuple[float, float]:
     after = [at for at in times if at > moment]
     before = [at for at in times if at <= moment][-1:]
     span = before + after
-    pause = max((b - a for a, b in zip(span, span[1:], strict=False)), default=0.0)
+    pause = max((b - a for a, b in itertools.pairwise(span)), default=0.0)
     return after[0] - moment, pause
 
 

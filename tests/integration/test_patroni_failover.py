@@ -126,19 +126,19 @@ def _check_effects(url: str) -> int:
 
 
 def _step_commits(url: str, moment: float) -> tuple[float, float]:
-    """Seconds from ``moment`` (epoch) to the first step committed after it, and the longest
-    pause between two step commits from the last one before it on (the write outage)."""
+    """The write outage as the steps saw it: the longest pause between two step commits from
+    the last one before ``moment`` (epoch) on, and the seconds from ``moment`` to the first
+    step committed after that pause (on the new or restarted leader)."""
     rows = _query(
         url,
         "SELECT extract(epoch FROM pg_xact_commit_timestamp(xmin)) AS at FROM sagaway.steps"
         " WHERE status = 'COMPLETED' ORDER BY at",
     )
     times = [float(str(at)) for (at,) in rows if at is not None]
-    after = [at for at in times if at > moment]
     before = [at for at in times if at <= moment][-1:]
-    span = before + after
-    pause = max((b - a for a, b in itertools.pairwise(span)), default=0.0)
-    return after[0] - moment, pause
+    span = before + [at for at in times if at > moment]
+    pause, resumed = max(((b - a, b) for a, b in itertools.pairwise(span)), default=(0.0, moment))
+    return resumed - moment, pause
 
 
 _PROBE_TABLE = "CREATE TABLE IF NOT EXISTS public.failover_probe (at TIMESTAMPTZ)"
@@ -194,10 +194,10 @@ async def run_sagas(
     first, pause = await asyncio.to_thread(_step_commits, plain, moment)
     leader = await asyncio.to_thread(cluster.leader)
     print(
-        f"\n{what}: {SAGAS}/{SAGAS} sagas ended as signalled in {took:.1f}s; first step "
-        f"committed {first:.2f}s after the disruption (a synchronous commit through the URL "
-        f"first succeeded after {cluster_back:.2f}s), longest pause between step commits "
-        f"{pause:.2f}s; leader now {leader.name}; "
+        f"\n{what}: {SAGAS}/{SAGAS} sagas ended as signalled in {took:.1f}s; steps "
+        f"committed again {first:.2f}s after the disruption (longest pause {pause:.2f}s; a "
+        f"synchronous commit through the URL first succeeded after {cluster_back:.2f}s); "
+        f"leader now {leader.name}; "
         f"repeated side-effect attempts (same key): {repeats}"
     )
 

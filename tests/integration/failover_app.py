@@ -59,9 +59,12 @@ def build(url: str, *, recovery_interval: float = 10.0, lease_timeout: float = 3
 
     async def effect(step: str) -> None:
         info = sw.activity_info()
-        conn = await psycopg.AsyncConnection.connect(target, connect_timeout=3, autocommit=True)
-        async with conn:
-            await conn.execute(_RECORD, (info.idempotency_key, info.workflow_key, step))
+        try:
+            conn = await psycopg.AsyncConnection.connect(target, connect_timeout=3, autocommit=True)
+            async with conn:
+                await conn.execute(_RECORD, (info.idempotency_key, info.workflow_key, step))
+        except psycopg.OperationalError as exc:  # the failover: try again (same key)
+            raise sw.RetryableError(f"{step}: {exc}") from exc
 
     @m.register_activity(name="reserve", retry=_RETRY)
     async def reserve(n: int) -> str:

@@ -16,6 +16,8 @@ import pytest
 from psycopg import sql
 
 import sagaway as sw
+from sagaway.store import open_store
+from sagaway.store.postgres.store import PostgresStore
 from tests.conftest import POSTGRES_URL
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(120)]
@@ -143,3 +145,26 @@ async def test_a_process_without_connections_waits_says_so_and_goes_on(
             described = await client.get_workflow(f"w-{n}").describe()
             assert described.status == sw.WorkflowStatus.COMPLETED
     assert "got a PostgreSQL connection" in caplog.text
+
+
+async def test_a_statement_waiting_for_a_busy_pool_is_reported(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="sagaway.store.postgres.conn")
+    store = open_store(f"{postgres_url}&pool_size=1")
+    await store.open()
+    try:
+        assert isinstance(store, PostgresStore)
+        held = await store.pool.getconn()  # the pool's one connection, busy elsewhere
+        read = asyncio.ensure_future(store.server_time())
+        for _ in range(300):  # the warning comes after a second of waiting
+            if "for a PostgreSQL connection" in caplog.text:
+                break
+            await asyncio.sleep(0.05)
+        assert "all 1 connections of this process's pool (pool_size=1) are in use" in caplog.text
+        assert not read.done()  # it waits (up to pool_timeout) rather than failing
+        await store.pool.putconn(held)
+        assert await read is not None
+        assert "got a PostgreSQL connection" in caplog.text
+    finally:
+        await store.close()

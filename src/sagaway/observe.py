@@ -59,6 +59,10 @@ class Observer:
     def batch_written(self, operation: str, size: int, seconds: float) -> None:
         """A group commit wrote ``size`` requests of one kind in one statement."""
 
+    def connection_waited(self, seconds: float) -> None:
+        """A statement waited ``seconds`` (over a second) for a pooled database connection:
+        all of the pool's connections were busy, or the server refused new ones."""
+
     def trace_context(self, name: str, key: str) -> str | None:
         """The trace context to store with an execution about to be created (JSON), if any."""
         return None
@@ -154,6 +158,10 @@ def attempt_ended(name: str, outcome: str, seconds: float, *, compensation: bool
 
 def batch_written(operation: str, size: int, seconds: float) -> None:
     _each(lambda o: o.batch_written(operation, size, seconds))
+
+
+def connection_waited(seconds: float) -> None:
+    _each(lambda o: o.connection_waited(seconds))
 
 
 def trace_context(name: str, key: str) -> str | None:

@@ -35,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 _SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 _WRITE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+_WAIT_BUCKETS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 
 class MetricsObserver(observe.Observer):
@@ -134,6 +135,12 @@ class MetricsObserver(observe.Observer):
             buckets=_WRITE_BUCKETS,
             registry=r,
         )
+        self.connection_waits = Histogram(
+            "sagaway_store_connection_wait_seconds",
+            "Waits over a second for a pooled database connection (pool or server exhausted).",
+            buckets=_WAIT_BUCKETS,
+            registry=r,
+        )
 
     def workflow_started(self, name: str, key: str) -> None:
         self.started.labels(name).inc()
@@ -169,6 +176,9 @@ class MetricsObserver(observe.Observer):
             self._batch_children[operation] = children
         children[0].observe(size)
         children[1].observe(seconds)
+
+    def connection_waited(self, seconds: float) -> None:
+        self.connection_waits.observe(seconds)
 
     def set_statuses(self, counts: dict[WorkflowStatus, int]) -> None:
         for status in WorkflowStatus:

@@ -24,7 +24,7 @@ from psycopg.rows import DictRow, TupleRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from psycopg_pool.pool_async import AddConnection, MaintenanceTask
 
-from sagaway import errors
+from sagaway import errors, observe
 from sagaway._tasks import cancel_and_wait
 from sagaway.store.contract import StoreUnavailable
 from sagaway.store.postgres import qualify as _qualify
@@ -70,6 +70,18 @@ class Pool(AsyncConnectionPool[Conn]):
         self._url = url
         self._reconnect_delay = reconnect_delay
         self._checking: asyncio.Task[None] | None = None
+
+    last_connect_error: str | None = None
+    """Why the last attempt to open a connection failed; None once one succeeded."""
+
+    async def _connect(self, timeout: float | None = None) -> Conn:
+        try:
+            conn = await super()._connect(timeout)
+        except Exception as exc:
+            self.last_connect_error = " ".join(str(exc).split())
+            raise
+        self.last_connect_error = None
+        return conn
 
     async def schedule_task(self, task: MaintenanceTask, delay: float) -> None:
         # Only reconnections: the pool also schedules its shrinking, max_idle apart.
@@ -180,7 +192,7 @@ async def run(
             # getconn/putconn rather than pool.connection(): the same for these autocommit
             # connections (putconn rolls back one left inside a transaction and replaces one
             # left broken), without a generator-based context manager on every statement.
-            conn = await pool.getconn()
+            conn = await connection(pool, url)
             try:
                 if not transaction:
                     return await op(conn, attempt > 0)
@@ -200,6 +212,72 @@ async def run(
             with contextlib.suppress(Exception):
                 await pool.check()
             await asyncio.sleep(_BACKOFF * 2 ** (attempt - 1))
+
+
+WAIT_REPORTED_AFTER = 1.0
+"""Seconds a statement waits for a pooled connection before the wait is logged."""
+_REPORT_EVERY = 10.0
+"""Seconds between two warnings of one pool that statements are waiting."""
+
+
+async def connection(pool: AsyncConnectionPool[Conn], url: str) -> Conn:
+    """A connection of ``pool``: at once when one is idle; else the statement waits (up to the
+    pool's ``timeout``, ``pool_timeout``, then ``PoolTimeout``), and a wait over
+    ``WAIT_REPORTED_AFTER`` seconds is logged (``_still_waiting``) and reported
+    (``observe.connection_waited``) instead of failing the workflow."""
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    late = loop.call_later(WAIT_REPORTED_AFTER, _still_waiting, pool, url)
+    try:
+        conn = await pool.getconn()
+    finally:
+        late.cancel()
+    waited = loop.time() - began
+    if waited >= WAIT_REPORTED_AFTER:
+        observe.connection_waited(waited)
+        logger.info(
+            "got a PostgreSQL connection to %s after waiting %.1fs",
+            url,
+            waited,
+            extra={"action": "connection_wait"},
+        )
+    return conn
+
+
+_warned_at: dict[str, float] = {}
+"""When each pool (by name) last warned of waiting statements (``loop.time()``)."""
+
+
+def _still_waiting(pool: AsyncConnectionPool[Conn], url: str) -> None:
+    now = asyncio.get_running_loop().time()
+    if now - _warned_at.get(pool.name, -_REPORT_EVERY) < _REPORT_EVERY:
+        return
+    _warned_at[pool.name] = now
+    stats = pool.get_stats()
+    held, waiting = stats.get("pool_size", 0), stats.get("requests_waiting", 0)
+    refused = getattr(pool, "last_connect_error", None)
+    if refused is not None:
+        why = (
+            f"the pool cannot open a connection ({refused}): the server is unreachable or "
+            "refuses new connections (its max_connections, or the role's CONNECTION LIMIT, "
+            "reached?)"
+        )
+    else:
+        why = (
+            f"all {held} connections of this process's pool (pool_size={pool.max_size}) are "
+            "in use; raise pool_size (and the server's max_connections) or lower the "
+            "concurrency"
+        )
+    logger.warning(
+        "statements wait over %.0fs for a PostgreSQL connection to %s (%d waiting): %s; "
+        "each waits up to pool_timeout=%gs, then the work is retried later",
+        WAIT_REPORTED_AFTER,
+        url,
+        waiting,
+        why,
+        pool.timeout,
+        extra={"action": "connection_wait"},
+    )
 
 
 async def named(conn: Conn, query: str, params: Params) -> list[DictRow]:

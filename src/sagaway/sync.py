@@ -26,6 +26,7 @@ from typing import Any, Generic, Protocol, TypeVar, overload
 
 from sagaway import _loop_thread as loop_thread
 from sagaway import _renamed, errors
+from sagaway.batches import BatchAction, BatchReport, WorkflowFilter
 from sagaway.registry import Registry
 from sagaway.signals import Signal
 from sagaway.states import OnConflict, WorkflowStatus
@@ -70,6 +71,10 @@ class ClientManager(Protocol):
     async def cancel(self, key: str, reason: str = ...) -> bool: ...
 
     async def terminate(self, key: str, reason: str = ...) -> bool: ...
+
+    async def batch(
+        self, action: BatchAction | str, filter: WorkflowFilter, **options: Any
+    ) -> BatchReport: ...
 
 
 _default_manager: Callable[..., ClientManager] | None = None
@@ -313,6 +318,21 @@ class SyncClient:
         """End the workflow under ``key`` at once, without compensating; False if it had ended."""
         manager = self._manager
         return self._call(lambda: manager.terminate(key, reason))
+
+    def batch(
+        self,
+        action: BatchAction | str,
+        filter: WorkflowFilter,
+        *,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> BatchReport:
+        """Apply ``action`` (cancel, terminate, retry, signal) to every workflow ``filter``
+        selects, with ``Manager.batch``'s options (``reason``, ``signal``, ``payload``,
+        ``dedupe_id``, ``rate``, ``page_size``, ``dry_run``, ``on_item``: called on the
+        client's loop thread); waits ``timeout`` seconds at most (None: until it is done)."""
+        manager = self._manager
+        return self._call_within(lambda: manager.batch(action, filter, **options), timeout)
 
     # ------------------------------------------------------------------ plumbing
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypedDict
 
 from sagaway.states import ENDED, WorkflowStatus
 
@@ -203,6 +203,19 @@ class BatchReport:
         }
 
 
+class BatchOptions(TypedDict, total=False):
+    """The keyword options of ``Manager.batch`` (for the sync client, which passes them on)."""
+
+    reason: str | None
+    signal: str | None
+    payload: Any
+    dedupe_id: str | None
+    rate: float | None
+    page_size: int
+    dry_run: bool
+    on_item: Callable[[BatchItem], None] | None
+
+
 def count_outcomes(items: Iterable[BatchItem]) -> dict[BatchOutcome, int]:
     """How many of ``items`` had each outcome, every outcome present."""
     counts = dict.fromkeys(BatchOutcome, 0)
@@ -217,4 +230,3 @@ def check_pacing(rate: float | None, page_size: int) -> None:
         raise ValueError(f"rate must be a positive number of calls per second, not {rate!r}")
     if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= 1000:
         raise ValueError(f"page_size must be an integer from 1 to 1000, not {page_size!r}")
-

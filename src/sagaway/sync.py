@@ -22,11 +22,11 @@ import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
-from typing import Any, Generic, Protocol, TypeVar, overload
+from typing import Any, Generic, Protocol, TypeVar, Unpack, overload
 
 from sagaway import _loop_thread as loop_thread
 from sagaway import _renamed, errors
-from sagaway.batches import BatchAction, BatchReport, WorkflowFilter
+from sagaway.batches import BatchAction, BatchOptions, BatchReport, WorkflowFilter
 from sagaway.registry import Registry
 from sagaway.signals import Signal
 from sagaway.states import OnConflict, WorkflowStatus
@@ -73,7 +73,7 @@ class ClientManager(Protocol):
     async def terminate(self, key: str, reason: str = ...) -> bool: ...
 
     async def batch(
-        self, action: BatchAction | str, filter: WorkflowFilter, **options: Any
+        self, action: BatchAction | str, filter: WorkflowFilter, **options: Unpack[BatchOptions]
     ) -> BatchReport: ...
 
 
@@ -325,12 +325,11 @@ class SyncClient:
         filter: WorkflowFilter,
         *,
         timeout: float | None = None,
-        **options: Any,
+        **options: Unpack[BatchOptions],
     ) -> BatchReport:
         """Apply ``action`` (cancel, terminate, retry, signal) to every workflow ``filter``
-        selects, with ``Manager.batch``'s options (``reason``, ``signal``, ``payload``,
-        ``dedupe_id``, ``rate``, ``page_size``, ``dry_run``, ``on_item``: called on the
-        client's loop thread); waits ``timeout`` seconds at most (None: until it is done)."""
+        selects, with ``Manager.batch``'s options (``on_item`` is called on the client's loop
+        thread); waits ``timeout`` seconds at most (None: until it is done)."""
         manager = self._manager
         return self._call_within(lambda: manager.batch(action, filter, **options), timeout)
 

@@ -15,7 +15,7 @@ import sagaway as sw
 from tests.integration import batch_app
 
 S = sw.WorkflowStatus
-O = sw.BatchOutcome
+Out = sw.BatchOutcome
 F = sw.WorkflowFilter
 
 
@@ -51,7 +51,7 @@ async def seed(m: sw.Manager) -> None:
     await reaches(m, "broken-1", S.SUSPENDED)
 
 
-def keys(report: sw.BatchReport, outcome: O | None = None) -> list[str]:
+def keys(report: sw.BatchReport, outcome: Out | None = None) -> list[str]:
     return sorted(i.key for i in report.items if outcome is None or i.outcome is outcome)
 
 
@@ -67,7 +67,9 @@ async def test_filters_select_exactly_the_named_workflows(db_url: str) -> None:
         before = await statuses(m)
 
         async def selected(action: str, f: sw.WorkflowFilter) -> list[str]:
-            report = await m.batch(action, f, dry_run=True, signal="go" if action == "signal" else None)
+            report = await m.batch(
+                action, f, dry_run=True, signal="go" if action == "signal" else None
+            )
             assert report.dry_run and report.matched == len(report.items)
             return keys(report)
 
@@ -88,9 +90,9 @@ async def test_filters_select_exactly_the_named_workflows(db_url: str) -> None:
         assert keys(report) == ["broken-1", *ORDERS]
         # Ended statuses are selected when asked for, and refused as already ended.
         report = await m.batch_cancel(F(statuses=frozenset({"COMPLETED"})), dry_run=True)
-        assert [(i.key, i.outcome) for i in report.items] == [("ok-1", O.ALREADY_ENDED)]
+        assert [(i.key, i.outcome) for i in report.items] == [("ok-1", Out.ALREADY_ENDED)]
         report = await m.batch_retry(F(statuses=frozenset({S.WAITING})), dry_run=True)
-        assert report.counts()[O.NOT_SUSPENDED] == 3 and not report.done
+        assert report.counts()[Out.NOT_SUSPENDED] == 3 and not report.done
         # Nothing changed: no status, no cancel request, no audit entry.
         assert await statuses(m) == before
         assert [e for e in await m.audit_log() if e.action in {"cancel", "retry"}] == []
@@ -101,10 +103,12 @@ async def test_cancel_compensates_each_once_and_a_second_run_does_nothing(db_url
     async with m:
         await seed(m)
         seen: list[sw.BatchItem] = []
-        report = await m.batch_cancel(F(key_prefix="eu-"), reason="provider down", on_item=seen.append)
+        report = await m.batch_cancel(
+            F(key_prefix="eu-"), reason="provider down", on_item=seen.append
+        )
         assert report.action is sw.BatchAction.CANCEL and not report.dry_run
-        assert keys(report, O.DONE) == ["eu-1", "eu-2"] and not report.refused
-        assert report.counts()[O.DONE] == 2 and sum(report.counts().values()) == 2
+        assert keys(report, Out.DONE) == ["eu-1", "eu-2"] and not report.refused
+        assert report.counts()[Out.DONE] == 2 and sum(report.counts().values()) == 2
         assert sorted(i.key for i in seen) == ["eu-1", "eu-2"]
         for key in ("eu-1", "eu-2"):
             await reaches(m, key, S.CANCELLED)
@@ -117,7 +121,7 @@ async def test_cancel_compensates_each_once_and_a_second_run_does_nothing(db_url
         again = await m.batch_cancel(F(key_prefix="eu-"))
         assert again.matched == 0
         again = await m.batch_cancel(F(key_prefix="eu-", statuses=frozenset(S)))
-        assert keys(again, O.ALREADY_ENDED) == ["eu-1", "eu-2"] and not again.done
+        assert keys(again, Out.ALREADY_ENDED) == ["eu-1", "eu-2"] and not again.done
         assert dict(batch_app.released) == {"eu-1": 1, "eu-2": 1}
         report = report.to_json()
         assert report["counts"]["done"] == 2 and report["filter"] == {"key_prefix": "eu-"}
@@ -128,9 +132,9 @@ async def test_a_cancel_asked_before_is_reported_already_requested(db_url: str) 
     async with m.connect():  # no worker: the cancel stays a request
         await m.workflow("order", "p-1").execute(idempotency_key="p-1")
         first = await m.batch_cancel(F(key_prefix="p-"))
-        assert keys(first, O.DONE) == ["p-1"]
+        assert keys(first, Out.DONE) == ["p-1"]
         second = await m.batch_cancel(F(key_prefix="p-"))
-        assert [(i.key, i.outcome) for i in second.items] == [("p-1", O.ALREADY_REQUESTED)]
+        assert [(i.key, i.outcome) for i in second.items] == [("p-1", Out.ALREADY_REQUESTED)]
         assert len(await m.audit_log(action="cancel")) == 1
 
 
@@ -139,26 +143,26 @@ async def test_terminate_retry_and_signal(db_url: str) -> None:
     async with m:
         await seed(m)
         report = await m.batch_terminate(F(key_prefix="us-"), reason="fraud")
-        assert keys(report, O.DONE) == ["us-1"]
+        assert keys(report, Out.DONE) == ["us-1"]
         assert (await statuses(m))["us-1"] is S.TERMINATED
         assert batch_app.released["us-1"] == 0  # terminate does not compensate
         report = await m.batch_retry(F(), reason="provider is back")
-        assert keys(report, O.DONE) == ["broken-1"]
+        assert keys(report, Out.DONE) == ["broken-1"]
         # A signal the orders do not wait for is kept; sent again, it is already sent.
         note = await m.batch_signal(F(name="order"), "note", {"n": 1})
-        assert keys(note, O.DONE) == ["eu-1", "eu-2"]
+        assert keys(note, Out.DONE) == ["eu-1", "eu-2"]
         again = await m.batch_signal(F(name="order"), "note", {"n": 1})
-        assert keys(again, O.ALREADY_SENT) == ["eu-1", "eu-2"]
+        assert keys(again, Out.ALREADY_SENT) == ["eu-1", "eu-2"]
         other = await m.batch_signal(F(name="order"), "note", {"n": 1}, dedupe_id="second")
-        assert keys(other, O.DONE) == ["eu-1", "eu-2"]
+        assert keys(other, Out.DONE) == ["eu-1", "eu-2"]
         assert [s.name for s in await m.list_signals("eu-1")] == ["note", "note"]
         # "go" completes them; a batch over every status then refuses the ended ones.
         go = await m.batch_signal(F(name="order"), "go", 7)
-        assert keys(go, O.DONE) == ["eu-1", "eu-2"]
+        assert keys(go, Out.DONE) == ["eu-1", "eu-2"]
         for key in ("eu-1", "eu-2"):
             assert await m.get_workflow(key).result(timeout=15) == 7
         late = await m.batch_signal(F(name="order", statuses=frozenset(S)), "go", 8)
-        assert late.counts()[O.ALREADY_ENDED] == 3 and not late.done
+        assert late.counts()[Out.ALREADY_ENDED] == 3 and not late.done
 
 
 async def test_rate_paces_the_calls(db_url: str) -> None:
@@ -192,3 +196,21 @@ async def test_misuse_is_refused_before_anything_is_done(db_url: str) -> None:
             with pytest.raises(ValueError):
                 F(**bad)  # type: ignore[arg-type]
         assert await m.get_workflow("x-1").status() is S.PENDING
+
+
+async def test_the_sync_client_runs_batches(db_url: str) -> None:
+    m = batch_app.build(db_url)
+    async with m.connect():
+        await m.workflow("order", "s-1").execute(idempotency_key="s-1")
+
+    def go() -> tuple[sw.BatchReport, sw.BatchReport]:
+        with batch_app.build(db_url).sync() as client:
+            dry = client.batch("cancel", F(key_prefix="s-"), dry_run=True)
+            real = client.batch(sw.BatchAction.CANCEL, F(key_prefix="s-"), reason="sync")
+            return dry, real
+
+    dry, real = await asyncio.to_thread(go)
+    assert dry.dry_run and keys(dry, Out.DONE) == ["s-1"]
+    assert not real.dry_run and keys(real, Out.DONE) == ["s-1"]
+    async with m.connect():
+        assert [e.reason for e in await m.audit_log(action="cancel")] == ["sync"]

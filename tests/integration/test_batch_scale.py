@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(600)]
 JOBS = 1000
 WORKERS = 2
 S = sw.WorkflowStatus
-O = sw.BatchOutcome
+Out = sw.BatchOutcome
 
 
 def start_workers(url: str, log_dir: Path) -> list[subprocess.Popen[str]]:
@@ -105,7 +105,8 @@ async def test_batch_cancel_of_1000_jobs_while_workers_run_them(
         stop_workers(procs)
 
     counts = report.counts()
-    print(f"\nbatch cancel of {JOBS} jobs: {took:.2f}s, {dict((o.value, n) for o, n in counts.items() if n)}")
+    shown = {o.value: n for o, n in counts.items() if n}
+    print(f"\nbatch cancel of {JOBS} jobs: {took:.2f}s, {shown}")
     reserved, released = lines(tmp_path / "reserved"), lines(tmp_path / "released")
     assert len(final) == JOBS and set(final.values()) <= {S.CANCELLED, S.COMPLETED}
     assert max(reserved.values()) == 1 and max(released.values(), default=0) == 1
@@ -115,11 +116,11 @@ async def test_batch_cancel_of_1000_jobs_while_workers_run_them(
         else:
             assert released[key] == 0, key
     outcome = {i.key: i.outcome for i in report.items}
-    assert set(outcome.values()) <= {O.DONE, O.RACED}, counts
+    assert set(outcome.values()) <= {Out.DONE, Out.RACED}, counts
     for key, status in final.items():
-        if outcome.get(key) is not O.DONE:
+        if outcome.get(key) is not Out.DONE:
             assert status is S.COMPLETED, (key, outcome.get(key))
     cancelled = sum(1 for s in final.values() if s is S.CANCELLED)
-    assert counts[O.DONE] >= cancelled >= 0.8 * JOBS, counts
+    assert counts[Out.DONE] >= cancelled >= 0.8 * JOBS, counts
     assert sum(released.values()) > 0.5 * JOBS  # most were cancelled mid-run, after reserving
     assert again.matched == 0  # nothing live is left: a second run selects nothing

@@ -84,12 +84,14 @@ async def test_yes_json_and_a_second_run(seeded: str) -> None:
     assert report["dry_run"] is False and report["counts"]["done"] == 3
     # No worker runs: the cancels stay requested; asked again, each is already requested.
     again = json.loads((await sagaway(*args)).stdout)
-    assert again["dry_run"] is False and again["counts"]["done"] == 0 and again["counts"]["already_requested"] == 3
+    assert (
+        again["dry_run"] is False
+        and again["counts"]["done"] == 0
+        and again["counts"]["already_requested"] == 3
+    )
     result = await sagaway("batch", "cancel", "--db", seeded, "--name", "order", "--yes")
     assert result.exit_code == 0
-    assert "3 selected (name=order), 0 done, 3 refused (3 already requested)" in (
-        result.stdout
-    )
+    assert "3 selected (name=order), 0 done, 3 refused (3 already requested)" in (result.stdout)
     assert await cancel_requested(seeded) == ["eu-1", "eu-2", "us-1"]
 
 
@@ -118,8 +120,9 @@ async def test_misuse_exit_codes(seeded: str, tmp_path: Any) -> None:
     assert result.exit_code == 2
     result = await sagaway("batch", "signal", "go", "{not json", "--db", seeded, "--all")
     assert result.exit_code == 2 and "PAYLOAD must be JSON" in result.output
-    result = await sagaway("batch", "cancel", "--db", seeded, "--all", "--since", "1h",
-                           "--until", "2h")
+    result = await sagaway(
+        "batch", "cancel", "--db", seeded, "--all", "--since", "1h", "--until", "2h"
+    )
     assert result.exit_code == 2
     missing = f"sqlite:///{tmp_path}/none.db"
     result = await sagaway("batch", "cancel", "--db", missing, "--all", "--yes")

@@ -92,6 +92,46 @@ def _filter(
         raise click.UsageError(str(exc)) from None
 
 
+def _options(default_reason: str | None) -> list[Callable[[Any], Any]]:
+    """The options of every ``sagaway batch`` command, in the order ``--help`` shows them."""
+    return [
+        url_option,
+        click.option("--name", help="Only workflows of this registered name."),
+        click.option(
+            "--status",
+            metavar="S[,S...]",
+            help="Only these statuses (default: SUSPENDED for retry, else the live ones: "
+            "PENDING, RUNNING, WAITING, SUSPENDED).",
+        ),
+        click.option("--key-prefix", help="Only keys that start with this."),
+        click.option(
+            "--version", "code_versions", metavar="V[,V...]", help="Only these code versions."
+        ),
+        click.option("--since", metavar="WHEN", help="Created at or after WHEN (as list)."),
+        click.option("--until", metavar="WHEN", help="Created before WHEN (as list)."),
+        click.option("--utc", is_flag=True, help="Naive --since/--until times are UTC."),
+        click.option("--all", "everything", is_flag=True, help="Select without a filter."),
+        click.option("--reason", default=default_reason, show_default=True, help="Why (audited)."),
+        click.option(
+            "--rate",
+            type=click.FloatRange(min=0),
+            default=100.0,
+            show_default=True,
+            help="At most this many calls a second (0: unpaced).",
+        ),
+        click.option(
+            "--page-size",
+            type=click.IntRange(1, 1000),
+            default=100,
+            show_default=True,
+            help="Workflows listed per query.",
+        ),
+        click.option("--dry-run", is_flag=True, help="Only report what would be done."),
+        click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation."),
+        click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
+    ]
+
+
 def batch_options(default_reason: str | None) -> Callable[[Callable[..., Any]], Any]:
     """The filter, pacing and confirmation options, folded into one ``opts: Options``."""
 
@@ -99,7 +139,7 @@ def batch_options(default_reason: str | None) -> Callable[[Callable[..., Any]], 
         @functools.wraps(fn)
         def command(**kw: Any) -> None:
             picked = ("name", "status", "key_prefix", "code_versions", "since", "until", "utc")
-            chosen = _filter(*(kw.pop(k) for k in picked), everything=kw.pop("everything"))
+            chosen = _filter(**{k: kw.pop(k) for k in (*picked, "everything")})
             opts = Options(
                 url=kw.pop("url"),
                 filter=chosen,
@@ -112,45 +152,7 @@ def batch_options(default_reason: str | None) -> Callable[[Callable[..., Any]], 
             )
             fn(opts, **kw)
 
-        options = [
-            url_option,
-            click.option("--name", help="Only workflows of this registered name."),
-            click.option(
-                "--status",
-                metavar="S[,S...]",
-                help="Only these statuses (default: SUSPENDED for retry, else the live ones: "
-                "PENDING, RUNNING, WAITING, SUSPENDED).",
-            ),
-            click.option("--key-prefix", help="Only keys that start with this."),
-            click.option(
-                "--version", "code_versions", metavar="V[,V...]", help="Only these code versions."
-            ),
-            click.option("--since", metavar="WHEN", help="Created at or after WHEN (as list)."),
-            click.option("--until", metavar="WHEN", help="Created before WHEN (as list)."),
-            click.option("--utc", is_flag=True, help="Naive --since/--until times are UTC."),
-            click.option("--all", "everything", is_flag=True, help="Select without a filter."),
-            click.option(
-                "--reason", default=default_reason, show_default=True, help="Why (audited)."
-            ),
-            click.option(
-                "--rate",
-                type=click.FloatRange(min=0),
-                default=100.0,
-                show_default=True,
-                help="At most this many calls a second (0: unpaced).",
-            ),
-            click.option(
-                "--page-size",
-                type=click.IntRange(1, 1000),
-                default=100,
-                show_default=True,
-                help="Workflows listed per query.",
-            ),
-            click.option("--dry-run", is_flag=True, help="Only report what would be done."),
-            click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation."),
-            click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
-        ]
-        for option in reversed(options):
+        for option in reversed(_options(default_reason)):
             command = option(command)
         return command
 
@@ -161,7 +163,8 @@ def execute(opts: Options, action: sw.BatchAction, **extra: Any) -> None:
     """Count (a dry run), ask, run with a progress bar, summarise; exit 1 if a call failed."""
 
     async def go(dry_run: bool, on_item: Callable[[sw.BatchItem], None] | None) -> sw.BatchReport:
-        async with sw.Manager(opts.url).connect(create=False) as manager:
+        # audit="all": a signal batch is recorded in the audit trail as `sagaway signal` is.
+        async with sw.Manager(opts.url, audit="all").connect(create=False) as manager:
             return await manager.batch(
                 action,
                 opts.filter,
@@ -178,7 +181,12 @@ def execute(opts: Options, action: sw.BatchAction, **extra: Any) -> None:
         _summarise(dataclasses.replace(plan, dry_run=opts.dry_run), opts.as_json)
         return
     _confirm(opts, action, plan)
-    columns = (TextColumn(f"{action.value}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (
+        TextColumn(f"{action.value}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=err_console, transient=True) as progress:
         task = progress.add_task(action.value, total=plan.matched or None)
         report = run(go(False, lambda _item: progress.advance(task)), opts.url)
@@ -219,9 +227,7 @@ def _summarise(report: sw.BatchReport, as_json: bool) -> None:
     )
     for item in report.refused[:SHOWN]:
         detail = f": {item.detail}" if item.detail else ""
-        console.print(
-            f"  {escape(item.key)} {item.outcome.value}{escape(detail)}", highlight=False
-        )
+        console.print(f"  {escape(item.key)} {item.outcome.value}{escape(detail)}", highlight=False)
     if len(report.refused) > SHOWN:
         console.print(f"  ... and {len(report.refused) - SHOWN} more (--json lists them all)")
 

@@ -172,12 +172,15 @@ class Manager:
         self._registration = Registration(self._ref)
         self._clients = ClientCalls(self._ref)
         self._operators = OperatorCalls(self._ref)
-        self._batches = BatchCalls(self._ref, self._operators)
         self._schedules = ScheduleCalls(self._ref)
         self._runners = Runners()
 
     def __repr__(self) -> str:
         return f"Manager({self.url!r}, state={self.state.value})"
+
+    @property
+    def _batches(self) -> BatchCalls:
+        return BatchCalls(self._ref, self._operators)
 
     @property
     def workflow_queues(self) -> frozenset[str] | None:

@@ -121,7 +121,9 @@ class BatchCalls:
             outcome, detail = _precheck(action, record)
             if outcome is BatchOutcome.DONE and not dry_run:
                 await pacer.wait()
-                outcome, detail = await _attempt(engine, record, apply, action is BatchAction.SIGNAL)
+                outcome, detail = await _attempt(
+                    engine, record, apply, action is BatchAction.SIGNAL
+                )
             item = BatchItem(record.key, record.run_id, record.name, record.status, outcome, detail)
             items.append(item)
             if on_item is not None:

@@ -96,3 +96,24 @@ async def test_batch_retry_and_terminate_from_the_list(db_url: str) -> None:
                 assert f"batch {action}: 1 selected, 1 done" in text_of(done.text)
         assert (await statuses(m))["us-1"] is S.TERMINATED
         assert [e.target for e in await m.audit_log(action="retry")] == ["broken-1"]
+
+
+async def test_a_batch_too_large_for_the_console_points_to_the_command_line(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sagaway.console.views import batches
+
+    monkeypatch.setattr(batches, "LIMIT", 2)
+    m = batch_app.build(db_url)
+    async with m:
+        await seed(m)
+        with console(db_url) as ui:
+            page = text_of((await ui.get("/batch/cancel?name=order")).text)
+            assert "More than 2 workflows" in page and "sagaway batch cancel" in page
+            token = await ui.csrf("/batch/cancel?key_prefix=eu-")
+            refused = await ui.post(
+                "/batch/cancel?name=order", data={"csrf": token}, headers={"Origin": BASE}
+            )
+            assert refused.status_code == 400
+        assert set((await statuses(m)).values()) >= {S.WAITING}
+        assert await m.audit_log(action="cancel") == []

@@ -25,8 +25,19 @@ import sagaway as sw
 from sagaway._engine import versions
 from sagaway.cli import _format
 from sagaway.cli._format import escape
-from sagaway.cli._support import EXIT_CODES_HELP, Exit, fail, json_arg, mask_url, run, url_option
+from sagaway.cli._support import (
+    EXIT_CODES_HELP,
+    Exit,
+    codec_key_option,
+    fail,
+    json_arg,
+    mask_url,
+    reading_codec,
+    run,
+    url_option,
+)
 from sagaway.cli.listing import parse_statuses
+from sagaway.codecs import Chain
 from sagaway.store import resolve_url
 
 console = Console()
@@ -159,12 +170,15 @@ def batch_options(default_reason: str | None) -> Callable[[Callable[..., Any]], 
     return decorate
 
 
-def execute(opts: Options, action: sw.BatchAction, **extra: Any) -> None:
+def execute(
+    opts: Options, action: sw.BatchAction, codec: Chain | None = None, **extra: Any
+) -> None:
     """Count (a dry run), ask, run with a progress bar, summarise; exit 1 if a call failed."""
 
     async def go(dry_run: bool, on_item: Callable[[sw.BatchItem], None] | None) -> sw.BatchReport:
         # audit="all": a signal batch is recorded in the audit trail as `sagaway signal` is.
-        async with sw.Manager(opts.url, audit="all").connect(create=False) as manager:
+        manager = sw.Manager(opts.url, audit="all", codec=codec)
+        async with manager.connect(create=False):
             return await manager.batch(
                 action,
                 opts.filter,
@@ -273,8 +287,24 @@ def retry(opts: Options) -> None:
     help="Send at most once per workflow for this id (default: one derived from NAME and "
     "PAYLOAD, so the same batch run again sends nothing twice).",
 )
+@codec_key_option
 @batch_options(None)
-def signal(opts: Options, signal_name: str, payload: str, dedupe_id: str | None) -> None:
-    """Send signal NAME with a JSON PAYLOAD to every selected live workflow."""
+def signal(
+    opts: Options,
+    signal_name: str,
+    payload: str,
+    dedupe_id: str | None,
+    codec_key_file: str | None,
+) -> None:
+    """Send signal NAME with a JSON PAYLOAD to every selected live workflow (with the codec
+    keys, the payload is stored encrypted, as `sagaway signal` does)."""
     data = json_arg(payload, "PAYLOAD", "'{\"ok\": true}'")
-    execute(opts, sw.BatchAction.SIGNAL, signal=signal_name, payload=data, dedupe_id=dedupe_id)
+    codec = reading_codec(codec_key_file)
+    execute(
+        opts,
+        sw.BatchAction.SIGNAL,
+        codec,
+        signal=signal_name,
+        payload=data,
+        dedupe_id=dedupe_id,
+    )

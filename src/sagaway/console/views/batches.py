@@ -31,6 +31,9 @@ RATE = 100.0
 """Calls a second: the same pacing as ``sagaway batch``'s default."""
 SAMPLE = 20
 """Keys shown on the confirmation page."""
+LIMIT = 1000
+"""The most workflows one console batch acts on (its request lasts until they are done):
+beyond it the page shows the ``sagaway batch`` command, with its progress bar, instead."""
 
 
 def _allowed(request: Request) -> str:
@@ -83,6 +86,7 @@ async def confirm_page(request: Request) -> Response:
         "described": chosen.describe(),
         "reason": DEFAULT_REASON.get(action, ""),
         "rate": RATE,
+        "limit": LIMIT,
     }
     return render(request, "batch.html", context)
 
@@ -98,6 +102,8 @@ async def perform(request: Request) -> Response:
     except ValueError as exc:
         raise HTTPException(400, str(exc)) from None
     manager = await manager_of(request)
+    if len((await manager.batch(action, chosen, dry_run=True)).done) > LIMIT:
+        raise HTTPException(400, f"more than {LIMIT} workflows: use `sagaway batch {action}`")
     with acting_for(request):
         report = await manager.batch(action, chosen, reason=reason, rate=RATE)
     back = RedirectResponse(f"/?{filters.query(after='')}", status_code=303)

@@ -1,7 +1,7 @@
 """A worker process for tests/integration/test_batch_scale.py: a Manager that runs the "job"
 saga until its stdin closes.
 
-    python -m tests.integration.batch_scale_app URL LOG_DIR
+    python -m tests.integration.batch_scale_app URL LOG_DIR [LANES]
 
 A job reserves (one line ``KEY`` appended to LOG_DIR/reserved), registers the release as its
 compensation (one line ``KEY`` appended to LOG_DIR/released each time it runs), then works in
@@ -56,14 +56,33 @@ def build(url: str, log_dir: Path) -> sw.Manager:
                 await m.sleep(0.05 if index % 10 == 0 else 30.0)
             return "done"
 
+    @m.register_workflow(name="quick")
+    async def quick(n: int) -> int:
+        return await work(str(n), n)
+
     return m
 
 
-async def main(url: str, log_dir: str) -> None:
-    async with build(url, Path(log_dir)):
+async def main(url: str, log_dir: str, lanes: int) -> None:
+    """Run jobs until stdin closes; with ``lanes``, also keep that many "quick" workflows
+    going (keys ``load-<pid>-<n>``), the regular traffic whose throughput a test measures."""
+    manager = build(url, Path(log_dir))
+    stop = asyncio.Event()
+    counter = iter(range(10**9))
+
+    async def lane() -> None:
+        while not stop.is_set():
+            n = next(counter)
+            key = f"load-{os.getpid()}-{n}"
+            await manager.workflow("quick", n).execute_get(idempotency_key=key)
+
+    async with manager:
         print("ready", flush=True)
+        running = [asyncio.create_task(lane()) for _ in range(lanes)]
         await asyncio.to_thread(sys.stdin.read)  # returns when the test closes our stdin
+        stop.set()
+        await asyncio.gather(*running)
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 0))

@@ -96,7 +96,7 @@ async def test_batch_cancel_of_1000_jobs_while_workers_run_them(
             await asyncio.sleep(0.5)  # the workers have begun: some run, some wait, some done
             began = time.monotonic()
             report = await client.batch_cancel(
-                sw.WorkflowFilter(name="job"), reason="provider down", page_size=100
+                sw.WorkflowFilter(name="job"), reason="provider down", rate=None
             )
             took = time.monotonic() - began
             final = await all_ended(client)

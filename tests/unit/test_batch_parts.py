@@ -109,13 +109,21 @@ RECORD = WorkflowRecord(
 
 
 class FakeEngine:
-    def __init__(self, status: S | None) -> None:
+    """``get`` answers the listed execution while ``before`` calls are left, then ``status``
+    (None: not found) and ``run_id``: as if the workflow changed while the call was made."""
+
+    def __init__(self, status: S | None, run_id: str = "r1", before: int = 1) -> None:
         self.status = status
+        self.run_id = run_id
+        self.before = before
 
     async def get(self, key: str) -> WorkflowRecord:
+        if self.before > 0:
+            self.before -= 1
+            return RECORD
         if self.status is None:
             raise sw.WorkflowNotFound(key)
-        return dataclasses.replace(RECORD, status=self.status)
+        return dataclasses.replace(RECORD, status=self.status, run_id=self.run_id)
 
 
 def answer(value: Any) -> Any:
@@ -143,6 +151,16 @@ async def test_outcomes_of_a_call() -> None:
     ended = sw.SagawayError("workflow 'k1' has ended")
     assert (await attempt(FakeEngine(S.CANCELLED), ended))[0] is Out.RACED
     assert await attempt(FakeEngine(S.WAITING), sw.SagawayError("odd")) == (Out.FAILED, "odd")
+    # Looked up before the call: ended, or a new execution under the key, meanwhile.
+    assert await attempt(FakeEngine(S.COMPLETED, before=0), True) == (
+        Out.RACED,
+        "ended COMPLETED since it was listed",
+    )
+    assert await attempt(FakeEngine(S.RUNNING, run_id="r2", before=0), True) == (
+        Out.RACED,
+        "a new execution (r2) since it was listed",
+    )
+    assert (await attempt(FakeEngine(None, before=0), True))[0] is Out.NOT_FOUND
     for stop in (sw.EngineUnavailable("down"), sw.PayloadError("too big")):
         with pytest.raises(type(stop)):
             await attempt(FakeEngine(S.WAITING), stop)

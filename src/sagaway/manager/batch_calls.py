@@ -298,8 +298,16 @@ async def _attempt(
     engine: Engine, record: WorkflowRecord, apply: Callable[[str], Any], signal: bool
 ) -> Outcome:
     """Make the call on ``record.key``; the outcome it had (``signal``: False from the call
-    means the dedupe id was sent before, not that the workflow changed meanwhile)."""
+    means the dedupe id was sent before, not that the workflow changed meanwhile).
+
+    The key is looked up first: a call is made only on the execution that was listed, not on
+    a new one started under its key since (nor on one that has ended meanwhile)."""
     try:
+        current = await engine.get(record.key)
+        if current.run_id != record.run_id:
+            return BatchOutcome.RACED, f"a new execution ({current.run_id}) since it was listed"
+        if current.status in ENDED:
+            return BatchOutcome.RACED, f"ended {current.status.value} since it was listed"
         changed = await apply(record.key)
     except errors.WorkflowNotFound:
         return BatchOutcome.NOT_FOUND, "gone (purged) since it was listed"

@@ -2,7 +2,9 @@
 ends CANCELLED or COMPLETED; each cancelled job that had reserved is compensated exactly once
 (and one that had not reserved, never), no completed job is compensated, and the batch's
 report matches: a job it cancelled ended CANCELLED (or COMPLETED, had its last step been
-under way), one it reports raced or did not select had COMPLETED on its own."""
+under way), one it reports raced or did not select had COMPLETED on its own. A job whose
+cancel came after its saga block closed ends CANCELLED without compensating (the engine's
+rule for a cancel pending at the workflow's end): its history tells it apart."""
 
 from __future__ import annotations
 

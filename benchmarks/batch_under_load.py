@@ -3,7 +3,7 @@
     python -m benchmarks.batch_under_load URL [JOBS] [RATE|none]
 
 Creates JOBS "job" sagas (tests/integration/batch_scale_app.py), starts two worker processes
-that run them (each job reserves, then sleeps 30 s a round) and keep 8 "quick" workflows each
+that run them (each job reserves, then sleeps an hour a round) and keep 8 "quick" workflows each
 going as regular traffic, waits until the jobs sleep, then counts completed quick workflows
 per second over 5 s, and again while ``batch_cancel`` of every job runs at RATE calls a second
 (default 100; ``none``: unpaced). Counts come from the database (``ended_at``), so the URL must

@@ -6,7 +6,7 @@ saga until its stdin closes.
 A job reserves (one line ``KEY`` appended to LOG_DIR/reserved), registers the release as its
 compensation (one line ``KEY`` appended to LOG_DIR/released each time it runs), then works in
 three rounds of a short activity and a durable sleep: a tenth of the jobs (index divisible by
-10) sleep 0.05 s a round and complete soon, the others 30 s a round, so a batch cancel finds
+10) sleep 0.05 s a round and complete soon, the others an hour a round, so a batch cancel finds
 them running, waiting or still pending. It prints ``ready`` once its Manager runs.
 """
 
@@ -53,7 +53,7 @@ def build(url: str, log_dir: Path) -> sw.Manager:
             saga.add_compensation(release, await reserve(key))
             for round in range(3):
                 await work(key, round)
-                await m.sleep(0.05 if index % 10 == 0 else 30.0)
+                await m.sleep(0.05 if index % 10 == 0 else 3600.0)
             return "done"
 
     @m.register_workflow(name="quick")

@@ -8,6 +8,7 @@ from sagaway._engine.audit import AuditEntry
 from sagaway._engine.forking import ForkPlan
 from sagaway._engine.replaying import ReplayReport
 from sagaway.activity import ActivityInfo, activity_info
+from sagaway.batches import BatchAction, BatchItem, BatchOutcome, BatchReport, WorkflowFilter
 from sagaway.errors import (
     ActivityTimeout,
     AlreadyRegistered,
@@ -55,6 +56,10 @@ __all__ = [
     "ActivityTimeout",
     "AlreadyRegistered",
     "AuditEntry",
+    "BatchAction",
+    "BatchItem",
+    "BatchOutcome",
+    "BatchReport",
     "CancelRequestDescription",
     "Cancelled",
     "CompletableError",
@@ -93,6 +98,7 @@ __all__ = [
     "WorkflowAlreadyExists",
     "WorkflowCancelled",
     "WorkflowDescription",
+    "WorkflowFilter",
     "WorkflowHandle",
     "WorkflowNotEnded",
     "WorkflowNotFound",

@@ -22,10 +22,11 @@ import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
-from typing import Any, Generic, Protocol, TypeVar, overload
+from typing import Any, Generic, Protocol, TypeVar, Unpack, overload
 
 from sagaway import _loop_thread as loop_thread
 from sagaway import _renamed, errors
+from sagaway.batches import BatchAction, BatchOptions, BatchReport, WorkflowFilter
 from sagaway.registry import Registry
 from sagaway.signals import Signal
 from sagaway.states import OnConflict, WorkflowStatus
@@ -70,6 +71,10 @@ class ClientManager(Protocol):
     async def cancel(self, key: str, reason: str = ...) -> bool: ...
 
     async def terminate(self, key: str, reason: str = ...) -> bool: ...
+
+    async def batch(
+        self, action: BatchAction | str, filter: WorkflowFilter, **options: Unpack[BatchOptions]
+    ) -> BatchReport: ...
 
 
 _default_manager: Callable[..., ClientManager] | None = None
@@ -313,6 +318,20 @@ class SyncClient:
         """End the workflow under ``key`` at once, without compensating; False if it had ended."""
         manager = self._manager
         return self._call(lambda: manager.terminate(key, reason))
+
+    def batch(
+        self,
+        action: BatchAction | str,
+        filter: WorkflowFilter,
+        *,
+        timeout: float | None = None,
+        **options: Unpack[BatchOptions],
+    ) -> BatchReport:
+        """Apply ``action`` (cancel, terminate, retry, signal) to every workflow ``filter``
+        selects, with ``Manager.batch``'s options (``on_item`` is called on the client's loop
+        thread); waits ``timeout`` seconds at most (None: until it is done)."""
+        manager = self._manager
+        return self._call_within(lambda: manager.batch(action, filter, **options), timeout)
 
     # ------------------------------------------------------------------ plumbing
 

@@ -20,6 +20,7 @@ EXPECTED = {
     "SyncClient", "SyncWorkflowHandle",
     "codecs",
     "AuditEntry",
+    "BatchAction", "BatchItem", "BatchOutcome", "BatchReport", "WorkflowFilter",
 }  # fmt: skip
 
 

@@ -26,6 +26,7 @@ from sagaway.cli._support import (
     url_option,
 )
 from sagaway.cli.audit import audit as audit_command
+from sagaway.cli.batch import batch_command
 from sagaway.cli.demo import demo
 from sagaway.cli.fork import fork as fork_command
 from sagaway.cli.lint import lint
@@ -284,6 +285,7 @@ def _report_signal(
 
 
 cli.add_command(audit_command)
+cli.add_command(batch_command)
 cli.add_command(lint)
 cli.add_command(fork_command)
 cli.add_command(replay_command)

@@ -3,7 +3,8 @@
 It registers workflows and activities, builds durable calls, starts workflows and watches them.
 It is a front over named collaborators, each with one job: ``Registration`` (the registry and
 declared schedules), ``ClientCalls`` (starts, calls, signals, listing), ``OperatorCalls``
-(cancel, retry, fork, purge, ...), ``ScheduleCalls`` (``sagaway.schedules``) and ``Runners``
+(cancel, retry, fork, purge, ...), ``BatchCalls`` (those verbs on every workflow a filter
+selects), ``ScheduleCalls`` (``sagaway.schedules``) and ``Runners``
 (the Worker, Recovery Worker, Scheduler and purger of a running Manager); the Manager opens the
 store and hands the parts the engine through its ``EngineRef``.
 ``async with manager:`` opens the store and runs this process's Worker and Recovery Worker;
@@ -31,6 +32,7 @@ from sagaway._engine.opening import open_engine
 from sagaway._engine.options import EngineOptions
 from sagaway.clock import Clock, SystemClock
 from sagaway.manager import settings
+from sagaway.manager.batch_calls import BatchCalls
 from sagaway.manager.client_calls import ClientCalls
 from sagaway.manager.delegation import Delegated
 from sagaway.manager.operator_calls import OperatorCalls
@@ -175,6 +177,10 @@ class Manager:
 
     def __repr__(self) -> str:
         return f"Manager({self.url!r}, state={self.state.value})"
+
+    @property
+    def _batches(self) -> BatchCalls:
+        return BatchCalls(self._ref, self._operators)
 
     @property
     def workflow_queues(self) -> frozenset[str] | None:
@@ -379,6 +385,14 @@ class Manager:
     fork = Delegated("_operators", OperatorCalls.fork)
     plan_fork = Delegated("_operators", OperatorCalls.plan_fork)
     purge = Delegated("_operators", OperatorCalls.purge)
+
+    # ------------------------------------------------------------------ batch operations
+
+    batch = Delegated("_batches", BatchCalls.batch)
+    batch_cancel = Delegated("_batches", BatchCalls.batch_cancel)
+    batch_terminate = Delegated("_batches", BatchCalls.batch_terminate)
+    batch_retry = Delegated("_batches", BatchCalls.batch_retry)
+    batch_signal = Delegated("_batches", BatchCalls.batch_signal)
 
     # ------------------------------------------------------------------ schedule calls
 

@@ -1,0 +1,117 @@
+"""Batch actions from the workflow list: cancel, terminate or retry every workflow the list's
+filters select (``Manager.batch``; docs/batch.md).
+
+The list page links to ``/batch/ACTION?<its filters>`` when a filter is set. That GET page runs
+the batch as a dry run (nothing changes) and shows how many workflows it would act on, a
+sample of their keys and what it would refuse; its form POSTs the same query back. The POST
+is CSRF-checked and role-checked as a single action is (``access.ACTION_ROLES``), runs the
+batch paced at ``RATE`` calls a second on behalf of the logged-in principal, each call audited
+with the reason given, and redirects to the filtered list with a summary (POST-redirect-GET).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+import sagaway as sw
+from sagaway._engine import audit
+from sagaway.console import access
+from sagaway.console.filters import FilterError, ListFilters
+from sagaway.console.rendering import flash, render
+from sagaway.console.security import checked_form
+from sagaway.console.views._common import manager_of
+from sagaway.console.views.actions import DEFAULT_REASON, acting_for
+
+ACTIONS = {"cancel": "Cancel (compensate)", "terminate": "Terminate", "retry": "Retry now"}
+RATE = 100.0
+"""Calls a second: the same pacing as ``sagaway batch``'s default."""
+SAMPLE = 20
+"""Keys shown on the confirmation page."""
+LIMIT = 1000
+"""The most workflows one console batch acts on (its request lasts until they are done):
+beyond it the page shows the ``sagaway batch`` command, with its progress bar, instead."""
+
+
+def _allowed(request: Request) -> str:
+    if request.app.state.config.read_only:
+        raise HTTPException(403, "this console is read-only (started with --read-only)")
+    action = str(request.path_params["action"])
+    if action not in ACTIONS:
+        raise HTTPException(404, f"no batch action {action!r}")
+    access.require(request, action)
+    return action
+
+
+def _filters(request: Request) -> tuple[ListFilters, sw.WorkflowFilter]:
+    """The list's filters from the query string, and the batch filter they make; 400 when
+    they cannot be read or select nothing in particular (a batch needs a filter)."""
+    try:
+        filters = ListFilters.from_query(
+            request.query_params, request.query_params.getlist("status")
+        )
+        since, until = filters.bounds()
+        chosen = sw.WorkflowFilter(
+            name=filters.name or None,
+            statuses=frozenset(filters.statuses),
+            key_prefix=filters.key_prefix,
+            since=since,
+            until=until,
+            code_versions=filters.code_versions() or frozenset(),
+        )
+    except (FilterError, ValueError) as exc:
+        raise HTTPException(400, f"bad filter: {exc}") from None
+    if not filters.active:
+        raise HTTPException(400, "a batch needs a filter: set one on the workflow list first")
+    return filters, chosen
+
+
+async def confirm_page(request: Request) -> Response:
+    action = _allowed(request)
+    filters, chosen = _filters(request)
+    manager = await manager_of(request)
+    plan = await manager.batch(action, chosen, dry_run=True)
+    refused = {o.value.replace("_", " "): n for o, n in plan.counts().items() if n}
+    refused.pop("done", None)
+    context: dict[str, Any] = {
+        "action": action,
+        "label": ACTIONS[action],
+        "plan": plan,
+        "sample": [i.key for i in plan.done[:SAMPLE]],
+        "refused": refused,
+        "query": filters.query(after=""),
+        "described": chosen.describe(),
+        "reason": DEFAULT_REASON.get(action, ""),
+        "rate": RATE,
+        "limit": LIMIT,
+    }
+    return render(request, "batch.html", context)
+
+
+async def perform(request: Request) -> Response:
+    action = _allowed(request)
+    form = await checked_form(request)
+    filters, chosen = _filters(request)
+    given = form.get("reason")
+    reason = given if isinstance(given, str) and given else DEFAULT_REASON.get(action) or None
+    try:
+        audit.check_reason(reason)
+    except ValueError as exc:
+        raise HTTPException(400, str(exc)) from None
+    manager = await manager_of(request)
+    if len((await manager.batch(action, chosen, dry_run=True)).done) > LIMIT:
+        raise HTTPException(400, f"more than {LIMIT} workflows: use `sagaway batch {action}`")
+    with acting_for(request):
+        report = await manager.batch(action, chosen, reason=reason, rate=RATE)
+    back = RedirectResponse(f"/?{filters.query(after='')}", status_code=303)
+    counts = {o: n for o, n in report.counts().items() if n}
+    done = counts.pop(sw.BatchOutcome.DONE, 0)
+    text = f"batch {action}: {report.matched} selected, {done} done"
+    if counts:
+        parts = ", ".join(f"{n} {o.value.replace('_', ' ')}" for o, n in counts.items())
+        text += f", {sum(counts.values())} refused ({parts})"
+    flash(back, "error" if report.failed else "ok", text)
+    return back

@@ -122,15 +122,15 @@ def build(manager: sw.Manager, agency: Agency, model: Model | str) -> Callable[.
     )
     travel = DurableAgent(manager, agent, name="travel", approval_timeout=3600)
 
-    @manager.register_activity
+    @manager.register_activity(name="travel.cancel_flight")
     async def cancel_flight(booking: Booking) -> None:
         await agency.cancel(booking)
 
-    @manager.register_activity
+    @manager.register_activity(name="travel.cancel_hotel")
     async def cancel_hotel(booking: Booking) -> None:
         await agency.cancel(booking)
 
-    @manager.register_activity
+    @manager.register_activity(name="travel.cancel_car")
     async def cancel_car(booking: Booking) -> None:
         await agency.cancel(booking)
 

@@ -164,10 +164,13 @@ async def main(db: str, reject: bool) -> None:
     plan_trip = build(manager, Agency(ledger), model)
     async with manager:
         handle = await manager.workflow(plan_trip, "Lisbon").execute()
-        while (await handle.status()) is not sw.WorkflowStatus.WAITING:
+        while True:  # until the run waits for the car's approval
+            if (await handle.status()) is sw.WorkflowStatus.WAITING:
+                break
             await asyncio.sleep(0.05)
-        waiting = [s for s in (await handle.describe()).steps if s.name == "travel.approval_request"]
-        print("waiting for approval:", waiting[-1].result if waiting else "?")
+        steps = (await handle.describe()).steps
+        asked = [step.result for step in steps if step.name == "travel.approval_request"]
+        print("waiting for approval:", asked[-1])
         await manager.signal("approval").send(handle.key, Approval(approved=not reject))
         try:
             print("result:", await handle.result(timeout=120))

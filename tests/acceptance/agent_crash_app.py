@@ -55,7 +55,9 @@ async def main(db_url: str, mode: str, key: str, folder: Path) -> None:
     async with manager:
         handle = await manager.workflow(plan_trip, "Porto").execute(idempotency_key=key)
         if mode == "waiting":
-            while (await handle.status()) is not sw.WorkflowStatus.WAITING:
+            while True:
+                if (await handle.status()) is sw.WorkflowStatus.WAITING:
+                    break
                 await asyncio.sleep(0.02)
             print("WAITING", flush=True)
         await asyncio.Event().wait()  # until killed

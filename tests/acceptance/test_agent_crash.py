@@ -50,7 +50,9 @@ async def test_kill_mid_run_then_resume_sends_nothing_twice(
         handle = manager.get_workflow("trip-1")
 
         async def waiting() -> None:
-            while (await handle.status()) is not sw.WorkflowStatus.WAITING:
+            while True:
+                if (await handle.status()) is sw.WorkflowStatus.WAITING:
+                    return
                 await asyncio.sleep(0.05)
 
         await asyncio.wait_for(waiting(), 30)

@@ -37,7 +37,9 @@ travel = load_travel()
 
 async def status_is(handle: sw.WorkflowHandle[Any], status: sw.WorkflowStatus) -> None:
     async def poll() -> None:
-        while (await handle.status()) is not status:
+        while True:
+            if (await handle.status()) is status:
+                return
             await asyncio.sleep(0.01)
 
     await asyncio.wait_for(poll(), 20)

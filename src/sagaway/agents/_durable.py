@@ -165,7 +165,7 @@ class DurableAgent(Generic[DepsT, OutputT]):
             try:
                 returns = typing.get_type_hints(func).get("return", Any)
             except Exception as exc:
-                raise TypeError(f"tool {tool_name!r}: cannot resolve its annotations ({exc})") from exc
+                raise TypeError(f"tool {tool_name!r}: unresolvable annotations ({exc})") from exc
             activity = self.manager.register_activity(
                 name=f"{self.name}.tool.{tool_name}", retry=self._tool_retry
             )(_tool_activity())
@@ -339,9 +339,7 @@ async def _named_tool_call(
     return {"tool": name, **await _run_tool(toolset, name, tool_args, ctx, tool)}
 
 
-async def _run_tool(
-    toolset: Any, name: str, tool_args: Any, ctx: Any, tool: Any
-) -> dict[str, Any]:
+async def _run_tool(toolset: Any, name: str, tool_args: Any, ctx: Any, tool: Any) -> dict[str, Any]:
     """Call the tool; its output as JSON, or the model's retry request (not an error of the
     step: the model is asked again with the message)."""
     try:

@@ -29,10 +29,16 @@ def _agent_names(module: ModuleIndex) -> frozenset[str]:
     """Module-level names bound to ``Agent(...)``."""
     names: set[str] = set()
     for stmt in module.tree.body:
-        value = stmt.value if isinstance(stmt, ast.Assign | ast.AnnAssign) else None
+        value: ast.expr | None
+        targets: list[ast.expr]
+        if isinstance(stmt, ast.Assign):
+            value, targets = stmt.value, stmt.targets
+        elif isinstance(stmt, ast.AnnAssign):
+            value, targets = stmt.value, [stmt.target]
+        else:
+            continue
         if not isinstance(value, ast.Call) or module.resolve(value.func) not in _AGENT_CLASSES:
             continue
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         names.update(t.id for t in targets if isinstance(t, ast.Name))
     return frozenset(names)
 
@@ -56,15 +62,23 @@ def check_agents(module: ModuleIndex) -> Iterator[Raw]:
                 and func.value.id in agents
                 and func.value.id not in local
             ):
-                yield node, CODE, (
-                    f"`{shown}()` runs the agent outside any durable step: its model requests "
-                    "and tool calls are not recorded, so a resumed workflow sends them again; "
-                    "use sagaway.agents.DurableAgent instead (`await durable.run(...)`)"
-                    + scope.suffix()
+                yield (
+                    node,
+                    CODE,
+                    (
+                        f"`{shown}()` runs the agent outside any durable step: its model requests "
+                        "and tool calls are not recorded, so a resumed workflow sends them again; "
+                        "use sagaway.agents.DurableAgent instead (`await durable.run(...)`)"
+                        + scope.suffix()
+                    ),
                 )
             elif (module.resolve(func, local) or "").startswith(_DIRECT):
-                yield node, CODE, (
-                    f"`{shown}()` sends a model request from workflow code, unrecorded: a "
-                    "resumed workflow sends it again; move it into an activity, or use "
-                    "sagaway.agents.DurableAgent" + scope.suffix()
+                yield (
+                    node,
+                    CODE,
+                    (
+                        f"`{shown}()` sends a model request from workflow code, unrecorded: a "
+                        "resumed workflow sends it again; move it into an activity, or use "
+                        "sagaway.agents.DurableAgent" + scope.suffix()
+                    ),
                 )

@@ -2,8 +2,8 @@
 
 Codes are grouped by concern: ``SW1xx`` determinism of workflow code, ``SW2xx`` registration
 of durable calls, ``SW3xx`` idempotency of activities, ``SW4xx`` sagas, ``SW5xx`` error
-handling, ``SW6xx`` shared state, ``SW7xx`` changing running workflows (``sw.patched``), ``SW8xx`` AI agents
-(``sagaway.agents``).
+handling, ``SW6xx`` shared state, ``SW7xx`` changing running workflows (``sw.patched``), ``SW8xx``
+AI agents (``sagaway.agents``).
 ``SW000`` is a file that could not be parsed. A code is never reused for another meaning;
 docs/lint.md explains each one.
 """

@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import sagaway as sw
-from sagaway.agents import Approval, ApprovalRejected, ApprovalTimedOut
+from sagaway.agents import Approval, ApprovalRejected, ApprovalTimedOut, DurableAgent
 from sagaway.testing import FakeClock, time_skipping_manager
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,3 +187,118 @@ async def test_a_cancel_during_a_tool_compensates_it_and_the_ones_before(
         "cancel flight Kyiv",
     ]
     assert requests == [0, 1]  # no request after the cancel
+
+
+class Full(sw.CompletableError):
+    """No room left."""
+
+
+def parallel_agent(
+    manager: sw.Manager, log: list[str], *, fail: str | None
+) -> tuple[Any, asyncio.Event]:
+    """One response calls ``slow``, ``fast`` and ``plain`` (a tool of the agent itself, not
+    declared: it asks the model to retry once) at once; ``fail`` names the one that fails."""
+    slow_started = asyncio.Event()
+
+    def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        asked = sum(isinstance(m, ModelRequest) for m in messages)
+        log.append(f"model {asked}")
+        if asked == 1:
+            calls = [
+                ToolCallPart(name, {"x": n}) for n, name in enumerate(["slow", "fast", "plain"])
+            ]
+            return ModelResponse(parts=calls)
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent: Agent[None, str] = Agent(FunctionModel(script))
+    durable = DurableAgent(manager, agent, name="par", parallel_tools=True)
+
+    @manager.register_activity(name="par.undo")
+    async def undo(value: int) -> None:
+        log.append(f"undo {value}")
+
+    @durable.tool(compensate=undo)
+    async def slow(x: int) -> int:
+        slow_started.set()
+        await asyncio.sleep(0.2)  # still running when `fast` fails: it is let finish
+        log.append("slow")
+        return x
+
+    @durable.tool(compensate=undo)
+    async def fast(x: int) -> int:
+        await slow_started.wait()
+        if fail == "fast":
+            raise Full("no room")
+        log.append("fast")
+        return x
+
+    retried: list[int] = []
+
+    @agent.tool_plain
+    async def plain(x: int) -> dict[str, int]:
+        if not retried:
+            retried.append(x)
+            raise ModelRetry("once more")
+        return {"x": x}
+
+    @manager.register_workflow(name="par.flow")
+    async def flow() -> str:
+        return (await durable.run("go")).output
+
+    return flow, slow_started
+
+
+@pytest.mark.parametrize("fail", [None, "fast"])
+async def test_parallel_tool_calls_finish_before_a_failure_compensates(
+    db_url: str, fail: str | None
+) -> None:
+    manager = sw.Manager(db_url, poll_interval=0.05)
+    log: list[str] = []
+    flow, _ = parallel_agent(manager, log, fail=fail)
+    async with manager:
+        handle = await manager.workflow(flow).execute(idempotency_key="p1")
+        if fail is None:
+            assert await handle.result(timeout=20) == "done"
+        else:
+            with pytest.raises(Full):
+                await handle.result(timeout=20)
+        steps = (await handle.describe()).steps
+    undeclared = [s.result for s in steps if s.name == "par.tool"]
+    assert undeclared == [{"tool": "plain", "retry": "once more"}]
+    if fail is None:
+        assert log == ["model 1", "fast", "slow", "model 2"]
+    else:
+        # `slow` was in flight when `fast` failed: it finished, and was undone.
+        assert log == ["model 1", "slow", "undo 0"]
+
+
+async def test_a_cancel_while_waiting_for_approval_compensates(db_url: str, tmp_path: Path) -> None:
+    manager, agency, plan_trip, requests = setup(db_url, tmp_path)
+    async with manager:
+        handle = await manager.workflow(plan_trip, "Baku").execute(idempotency_key="t6")
+        await status_is(handle, sw.WorkflowStatus.WAITING)
+        assert await handle.cancel("trip called off")
+        with pytest.raises(sw.WorkflowCancelled):
+            await handle.result(timeout=20)
+    assert agency.lines()[-2:] == ["cancel hotel Baku", "cancel flight Baku"]
+    assert requests == [0, 1, 2]
+
+
+async def test_streaming_is_refused_with_what_to_do(sqlite_url: str) -> None:
+    manager = sw.Manager(sqlite_url, poll_interval=0.05)
+    agent: Agent[None, str] = Agent(FunctionModel(lambda messages, info: ModelResponse([])))
+    durable = DurableAgent(manager, agent, name="streamed")
+
+    async def ignore(ctx: Any, events: Any) -> None:
+        async for _ in events:
+            pass
+
+    @manager.register_workflow(name="streamed.flow")
+    async def flow() -> str:
+        return (await durable.run("go", event_stream_handler=ignore)).output
+
+    async with manager:
+        handle = await manager.workflow(flow).execute(idempotency_key="s1")
+        await status_is(handle, sw.WorkflowStatus.SUSPENDED)
+        error = (await handle.describe()).error
+    assert error is not None and "records each model response whole" in str(error)

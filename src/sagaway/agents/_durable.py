@@ -19,6 +19,7 @@ run context, model settings and message history are handed to them as they are, 
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import dataclasses
 import typing
@@ -38,6 +39,7 @@ try:
     from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
     from pydantic_ai.models import Model, ModelRequestParameters
     from pydantic_ai.models.wrapper import WrapperModel
+    from pydantic_ai.tool_manager import ToolManager
     from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 except ImportError as _missing:  # an optional extra
     raise ImportError(
@@ -108,6 +110,10 @@ class DurableAgent(Generic[DepsT, OutputT]):
         approval_timeout: seconds to wait for it (None: forever); past it, ``ApprovalTimedOut``.
         model_retry: retry policy of model requests (transient API errors).
         tool_retry: retry policy of tool calls that raise ``sw.RetryableError``.
+        parallel_tools: run the tool calls of one model response at once (Pydantic AI's
+            default) rather than one after the other (the default here: a failing call then
+            has no sibling in flight). In parallel, when one fails, the others are let finish
+            before the failure goes on, so that what they did is known and compensated.
     """
 
     def __init__(
@@ -120,6 +126,7 @@ class DurableAgent(Generic[DepsT, OutputT]):
         approval_timeout: float | None = 86400.0,
         model_retry: sw.RetryPolicy | None = None,
         tool_retry: sw.RetryPolicy | None = None,
+        parallel_tools: bool = False,
     ) -> None:
         if approval_timeout is not None and approval_timeout < 0:
             raise ValueError("approval_timeout must be >= 0 seconds, or None")
@@ -129,6 +136,7 @@ class DurableAgent(Generic[DepsT, OutputT]):
         self.approval_signal = approval_signal
         self.approval_timeout = approval_timeout
         self._tool_retry = tool_retry
+        self.parallel_tools = parallel_tools
         self._tools: dict[str, _ToolSpec] = {}
         self._model_request = manager.register_activity(
             name=f"{name}.model_request", retry=model_retry
@@ -186,16 +194,27 @@ class DurableAgent(Generic[DepsT, OutputT]):
         capabilities = [*(kwargs.pop("capabilities", None) or ()), _Durability(self)]
         saga = sw.Saga()
         token = _current_run.set(_Run(saga))
+        mode = "parallel" if self.parallel_tools else "sequential"
         try:
-            async with saga:
-                try:
-                    return await self.agent.run(user_prompt, capabilities=capabilities, **kwargs)
-                except BaseExceptionGroup as group:  # tools called in parallel
-                    raise _groups.representative(group) from group
-                except ai_errors.AgentRunError as exc:
-                    raise _errors.AgentFailed(f"agent {self.name!r} failed: {exc}") from exc
+            with ToolManager.parallel_execution_mode(mode):
+                return await self._run_saga(saga, user_prompt, capabilities, kwargs)
         finally:
             _current_run.reset(token)
+
+    async def _run_saga(
+        self,
+        saga: sw.Saga,
+        user_prompt: str | None,
+        capabilities: list[Any],
+        kwargs: dict[str, Any],
+    ) -> AgentRunResult[OutputT]:
+        async with saga:
+            try:
+                return await self.agent.run(user_prompt, capabilities=capabilities, **kwargs)
+            except BaseExceptionGroup as group:  # tools called in parallel
+                raise _groups.representative(group) from group
+            except ai_errors.AgentRunError as exc:
+                raise _errors.AgentFailed(f"agent {self.name!r} failed: {exc}") from exc
 
     async def _call_tool(
         self,
@@ -307,8 +326,23 @@ class _DurableToolset(WrapperToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
-        assert self.owner is not None
-        return await self.owner._call_tool(self.wrapped, name, tool_args, ctx, tool)
+        owner = self.owner
+        assert owner is not None
+        call = owner._call_tool(self.wrapped, name, tool_args, ctx, tool)
+        if not owner.parallel_tools:
+            return await call
+        # Pydantic AI cancels the sibling calls of a call that failed: a step cancelled in
+        # flight would leave its effect unknown, so it is let finish (and its compensation
+        # added) before the cancel goes on. A second cancel (shutdown) stops it.
+        step = asyncio.ensure_future(call)
+        try:
+            return await asyncio.shield(step)
+        except asyncio.CancelledError:
+            try:
+                await asyncio.wait({step})
+            finally:
+                step.cancel()
+            raise
 
 
 async def _model_request(

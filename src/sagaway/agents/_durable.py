@@ -194,9 +194,10 @@ class DurableAgent(Generic[DepsT, OutputT]):
         capabilities = [*(kwargs.pop("capabilities", None) or ()), _Durability(self)]
         saga = sw.Saga()
         token = _current_run.set(_Run(saga))
-        mode = "parallel" if self.parallel_tools else "sequential"
         try:
-            with ToolManager.parallel_execution_mode(mode):
+            with ToolManager.parallel_execution_mode(
+                "parallel" if self.parallel_tools else "sequential"
+            ):
                 return await self._run_saga(saga, user_prompt, capabilities, kwargs)
         finally:
             _current_run.reset(token)

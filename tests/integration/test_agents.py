@@ -19,7 +19,13 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import sagaway as sw
-from sagaway.agents import Approval, ApprovalRejected, ApprovalTimedOut, DurableAgent
+from sagaway.agents import (
+    Approval,
+    ApprovalRejected,
+    ApprovalTimedOut,
+    DurableAgent,
+    model_responses,
+)
 from sagaway.testing import FakeClock, time_skipping_manager
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +82,11 @@ async def test_a_failure_after_two_tools_compensates_both_in_reverse_once(
         await manager.signal("approval").send("t1", Approval(approved=True))
         with pytest.raises(travel.SoldOut):
             await handle.result(timeout=20)
-        steps = (await handle.describe()).steps
+        description = await handle.describe()
+    steps = description.steps
+    # What a client reads of the run: the model's responses, as recorded, decoded.
+    responses = model_responses(description, "travel")
+    assert [r.tool_calls[0].tool_name for r in responses] == list(travel.PLAN)
     assert agency.lines() == [
         "book flight Oslo",
         "book hotel Oslo",

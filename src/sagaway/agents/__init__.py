@@ -5,6 +5,7 @@ and tool calls that wait durably for a person's approval. See docs/agents.md.
 
 from __future__ import annotations
 
+from sagaway.agents import _extra  # noqa: F401 - first: fails with what to install
 from sagaway.agents._durable import Approval, ApprovalRequest, DurableAgent
 from sagaway.agents._errors import (
     AgentFailed,
@@ -12,6 +13,7 @@ from sagaway.agents._errors import (
     ApprovalTimedOut,
     StreamingNotDurable,
 )
+from sagaway.agents._reading import model_responses
 
 __all__ = [
     "AgentFailed",
@@ -21,4 +23,5 @@ __all__ = [
     "ApprovalTimedOut",
     "DurableAgent",
     "StreamingNotDurable",
+    "model_responses",
 ]

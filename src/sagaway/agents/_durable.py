@@ -23,28 +23,23 @@ import asyncio
 import contextvars
 import dataclasses
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import pydantic
 import pydantic_core
+from pydantic_ai import exceptions as ai_errors
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.tool_manager import ToolManager
+from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 
 import sagaway as sw
 from sagaway.agents import _errors, _groups
-
-try:
-    from pydantic_ai import exceptions as ai_errors
-    from pydantic_ai.capabilities import AbstractCapability
-    from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
-    from pydantic_ai.models import Model, ModelRequestParameters
-    from pydantic_ai.models.wrapper import WrapperModel
-    from pydantic_ai.tool_manager import ToolManager
-    from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
-except ImportError as _missing:  # an optional extra
-    raise ImportError(
-        "sagaway.agents needs Pydantic AI: pip install 'sagaway[agents]'"
-    ) from _missing
+from sagaway.agents._reading import RESPONSE
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator
@@ -58,8 +53,6 @@ if TYPE_CHECKING:
 
 DepsT = TypeVar("DepsT")
 OutputT = TypeVar("OutputT")
-
-_RESPONSE: pydantic.TypeAdapter[ModelResponse] = pydantic.TypeAdapter(ModelResponse)
 
 
 class Approval(pydantic.BaseModel):
@@ -297,7 +290,7 @@ class _DurableModel(WrapperModel):
         dumped = await owner.manager.activity(
             owner._model_request, self.wrapped, messages, model_settings, model_request_parameters
         ).execute_get()
-        return _RESPONSE.validate_python(dumped)
+        return RESPONSE.validate_python(dumped)
 
     @asynccontextmanager
     async def request_stream(
@@ -387,8 +380,3 @@ async def _run_tool(toolset: Any, name: str, tool_args: Any, ctx: Any, tool: Any
 async def _approval_request(request: ApprovalRequest) -> ApprovalRequest:
     """Records what waits for approval (the step's output)."""
     return request
-
-
-def declared_tools(agent: DurableAgent[Any, Any]) -> Sequence[str]:
-    """Names of the tools declared with compensations or approvals (for docs and tests)."""
-    return sorted(agent._tools)

@@ -8,7 +8,9 @@ its ledger file; what the model is asked, from the requests the model function s
 from __future__ import annotations
 
 import asyncio
+import html
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,9 +19,11 @@ import pytest
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import UsageLimits
 
 import sagaway as sw
 from sagaway.agents import (
+    AgentFailed,
     Approval,
     ApprovalRejected,
     ApprovalTimedOut,
@@ -312,3 +316,54 @@ async def test_streaming_is_refused_with_what_to_do(sqlite_url: str) -> None:
         await status_is(handle, sw.WorkflowStatus.SUSPENDED)
         error = (await handle.describe()).error
     assert error is not None and "records each model response whole" in str(error)
+
+
+async def test_the_console_shows_what_waits_for_approval(db_url: str, tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from sagaway.console import ConsoleConfig, create_app
+
+    manager, _, plan_trip, _ = setup(db_url, tmp_path)
+    async with manager:
+        handle = await manager.workflow(plan_trip, "Lima").execute(idempotency_key="t7")
+        await status_is(handle, sw.WorkflowStatus.WAITING)
+        app = create_app(ConsoleConfig(url=db_url))
+        with TestClient(app, base_url="http://127.0.0.1:8080") as client:
+            page = (await asyncio.to_thread(client.get, "/workflows/t7")).text
+        await handle.cancel()
+    text = html.unescape(re.sub(r"<[^>]+>", " ", page))
+    assert "waiting for signal:approval" in text
+    assert "travel.approval_request" in text and '"tool": "book_car"' in text
+
+
+async def test_an_agent_that_gives_up_fails_and_compensates(db_url: str) -> None:
+    manager = sw.Manager(db_url, poll_interval=0.05)
+    log: list[str] = []
+
+    def always_a_tool(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[ToolCallPart("hold", {"n": len(messages)})])
+
+    agent: Agent[None, str] = Agent(FunctionModel(always_a_tool))
+    durable = DurableAgent(manager, agent, name="looping")
+
+    @manager.register_activity(name="looping.free")
+    async def free(n: int) -> None:
+        log.append(f"free {n}")
+
+    @durable.tool(compensate=free)
+    async def hold(n: int) -> int:
+        log.append(f"hold {n}")
+        return n
+
+    @manager.register_workflow(name="looping.flow")
+    async def flow() -> str:
+        # The model never stops calling tools: the third request is over the limit, which
+        # Pydantic AI raises (UsageLimitExceeded) before sending it.
+        result = await durable.run("go", usage_limits=UsageLimits(request_limit=2))
+        return result.output
+
+    async with manager:
+        handle = await manager.workflow(flow).execute(idempotency_key="l1")
+        with pytest.raises(AgentFailed, match="request_limit"):
+            await handle.result(timeout=20)
+    assert log == ["hold 1", "hold 3", "free 3", "free 1"]

@@ -20,8 +20,13 @@ def test_the_agents_example_runs(tmp_path: Path) -> None:
     outputs = [
         subprocess.run(
             [sys.executable, "agent_saga.py"],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=True,
-        ).stdout  # fmt: skip
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout
         for _ in range(2)
     ]
     assert outputs[0] == (
@@ -29,9 +34,22 @@ def test_the_agents_example_runs(tmp_path: Path) -> None:
     )
     assert outputs[1] == "failed and compensated: [FULL] no table left\n"
     show = subprocess.run(
-        [sys.executable, "-m", "sagaway", "show", "evening-1", "--json",
-         "--db", f"sqlite:///{tmp_path}/agent_saga.db"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True,
-    ).stdout  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "sagaway",
+            "show",
+            "evening-1",
+            "--json",
+            "--db",
+            f"sqlite:///{tmp_path}/agent_saga.db",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     for name in ("planner.model_request", "planner.tool.reserve_seat", "planner.release_seat"):
         assert name in show

@@ -8,7 +8,7 @@ import sagaway as sw
 
 pytest.importorskip("pydantic_ai")
 
-from sagaway.agents import _groups  # noqa: E402 - after the skip
+from sagaway.agents import _groups
 
 
 class Full(sw.CompletableError):

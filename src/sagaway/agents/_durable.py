@@ -123,6 +123,7 @@ class DurableAgent(Generic[DepsT, OutputT]):
     ) -> None:
         if approval_timeout is not None and approval_timeout < 0:
             raise ValueError("approval_timeout must be >= 0 seconds, or None")
+        manager.signal(approval_signal)  # a bad signal name fails here, not at the first wait
         self.manager = manager
         self.agent = agent
         self.name = name

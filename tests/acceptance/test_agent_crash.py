@@ -37,7 +37,14 @@ def _kill_when(db_url: str, mode: str, key: str, folder: Path, says: str) -> Non
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("mode", "says"), [("model", "IN_MODEL"), ("waiting", "WAITING")])
+@pytest.mark.parametrize(
+    ("mode", "says"),
+    [
+        ("model", "IN_MODEL"),
+        # A plain run keeps the kill mid-request; `pytest -m long` adds the kill mid-wait.
+        pytest.param("waiting", "WAITING", marks=pytest.mark.long),
+    ],
+)
 async def test_kill_mid_run_then_resume_sends_nothing_twice(
     db_url: str, tmp_path: Path, mode: str, says: str
 ) -> None:

@@ -36,6 +36,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_travel() -> Any:
+    # Loaded once per process: its error classes are found by module name when a recorded
+    # error is read back, so every test must raise and catch the same ones.
+    if "example_travel_agent" in sys.modules:
+        return sys.modules["example_travel_agent"]
     path = ROOT / "examples" / "travel_agent" / "app.py"
     spec = importlib.util.spec_from_file_location("example_travel_agent", path)
     assert spec is not None and spec.loader is not None

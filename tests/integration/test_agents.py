@@ -12,6 +12,7 @@ import html
 import importlib.util
 import re
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from sagaway.agents import (
     ApprovalRejected,
     ApprovalTimedOut,
     DurableAgent,
+    TextDelta,
     model_responses,
 )
 from sagaway.testing import FakeClock, time_skipping_manager
@@ -371,3 +373,45 @@ async def test_an_agent_that_gives_up_fails_and_compensates(db_url: str) -> None
         with pytest.raises(AgentFailed, match="request_limit"):
             await handle.result(timeout=20)
     assert log == ["hold 1", "hold 3", "free 3", "free 1"]
+
+
+async def test_on_text_streams_the_model_text_live_and_a_replay_streams_nothing(
+    db_url: str,
+) -> None:
+    manager = sw.Manager(db_url, poll_interval=0.05)
+    pieces: list[TextDelta] = []
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        for word in ["Your ", "trip ", "is ", "booked."]:
+            yield word
+
+    async def show(delta: TextDelta) -> None:
+        pieces.append(delta)
+
+    agent: Agent[None, str] = Agent(FunctionModel(stream_function=stream))
+    durable = DurableAgent(manager, agent, name="live", on_text=show)
+    failed: list[int] = []
+
+    @manager.register_activity(name="live.after")
+    async def after() -> None:
+        if not failed:  # once: the run is suspended, then replayed from its record
+            failed.append(1)
+            raise RuntimeError("not yet")
+
+    @manager.register_workflow(name="live.flow")
+    async def flow() -> str:
+        result = await durable.run("go")
+        await after()
+        return result.output
+
+    async with manager:
+        handle = await manager.workflow(flow).execute(idempotency_key="v1")
+        await status_is(handle, sw.WorkflowStatus.SUSPENDED)
+        await manager.retry("v1")
+        assert await handle.result(timeout=20) == "Your trip is booked."
+        description = await handle.describe()
+    assert "".join(p.text for p in pieces) == "Your trip is booked."
+    assert {(p.workflow_key, p.attempt) for p in pieces} == {("v1", 1)}
+    step = next(s for s in description.steps if s.name == "live.model_request")
+    assert {p.call_id for p in pieces} == {step.call_id}
+    assert [r.text for r in model_responses(description, "live")] == ["Your trip is booked."]

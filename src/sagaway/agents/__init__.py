@@ -6,7 +6,7 @@ and tool calls that wait durably for a person's approval. See docs/agents.md.
 from __future__ import annotations
 
 from sagaway.agents import _extra  # noqa: F401 - first: fails with what to install
-from sagaway.agents._durable import Approval, ApprovalRequest, DurableAgent
+from sagaway.agents._durable import Approval, ApprovalRequest, DurableAgent, TextDelta
 from sagaway.agents._errors import (
     AgentFailed,
     ApprovalRejected,
@@ -23,5 +23,6 @@ __all__ = [
     "ApprovalTimedOut",
     "DurableAgent",
     "StreamingNotDurable",
+    "TextDelta",
     "model_responses",
 ]

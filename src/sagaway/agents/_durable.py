@@ -23,7 +23,7 @@ import asyncio
 import contextvars
 import dataclasses
 import typing
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -31,7 +31,15 @@ import pydantic
 import pydantic_core
 from pydantic_ai import exceptions as ai_errors
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+)
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.tool_manager import ToolManager
@@ -73,6 +81,24 @@ class ApprovalRequest(pydantic.BaseModel):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the model's text as it streams in, handed to ``DurableAgent(on_text=...)``.
+
+    Live only: a request sent again (a retry, a crash in flight) streams its text again, with
+    a higher ``attempt``; a replayed request streams nothing (its whole response is recorded).
+    """
+
+    workflow_key: str
+    call_id: str
+    """The model request's step, as ``sagaway show`` numbers it."""
+    attempt: int
+    text: str
+
+
+OnText = Callable[[TextDelta], Awaitable[None]]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class _ToolSpec:
     name: str
     activity: Callable[..., Any]
@@ -103,6 +129,8 @@ class DurableAgent(Generic[DepsT, OutputT]):
         approval_timeout: seconds to wait for it (None: forever); past it, ``ApprovalTimedOut``.
         model_retry: retry policy of model requests (transient API errors).
         tool_retry: retry policy of tool calls that raise ``sw.RetryableError``.
+        on_text: called with each piece of the model's text as it streams in (the request is
+            then sent streaming); what a client shows live, until workflows have streams.
         parallel_tools: run the tool calls of one model response at once (Pydantic AI's
             default) rather than one after the other (the default here: a failing call then
             has no sibling in flight). In parallel, when one fails, the others are let finish
@@ -120,6 +148,7 @@ class DurableAgent(Generic[DepsT, OutputT]):
         model_retry: sw.RetryPolicy | None = None,
         tool_retry: sw.RetryPolicy | None = None,
         parallel_tools: bool = False,
+        on_text: OnText | None = None,
     ) -> None:
         if approval_timeout is not None and approval_timeout < 0:
             raise ValueError("approval_timeout must be >= 0 seconds, or None")
@@ -131,6 +160,7 @@ class DurableAgent(Generic[DepsT, OutputT]):
         self.approval_timeout = approval_timeout
         self._tool_retry = tool_retry
         self.parallel_tools = parallel_tools
+        self.on_text = on_text
         self._tools: dict[str, _ToolSpec] = {}
         self._model_request = manager.register_activity(
             name=f"{name}.model_request", retry=model_retry
@@ -289,7 +319,12 @@ class _DurableModel(WrapperModel):
     ) -> ModelResponse:
         owner = self._owner
         dumped = await owner.manager.activity(
-            owner._model_request, self.wrapped, messages, model_settings, model_request_parameters
+            owner._model_request,
+            self.wrapped,
+            messages,
+            model_settings,
+            model_request_parameters,
+            owner.on_text,
         ).execute_get()
         return RESPONSE.validate_python(dumped)
 
@@ -302,8 +337,8 @@ class _DurableModel(WrapperModel):
         run_context: RunContext[Any] | None = None,
     ) -> AsyncGenerator[StreamedResponse]:
         raise _errors.StreamingNotDurable(
-            "a durable agent run records each model response whole: call DurableAgent.run(), "
-            "not run_stream() or an event_stream_handler (the responses are the steps' outputs)"
+            "a durable agent run records each model response whole: call DurableAgent.run() "
+            "without an event_stream_handler; for live text, use DurableAgent(on_text=...)"
         )
         yield  # pragma: no cover - makes this an async generator
 
@@ -341,13 +376,37 @@ class _DurableToolset(WrapperToolset[Any]):
 
 
 async def _model_request(
-    model: Any, messages: Any, model_settings: Any, parameters: Any
+    model: Any, messages: Any, model_settings: Any, parameters: Any, on_text: Any
 ) -> dict[str, Any]:
     """The activity of a model request: the response, dumped to JSON by pydantic."""
     async with model:
-        response = await model.request(messages, model_settings, parameters)
+        if on_text is None:
+            response = await model.request(messages, model_settings, parameters)
+        else:
+            response = await _streamed(model, messages, model_settings, parameters, on_text)
     dumped: list[dict[str, Any]] = ModelMessagesTypeAdapter.dump_python([response], mode="json")
     return dumped[0]
+
+
+async def _streamed(
+    model: Model,
+    messages: list[ModelMessage],
+    model_settings: ModelSettings | None,
+    parameters: ModelRequestParameters,
+    on_text: OnText,
+) -> ModelResponse:
+    """Send the request streaming, handing each piece of text to ``on_text``; the response."""
+    info = sw.activity_info()
+    async with model.request_stream(messages, model_settings, parameters) as stream:
+        async for event in stream:
+            text = ""
+            if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+                text = event.part.content
+            elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+                text = event.delta.content_delta
+            if text:
+                await on_text(TextDelta(info.workflow_key, info.call_id, info.attempt, text))
+        return stream.get()
 
 
 def _tool_activity() -> Callable[..., Any]:

@@ -14,6 +14,16 @@ agent = Agent("test")
 durable = DurableAgent(manager, agent, name="helper")
 
 
+@durable.tool
+async def book_flight(city: str) -> str:
+    return city
+
+
+@agent.tool_plain
+def weather(city: str) -> str:
+    return "sunny"
+
+
 @manager.register_activity
 async def summarise(text: str) -> str:
     return (await agent.run(text)).output  # in an activity: recorded, fine
@@ -30,5 +40,7 @@ async def answer(prompt: str) -> str:
         pass
     await model_request("test", [])  # expect: SW801
     await ask(prompt)
+    await book_flight(prompt)  # expect: SW801
+    weather(prompt)  # expect: SW801
     await summarise(prompt)
     return (await durable.run(prompt)).output  # through the integration: fine

@@ -37,17 +37,21 @@ def _kill_when(db_url: str, mode: str, key: str, folder: Path, says: str) -> Non
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("mode", "says"),
-    [
-        ("model", "IN_MODEL"),
-        # A plain run keeps the kill mid-request; `pytest -m long` adds the kill mid-wait.
-        pytest.param("waiting", "WAITING", marks=pytest.mark.long),
-    ],
-)
+async def test_kill_mid_request_on_sqlite_then_resume(sqlite_url: str, tmp_path: Path) -> None:
+    """The sample a plain run keeps; `pytest -m long` runs both kills on the four backends."""
+    await _kill_and_resume(sqlite_url, tmp_path, "model", "IN_MODEL")
+
+
+@pytest.mark.slow
+@pytest.mark.long
+@pytest.mark.parametrize(("mode", "says"), [("model", "IN_MODEL"), ("waiting", "WAITING")])
 async def test_kill_mid_run_then_resume_sends_nothing_twice(
     db_url: str, tmp_path: Path, mode: str, says: str
 ) -> None:
+    await _kill_and_resume(db_url, tmp_path, mode, says)
+
+
+async def _kill_and_resume(db_url: str, tmp_path: Path, mode: str, says: str) -> None:
     _kill_when(db_url, mode, "trip-1", tmp_path, says)
     sys.path.insert(0, str(APP.parent))
     import agent_crash_app

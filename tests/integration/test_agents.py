@@ -415,3 +415,46 @@ async def test_on_text_streams_the_model_text_live_and_a_replay_streams_nothing(
     step = next(s for s in description.steps if s.name == "live.model_request")
     assert {p.call_id for p in pieces} == {step.call_id}
     assert [r.text for r in model_responses(description, "live")] == ["Your trip is booked."]
+
+
+async def test_the_workflows_own_saga_undoes_the_agents_tools_when_a_later_step_fails(
+    db_url: str,
+) -> None:
+    manager = sw.Manager(db_url, poll_interval=0.05)
+    log: list[str] = []
+
+    def two_tools(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        asked = sum(isinstance(m, ModelRequest) for m in messages)
+        if asked <= 2:
+            return ModelResponse(parts=[ToolCallPart("hold", {"n": asked})])
+        return ModelResponse(parts=[TextPart("held")])
+
+    agent: Agent[None, str] = Agent(FunctionModel(two_tools))
+    durable = DurableAgent(manager, agent, name="shared")
+
+    @manager.register_activity(name="shared.free")
+    async def free(n: int) -> None:
+        log.append(f"free {n}")
+
+    @durable.tool(compensate=free)
+    async def hold(n: int) -> int:
+        log.append(f"hold {n}")
+        return n
+
+    @manager.register_activity(name="shared.pay")
+    async def pay() -> None:
+        log.append("pay")
+        raise Full("card declined")
+
+    @manager.register_workflow(name="shared.flow")
+    async def flow() -> str:
+        async with sw.Saga() as saga:
+            result = await durable.run("go", saga=saga)  # succeeds: its tools stay held
+            await pay()  # fails after the agent's run: the saga undoes the agent's tools
+            return result.output
+
+    async with manager:
+        handle = await manager.workflow(flow).execute(idempotency_key="w1")
+        with pytest.raises(Full):
+            await handle.result(timeout=20)
+    assert log == ["hold 1", "hold 2", "pay", "free 2", "free 1"]

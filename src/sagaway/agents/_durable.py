@@ -208,38 +208,44 @@ class DurableAgent(Generic[DepsT, OutputT]):
 
         return declare if fn is None else declare(fn)
 
-    async def run(self, user_prompt: str | None = None, **kwargs: Any) -> AgentRunResult[OutputT]:
+    async def run(
+        self, user_prompt: str | None = None, *, saga: sw.Saga | None = None, **kwargs: Any
+    ) -> AgentRunResult[OutputT]:
         """``agent.run(...)`` inside a workflow, as a saga of durable steps.
 
         Takes ``agent.run``'s arguments. Raises what the run raised; a ``pydantic_ai``
         ``AgentRunError`` (the model misbehaved, a usage limit) as ``AgentFailed``, a completable
         error, after the compensations. A cancel of the workflow compensates and goes on.
+
+        ``saga``: the workflow's own ``sw.Saga`` to add the tools' compensations to, so that
+        they are undone with the workflow's other steps, also when a later step fails. Without
+        it the run is a saga block of its own: its tool calls are undone if the run fails, and
+        kept once it has succeeded.
         """
         capabilities = [*(kwargs.pop("capabilities", None) or ()), _Durability(self)]
-        saga = sw.Saga()
-        token = _current_run.set(_Run(saga))
+        token = _current_run.set(_Run(sw.Saga() if saga is None else saga))
         try:
             with ToolManager.parallel_execution_mode(
                 "parallel" if self.parallel_tools else "sequential"
             ):
-                return await self._run_saga(saga, user_prompt, capabilities, kwargs)
+                if saga is not None:  # the caller's block compensates
+                    return await self._run_agent(user_prompt, capabilities, kwargs)
+                run = _current_run.get()
+                assert run is not None
+                async with run.saga:
+                    return await self._run_agent(user_prompt, capabilities, kwargs)
         finally:
             _current_run.reset(token)
 
-    async def _run_saga(
-        self,
-        saga: sw.Saga,
-        user_prompt: str | None,
-        capabilities: list[Any],
-        kwargs: dict[str, Any],
+    async def _run_agent(
+        self, user_prompt: str | None, capabilities: list[Any], kwargs: dict[str, Any]
     ) -> AgentRunResult[OutputT]:
-        async with saga:
-            try:
-                return await self.agent.run(user_prompt, capabilities=capabilities, **kwargs)
-            except BaseExceptionGroup as group:  # tools called in parallel
-                raise _groups.representative(group) from group
-            except ai_errors.AgentRunError as exc:
-                raise _errors.AgentFailed(f"agent {self.name!r} failed: {exc}") from exc
+        try:
+            return await self.agent.run(user_prompt, capabilities=capabilities, **kwargs)
+        except BaseExceptionGroup as group:  # tools called in parallel
+            raise _groups.representative(group) from group
+        except ai_errors.AgentRunError as exc:
+            raise _errors.AgentFailed(f"agent {self.name!r} failed: {exc}") from exc
 
     async def _call_tool(
         self,

@@ -130,3 +130,30 @@ async def test_checkout_compensates_in_reverse_when_the_partner_refuses(db_url: 
     compensations = [s.name for s in steps if s.kind is sw.StepKind.COMPENSATION]
     assert compensations == ["checkout.cancel_order", "checkout.restore_coupon"]
     assert len(svc.notifications) == 1
+
+
+@pytest.mark.parametrize(
+    ("flag", "said"),
+    [
+        ("", "result: Your trip to Lisbon is booked.\n"),
+        ("--reject", "failed and compensated: [REJECTED] tool 'book_car' was rejected\n"),
+    ],
+)
+def test_travel_agent_runs_offline_as_its_readme_says(tmp_path: Path, flag: str, said: str) -> None:
+    readme = (ROOT / "examples" / "travel_agent" / "README.md").read_text()
+    assert "python examples/travel_agent/app.py" in readme
+    env = {k: v for k, v in _env().items() if k != "SAGAWAY_AGENT_MODEL"}  # the scripted model
+    command = [sys.executable, str(ROOT / "examples" / "travel_agent" / "app.py")]
+    out = subprocess.run(
+        [*command, *([flag] if flag else []), "--db", f"sqlite:///{tmp_path}/travel.db"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    lines = out.splitlines(keepends=True)
+    assert lines[0].startswith("waiting for approval: {'tool': 'book_car'")
+    assert lines[1] == said
+    ledger = "book flight Lisbon, book hotel Lisbon"
+    if flag:
+        ledger += ", cancel hotel Lisbon, cancel flight Lisbon"
+    else:
+        ledger += ", book car Lisbon"
+    assert lines[2] == f"ledger: {ledger}\n"

@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from sagaway.analysis.agents import check_agents
 from sagaway.analysis.calls import check_compensation_arguments, check_unawaited
 from sagaway.analysis.determinism import check_determinism
 from sagaway.analysis.durable import check_broad_except, check_registrations, check_sagas
@@ -106,6 +107,7 @@ def _module_findings(parsed: _Parsed, project: ProjectIndex) -> Iterator[Finding
         *check_broad_except(module, project),
         *check_module_state(module),
         *check_patches(module),
+        *check_agents(module),
     ]
     seen: set[tuple[int, int, str]] = set()
     for node, code, message in raws:

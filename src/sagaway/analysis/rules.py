@@ -2,7 +2,8 @@
 
 Codes are grouped by concern: ``SW1xx`` determinism of workflow code, ``SW2xx`` registration
 of durable calls, ``SW3xx`` idempotency of activities, ``SW4xx`` sagas, ``SW5xx`` error
-handling, ``SW6xx`` shared state, ``SW7xx`` changing running workflows (``sw.patched``).
+handling, ``SW6xx`` shared state, ``SW7xx`` changing running workflows (``sw.patched``), ``SW8xx``
+AI agents (``sagaway.agents``).
 ``SW000`` is a file that could not be parsed. A code is never reused for another meaning;
 docs/lint.md explains each one.
 """
@@ -46,6 +47,7 @@ RULES: dict[str, Rule] = {
         Rule("SW701", "patch-id-not-literal", "a patched()/deprecate_patch() id is not a literal"),
         Rule("SW702", "patch-in-activity", "patched()/deprecate_patch() called in an activity"),
         Rule("SW703", "patch-and-deprecation", "one change id both patched and deprecated"),
+        Rule("SW801", "agent-outside-step", "a workflow runs an AI agent or model outside a step"),
     )
 }
 

@@ -22,7 +22,6 @@ from typing import Any, NamedTuple
 
 from sagaway import errors
 
-
 _USE = re.compile(r"^\s*--\s*use:\s*(\w+)\s*$")
 FRAGMENTS = "fragments"
 """The folder of the fragments migrations use."""

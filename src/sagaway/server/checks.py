@@ -130,7 +130,7 @@ def _named(name: str) -> Callable[[dict[str, Any]], None]:
 
 ARGUMENTS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "CreateWorkflow": _new,
-    "ForkWorkflow": _plain("key"),
+    "ForkWorkflow": lambda values: check_plain(values["fork"].key, "key"),
     "SendSignal": _named("name"),
     "FinishWorkflow": _ending(FINISHED),
     "EndWorkflow": _ending(ENDED_BY_REQUEST),

@@ -24,6 +24,7 @@ from sagaway.store.records import (
     Lease,
     ListQuery,
     NewWorkflow,
+    SchedulePause,
     ScheduleRecord,
     StepRecord,
 )
@@ -101,7 +102,9 @@ def _calls(store: GrpcStore) -> list[Callable[[], Awaitable[Any]]]:
         lambda: s.list_page(ListQuery(limit=10, statuses=frozenset({WorkflowStatus.COMPLETED}))),
         lambda: s.count_by_status(),
         lambda: s.put_schedule(schedule, keep_paused=False, now=NOW),
-        lambda: s.set_schedule_paused("s1", paused=True, next_tick_at=FAR, now=NOW),
+        lambda: s.set_schedule_paused(
+            SchedulePause(id="s1", paused=True, next_tick_at=FAR), now=NOW
+        ),
         lambda: s.list_schedules(),
         lambda: s.delete_schedule("s1"),
         lambda: s.acquire_queue_slot(

@@ -15,6 +15,7 @@ from sagaway.store.records import (
     ForkPayloads,
     ForkRequest,
     ListQuery,
+    QueueAdmission,
     ScheduleFire,
     SchedulePause,
     ScheduleRecord,
@@ -120,6 +121,15 @@ ARGUMENTS: list[tuple[str, dict[str, Any]]] = [
     ("list_audit", {"query": AuditQuery(limit=7, run_id="r", actions=frozenset({"cancel"}))}),
     ("set_schedule_paused", {"change": SchedulePause("s1", paused=True, next_tick_at=T0)}),
     ("list_workflows", {"status": WorkflowStatus.WAITING, "limit": 2}),
+    (
+        "acquire_queue_slot",
+        {
+            "admission": QueueAdmission(
+                queue="q", holder="h", concurrency=None, rate_per_second=2.5
+            ),
+            "expires_at": T0 + 30,
+        },
+    ),
     ("load_steps_many", {"run_ids": ["a", "b"]}),
 ]
 

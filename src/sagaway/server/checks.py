@@ -116,8 +116,8 @@ def _new(values: dict[str, Any]) -> None:
 
 
 def _queue_slot(values: dict[str, Any]) -> None:
-    text_of(values["queue"], "queue")
-    text_of(values["holder"], "holder")
+    text_of(values["admission"].queue, "queue")
+    text_of(values["admission"].holder, "holder")
 
 
 def _plain(name: str) -> Callable[[dict[str, Any]], None]:

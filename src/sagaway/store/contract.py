@@ -29,6 +29,7 @@ from sagaway.store.records import (
     Lease,
     ListQuery,
     NewWorkflow,
+    QueueAdmission,
     ScheduleFire,
     SchedulePause,
     ScheduleRecord,
@@ -86,18 +87,12 @@ class QueueLimitVerbs(Protocol):
     """The verbs of cluster queue limits (schema v14/v12)."""
 
     async def acquire_queue_slot(
-        self,
-        queue: str,
-        *,
-        holder: str,
-        concurrency: int | None,
-        rate_per_second: float | None,
-        expires_at: float,
-        now: float,
+        self, admission: QueueAdmission, *, expires_at: float, now: float
     ) -> float | None:
-        """Admit one activity attempt of ``queue`` under limits every process shares: take one
-        of ``concurrency`` slots for ``holder`` until ``expires_at`` (slots expired by ``now``
-        are freed first) and the next start of ``rate_per_second`` (starts ``1/rate`` apart).
+        """Admit one activity attempt of ``admission.queue`` under limits every process
+        shares: take one of ``concurrency`` slots for ``holder`` until ``expires_at`` (slots
+        expired by ``now`` are freed first) and the next start of ``rate_per_second`` (starts
+        ``1/rate`` apart).
 
         None if admitted (also when ``holder`` already holds a live slot); otherwise nothing is
         taken and the answer is the earliest time to try again: when the next start is allowed,

@@ -22,6 +22,7 @@ __all__ = [
     "SchedulePause",
     "ScheduleFire",
     "SignalReceive",
+    "QueueAdmission",
     "AuditNote",
     "AuditRecord",
     "AuditQuery",
@@ -280,6 +281,18 @@ class SignalReceive:
     started_at: float
     deadline: float | None
     wait: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class QueueAdmission:
+    """An activity attempt of ``holder`` asking to start under the limits of ``queue``
+    (``Store.acquire_queue_slot``): at most ``concurrency`` at once, starts ``1/rate_per_second``
+    apart (None: no such limit)."""
+
+    queue: str
+    holder: str
+    concurrency: int | None
+    rate_per_second: float | None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -24,6 +24,7 @@ from sagaway.store.records import (
     Lease,
     ListQuery,
     NewWorkflow,
+    QueueAdmission,
     SchedulePause,
     ScheduleRecord,
     StepRecord,
@@ -108,7 +109,9 @@ def _calls(store: GrpcStore) -> list[Callable[[], Awaitable[Any]]]:
         lambda: s.list_schedules(),
         lambda: s.delete_schedule("s1"),
         lambda: s.acquire_queue_slot(
-            "q1", holder="h1", concurrency=1, rate_per_second=None, expires_at=FAR, now=NOW
+            QueueAdmission(queue="q1", holder="h1", concurrency=1, rate_per_second=None),
+            expires_at=FAR,
+            now=NOW,
         ),
         lambda: s.release_queue_slot("q1", holder="h1", now=NOW),
         lambda: s.list_audit(AuditQuery(limit=10)),

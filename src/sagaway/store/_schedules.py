@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from sagaway.store._rows import Row
+from sagaway.store._rows import Row, from_columns
 from sagaway.store.records import (
     AuditNote,
     NewWorkflow,
@@ -106,17 +106,13 @@ def _fields(record: Any) -> Params:
 
 def schedule_from_row(row: Row) -> ScheduleRecord:
     """A ``ScheduleRecord`` from the columns of ``list_schedules``."""
-    return ScheduleRecord(
-        id=row["id"],
-        workflow=row["workflow"],
-        args=row["args"],
-        queue=row["queue"],
-        cron=row["cron"],
-        timezone=row["timezone"],
-        catch_up=row["catch_up"],
+    last = row["last_tick_at"]
+    return from_columns(
+        ScheduleRecord,
+        row,
         paused=bool(row["paused"]),
         next_tick_at=float(row["next_tick_at"]),
         created_at=float(row["created_at"]),
         updated_at=float(row["updated_at"]),
-        last_tick_at=None if row["last_tick_at"] is None else float(row["last_tick_at"]),
+        last_tick_at=None if last is None else float(last),
     )

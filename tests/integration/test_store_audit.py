@@ -20,6 +20,7 @@ from sagaway.store.records import (
     AuditRecord,
     ForkRequest,
     SchedulePause,
+    SchedulePut,
     ScheduleRecord,
 )
 from tests.grpc_server import direct_url
@@ -133,7 +134,9 @@ async def test_retry_fork_and_schedules_are_recorded(store: Store, db_url: str) 
         audit=note("fork", details='{"from_step":1}'),
     )
     assert forked is not None and forked.created
-    await store.put_schedule(schedule(), keep_paused=False, now=T0, audit=note("schedule.put"))
+    await store.put_schedule(
+        SchedulePut(schedule=schedule(), keep_paused=False), now=T0, audit=note("schedule.put")
+    )
     paused = await store.set_schedule_paused(
         SchedulePause(id="nightly", paused=True, next_tick_at=T0 + 60),
         now=T0,
@@ -266,7 +269,7 @@ async def test_a_change_whose_entry_cannot_be_written_does_not_happen(
     await store.suspend_workflow(
         live.run_id, token=held.token, error='{"message":"x"}', now=T0, next_run_at=T0 + 60
     )
-    await store.put_schedule(schedule(), keep_paused=False, now=T0)
+    await store.put_schedule(SchedulePut(schedule=schedule(), keep_paused=False), now=T0)
     refuse_entries(db_url)
     attempts = [
         store.create_workflow(

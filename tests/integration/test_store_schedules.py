@@ -8,7 +8,7 @@ import asyncio
 import dataclasses
 
 from sagaway.store import Store
-from sagaway.store.records import ScheduleFire, SchedulePause, ScheduleRecord
+from sagaway.store.records import ScheduleFire, SchedulePause, SchedulePut, ScheduleRecord
 from tests.store_helpers import T0, new
 
 
@@ -31,19 +31,23 @@ def schedule(schedule_id: str = "nightly", **kw: object) -> ScheduleRecord:
 
 
 async def test_create_update_list_delete(store: Store) -> None:
-    created = await store.put_schedule(schedule(), keep_paused=False, now=T0)
+    created = await store.put_schedule(SchedulePut(schedule=schedule(), keep_paused=False), now=T0)
     assert created == schedule()
-    await store.put_schedule(schedule("hourly", cron="0 * * * *"), keep_paused=False, now=T0)
+    await store.put_schedule(
+        SchedulePut(schedule=schedule("hourly", cron="0 * * * *"), keep_paused=False), now=T0
+    )
     assert [s.id for s in await store.list_schedules()] == ["hourly", "nightly"]
 
     # Same expression and zone: the stored next tick stays (missed ticks stay due).
     same = schedule(args='{"n": 1}', next_tick_at=T0 + 600, catch_up="all")
-    updated = await store.put_schedule(same, keep_paused=False, now=T0 + 5)
+    updated = await store.put_schedule(SchedulePut(schedule=same, keep_paused=False), now=T0 + 5)
     assert (updated.args, updated.catch_up, updated.next_tick_at) == ('{"n": 1}', "all", T0 + 60)
     assert (updated.created_at, updated.updated_at) == (T0, T0 + 5)
     # Another expression: its own next tick.
     other = schedule(cron="*/5 * * * *", next_tick_at=T0 + 300)
-    assert (await store.put_schedule(other, keep_paused=False, now=T0 + 6)).next_tick_at == T0 + 300
+    assert (
+        await store.put_schedule(SchedulePut(schedule=other, keep_paused=False), now=T0 + 6)
+    ).next_tick_at == T0 + 300
 
     assert await store.delete_schedule("hourly")
     assert not await store.delete_schedule("hourly")
@@ -51,7 +55,7 @@ async def test_create_update_list_delete(store: Store) -> None:
 
 
 async def test_pause_and_resume(store: Store) -> None:
-    await store.put_schedule(schedule(), keep_paused=False, now=T0)
+    await store.put_schedule(SchedulePut(schedule=schedule(), keep_paused=False), now=T0)
     paused = await store.set_schedule_paused(
         SchedulePause(id="nightly", paused=True, next_tick_at=T0 + 999), now=T0
     )
@@ -64,7 +68,7 @@ async def test_pause_and_resume(store: Store) -> None:
         now=T0,
     )
     # A declared schedule written again at open keeps the operator's pause.
-    kept = await store.put_schedule(schedule(), keep_paused=True, now=T0 + 1)
+    kept = await store.put_schedule(SchedulePut(schedule=schedule(), keep_paused=True), now=T0 + 1)
     assert kept.paused
     # Resuming moves the next tick to the one given (the ticks of the pause are not run).
     resumed = await store.set_schedule_paused(
@@ -86,12 +90,14 @@ async def test_pause_and_resume(store: Store) -> None:
     await store.set_schedule_paused(
         SchedulePause(id="nightly", paused=True, next_tick_at=0), now=T0
     )
-    put = await store.put_schedule(schedule(next_tick_at=T0 + 7200), keep_paused=False, now=T0)
+    put = await store.put_schedule(
+        SchedulePut(schedule=schedule(next_tick_at=T0 + 7200), keep_paused=False), now=T0
+    )
     assert not put.paused and put.next_tick_at == T0 + 7200
 
 
 async def test_fire_creates_the_ticks_executions_once(store: Store) -> None:
-    await store.put_schedule(schedule(), keep_paused=False, now=T0)
+    await store.put_schedule(SchedulePut(schedule=schedule(), keep_paused=False), now=T0)
     starts = [new("schedule:nightly:a"), new("schedule:nightly:b")]
     assert await store.fire_schedule(
         ScheduleFire(
@@ -138,7 +144,7 @@ async def test_fire_creates_the_ticks_executions_once(store: Store) -> None:
 
 async def test_two_stores_racing_on_one_tick(store: Store, other: Store) -> None:
     """Both read next_tick_at = T0+60 and fire it at once, many times over: one wins each."""
-    await store.put_schedule(schedule(), keep_paused=False, now=T0)
+    await store.put_schedule(SchedulePut(schedule=schedule(), keep_paused=False), now=T0)
     for round_ in range(10):
         tick = T0 + 60 * (round_ + 1)
 
@@ -166,6 +172,6 @@ async def test_two_stores_racing_on_one_tick(store: Store, other: Store) -> None
 
 async def test_records_cross_the_store_unchanged(store: Store) -> None:
     odd = schedule("weird id/é", timezone="Europe/Paris", cron="30 2 * * *", catch_up="skip")
-    stored = await store.put_schedule(odd, keep_paused=False, now=T0)
+    stored = await store.put_schedule(SchedulePut(schedule=odd, keep_paused=False), now=T0)
     assert stored == dataclasses.replace(odd)
     assert await store.list_schedules() == [stored]

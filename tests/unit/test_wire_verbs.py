@@ -18,6 +18,7 @@ from sagaway.store.records import (
     QueueAdmission,
     ScheduleFire,
     SchedulePause,
+    SchedulePut,
     ScheduleRecord,
     StepPayloads,
     WorkflowRecord,
@@ -119,6 +120,17 @@ ARGUMENTS: list[tuple[str, dict[str, Any]]] = [
         },
     ),
     ("list_audit", {"query": AuditQuery(limit=7, run_id="r", actions=frozenset({"cancel"}))}),
+    (
+        "put_schedule",
+        {
+            "put": SchedulePut(
+                ScheduleRecord(
+                    "s", "flow", "{}", "default", "* * * * *", "UTC", "skip", False, T0, T0, T0
+                ),
+                keep_paused=True,
+            )
+        },
+    ),
     ("set_schedule_paused", {"change": SchedulePause("s1", paused=True, next_tick_at=T0)}),
     ("list_workflows", {"status": WorkflowStatus.WAITING, "limit": 2}),
     (

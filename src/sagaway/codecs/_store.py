@@ -30,6 +30,7 @@ from sagaway.store.records import (
     NewWorkflow,
     ScheduleFire,
     SchedulePause,
+    SchedulePut,
     ScheduleRecord,
     SignalReceive,
     SignalRecord,
@@ -373,18 +374,12 @@ class CodecStore(Passthrough):
         return _replaced(s, args=self.chain.try_open(s.args, place=place, sealed=True) or "")
 
     async def put_schedule(
-        self,
-        schedule: ScheduleRecord,
-        *,
-        keep_paused: bool,
-        now: float,
-        audit: AuditNote | None = None,
+        self, put: SchedulePut, *, now: float, audit: AuditNote | None = None
     ) -> ScheduleRecord:
+        schedule = put.schedule
         args = self.chain.seal(schedule.args, place=_places.schedule(schedule.id))
-        sealed = _replaced(schedule, args=args)
-        stored = await self.inner.put_schedule(
-            sealed, keep_paused=keep_paused, now=now, audit=audit
-        )
+        sealed = dataclasses.replace(put, schedule=_replaced(schedule, args=args))
+        stored = await self.inner.put_schedule(sealed, now=now, audit=audit)
         return self._schedule(stored)
 
     async def list_schedules(self) -> list[ScheduleRecord]:

@@ -37,6 +37,7 @@ from sagaway.store.records import (
     NewWorkflow,
     ScheduleFire,
     SchedulePause,
+    SchedulePut,
     ScheduleRecord,
     WorkflowRecord,
 )
@@ -162,7 +163,9 @@ async def put(
     audit_note: AuditNote | None = None,
 ) -> ScheduleRecord:
     stored = await engine.store.put_schedule(
-        schedule, keep_paused=keep_paused, now=engine.clock.now(), audit=audit_note
+        SchedulePut(schedule=schedule, keep_paused=keep_paused),
+        now=engine.clock.now(),
+        audit=audit_note,
     )
     engine.schedule_wake.set()
     return stored

@@ -99,7 +99,7 @@ def text_of(value: str, what: str) -> str:
 
 
 def _schedule(values: dict[str, Any]) -> None:
-    schedule = values["schedule"]
+    schedule = values["put"].schedule
     check_plain(schedule.id, "schedule id")
     check_name(schedule.workflow, "workflow")
     # A definition no scheduler could read is refused here (INVALID_ARGUMENT), not stored.

@@ -24,6 +24,7 @@ from sagaway.store.records import (
     NewWorkflow,
     ScheduleFire,
     SchedulePause,
+    SchedulePut,
     ScheduleRecord,
 )
 from sagaway.store.sql import queries
@@ -59,14 +60,10 @@ class SQLSchedules(abc.ABC):
         """See ``Store.delete_schedule``."""
 
     async def put_schedule(
-        self,
-        schedule: ScheduleRecord,
-        *,
-        keep_paused: bool,
-        now: float,
-        audit: AuditNote | None = None,
+        self, put: SchedulePut, *, now: float, audit: AuditNote | None = None
     ) -> ScheduleRecord:
         # The definition, and what to keep of a row already there.
+        schedule, keep_paused = put.schedule, put.keep_paused
         params = {
             "id": schedule.id,
             "workflow": schedule.workflow,

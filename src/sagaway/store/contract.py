@@ -32,6 +32,7 @@ from sagaway.store.records import (
     QueueAdmission,
     ScheduleFire,
     SchedulePause,
+    SchedulePut,
     ScheduleRecord,
     SignalReceive,
     SignalRecord,
@@ -116,14 +117,10 @@ class ScheduleVerbs(Protocol):
     """The verbs of schedules (schema v13/v11)."""
 
     async def put_schedule(
-        self,
-        schedule: ScheduleRecord,
-        *,
-        keep_paused: bool,
-        now: float,
-        audit: AuditNote | None = None,
+        self, put: SchedulePut, *, now: float, audit: AuditNote | None = None
     ) -> ScheduleRecord:
-        """Create the schedule ``schedule.id`` or replace its definition; returns it as stored.
+        """Create the schedule ``put.schedule.id`` or replace its definition; returns it as
+        stored.
 
         An update keeps the stored ``next_tick_at`` when the cron expression and time zone are
         unchanged (ticks missed meanwhile stay due for catch-up) unless it resumes a paused

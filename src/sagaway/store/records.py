@@ -21,6 +21,7 @@ __all__ = [
     "ForkRequest",
     "SchedulePause",
     "ScheduleFire",
+    "SchedulePut",
     "SignalReceive",
     "QueueAdmission",
     "AuditNote",
@@ -244,6 +245,15 @@ class ForkRequest:
     """The code version of the process that forks (not the source's): see ``NewWorkflow``."""
     payloads: ForkPayloads | None = None
     """Replacing the copied arguments and step payloads (see ``Store.fork_workflow``)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SchedulePut:
+    """A schedule's definition to store (``Store.put_schedule``); ``keep_paused`` leaves the
+    stored ``paused`` of one already there as it is."""
+
+    schedule: ScheduleRecord
+    keep_paused: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

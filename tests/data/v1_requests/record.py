@@ -26,6 +26,7 @@ from sagaway.store.records import (
     NewWorkflow,
     QueueAdmission,
     SchedulePause,
+    SchedulePut,
     ScheduleRecord,
     StepRecord,
 )
@@ -102,7 +103,7 @@ def _calls(store: GrpcStore) -> list[Callable[[], Awaitable[Any]]]:
         lambda: s.list_workflows(status=WorkflowStatus.TERMINATED, limit=10),
         lambda: s.list_page(ListQuery(limit=10, statuses=frozenset({WorkflowStatus.COMPLETED}))),
         lambda: s.count_by_status(),
-        lambda: s.put_schedule(schedule, keep_paused=False, now=NOW),
+        lambda: s.put_schedule(SchedulePut(schedule=schedule, keep_paused=False), now=NOW),
         lambda: s.set_schedule_paused(
             SchedulePause(id="s1", paused=True, next_tick_at=FAR), now=NOW
         ),

@@ -32,15 +32,8 @@ from sagaway._engine.engine import Engine
 from sagaway._engine.text_checks import check_key
 from sagaway.randomness import new_id
 from sagaway.registry import WorkflowDef
-from sagaway.store.records import (
-    AuditNote,
-    NewWorkflow,
-    ScheduleFire,
-    SchedulePause,
-    SchedulePut,
-    ScheduleRecord,
-    WorkflowRecord,
-)
+from sagaway.store import records
+from sagaway.store.records import AuditNote, NewWorkflow, ScheduleRecord, WorkflowRecord
 
 LATE = 60.0
 """Seconds after which a due tick found by a running scheduler counts as missed."""
@@ -107,7 +100,7 @@ async def fire(engine: Engine, schedule: ScheduleRecord, *, started_at: float) -
     chosen = plan(schedule, now=now, started_at=started_at)
     starts = [execution(engine, schedule, tick_key(schedule.id, t)) for t in chosen.ticks]
     won = await engine.store.fire_schedule(
-        ScheduleFire(
+        records.ScheduleFire(
             id=schedule.id,
             tick_at=schedule.next_tick_at,
             next_tick_at=chosen.next_tick_at,
@@ -163,7 +156,7 @@ async def put(
     audit_note: AuditNote | None = None,
 ) -> ScheduleRecord:
     stored = await engine.store.put_schedule(
-        SchedulePut(schedule=schedule, keep_paused=keep_paused),
+        records.SchedulePut(schedule=schedule, keep_paused=keep_paused),
         now=engine.clock.now(),
         audit=audit_note,
     )
@@ -185,7 +178,7 @@ async def set_paused(
     schedule = await get(engine, schedule_id)
     now = engine.clock.now()
     stored = await engine.store.set_schedule_paused(
-        SchedulePause(
+        records.SchedulePause(
             id=schedule_id,
             paused=paused,
             next_tick_at=cron.next_tick(schedule.cron, schedule.timezone, now),

@@ -11,7 +11,7 @@ from typing import Any
 
 from sagaway.states import StepKind, StepStatus
 from sagaway.store import Store
-from sagaway.store.records import Lease, NewWorkflow, StepRecord, WorkflowRecord
+from sagaway.store.records import Lease, NewWorkflow, SignalReceive, StepRecord, WorkflowRecord
 from tests.grpc_server import direct_url
 
 T0 = 1_700_000_000.0
@@ -130,13 +130,15 @@ async def receive(
     accept: Any = accept_all,
 ) -> str | None:
     result: str | None = await store.receive_signal(
-        run_id,
-        token=token,
-        name=name,
-        call_id=call_id,
-        started_at=T0 + 2,
-        deadline=deadline,
-        wait=wait,
+        SignalReceive(
+            run_id=run_id,
+            token=token,
+            name=name,
+            call_id=call_id,
+            started_at=T0 + 2,
+            deadline=deadline,
+            wait=wait,
+        ),
         accept=accept,
         now=now,
     )

@@ -21,7 +21,6 @@ import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar, Unpack, overload
 
 from sagaway import _loop_thread as loop_thread
@@ -432,12 +431,7 @@ class SyncClient:
     def __enter__(self) -> SyncClient:
         return self.open()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 

@@ -20,7 +20,7 @@ from sagaway.store.grpc import GrpcStore
 from sagaway.store.notices import CancelRequested, Ended, Notice
 from sagaway.store.postgres import PostgresStore, parse_postgres_url
 from sagaway.store.postgres import listener as _pg_listener
-from sagaway.store.records import Lease, NewWorkflow
+from sagaway.store.records import Lease, NewWorkflow, SchedulePut
 from sagaway.testing.internals import engine_of
 from tests.conftest import served
 from tests.grpc_server import direct_url
@@ -83,7 +83,7 @@ async def test_the_triggers_texts_are_the_ones_decoded(
         assert await store.request_cancel(run_id, reason="stop", now=1.5)
         # Ended by someone other than its owner: told on the owner's channel too.
         assert await store.end_workflow(run_id, status=WorkflowStatus.TERMINATED, error="x", now=2)
-        await store.put_schedule(schedule(), keep_paused=False, now=3.0)
+        await store.put_schedule(SchedulePut(schedule=schedule(), keep_paused=False), now=3.0)
         await raw.until(store.channel, "schedules:")
     finally:
         await raw.conn.close()
@@ -120,7 +120,7 @@ async def test_the_store_passes_on_what_the_triggers_wrote_as_typed_notices(
     )
     assert await store.request_cancel("mine", reason="stop", now=1.5)
     assert await store.end_workflow("mine", status=WorkflowStatus.TERMINATED, error="x", now=2)
-    await store.put_schedule(schedule(), keep_paused=False, now=3.0)
+    await store.put_schedule(SchedulePut(schedule=schedule(), keep_paused=False), now=3.0)
     async with asyncio.timeout(10):
         while notices.SCHEDULES_CHANGED not in heard:
             got.clear()

@@ -17,6 +17,7 @@ import pytest
 
 import sagaway as sw
 from sagaway.store import Store, open_store
+from sagaway.store.records import QueueAdmission
 
 
 def _manager(db_url: str, queue: sw.Queue) -> sw.Manager:
@@ -54,10 +55,7 @@ async def test_a_workflow_waiting_for_a_slot_holds_no_lease(db_url: str) -> None
         now = time.time()
         assert (
             await other.acquire_queue_slot(
-                "q",
-                holder="elsewhere",
-                concurrency=1,
-                rate_per_second=None,
+                QueueAdmission(queue="q", holder="elsewhere", concurrency=1, rate_per_second=None),
                 expires_at=now + 600,
                 now=now,
             )
@@ -149,10 +147,8 @@ async def test_a_deadline_ends_the_wait_for_a_start(db_url: str) -> None:
     try:
         now = time.time()
         # The queue's next start is 100 s away: wait_workflow wakes it at its deadline instead.
-        admitted = await other.acquire_queue_slot(
-            "q", holder="elsewhere", concurrency=None, rate_per_second=0.01,
-            expires_at=now + 600, now=now,
-        )  # fmt: skip
+        once = QueueAdmission(queue="q", holder="elsewhere", concurrency=None, rate_per_second=0.01)
+        admitted = await other.acquire_queue_slot(once, expires_at=now + 600, now=now)
         assert admitted is None
         async with manager:
             handle = await manager.workflow(pay).execute(deadline=1.0)

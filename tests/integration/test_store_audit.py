@@ -14,7 +14,15 @@ import pytest
 
 from sagaway.states import WorkflowStatus
 from sagaway.store import Store, _audit
-from sagaway.store.records import AuditNote, AuditQuery, AuditRecord, ScheduleRecord
+from sagaway.store.records import (
+    AuditNote,
+    AuditQuery,
+    AuditRecord,
+    ForkRequest,
+    SchedulePause,
+    SchedulePut,
+    ScheduleRecord,
+)
 from tests.grpc_server import direct_url
 from tests.store_helpers import (
     T0,
@@ -115,18 +123,24 @@ async def test_retry_fork_and_schedules_are_recorded(store: Store, db_url: str) 
     )
     fork_run = uuid.uuid4().hex
     forked = await store.fork_workflow(
-        record.run_id,
-        run_id=fork_run,
-        key="job-fix",
-        key_space=fork_run,
-        call_ids=[],
+        ForkRequest(
+            source_run_id=record.run_id,
+            run_id=fork_run,
+            key="job-fix",
+            key_space=fork_run,
+            call_ids=(),
+        ),
         now=T0 + 4,
         audit=note("fork", details='{"from_step":1}'),
     )
     assert forked is not None and forked.created
-    await store.put_schedule(schedule(), keep_paused=False, now=T0, audit=note("schedule.put"))
+    await store.put_schedule(
+        SchedulePut(schedule=schedule(), keep_paused=False), now=T0, audit=note("schedule.put")
+    )
     paused = await store.set_schedule_paused(
-        "nightly", paused=True, next_tick_at=T0 + 60, now=T0, audit=note("schedule.pause")
+        SchedulePause(id="nightly", paused=True, next_tick_at=T0 + 60),
+        now=T0,
+        audit=note("schedule.pause"),
     )
     assert paused is not None
     assert await store.delete_schedule("nightly", audit=note("schedule.delete", reason="unused"))
@@ -159,7 +173,9 @@ async def test_a_verb_that_changes_nothing_writes_no_entry(store: Store) -> None
     assert not await store.delete_schedule("none", audit=note("schedule.delete"))
     assert (
         await store.set_schedule_paused(
-            "none", paused=True, next_tick_at=T0, now=T0, audit=note("schedule.pause")
+            SchedulePause(id="none", paused=True, next_tick_at=T0),
+            now=T0,
+            audit=note("schedule.pause"),
         )
         is None
     )
@@ -253,7 +269,7 @@ async def test_a_change_whose_entry_cannot_be_written_does_not_happen(
     await store.suspend_workflow(
         live.run_id, token=held.token, error='{"message":"x"}', now=T0, next_run_at=T0 + 60
     )
-    await store.put_schedule(schedule(), keep_paused=False, now=T0)
+    await store.put_schedule(SchedulePut(schedule=schedule(), keep_paused=False), now=T0)
     refuse_entries(db_url)
     attempts = [
         store.create_workflow(
@@ -268,7 +284,9 @@ async def test_a_change_whose_entry_cannot_be_written_does_not_happen(
             live.run_id, status=S.TERMINATED, error=None, now=T0, audit=note("terminate")
         ),
         store.set_schedule_paused(
-            "nightly", paused=True, next_tick_at=T0, now=T0, audit=note("schedule.pause")
+            SchedulePause(id="nightly", paused=True, next_tick_at=T0),
+            now=T0,
+            audit=note("schedule.pause"),
         ),
         store.delete_schedule("nightly", audit=note("schedule.delete")),
     ]

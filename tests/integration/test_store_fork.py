@@ -18,7 +18,7 @@ from sagaway.states import StepStatus, WorkflowStatus
 from sagaway.store import Store
 from sagaway.store.grpc import GrpcStore
 from sagaway.store.notices import READY, Notice, encode
-from sagaway.store.records import ForkPayloads, NewWorkflow, StepPayloads
+from sagaway.store.records import ForkPayloads, ForkRequest, NewWorkflow, StepPayloads
 from tests.store_helpers import LEASE, T0, run_of, running, step
 
 
@@ -68,11 +68,13 @@ async def _queued_source(store: Store) -> str:
 async def test_fork_copies_the_source_and_the_kept_steps(store: Store) -> None:
     source_run = await _queued_source(store)
     result = await store.fork_workflow(
-        source_run,
-        run_id="fork-run",
-        key="fork",
-        key_space="fork@fork-run",
-        call_ids=["1"],
+        ForkRequest(
+            source_run_id=source_run,
+            run_id="fork-run",
+            key="fork",
+            key_space="fork@fork-run",
+            call_ids=("1",),
+        ),
         now=T0 + 10,
     )
     assert result is not None and result.created
@@ -105,7 +107,14 @@ async def test_fork_copies_the_source_and_the_kept_steps(store: Store) -> None:
 async def test_fork_keeps_only_the_named_steps(store: Store) -> None:
     source_run = await _ended_source(store)
     result = await store.fork_workflow(
-        source_run, run_id="r2", key="fork", key_space="fork@r2", call_ids=["1", "2/1"], now=T0 + 10
+        ForkRequest(
+            source_run_id=source_run,
+            run_id="r2",
+            key="fork",
+            key_space="fork@r2",
+            call_ids=("1", "2/1"),
+        ),
+        now=T0 + 10,
     )
     assert result is not None and result.created
     steps = await store.load_steps("r2")
@@ -114,7 +123,14 @@ async def test_fork_keeps_only_the_named_steps(store: Store) -> None:
         ("2/1", 2, T0 + 2.5, T0 + 2.6),
     ]
     result = await store.fork_workflow(
-        source_run, run_id="r3", key="fork-none", key_space="fork-none@r3", call_ids=[], now=T0 + 10
+        ForkRequest(
+            source_run_id=source_run,
+            run_id="r3",
+            key="fork-none",
+            key_space="fork-none@r3",
+            call_ids=(),
+        ),
+        now=T0 + 10,
     )
     assert result is not None and result.created
     assert await store.load_steps("r3") == []
@@ -129,13 +145,15 @@ async def test_fork_payloads_replace_the_copies_in_the_same_transaction(store: S
         steps=(StepPayloads("2", '"result sealed for r2"', '"error sealed for r2"'),),
     )
     result = await store.fork_workflow(
-        source_run,
-        run_id="r2",
-        key="fork",
-        key_space="fork@r2",
-        call_ids=["1", "2"],
+        ForkRequest(
+            source_run_id=source_run,
+            run_id="r2",
+            key="fork",
+            key_space="fork@r2",
+            call_ids=("1", "2"),
+            payloads=payloads,
+        ),
         now=T0 + 10,
-        payloads=payloads,
     )
     assert result is not None and result.created
     assert result.record.args == '"args sealed for r2"'
@@ -158,13 +176,15 @@ async def test_fork_payloads_for_a_step_not_kept_create_nothing(store: Store) ->
     source_run = await _ended_source(store)
     with pytest.raises(ValueError, match=r"fork payloads name step '3', which the fork does not"):
         await store.fork_workflow(
-            source_run,
-            run_id="r2",
-            key="fork",
-            key_space="fork@r2",
-            call_ids=["1"],
+            ForkRequest(
+                source_run_id=source_run,
+                run_id="r2",
+                key="fork",
+                key_space="fork@r2",
+                call_ids=("1",),
+                payloads=ForkPayloads(args="{}", steps=(StepPayloads("3", None, '"e"'),)),
+            ),
             now=T0 + 10,
-            payloads=ForkPayloads(args="{}", steps=(StepPayloads("3", None, '"e"'),)),
         )
     assert await store.get_workflow("fork") is None
     assert await store.get_run("r2") is None
@@ -183,13 +203,15 @@ async def test_fork_payloads_beyond_one_server_request_are_refused_before_sendin
         args=big, steps=(StepPayloads("1", big, None), StepPayloads("2", big, None))
     )
     fork = store.fork_workflow(
-        source_run,
-        run_id="r2",
-        key="fork",
-        key_space="fork@r2",
-        call_ids=["1", "2"],
+        ForkRequest(
+            source_run_id=source_run,
+            run_id="r2",
+            key="fork",
+            key_space="fork@r2",
+            call_ids=("1", "2"),
+            payloads=payloads,
+        ),
         now=T0 + 10,
-        payloads=payloads,
     )
     if not isinstance(store, GrpcStore):
         result = await fork
@@ -204,13 +226,19 @@ async def test_fork_of_a_live_execution_creates_nothing(store: Store) -> None:
     await running(store, "live")
     live = await run_of(store, "live")
     result = await store.fork_workflow(
-        live.run_id, run_id="r", key="fork", key_space="fork@r", call_ids=[], now=T0 + 1
+        ForkRequest(
+            source_run_id=live.run_id, run_id="r", key="fork", key_space="fork@r", call_ids=()
+        ),
+        now=T0 + 1,
     )
     assert result is None
     assert await store.get_workflow("fork") is None
     assert (
         await store.fork_workflow(
-            "no-such-run", run_id="r", key="fork", key_space="fork@r", call_ids=[], now=T0 + 1
+            ForkRequest(
+                source_run_id="no-such-run", run_id="r", key="fork", key_space="fork@r", call_ids=()
+            ),
+            now=T0 + 1,
         )
         is None
     )
@@ -221,14 +249,20 @@ async def test_fork_to_a_taken_key_creates_nothing(store: Store) -> None:
     await running(store, "taken")
     taken = await run_of(store, "taken")
     result = await store.fork_workflow(
-        source_run, run_id="r", key="taken", key_space="taken@r", call_ids=["1"], now=T0 + 10
+        ForkRequest(
+            source_run_id=source_run, run_id="r", key="taken", key_space="taken@r", call_ids=("1",)
+        ),
+        now=T0 + 10,
     )
     assert result is not None and not result.created and result.record.run_id == taken.run_id
     assert await store.get_run("r") is None
     assert await store.load_steps("r") == []
     # Its own source's key is taken too.
     result = await store.fork_workflow(
-        source_run, run_id="r", key="src", key_space="src@r", call_ids=["1"], now=T0 + 10
+        ForkRequest(
+            source_run_id=source_run, run_id="r", key="src", key_space="src@r", call_ids=("1",)
+        ),
+        now=T0 + 10,
     )
     assert result is not None and not result.created and result.record.run_id == source_run
 
@@ -238,11 +272,13 @@ async def test_concurrent_forks_to_one_key_make_one_execution(store: Store, othe
     results = await asyncio.gather(
         *(
             s.fork_workflow(
-                source_run,
-                run_id=f"r{i}",
-                key="fork",
-                key_space=f"fork@r{i}",
-                call_ids=["1", "2"],
+                ForkRequest(
+                    source_run_id=source_run,
+                    run_id=f"r{i}",
+                    key="fork",
+                    key_space=f"fork@r{i}",
+                    call_ids=("1", "2"),
+                ),
                 now=T0 + 10,
             )
             for i, s in enumerate((store, other, store, other))
@@ -277,7 +313,14 @@ async def test_fork_is_announced_to_listening_workers(postgres_url: str) -> None
         heard.clear()
         notices.clear()
         result = await store.fork_workflow(
-            source_run, run_id="r", key="fork", key_space="fork@r", call_ids=["1"], now=T0 + 10
+            ForkRequest(
+                source_run_id=source_run,
+                run_id="r",
+                key="fork",
+                key_space="fork@r",
+                call_ids=("1",),
+            ),
+            now=T0 + 10,
         )
         assert result is not None and result.created
         await asyncio.wait_for(heard.wait(), 10)

@@ -17,7 +17,7 @@ import pytest
 from sagaway import serialization
 from sagaway.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store import Store
-from sagaway.store.records import Lease, NewWorkflow, WorkflowRecord
+from sagaway.store.records import ForkRequest, Lease, NewWorkflow, WorkflowRecord
 from tests.store_helpers import T0, lease, new, raw_sql, run_of, running, step
 
 S = WorkflowStatus
@@ -297,11 +297,13 @@ async def test_a_child_whose_start_a_live_fork_kept_is_kept(store: Store) -> Non
     assert await store.end_workflow(source.run_id, status=S.TERMINATED, error="x", now=T0 - 5)
     run_id = uuid.uuid4().hex
     fork = await store.fork_workflow(
-        source.run_id,
-        run_id=run_id,
-        key="order-7-b",
-        key_space=f"order-7-b@{run_id}",
-        call_ids=["1"],
+        ForkRequest(
+            source_run_id=source.run_id,
+            run_id=run_id,
+            key="order-7-b",
+            key_space=f"order-7-b@{run_id}",
+            call_ids=("1",),
+        ),
         now=T0,
     )
     assert fork is not None and fork.created and fork.record.status is S.PENDING

@@ -21,7 +21,7 @@ import pytest
 
 from sagaway.states import StepKind, WorkflowStatus
 from sagaway.store import Store
-from sagaway.store.records import AuditNote, AuditQuery
+from sagaway.store.records import AuditNote, AuditQuery, ForkRequest
 from tests.integration.test_store_purge import ended, rows
 from tests.store_helpers import T0, is_sqlite, lease, new, pg_conninfo, raw_sql, step
 
@@ -134,11 +134,13 @@ async def test_a_fork_of_a_run_a_purge_deletes_meanwhile_is_not_made(
 
     async def fork() -> object:
         return await store.fork_workflow(
-            old.run_id,
-            run_id=uuid.uuid4().hex,
-            key="k-fork",
-            key_space="k-fork",
-            call_ids=["1", "2"],
+            ForkRequest(
+                source_run_id=old.run_id,
+                run_id=uuid.uuid4().hex,
+                key="k-fork",
+                key_space="k-fork",
+                call_ids=("1", "2"),
+            ),
             now=T0 + 2,
         )
 

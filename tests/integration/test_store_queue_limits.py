@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from sagaway.store import Store
+from sagaway.store.records import QueueAdmission
 from tests.store_helpers import running
 
 T0 = 1_000_000.0
@@ -27,10 +28,7 @@ async def _acquire(
     ttl: float = 30.0,
 ) -> float | None:
     return await store.acquire_queue_slot(
-        queue,
-        holder=holder,
-        concurrency=concurrency,
-        rate_per_second=rate,
+        QueueAdmission(queue=queue, holder=holder, concurrency=concurrency, rate_per_second=rate),
         expires_at=now + ttl,
         now=now,
     )

@@ -12,7 +12,7 @@ import dataclasses
 
 from sagaway.states import WorkflowStatus
 from sagaway.store import Store
-from sagaway.store.records import ListQuery, NewWorkflow
+from sagaway.store.records import ForkRequest, ListQuery, NewWorkflow
 from tests.store_helpers import LEASE, T0, new, run_of
 
 
@@ -138,22 +138,26 @@ async def test_fork_records_the_forking_process_version(store: Store) -> None:
         now=T0 + 1,
     )
     result = await store.fork_workflow(
-        record.run_id,
-        run_id="f" * 32,
-        key="fork-v2",
-        key_space="fork-v2/ks",
-        call_ids=[],
+        ForkRequest(
+            source_run_id=record.run_id,
+            run_id="f" * 32,
+            key="fork-v2",
+            key_space="fork-v2/ks",
+            call_ids=(),
+            code_version="v2",
+        ),
         now=T0 + 2,
-        code_version="v2",
     )
     assert result is not None and result.created
     assert result.record.code_version == "v2"
     unversioned = await store.fork_workflow(
-        record.run_id,
-        run_id="e" * 32,
-        key="fork-none",
-        key_space="fork-none/ks",
-        call_ids=[],
+        ForkRequest(
+            source_run_id=record.run_id,
+            run_id="e" * 32,
+            key="fork-none",
+            key_space="fork-none/ks",
+            call_ids=(),
+        ),
         now=T0 + 2,
     )
     assert unversioned is not None and unversioned.record.code_version is None

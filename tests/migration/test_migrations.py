@@ -14,7 +14,7 @@ from sagaway import errors
 from sagaway.states import StepStatus, WorkflowStatus
 from sagaway.store import open_store
 from sagaway.store.migrations import latest_version, migrations
-from sagaway.store.records import AuditNote, AuditQuery, StepRecord
+from sagaway.store.records import AuditNote, AuditQuery, QueueAdmission, StepRecord
 from tests.store_helpers import T0, is_sqlite, new, raw_sql, run_of, running, step
 
 
@@ -236,7 +236,9 @@ async def test_a_database_at_the_previous_schema_gets_the_limits(db_url: str) ->
         assert created.record.concurrency_key == "customer-1"
         assert (
             await upgraded.acquire_queue_slot(
-                "q", holder="h", concurrency=1, rate_per_second=None, expires_at=T0 + 1, now=T0
+                QueueAdmission(queue="q", holder="h", concurrency=1, rate_per_second=None),
+                expires_at=T0 + 1,
+                now=T0,
             )
             is None
         )

@@ -1,5 +1,6 @@
-"""Small modules with one job: no hand-written module of the package over 500 lines, and no
-function over 60 (generated protocol code, ``sagaway/v1``, aside).
+"""Small modules with one job: no hand-written module of the package over 500 lines, no
+function over 60 (generated protocol code, ``sagaway/v1``, aside), and no class holding
+``NotImplementedError`` stubs for methods another class supplies (a mixin's seam).
 
 Modules and functions still over are named in ``ALLOWED`` with their size today: they may
 shrink, not grow, and an entry must go once its module or function is within the limit (so the
@@ -78,3 +79,38 @@ def test_the_checks_see_modules_and_methods() -> None:
     assert "_engine/engine.py:Engine.start" in sizes
     assert "sync.py:SyncClient.close" in sizes
     assert not any(name.startswith("v1/") for name in sizes)
+
+
+def _stubs(tree: ast.AST) -> list[str]:
+    """Methods whose body (a docstring aside) only raises ``NotImplementedError``: a class
+    standing in for another's methods (a mixin's stubs) instead of holding a collaborator."""
+    found = []
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for node in cls.body:
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+            if len(body) == 1 and isinstance(body[0], ast.Raise) and body[0].exc is not None:
+                exc = body[0].exc
+                name = exc.func if isinstance(exc, ast.Call) else exc
+                if isinstance(name, ast.Name) and name.id == "NotImplementedError":
+                    found.append(f"{cls.name}.{node.name}")
+    return found
+
+
+def test_no_class_holds_stubs_for_another_s_methods() -> None:
+    stubs = {
+        path.relative_to(PACKAGE).as_posix(): found
+        for path in _modules()
+        if (found := _stubs(ast.parse(path.read_text())))
+    }
+    assert not stubs, f"hold a collaborator instead of these NotImplementedError stubs: {stubs}"
+
+
+def test_the_stub_check_sees_a_stub() -> None:
+    code = (
+        "class M:\n    def f(self) -> int:\n        '''doc'''\n        raise NotImplementedError\n"
+    )
+    assert _stubs(ast.parse(code)) == ["M.f"]

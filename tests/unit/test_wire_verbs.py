@@ -13,7 +13,12 @@ from sagaway.store.records import (
     AuditNote,
     AuditQuery,
     ForkPayloads,
+    ForkRequest,
     ListQuery,
+    QueueAdmission,
+    ScheduleFire,
+    SchedulePause,
+    SchedulePut,
     ScheduleRecord,
     StepPayloads,
     WorkflowRecord,
@@ -68,13 +73,23 @@ ARGUMENTS: list[tuple[str, dict[str, Any]]] = [
     (
         "fork_workflow",
         {
-            "source_run_id": "s",
-            "run_id": "r",
-            "key": "k",
-            "key_space": "ks",
-            "call_ids": ["1", "2"],
-            "code_version": None,
-            "payloads": ForkPayloads("{}", (StepPayloads("1", "7", None),)),
+            "fork": ForkRequest(
+                source_run_id="s",
+                run_id="r",
+                key="k",
+                key_space="ks",
+                call_ids=("1", "2"),
+                code_version=None,
+                payloads=ForkPayloads("{}", (StepPayloads("1", "7", None),)),
+            )
+        },
+    ),
+    (
+        "fire_schedule",
+        {
+            "fire": ScheduleFire(
+                id="s1", tick_at=T0, next_tick_at=T0 + 60, last_tick_at=None, starts=(new("k"),)
+            )
         },
     ),
     ("record_step", {"step": step("r", "1", T0), "token": "t"}),
@@ -105,8 +120,28 @@ ARGUMENTS: list[tuple[str, dict[str, Any]]] = [
         },
     ),
     ("list_audit", {"query": AuditQuery(limit=7, run_id="r", actions=frozenset({"cancel"}))}),
-    ("set_schedule_paused", {"schedule_id": "s1", "paused": True, "next_tick_at": T0}),
+    (
+        "put_schedule",
+        {
+            "put": SchedulePut(
+                ScheduleRecord(
+                    "s", "flow", "{}", "default", "* * * * *", "UTC", "skip", False, T0, T0, T0
+                ),
+                keep_paused=True,
+            )
+        },
+    ),
+    ("set_schedule_paused", {"change": SchedulePause("s1", paused=True, next_tick_at=T0)}),
     ("list_workflows", {"status": WorkflowStatus.WAITING, "limit": 2}),
+    (
+        "acquire_queue_slot",
+        {
+            "admission": QueueAdmission(
+                queue="q", holder="h", concurrency=None, rate_per_second=2.5
+            ),
+            "expires_at": T0 + 30,
+        },
+    ),
     ("load_steps_many", {"run_ids": ["a", "b"]}),
 ]
 

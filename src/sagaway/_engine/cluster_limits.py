@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from sagaway.clock import Clock
 from sagaway.registry import Queue
 from sagaway.store.base import Store
+from sagaway.store.records import QueueAdmission
 
 logger = logging.getLogger(__name__)
 
@@ -55,10 +56,12 @@ class ClusterLimit:
         time to try again (never now)."""
         now = self._clock.now()
         retry_at = await self._store.acquire_queue_slot(
-            self.name,
-            holder=holder,
-            concurrency=self.queue.concurrency,
-            rate_per_second=self.queue.rate_per_second,
+            QueueAdmission(
+                queue=self.name,
+                holder=holder,
+                concurrency=self.queue.concurrency,
+                rate_per_second=self.queue.rate_per_second,
+            ),
             expires_at=now + self._ttl,
             now=now,
         )

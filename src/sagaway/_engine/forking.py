@@ -61,7 +61,7 @@ from sagaway.clock import Clock
 from sagaway.randomness import new_run_id
 from sagaway.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store.base import Store
-from sagaway.store.records import StepRecord, WorkflowRecord
+from sagaway.store.records import ForkRequest, StepRecord, WorkflowRecord
 
 _TOP_LEVEL = re.compile(r"[1-9][0-9]*")
 _COMPLETION_ORDERED = frozenset(
@@ -336,14 +336,16 @@ async def create(
     )
     run_id = new_run_id()
     result = await engine.store.fork_workflow(
-        plan.source_run_id,
-        run_id=run_id,
-        key=new_key,
-        # Named by its run: re-run calls never reuse an idempotency key (see forking).
-        key_space=keys.key_space(new_key, run_id, replacing=True),
-        call_ids=plan.kept,
+        ForkRequest(
+            source_run_id=plan.source_run_id,
+            run_id=run_id,
+            key=new_key,
+            # Named by its run: re-run calls never reuse an idempotency key (see forking).
+            key_space=keys.key_space(new_key, run_id, replacing=True),
+            call_ids=tuple(plan.kept),
+            code_version=engine.options.code_version,
+        ),
         now=engine.clock.now(),
-        code_version=engine.options.code_version,
         audit=note,
     )
     if result is None:

@@ -21,7 +21,7 @@ from sagaway._engine import context, keys
 from sagaway._engine.execution import FINAL, WAIT_IN_PROCESS, ExecutionBase, Unload, engine_code
 from sagaway.clock import wait_event_or_sleep
 from sagaway.states import ErrorKind, StepKind, StepStatus, WorkflowStatus
-from sagaway.store.records import StepRecord, WorkflowRecord
+from sagaway.store.records import SignalReceive, StepRecord, WorkflowRecord
 
 if TYPE_CHECKING:
     from sagaway.registry import WorkflowDef
@@ -192,13 +192,15 @@ class WaitCalls(ExecutionBase):
         return await self._unload_guard(
             unload,
             store.receive_signal(
-                self.record.run_id,
-                token=self.lease.token,
-                name=name,
-                call_id=call_id,
-                started_at=started_at,
-                deadline=deadline,
-                wait=unload,
+                SignalReceive(
+                    run_id=self.record.run_id,
+                    token=self.lease.token,
+                    name=name,
+                    call_id=call_id,
+                    started_at=started_at,
+                    deadline=deadline,
+                    wait=unload,
+                ),
                 accept=accept,
                 now=now,
             ),

@@ -16,15 +16,13 @@ screen, overwrite a row or plant a hyperlink. JSON output escapes them by itself
 from __future__ import annotations
 
 import datetime
-import re
-import time
 from typing import Any
 
 import click
 from rich import markup
 from rich.text import Text
 
-from sagaway import identifiers
+from sagaway import _human, identifiers
 from sagaway._human import duration as duration  # re-exported: the CLI writes _format.duration
 
 STATUS_STYLE = {
@@ -108,29 +106,17 @@ class Clock:
         return out
 
 
-_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d|w)\s*$")
-_UNIT = {"ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
 def parse_time(value: str, *, utc: bool, option: str, now: float | None = None) -> float:
-    """Epoch seconds of what an operator typed: an ISO 8601 date or date-time (without an
-    offset: in the local zone, or UTC with --utc) or a duration ago (``90s``, ``15m``, ``2h``,
-    ``3d``, ``1w``)."""
-    now = time.time() if now is None else now
-    relative = _RELATIVE.match(value)
-    if relative:
-        return now - float(relative.group(1)) * _UNIT[relative.group(2)]
+    """Epoch seconds of what an operator typed (``_human.moment``): an ISO 8601 date or
+    date-time (without an offset: in the local zone, or UTC with --utc) or a duration ago."""
     try:
-        parsed = datetime.datetime.fromisoformat(value.strip())
+        return _human.moment(value, utc=utc, now=now)
     except ValueError:
         raise click.BadParameter(
             f"{value!r} is neither an ISO 8601 date/time (2026-12-01, 2026-12-01T10:30, "
             "2026-12-01T10:30+01:00) nor a duration ago (90s, 15m, 2h, 3d, 1w)",
             param_hint=option,
         ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=datetime.UTC) if utc else parsed.astimezone()
-    return parsed.timestamp()
 
 
 def clip(text: str, limit: int = 200) -> str:

@@ -3,8 +3,8 @@
 A fork copies its source's arguments and kept steps into a new run. Sealed payloads are bound
 to their run (``_places``), so copies would not open there: the forking process opens each
 with the source's place and seals it again with the fork's. The store writes the results in
-the fork's own transaction (``Store.fork_workflow(..., payloads=...)``), so the fork never
-exists holding its source's ciphertexts, even if the process dies mid-way.
+the fork's own transaction (``ForkRequest.payloads`` of ``Store.fork_workflow``), so the fork
+never exists holding its source's ciphertexts, even if the process dies mid-way.
 
 A payload the forking process cannot open (a key or a codec it lacks, a payload copied in from
 elsewhere) refuses the fork: copied unopened, it could never be opened in the new run.

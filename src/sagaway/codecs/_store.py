@@ -12,7 +12,7 @@ error, never corrupted: written back, a sealed payload is stored as it was).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from sagaway import errors
@@ -24,11 +24,15 @@ from sagaway.store.base import CreateResult, Store
 from sagaway.store.records import (
     AttemptErrorRecord,
     AuditNote,
-    ForkPayloads,
+    ForkRequest,
     Lease,
     ListQuery,
     NewWorkflow,
+    ScheduleFire,
+    SchedulePause,
+    SchedulePut,
     ScheduleRecord,
+    SignalReceive,
     SignalRecord,
     StepRecord,
     WorkflowRecord,
@@ -133,38 +137,25 @@ class CodecStore(Passthrough):
         )
 
     async def fork_workflow(
-        self,
-        source_run_id: str,
-        *,
-        run_id: str,
-        key: str,
-        key_space: str,
-        call_ids: Collection[str],
-        now: float,
-        code_version: str | None = None,
-        payloads: ForkPayloads | None = None,
-        audit: AuditNote | None = None,
+        self, fork: ForkRequest, *, now: float, audit: AuditNote | None = None
     ) -> CreateResult | None:
         # The source's payloads are bound to the source's run: the fork stores them sealed
         # again for its own, in its transaction (see _reseal). ``payloads`` given here are
         # plain, and sealed for the fork.
-        source = await self.inner.get_run(source_run_id)
-        steps = await self.inner.load_steps(source_run_id) if source is not None else []
+        source = await self.inner.get_run(fork.source_run_id)
+        steps = await self.inner.load_steps(fork.source_run_id) if source is not None else []
         sealed = None
         if source is not None:
             sealed = _reseal.fork_payloads(
-                self.chain, source, steps, run_id=run_id, call_ids=call_ids, given=payloads
+                self.chain,
+                source,
+                steps,
+                run_id=fork.run_id,
+                call_ids=fork.call_ids,
+                given=fork.payloads,
             )
         result = await self.inner.fork_workflow(
-            source_run_id,
-            run_id=run_id,
-            key=key,
-            key_space=key_space,
-            call_ids=call_ids,
-            now=now,
-            code_version=code_version,
-            payloads=sealed,
-            audit=audit,
+            dataclasses.replace(fork, payloads=sealed), now=now, audit=audit
         )
         if result is None:
             return None
@@ -311,18 +302,9 @@ class CodecStore(Passthrough):
         )
 
     async def receive_signal(
-        self,
-        run_id: str,
-        *,
-        token: str,
-        name: str,
-        call_id: str,
-        started_at: float,
-        deadline: float | None,
-        wait: bool,
-        accept: Callable[[str], str | None],
-        now: float,
+        self, receive: SignalReceive, *, accept: Callable[[str], str | None], now: float
     ) -> str | None:
+        run_id, name = receive.run_id, receive.name
         opened = self.chain.try_open
         place = _places.signal(run_id, name)
 
@@ -336,17 +318,7 @@ class CodecStore(Passthrough):
                 return None
             return self.chain.seal(problem, place=_places.signal_rejected(run_id, name))
 
-        payload = await self.inner.receive_signal(
-            run_id,
-            token=token,
-            name=name,
-            call_id=call_id,
-            started_at=started_at,
-            deadline=deadline,
-            wait=wait,
-            accept=accept_opened,
-            now=now,
-        )
+        payload = await self.inner.receive_signal(receive, accept=accept_opened, now=now)
         return opened(payload, place=place, sealed=True)
 
     async def wait_workflow(
@@ -402,55 +374,26 @@ class CodecStore(Passthrough):
         return _replaced(s, args=self.chain.try_open(s.args, place=place, sealed=True) or "")
 
     async def put_schedule(
-        self,
-        schedule: ScheduleRecord,
-        *,
-        keep_paused: bool,
-        now: float,
-        audit: AuditNote | None = None,
+        self, put: SchedulePut, *, now: float, audit: AuditNote | None = None
     ) -> ScheduleRecord:
+        schedule = put.schedule
         args = self.chain.seal(schedule.args, place=_places.schedule(schedule.id))
-        sealed = _replaced(schedule, args=args)
-        stored = await self.inner.put_schedule(
-            sealed, keep_paused=keep_paused, now=now, audit=audit
-        )
+        sealed = dataclasses.replace(put, schedule=_replaced(schedule, args=args))
+        stored = await self.inner.put_schedule(sealed, now=now, audit=audit)
         return self._schedule(stored)
 
     async def list_schedules(self) -> list[ScheduleRecord]:
         return [self._schedule(s) for s in await self.inner.list_schedules()]
 
     async def set_schedule_paused(
-        self,
-        schedule_id: str,
-        *,
-        paused: bool,
-        next_tick_at: float,
-        now: float,
-        audit: AuditNote | None = None,
+        self, change: SchedulePause, *, now: float, audit: AuditNote | None = None
     ) -> ScheduleRecord | None:
-        stored = await self.inner.set_schedule_paused(
-            schedule_id, paused=paused, next_tick_at=next_tick_at, now=now, audit=audit
-        )
+        stored = await self.inner.set_schedule_paused(change, now=now, audit=audit)
         return None if stored is None else self._schedule(stored)
 
     async def delete_schedule(self, schedule_id: str, *, audit: AuditNote | None = None) -> bool:
         return await self.inner.delete_schedule(schedule_id, audit=audit)
 
-    async def fire_schedule(
-        self,
-        schedule_id: str,
-        *,
-        tick_at: float,
-        next_tick_at: float,
-        last_tick_at: float | None,
-        starts: Sequence[NewWorkflow],
-        now: float,
-    ) -> bool:
-        return await self.inner.fire_schedule(
-            schedule_id,
-            tick_at=tick_at,
-            next_tick_at=next_tick_at,
-            last_tick_at=last_tick_at,
-            starts=[self._new(new) for new in starts],
-            now=now,
-        )
+    async def fire_schedule(self, fire: ScheduleFire, *, now: float) -> bool:
+        starts = tuple(self._new(new) for new in fire.starts)
+        return await self.inner.fire_schedule(dataclasses.replace(fire, starts=starts), now=now)

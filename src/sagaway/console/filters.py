@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import re
-import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 
 import sagaway as sw
+from sagaway import _human
 from sagaway._engine import versions
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
-_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 class FilterError(ValueError):
@@ -24,21 +20,14 @@ class FilterError(ValueError):
 
 def parse_when(value: str, field: str, now: float | None = None) -> float:
     """Epoch seconds of an ISO 8601 date or date-time (UTC unless it has an offset) or of a
-    duration ago (``90s``, ``15m``, ``2h``, ``3d``, ``1w``)."""
-    now = time.time() if now is None else now
-    relative = _RELATIVE.match(value)
-    if relative:
-        return now - float(relative.group(1)) * _UNIT[relative.group(2)]
+    duration ago (``90s``, ``15m``, ``2h``, ``3d``, ``1w``): ``_human.moment``."""
     try:
-        parsed = datetime.datetime.fromisoformat(value.strip())
+        return _human.moment(value, utc=True, now=now)
     except ValueError:
         raise FilterError(
             f"{field}: {value!r} is neither an ISO 8601 date/time in UTC (2026-12-01, "
             "2026-12-01T10:30) nor a duration ago (90s, 15m, 2h, 3d, 1w)"
         ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=datetime.UTC)
-    return parsed.timestamp()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

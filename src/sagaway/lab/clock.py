@@ -28,7 +28,6 @@ import contextlib
 import heapq
 import itertools
 from collections.abc import AsyncIterator
-from types import TracebackType
 
 from sagaway._tasks import cancel_and_wait
 
@@ -155,12 +154,7 @@ class SimClock:
         self._task = asyncio.create_task(self._schedule(), name="sagaway-lab-simclock")
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await cancel_and_wait(self._task)
         self._task = None
         self._changed = None

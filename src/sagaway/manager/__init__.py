@@ -21,7 +21,6 @@ import enum
 import logging
 import warnings
 from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapping, Sequence
-from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
 
 from sagaway import codecs, errors, serialization
@@ -455,12 +454,7 @@ class Manager:
         await self._open(run_workers=True)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     @contextlib.asynccontextmanager

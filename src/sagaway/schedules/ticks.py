@@ -32,6 +32,7 @@ from sagaway._engine.engine import Engine
 from sagaway._engine.text_checks import check_key
 from sagaway.randomness import new_id
 from sagaway.registry import WorkflowDef
+from sagaway.store import records
 from sagaway.store.records import AuditNote, NewWorkflow, ScheduleRecord, WorkflowRecord
 
 LATE = 60.0
@@ -99,11 +100,13 @@ async def fire(engine: Engine, schedule: ScheduleRecord, *, started_at: float) -
     chosen = plan(schedule, now=now, started_at=started_at)
     starts = [execution(engine, schedule, tick_key(schedule.id, t)) for t in chosen.ticks]
     won = await engine.store.fire_schedule(
-        schedule.id,
-        tick_at=schedule.next_tick_at,
-        next_tick_at=chosen.next_tick_at,
-        last_tick_at=chosen.ticks[-1] if chosen.ticks else None,
-        starts=starts,
+        records.ScheduleFire(
+            id=schedule.id,
+            tick_at=schedule.next_tick_at,
+            next_tick_at=chosen.next_tick_at,
+            last_tick_at=chosen.ticks[-1] if chosen.ticks else None,
+            starts=tuple(starts),
+        ),
         now=now,
     )
     if won and starts:
@@ -153,7 +156,9 @@ async def put(
     audit_note: AuditNote | None = None,
 ) -> ScheduleRecord:
     stored = await engine.store.put_schedule(
-        schedule, keep_paused=keep_paused, now=engine.clock.now(), audit=audit_note
+        records.SchedulePut(schedule=schedule, keep_paused=keep_paused),
+        now=engine.clock.now(),
+        audit=audit_note,
     )
     engine.schedule_wake.set()
     return stored
@@ -173,9 +178,11 @@ async def set_paused(
     schedule = await get(engine, schedule_id)
     now = engine.clock.now()
     stored = await engine.store.set_schedule_paused(
-        schedule_id,
-        paused=paused,
-        next_tick_at=cron.next_tick(schedule.cron, schedule.timezone, now),
+        records.SchedulePause(
+            id=schedule_id,
+            paused=paused,
+            next_tick_at=cron.next_tick(schedule.cron, schedule.timezone, now),
+        ),
         now=now,
         audit=note,
     )

@@ -99,7 +99,7 @@ def text_of(value: str, what: str) -> str:
 
 
 def _schedule(values: dict[str, Any]) -> None:
-    schedule = values["schedule"]
+    schedule = values["put"].schedule
     check_plain(schedule.id, "schedule id")
     check_name(schedule.workflow, "workflow")
     # A definition no scheduler could read is refused here (INVALID_ARGUMENT), not stored.
@@ -116,8 +116,8 @@ def _new(values: dict[str, Any]) -> None:
 
 
 def _queue_slot(values: dict[str, Any]) -> None:
-    text_of(values["queue"], "queue")
-    text_of(values["holder"], "holder")
+    text_of(values["admission"].queue, "queue")
+    text_of(values["admission"].holder, "holder")
 
 
 def _plain(name: str) -> Callable[[dict[str, Any]], None]:
@@ -130,7 +130,7 @@ def _named(name: str) -> Callable[[dict[str, Any]], None]:
 
 ARGUMENTS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "CreateWorkflow": _new,
-    "ForkWorkflow": _plain("key"),
+    "ForkWorkflow": lambda values: check_plain(values["fork"].key, "key"),
     "SendSignal": _named("name"),
     "FinishWorkflow": _ending(FINISHED),
     "EndWorkflow": _ending(ENDED_BY_REQUEST),

@@ -119,8 +119,8 @@ ANNOUNCED: Mapping[str, Callable[[Values, Any], list[Notice]]] = {
     "SendSignal": _ready_if(lambda v, r: r[1]),  # stored
     "WaitForChild": _ready_if(lambda v, r: v["wait"]),
     # it waits until a deadline: the recovery's next look may change
-    "ReceiveSignal": _ready_if(lambda v, payload: payload is None and v["wait"]),
-    "FireSchedule": _ready_if(lambda v, won: won and v["starts"]),  # the runs it created
+    "ReceiveSignal": _ready_if(lambda v, payload: payload is None and v["receive"].wait),
+    "FireSchedule": _ready_if(lambda v, won: won and v["fire"].starts),  # the runs it created
     "PutSchedule": lambda v, r: [SCHEDULES_CHANGED],
     "SetSchedulePaused": lambda v, r: [SCHEDULES_CHANGED],
 }

@@ -10,29 +10,24 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from sagaway.store.records import AuditNote, ForkPayloads
+from sagaway.store.records import AuditNote, ForkRequest
 from sagaway.store.sql import queries
 
 _Q = queries("sqlite")
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Fork:
-    """One fork: the ended execution it copies and the new one it creates."""
+class Fork(ForkRequest):
+    """One fork as a store runs it: the request, at ``now``."""
 
-    source_run_id: str
-    run_id: str
-    key: str
-    key_space: str
-    call_ids: tuple[str, ...]
-    """The source's steps the new execution keeps."""
     now: float
-    code_version: str | None = None
-    """The code version of the process that forks (not the source's): see ``NewWorkflow``."""
-    payloads: ForkPayloads | None = None
-    """Replacing the copied arguments and step payloads (see ``Store.fork_workflow``)."""
     audit: AuditNote | None = None
     """Written with the new execution (about it), when it is created."""
+
+    @classmethod
+    def of(cls, request: ForkRequest, now: float, audit: AuditNote | None) -> Fork:
+        fields = {f.name: getattr(request, f.name) for f in dataclasses.fields(ForkRequest)}
+        return cls(**fields, now=now, audit=audit)
 
     def params(self) -> dict[str, Any]:
         """``fork_workflow`` and ``fork_steps`` (``call_ids`` as a list: PostgreSQL's array)."""

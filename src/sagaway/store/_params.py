@@ -16,7 +16,7 @@ from typing import Any
 
 from sagaway.errors import error_record
 from sagaway.states import ErrorKind, StepKind, StepStatus, WorkflowStatus
-from sagaway.store.records import AuditNote, Lease, NewWorkflow, StepRecord
+from sagaway.store.records import AuditNote, Lease, NewWorkflow, SignalReceive, StepRecord
 
 Params = dict[str, Any]
 Write = tuple[str, Params]
@@ -198,18 +198,16 @@ class Send:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Receive:
+class Receive(SignalReceive):
     """One ``receive_signal`` call: what it writes, given the signals waiting for it."""
 
-    run_id: str
-    token: str
-    name: str
-    call_id: str
-    started_at: float
-    deadline: float | None
-    wait: bool
     accept: Callable[[str], str | None]
     now: float
+
+    @classmethod
+    def of(cls, receive: SignalReceive, accept: Callable[[str], str | None], now: float) -> Receive:
+        fields = {f.name: getattr(receive, f.name) for f in dataclasses.fields(SignalReceive)}
+        return cls(**fields, accept=accept, now=now)
 
     @property
     def waiting_for(self) -> str:

@@ -14,6 +14,7 @@ import abc
 import dataclasses
 from typing import Any
 
+from sagaway.store.records import QueueAdmission
 from sagaway.store.sql import queries
 
 _SQ = queries("sqlite")
@@ -80,17 +81,10 @@ class SQLQueueLimits(abc.ABC):
         """See ``Store.release_queue_slot``."""
 
     async def acquire_queue_slot(
-        self,
-        queue: str,
-        *,
-        holder: str,
-        concurrency: int | None,
-        rate_per_second: float | None,
-        expires_at: float,
-        now: float,
+        self, admission: QueueAdmission, *, expires_at: float, now: float
     ) -> float | None:
-        slot = Slot(queue=queue, holder=holder, now=now, expires_at=expires_at)
-        return await self._acquire(slot, concurrency, rate_per_second)
+        slot = Slot(queue=admission.queue, holder=admission.holder, now=now, expires_at=expires_at)
+        return await self._acquire(slot, admission.concurrency, admission.rate_per_second)
 
     async def renew_queue_slot(
         self, queue: str, *, holder: str, expires_at: float, now: float

@@ -41,33 +41,39 @@ def _enum(cls: type[E], value: Any, what: str, field: str) -> E:
         raise errors.CorruptRecord(what, field, value, _REPAIR) from None
 
 
+R = TypeVar("R")
+
+
+_COLUMNS: dict[tuple[type[Any], frozenset[str], tuple[str, ...]], tuple[str, ...]] = {}
+
+
+def _columns(cls: type[Any], leave: frozenset[str], read: tuple[str, ...]) -> tuple[str, ...]:
+    """The fields of ``cls`` but those left and read (remembered: this runs for every row)."""
+    names = _COLUMNS.get((cls, leave, read))
+    if names is None:
+        skip = leave | set(read)
+        names = tuple(f.name for f in dataclasses.fields(cls) if f.name not in skip)
+        _COLUMNS[cls, leave, read] = names
+    return names
+
+
+def from_columns(cls: type[R], row: Row, *, leave: frozenset[str] = frozenset(), **read: Any) -> R:
+    """The record ``cls`` from the columns of ``row`` named as its fields, as they are, but
+    for the fields ``read`` gives (converted, checked) and those it ``leave``s to their
+    defaults (no such column)."""
+    plain = {name: row[name] for name in _columns(cls, leave, tuple(read))}
+    return cls(**plain, **read)
+
+
 def workflow_from_row(row: Row) -> WorkflowRecord:
     """A ``WorkflowRecord`` from the columns run_id .. concurrency_key of a workflows row."""
-    run_id, key = row["run_id"], row["key"]
-    return WorkflowRecord(
-        run_id=run_id,
-        key=key,
-        name=row["name"],
-        args=row["args"],
-        args_hash=row["args_hash"],
-        status=_enum(WorkflowStatus, row["status"], f"workflow {key!r} (run {run_id})", "status"),
-        result=row["result"],
-        error=row["error"],
-        parent_key=row["parent_key"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        ended_at=row["ended_at"],
-        lease_owner=row["lease_owner"],
-        lease_expires_at=row["lease_expires_at"],
-        next_run_at=row["next_run_at"],
-        suspend_count=row["suspend_count"],
-        key_space=row["key_space"],
-        cancel_reason=row["cancel_reason"],
-        deadline_at=row["deadline_at"],
-        trace_context=row["trace_context"],
-        code_version=row["code_version"],
-        concurrency_key=row["concurrency_key"],
-    )
+    what = f"workflow {row['key']!r} (run {row['run_id']})"
+    status = _enum(WorkflowStatus, row["status"], what, "status")
+    return from_columns(WorkflowRecord, row, leave=_CLAIM_ONLY, status=status)
+
+
+_CLAIM_ONLY = frozenset({"previous_owner"})
+"""A workflow field no workflows column holds (a claim's answer)."""
 
 
 def claimed_from_row(row: Row) -> WorkflowRecord:
@@ -107,31 +113,13 @@ def report(exc: errors.CorruptRecord) -> None:
 
 def step_from_row(row: Row) -> StepRecord:
     """A ``StepRecord`` from the columns run_id .. ended_at of a steps row."""
-    run_id, call_id = row["run_id"], row["call_id"]
-    what = f"step {call_id} of run {run_id}"
-    return StepRecord(
-        run_id=run_id,
-        call_id=call_id,
-        kind=_enum(StepKind, row["kind"], what, "kind"),
-        name=row["name"],
-        status=_enum(StepStatus, row["status"], what, "status"),
-        attempts=row["attempts"],
-        result=row["result"],
-        error=row["error"],
-        started_at=row["started_at"],
-        ended_at=row["ended_at"],
+    what = f"step {row['call_id']} of run {row['run_id']}"
+    kind = _enum(StepKind, row["kind"], what, "kind")
+    return from_columns(
+        StepRecord, row, kind=kind, status=_enum(StepStatus, row["status"], what, "status")
     )
 
 
 def signal_from_row(row: Row) -> SignalRecord:
     """A ``SignalRecord`` from the columns of ``list_signals``."""
-    return SignalRecord(
-        id=row["id"],
-        name=row["name"],
-        payload=row["payload"],
-        dedupe_id=row["dedupe_id"],
-        created_at=row["created_at"],
-        consumed_call=row["consumed_call"],
-        consumed_at=row["consumed_at"],
-        rejected=row["rejected"],
-    )
+    return from_columns(SignalRecord, row)

@@ -14,11 +14,19 @@ and ``postgres.schedules``; the rules (which ticks, which keys) are the engine's
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from sagaway.store._rows import Row
-from sagaway.store.records import AuditNote, NewWorkflow, ScheduleRecord
+from sagaway.store._rows import Row, from_columns
+from sagaway.store.records import (
+    AuditNote,
+    NewWorkflow,
+    ScheduleFire,
+    SchedulePause,
+    SchedulePut,
+    ScheduleRecord,
+)
 from sagaway.store.sql import queries
 
 T = TypeVar("T")
@@ -52,14 +60,10 @@ class SQLSchedules(abc.ABC):
         """See ``Store.delete_schedule``."""
 
     async def put_schedule(
-        self,
-        schedule: ScheduleRecord,
-        *,
-        keep_paused: bool,
-        now: float,
-        audit: AuditNote | None = None,
+        self, put: SchedulePut, *, now: float, audit: AuditNote | None = None
     ) -> ScheduleRecord:
         # The definition, and what to keep of a row already there.
+        schedule, keep_paused = put.schedule, put.keep_paused
         params = {
             "id": schedule.id,
             "workflow": schedule.workflow,
@@ -76,54 +80,36 @@ class SQLSchedules(abc.ABC):
         return await self._put(params, audit)
 
     async def set_schedule_paused(
-        self,
-        schedule_id: str,
-        *,
-        paused: bool,
-        next_tick_at: float,
-        now: float,
-        audit: AuditNote | None = None,
+        self, change: SchedulePause, *, now: float, audit: AuditNote | None = None
     ) -> ScheduleRecord | None:
-        params = {"id": schedule_id, "paused": paused, "next_tick_at": next_tick_at, "now": now}
+        params = {**_fields(change), "now": now}
         return await self._set_paused(params, audit)
 
-    async def fire_schedule(
-        self,
-        schedule_id: str,
-        *,
-        tick_at: float,
-        next_tick_at: float,
-        last_tick_at: float | None,
-        starts: Sequence[NewWorkflow],
-        now: float,
-    ) -> bool:
-        if len({s.key for s in starts}) != len(starts):
-            raise ValueError(f"the executions of schedule {schedule_id!r} need distinct keys")
-        if next_tick_at <= tick_at:
+    async def fire_schedule(self, fire: ScheduleFire, *, now: float) -> bool:
+        if len({s.key for s in fire.starts}) != len(fire.starts):
+            raise ValueError(f"the executions of schedule {fire.id!r} need distinct keys")
+        if fire.next_tick_at <= fire.tick_at:
             raise ValueError("a schedule's next tick moves forward")
         # ``advance_schedule``: from ``tick_at`` (as read) to ``next_tick_at``.
-        params = {
-            "id": schedule_id,
-            "tick_at": tick_at,
-            "next_tick_at": next_tick_at,
-            "last_tick_at": last_tick_at,
-        }
-        return await self._fire(params, starts, now)
+        params = _fields(fire)
+        del params["starts"]
+        return await self._fire(params, fire.starts, now)
+
+
+def _fields(record: Any) -> Params:
+    """A record's fields by name (not deep, as ``dataclasses.asdict`` is)."""
+    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
 
 
 def schedule_from_row(row: Row) -> ScheduleRecord:
     """A ``ScheduleRecord`` from the columns of ``list_schedules``."""
-    return ScheduleRecord(
-        id=row["id"],
-        workflow=row["workflow"],
-        args=row["args"],
-        queue=row["queue"],
-        cron=row["cron"],
-        timezone=row["timezone"],
-        catch_up=row["catch_up"],
+    last = row["last_tick_at"]
+    return from_columns(
+        ScheduleRecord,
+        row,
         paused=bool(row["paused"]),
         next_tick_at=float(row["next_tick_at"]),
         created_at=float(row["created_at"]),
         updated_at=float(row["updated_at"]),
-        last_tick_at=None if row["last_tick_at"] is None else float(row["last_tick_at"]),
+        last_tick_at=None if last is None else float(last),
     )

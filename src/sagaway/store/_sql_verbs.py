@@ -19,10 +19,11 @@ from sagaway.store.contract import CreateResult
 from sagaway.store.records import (
     AttemptErrorRecord,
     AuditNote,
-    ForkPayloads,
+    ForkRequest,
     Lease,
     ListQuery,
     NewWorkflow,
+    SignalReceive,
     SignalRecord,
     StepRecord,
     WorkflowRecord,
@@ -121,31 +122,9 @@ class SQLVerbs(abc.ABC):
         return await self._create_run(create)
 
     async def fork_workflow(
-        self,
-        source_run_id: str,
-        *,
-        run_id: str,
-        key: str,
-        key_space: str,
-        call_ids: Collection[str],
-        now: float,
-        code_version: str | None = None,
-        payloads: ForkPayloads | None = None,
-        audit: AuditNote | None = None,
+        self, fork: ForkRequest, *, now: float, audit: AuditNote | None = None
     ) -> CreateResult | None:
-        return await self._fork(
-            Fork(
-                source_run_id=source_run_id,
-                run_id=run_id,
-                key=key,
-                key_space=key_space,
-                call_ids=tuple(call_ids),
-                now=now,
-                code_version=code_version,
-                payloads=payloads,
-                audit=audit,
-            )
-        )
+        return await self._fork(Fork.of(fork, now, audit))
 
     async def list_workflows(
         self, *, status: WorkflowStatus | None, limit: int
@@ -255,30 +234,9 @@ class SQLVerbs(abc.ABC):
         return await self._send(send)
 
     async def receive_signal(
-        self,
-        run_id: str,
-        *,
-        token: str,
-        name: str,
-        call_id: str,
-        started_at: float,
-        deadline: float | None,
-        wait: bool,
-        accept: Callable[[str], str | None],
-        now: float,
+        self, receive: SignalReceive, *, accept: Callable[[str], str | None], now: float
     ) -> str | None:
-        receive = _params.Receive(
-            run_id=run_id,
-            token=token,
-            name=name,
-            call_id=call_id,
-            started_at=started_at,
-            deadline=deadline,
-            wait=wait,
-            accept=accept,
-            now=now,
-        )
-        return await self._receive(receive)
+        return await self._receive(_params.Receive.of(receive, accept, now))
 
     async def wait_workflow(
         self,

@@ -12,7 +12,7 @@ The records the verbs take and return are defined in ``records`` and re-exported
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from typing import Protocol
 
 from sagaway import errors
@@ -25,11 +25,16 @@ from sagaway.store.records import (
     AuditQuery,
     AuditRecord,
     CancelRequestRecord,
-    ForkPayloads,
+    ForkRequest,
     Lease,
     ListQuery,
     NewWorkflow,
+    QueueAdmission,
+    ScheduleFire,
+    SchedulePause,
+    SchedulePut,
     ScheduleRecord,
+    SignalReceive,
     SignalRecord,
     StepRecord,
     WorkflowRecord,
@@ -83,18 +88,12 @@ class QueueLimitVerbs(Protocol):
     """The verbs of cluster queue limits (schema v14/v12)."""
 
     async def acquire_queue_slot(
-        self,
-        queue: str,
-        *,
-        holder: str,
-        concurrency: int | None,
-        rate_per_second: float | None,
-        expires_at: float,
-        now: float,
+        self, admission: QueueAdmission, *, expires_at: float, now: float
     ) -> float | None:
-        """Admit one activity attempt of ``queue`` under limits every process shares: take one
-        of ``concurrency`` slots for ``holder`` until ``expires_at`` (slots expired by ``now``
-        are freed first) and the next start of ``rate_per_second`` (starts ``1/rate`` apart).
+        """Admit one activity attempt of ``admission.queue`` under limits every process
+        shares: take one of ``concurrency`` slots for ``holder`` until ``expires_at`` (slots
+        expired by ``now`` are freed first) and the next start of ``rate_per_second`` (starts
+        ``1/rate`` apart).
 
         None if admitted (also when ``holder`` already holds a live slot); otherwise nothing is
         taken and the answer is the earliest time to try again: when the next start is allowed,
@@ -118,14 +117,10 @@ class ScheduleVerbs(Protocol):
     """The verbs of schedules (schema v13/v11)."""
 
     async def put_schedule(
-        self,
-        schedule: ScheduleRecord,
-        *,
-        keep_paused: bool,
-        now: float,
-        audit: AuditNote | None = None,
+        self, put: SchedulePut, *, now: float, audit: AuditNote | None = None
     ) -> ScheduleRecord:
-        """Create the schedule ``schedule.id`` or replace its definition; returns it as stored.
+        """Create the schedule ``put.schedule.id`` or replace its definition; returns it as
+        stored.
 
         An update keeps the stored ``next_tick_at`` when the cron expression and time zone are
         unchanged (ticks missed meanwhile stay due for catch-up) unless it resumes a paused
@@ -138,35 +133,21 @@ class ScheduleVerbs(Protocol):
         ...
 
     async def set_schedule_paused(
-        self,
-        schedule_id: str,
-        *,
-        paused: bool,
-        next_tick_at: float,
-        now: float,
-        audit: AuditNote | None = None,
+        self, change: SchedulePause, *, now: float, audit: AuditNote | None = None
     ) -> ScheduleRecord | None:
         """Pause or resume a schedule (None: no such id). Resuming a paused one sets its next
-        tick to ``next_tick_at``: the ticks of a pause are not caught up."""
+        tick to ``change.next_tick_at``: the ticks of a pause are not caught up."""
         ...
 
     async def delete_schedule(self, schedule_id: str, *, audit: AuditNote | None = None) -> bool:
         """Delete a schedule (its executions stay); False if there is none."""
         ...
 
-    async def fire_schedule(
-        self,
-        schedule_id: str,
-        *,
-        tick_at: float,
-        next_tick_at: float,
-        last_tick_at: float | None,
-        starts: Sequence[NewWorkflow],
-        now: float,
-    ) -> bool:
-        """In one transaction: advance the unpaused schedule's ``next_tick_at`` from ``tick_at``
-        to ``next_tick_at`` only if it still is ``tick_at`` (compare-and-set), and if so create
-        ``starts`` PENDING (a key already taken is left as it is). True: this call won."""
+    async def fire_schedule(self, fire: ScheduleFire, *, now: float) -> bool:
+        """In one transaction: advance the unpaused schedule's ``next_tick_at`` from
+        ``fire.tick_at`` to ``fire.next_tick_at`` only if it still is ``tick_at``
+        (compare-and-set), and if so create ``fire.starts`` PENDING (a key already taken is
+        left as it is). True: this call won."""
         ...
 
 
@@ -236,24 +217,15 @@ class Store(QueueLimitVerbs, ScheduleVerbs, AuditVerbs, Protocol):
         ...
 
     async def fork_workflow(
-        self,
-        source_run_id: str,
-        *,
-        run_id: str,
-        key: str,
-        key_space: str,
-        call_ids: Collection[str],
-        now: float,
-        code_version: str | None = None,
-        payloads: ForkPayloads | None = None,
-        audit: AuditNote | None = None,
+        self, fork: ForkRequest, *, now: float, audit: AuditNote | None = None
     ) -> CreateResult | None:
-        """Create a PENDING execution ``run_id`` under ``key`` (no parent) with the name,
-        arguments and queue of the ended execution ``source_run_id``, and copies of its steps
-        ``call_ids``, in one transaction (a worker may take it at once). Its ``code_version`` is
-        the one given (the forking process's), not the source's. ``payloads``, when given,
-        replace the copied arguments and the copied results and errors of the steps they name,
-        in the same transaction (a codec's payloads re-sealed for the new run).
+        """Create a PENDING execution ``fork.run_id`` under ``fork.key`` (no parent) with the
+        name, arguments and queue of the ended execution ``fork.source_run_id``, and copies of
+        its steps ``fork.call_ids``, in one transaction (a worker may take it at once). Its
+        ``code_version`` is the one given (the forking process's), not the source's.
+        ``fork.payloads``, when given, replace the copied arguments and the copied results and
+        errors of the steps they name, in the same transaction (a codec's payloads re-sealed
+        for the new run).
 
         Returns the new execution (``created``), or the one holding ``key`` (not created), or
         None when ``source_run_id`` is not an ended execution, or when a kept step started a
@@ -417,17 +389,7 @@ class Store(QueueLimitVerbs, ScheduleVerbs, AuditVerbs, Protocol):
         ...
 
     async def receive_signal(
-        self,
-        run_id: str,
-        *,
-        token: str,
-        name: str,
-        call_id: str,
-        started_at: float,
-        deadline: float | None,
-        wait: bool,
-        accept: Callable[[str], str | None],
-        now: float,
+        self, receive: SignalReceive, *, accept: Callable[[str], str | None], now: float
     ) -> str | None:
         """Consume the oldest undelivered signal ``name`` of an owned execution (fenced).
 

@@ -18,6 +18,12 @@ __all__ = [
     "ScheduleRecord",
     "StepPayloads",
     "ForkPayloads",
+    "ForkRequest",
+    "SchedulePause",
+    "ScheduleFire",
+    "SchedulePut",
+    "SignalReceive",
+    "QueueAdmission",
     "AuditNote",
     "AuditRecord",
     "AuditQuery",
@@ -223,6 +229,80 @@ class ForkPayloads:
 
     args: str
     steps: tuple[StepPayloads, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ForkRequest:
+    """One fork (``Store.fork_workflow``): the ended execution it copies and the new one."""
+
+    source_run_id: str
+    run_id: str
+    key: str
+    key_space: str
+    call_ids: tuple[str, ...]
+    """The source's steps the new execution keeps."""
+    code_version: str | None = None
+    """The code version of the process that forks (not the source's): see ``NewWorkflow``."""
+    payloads: ForkPayloads | None = None
+    """Replacing the copied arguments and step payloads (see ``Store.fork_workflow``)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SchedulePut:
+    """A schedule's definition to store (``Store.put_schedule``); ``keep_paused`` leaves the
+    stored ``paused`` of one already there as it is."""
+
+    schedule: ScheduleRecord
+    keep_paused: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SchedulePause:
+    """Pausing or resuming the schedule ``id`` (``Store.set_schedule_paused``)."""
+
+    id: str
+    paused: bool
+    next_tick_at: float
+    """The next tick of a paused schedule resumed (the ticks of a pause are not caught up)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleFire:
+    """One firing of the schedule ``id`` (``Store.fire_schedule``): its ``next_tick_at`` from
+    ``tick_at`` (as the scheduler read it) to ``next_tick_at``, and the executions it starts."""
+
+    id: str
+    tick_at: float
+    next_tick_at: float
+    last_tick_at: float | None
+    starts: tuple[NewWorkflow, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SignalReceive:
+    """One wait of an owned execution for a signal (``Store.receive_signal``): the step
+    ``call_id`` that records it, started at ``started_at``, waiting until ``deadline`` (None:
+    no end) if ``wait`` and none is there."""
+
+    run_id: str
+    token: str
+    name: str
+    call_id: str
+    started_at: float
+    deadline: float | None
+    wait: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class QueueAdmission:
+    """An activity attempt of ``holder`` asking to start under the limits of ``queue``
+    (``Store.acquire_queue_slot``): at most ``concurrency`` at once, starts ``1/rate_per_second``
+    apart (None: no such limit)."""
+
+    queue: str
+    holder: str
+    concurrency: int | None
+    rate_per_second: float | None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -24,6 +24,9 @@ from sagaway.store.records import (
     Lease,
     ListQuery,
     NewWorkflow,
+    QueueAdmission,
+    SchedulePause,
+    SchedulePut,
     ScheduleRecord,
     StepRecord,
 )
@@ -100,12 +103,16 @@ def _calls(store: GrpcStore) -> list[Callable[[], Awaitable[Any]]]:
         lambda: s.list_workflows(status=WorkflowStatus.TERMINATED, limit=10),
         lambda: s.list_page(ListQuery(limit=10, statuses=frozenset({WorkflowStatus.COMPLETED}))),
         lambda: s.count_by_status(),
-        lambda: s.put_schedule(schedule, keep_paused=False, now=NOW),
-        lambda: s.set_schedule_paused("s1", paused=True, next_tick_at=FAR, now=NOW),
+        lambda: s.put_schedule(SchedulePut(schedule=schedule, keep_paused=False), now=NOW),
+        lambda: s.set_schedule_paused(
+            SchedulePause(id="s1", paused=True, next_tick_at=FAR), now=NOW
+        ),
         lambda: s.list_schedules(),
         lambda: s.delete_schedule("s1"),
         lambda: s.acquire_queue_slot(
-            "q1", holder="h1", concurrency=1, rate_per_second=None, expires_at=FAR, now=NOW
+            QueueAdmission(queue="q1", holder="h1", concurrency=1, rate_per_second=None),
+            expires_at=FAR,
+            now=NOW,
         ),
         lambda: s.release_queue_slot("q1", holder="h1", now=NOW),
         lambda: s.list_audit(AuditQuery(limit=10)),

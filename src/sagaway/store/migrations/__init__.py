@@ -1,5 +1,10 @@
 """Versioned schema migrations, shipped as package data: ``<dialect>/NNNN_name.sql``.
 
+A migration may share text with others: a line ``-- use: <name>`` stands for the fragment
+``fragments/<name>.sql`` (shared by both dialects; fragments may use others), resolved when the
+migration is loaded, so the text a database runs is the one written out in full before. A
+fragment's first lines of ``--`` comments say what it is and are not part of its text.
+
 Both stores migrate the same way, in one transaction at open: create ``schema_migrations`` if
 missing, read the version it records, refuse a database newer than this Sagaway (``pending``),
 then run each missing migration and record it (``record``). How a script is run and how
@@ -8,12 +13,18 @@ concurrent first starts are serialised is the store's own.
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
+import re
 import sqlite3
 import time
 from typing import Any, NamedTuple
 
 from sagaway import errors
+
+_USE = re.compile(r"^\s*--\s*use:\s*(\w+)\s*$")
+FRAGMENTS = "fragments"
+"""The folder of the fragments migrations use."""
 
 
 class Migration(NamedTuple):
@@ -29,8 +40,41 @@ def migrations(dialect: str) -> list[Migration]:
     for entry in folder.iterdir():
         if entry.name.endswith(".sql"):
             number, _, rest = entry.name.partition("_")
-            out.append(Migration(int(number), rest.removesuffix(".sql"), entry.read_text()))
+            text = resolve(entry.read_text(), fragments())
+            out.append(Migration(int(number), rest.removesuffix(".sql"), text))
     return sorted(out)
+
+
+@functools.cache
+def fragments() -> dict[str, str]:
+    """Every fragment by name (its file's name without ``.sql``)."""
+    folder = importlib.resources.files(__package__).joinpath(FRAGMENTS)
+    return {
+        entry.name.removesuffix(".sql"): _without_description(entry.read_text())
+        for entry in folder.iterdir()
+        if entry.name.endswith(".sql")
+    }
+
+
+def _without_description(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    while lines and lines[0].startswith("--") and not _USE.match(lines[0].rstrip("\r\n")):
+        lines.pop(0)
+    return "".join(lines)
+
+
+def resolve(text: str, fragments: dict[str, str]) -> str:
+    """``text`` with each ``-- use: <name>`` line replaced by that fragment's text (resolved in
+    turn); ``KeyError`` names a fragment that does not exist."""
+    out: list[str] = []
+    for line in text.splitlines(keepends=True):
+        used = _USE.match(line.rstrip("\r\n"))
+        if used is None:
+            out.append(line)
+            continue
+        body = resolve(fragments[used.group(1)], fragments)
+        out.append(body if line.endswith("\n") else body.removesuffix("\n"))
+    return "".join(out)
 
 
 def latest_version(dialect: str) -> int:

@@ -27,6 +27,8 @@ from psycopg import sql
 from psycopg.abc import Params, Query
 from psycopg.rows import Row
 
+from sagaway.store import migrations
+
 _CREATED = re.compile(r"\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
 _CACHE_SIZE = 4096
 """Distinct statements remembered per schema (the named queries, and the listing's
@@ -38,8 +40,7 @@ def table_names() -> frozenset[str]:
     """The tables Sagaway creates in its schema (migrations and ``schema_migrations``)."""
     store = importlib.resources.files("sagaway.store")
     texts = [store.joinpath("sql", "postgres.sql").read_text()]
-    folder = store.joinpath("migrations", "postgres")
-    texts += [entry.read_text() for entry in folder.iterdir() if entry.name.endswith(".sql")]
+    texts += [migration.sql for migration in migrations.migrations("postgres")]
     return frozenset(name.lower() for text in texts for name in _CREATED.findall(text))
 
 

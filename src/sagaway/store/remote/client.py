@@ -68,7 +68,7 @@ class GrpcStore(Connection):
             for payload in reply.undecided:
                 request.decisions[payload] = accept(payload) or ""
         raise StoreUnavailable(
-            f"signals {values['name']!r} kept arriving faster than they could be judged; "
+            f"signals {values['receive'].name!r} kept arriving faster than they could be judged; "
             "will try again"
         )
 
@@ -76,7 +76,7 @@ class GrpcStore(Connection):
         request = verb.request(values)
         if verb.rpc == "ForkWorkflow":  # the one request that carries many payloads at once
             largest = self.server_info.max_request_bytes if self.server_info else 0
-            _grpc_errors.check_fork_size(request, largest, values["source_run_id"])
+            _grpc_errors.check_fork_size(request, largest, request.source_run_id)
         return request
 
     def _stamp(self, request: Any, values: dict[str, Any]) -> Any:

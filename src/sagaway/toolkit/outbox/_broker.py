@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from types import TracebackType
 from typing import Self
 
 from sagaway.toolkit.outbox._table import Message
@@ -33,10 +32,5 @@ class BrokerPublisher(abc.ABC):
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()

@@ -5,13 +5,7 @@ CREATE TABLE workflows (
     run_id           TEXT COLLATE "C" PRIMARY KEY,
     key              TEXT COLLATE "C" NOT NULL,
     is_current       BOOLEAN NOT NULL DEFAULT TRUE,
-    name             TEXT NOT NULL,
-    args             TEXT NOT NULL,
-    args_hash        TEXT NOT NULL,
-    status           TEXT NOT NULL,
-    result           TEXT,
-    error            TEXT,
-    parent_key       TEXT,
+    -- use: workflows_v1_text_columns
     created_at       DOUBLE PRECISION NOT NULL,
     updated_at       DOUBLE PRECISION NOT NULL,
     ended_at         DOUBLE PRECISION,
@@ -34,12 +28,7 @@ CREATE INDEX workflows_created ON workflows (created_at);
 CREATE TABLE steps (
     run_id     TEXT COLLATE "C" NOT NULL REFERENCES workflows (run_id),
     call_id    TEXT COLLATE "C" NOT NULL,
-    kind       TEXT NOT NULL,
-    name       TEXT NOT NULL,
-    status     TEXT NOT NULL,
-    attempts   INTEGER NOT NULL,
-    result     TEXT,
-    error      TEXT,
+    -- use: steps_v1_text_columns
     started_at DOUBLE PRECISION NOT NULL,
     ended_at   DOUBLE PRECISION,
     PRIMARY KEY (run_id, call_id)

@@ -4,22 +4,10 @@
 --   'ready:<next_run_at>'  an execution no one owns can become due (workers rescan)
 -- The channel is 'sagaway_<schema>' (cut to 63 bytes). Polling remains the fallback.
 CREATE FUNCTION sagaway_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    channel TEXT := left('sagaway_' || TG_TABLE_SCHEMA, 63);
-BEGIN
-    IF NEW.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED') THEN
-        IF TG_OP = 'INSERT' OR OLD.status IS DISTINCT FROM NEW.status THEN
-            PERFORM pg_notify(channel, 'ended:' || NEW.run_id);
-        END IF;
-    ELSIF NEW.lease_token IS NULL AND NEW.next_run_at IS NOT NULL AND (
-            TG_OP = 'INSERT'
-            OR OLD.lease_token IS NOT NULL
-            OR OLD.next_run_at IS DISTINCT FROM NEW.next_run_at) THEN
+-- use: notify_v3_ended
+    -- use: notify_ready_when
         PERFORM pg_notify(channel, 'ready:' || NEW.next_run_at);
-    END IF;
-    RETURN NULL;
-END
-$$;
+    -- use: notify_end
 
 CREATE TRIGGER workflows_notify AFTER INSERT OR UPDATE ON workflows
     FOR EACH ROW EXECUTE FUNCTION sagaway_notify();

@@ -8,22 +8,9 @@ ALTER TABLE workflows ADD COLUMN cancel_reason TEXT;
 ALTER TABLE workflows ADD COLUMN deadline_at DOUBLE PRECISION;
 
 CREATE OR REPLACE FUNCTION sagaway_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    channel TEXT := left('sagaway_' || TG_TABLE_SCHEMA, 63);
-BEGIN
-    IF NEW.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED') THEN
-        IF TG_OP = 'INSERT' OR OLD.status IS DISTINCT FROM NEW.status THEN
-            PERFORM pg_notify(channel, 'ended:' || NEW.run_id);
-        END IF;
-    ELSIF NEW.lease_token IS NULL AND NEW.next_run_at IS NOT NULL AND (
-            TG_OP = 'INSERT'
-            OR OLD.lease_token IS NOT NULL
-            OR OLD.next_run_at IS DISTINCT FROM NEW.next_run_at) THEN
-        PERFORM pg_notify(channel, 'ready:');
+-- use: notify_v3_ended
+    -- use: notify_ready
     ELSIF TG_OP = 'UPDATE' AND NEW.lease_token IS NOT NULL AND NEW.cancel_reason IS NOT NULL
             AND OLD.cancel_reason IS NULL THEN
         PERFORM pg_notify(channel, 'cancel:' || NEW.run_id);
-    END IF;
-    RETURN NULL;
-END
-$$;
+    -- use: notify_end

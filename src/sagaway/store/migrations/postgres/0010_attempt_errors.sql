@@ -16,10 +16,7 @@ CREATE TABLE attempt_errors (
 
 CREATE FUNCTION sagaway_keep_attempt_error() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO attempt_errors (run_id, call_id, attempt, error, at)
-    VALUES (NEW.run_id, NEW.call_id, NEW.attempts, NEW.error,
-            COALESCE(NEW.ended_at, NEW.started_at))
-    ON CONFLICT (run_id, call_id, attempt)
+    -- use: attempt_error_of_new_row
     DO UPDATE SET error = EXCLUDED.error, at = EXCLUDED.at;
     IF NEW.attempts > 20 THEN
         DELETE FROM attempt_errors

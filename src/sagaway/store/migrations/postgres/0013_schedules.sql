@@ -4,14 +4,7 @@
 -- value it read (compare-and-set), so however many schedulers run, each tick is started once.
 -- A trigger notifies 'schedules:' when a schedule may fall due sooner than the schedulers
 -- planned (created, resumed, its next tick moved earlier): they look again at once.
-CREATE TABLE schedules (
-    id           TEXT PRIMARY KEY,
-    workflow     TEXT NOT NULL,
-    args         TEXT NOT NULL,
-    queue        TEXT NOT NULL,
-    cron         TEXT NOT NULL,
-    timezone     TEXT NOT NULL,
-    catch_up     TEXT NOT NULL,
+-- use: schedules_text_columns
     paused       BOOLEAN NOT NULL DEFAULT FALSE,
     next_tick_at DOUBLE PRECISION NOT NULL,
     created_at   DOUBLE PRECISION NOT NULL,

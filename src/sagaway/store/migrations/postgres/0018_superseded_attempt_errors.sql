@@ -12,10 +12,7 @@ DROP TRIGGER IF EXISTS steps_keep_superseded_error ON steps;
 
 CREATE OR REPLACE FUNCTION sagaway_keep_superseded_error() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO attempt_errors (run_id, call_id, attempt, error, at)
-    VALUES (OLD.run_id, OLD.call_id, OLD.attempts, OLD.error,
-            COALESCE(OLD.ended_at, OLD.started_at))
-    ON CONFLICT (run_id, call_id, attempt)
+    -- use: attempt_error_of_old_row
     DO UPDATE SET error = EXCLUDED.error, at = EXCLUDED.at;
     IF NEW.attempts > 20 THEN
         DELETE FROM attempt_errors

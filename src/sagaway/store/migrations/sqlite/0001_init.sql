@@ -3,13 +3,7 @@ CREATE TABLE workflows (
     run_id           TEXT PRIMARY KEY,
     key              TEXT NOT NULL,
     is_current       INTEGER NOT NULL DEFAULT 1,
-    name             TEXT NOT NULL,
-    args             TEXT NOT NULL,
-    args_hash        TEXT NOT NULL,
-    status           TEXT NOT NULL,
-    result           TEXT,
-    error            TEXT,
-    parent_key       TEXT,
+    -- use: workflows_v1_text_columns
     created_at       REAL NOT NULL,
     updated_at       REAL NOT NULL,
     ended_at         REAL,
@@ -32,12 +26,7 @@ CREATE INDEX workflows_created ON workflows (created_at);
 CREATE TABLE steps (
     run_id     TEXT NOT NULL REFERENCES workflows (run_id),
     call_id    TEXT NOT NULL,
-    kind       TEXT NOT NULL,
-    name       TEXT NOT NULL,
-    status     TEXT NOT NULL,
-    attempts   INTEGER NOT NULL,
-    result     TEXT,
-    error      TEXT,
+    -- use: steps_v1_text_columns
     started_at REAL NOT NULL,
     ended_at   REAL,
     PRIMARY KEY (run_id, call_id)

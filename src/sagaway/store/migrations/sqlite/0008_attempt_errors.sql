@@ -16,24 +16,8 @@ CREATE TABLE attempt_errors (
 
 CREATE TRIGGER steps_keep_attempt_error_insert AFTER INSERT ON steps
 WHEN NEW.error IS NOT NULL
-BEGIN
-    INSERT INTO attempt_errors (run_id, call_id, attempt, error, at)
-    VALUES (NEW.run_id, NEW.call_id, NEW.attempts, NEW.error,
-            COALESCE(NEW.ended_at, NEW.started_at))
-    ON CONFLICT (run_id, call_id, attempt)
-    DO UPDATE SET error = excluded.error, at = excluded.at;
-    DELETE FROM attempt_errors
-    WHERE run_id = NEW.run_id AND call_id = NEW.call_id AND attempt <= NEW.attempts - 20;
-END;
+-- use: attempt_error_kept_v8
 
 CREATE TRIGGER steps_keep_attempt_error_update AFTER UPDATE ON steps
 WHEN NEW.error IS NOT NULL
-BEGIN
-    INSERT INTO attempt_errors (run_id, call_id, attempt, error, at)
-    VALUES (NEW.run_id, NEW.call_id, NEW.attempts, NEW.error,
-            COALESCE(NEW.ended_at, NEW.started_at))
-    ON CONFLICT (run_id, call_id, attempt)
-    DO UPDATE SET error = excluded.error, at = excluded.at;
-    DELETE FROM attempt_errors
-    WHERE run_id = NEW.run_id AND call_id = NEW.call_id AND attempt <= NEW.attempts - 20;
-END;
+-- use: attempt_error_kept_v8

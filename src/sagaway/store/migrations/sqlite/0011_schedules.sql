@@ -3,14 +3,7 @@
 -- ticks due and advances it in one transaction, only if it still holds the value it read
 -- (compare-and-set), so however many schedulers run, each tick is started once.
 -- (PostgreSQL: schema v13.)
-CREATE TABLE schedules (
-    id           TEXT PRIMARY KEY,
-    workflow     TEXT NOT NULL,
-    args         TEXT NOT NULL,
-    queue        TEXT NOT NULL,
-    cron         TEXT NOT NULL,
-    timezone     TEXT NOT NULL,
-    catch_up     TEXT NOT NULL,
+-- use: schedules_text_columns
     paused       INTEGER NOT NULL DEFAULT 0,
     next_tick_at REAL NOT NULL,
     created_at   REAL NOT NULL,

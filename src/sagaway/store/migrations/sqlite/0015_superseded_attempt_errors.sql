@@ -14,10 +14,7 @@ DROP TRIGGER IF EXISTS steps_keep_attempt_error_update;
 CREATE TRIGGER IF NOT EXISTS steps_keep_superseded_error AFTER UPDATE ON steps
 WHEN OLD.error IS NOT NULL AND (NEW.error IS NULL OR OLD.attempts <> NEW.attempts)
 BEGIN
-    INSERT INTO attempt_errors (run_id, call_id, attempt, error, at)
-    VALUES (OLD.run_id, OLD.call_id, OLD.attempts, OLD.error,
-            COALESCE(OLD.ended_at, OLD.started_at))
-    ON CONFLICT (run_id, call_id, attempt)
+    -- use: attempt_error_of_old_row
     DO UPDATE SET error = excluded.error, at = excluded.at;
     DELETE FROM attempt_errors
     WHERE run_id = NEW.run_id AND call_id = NEW.call_id

@@ -28,6 +28,7 @@ from sagaway.errors import (
     SagawayError,
     ScheduleNotFound,
     SignalTimeout,
+    UpdateRejected,
     WorkflowAlreadyExists,
     WorkflowCancelled,
     WorkflowNotEnded,
@@ -41,6 +42,7 @@ from sagaway.saga import Saga
 from sagaway.serialization import DefaultErrorMarshaler, ErrorMarshaler
 from sagaway.states import ErrorKind, OnConflict, StepKind, StepStatus, WorkflowStatus
 from sagaway.sync import SyncClient, SyncWorkflowHandle
+from sagaway.updates import Update, UpdateResult
 from sagaway.workflow import (
     SignalDescription,
     StepDescription,
@@ -90,6 +92,9 @@ __all__ = [
     "StepStatus",
     "SyncClient",
     "SyncWorkflowHandle",
+    "Update",
+    "UpdateRejected",
+    "UpdateResult",
     "WorkflowAlreadyExists",
     "WorkflowCancelled",
     "WorkflowDescription",

@@ -103,6 +103,9 @@ class StepKind(enum.StrEnum):
     SLEEP = "sleep"
     PATCH = "patch"
     """A marker: this execution reached ``sw.patched(name)`` on code that has the change."""
+    UPDATE = "update"
+    """An update's answer: the handler's result (or completable error), named
+    ``<update name>:<update id>``; its acceptance is the ``signal`` step before it."""
     CANCEL = "cancel"
     """Where a cancellation was delivered outside a durable call: the end of a ``Saga``
     block (name ``saga end``) or of the workflow (``workflow end``)."""

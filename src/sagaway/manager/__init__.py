@@ -362,6 +362,7 @@ class Manager:
 
     start_by_name = Delegated("_clients", ClientCalls.start_by_name)
     signal = Delegated("_clients", ClientCalls.signal)
+    update = Delegated("_clients", ClientCalls.update)
     sleep = Delegated("_clients", ClientCalls.sleep)
     get_workflow = Delegated("_clients", ClientCalls.get_workflow)
     list_workflows = Delegated("_clients", ClientCalls.list_workflows)

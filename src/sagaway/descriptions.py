@@ -124,6 +124,9 @@ class WorkflowDescription:
     audit: list[AuditEntry] = dataclasses.field(default_factory=list)
     """The operator actions on it (cancel, terminate, retry, ...), oldest first: who, what,
     when, why (``describe()`` only; at most the latest ``MAX_AUDIT``)."""
+    paused: bool = False
+    """Paused by an operator (``handle.pause()``): no worker runs it until it is resumed
+    (``describe()`` only)."""
 
     @property
     def cursor(self) -> str:

@@ -94,6 +94,7 @@ class WorkflowHandle(Generic[R]):
             described,
             cancel_requests=_cancel_log.describe(record, steps, requests),
             audit=[audit.entry(r) for r in reversed(trail)],
+            paused=bool(await engine.store.paused_runs([record.run_id])),
         )
 
     async def export_history(self) -> dict[str, Any]:

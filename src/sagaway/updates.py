@@ -230,9 +230,7 @@ async def _answer(
     what = f"answer to update {name!r} of workflow {key!r}"
     while True:
         signals = await outages.ride(engine, what, lambda: engine.list_run_signals(run_id))
-        request = next(
-            (s for s in signals if s.name == signal and s.dedupe_id == update_id), None
-        )
+        request = next((s for s in signals if s.name == signal and s.dedupe_id == update_id), None)
         if request is not None and request.rejected is not None:
             raise errors.UpdateRejected(key, name, update_id, request.rejected)
         if request is not None and request.consumed_call is not None:

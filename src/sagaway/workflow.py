@@ -21,12 +21,12 @@ from sagaway.randomness import new_id
 from sagaway.registry import ActivityDef, WorkflowDef
 from sagaway.retry import RetryPolicy
 from sagaway.states import OnConflict, WorkflowStatus
-from sagaway.updates import UpdateResult
 from sagaway.store.records import (
     AuditNote,
     AuditQuery,
     WorkflowRecord,
 )
+from sagaway.updates import UpdateResult
 
 if TYPE_CHECKING:
     from sagaway._engine.engine import EngineRef

@@ -86,7 +86,12 @@ async def test_pause_survives_kill_9_of_its_worker_and_resume_continues(
         # Still paused, and not taken over: its first step did not run again (the dead
         # process's lease, lapsed, is all the row still names).
         assert described.paused and described.status is sw.WorkflowStatus.RUNNING
-        assert sorted(ledger.read_text().splitlines()) == ["step p1", "step w1", "step w1", "step w2"]
+        assert sorted(ledger.read_text().splitlines()) == [
+            "step p1",
+            "step w1",
+            "step w1",
+            "step w2",
+        ]
         assert await manager.resume("paused")
         assert await paused.result(timeout=30) == ["p1", "p2"]
     lines = ledger.read_text().splitlines()

@@ -20,7 +20,7 @@ async def until(check: Any, what: str) -> None:
     """Poll the async ``check()`` until it holds (10 s bound; no fixed sleep decides)."""
 
     async def poll() -> None:
-        while not await check():
+        while not await check():  # noqa: ASYNC110  (state in the database: polled)
             await asyncio.sleep(0.02)
 
     try:
@@ -40,7 +40,9 @@ def define(manager: sw.Manager, calls: list[str], gate: asyncio.Event) -> Any:
         await gate.wait()
         return "1"
 
-    @manager.register_activity(name="charge", queue="payments", retry=sw.RetryPolicy(maximum_attempts=1))
+    @manager.register_activity(
+        name="charge", queue="payments", retry=sw.RetryPolicy(maximum_attempts=1)
+    )
     async def charge() -> str:
         calls.append("charge")
         return "charged"

@@ -47,9 +47,7 @@ def define(manager: sw.Manager, applied: list[str]) -> Any:
 
         while len(answers) < 2:
             try:
-                answers.append(
-                    await manager.update("approve").handle(approve, validator=check)
-                )
+                answers.append(await manager.update("approve").handle(approve, validator=check))
             except TooLate:
                 answers.append("late")
         return answers
@@ -70,9 +68,7 @@ async def test_update_accepted_rejected_and_answered_once(db_url: str) -> None:
         with pytest.raises(sw.UpdateRejected) as rejected:
             await handle.update("approve", Approval("ann", 5000), update_id="u-0", timeout=10)
         assert "over the limit" in rejected.value.reason
-        result = await handle.update(
-            "approve", Approval("bob", 10), update_id="u-1", timeout=10
-        )
+        result = await handle.update("approve", Approval("bob", 10), update_id="u-1", timeout=10)
         assert result.result == "approved by bob" and result.update_id == "u-1"
         # The same update id again: applied once, answered with the same result.
         again = await handle.update("approve", Approval("bob", 10), update_id="u-1", timeout=10)

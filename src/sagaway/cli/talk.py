@@ -61,7 +61,7 @@ def update(
     Exit 0 if accepted, 1 if rejected or the handler failed (the reason on stderr) or no answer
     came within --timeout, 2 if PAYLOAD is not JSON, 3 if there is no such workflow.
     """
-    data = support.json_arg(payload, "PAYLOAD", "'{\"approver\": \"ann\"}'")
+    data = support.json_arg(payload, "PAYLOAD", '\'{"approver": "ann"}\'')
     codec = reading_codec(codec_key_file)
 
     async def go() -> sw.UpdateResult | str:
@@ -125,13 +125,12 @@ def _pause_or_resume(
             return await _switch(manager, key, target, on, reason)
 
     changed = run(go(), url)
-    what = escape(key if target is None else f"{target[0]} {target[1]}")
-    verb = "paused" if on else "resumed"
+    named = f"{target[0]} {target[1]}" if target is not None else str(key)
     if changed:
-        console.print(f"{what}: {verb}")
+        console.print(f"{escape(named)}: {'paused' if on else 'resumed'}")
         return
     why = "has ended" if on and target is None else ("is paused already" if on else "is not paused")
-    click.echo(f"{safe_lines(key if target is None else f'{target[0]} {target[1]}')} {why}", err=True)
+    click.echo(f"{safe_lines(named)} {why}", err=True)
     sys.exit(int(Exit.REFUSED))
 
 

@@ -15,9 +15,9 @@ from sagaway._engine import context
 from sagaway._engine.engine import EngineRef
 from sagaway._engine.executor import current_execution
 from sagaway.signals import Signal
-from sagaway.updates import Update
 from sagaway.states import OnConflict, WorkflowStatus
 from sagaway.store.records import SignalRecord
+from sagaway.updates import Update
 from sagaway.workflow import (
     ActivityCall,
     WorkflowCall,

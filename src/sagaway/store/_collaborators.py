@@ -1,6 +1,7 @@
-"""The verbs both SQL stores hand to collaborators (schedules, audit trail, queue limits, pauses): each
-dialect builds its three (given its way to run a transaction) and this class forwards to them,
-so the forwarding is written once for both and the signatures only in the contract."""
+"""The verbs both SQL stores hand to collaborators (schedules, audit trail, queue limits,
+pauses): each dialect builds its four (given its way to run a transaction) and this class
+forwards to them, so the forwarding is written once for both and the signatures only in the
+contract."""
 
 from __future__ import annotations
 

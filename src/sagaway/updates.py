@@ -39,7 +39,7 @@ import pydantic
 from sagaway import errors, serialization
 from sagaway._engine import context, outages
 from sagaway._engine.engine import Engine, EngineRef
-from sagaway._engine.executor import current_execution
+from sagaway._engine.executor import Execution, current_execution
 from sagaway._engine.text_checks import check_name, check_text
 from sagaway.states import StepKind, StepStatus
 
@@ -144,25 +144,28 @@ class Update:
         request = await execution.call_receive(
             PREFIX + self.name, envelope, timeout, call_id, validate
         )
+        return await self._answer(execution, fn, request.id, request.payload)
+
+    async def _answer(
+        self, execution: Execution, fn: Callable[[Any], Any], update_id: str, payload: Any
+    ) -> Any:
+        """Run the handler on an accepted update and record its answer (the next step)."""
+        step_name = answer_name(self.name, update_id)
         try:
-            value = fn(request.payload)
+            value = fn(payload)
             if inspect.isawaitable(value):
                 value = await value
         except Exception as exc:
             if not execution.engine.is_completable(exc):
                 raise  # incompletable: suspended; a replay answers the accepted update again
             answer_id, _ = context.next_call_id()
-            await execution.call_update_answer(
-                answer_id, answer_name(self.name, request.id), None, exc
-            )
+            await execution.call_update_answer(answer_id, step_name, None, exc)
             raise
         encoded = serialization.encode_value(
             value, f"result of update {self.name!r}", execution.engine.payload_limit
         )
         answer_id, _ = context.next_call_id()
-        await execution.call_update_answer(
-            answer_id, answer_name(self.name, request.id), encoded, None
-        )
+        await execution.call_update_answer(answer_id, step_name, encoded, None)
         return value
 
     async def send(

@@ -107,10 +107,8 @@ class WaitCalls(ExecutionBase):
         call_id: str,
         validate: Callable[[Any], str | None] | None = None,
     ) -> Any:
-        """Receive the next signal ``name`` (durably waiting for it), decoded as ``adapter``.
-
-        ``validate(value)``: None accepts a decoded signal, a reason rejects it (marked
-        rejected with the reason, never delivered, no step recorded): an update's validator."""
+        """Receive the next signal ``name`` (durably waiting), decoded as ``adapter``;
+        ``validate(value)``: None, or why it is rejected (an update's validator)."""
         self._check_usable()
         engine = self.engine
         previous = self._replayed(call_id, StepKind.SIGNAL, name)
@@ -122,10 +120,8 @@ class WaitCalls(ExecutionBase):
             raise errors.SignalTimeout(str(message.get("message", f"no signal {name!r}")))
         now = engine.clock.now()
         started_at = previous.started_at if previous else now
-        if previous is not None:
-            deadline = previous.ended_at
-        else:
-            deadline = None if timeout is None else now + timeout
+        fresh_deadline = None if timeout is None else now + timeout
+        deadline = previous.ended_at if previous is not None else fresh_deadline
         watcher = engine.channel.watch_signals(self.record.run_id)
         try:
             while True:

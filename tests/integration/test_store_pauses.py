@@ -83,5 +83,3 @@ async def test_paused_calls_and_the_wake_on_resume(store: Store) -> None:
     assert [p.name for p in await store.list_paused_calls()] == ["payments"]
     with pytest.raises(ValueError):
         await store.pause_calls("workflow", "x", paused=True, reason="", now=T0)
-
-

@@ -11,7 +11,8 @@ from collections.abc import Collection
 
 
 class WorkflowStatus(enum.StrEnum):
-    """Where a workflow execution stands."""
+    """Where a workflow execution stands. A paused workflow keeps its status (its
+    ``describe().paused`` says it is held; docs/pause.md)."""
 
     PENDING = "PENDING"
     """Started, not yet picked up by a worker."""

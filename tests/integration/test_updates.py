@@ -36,7 +36,7 @@ def define(manager: sw.Manager, applied: list[str]) -> Any:
         if approval.amount > 1000:
             raise ValueError(f"amount {approval.amount} is over the limit of 1000")
 
-    @manager.register_workflow
+    @manager.register_workflow(name="order")
     async def order(order_id: str) -> list[str]:
         answers: list[str] = []
 
@@ -131,3 +131,20 @@ async def test_update_times_out_while_pending(db_url: str) -> None:
         handle = await manager.workflow(idle).execute(idempotency_key="idle")
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(handle.update("approve", 1, timeout=0.3), 10)
+
+
+async def test_sync_client_update_and_pause(db_url: str) -> None:
+    applied: list[str] = []
+    manager = make_manager(db_url)
+    define(manager, applied)
+    async with manager:
+        await manager.workflow("order", "o-9").execute(idempotency_key="o-9")
+
+        def call() -> tuple[Any, bool, bool]:
+            with sw.SyncClient(db_url) as client:
+                handle = client.get_workflow("o-9")
+                answer = handle.update("approve", {"approver": "dee", "amount": 3}, timeout=10)
+                return answer.result, handle.pause(), handle.resume()
+
+        assert await asyncio.to_thread(call) == ("approved by dee", True, True)
+    assert applied == ["dee"]

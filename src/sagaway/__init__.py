@@ -29,6 +29,7 @@ from sagaway.errors import (
     SagawayError,
     ScheduleNotFound,
     SignalTimeout,
+    UpdateRejected,
     WorkflowAlreadyExists,
     WorkflowCancelled,
     WorkflowNotEnded,
@@ -42,6 +43,7 @@ from sagaway.saga import Saga
 from sagaway.serialization import DefaultErrorMarshaler, ErrorMarshaler
 from sagaway.states import ErrorKind, OnConflict, StepKind, StepStatus, WorkflowStatus
 from sagaway.sync import SyncClient, SyncWorkflowHandle
+from sagaway.updates import Update, UpdateResult
 from sagaway.workflow import (
     SignalDescription,
     StepDescription,
@@ -95,6 +97,9 @@ __all__ = [
     "StepStatus",
     "SyncClient",
     "SyncWorkflowHandle",
+    "Update",
+    "UpdateRejected",
+    "UpdateResult",
     "WorkflowAlreadyExists",
     "WorkflowCancelled",
     "WorkflowDescription",

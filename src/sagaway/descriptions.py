@@ -124,6 +124,8 @@ class WorkflowDescription:
     audit: list[AuditEntry] = dataclasses.field(default_factory=list)
     """The operator actions on it (cancel, terminate, retry, ...), oldest first: who, what,
     when, why (``describe()`` only; at most the latest ``MAX_AUDIT``)."""
+    paused: bool = False
+    """Paused by an operator (``handle.pause()``): no worker runs it until it is resumed."""
 
     @property
     def cursor(self) -> str:
@@ -139,6 +141,7 @@ def describe(
     *,
     attempt_errors: list[AttemptErrorRecord] | None = None,
     signals: list[SignalRecord] | None = None,
+    paused: bool = False,
 ) -> WorkflowDescription:
     """The description of ``record`` with its ``steps`` (unreadable values go to ``problems``)."""
     problems = [] if problems is None else problems
@@ -166,6 +169,7 @@ def describe(
         result=load(record.result, "result"),
         input=load(record.args, "input"),
         lease_expires_at=record.lease_expires_at,
+        paused=paused,
         signals=[_signal(s, load) for s in signals or ()],
         problems=problems,
         error=serialization.error_summary(record.error),

@@ -14,6 +14,7 @@ Errors raised by user code tell the engine what a failure means::
           ├── NonDeterminismError     the workflow code no longer matches its recorded history
           ├── PayloadError            a payload cannot be encoded/decoded, or is too large
           ├── SignalTimeout           a signal did not arrive within its timeout
+          ├── UpdateRejected          a workflow's validator refused an update (or its payload)
           ├── IdempotencyConflict     the same key was used with different arguments
           ├── ActivityTimeout         an activity attempt ran past its timeout
           ├── ActivityAborted         an activity raised a BaseException (sys.exit(), ...)
@@ -169,6 +170,17 @@ class PayloadKeyError(PayloadError):
 
 class SignalTimeout(SagawayError):
     """The signal did not arrive within the timeout."""
+
+
+class UpdateRejected(SagawayError):
+    """The workflow refused the update: its validator (or the payload's type) rejected it."""
+
+    def __init__(self, key: str, name: str, update_id: str, reason: str) -> None:
+        super().__init__(f"update {name!r} ({update_id}) of workflow {key!r} rejected: {reason}")
+        self.key = key
+        self.name = name
+        self.update_id = update_id
+        self.reason = reason
 
 
 class IdempotencyConflict(SagawayError):

@@ -43,7 +43,10 @@ async def list_workflows(
             code_versions=frozenset(code_versions or ()),
         )
         records = await engine.list_page(query)
-    return [describe(r, []) for r in records]
+    # One more read per page: which of the live ones an operator paused.
+    live = [r.run_id for r in records if not r.status.ended]
+    paused = await engine.store.paused_runs(live) if live else set()
+    return [describe(r, [], paused=r.run_id in paused) for r in records]
 
 
 async def audit_log(

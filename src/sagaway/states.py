@@ -11,7 +11,8 @@ from collections.abc import Collection
 
 
 class WorkflowStatus(enum.StrEnum):
-    """Where a workflow execution stands."""
+    """Where a workflow execution stands. A paused workflow keeps its status (its
+    ``describe().paused`` says it is held; docs/pause.md)."""
 
     PENDING = "PENDING"
     """Started, not yet picked up by a worker."""
@@ -103,6 +104,9 @@ class StepKind(enum.StrEnum):
     SLEEP = "sleep"
     PATCH = "patch"
     """A marker: this execution reached ``sw.patched(name)`` on code that has the change."""
+    UPDATE = "update"
+    """An update's answer: the handler's result (or completable error), named
+    ``<update name>:<update id>``; its acceptance is the ``signal`` step before it."""
     CANCEL = "cancel"
     """Where a cancellation was delivered outside a durable call: the end of a ``Saga``
     block (name ``saga end``) or of the workflow (``workflow end``)."""

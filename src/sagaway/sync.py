@@ -29,6 +29,7 @@ from sagaway.batches import BatchAction, BatchOptions, BatchReport, WorkflowFilt
 from sagaway.registry import Registry
 from sagaway.signals import Signal
 from sagaway.states import OnConflict, WorkflowStatus
+from sagaway.updates import UpdateResult
 from sagaway.workflow import WorkflowCall, WorkflowDescription, WorkflowHandle
 
 logger = logging.getLogger(__name__)
@@ -476,3 +477,33 @@ class SyncWorkflowHandle(Generic[R]):
         """Ask the workflow to cancel (it compensates); False if it had already ended."""
         handle = self._handle
         return self._client._call(lambda: handle.cancel(reason))
+
+    def update(
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        update_id: str | None = None,
+        timeout: float | None = None,
+        result_type: Any = None,
+    ) -> UpdateResult:
+        """Send update ``name`` and wait for the workflow's answer (``WorkflowHandle.update``);
+        ``sw.UpdateRejected`` with the validator's reason."""
+        handle = self._handle
+        wait = None if timeout is None else timeout + (self._client.call_timeout or 0.0) + 5.0
+        return self._client._call_within(
+            lambda: handle.update(
+                name, payload, update_id=update_id, timeout=timeout, result_type=result_type
+            ),
+            wait,
+        )
+
+    def pause(self, reason: str = "paused by request") -> bool:
+        """Pause the workflow (``WorkflowHandle.pause``); False if it has ended."""
+        handle = self._handle
+        return self._client._call(lambda: handle.pause(reason))
+
+    def resume(self, reason: str = "resumed by request") -> bool:
+        """Resume a paused workflow; False if it was not paused."""
+        handle = self._handle
+        return self._client._call(lambda: handle.resume(reason))

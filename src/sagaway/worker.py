@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable
 
 from sagaway import errors, events, observe
-from sagaway._engine import context, versions
+from sagaway._engine import context, pausing, versions
 from sagaway._engine.engine import Engine
 from sagaway._engine.executor import Execution
 from sagaway._tasks import cancel_and_wait
@@ -297,6 +297,12 @@ class Worker:
         if entry.execution is not None:
             entry.execution.deliver_cancel(reason)
 
+    def paused(self, run_id: str) -> None:
+        """``run_id`` was paused: it stops here before its next durable call (``pausing``)."""
+        entry = self._running.get(run_id)
+        if entry is not None and entry.execution is not None:
+            entry.execution.deliver_pause()
+
     async def _read_cancel_requests(self, run_ids: list[str]) -> None:
         try:
             reasons = await self.engine.cancel_requests(run_ids)
@@ -413,9 +419,11 @@ class Worker:
     async def _heartbeat_loop(self) -> None:
         engine = self.engine
         interval = engine.lease_timeout / 3
+        await pausing.heartbeat(engine, ())  # paused activities and queues, before any attempt
         while self.accepting or self._running:
             await engine.clock.sleep(interval)
             if not self._running:
+                await pausing.heartbeat(engine, ())
                 continue
             entries = list(self._running.values())
             try:
@@ -451,3 +459,6 @@ class Worker:
             ]
             if unaware:
                 await self._read_cancel_requests(unaware)
+            live = [e.record.run_id for e in entries if e.record.run_id in self._running]
+            for run_id in await pausing.heartbeat(engine, live):
+                self.paused(run_id)

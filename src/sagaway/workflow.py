@@ -7,8 +7,8 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from sagaway import _cancel_log, _renamed, errors, serialization
-from sagaway._engine import audit, context, end_wait, history, outages, replaying
+from sagaway import _cancel_log, _renamed, errors, serialization, updates
+from sagaway._engine import audit, context, end_wait, history, outages, pausing, replaying
 from sagaway._engine.executor import current_execution
 from sagaway._engine.options import check_deadline
 from sagaway.descriptions import MAX_AUDIT
@@ -26,6 +26,7 @@ from sagaway.store.records import (
     AuditQuery,
     WorkflowRecord,
 )
+from sagaway.updates import UpdateResult
 
 if TYPE_CHECKING:
     from sagaway._engine.engine import EngineRef
@@ -93,6 +94,7 @@ class WorkflowHandle(Generic[R]):
             described,
             cancel_requests=_cancel_log.describe(record, steps, requests),
             audit=[audit.entry(r) for r in reversed(trail)],
+            paused=bool(await engine.store.paused_runs([record.run_id])),
         )
 
     async def export_history(self) -> dict[str, Any]:
@@ -160,6 +162,31 @@ class WorkflowHandle(Generic[R]):
             raise serialization.error_from_record(record.error, engine.marshaler)
         reason = (serialization.error_summary(record.error) or {}).get("message", "")
         raise errors.WorkflowCancelled(self.key, record.status.value, str(reason))
+
+    async def update(
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        update_id: str | None = None,
+        timeout: float | None = None,
+        result_type: Any = None,
+    ) -> UpdateResult:
+        """Send update ``name`` to this workflow and wait for its answer: the handler's result
+        (``UpdateResult``), or ``UpdateRejected`` with the validator's reason. See
+        ``Update.send`` (docs/updates.md)."""
+        return await updates.Update(self._engines, name).send(
+            self.key, payload, update_id=update_id, timeout=timeout, result_type=result_type
+        )
+
+    async def pause(self, reason: str = "paused by request") -> bool:
+        """Pause this workflow: it stops before its next durable call, gives its lease and
+        worker slot up, and no worker takes it until ``resume()``. False if it has ended."""
+        return await pausing.pause_workflow(self._engines.require(), self.key, True, reason)
+
+    async def resume(self, reason: str = "resumed by request") -> bool:
+        """Let a paused workflow run on from where it stopped. False if it was not paused."""
+        return await pausing.pause_workflow(self._engines.require(), self.key, False, reason)
 
     async def cancel(self, reason: str = "cancelled by request") -> bool:
         """Ask the workflow to cancel; False if it had already ended.
@@ -364,6 +391,25 @@ class WorkflowCall(_Call[R]):
             concurrency_key=concurrency_key,
         )
         return await handle.result(timeout=timeout)
+
+    async def update_with_start(
+        self,
+        update: str,
+        payload: Any = None,
+        *,
+        idempotency_key: str,
+        update_id: str | None = None,
+        timeout: float | None = None,
+        result_type: Any = None,
+    ) -> UpdateResult:
+        """Start the workflow under ``idempotency_key`` unless one runs there (``ATTACH``), then
+        send it update ``update`` and wait for the answer (see ``WorkflowHandle.update``).
+        Both steps are idempotent: a retry with the same key and ``update_id`` starts nothing
+        new and applies the update once."""
+        handle = await self.execute(idempotency_key=idempotency_key)
+        return await handle.update(
+            update, payload, update_id=update_id, timeout=timeout, result_type=result_type
+        )
 
     async def execute_wait(
         self,

@@ -173,6 +173,31 @@ def test_cancel_shows_the_compensation(site: Site, browser: Any) -> None:
     assert browser.find_elements("id", "action-cancel") == []
 
 
+def test_updates_and_a_pause_show_on_the_workflow_page(site: Site, browser: Any) -> None:
+    site.start("approvals", "b-upd-1")
+    site.start("held", "b-pause-1")
+    site.wait_for("b-upd-1", S.WAITING)
+    site.wait_for("b-pause-1", S.WAITING)
+
+    async def talk() -> None:
+        async with sw.Manager(site.url).connect() as manager:
+            handle = manager.get_workflow("b-upd-1")
+            with pytest.raises(sw.UpdateRejected):
+                await handle.update("approve", -3, update_id="no", timeout=WAIT)
+            assert (await handle.update("approve", 21, update_id="yes", timeout=WAIT)).result == 42
+            assert await manager.pause("b-pause-1", reason="checking the courier")
+
+    asyncio.run(talk())
+    site.wait_for("b-upd-1", S.COMPLETED)
+    browser.get(site.page("b-upd-1"))
+    _wait_text(browser, "#status", "COMPLETED")
+    text = _text(browser)
+    assert "approve:yes" in text and "update:approve" in text
+    assert "amount -3 is not positive" in text  # the rejected request, with its reason
+    browser.get(site.page("b-pause-1"))
+    _wait_text(browser, "#paused", "paused")
+
+
 def test_a_key_holding_markup_shows_as_text_and_runs_nothing(site: Site, browser: Any) -> None:
     from selenium.common.exceptions import NoAlertPresentException
 

@@ -26,7 +26,7 @@ from sagaway.codecs import CodecStore
 from sagaway.store import Store, open_store
 from sagaway.store.records import WorkflowRecord
 from sagaway.testing import time_skipping_manager
-from tests.generative import fleet, forks, model, purging
+from tests.generative import fleet, forks, model, purging, talking
 from tests.generative.faults import FaultyStore, Injector
 from tests.generative.handover import recording_handovers
 from tests.generative.program import (
@@ -116,6 +116,12 @@ class Driver:
         self._numbers = itertools.count(1)
         self.observer: Store | None = None
         self.sent: dict[str, set[str]] = {}
+        self.updates: list[tuple[str, str, str, str]] = []
+        """Updates sent (``talking``): run id, key, label, the good request's update id."""
+        self.answered = 0
+        """Of those, answered by the end (``talking.check``)."""
+        self.paused = 0
+        """Top-level runs paused and resumed (``talking``)."""
         """run id -> receive labels whose signal was sent to it."""
         self.top_runs: dict[str, str] = {}
         """top-level key -> its current run id."""
@@ -377,6 +383,9 @@ class Driver:
         return info.key == key and info.parent_key is None
 
     async def send(self, top: TopLevel, label: str, dup: bool, round_: int) -> None:
+        if label in talking.update_labels(top):
+            await talking.send(self, top, label, dup, round_)
+            return
         run_id = self.top_runs[top.key]
         dedupe = f"{label}-{round_}" if dup else None
         outcomes: list[bool | str] = []

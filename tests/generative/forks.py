@@ -40,6 +40,7 @@ import sagaway as sw
 from sagaway._engine import forking
 from sagaway._engine.cancellation import is_cancel_step
 from sagaway.states import StepKind
+from tests.generative import talking
 from tests.generative.program import TopLevel
 
 if TYPE_CHECKING:
@@ -139,6 +140,10 @@ async def _fork(driver: Driver, top: TopLevel) -> Forked:
 
 
 async def _send(driver: Driver, key: str, label: str) -> None:
+    if any(label in talking.update_labels(top) for top in driver.scenario.workflows):
+        await talking.send_update(driver, key, label, f"{label}-fork", f"sig:{label}")
+        return
+
     async def op(manager: sw.Manager) -> None:
         try:
             await manager.signal(label).send(key, f"sig:{label}")

@@ -7,7 +7,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 import sagaway as sw
-from tests.generative import fleet, forks, purging
+from tests.generative import fleet, forks, purging, talking
 
 if TYPE_CHECKING:
     from tests.generative.driver import Driver
@@ -30,6 +30,8 @@ async def check(driver: Driver) -> list[str]:
     if driver.settings.purge:
         problems += purging.lost_outcomes(driver, records)
     problems += forks.check(driver)
+    if driver.settings.updates:
+        problems += await talking.check(driver)
     return problems
 
 

@@ -70,6 +70,8 @@ class Child:
 class Receive:
     label: str
     timeout: float | None
+    update: bool = False
+    """Answered as an update (``manager.update(label).handle``) instead of a signal receive."""
 
 
 EARLY_TIMEOUT = 86400.0
@@ -306,7 +308,12 @@ def _node(s: GenSettings, ctx: _Ctx) -> st.SearchStrategy[Node]:
     if s.patches:
         options.append(st.just(None).map(lambda _: Patch(labels("p"))))
     if s.signals and ctx.top and waits:
-        options.append(st.sampled_from([None, 7200.0]).map(lambda t: Receive(labels("r"), t)))
+        answered = st.booleans() if s.updates else st.just(False)
+        options.append(
+            st.tuples(st.sampled_from([None, 7200.0]), answered).map(
+                lambda tu: Receive(labels("r"), tu[0], tu[1])
+            )
+        )
     if s.timed_waits_early and ctx.top and waits:
         options.append(st.just(EARLY_TIMEOUT).map(lambda t: Receive(labels("r"), t)))
     if ctx.depth > 0:

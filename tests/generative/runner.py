@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
+import sagaway as sw
 from sagaway import observe
-from tests.generative import fleet, forks, invariants, purging, telemetry_check
+from tests.generative import fleet, forks, invariants, purging, talking, telemetry_check
 from tests.generative.driver import FINAL_BUDGET, FIRST_BUDGET, Driver
 from tests.generative.program import Scenario
 from tests.generative.settings import GenSettings
@@ -47,7 +48,10 @@ async def run_scenario(scenario: Scenario, settings: GenSettings, url: str) -> R
         jumps=driver.jumps,
         settled=driver.settled,
         fault_log=driver.injector.log,
-        blocks=fleet.blocks(driver) + forks.blocks(driver) + purging.blocks(driver),
+        blocks=fleet.blocks(driver)
+        + forks.blocks(driver)
+        + purging.blocks(driver)
+        + talking.blocks(driver),
     )
 
 
@@ -69,10 +73,14 @@ async def _run(
             await fleet.pause_schedule(driver)
         if driver.settings.fork:
             await forks.fork_all(driver, last=False)
+        held = await _pause(driver, scenario) if driver.settings.pauses else []
         for top in scenario.workflows:
             for label, when, dup in top.signals:
                 if when == "after":
                     await driver.send(top, label, dup, 1)
+        if held:
+            await _resume(driver, held)
+        for top in scenario.workflows:
             if top.cancel:
                 await driver.end(top.key, cancel=True)
             if top.restart:
@@ -98,3 +106,34 @@ async def _run(
         seen = len(driver.problems)
     problems += driver.problems[seen:]  # found while closing the processes
     return problems
+
+
+async def _pause(driver: Driver, scenario: Scenario) -> list[str]:
+    """Pause some top-level runs (``talking``); the keys paused."""
+    records = await driver.statuses()
+    # Only runs no process holds: a running one would stop only at its next durable call.
+    idle = {
+        key
+        for key, run_id in driver.top_runs.items()
+        if run_id in records
+        and records[run_id].status in (sw.WorkflowStatus.WAITING, sw.WorkflowStatus.SUSPENDED)
+    }
+    held = [top.key for top in scenario.workflows if talking.paused(top) and top.key in idle]
+    for key in held:
+        await talking.pause(driver, key, True)
+    return held
+
+
+async def _resume(driver: Driver, held: list[str]) -> None:
+    """With the "after" signals sent, nothing of a paused run may begin: check, then resume."""
+    runs = {driver.top_runs[key] for key in held if key in driver.top_runs}
+    before = talking.began(driver, runs)
+    await driver.wait_idle()
+    await driver.handle_requests()
+    await driver.wait_idle()
+    after = talking.began(driver, runs)
+    if after != before:
+        driver.problems.append(f"{after - before} activity attempts of paused runs {held} began")
+    for key in held:
+        await talking.pause(driver, key, False)
+    driver.paused += len(held)

@@ -109,6 +109,15 @@ class GenSettings:
     """Check that a run a cancel request reached while live (the request was accepted) ends
     CANCELLED, or FAILED if a business error was already being compensated: never COMPLETED
     (off: the check before cancels were delivered at the ends of sagas and workflows)."""
+    updates: bool = True
+    """Some signal receives of top-level programs are update handlers
+    (``manager.update(label).handle(fn, validator=...)``): the client sends a request the
+    validator refuses, then the good one (with a dedupe, twice), without waiting for the
+    answer; the checks ask again for it (``talking.py``)."""
+    pauses: bool = True
+    """The client pauses some top-level workflows after the first settle (WAITING or
+    SUSPENDED then), sends their signals, lets the processes go idle, checks that nothing of
+    the paused run began, and resumes them (``talking.py``)."""
     telemetry: bool = True
     """An observer receives the engine's telemetry (spans, attempt and end reports) and its
     reports are checked against what happened (``telemetry_check.py``)."""

@@ -365,7 +365,12 @@ class Interpreter:
             await self.child(node, out)
         elif isinstance(node, Receive):
             try:
-                value = await manager.signal(node.label).receive(str, timeout=node.timeout)
+                if node.update:
+                    value = await manager.update(node.label).handle(
+                        _answer, validator=_refuse_bad, timeout=node.timeout
+                    )
+                else:
+                    value = await manager.signal(node.label).receive(str, timeout=node.timeout)
             except sw.SignalTimeout:
                 value = f"timeout:{node.label}"
             out.append(value)
@@ -412,3 +417,14 @@ class Interpreter:
             out.append(f"started:{node.label}")
             return
         out.append(await handle.result())
+
+
+def _answer(payload: str) -> str:
+    """An update handler: the payload is the answer (the model's ``sig:<label>``)."""
+    return payload
+
+
+def _refuse_bad(payload: str) -> None:
+    """An update validator: refuses the requests the client sends to be refused."""
+    if payload.startswith("bad:"):
+        raise ValueError(f"refused {payload}")

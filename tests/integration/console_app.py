@@ -51,6 +51,17 @@ def build(url: str | None, flag: Path) -> sw.Manager:
             decision = await m.signal("approval").receive(Approval)
             return f"approved by {decision.by}"
 
+    def positive(amount: int) -> None:
+        if amount <= 0:
+            raise ValueError(f"amount {amount} is not positive")
+
+    async def double(amount: int) -> int:
+        return amount * 2
+
+    @m.register_workflow(name="approvals")
+    async def approvals(item: str) -> int:
+        return int(await m.update("approve").handle(double, validator=positive))
+
     @m.register_workflow(name="family")
     async def family(item: str) -> str:
         return str(await m.workflow(simple, item).execute_get())

@@ -70,6 +70,10 @@ EXPECTED: dict[str, frozenset[str]] = {
     # operator actions
     "StartWorkflow": OPERATORS,
     "RetryNow": OPERATORS,
+    "PauseWorkflow": OPERATORS,
+    "PauseCalls": OPERATORS,
+    "PausedRuns": EVERYONE,  # every worker's heartbeat
+    "ListPausedCalls": EVERYONE,
     "ForkWorkflow": OPERATORS,
     # what operators and running workflows both do
     "CreateWorkflow": CLIENTS_AND_WORKERS,

@@ -64,8 +64,39 @@ def _undo_cancel_log(db_url: str) -> None:
 
 
 def _undo_audit_log(db_url: str) -> None:
-    """Take the audit trail (sqlite v18, postgres v22) back out."""
+    """Take the audit trail (sqlite v18, postgres v22) and what came after it back out."""
+    _undo_pauses(db_url)
     raw_sql(db_url, "DROP TABLE IF EXISTS audit_log")
+
+
+def _undo_pauses(db_url: str) -> None:
+    """Take the pauses (sqlite v20, postgres v25) back out."""
+    raw_sql(db_url, "DROP TABLE IF EXISTS paused_calls")
+    raw_sql(db_url, "ALTER TABLE workflows DROP COLUMN paused_at")
+
+
+@pytest.mark.direct_db  # it rewinds the schema behind the store's back
+async def test_a_database_at_the_previous_schema_gets_the_pauses(db_url: str) -> None:
+    dialect = "sqlite" if is_sqlite(db_url) else "postgres"
+    [version] = [m.version for m in migrations(dialect) if m.name == "pauses"]
+    s = open_store(db_url)
+    await s.open()
+    old = await s.create_workflow(new("before"), now=T0, lease=None, replace_live=False)
+    await s.close()
+    _undo_pauses(db_url)
+    raw_sql(db_url, f"DELETE FROM schema_migrations WHERE version >= {version}")
+
+    upgraded = open_store(db_url)
+    await upgraded.open()
+    try:
+        assert await upgraded.paused_runs([old.record.run_id]) == set()
+        assert await upgraded.pause_workflow(old.record.run_id, paused=True, now=T0)
+        assert await upgraded.paused_runs([old.record.run_id]) == {old.record.run_id}
+        assert await upgraded.list_paused_calls() == []
+    finally:
+        await upgraded.close()
+    versions = raw_sql(db_url, "SELECT version FROM schema_migrations ORDER BY version")
+    assert [v for (v,) in versions] == _shipped(db_url)
 
 
 @pytest.mark.direct_db  # it rewinds the schema behind the store's back

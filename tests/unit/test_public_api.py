@@ -21,6 +21,7 @@ EXPECTED = {
     "codecs",
     "AuditEntry",
     "BatchAction", "BatchItem", "BatchOutcome", "BatchReport", "WorkflowFilter",
+    "Update", "UpdateRejected", "UpdateResult",
 }  # fmt: skip
 
 
@@ -37,7 +38,7 @@ def test_error_tree() -> None:
         sw.PayloadError, sw.SignalTimeout, sw.IdempotencyConflict, sw.ActivityTimeout,
         sw.RetriesExhausted, sw.WorkflowCancelled, sw.ManagerStateError, sw.AlreadyRegistered,
         sw.WorkflowNotEnded, sw.PayloadKeyError, sw.ScheduleNotFound, sw.EngineUnavailable,
-        sw.ForkRefused,
+        sw.ForkRefused, sw.UpdateRejected,
     ]  # fmt: skip
     for cls in engine_errors:
         assert issubclass(cls, sw.SagawayError)

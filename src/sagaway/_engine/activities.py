@@ -138,7 +138,10 @@ class ActivityCalls(QueueAdmission):
         """Attempt the call until it succeeds, is retried no more, or fails for good."""
         defn = call.defn
         while True:
-            # Admitted first: an attempt refused by a cluster-wide limit never began.
+            # Admitted first: an attempt held back by a pause or refused by a cluster-wide
+            # limit never began.
+            if self.engine.paused_calls.records:
+                await self._past_pauses(defn, call.kind, call.info.call_id, call.started_at)
             limit = self.engine.cluster_limit(defn.queue)
             admitted = None
             if limit is not None:

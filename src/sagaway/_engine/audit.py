@@ -44,6 +44,8 @@ ACTIONS = frozenset(
         "schedule.pause",
         "schedule.resume",
         "schedule.trigger",
+        "pause",
+        "resume",
     }
 )
 """Every action the trail records."""

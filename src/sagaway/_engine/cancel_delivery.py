@@ -64,6 +64,8 @@ class CancelDelivery:
         """``Saga`` objects of the workflow not used as ``async with`` blocks (hand-written):
         a cancellation delivered at the workflow's end runs their pending compensations."""
         self._interrupted: set[asyncio.Task[Any]] = set()
+        self.pause_delivered = False
+        """Paused (``deliver_pause``): the unwinding is a pause, not a wait's unload."""
 
     def deliver_cancel(self, reason: str) -> None:
         """A cancel request arrived: the next durable call raises ``Cancelled``; waits in the
@@ -74,6 +76,16 @@ class CancelDelivery:
             self._interrupted.add(task)
             task.cancel()
         self._note_dropped()
+
+    def deliver_pause(self) -> None:
+        """The run was paused (``pausing``): it unwinds before its next durable call, as a wait
+        unloads it (``Unload``), and the executor then writes what finished and gives its lease
+        up. Nothing to do once its end is being written."""
+        if self.finishing or self.stopped or self.unloading:
+            return
+        self.pause_delivered = True
+        self.unloading = True
+        self._note_dropped()  # waits in the worker look again, and unwind
 
     def pending_cancel(self, *, always: bool = False) -> str | None:
         """Why the run is to be cancelled at its next durable call; None if it is not.

@@ -27,6 +27,7 @@ from sagaway._engine import (
     new_executions,
     notices_heard,
     outages,
+    pausing,
     purging,
     signal_sends,
 )
@@ -94,6 +95,8 @@ class Engine:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.runner: LocalRunner | None = None
         """This process's Worker while it runs (``attach_runner``)."""
+        self.paused_calls = pausing.PausedCalls()
+        """The activities and queues paused in the cluster, as last read (``pausing``)."""
         self.recovery_wake = asyncio.Event()
         """Set to make this process's Recovery Worker scan now."""
         self.schedule_wake = asyncio.Event()

@@ -54,7 +54,7 @@ class Execution(ActivityCalls, WaitCalls):
                     await self._cancelled(exc)
                 return  # else ownership lost or ended by request; the new owner carries on
             except Unload:
-                self._unloaded()
+                await self._unloaded()
                 return
             except asyncio.CancelledError:
                 if self.cancel_requested:
@@ -66,7 +66,7 @@ class Execution(ActivityCalls, WaitCalls):
             if self.unloading:
                 # Returned although a branch unwound to wait (code swallowed the unwinding):
                 # the lease is given up and nothing more may be written.
-                self._unloaded()
+                await self._unloaded()
                 return
             if self.doomed is not None:
                 await self._suspend(self.doomed)
@@ -106,7 +106,7 @@ class Execution(ActivityCalls, WaitCalls):
         if self.unloading:
             # Code caught the unwinding (``gather(return_exceptions=True)``) and raised
             # something else: the wait is what counts.
-            self._unloaded()
+            await self._unloaded()
         elif self.doomed is not None:
             await self._suspend(self.doomed)
         elif self.engine.is_completable(exc):
@@ -145,8 +145,19 @@ class Execution(ActivityCalls, WaitCalls):
             WorkflowStatus.CANCELLED, None, self._describe(error, ErrorKind.CANCELLED)
         )
 
-    def _unloaded(self) -> None:
-        """WAITING was committed with the wait, the lease given up: the wait's end re-runs it."""
+    async def _unloaded(self) -> None:
+        """WAITING was committed with the wait, the lease given up: the wait's end re-runs it.
+        Or it was paused: what finished is written and the lease given up here."""
+        if self.pause_delivered:
+            await self.flush()
+            await self.engine.release(self.record.run_id, self.lease.token)
+            self.outcome = "paused"
+            logger.info(
+                "workflow %s paused; it runs on when resumed",
+                self.key,
+                extra={"action": "workflow_paused", "workflow_id": self.key},
+            )
+            return
         self.outcome = "waiting"
         self.engine.channel.publish(events.WorkflowWaiting(self.record.run_id, self.key))
 

@@ -65,3 +65,8 @@ class LocalRunner(Protocol):
         """A cancel request was recorded for ``run_id`` (``reason`` None: not known here, read
         it): the execution, if it runs here, sees ``Cancelled`` at its next durable call."""
         ...
+
+    def paused(self, run_id: str) -> None:
+        """``run_id`` was paused: if it runs here, it stops before its next durable call and
+        gives its lease and slot up (``pausing``)."""
+        ...

@@ -1,5 +1,6 @@
-"""How an execution's activity attempts get into a cluster-wide queue (see ``cluster_limits``):
-admitted before each attempt, or waiting for it without holding the workflow's lease."""
+"""How an execution's activity attempts get into a cluster-wide queue (see ``cluster_limits``)
+and past pauses of their activity or queue (see ``pausing``): admitted before each attempt, or
+waiting for it without holding the workflow's lease."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import contextlib
 import uuid
 from typing import TYPE_CHECKING
 
+from sagaway._engine import pausing
 from sagaway._engine.execution import ExecutionBase
+from sagaway.clock import wait_event_or_sleep
 from sagaway.states import StepKind
+from sagaway.store import _pauses
 from sagaway.store._queue_limits import waiting_for
 
 if TYPE_CHECKING:
@@ -52,3 +56,35 @@ class QueueAdmission(ExecutionBase):
         if self.inflight != 1:
             return
         await self._wait(waiting_for=waiting_for(queue), next_run_at=retry_at, step=None)
+
+    async def _past_pauses(
+        self, defn: ActivityDef, kind: StepKind, call_id: str, started_at: float
+    ) -> None:
+        """Return once neither ``defn`` nor its queue is paused. Held back, no attempt begins
+        (none of the retry policy's is used): the workflow is unloaded if this call is all it
+        does (WAITING until a resume wakes it), else this branch waits in the worker."""
+        engine = self.engine
+        while engine.paused_calls.holding(defn.name, defn.queue) is not None:
+            # Read again: this process may have missed the resume that made the run due.
+            await self._store_call(pausing.refresh(engine))
+            held = engine.paused_calls.holding(defn.name, defn.queue)
+            if held is None:
+                return
+            # A compensation is never unloaded midway: it waits in the worker.
+            if kind is StepKind.ACTIVITY and self.inflight == 1:
+                await self._before_durable_action()
+                if self.inflight == 1:
+                    await self._wait(
+                        waiting_for=_pauses.waiting_for(*held),
+                        next_run_at=engine.clock.now() + pausing.RECHECK,
+                        step=None,
+                    )
+            with self._waiting_here():
+                await wait_event_or_sleep(
+                    engine.paused_calls.changed,
+                    engine.clock,
+                    self.until_cancel(pausing.RECHECK),
+                )
+            self._check_usable()
+            if kind is StepKind.ACTIVITY:
+                await self._cancel_here(call_id, kind, defn.name, started_at)

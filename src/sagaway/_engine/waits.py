@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pydantic
@@ -100,9 +100,15 @@ class WaitCalls(ExecutionBase):
 
     @engine_code
     async def call_receive(
-        self, name: str, adapter: pydantic.TypeAdapter[Any], timeout: float | None, call_id: str
+        self,
+        name: str,
+        adapter: pydantic.TypeAdapter[Any],
+        timeout: float | None,
+        call_id: str,
+        validate: Callable[[Any], str | None] | None = None,
     ) -> Any:
-        """Receive the next signal ``name`` (durably waiting for it), decoded as ``adapter``."""
+        """Receive the next signal ``name`` (durably waiting), decoded as ``adapter``;
+        ``validate(value)``: None, or why it is rejected (an update's validator)."""
         self._check_usable()
         engine = self.engine
         previous = self._replayed(call_id, StepKind.SIGNAL, name)
@@ -114,10 +120,8 @@ class WaitCalls(ExecutionBase):
             raise errors.SignalTimeout(str(message.get("message", f"no signal {name!r}")))
         now = engine.clock.now()
         started_at = previous.started_at if previous else now
-        if previous is not None:
-            deadline = previous.ended_at
-        else:
-            deadline = None if timeout is None else now + timeout
+        fresh_deadline = None if timeout is None else now + timeout
+        deadline = previous.ended_at if previous is not None else fresh_deadline
         watcher = engine.channel.watch_signals(self.record.run_id)
         try:
             while True:
@@ -131,7 +135,7 @@ class WaitCalls(ExecutionBase):
                     now = self.completion_time()  # a signal received now is recorded at ``now``
                 unload = self.inflight == 0 and not expired
                 payload = await self._take_signal(
-                    name, adapter, call_id, started_at, deadline, unload, now
+                    name, adapter, call_id, started_at, deadline, unload, now, validate
                 )
                 if payload is not None:
                     self.recorded[call_id] = self._step(
@@ -175,18 +179,19 @@ class WaitCalls(ExecutionBase):
         deadline: float | None,
         unload: bool,
         now: float,
+        validate: Callable[[Any], str | None] | None = None,
     ) -> str | None:
-        """The next well-formed signal ``name``, recorded as received; None if there is none
-        (then, if ``unload``, the workflow was made WAITING for it)."""
+        """The next well-formed signal ``name`` (that ``validate`` accepts), recorded as
+        received; None if there is none (then, if ``unload``, the workflow was made WAITING)."""
 
         def accept(payload: str) -> str | None:
             try:
-                _decode_signal(adapter, payload)
+                value = _decode_signal(adapter, payload)
             except errors.PayloadKeyError:
                 raise  # sealed beyond this process: it stays pending, the workflow suspends
             except errors.PayloadError as exc:
                 return str(exc)
-            return None
+            return None if validate is None else validate(value)
 
         store = self.engine.store
         return await self._unload_guard(
@@ -223,6 +228,38 @@ class WaitCalls(ExecutionBase):
             )
         )
         raise error
+
+    @engine_code
+    async def call_update_answer(
+        self, call_id: str, name: str, result: str | None, error: BaseException | None
+    ) -> bool:
+        """Record an update's answer as the step ``call_id`` (kind ``update``, ``name``): the
+        handler's encoded ``result``, or its completable ``error``. A replay finds it recorded
+        and writes nothing; False then (the answer was given before)."""
+        self._check_usable()
+        previous = self._replayed(call_id, StepKind.UPDATE, name)
+        if previous is not None and previous.status in FINAL:
+            context.note_completion(previous.ended_at or 0.0)
+            return False
+        if self.replay_only:
+            return False
+        await self._before_durable_action()
+        now = self.completion_time()
+        failed = error is not None
+        await self._record(
+            self._step(
+                call_id,
+                StepKind.UPDATE,
+                name,
+                StepStatus.FAILED if failed else StepStatus.COMPLETED,
+                result=None if failed else result,
+                error=None if error is None else self._describe(error, ErrorKind.FAILED),
+                started_at=now,
+                ended_at=now,
+            )
+        )
+        context.note_completion(now)
+        return True
 
     @contextlib.contextmanager
     def _waiting_beside(self, watcher: asyncio.Event) -> Iterator[None]:

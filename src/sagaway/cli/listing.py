@@ -44,6 +44,7 @@ def summary_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, A
         "run_id": d.run_id,
         "workflow": d.name,
         "status": d.status.value,
+        "paused": d.paused,
         "parent_key": d.parent_key,
         "code_version": d.code_version,
         **clock.fields(created_at=d.created_at, updated_at=d.updated_at, ended_at=d.ended_at),
@@ -183,7 +184,7 @@ def _print_list(
         table.add_row(
             row.key,
             row.name,
-            _format.status_text(row.status.value),
+            _format.status_text(row.status.value) + (" (paused)" if row.paused else ""),
             "-" if row.code_version is None else row.code_version,
             clock.text(row.created_at),
             clock.text(row.updated_at),

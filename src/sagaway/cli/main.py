@@ -37,6 +37,7 @@ from sagaway.cli.schedule import schedule_command
 from sagaway.cli.server import server as server_command
 from sagaway.cli.show import show
 from sagaway.cli.start import start
+from sagaway.cli.talk import pause, resume, update
 from sagaway.cli.token import token_command
 from sagaway.cli.ui import ui as ui_command
 from sagaway.cli.worker import worker
@@ -299,6 +300,9 @@ cli.add_command(ui_command)
 cli.add_command(token_command)
 cli.add_command(worker)
 cli.add_command(demo)
+cli.add_command(update)
+cli.add_command(pause)
+cli.add_command(resume)
 
 
 def main() -> None:

@@ -182,7 +182,9 @@ def print_show(d: sw.WorkflowDescription, clock: _format.Clock, show_tb: bool) -
         f"[bold]{escape(d.key)}[/bold]  workflow {escape(d.name)}  run {d.run_id}", soft_wrap=True
     )
     span = "after" if d.status.ended else "for"
-    _line("status", f"{_format.styled(d.status.value)}  ({span} {_format.duration(_elapsed(d))})")
+    paused = "  [yellow]paused[/yellow] (sagaway resume KEY)" if d.paused else ""
+    took = _format.duration(_elapsed(d))
+    _line("status", f"{_format.styled(d.status.value)}  ({span} {took}){paused}")
     _line("version", escape(versions.label(d.code_version)))
     _line("created", clock.text(d.created_at))
     _line("updated", clock.text(d.updated_at))

@@ -32,3 +32,7 @@ class Passthrough:
     acquire_queue_slot = forward(Store.acquire_queue_slot, "inner")
     renew_queue_slot = forward(Store.renew_queue_slot, "inner")
     release_queue_slot = forward(Store.release_queue_slot, "inner")
+    pause_workflow = forward(Store.pause_workflow, "inner")
+    paused_runs = forward(Store.paused_runs, "inner")
+    pause_calls = forward(Store.pause_calls, "inner")
+    list_paused_calls = forward(Store.list_paused_calls, "inner")

@@ -17,6 +17,7 @@ from sagaway._engine.executor import current_execution
 from sagaway.signals import Signal
 from sagaway.states import OnConflict, WorkflowStatus
 from sagaway.store.records import SignalRecord
+from sagaway.updates import Update
 from sagaway.workflow import (
     ActivityCall,
     WorkflowCall,
@@ -75,6 +76,11 @@ class ClientCalls:
     def signal(self, name: str) -> Signal:
         """A named signal: ``send(key, payload)`` from anywhere, ``receive(Type)`` in a workflow."""
         return Signal(self._ref, name)
+
+    def update(self, name: str) -> Update:
+        """A named update: ``send(key, payload)`` waits for the workflow's answer,
+        ``handle(fn, validator=...)`` answers it in a workflow."""
+        return Update(self._ref, name)
 
     async def sleep(self, seconds: float) -> None:
         """A durable timer inside a workflow: a resumed workflow sleeps only what is left."""

@@ -1,4 +1,4 @@
-"""The Manager's operator calls: cancel, terminate, retry, fork, purge, replay checks, audit.
+"""The Manager's operator calls: cancel, terminate, retry, pause, fork, purge, replay checks, audit.
 
 An operator's verbs on workflows (the command line and the console call them too); those that
 change something are recorded in the audit trail with their ``reason``.
@@ -11,13 +11,14 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from sagaway import listing
-from sagaway._engine import history, purging, replaying
+from sagaway._engine import history, pausing, purging, replaying
 from sagaway._engine import retention as retention_mod
 from sagaway._engine.audit import AuditEntry
 from sagaway._engine.engine import EngineRef
 from sagaway._engine.forking import ForkPlan
 from sagaway._engine.replaying import ReplayReport
 from sagaway.states import WorkflowStatus
+from sagaway.store.records import PausedCallRecord
 from sagaway.workflow import WorkflowHandle
 
 
@@ -81,6 +82,37 @@ class OperatorCalls:
         """Ask the workflow under ``key`` to cancel; False if it had already ended.
         Cooperative, with compensation, riding through outages: see ``WorkflowHandle.cancel``."""
         return await WorkflowHandle(self._ref, key).cancel(reason)
+
+    async def pause(self, key: str, reason: str = "paused by operator") -> bool:
+        """Pause the workflow under ``key``: see ``WorkflowHandle.pause`` (docs/pause.md)."""
+        return await WorkflowHandle(self._ref, key).pause(reason)
+
+    async def resume(self, key: str, reason: str = "resumed by operator") -> bool:
+        """Resume a paused workflow; False if it was not paused (see ``WorkflowHandle.resume``)."""
+        return await WorkflowHandle(self._ref, key).resume(reason)
+
+    async def pause_activity(self, name: str, reason: str = "paused by operator") -> bool:
+        """Hold back new attempts of the activity registered as ``name`` in every process
+        (attempts running finish; none of a retry policy's attempts is used while it is
+        paused); False if it was paused already. See docs/pause.md."""
+        return await pausing.pause_calls(self._ref.require(), "activity", name, True, reason)
+
+    async def resume_activity(self, name: str, reason: str = "resumed by operator") -> bool:
+        """Let attempts of activity ``name`` start again; False if it was not paused."""
+        return await pausing.pause_calls(self._ref.require(), "activity", name, False, reason)
+
+    async def pause_queue(self, name: str, reason: str = "paused by operator") -> bool:
+        """Hold back new attempts of every activity of the activity queue ``name`` (an
+        activity's ``queue=``), as ``pause_activity`` does for one activity."""
+        return await pausing.pause_calls(self._ref.require(), "queue", name, True, reason)
+
+    async def resume_queue(self, name: str, reason: str = "resumed by operator") -> bool:
+        """Let attempts of the activities of queue ``name`` start again; False if not paused."""
+        return await pausing.pause_calls(self._ref.require(), "queue", name, False, reason)
+
+    async def paused_calls(self) -> list[PausedCallRecord]:
+        """The paused activities and queues (kind, name, reason, since when)."""
+        return await self._ref.require().store.list_paused_calls()
 
     async def terminate(self, key: str, reason: str = "terminated by operator") -> bool:
         """End a live workflow as TERMINATED at once, without compensating; False if it had

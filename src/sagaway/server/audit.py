@@ -77,6 +77,8 @@ ACTIONS: Mapping[str, tuple[str, ...] | Callable[[Any], tuple[str, ...]]] = {
     "SetSchedulePaused": lambda r: ("schedule.pause",) if r.paused else ("schedule.resume",),
     "DeleteSchedule": ("schedule.delete",),
     "RecordAudit": ("purge",),
+    "PauseWorkflow": lambda r: ("pause",) if r.paused else ("resume",),
+    "PauseCalls": lambda r: ("pause",) if r.paused else ("resume",),
 }
 """The actions each call may record (some as its request says); a call not here records none."""
 

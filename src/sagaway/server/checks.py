@@ -137,6 +137,7 @@ ARGUMENTS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "PutSchedule": _schedule,
     "AcquireQueueSlot": _queue_slot,
     "ListAudit": _audit_limit,
+    "PauseCalls": _named("name"),  # its kind is the store's to check
 }
 """What a verb asks of its arguments beyond their fields' checks (ValueError: INVALID_ARGUMENT);
 a rule may also settle a value (``ListAudit``'s limit is at least 1)."""

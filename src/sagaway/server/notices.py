@@ -123,6 +123,8 @@ ANNOUNCED: Mapping[str, Callable[[Values, Any], list[Notice]]] = {
     "FireSchedule": _ready_if(lambda v, won: won and v["fire"].starts),  # the runs it created
     "PutSchedule": lambda v, r: [SCHEDULES_CHANGED],
     "SetSchedulePaused": lambda v, r: [SCHEDULES_CHANGED],
+    "PauseWorkflow": _ready_if(lambda v, changed: changed and not v["paused"]),  # resumed
+    "PauseCalls": _ready_if(lambda v, changed: changed and not v["paused"]),
 }
 """The notices a call's change makes on SQLite, by RPC, from its arguments and result (on
 PostgreSQL the database announces its changes itself)."""

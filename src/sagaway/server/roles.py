@@ -60,6 +60,8 @@ RPC_ROLES: Mapping[str, frozenset[Role]] = {
     "ListSchedules": _R,
     "NextDue": _R,
     "ListAudit": _R,
+    "PausedRuns": _R,  # each worker's heartbeat: paused runs it holds
+    "ListPausedCalls": _R,
     # operator actions (and a workflow's own starts, signals and cancels of children)
     "StartWorkflow": _O,
     "CreateWorkflow": _OW,
@@ -67,6 +69,8 @@ RPC_ROLES: Mapping[str, frozenset[Role]] = {
     "RequestCancel": _OW,
     "RetryNow": _O,
     "ForkWorkflow": _O,
+    "PauseWorkflow": _O,
+    "PauseCalls": _O,
     # running work
     "ClaimDue": _W,
     "RenewLeases": _W,

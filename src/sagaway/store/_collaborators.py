@@ -1,20 +1,28 @@
-"""The verbs both SQL stores hand to collaborators (schedules, audit trail, queue limits): each
-dialect builds its three (given its way to run a transaction) and this class forwards to them,
-so the forwarding is written once for both and the signatures only in the contract."""
+"""The verbs both SQL stores hand to collaborators (schedules, audit trail, queue limits,
+pauses): each dialect builds its four (given its way to run a transaction) and this class
+forwards to them, so the forwarding is written once for both and the signatures only in the
+contract."""
 
 from __future__ import annotations
 
 from sagaway.store.contract import AuditVerbs, QueueLimitVerbs, ScheduleVerbs
 from sagaway.store.forwarding import forward
+from sagaway.store.pause_verbs import PauseVerbs
 
 
 class Collaborators:
     """Forwards the schedule, audit and queue limit verbs of a store to its collaborators."""
 
     def __init__(
-        self, *, schedules: ScheduleVerbs, audit: AuditVerbs, queue_limits: QueueLimitVerbs
+        self,
+        *,
+        schedules: ScheduleVerbs,
+        audit: AuditVerbs,
+        queue_limits: QueueLimitVerbs,
+        pauses: PauseVerbs,
     ) -> None:
         self._schedules = schedules
+        self._pauses = pauses
         self._audit = audit
         self._queue_limits = queue_limits
 
@@ -28,3 +36,7 @@ class Collaborators:
     acquire_queue_slot = forward(QueueLimitVerbs.acquire_queue_slot, "_queue_limits")
     renew_queue_slot = forward(QueueLimitVerbs.renew_queue_slot, "_queue_limits")
     release_queue_slot = forward(QueueLimitVerbs.release_queue_slot, "_queue_limits")
+    pause_workflow = forward(PauseVerbs.pause_workflow, "_pauses")
+    paused_runs = forward(PauseVerbs.paused_runs, "_pauses")
+    pause_calls = forward(PauseVerbs.pause_calls, "_pauses")
+    list_paused_calls = forward(PauseVerbs.list_paused_calls, "_pauses")

@@ -11,6 +11,7 @@ __all__ = [
     "StepRecord",
     "SignalRecord",
     "CancelRequestRecord",
+    "PausedCallRecord",
     "NewWorkflow",
     "Lease",
     "AttemptErrorRecord",
@@ -114,6 +115,17 @@ class CancelRequestRecord:
     requested_at: float
     accepted: bool
     """False: the execution had already ended (``request_cancel`` answered False)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PausedCallRecord:
+    """An activity (``kind`` ``activity``) or activity queue (``queue``) held paused in every
+    process (``Store.pause_calls``)."""
+
+    kind: str
+    name: str
+    reason: str
+    paused_at: float
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -2869,3 +2869,139 @@ class BatchReply(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___BatchReply: _TypeAlias = BatchReply  # noqa: Y015
+
+@_typing.final
+class PauseWorkflowRequest(_message.Message):
+    """----------------------------------------------------------------------------- pauses
+
+    Pause (paused) or resume a live execution: a paused one is claimed by no worker, and the
+    process running it stops it before its next durable call. Done.changed: false when it had
+    ended (pause) or was not paused (resume).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    PAUSED_FIELD_NUMBER: _builtins.int
+    AUDIT_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    paused: _builtins.bool
+    @_builtins.property
+    def audit(self) -> Global___AuditNote:
+        """"pause" or "resume" """
+
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        paused: _builtins.bool = ...,
+        audit: Global___AuditNote | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit", "paused", b"paused", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PauseWorkflowRequest: _TypeAlias = PauseWorkflowRequest  # noqa: Y015
+
+@_typing.final
+class PauseCallsRequest(_message.Message):
+    """Pause or resume the activity (kind "activity", its registered name) or activity queue (kind
+    "queue") `name` in every process. Done.changed: false when nothing changed.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    PAUSED_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    AUDIT_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    name: _builtins.str
+    paused: _builtins.bool
+    reason: _builtins.str
+    @_builtins.property
+    def audit(self) -> Global___AuditNote:
+        """"pause" or "resume" """
+
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        name: _builtins.str = ...,
+        paused: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+        audit: Global___AuditNote | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit", b"audit", "kind", b"kind", "name", b"name", "paused", b"paused", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PauseCallsRequest: _TypeAlias = PauseCallsRequest  # noqa: Y015
+
+@_typing.final
+class PausedCallRecord(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    PAUSED_AT_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    name: _builtins.str
+    reason: _builtins.str
+    paused_at: _builtins.float
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        name: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        paused_at: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "name", b"name", "paused_at", b"paused_at", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PausedCallRecord: _TypeAlias = PausedCallRecord  # noqa: Y015
+
+@_typing.final
+class ListPausedCallsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPausedCallsRequest: _TypeAlias = ListPausedCallsRequest  # noqa: Y015
+
+@_typing.final
+class PausedCalls(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___PausedCallRecord]: ...
+    def __init__(
+        self,
+        *,
+        calls: _abc.Iterable[Global___PausedCallRecord] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calls", b"calls"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PausedCalls: _TypeAlias = PausedCalls  # noqa: Y015

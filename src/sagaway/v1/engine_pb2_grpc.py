@@ -256,6 +256,26 @@ class EngineStub:
                 request_serializer=sagaway_dot_v1_dot_engine__pb2.ListAuditRequest.SerializeToString,
                 response_deserializer=sagaway_dot_v1_dot_engine__pb2.AuditList.FromString,
                 _registered_method=True)
+        self.PauseWorkflow = channel.unary_unary(
+                '/sagaway.v1.Engine/PauseWorkflow',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.PauseWorkflowRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.Done.FromString,
+                _registered_method=True)
+        self.PausedRuns = channel.unary_unary(
+                '/sagaway.v1.Engine/PausedRuns',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.RunIds.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.RunIds.FromString,
+                _registered_method=True)
+        self.PauseCalls = channel.unary_unary(
+                '/sagaway.v1.Engine/PauseCalls',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.PauseCallsRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.Done.FromString,
+                _registered_method=True)
+        self.ListPausedCalls = channel.unary_unary(
+                '/sagaway.v1.Engine/ListPausedCalls',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.ListPausedCallsRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.PausedCalls.FromString,
+                _registered_method=True)
         self.Batch = channel.unary_unary(
                 '/sagaway.v1.Engine/Batch',
                 request_serializer=sagaway_dot_v1_dot_engine__pb2.BatchRequest.SerializeToString,
@@ -539,6 +559,30 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PauseWorkflow(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PausedRuns(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseCalls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPausedCalls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Batch(self, request, context):
         """Several of the calls above in one message, for a client with many workflows in flight: each
         runs as if it had come alone (its own transaction, concurrently with the others, so the
@@ -771,6 +815,26 @@ def add_EngineServicer_to_server(servicer, server):
                     servicer.ListAudit,
                     request_deserializer=sagaway_dot_v1_dot_engine__pb2.ListAuditRequest.FromString,
                     response_serializer=sagaway_dot_v1_dot_engine__pb2.AuditList.SerializeToString,
+            ),
+            'PauseWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseWorkflow,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.PauseWorkflowRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.Done.SerializeToString,
+            ),
+            'PausedRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.PausedRuns,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.RunIds.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.RunIds.SerializeToString,
+            ),
+            'PauseCalls': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseCalls,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.PauseCallsRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.Done.SerializeToString,
+            ),
+            'ListPausedCalls': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPausedCalls,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.ListPausedCallsRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.PausedCalls.SerializeToString,
             ),
             'Batch': grpc.unary_unary_rpc_method_handler(
                     servicer.Batch,
@@ -1968,6 +2032,114 @@ class Engine:
             '/sagaway.v1.Engine/ListAudit',
             sagaway_dot_v1_dot_engine__pb2.ListAuditRequest.SerializeToString,
             sagaway_dot_v1_dot_engine__pb2.AuditList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/PauseWorkflow',
+            sagaway_dot_v1_dot_engine__pb2.PauseWorkflowRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.Done.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PausedRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/PausedRuns',
+            sagaway_dot_v1_dot_engine__pb2.RunIds.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.RunIds.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseCalls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/PauseCalls',
+            sagaway_dot_v1_dot_engine__pb2.PauseCallsRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.Done.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPausedCalls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/ListPausedCalls',
+            sagaway_dot_v1_dot_engine__pb2.ListPausedCallsRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.PausedCalls.FromString,
             options,
             channel_credentials,
             insecure,

@@ -125,6 +125,10 @@ class EngineStub:
     """Done.changed: this call won the tick (its compare-and-set changed the row)."""
     RecordAudit: _grpc.UnaryUnaryMultiCallable[_engine_pb2.RecordAuditRequest, _engine_pb2.Empty]
     ListAudit: _grpc.UnaryUnaryMultiCallable[_engine_pb2.ListAuditRequest, _engine_pb2.AuditList]
+    PauseWorkflow: _grpc.UnaryUnaryMultiCallable[_engine_pb2.PauseWorkflowRequest, _engine_pb2.Done]
+    PausedRuns: _grpc.UnaryUnaryMultiCallable[_engine_pb2.RunIds, _engine_pb2.RunIds]
+    PauseCalls: _grpc.UnaryUnaryMultiCallable[_engine_pb2.PauseCallsRequest, _engine_pb2.Done]
+    ListPausedCalls: _grpc.UnaryUnaryMultiCallable[_engine_pb2.ListPausedCallsRequest, _engine_pb2.PausedCalls]
     Batch: _grpc.UnaryUnaryMultiCallable[_engine_pb2.BatchRequest, _engine_pb2.BatchReply]
     """Several of the calls above in one message, for a client with many workflows in flight: each
     runs as if it had come alone (its own transaction, concurrently with the others, so the
@@ -188,6 +192,10 @@ class EngineAsyncStub(EngineStub):
     """Done.changed: this call won the tick (its compare-and-set changed the row)."""
     RecordAudit: _aio.UnaryUnaryMultiCallable[_engine_pb2.RecordAuditRequest, _engine_pb2.Empty]  # type: ignore[assignment]
     ListAudit: _aio.UnaryUnaryMultiCallable[_engine_pb2.ListAuditRequest, _engine_pb2.AuditList]  # type: ignore[assignment]
+    PauseWorkflow: _aio.UnaryUnaryMultiCallable[_engine_pb2.PauseWorkflowRequest, _engine_pb2.Done]  # type: ignore[assignment]
+    PausedRuns: _aio.UnaryUnaryMultiCallable[_engine_pb2.RunIds, _engine_pb2.RunIds]  # type: ignore[assignment]
+    PauseCalls: _aio.UnaryUnaryMultiCallable[_engine_pb2.PauseCallsRequest, _engine_pb2.Done]  # type: ignore[assignment]
+    ListPausedCalls: _aio.UnaryUnaryMultiCallable[_engine_pb2.ListPausedCallsRequest, _engine_pb2.PausedCalls]  # type: ignore[assignment]
     Batch: _aio.UnaryUnaryMultiCallable[_engine_pb2.BatchRequest, _engine_pb2.BatchReply]  # type: ignore[assignment]
     """Several of the calls above in one message, for a client with many workflows in flight: each
     runs as if it had come alone (its own transaction, concurrently with the others, so the
@@ -512,6 +520,34 @@ class EngineServicer(metaclass=_abc_1.ABCMeta):
         request: _engine_pb2.ListAuditRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_engine_pb2.AuditList, _abc.Awaitable[_engine_pb2.AuditList]]: ...
+
+    @_abc_1.abstractmethod
+    def PauseWorkflow(
+        self,
+        request: _engine_pb2.PauseWorkflowRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.Done, _abc.Awaitable[_engine_pb2.Done]]: ...
+
+    @_abc_1.abstractmethod
+    def PausedRuns(
+        self,
+        request: _engine_pb2.RunIds,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.RunIds, _abc.Awaitable[_engine_pb2.RunIds]]: ...
+
+    @_abc_1.abstractmethod
+    def PauseCalls(
+        self,
+        request: _engine_pb2.PauseCallsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.Done, _abc.Awaitable[_engine_pb2.Done]]: ...
+
+    @_abc_1.abstractmethod
+    def ListPausedCalls(
+        self,
+        request: _engine_pb2.ListPausedCallsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.PausedCalls, _abc.Awaitable[_engine_pb2.PausedCalls]]: ...
 
     @_abc_1.abstractmethod
     def Batch(

@@ -107,6 +107,10 @@ class GrpcStore(Connection):
     request_cancel = remote(Store.request_cancel)
     cancel_requests = remote(Store.cancel_requests)
     retry_now = remote(Store.retry_now)
+    pause_workflow = remote(Store.pause_workflow)
+    paused_runs = remote(Store.paused_runs)
+    pause_calls = remote(Store.pause_calls)
+    list_paused_calls = remote(Store.list_paused_calls)
     count_by_status = remote(Store.count_by_status)
 
     # ------------------------------------------------------------------ waits

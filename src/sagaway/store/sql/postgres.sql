@@ -322,8 +322,9 @@ RETURNING w.lease_token
 -- ---------------------------------------------------------------- recovery
 
 -- fragment: due_filter
--- The conditions claim_due and next_due share: the worker's queues and code versions, and a
--- PENDING execution's per-key limit.
+-- The conditions claim_due and next_due share: not paused, the worker's queues and code
+-- versions, and a PENDING execution's per-key limit.
+AND paused_at IS NULL
 AND (%(any_queue)s OR queue = ANY(%(queues)s::text[]))
 AND (%(any_version)s OR code_version = ANY(%(versions)s::text[])
      OR (%(unversioned)s AND code_version IS NULL))
@@ -779,3 +780,38 @@ INSERT INTO audit_log (entry_id, actor, on_behalf_of, action, target, reason, de
 VALUES (%(entry_id)s, %(actor)s, %(on_behalf_of)s, %(action)s, %(target)s, %(reason)s,
         %(details)s)
 ON CONFLICT (entry_id) DO NOTHING
+
+-- ---------------------------------------------------------------- pauses (schema v25)
+
+-- name: pause_workflow
+-- No worker claims it now (due_filter); its owner, if any, hears of it (paused_runs) and stops
+-- before its next durable call. The first pause's time stays.
+UPDATE workflows SET paused_at = COALESCE(paused_at, %(now)s), updated_at = %(now)s
+WHERE run_id = %(run_id)s AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+
+-- name: resume_workflow
+-- Due as it was; one that became due while paused is due now (the trigger announces it).
+UPDATE workflows
+SET paused_at = NULL, updated_at = %(now)s,
+    next_run_at = CASE WHEN next_run_at <= %(now)s THEN %(now)s ELSE next_run_at END
+WHERE run_id = %(run_id)s AND paused_at IS NOT NULL
+
+-- name: paused_runs
+SELECT run_id FROM workflows
+WHERE run_id = ANY(%(run_ids)s::text[]) AND paused_at IS NOT NULL
+
+-- name: pause_calls
+INSERT INTO paused_calls (kind, name, reason, paused_at)
+VALUES (%(kind)s, %(name)s, %(reason)s, %(now)s)
+ON CONFLICT (kind, name) DO NOTHING
+
+-- name: resume_calls
+DELETE FROM paused_calls WHERE kind = %(kind)s AND name = %(name)s
+
+-- name: wake_paused_calls
+-- Resumed: the workflows waiting for it look again now.
+UPDATE workflows SET next_run_at = %(now)s, updated_at = %(now)s
+WHERE status = 'WAITING' AND waiting_for = %(waiting_for)s
+
+-- name: list_paused_calls
+SELECT kind, name, reason, paused_at FROM paused_calls ORDER BY kind, name

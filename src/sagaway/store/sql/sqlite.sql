@@ -119,8 +119,9 @@ WHERE lease_token = :token AND status = 'RUNNING'
   AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
 
 -- fragment: due_filter
--- The conditions due_candidates and next_due share: the worker's queues and code versions, and
--- a PENDING execution's per-key limit.
+-- The conditions due_candidates and next_due share: not paused, the worker's queues and code
+-- versions, and a PENDING execution's per-key limit.
+AND paused_at IS NULL
 AND (:any_queue OR queue IN (SELECT value FROM json_each(:queues)))
 AND (:any_version OR code_version IN (SELECT value FROM json_each(:versions))
      OR (:unversioned AND code_version IS NULL))
@@ -454,3 +455,38 @@ ON CONFLICT (entry_id) DO NOTHING
 INSERT INTO audit_log (entry_id, actor, on_behalf_of, action, target, reason, details)
 VALUES (:entry_id, :actor, :on_behalf_of, :action, :target, :reason, :details)
 ON CONFLICT (entry_id) DO NOTHING
+
+-- ---------------------------------------------------------------- pauses (schema v20)
+
+-- name: pause_workflow
+-- No worker claims it now (due_filter); its owner, if any, hears of it (paused_runs) and stops
+-- before its next durable call. The first pause's time stays.
+UPDATE workflows SET paused_at = COALESCE(paused_at, :now), updated_at = :now
+WHERE run_id = :run_id AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+
+-- name: resume_workflow
+-- Due as it was; one that became due while paused is due now.
+UPDATE workflows
+SET paused_at = NULL, updated_at = :now,
+    next_run_at = CASE WHEN next_run_at <= :now THEN :now ELSE next_run_at END
+WHERE run_id = :run_id AND paused_at IS NOT NULL
+
+-- name: paused_runs
+SELECT run_id FROM workflows
+WHERE run_id IN (SELECT value FROM json_each(:run_ids)) AND paused_at IS NOT NULL
+
+-- name: pause_calls
+INSERT INTO paused_calls (kind, name, reason, paused_at) VALUES (:kind, :name, :reason, :now)
+ON CONFLICT (kind, name) DO NOTHING
+
+-- name: resume_calls
+DELETE FROM paused_calls WHERE kind = :kind AND name = :name
+
+-- name: wake_paused_calls
+-- Resumed: the workflows waiting for it look again now.
+UPDATE workflows SET next_run_at = :now, updated_at = :now
+WHERE status = 'WAITING' AND waiting_for = :waiting_for
+  AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
+
+-- name: list_paused_calls
+SELECT kind, name, reason, paused_at FROM paused_calls ORDER BY kind, name

@@ -52,9 +52,7 @@ def _sagaway() -> list[str]:
 def _run(command: list[str]) -> tuple[float, float]:
     """(wall ms, CPU ms) of one command, which must exit 0."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_ENV
-    )
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_ENV)
     assert proc.stderr is not None
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
@@ -171,7 +169,9 @@ def _print(record: dict[str, Any]) -> None:
     for what, r in record["wall"].items():
         backend = what.rsplit(" ", 1)[-1]
         goal = GOAL_MS.get(backend)
-        check = "" if goal is None else f"≤ {goal:.0f}: {'met' if r['median_ms'] <= goal else 'MISSED'}"
+        check = (
+            "" if goal is None else f"≤ {goal:.0f}: {'met' if r['median_ms'] <= goal else 'MISSED'}"
+        )
         print(
             f"{what:<20} {r['median_ms']:>10.1f} {r['p90_ms']:>8.1f} {r['cpu_median_ms']:>8.1f}"
             f"  {check}"
@@ -186,7 +186,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20, help="timed runs per command")
     parser.add_argument(
         "--postgres",
-        default=os.environ.get("SAGAWAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+        default=os.environ.get(
+            "SAGAWAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+        ),
         help=f"PostgreSQL URL (schema {SCHEMA} is made afresh and dropped after)",
     )
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")

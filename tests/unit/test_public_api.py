@@ -55,3 +55,44 @@ def test_completable_error_carries_code_and_details() -> None:
         sw.CompletableError().message
         == "An expected business failure; the activity or workflow completes as FAILED."
     )
+
+
+_LAZY_IMPORT = """
+import json, sys
+import sagaway
+loaded_by_import = sorted(m for m in sys.modules if m.startswith("sagaway."))
+listed = dir(sagaway)
+resolved = {name: type(getattr(sagaway, name)).__name__ for name in sagaway.__all__}
+namespace = {}
+exec("from sagaway import *", namespace)
+print(json.dumps({"loaded": loaded_by_import, "dir": listed, "resolved": resolved,
+                  "star": sorted(n for n in namespace if n != "__builtins__")}))
+"""
+
+
+def test_import_sagaway_loads_nothing_and_every_public_name_resolves() -> None:
+    """``import sagaway`` is cheap (names load on first use: every command imports it), yet
+    every name of ``__all__`` resolves, ``dir()`` lists it and ``import *`` brings it."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _LAZY_IMPORT], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["loaded"] == []
+    assert set(seen["resolved"]) == EXPECTED
+    assert seen["resolved"]["codecs"] == "module"
+    assert set(seen["dir"]) >= EXPECTED
+    assert set(seen["star"]) == EXPECTED
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    import pytest
+
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        sw.Nope  # type: ignore[attr-defined]  # noqa: B018
+    with pytest.raises(ImportError):
+        from sagaway import Nope  # type: ignore[attr-defined]  # noqa: F401

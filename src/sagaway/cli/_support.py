@@ -4,7 +4,6 @@ password masking, the ``--db`` option, and loading an application's Manager."""
 from __future__ import annotations
 
 import asyncio
-import enum
 import importlib
 import json
 import os
@@ -23,36 +22,13 @@ import sagaway as sw
 from sagaway import codecs
 from sagaway._engine import audit
 from sagaway.cli import _format
+from sagaway.cli._exits import EXIT_CODES_HELP as EXIT_CODES_HELP  # re-exported
+from sagaway.cli._exits import Exit as Exit  # re-exported
 from sagaway.cli._format import safe
 from sagaway.codecs import Chain
 from sagaway.store import DatabaseNotFound, resolve_url
 
 T = TypeVar("T")
-
-
-class Exit(enum.IntEnum):
-    """The exit codes of ``sagaway`` commands."""
-
-    OK = 0
-    REFUSED = 1
-    """The operation is refused: the workflow is in the wrong state, or it failed."""
-    USAGE = 2
-    """Usage or bad input: options, JSON payloads, database URLs, missing extras."""
-    NOT_FOUND = 3
-    """Unknown workflow key, or no Sagaway database at the URL."""
-    UNREACHABLE = 4
-    """The database cannot be reached."""
-
-
-EXIT_CODES_HELP = (
-    "\b\nExit codes:\n"
-    "  0  ok\n"
-    "  1  operation refused (wrong state: retry of a workflow that is not SUSPENDED,\n"
-    "     cancel or terminate of an ended one), or the awaited workflow failed\n"
-    "  2  usage or bad input (options, JSON payloads, database URLs, missing extras)\n"
-    "  3  not found (unknown workflow key or schedule id, or no Sagaway database at the URL)\n"
-    "  4  cannot reach the database"
-)
 
 
 def exit_code(exc: BaseException) -> Exit:

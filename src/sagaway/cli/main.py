@@ -1,58 +1,162 @@
-"""The ``sagaway`` command line. Calls the public API only."""
+"""The ``sagaway`` command line. Calls the public API only.
+
+Each command lives in its own module and is imported only when it runs: ``COMMANDS`` names
+where each is and its one-line help, which ``sagaway --help`` lists without importing any
+command (a unit test checks the lines against the commands' own help). A new command is one
+entry there. This module imports click and nothing heavier, so a command pays only for what it
+uses (``sagaway list`` on SQLite loads neither the worker, the server nor the lab).
+"""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import sys
-from collections.abc import Awaitable, Callable
+import importlib
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-import sagaway as sw
-from sagaway.cli import _delivery, _format
-from sagaway.cli import _support as support
-from sagaway.cli._format import escape
-from sagaway.cli._support import (
-    EXIT_CODES_HELP,
-    Exit,
-    codec_key_option,
-    mask_url,
-    reading_codec,
-    reason_option,
-    run,
-    url_option,
-)
-from sagaway.cli.audit import audit as audit_command
-from sagaway.cli.batch import batch_command
-from sagaway.cli.demo import demo
-from sagaway.cli.fork import fork as fork_command
-from sagaway.cli.lint import lint
-from sagaway.cli.listing import list_cmd
-from sagaway.cli.purge import purge
-from sagaway.cli.replay import replay as replay_command
-from sagaway.cli.schedule import schedule_command
-from sagaway.cli.server import server as server_command
-from sagaway.cli.show import show
-from sagaway.cli.start import start
-from sagaway.cli.talk import pause, resume, update
-from sagaway.cli.token import token_command
-from sagaway.cli.ui import ui as ui_command
-from sagaway.cli.worker import worker
-from sagaway.store import resolve_url
+from sagaway import __version__
+from sagaway.cli._exits import EXIT_CODES_HELP
 
-console = Console()
-err_console = Console(stderr=True)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "audit": (
+        "sagaway.cli.audit:audit",
+        "List the audit trail: who cancelled, terminated, retried, forked, purged, changed a "
+        "schedule, or started or signalled a workflow from the command line or the console; "
+        "when (the database's clock) and why.",
+    ),
+    "batch": (
+        "sagaway.cli.batch:batch_command",
+        "Cancel, terminate, retry or signal every workflow a filter selects.",
+    ),
+    "cancel": (
+        "sagaway.cli.operations:cancel",
+        "Ask a live workflow to cancel, undoing what it did.",
+    ),
+    "count": ("sagaway.cli.operations:count", "Count workflows per status."),
+    "demo": (
+        "sagaway.cli.demo:demo",
+        "Run the crypto purchase saga twice: once to completion, once compensated.",
+    ),
+    "fork": (
+        "sagaway.cli.fork:fork",
+        "Run the ended workflow KEY again under NEW_KEY, from its step N.",
+    ),
+    "lint": (
+        "sagaway.cli.lint:lint",
+        "Check workflow and activity code for non-determinism and durability mistakes.",
+    ),
+    "list": ("sagaway.cli.listing:list_cmd", "List workflows, newest first, a page at a time."),
+    "pause": (
+        "sagaway.cli.talk:pause",
+        "Pause the workflow KEY, or new attempts of an activity or queue everywhere.",
+    ),
+    "purge": (
+        "sagaway.cli.purge:purge",
+        "Delete ended workflows (with their steps and signals) older than --older-than.",
+    ),
+    "replay": (
+        "sagaway.cli.replay:replay",
+        "Replay recorded executions against the code of MODULE:MANAGER; exit 1 if any diverges.",
+    ),
+    "resume": (
+        "sagaway.cli.talk:resume",
+        "Resume a paused workflow KEY (it runs on from where it stopped), or an activity or queue.",
+    ),
+    "retry": (
+        "sagaway.cli.operations:retry",
+        "Make a SUSPENDED workflow due now (a running worker picks it up).",
+    ),
+    "schedule": (
+        "sagaway.cli.schedule:schedule_command",
+        "Look at and steer schedules (workflows started at the ticks of a cron expression).",
+    ),
+    "server": (
+        "sagaway.cli.server:server",
+        "Serve the engine over gRPC: applications use --db grpc://HOST:PORT (or "
+        'Manager("grpc://HOST:PORT")) and need no database access of their own.',
+    ),
+    "show": (
+        "sagaway.cli.show:show",
+        "Show one workflow: input, result or error, every step with its output and the error of "
+        "each attempt, signals (pending, delivered, rejected and why), lease, durations, and the "
+        "operator actions on it (who, what, when, why: `sagaway audit` lists them all).",
+    ),
+    "signal": (
+        "sagaway.cli.operations:signal_cmd",
+        "Send signal NAME with a JSON PAYLOAD to the workflow KEY.",
+    ),
+    "start": (
+        "sagaway.cli.start:start",
+        "Start workflow NAME under KEY (a `sagaway worker` that registered NAME runs it).",
+    ),
+    "terminate": (
+        "sagaway.cli.operations:terminate",
+        "End a live workflow now as TERMINATED: no compensation runs, the reason is recorded.",
+    ),
+    "token": (
+        "sagaway.cli.token:token_command",
+        "Tokens with roles for `sagaway server --tokens-file` and `sagaway ui --tokens-file`.",
+    ),
+    "ui": (
+        "sagaway.cli.ui:ui",
+        "Serve the web console: workflows with live counts, each workflow's steps on a time "
+        "axis, and the operator actions (retry, cancel, terminate, signal).",
+    ),
+    "update": (
+        "sagaway.cli.talk:update",
+        "Send update NAME with a JSON PAYLOAD to the workflow KEY and print its answer.",
+    ),
+    "worker": (
+        "sagaway.cli.worker:worker",
+        "Run the workers of an application's Manager until SIGTERM/SIGINT.",
+    ),
+}
+"""Command name -> (``module:attribute`` of its click command, the first paragraph of its
+help as one line). ``sagaway --help`` shows the line, shortened to the terminal's width as
+click shortens a command's own help."""
+
+
+def load_command(name: str) -> click.Command:
+    """The click command ``name`` of ``COMMANDS``, imported now."""
+    module_name, _, attribute = COMMANDS[name][0].partition(":")
+    command = getattr(importlib.import_module(module_name), attribute)
+    if not isinstance(command, click.Command):
+        raise TypeError(f"{COMMANDS[name][0]} is not a click command")
+    return command
+
+
+class LazyGroup(click.Group):
+    """A group whose commands of ``COMMANDS`` are imported when run (or asked for by name);
+    commands added with ``add_command`` are kept as a plain group keeps them."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            self.add_command(load_command(cmd_name), cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """As ``click.Group`` does, with the lines of ``COMMANDS`` for the commands not loaded."""
+        listed: list[tuple[str, click.Command]] = []
+        for name in self.list_commands(ctx):
+            command = self.commands.get(name) or click.Command(name, help=COMMANDS[name][1])
+            if not command.hidden:
+                listed.append((name, command))
+        if not listed:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _ in listed)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in listed])
 
 
 @click.group(
+    cls=LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"]},
     invoke_without_command=True,
     epilog=EXIT_CODES_HELP,
 )
-@click.version_option(sw.__version__, prog_name="sagaway")
+@click.version_option(__version__, prog_name="sagaway")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """Sagaway: durable sagas for Python.
@@ -63,246 +167,6 @@ def cli(ctx: click.Context) -> None:
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
         ctx.exit(0)
-
-
-# ---------------------------------------------------------------------------- inspection
-
-
-@cli.command()
-@url_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def count(url: str | None, as_json: bool) -> None:
-    """Count workflows per status."""
-
-    async def go() -> dict[sw.WorkflowStatus, int]:
-        async with sw.Manager(url).connect(create=False) as manager:
-            return await manager.count_workflows()
-
-    counts = run(go(), url)
-    data = {s.value: counts.get(s, 0) for s in sw.WorkflowStatus}
-    if as_json:
-        click.echo(json.dumps({**data, "total": sum(data.values())}))
-        return
-    table = Table(title=f"workflows in {escape(mask_url(resolve_url(url)))}")
-    table.add_column("status")
-    table.add_column("count", justify="right")
-    for status, n in data.items():
-        table.add_row(_format.styled(status), str(n))
-    table.add_row("total", str(sum(data.values())))
-    console.print(table)
-
-
-# ---------------------------------------------------------------------------- operations
-
-
-def _refused(message: str) -> None:
-    err_console.print(escape(message), highlight=False)
-    sys.exit(int(Exit.REFUSED))
-
-
-def _request(
-    url: str | None, key: str, request: Callable[[sw.Manager], Awaitable[bool]]
-) -> tuple[bool, sw.WorkflowStatus]:
-    """Make an operator request on the workflow under ``key``: whether it changed anything,
-    and the workflow's status afterwards (for the message when it did not)."""
-
-    async def go() -> tuple[bool, sw.WorkflowStatus]:
-        async with sw.Manager(url).connect(create=False) as manager:
-            changed = await request(manager)
-            return changed, await manager.get_workflow(key).status()
-
-    return run(go(), url)
-
-
-@cli.command()
-@url_option
-@click.argument("key")
-@reason_option
-def retry(url: str | None, key: str, reason: str | None) -> None:
-    """Make a SUSPENDED workflow due now (a running worker picks it up).
-
-    Exit 1 if it is not SUSPENDED, 3 if there is no such workflow.
-    """
-
-    changed, status = _request(url, key, lambda manager: manager.retry(key, reason=reason))
-    if changed:
-        console.print(f"{escape(key)}: will be retried by the next worker scan")
-    else:
-        _refused(f"{key} is {status.value}, not SUSPENDED: nothing to retry")
-
-
-@cli.command()
-@url_option
-@click.argument("key")
-@click.option(
-    "--reason",
-    default="cancelled from the command line",
-    show_default=True,
-    help="Why: the workflow's cancel reason, also kept in the audit trail (sagaway audit).",
-)
-@click.option("--wait", is_flag=True, help="Wait until it has ended; print how.")
-def cancel(url: str | None, key: str, reason: str, wait: bool) -> None:
-    """Ask a live workflow to cancel, undoing what it did.
-
-    At its next durable call or wait the workflow sees sagaway.Cancelled; its Saga runs the
-    compensations of the steps done, in reverse order, and it ends CANCELLED. An activity
-    already running finishes first; compensations under way are not interrupted. To stop a
-    workflow at once without compensating, use `sagaway terminate`.
-
-    Exit 1 if it had already ended (or, with --wait, if it ended other than CANCELLED), 3 if
-    there is no such workflow.
-    """
-
-    changed, status = _request(url, key, lambda manager: manager.cancel(key, reason))
-    if not changed:
-        _refused(f"{key} had already ended ({status.value})")
-    if not wait:
-        console.print(
-            f"{escape(key)}: cancel requested; it compensates and ends CANCELLED "
-            f"(follow with `sagaway show {escape(key)}`)"
-        )
-        return
-
-    async def ended() -> sw.WorkflowStatus:
-        async with sw.Manager(url).connect(create=False) as manager:
-            handle = manager.get_workflow(key)
-            with contextlib.suppress(Exception):
-                await handle.result()
-            return await handle.status()
-
-    final = run(ended(), url)
-    if final is not sw.WorkflowStatus.CANCELLED:
-        _refused(f"{key} ended {final.value} (cancellation is cooperative)")
-    console.print(f"{escape(key)}: CANCELLED")
-
-
-@cli.command()
-@url_option
-@click.argument("key")
-@click.option(
-    "--reason",
-    default="terminated from the command line",
-    show_default=True,
-    help="Why: recorded as its error, and in the audit trail (sagaway audit).",
-)
-def terminate(url: str | None, key: str, reason: str) -> None:
-    """End a live workflow now as TERMINATED: no compensation runs, the reason is recorded.
-
-    Exit 1 if it had already ended, 3 if there is no such workflow.
-    """
-
-    changed, status = _request(url, key, lambda manager: manager.terminate(key, reason))
-    if changed:
-        console.print(f"{escape(key)}: TERMINATED ({escape(reason)})")
-    else:
-        _refused(f"{key} had already ended ({status.value})")
-
-
-@cli.command("signal")
-@url_option
-@click.argument("key")
-@click.argument("name")
-@click.argument("payload", default="null")
-@click.option("--dedupe-id", help="Deliver at most once per workflow for this id.")
-@reason_option
-@click.option(
-    "--wait-delivery",
-    "wait",
-    type=click.FloatRange(min=0),
-    default=2.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="When the workflow is waiting for this signal, wait this long to report whether it "
-    "was delivered or rejected (0: do not wait).",
-)
-@codec_key_option
-def signal_cmd(
-    url: str | None,
-    key: str,
-    name: str,
-    payload: str,
-    dedupe_id: str | None,
-    reason: str | None,
-    wait: float,
-    codec_key_file: str | None,
-) -> None:
-    """Send signal NAME with a JSON PAYLOAD to the workflow KEY.
-
-    The payload is checked against the type the workflow receives when it receives it. If the
-    workflow is waiting for NAME, this waits (--wait-delivery) to say whether it was delivered
-    or rejected; else `sagaway show KEY` tells later (pending, delivered, or rejected and why).
-    If it waits for a signal of another name, the signal is kept all the same, and a note on
-    stderr names the one it waits for.
-
-    Exit 1 if the workflow rejected it (or had ended), 2 if PAYLOAD is not JSON, 3 if there is
-    no such workflow. A --dedupe-id sent before exits 0 ("already sent"), even once the
-    workflow has ended. The signal is recorded in the audit trail (who, when, --reason).
-    """
-    data = support.json_arg(payload, "PAYLOAD", "'{\"ok\": true}'")
-    codec = reading_codec(codec_key_file)  # with keys, the payload is stored encrypted
-
-    async def go() -> _delivery.Sent:
-        async with sw.Manager(url, codec=codec, audit="all").connect(create=False) as manager:
-            return await _delivery.send(manager, key, name, data, dedupe_id, wait, reason)
-
-    _report_signal(run(go(), url), key, name, dedupe_id, wait)
-
-
-def _report_signal(
-    sent: _delivery.Sent, key: str, name: str, dedupe_id: str | None, wait: float
-) -> None:
-    """Say what became of a sent signal (exit 1 if the workflow rejected it)."""
-    what = f"{escape(key)}: signal {escape(repr(name))}"
-    if not sent.stored:
-        console.print(f"{what} with dedupe id {escape(repr(dedupe_id))} was already sent")
-    elif sent.signal is not None and sent.signal.state == "rejected":
-        # One line per wrong field of the payload: not folded by the terminal's width.
-        click.echo(f"{key}: signal {name!r} was rejected: {sent.signal.rejected}", err=True)
-        sys.exit(int(Exit.REFUSED))
-    elif sent.signal is not None and sent.signal.state == "delivered":
-        console.print(f"{what} delivered (to step {sent.signal.delivered_to})")
-    elif sent.awaited and wait > 0:
-        console.print(
-            f"{what} sent; not received within {wait:g}s (is a worker running?): "
-            f"`sagaway show {escape(key)}` says when it is delivered or rejected",
-            soft_wrap=True,
-        )
-    elif sent.waits_for is not None and sent.waits_for != name:
-        console.print(
-            f"{what} sent (kept until the workflow receives a signal of that name)",
-            soft_wrap=True,
-        )
-        click.echo(
-            f"note: {key} waits for signal {sent.waits_for!r}, not {name!r}: is the name right?",
-            err=True,
-        )
-    else:
-        console.print(
-            f"{what} sent (its payload is checked when the workflow receives it: "
-            f"`sagaway show {escape(key)}` lists it as pending, delivered, or rejected with "
-            "the reason)",
-            soft_wrap=True,
-        )
-
-
-cli.add_command(audit_command)
-cli.add_command(batch_command)
-cli.add_command(lint)
-cli.add_command(fork_command)
-cli.add_command(replay_command)
-cli.add_command(purge)
-cli.add_command(schedule_command)
-cli.add_command(list_cmd)
-cli.add_command(show)
-cli.add_command(start)
-cli.add_command(server_command)
-cli.add_command(ui_command)
-cli.add_command(token_command)
-cli.add_command(worker)
-cli.add_command(demo)
-cli.add_command(update)
-cli.add_command(pause)
-cli.add_command(resume)
 
 
 def main() -> None:

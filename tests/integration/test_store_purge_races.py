@@ -184,11 +184,13 @@ async def test_a_fork_keeping_a_child_start_a_purge_deletes_meanwhile_is_not_mad
 
     async def fork() -> object:
         return await store.fork_workflow(
-            source,
-            run_id=uuid.uuid4().hex,
-            key="p-fork",
-            key_space="p-fork",
-            call_ids=["1"],
+            ForkRequest(
+                source_run_id=source,
+                run_id=uuid.uuid4().hex,
+                key="p-fork",
+                key_space="p-fork",
+                call_ids=("1",),
+            ),
             now=T0 + 300,
         )
 

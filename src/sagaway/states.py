@@ -103,6 +103,9 @@ class StepKind(enum.StrEnum):
     SLEEP = "sleep"
     PATCH = "patch"
     """A marker: this execution reached ``sw.patched(name)`` on code that has the change."""
+    PUBLISH = "publish"
+    """Events, stream items or search attributes the workflow published (``sw.set_event``,
+    ``sw.write_stream``, ``sw.set_search_attributes``): recorded with what it wrote, once."""
     CANCEL = "cancel"
     """Where a cancellation was delivered outside a durable call: the end of a ``Saga``
     block (name ``saga end``) or of the workflow (``workflow end``)."""

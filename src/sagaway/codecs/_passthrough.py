@@ -32,3 +32,4 @@ class Passthrough:
     acquire_queue_slot = forward(Store.acquire_queue_slot, "inner")
     renew_queue_slot = forward(Store.renew_queue_slot, "inner")
     release_queue_slot = forward(Store.release_queue_slot, "inner")
+    list_search_attributes = forward(Store.list_search_attributes, "inner")

@@ -123,6 +123,7 @@ ANNOUNCED: Mapping[str, Callable[[Values, Any], list[Notice]]] = {
     "FireSchedule": _ready_if(lambda v, won: won and v["starts"]),  # the runs it created
     "PutSchedule": lambda v, r: [SCHEDULES_CHANGED],
     "SetSchedulePaused": lambda v, r: [SCHEDULES_CHANGED],
+    "Publish": lambda v, r: [notices.Published(v["publication"].step.run_id)],
 }
 """The notices a call's change makes on SQLite, by RPC, from its arguments and result (on
 PostgreSQL the database announces its changes itself)."""

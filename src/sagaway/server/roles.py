@@ -60,6 +60,10 @@ RPC_ROLES: Mapping[str, frozenset[Role]] = {
     "ListSchedules": _R,
     "NextDue": _R,
     "ListAudit": _R,
+    "ReadOutputs": _R,
+    "ReadStream": _R,
+    "GetEvent": _R,
+    "ListSearchAttributes": _R,
     # operator actions (and a workflow's own starts, signals and cancels of children)
     "StartWorkflow": _O,
     "CreateWorkflow": _OW,
@@ -71,6 +75,7 @@ RPC_ROLES: Mapping[str, frozenset[Role]] = {
     "ClaimDue": _W,
     "RenewLeases": _W,
     "RecordStep": _W,
+    "Publish": _W,
     "FinishWorkflow": _W,
     "SuspendWorkflow": _W,
     "ReleaseWorkflow": _W,

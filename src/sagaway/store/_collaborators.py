@@ -1,22 +1,30 @@
-"""The verbs both SQL stores hand to collaborators (schedules, audit trail, queue limits): each
-dialect builds its three (given its way to run a transaction) and this class forwards to them,
-so the forwarding is written once for both and the signatures only in the contract."""
+"""The verbs both SQL stores hand to collaborators (schedules, audit trail, queue limits,
+outputs): each dialect builds its four (given its way to run a transaction) and this class
+forwards to them, so the forwarding is written once for both and the signatures only in the
+contract."""
 
 from __future__ import annotations
 
-from sagaway.store.contract import AuditVerbs, QueueLimitVerbs, ScheduleVerbs
+from sagaway.store.contract import AuditVerbs, OutputVerbs, QueueLimitVerbs, ScheduleVerbs
 from sagaway.store.forwarding import forward
 
 
 class Collaborators:
-    """Forwards the schedule, audit and queue limit verbs of a store to its collaborators."""
+    """Forwards the schedule, audit, queue limit and output verbs of a store to its
+    collaborators."""
 
     def __init__(
-        self, *, schedules: ScheduleVerbs, audit: AuditVerbs, queue_limits: QueueLimitVerbs
+        self,
+        *,
+        schedules: ScheduleVerbs,
+        audit: AuditVerbs,
+        queue_limits: QueueLimitVerbs,
+        outputs: OutputVerbs,
     ) -> None:
         self._schedules = schedules
         self._audit = audit
         self._queue_limits = queue_limits
+        self._outputs = outputs
 
     put_schedule = forward(ScheduleVerbs.put_schedule, "_schedules")
     list_schedules = forward(ScheduleVerbs.list_schedules, "_schedules")
@@ -28,3 +36,8 @@ class Collaborators:
     acquire_queue_slot = forward(QueueLimitVerbs.acquire_queue_slot, "_queue_limits")
     renew_queue_slot = forward(QueueLimitVerbs.renew_queue_slot, "_queue_limits")
     release_queue_slot = forward(QueueLimitVerbs.release_queue_slot, "_queue_limits")
+    publish = forward(OutputVerbs.publish, "_outputs")
+    read_outputs = forward(OutputVerbs.read_outputs, "_outputs")
+    read_stream = forward(OutputVerbs.read_stream, "_outputs")
+    get_event = forward(OutputVerbs.get_event, "_outputs")
+    list_search_attributes = forward(OutputVerbs.list_search_attributes, "_outputs")

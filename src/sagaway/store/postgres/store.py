@@ -58,6 +58,7 @@ from sagaway.store.postgres.audit import Audit
 from sagaway.store.postgres.conn import Conn, exists, named
 from sagaway.store.postgres.connection import Connection
 from sagaway.store.postgres.fencing import fenced
+from sagaway.store.postgres.outputs import Outputs
 from sagaway.store.postgres.queue_limits import QueueLimits
 from sagaway.store.postgres.schedules import Schedules
 from sagaway.store.postgres.url import Timing, parse_postgres_url
@@ -97,6 +98,7 @@ class PostgresStore(Connection, SQLVerbs, Collaborators):
             schedules=Schedules(self._run),
             audit=Audit(self._run),
             queue_limits=QueueLimits(self._run),
+            outputs=Outputs(self._run),
         )
         # Group commit (see _group_commit): under load, the starts, steps and ends of many
         # workflows share statements.

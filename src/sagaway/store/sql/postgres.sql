@@ -763,3 +763,45 @@ INSERT INTO audit_log (entry_id, actor, on_behalf_of, action, target, reason, de
 VALUES (%(entry_id)s, %(actor)s, %(on_behalf_of)s, %(action)s, %(target)s, %(reason)s,
         %(details)s)
 ON CONFLICT (entry_id) DO NOTHING
+
+-- ---------------------------------------------------------------- events, streams, attributes
+
+-- name: step_recorded
+SELECT 1 FROM steps WHERE run_id = %(run_id)s AND call_id = %(call_id)s
+
+-- name: insert_output
+-- The execution's next seq, and the next position of the stream (or of the event's key): both
+-- a lookup at the end of an index; the owner's row lock (lock_owned) makes it the only writer.
+INSERT INTO outputs (run_id, seq, kind, name, position, value, at)
+VALUES (
+    %(run_id)s,
+    coalesce((SELECT max(seq) FROM outputs WHERE run_id = %(run_id)s), 0) + 1,
+    %(kind)s, %(name)s,
+    coalesce((SELECT max(position) FROM outputs
+              WHERE run_id = %(run_id)s AND kind = %(kind)s AND name = %(name)s), -1) + 1,
+    %(value)s, %(now)s)
+
+-- name: upsert_search_attribute
+INSERT INTO search_attributes (run_id, name, kind, str_value, num_value, created_at)
+SELECT run_id, %(name)s, %(kind)s, %(text)s, %(number)s, created_at
+FROM workflows WHERE run_id = %(run_id)s
+ON CONFLICT (run_id, name) DO UPDATE SET
+    kind = excluded.kind, str_value = excluded.str_value, num_value = excluded.num_value
+
+-- name: read_outputs
+SELECT seq, kind, name, position, value, at FROM outputs
+WHERE run_id = %(run_id)s AND seq > %(after)s ORDER BY seq LIMIT %(limit)s
+
+-- name: read_stream
+SELECT seq, kind, name, position, value, at FROM outputs
+WHERE run_id = %(run_id)s AND kind = 'stream' AND name = %(stream)s AND position >= %(offset)s
+ORDER BY position LIMIT %(limit)s
+
+-- name: get_event
+SELECT seq, kind, name, position, value, at FROM outputs
+WHERE run_id = %(run_id)s AND kind = 'event' AND name = %(key)s
+ORDER BY position DESC LIMIT 1
+
+-- name: list_search_attributes
+SELECT name, kind, str_value, num_value FROM search_attributes
+WHERE run_id = %(run_id)s ORDER BY name

@@ -39,6 +39,7 @@ from sagaway.store.sqlite import signals as _sqlite_signals
 from sagaway.store.sqlite.audit import Audit
 from sagaway.store.sqlite.audit import write as audit_entry
 from sagaway.store.sqlite.queue_limits import QueueLimits
+from sagaway.store.sqlite.outputs import Outputs
 from sagaway.store.sqlite.schedules import Schedules
 from sagaway.store.sqlite.writer import Writer
 
@@ -56,6 +57,7 @@ class SQLiteStore(Writer, SQLVerbs, Collaborators):
             schedules=Schedules(self._call),
             audit=Audit(self._call),
             queue_limits=QueueLimits(self._call),
+            outputs=Outputs(self._call),
         )
 
     async def server_time(self) -> float | None:

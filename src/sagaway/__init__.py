@@ -38,8 +38,10 @@ from sagaway.patching import deprecate_patch, patched
 from sagaway.registry import Queue
 from sagaway.retry import RetryPolicy
 from sagaway.saga import Saga
+from sagaway.search import AttributeValue, set_search_attributes
 from sagaway.serialization import DefaultErrorMarshaler, ErrorMarshaler
 from sagaway.states import ErrorKind, OnConflict, StepKind, StepStatus, WorkflowStatus
+from sagaway.streams import EventNotSet, OutputItem, set_event, write_stream
 from sagaway.sync import SyncClient, SyncWorkflowHandle
 from sagaway.workflow import (
     SignalDescription,
@@ -54,6 +56,7 @@ __all__ = [
     "ActivityInfo",
     "ActivityTimeout",
     "AlreadyRegistered",
+    "AttributeValue",
     "AuditEntry",
     "CancelRequestDescription",
     "Cancelled",
@@ -62,6 +65,7 @@ __all__ = [
     "EngineUnavailable",
     "ErrorKind",
     "ErrorMarshaler",
+    "EventNotSet",
     "ForkPlan",
     "ForkRefused",
     "IdempotencyConflict",
@@ -73,6 +77,7 @@ __all__ = [
     "NonDeterminismError",
     "NotRegistered",
     "OnConflict",
+    "OutputItem",
     "PayloadError",
     "PayloadKeyError",
     "Queue",
@@ -102,4 +107,7 @@ __all__ = [
     "codecs",
     "deprecate_patch",
     "patched",
+    "set_event",
+    "set_search_attributes",
+    "write_stream",
 ]

@@ -27,6 +27,7 @@ from sagaway.cli._support import (
 )
 from sagaway.cli.audit import audit as audit_command
 from sagaway.cli.demo import demo
+from sagaway.cli.events import events as events_command
 from sagaway.cli.fork import fork as fork_command
 from sagaway.cli.lint import lint
 from sagaway.cli.listing import list_cmd
@@ -290,6 +291,7 @@ cli.add_command(replay_command)
 cli.add_command(purge)
 cli.add_command(schedule_command)
 cli.add_command(list_cmd)
+cli.add_command(events_command)
 cli.add_command(show)
 cli.add_command(start)
 cli.add_command(server_command)

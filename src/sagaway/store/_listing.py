@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sagaway.states import WorkflowStatus
+from sagaway.store import _attributes
 from sagaway.store._params import version_filter
 from sagaway.store.records import ListQuery
 
@@ -96,11 +97,12 @@ def page_query(dialect: Dialect, query: ListQuery) -> tuple[str, dict[str, Any]]
         common.append(dialect.key_prefix)
     if query.code_versions:
         common.append(dialect.versions)
-    common.extend(_attribute_conditions(query, p, params))
+    source, order, conditions = _attributes.plan(query.attributes, p, params)
+    common.extend(conditions)
     branches = _status_branches(query.statuses, p, params)
     selects = [
-        f"SELECT {COLUMNS} FROM workflows WHERE {' AND '.join([*common, *extra])} "
-        f"{_ORDER} LIMIT {p('limit')}"
+        f"SELECT {COLUMNS} FROM {source} WHERE {' AND '.join([*common, *extra])} "
+        f"{order or _ORDER} LIMIT {p('limit')}"
         for extra in branches
     ]
     if len(selects) == 1:
@@ -126,35 +128,6 @@ def _page_params(query: ListQuery, dialect: Dialect) -> dict[str, Any]:
         "limit": query.limit if query.limit >= 0 else dialect.no_limit,
         **version_filter(query.code_versions or None, arrays=dialect.arrays),
     }
-
-
-_OPERATORS = frozenset({"=", "<", "<=", ">", ">="})
-
-
-def _attribute_conditions(
-    query: ListQuery, p: Callable[[str], str], params: dict[str, Any]
-) -> list[str]:
-    """One condition per search attribute filter: the executions whose attribute matches, read
-    from an index of ``(name, value, created_at)``; adds their parameters to ``params``."""
-    conditions = []
-    for i, f in enumerate(query.attributes):
-        if f.op not in _OPERATORS:  # never spliced unless it is one of these
-            raise ValueError(f"unknown comparison {f.op!r}; use one of {sorted(_OPERATORS)}")
-        if f.text is None and f.number is None:
-            raise ValueError(f"search attribute filter on {f.name!r} has no value")
-        name = f"attr_{i}_name"
-        params[name] = f.name
-        selects = []
-        for column, value, label in (("str_value", f.text, "text"), ("num_value", f.number, "number")):
-            if value is None:
-                continue
-            params[f"attr_{i}_{label}"] = value
-            selects.append(
-                f"SELECT run_id FROM search_attributes WHERE name = {p(name)} "
-                f"AND {column} {f.op} {p(f'attr_{i}_{label}')}"
-            )
-        conditions.append(f"run_id IN ({' UNION ALL '.join(selects)})")
-    return conditions
 
 
 def _status_branches(

@@ -7,7 +7,7 @@
 -- for another's runs listen to it; PostgreSQL sends one per transaction).
 -- search_attributes: one row per execution and attribute name, typed (str_value for strings,
 -- num_value for ints, floats, bools and datetimes); created_at is the execution's, copied so a
--- filtered listing walks an index in its own order. Both go with their execution (purge).
+-- filtered listing walks an index in its own order (store/_attributes.py). Both go with their execution (purge).
 CREATE TABLE outputs (
     run_id   TEXT COLLATE "C" NOT NULL REFERENCES workflows (run_id) ON DELETE CASCADE,
     seq      BIGINT NOT NULL,
@@ -28,9 +28,11 @@ CREATE TABLE search_attributes (
     created_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (run_id, name)
 );
-CREATE INDEX search_attributes_text ON search_attributes (name, str_value, created_at)
+CREATE INDEX search_attributes_text
+    ON search_attributes (name, str_value, created_at DESC, run_id)
     WHERE str_value IS NOT NULL;
-CREATE INDEX search_attributes_number ON search_attributes (name, num_value, created_at)
+CREATE INDEX search_attributes_number
+    ON search_attributes (name, num_value, created_at DESC, run_id)
     WHERE num_value IS NOT NULL;
 CREATE FUNCTION sagaway_notify_published() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -5,7 +5,7 @@
 -- transaction, so a replay never writes them again.
 -- search_attributes: one row per execution and attribute name, typed (str_value for strings,
 -- num_value for ints, floats, bools and datetimes); created_at is the execution's, copied so a
--- filtered listing walks an index in its own order. Both go with their execution (purge).
+-- filtered listing walks an index in its own order (store/_attributes.py). Both go with their execution (purge).
 CREATE TABLE outputs (
     run_id   TEXT NOT NULL REFERENCES workflows (run_id) ON DELETE CASCADE,
     seq      INTEGER NOT NULL,
@@ -26,7 +26,9 @@ CREATE TABLE search_attributes (
     created_at REAL NOT NULL,
     PRIMARY KEY (run_id, name)
 ) WITHOUT ROWID;
-CREATE INDEX search_attributes_text ON search_attributes (name, str_value, created_at)
+CREATE INDEX search_attributes_text
+    ON search_attributes (name, str_value, created_at DESC, run_id)
     WHERE str_value IS NOT NULL;
-CREATE INDEX search_attributes_number ON search_attributes (name, num_value, created_at)
+CREATE INDEX search_attributes_number
+    ON search_attributes (name, num_value, created_at DESC, run_id)
     WHERE num_value IS NOT NULL;

@@ -147,7 +147,8 @@ def main() -> None:
         print(f"\n{r['backend']} n={r['n']:,} (load {r['load_s']} s)")
         for label in QUERIES:
             t = r[label]
-            print(f"  {label:36} rows {t['rows']:3}  median {t['median_ms']:8.2f} ms  max {t['max_ms']:8.2f} ms")
+            median, worst = t["median_ms"], t["max_ms"]
+            print(f"  {label:36} rows {t['rows']:3}  median {median:8.2f} ms  max {worst:8.2f} ms")
 
 
 def _drop(url: str) -> None:

@@ -25,8 +25,10 @@ WAIT = 30.0
 def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
     require_browser()
     urls: Iterator[str]
-    urls = iter([f"sqlite:///{tmp_path}/sagaway.db"]) if request.param == "sqlite" else (
-        _fresh_postgres_url()
+    urls = (
+        iter([f"sqlite:///{tmp_path}/sagaway.db"])
+        if request.param == "sqlite"
+        else (_fresh_postgres_url())
     )
     for url in urls:
         asyncio.run(_client(url, lambda m: asyncio.sleep(0)))  # create the database
@@ -88,7 +90,9 @@ def test_the_workflow_page_follows_a_stream_and_shows_events_and_attributes(
         # The same page all along: the stream grew by the live refresh, not a reload.
         assert driver.execute_script("return performance.timeOrigin") == page
         driver.get(f"{base}/?{urllib.parse.urlencode({'where': 'customer=4711'})}")
-        _waiter(driver).until(lambda d: "c-1" in str(d.execute_script("return document.body.innerText")))
+        _waiter(driver).until(
+            lambda d: "c-1" in str(d.execute_script("return document.body.innerText"))
+        )
         text = str(driver.execute_script("return document.body.innerText"))
         assert "c-2" not in text
         assert driver.find_element("id", "filter-where").get_attribute("value") == "customer=4711"

@@ -125,9 +125,7 @@ async def test_search_attributes_are_typed_and_filter_listings(db_url: str) -> N
             ("o-2", "4712", 80.0, "eu"),
             ("o-3", "4711", 9.0, "us"),
         ):
-            await m.workflow("order", customer, amount, region).execute_wait(
-                idempotency_key=key
-            )
+            await m.workflow("order", customer, amount, region).execute_wait(idempotency_key=key)
         assert await m.get_workflow("o-1").search_attributes() == {
             "customer": "4711",
             "amount": 120.5,

@@ -57,7 +57,7 @@ async def test_outputs_are_numbered_in_order_and_read_from_an_offset(store: Stor
     assert await store.read_stream(run_id, stream="tokens", offset=2, limit=100) == []
     assert await store.read_stream(run_id, stream="other", offset=0, limit=100) == []
     event = await store.get_event(run_id, key="phase")
-    assert event is not None and event.value == "\"done\"" and event.offset == 1
+    assert event is not None and event.value == '"done"' and event.offset == 1
     assert await store.get_event(run_id, key="missing") is None
     steps = {s.call_id: s for s in await store.load_steps(run_id)}
     assert steps["1"].kind is StepKind.PUBLISH and steps["2"].kind is StepKind.PUBLISH

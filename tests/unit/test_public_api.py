@@ -20,6 +20,8 @@ EXPECTED = {
     "SyncClient", "SyncWorkflowHandle",
     "codecs",
     "AuditEntry",
+    "AttributeValue", "EventNotSet", "OutputItem", "set_event", "set_search_attributes",
+    "write_stream",
 }  # fmt: skip
 
 

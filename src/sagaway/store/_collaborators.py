@@ -5,8 +5,9 @@ contract."""
 
 from __future__ import annotations
 
-from sagaway.store.contract import AuditVerbs, OutputVerbs, QueueLimitVerbs, ScheduleVerbs
+from sagaway.store.contract import AuditVerbs, QueueLimitVerbs, ScheduleVerbs
 from sagaway.store.forwarding import forward
+from sagaway.store.output_verbs import OutputVerbs
 
 
 class Collaborators:

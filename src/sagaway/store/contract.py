@@ -18,6 +18,7 @@ from typing import Protocol
 from sagaway import errors
 from sagaway.states import WorkflowStatus
 from sagaway.store import notices
+from sagaway.store.output_verbs import OutputVerbs
 from sagaway.store.records import *  # noqa: F403  (the contract's records, re-exported)
 from sagaway.store.records import (
     AttemptErrorRecord,
@@ -29,10 +30,7 @@ from sagaway.store.records import (
     Lease,
     ListQuery,
     NewWorkflow,
-    OutputRecord,
-    Publication,
     ScheduleRecord,
-    SearchAttribute,
     SignalRecord,
     StepRecord,
     WorkflowRecord,
@@ -184,36 +182,6 @@ class AuditVerbs(Protocol):
     async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
         """Entries of the audit trail matching ``query``, newest first; they outlive the
         workflows they are about (a purge leaves them)."""
-        ...
-
-
-class OutputVerbs(Protocol):
-    """The verbs of events, streams and search attributes (schema v19/v24)."""
-
-    async def publish(self, publication: Publication, *, token: str, now: float) -> None:
-        """Record ``publication.step`` and write its outputs and search attributes, in one
-        transaction, fenced by ``token``. Exactly once: a step already recorded under its call
-        id (a transaction retried after a lost acknowledgement) writes nothing again. Outputs
-        take the execution's next ``seq`` and a stream item its stream's next offset."""
-        ...
-
-    async def read_outputs(self, run_id: str, *, after: int, limit: int) -> list[OutputRecord]:
-        """What ``run_id`` published (events and the items of every stream) with a ``seq``
-        greater than ``after``, in order, at most ``limit``."""
-        ...
-
-    async def read_stream(
-        self, run_id: str, *, stream: str, offset: int, limit: int
-    ) -> list[OutputRecord]:
-        """The items of ``stream`` from ``offset`` on, in order, at most ``limit``."""
-        ...
-
-    async def get_event(self, run_id: str, *, key: str) -> OutputRecord | None:
-        """The latest value of the event ``key`` (None: never set)."""
-        ...
-
-    async def list_search_attributes(self, run_id: str) -> list[SearchAttribute]:
-        """The search attributes of ``run_id``, by name."""
         ...
 
 

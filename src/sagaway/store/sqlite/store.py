@@ -38,8 +38,8 @@ from sagaway.store.sqlite import purge as sqlite_purge
 from sagaway.store.sqlite import signals as _sqlite_signals
 from sagaway.store.sqlite.audit import Audit
 from sagaway.store.sqlite.audit import write as audit_entry
-from sagaway.store.sqlite.queue_limits import QueueLimits
 from sagaway.store.sqlite.outputs import Outputs
+from sagaway.store.sqlite.queue_limits import QueueLimits
 from sagaway.store.sqlite.schedules import Schedules
 from sagaway.store.sqlite.writer import Writer
 

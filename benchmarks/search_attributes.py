@@ -134,15 +134,17 @@ def main() -> None:
         for backend in args.backends.split(","):
             for n in (int(s) for s in args.sizes.split(",")):
                 url = fresh_url(backend, args.postgres, folder, n)
-                began = time.perf_counter()
-                preload.preload(url, n)
-                add_attributes(url)
-                load_s = round(time.perf_counter() - began, 1)
-                timings = asyncio.run(time_queries(url))
+                try:
+                    began = time.perf_counter()
+                    preload.preload(url, n)
+                    add_attributes(url)
+                    load_s = round(time.perf_counter() - began, 1)
+                    timings = asyncio.run(time_queries(url))
+                finally:
+                    if backend == "postgres":
+                        _drop(url)
                 results.append({"backend": backend, "n": n, "load_s": load_s, **timings})
                 print(json.dumps(results[-1]), flush=True)
-                if backend == "postgres":
-                    _drop(url)
     for r in results:
         print(f"\n{r['backend']} n={r['n']:,} (load {r['load_s']} s)")
         for label in QUERIES:

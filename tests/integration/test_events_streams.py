@@ -159,3 +159,20 @@ async def test_publishing_outside_a_workflow_is_refused(db_url: str) -> None:
             await sw.write_stream("s", 1)
         with pytest.raises(sw.SagawayError, match="workflow code"):
             await sw.set_search_attributes(a=1)
+
+
+async def test_a_reader_elsewhere_is_woken_by_the_published_notice(db_url: str) -> None:
+    """A reader in another Manager (another process, as far as the store knows) that polls only
+    hourly: each item it reads after the first reached it by a notice (PostgreSQL's trigger,
+    the Engine Server's Watch), since the workflow writes it only once told to by the reader."""
+    if db_url == "sqlite" or db_url.startswith("sqlite:"):
+        pytest.skip("several processes on one SQLite file have no notices: readers poll")
+    worker = build(db_url)
+    async with worker, sw.Manager(db_url, poll_interval=3600.0).connect() as reader:
+        await worker.workflow("writer", 3).execute(idempotency_key="w-elsewhere")
+        seen = []
+        async for item in reader.get_workflow("w-elsewhere").read_stream("tokens", timeout=60):
+            seen.append(item.value)
+            if len(seen) < 3:
+                await reader.signal("next").send("w-elsewhere", None, dedupe_id=str(len(seen)))
+        assert seen == ["t0", "t1", "t2"]

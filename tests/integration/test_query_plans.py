@@ -99,6 +99,9 @@ LISTINGS = {
     "by a numeric attribute": ListQuery(
         limit=51, attributes=(AttributeFilter(name="amount", number=7.0),)
     ),
+    "by an attribute range": ListQuery(
+        limit=51, attributes=(AttributeFilter(name="amount", op=">=", number=98.0),)
+    ),
     "second page": ListQuery(
         limit=51,
         statuses=frozenset({WorkflowStatus.FAILED}),

@@ -4,12 +4,14 @@ A page is the newest matching executions. Where the filters say which executions
 matters less than reading them in page order and stopping at the page's end, so the query is
 driven by one filter when it can be:
 
-* the first equality on one type (``customer = '4711'``, ``amount = 12``) drives: its rows
-  are read from the index ``(name, value, created_at DESC, run_id)`` in page order (each row
-  carries its execution's ``created_at``), each joined to its execution by primary key, so a
-  page costs about its own rows whether 10 or 200,000 executions match;
-* without one (ranges, a value that may be text or a number), the first filter is a set of
-  executions read from its index (``run_id IN (...)``): as many as match it;
+* the first filter on one type drives. An equality (``customer = '4711'``, ``amount = 12``)
+  reads its rows from the index ``(name, value, created_at DESC, run_id)`` in page order
+  (each row carries its execution's ``created_at``), each joined to its execution by primary
+  key, so a page costs about its own rows whether 10 or 200,000 executions match. A range
+  (``amount >= 100``) reads the rows in its range from the same index, then keeps the newest:
+  as many as match it;
+* without one (only values that may be text or a number), the first filter is a set of
+  executions read from its index (``run_id IN (...)``);
 * every other filter is a probe of the attribute's primary key ``(run_id, name)`` per
   candidate row (``EXISTS``).
 
@@ -29,13 +31,19 @@ _DRIVER_ORDER = "ORDER BY attr_at DESC, attr_run"
 
 
 def plan(
-    filters: Sequence[AttributeFilter], p: Callable[[str], str], params: dict[str, Any]
+    filters: Sequence[AttributeFilter],
+    p: Callable[[str], str],
+    params: dict[str, Any],
+    *,
+    join: str = "JOIN",
 ) -> tuple[str, str | None, list[str]]:
-    """The page's source (``workflows``, or the driving filter joined to it), its ORDER BY
-    (None: the listing's own) and its conditions; adds the filters' parameters to ``params``."""
+    """The page's source (``workflows``, or the driving filter joined to it with ``join``), its
+    ORDER BY (None: the listing's own) and its conditions; adds the filters' parameters to
+    ``params``. SQLite's ``CROSS JOIN`` keeps the driving filter the outer loop: on a range,
+    its planner would otherwise walk every execution in page order, probing each."""
     for f in filters:
         _check(f)
-    driver = next((i for i, f in enumerate(filters) if _single_equality(f)), None)
+    driver = next((i for i, f in enumerate(filters) if _one_type(f)), None)
     conditions = []
     source, order = "workflows", None
     for i, f in enumerate(filters):
@@ -44,8 +52,8 @@ def plan(
             ((column, value),) = compared
             source = (
                 f"(SELECT run_id AS attr_run, created_at AS attr_at FROM search_attributes "
-                f"WHERE name = {p(f'attr_{i}_name')} AND {column} = {value}) AS attr "
-                "JOIN workflows ON workflows.run_id = attr.attr_run"
+                f"WHERE name = {p(f'attr_{i}_name')} AND {column} {f.op} {value}) AS attr "
+                f"{join} workflows ON workflows.run_id = attr.attr_run"
             )
             order = _DRIVER_ORDER
         elif driver is None and i == 0:
@@ -71,8 +79,8 @@ def _check(f: AttributeFilter) -> None:
         raise ValueError(f"search attribute filter on {f.name!r} has no value")
 
 
-def _single_equality(f: AttributeFilter) -> bool:
-    return f.op == "=" and (f.text is None) != (f.number is None)
+def _one_type(f: AttributeFilter) -> bool:
+    return (f.text is None) != (f.number is None)
 
 
 def _comparisons(

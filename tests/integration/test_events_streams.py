@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import sagaway as sw
+from tests.store_helpers import raw_sql
 
 UTC = datetime.UTC
 WHEN = datetime.datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
@@ -176,3 +177,19 @@ async def test_a_reader_elsewhere_is_woken_by_the_published_notice(db_url: str) 
             if len(seen) < 3:
                 await reader.signal("next").send("w-elsewhere", None, dedupe_id=str(len(seen)))
         assert seen == ["t0", "t1", "t2"]
+
+
+@pytest.mark.direct_db  # reads the table behind the store's back
+async def test_published_values_are_sealed_at_rest_with_a_codec(db_url: str) -> None:
+    """With an encrypting codec, events and stream items are stored sealed (bound to their
+    run, kind and name) and read back in clear; search attributes stay clear (filtered by)."""
+    key = sw.codecs.Encrypt.generate_key()
+    m = build(db_url, codec=[sw.codecs.Encrypt(keys=[key])])
+    async with m:
+        handle = await m.workflow("flaky").execute(idempotency_key="sealed")
+        assert await handle.result(timeout=30) == 3
+        assert [i.value async for i in handle.read_stream("progress")] == [1, 2, 3]
+        assert await handle.get_event("phase") == "half"
+    stored = [v for (v,) in raw_sql(db_url, "SELECT value FROM outputs")]
+    assert len(stored) == 4
+    assert all(v.startswith('{"$sagaway_codec":') for v in stored), stored  # the envelope

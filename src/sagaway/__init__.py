@@ -49,8 +49,10 @@ if TYPE_CHECKING:
     from sagaway.registry import Queue
     from sagaway.retry import RetryPolicy
     from sagaway.saga import Saga
+    from sagaway.search import AttributeValue, set_search_attributes
     from sagaway.serialization import DefaultErrorMarshaler, ErrorMarshaler
     from sagaway.states import ErrorKind, OnConflict, StepKind, StepStatus, WorkflowStatus
+    from sagaway.streams import EventNotSet, OutputItem, set_event, write_stream
     from sagaway.sync import SyncClient, SyncWorkflowHandle
     from sagaway.updates import Update, UpdateResult
     from sagaway.workflow import (
@@ -64,6 +66,7 @@ _WHERE: dict[str, str] = {
     "ActivityInfo": "sagaway.activity",
     "ActivityTimeout": "sagaway.errors",
     "AlreadyRegistered": "sagaway.errors",
+    "AttributeValue": "sagaway.search",
     "AuditEntry": "sagaway._engine.audit",
     "BatchAction": "sagaway.batches",
     "BatchItem": "sagaway.batches",
@@ -76,6 +79,7 @@ _WHERE: dict[str, str] = {
     "EngineUnavailable": "sagaway.errors",
     "ErrorKind": "sagaway.states",
     "ErrorMarshaler": "sagaway.serialization",
+    "EventNotSet": "sagaway.streams",
     "ForkPlan": "sagaway._engine.forking",
     "ForkRefused": "sagaway.errors",
     "IdempotencyConflict": "sagaway.errors",
@@ -87,6 +91,7 @@ _WHERE: dict[str, str] = {
     "NonDeterminismError": "sagaway.errors",
     "NotRegistered": "sagaway.errors",
     "OnConflict": "sagaway.states",
+    "OutputItem": "sagaway.streams",
     "PayloadError": "sagaway.errors",
     "PayloadKeyError": "sagaway.errors",
     "Queue": "sagaway.registry",
@@ -119,6 +124,9 @@ _WHERE: dict[str, str] = {
     "codecs": "sagaway.codecs",
     "deprecate_patch": "sagaway.patching",
     "patched": "sagaway.patching",
+    "set_event": "sagaway.streams",
+    "set_search_attributes": "sagaway.search",
+    "write_stream": "sagaway.streams",
 }
 """Public name -> the module that defines it (``codecs``: the module itself)."""
 
@@ -128,6 +136,7 @@ __all__ = [
     "ActivityInfo",
     "ActivityTimeout",
     "AlreadyRegistered",
+    "AttributeValue",
     "AuditEntry",
     "BatchAction",
     "BatchItem",
@@ -140,6 +149,7 @@ __all__ = [
     "EngineUnavailable",
     "ErrorKind",
     "ErrorMarshaler",
+    "EventNotSet",
     "ForkPlan",
     "ForkRefused",
     "IdempotencyConflict",
@@ -151,6 +161,7 @@ __all__ = [
     "NonDeterminismError",
     "NotRegistered",
     "OnConflict",
+    "OutputItem",
     "PayloadError",
     "PayloadKeyError",
     "Queue",
@@ -184,6 +195,9 @@ __all__ = [
     "codecs",
     "deprecate_patch",
     "patched",
+    "set_event",
+    "set_search_attributes",
+    "write_stream",
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from sagaway import search
 from sagaway._engine import audit
 from sagaway._engine.audit import AuditEntry
 from sagaway._engine.engine import Engine
@@ -24,10 +25,13 @@ async def list_workflows(
     until: float | None,
     after: str | None,
     code_versions: Collection[str | None] | None,
+    where: search.Where | None = None,
 ) -> list[WorkflowDescription]:
     """See ``Manager.list_workflows``."""
     status = statuses_named(status)  # "FAILED" as well as WorkflowStatus.FAILED
+    attributes = search.filters(where)
     plain = (name, key_prefix, since, until, after, code_versions) == (None,) * 6
+    plain = plain and not attributes
     if plain and (status is None or isinstance(status, WorkflowStatus)):
         records = await engine.list_workflows(status=status, limit=limit)
     else:
@@ -41,6 +45,7 @@ async def list_workflows(
             until=until,
             after=None if after is None else parse_cursor(after),
             code_versions=frozenset(code_versions or ()),
+            attributes=attributes,
         )
         records = await engine.list_page(query)
     # One more read per page: which of the live ones an operator paused.

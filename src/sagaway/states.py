@@ -107,6 +107,9 @@ class StepKind(enum.StrEnum):
     UPDATE = "update"
     """An update's answer: the handler's result (or completable error), named
     ``<update name>:<update id>``; its acceptance is the ``signal`` step before it."""
+    PUBLISH = "publish"
+    """Events, stream items or search attributes the workflow published (``sw.set_event``,
+    ``sw.write_stream``, ``sw.set_search_attributes``): recorded with what it wrote, once."""
     CANCEL = "cancel"
     """Where a cancellation was delivered outside a durable call: the end of a ``Saga``
     block (name ``saga end``) or of the workflow (``workflow end``)."""

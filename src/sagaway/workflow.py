@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from sagaway import _cancel_log, _renamed, errors, serialization, updates
+from sagaway import _cancel_log, _renamed, errors, search, serialization, streams, updates
 from sagaway._engine import audit, context, end_wait, history, outages, pausing, replaying
 from sagaway._engine.executor import current_execution
 from sagaway._engine.options import check_deadline
@@ -114,6 +114,41 @@ class WorkflowHandle(Generic[R]):
         engine = self._engines.require()
         record = await self._record()
         return await replaying.replay(engine, record, await engine.load_steps(record.run_id))
+
+    async def get_event(self, key: str, *, timeout: float | None = None) -> Any:
+        """The value of the event ``key`` (``sw.set_event``), waiting until the workflow sets
+        it. Raises ``TimeoutError`` past ``timeout`` seconds, ``sw.EventNotSet`` if the
+        workflow ends without setting it."""
+        run = await self._ride("workflow", self._record)
+        return await streams.get_event(self._engines.require(), run, key, timeout)
+
+    async def read_stream(
+        self, stream: str, *, offset: int = 0, follow: bool = True, timeout: float | None = None
+    ) -> AsyncIterator[streams.OutputItem]:
+        """The items of ``stream`` (``sw.write_stream``) from ``offset`` on; with ``follow``
+        (default) it waits for more until the workflow has ended and all are read. Resume
+        after an item with ``offset=item.offset + 1``: nothing is missed or repeated."""
+        run = await self._ride("workflow", self._record)
+        engine = self._engines.require()
+        items = streams.read_stream(engine, run, stream, offset, follow=follow, timeout=timeout)
+        async for item in items:
+            yield item
+
+    async def outputs(
+        self, *, after: int = 0, follow: bool = True, timeout: float | None = None
+    ) -> AsyncIterator[streams.OutputItem]:
+        """Everything the workflow publishes (events and items of every stream) with a
+        ``seq`` greater than ``after``, in order; ``follow`` as in ``read_stream``."""
+        run = await self._ride("workflow", self._record)
+        engine = self._engines.require()
+        async for item in streams.outputs(engine, run, after, follow=follow, timeout=timeout):
+            yield item
+
+    async def search_attributes(self) -> dict[str, search.AttributeValue]:
+        """The search attributes the workflow set (``sw.set_search_attributes``)."""
+        engine, run = self._engines.require(), await self._ride("workflow", self._record)
+        found = await engine.store.list_search_attributes(run.run_id)
+        return {a.name: search.from_attribute(a) for a in found}
 
     async def result(self, timeout: float | None = None) -> R:
         """Wait until the workflow ends; its result, or its completable error raised.

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import sagaway as sw
 from tests.generative import fleet, forks, purging, talking
+from tests.generative.program import Publish, own_nodes
 
 if TYPE_CHECKING:
     from tests.generative.driver import Driver
@@ -23,6 +24,8 @@ async def check(driver: Driver) -> list[str]:
     problems += _compensations(driver, records, await _completion_times(driver, records))
     problems += _owners(driver, records)
     problems += _cancels_from_owners(driver, records)
+    if driver.settings.streams:
+        problems += await _streams(driver, records)
     problems += list(driver.idle_violations.values())
     if driver.settings.clock_times_check:
         problems += driver.injector.times_ahead
@@ -49,6 +52,32 @@ def _cancels_from_owners(driver: Driver, records: dict[str, Any]) -> list[str]:
                 f"{_name(driver, run_id)}: cancelled by {sender}, which is not its parent "
                 f"({record.parent_key!r}): {reason!r}"
             )
+    return out
+
+
+async def _streams(driver: Driver, records: dict[str, Any]) -> list[str]:
+    """Each run's stream holds each of its ``Publish`` labels at most once, at offsets 0, 1, ...
+    in order, and, once it COMPLETED, every one of them (a crash or a replay never repeats or
+    loses an item). Read as a reader would, from an offset, a page at a time."""
+    assert driver.observer is not None
+    out = []
+    for run_id, record in records.items():
+        items: list[Any] = []
+        while page := await driver.observer.read_stream(
+            run_id, stream="progress", offset=len(items), limit=3
+        ):
+            items.extend(page)
+        labels = [json.loads(i.value) for i in items]
+        program = driver.programs[driver.world.runs[run_id].program]
+        own = {n.label for n in own_nodes(program.body) if isinstance(n, Publish)}
+        if [i.offset for i in items] != list(range(len(items))) or len(set(labels)) != len(labels):
+            out.append(f"{_name(driver, run_id)}: stream items repeated or out of place: {labels}")
+        elif not set(labels) <= own:
+            out.append(f"{_name(driver, run_id)}: stream items of no Publish node: {labels}")
+        elif record.status.value == "COMPLETED" and set(labels) != own and items:
+            out.append(f"{_name(driver, run_id)}: COMPLETED, stream {labels}, expected {own}")
+        elif record.status.value == "COMPLETED" and own and not items and not driver.settings.purge:
+            out.append(f"{_name(driver, run_id)}: COMPLETED with an empty stream, expected {own}")
     return out
 
 

@@ -12,7 +12,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tests.generative.program import Act, Child, Gather, Node, Patch, Program, Receive, Sleep
+from tests.generative.program import (
+    Act,
+    Child,
+    Gather,
+    Node,
+    Patch,
+    Program,
+    Publish,
+    Receive,
+    Sleep,
+)
 
 SUSPENDED = "SUSPENDED"
 WAITING = "WAITING"
@@ -160,5 +170,7 @@ def _node(node: Node, env: Env) -> _Out:
         return _Out([], [], stuck=frozenset({WAITING}))
     if isinstance(node, Patch):
         return _Out([f"patched:{node.label}"], [])
+    if isinstance(node, Publish):
+        return _Out([f"published:{node.label}"], [])
     assert isinstance(node, Sleep)
     return _Out([], [])

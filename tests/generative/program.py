@@ -92,7 +92,15 @@ class Patch:
     label: str
 
 
-Node: TypeAlias = Act | Gather | Child | Receive | Sleep | Patch
+@dataclasses.dataclass(frozen=True)
+class Publish:
+    """``sw.write_stream("progress", label)``: a durable step that appends to the run's stream
+    (each label exactly once, whatever the crashes; the checks read the stream back)."""
+
+    label: str
+
+
+Node: TypeAlias = Act | Gather | Child | Receive | Sleep | Patch | Publish
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,7 +122,8 @@ def to_json(node: Program | Node) -> dict[str, Any]:
         data = dataclasses.asdict(node)
         data["program"] = to_json(node.program)
         return {"t": "child", **data}
-    kind = {Act: "act", Receive: "receive", Sleep: "sleep", Patch: "patch"}[type(node)]
+    kinds = {Act: "act", Receive: "receive", Sleep: "sleep", Patch: "patch", Publish: "publish"}
+    kind = kinds[type(node)]
     return {"t": kind, **dataclasses.asdict(node)}
 
 
@@ -133,7 +142,19 @@ def from_json(data: dict[str, Any]) -> Any:
     if kind == "child":
         fields["program"] = from_json(data["program"])
         return Child(**fields)
-    return {"act": Act, "receive": Receive, "sleep": Sleep, "patch": Patch}[kind](**fields)
+    kinds = {"act": Act, "receive": Receive, "sleep": Sleep, "patch": Patch, "publish": Publish}
+    return kinds[kind](**fields)
+
+
+def own_nodes(nodes: tuple[Node, ...]) -> list[Node]:
+    """Every node of a body, depth first, without the nodes of its children's programs."""
+    out: list[Node] = []
+    for node in nodes:
+        out.append(node)
+        if isinstance(node, Gather):
+            for branch in node.branches:
+                out.extend(own_nodes(branch))
+    return out
 
 
 def walk(nodes: tuple[Node, ...]) -> list[Node]:
@@ -307,6 +328,8 @@ def _node(s: GenSettings, ctx: _Ctx) -> st.SearchStrategy[Node]:
         options.append(st.sampled_from(seconds).map(lambda sec: Sleep(labels("t"), sec)))
     if s.patches:
         options.append(st.just(None).map(lambda _: Patch(labels("p"))))
+    if s.streams:
+        options.append(st.just(None).map(lambda _: Publish(labels("w"))))
     if s.signals and ctx.top and waits:
         answered = st.booleans() if s.updates else st.just(False)
         options.append(

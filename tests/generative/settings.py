@@ -43,6 +43,8 @@ class GenSettings:
     cancel: bool = True
     """``handle.cancel()`` of a top-level workflow at a random point."""
     patches: bool = True
+    streams: bool = True
+    """``sw.write_stream`` steps; the checks read every run's stream (each item once)."""
     codec: bool = True
     """Every process's Manager seals what it stores (``codec=[Compress(), Encrypt(...)]``); the
     checks read the database through the same codec."""

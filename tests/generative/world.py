@@ -26,6 +26,7 @@ from tests.generative.program import (
     Node,
     Patch,
     Program,
+    Publish,
     Receive,
     Sleep,
     from_json,
@@ -378,6 +379,9 @@ class Interpreter:
             await manager.sleep(node.seconds)
         elif isinstance(node, Patch):
             out.append(f"patched:{node.label}" if sw.patched(node.label) else f"old:{node.label}")
+        elif isinstance(node, Publish):
+            await sw.write_stream("progress", node.label)
+            out.append(f"published:{node.label}")
 
     async def expect_refused(self, key: str, node: Child) -> None:
         """A chosen key that could equal a derived one: the start must raise ValueError."""

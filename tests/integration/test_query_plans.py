@@ -21,7 +21,7 @@ import pytest
 
 from sagaway.states import WorkflowStatus
 from sagaway.store import _listing, open_store
-from sagaway.store.records import ListQuery
+from sagaway.store.records import AttributeFilter, ListQuery
 from sagaway.store.sql import queries
 from tests.grpc_server import direct_url
 from tests.store_helpers import is_sqlite
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.direct_db
 HISTORY = 3000
 T0 = time.time() - 365 * 86400
 
-TABLES = {"workflows", "steps", "signals", "attempt_errors"}
+TABLES = {"workflows", "steps", "signals", "attempt_errors", "outputs", "search_attributes"}
 """Tables that grow with the history."""
 WALKS = {"workflows_live"}
 """Indexes that may be read whole: they hold live executions only."""
@@ -80,6 +80,27 @@ LISTINGS = {
     "by name": ListQuery(limit=51, name="refund"),
     "by name and status": ListQuery(
         limit=51, name="refund", statuses=frozenset({WorkflowStatus.FAILED})
+    ),
+    "by an attribute (20 % of rows)": ListQuery(
+        limit=51, attributes=(AttributeFilter(name="region", text="eu"),)
+    ),
+    "by a rare attribute and a common one": ListQuery(
+        limit=51,
+        attributes=(
+            AttributeFilter(name="customer", text="c7"),
+            AttributeFilter(name="region", text="eu"),
+        ),
+    ),
+    "by an attribute and a status": ListQuery(
+        limit=51,
+        statuses=frozenset({WorkflowStatus.FAILED}),
+        attributes=(AttributeFilter(name="region", text="eu"),),
+    ),
+    "by a numeric attribute": ListQuery(
+        limit=51, attributes=(AttributeFilter(name="amount", number=7.0),)
+    ),
+    "by an attribute range": ListQuery(
+        limit=51, attributes=(AttributeFilter(name="amount", op=">=", number=98.0),)
     ),
     "second page": ListQuery(
         limit=51,
@@ -141,6 +162,22 @@ def _step_params() -> Iterator[tuple[Any, ...]]:
             yield (f"h-{i:08d}", str(call), "activity", f"s{call}", "COMPLETED", 1, "1", at, at)
 
 
+_ATTRIBUTE_INSERT = (
+    "INSERT INTO search_attributes (run_id, name, kind, str_value, num_value, created_at)"
+    " VALUES ({p})"
+)
+
+
+def _attribute_params() -> Iterator[tuple[Any, ...]]:
+    """Each ended workflow's region (eu or us), customer (c0..c299) and amount (0..99)."""
+    for i in range(HISTORY):
+        at = T0 + i * 365 * 86400 / HISTORY
+        run_id = f"h-{i:08d}"
+        yield (run_id, "region", "str", ("eu", "us", "apac", "latam", "africa")[i % 5], None, at)
+        yield (run_id, "customer", "str", f"c{i % 300}", None, at)
+        yield (run_id, "amount", "float", None, float(i % 100), at)
+
+
 def _fill_sqlite(path: str) -> None:
     import sqlite3
 
@@ -150,6 +187,7 @@ def _fill_sqlite(path: str) -> None:
             _WORKFLOW_INSERT.format(p=", ".join("?" * 11)), map(_workflow_params, _rows())
         )
         conn.executemany(_STEP_INSERT.format(p=", ".join("?" * 9)), _step_params())
+        conn.executemany(_ATTRIBUTE_INSERT.format(p=", ".join("?" * 6)), _attribute_params())
         conn.commit()
         conn.execute("ANALYZE")
     finally:
@@ -168,8 +206,12 @@ def _fill_postgres(url: str) -> None:
                 list(map(_workflow_params, _rows())),
             )
             cur.executemany(_STEP_INSERT.format(p=", ".join(["%s"] * 9)), list(_step_params()))
+            cur.executemany(
+                _ATTRIBUTE_INSERT.format(p=", ".join(["%s"] * 6)), list(_attribute_params())
+            )
         conn.execute("ANALYZE workflows")
         conn.execute("ANALYZE steps")
+        conn.execute("ANALYZE search_attributes")
 
 
 def _pg_target(url: str) -> tuple[str, str]:
@@ -284,7 +326,8 @@ def test_no_named_query_reads_the_whole_history(history: str) -> None:
     found = {}
     checked = 0
     for name, text in sorted(queries(dialect).items()):
-        if name in SCANS or not re.search(r"\b(workflows|steps|signals|attempt_errors)\b", text):
+        history_tables = r"\b(workflows|steps|signals|attempt_errors|outputs|search_attributes)\b"
+        if name in SCANS or not re.search(history_tables, text):
             continue
         checked += 1
         whole = _whole_reads(_reads(history, text, _params_for(text, dialect)), ordered=False)
@@ -303,7 +346,7 @@ def test_a_listing_page_reads_only_its_page(history: str, listing: str) -> None:
     query = LISTINGS[listing]
     # Only the unfiltered listing may walk the created-at index (it stops after a page); a
     # filtered one walking it would read the whole history to find a rare status or name.
-    unfiltered = not query.statuses and query.name is None
+    unfiltered = not query.statuses and query.name is None and not query.attributes
     assert _whole_reads(reads, ordered=unfiltered) == []
 
 
@@ -330,3 +373,35 @@ def test_a_purge_looks_up_live_readers_by_key(history: str, purpose: str) -> Non
     steps = [(index, bounded) for table, index, bounded in reads if table == "steps"]
     assert steps and all(bounded for _, bounded in steps), reads
     assert {index for index, _ in steps} <= {"steps_child_key", "steps_pkey"}
+
+
+def _sorts(url: str, text: str, params: dict[str, Any]) -> bool:
+    """Whether the plan sorts rows it read (rather than reading them in order)."""
+    if is_sqlite(url):
+        plan = _sqlite_plan(url.removeprefix("sqlite:///"), text, params)
+        return any("TEMP B-TREE FOR ORDER BY" in line for line in plan)
+
+    def walk(node: dict[str, Any]) -> bool:
+        return "Sort" in node.get("Node Type", "") or any(map(walk, node.get("Plans", [])))
+
+    return walk(_postgres_plan(url, text, params))
+
+
+@pytest.mark.parametrize(
+    "listing",
+    [
+        "by an attribute (20 % of rows)",
+        "by a rare attribute and a common one",
+        "by a numeric attribute",
+    ],
+)
+def test_an_attribute_listing_reads_in_page_order(history: str, listing: str) -> None:
+    """Driven by an equality filter, a page reads that filter's index in page order and stops
+    at the page's end: no sort of every match (200,000 of them for 20 % of a million).
+    PostgreSQL weighs the two from its statistics: for a filter that matches a few rows (10 and
+    30 of 3,000 here) it reads them all and sorts them, which costs as little."""
+    dialect = _listing.SQLITE if is_sqlite(history) else _listing.POSTGRES
+    if dialect is _listing.POSTGRES and "20 %" not in listing:
+        pytest.skip("PostgreSQL sorts the few rows of a rare value: its choice, as cheap")
+    text, params = _listing.page_query(dialect, LISTINGS[listing])
+    assert not _sorts(history, text, params)

@@ -67,6 +67,10 @@ EXPECTED: dict[str, frozenset[str]] = {
     "ListSchedules": EVERYONE,
     "NextDue": EVERYONE,
     "ListAudit": EVERYONE,
+    "ReadOutputs": EVERYONE,
+    "ReadStream": EVERYONE,
+    "GetEvent": EVERYONE,
+    "ListSearchAttributes": EVERYONE,
     # operator actions
     "StartWorkflow": OPERATORS,
     "RetryNow": OPERATORS,
@@ -83,6 +87,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "ClaimDue": WORKERS,
     "RenewLeases": WORKERS,
     "RecordStep": WORKERS,
+    "Publish": WORKERS,
     "FinishWorkflow": WORKERS,
     "SuspendWorkflow": WORKERS,
     "ReleaseWorkflow": WORKERS,

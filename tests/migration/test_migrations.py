@@ -65,8 +65,18 @@ def _undo_cancel_log(db_url: str) -> None:
 
 def _undo_audit_log(db_url: str) -> None:
     """Take the audit trail (sqlite v18, postgres v22) and what came after it back out."""
-    _undo_pauses(db_url)
+    _undo_outputs(db_url)
     raw_sql(db_url, "DROP TABLE IF EXISTS audit_log")
+
+
+def _undo_outputs(db_url: str) -> None:
+    """Take events, streams and search attributes (sqlite v19, postgres v24) and what came
+    after them back out."""
+    _undo_pauses(db_url)
+    raw_sql(db_url, "DROP TABLE IF EXISTS outputs")
+    raw_sql(db_url, "DROP TABLE IF EXISTS search_attributes")
+    if not is_sqlite(db_url):
+        raw_sql(db_url, "DROP FUNCTION IF EXISTS sagaway_notify_published()")
 
 
 def _undo_pauses(db_url: str) -> None:
@@ -93,6 +103,32 @@ async def test_a_database_at_the_previous_schema_gets_the_pauses(db_url: str) ->
         assert await upgraded.pause_workflow(old.record.run_id, paused=True, now=T0)
         assert await upgraded.paused_runs([old.record.run_id]) == {old.record.run_id}
         assert await upgraded.list_paused_calls() == []
+    finally:
+        await upgraded.close()
+    versions = raw_sql(db_url, "SELECT version FROM schema_migrations ORDER BY version")
+    assert [v for (v,) in versions] == _shipped(db_url)
+
+
+@pytest.mark.direct_db  # it rewinds the schema behind the store's back
+async def test_a_database_at_the_previous_schema_gets_outputs_and_attributes(
+    db_url: str,
+) -> None:
+    dialect = "sqlite" if is_sqlite(db_url) else "postgres"
+    [version] = [m.version for m in migrations(dialect) if m.name == "outputs_and_attributes"]
+    s = open_store(db_url)
+    await s.open()
+    old = await s.create_workflow(new("before"), now=T0, lease=None, replace_live=False)
+    await s.close()
+    _undo_outputs(db_url)
+    raw_sql(db_url, f"DELETE FROM schema_migrations WHERE version >= {version}")
+
+    upgraded = open_store(db_url)
+    await upgraded.open()
+    try:
+        run_id = old.record.run_id
+        assert await upgraded.read_outputs(run_id, after=0, limit=10) == []
+        assert await upgraded.list_search_attributes(run_id) == []
+        assert await upgraded.paused_runs([run_id]) == set()
     finally:
         await upgraded.close()
     versions = raw_sql(db_url, "SELECT version FROM schema_migrations ORDER BY version")

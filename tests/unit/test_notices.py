@@ -18,6 +18,7 @@ from sagaway.store.notices import (
     Listening,
     Notice,
     Probe,
+    Published,
     Ready,
     SchedulesChanged,
 )
@@ -33,6 +34,7 @@ TEXTS: list[tuple[str, Notice]] = [
     ("deaf:", Deaf()),
     ("deaf:ends", Deaf("ends")),
     ("probe:5f1e", Probe("5f1e")),
+    ("published:0123abcd", Published("0123abcd")),
 ]
 
 

@@ -22,6 +22,8 @@ EXPECTED = {
     "AuditEntry",
     "BatchAction", "BatchItem", "BatchOutcome", "BatchReport", "WorkflowFilter",
     "Update", "UpdateRejected", "UpdateResult",
+    "AttributeValue", "EventNotSet", "OutputItem", "set_event", "set_search_attributes",
+    "write_stream",
 }  # fmt: skip
 
 

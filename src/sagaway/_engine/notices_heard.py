@@ -31,6 +31,8 @@ def on_notification(engine: Engine, notice: notices.Notice) -> None:
             engine.channel.publish(events.WorkflowChanged(run_id))
             if engine.runner is not None:
                 engine.runner.ended_elsewhere(run_id)  # cancelled elsewhere while running here
+        case notices.Published(run_id):
+            engine.channel.publish(events.WorkflowChanged(run_id))  # its readers look
         case notices.Ready():
             engine.wake_recovery()
         case notices.SchedulesChanged():

@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 
 import sagaway as sw
+from sagaway import search
 from sagaway._engine import versions
 from sagaway.cli import _format
 from sagaway.cli._support import codec_key_option, mask_url, reading_codec, run, url_option
@@ -81,6 +82,15 @@ def summary_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, A
 )
 @click.option("--until", metavar="WHEN", help="Only workflows created before WHEN (as --since).")
 @click.option(
+    "--where",
+    "where",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Only workflows whose search attribute matches (repeatable, all must match): "
+    "customer=4711, amount>=100, region=eu, vip=true, placed>=2026-12-01T00:00+00:00; quote a "
+    'value to mean the text only (customer="4711").',
+)
+@click.option(
     "--after",
     metavar="CURSOR",
     help="The next page: the cursor printed under the previous page (or a row's cursor in JSON).",
@@ -104,6 +114,7 @@ def list_cmd(
     code_versions: str | None,
     since: str | None,
     until: str | None,
+    where: tuple[str, ...],
     after: str | None,
     limit: int,
     utc: bool,
@@ -124,6 +135,10 @@ def list_cmd(
         chosen = None if code_versions is None else versions.parse_versions(code_versions)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--version") from None
+    try:
+        search.filters(where)  # checked here, for a message that names the option
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--where") from None
     clock = _format.Clock(utc)
     bounds = {
         option: _format.parse_time(value, utc=utc, option=f"--{option}")
@@ -143,6 +158,7 @@ def list_cmd(
                 since=bounds.get("since"),
                 until=bounds.get("until"),
                 after=after,
+                where=list(where) or None,
                 limit=limit + 1,  # one more: is there a next page?
             )
 

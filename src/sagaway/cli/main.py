@@ -36,6 +36,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "sagaway.cli.demo:demo",
         "Run the crypto purchase saga twice: once to completion, once compensated.",
     ),
+    "events": (
+        "sagaway.cli.events:events",
+        "Print the events and stream items the workflow KEY published (sw.set_event, "
+        "sw.write_stream), oldest first; with --follow, until it has ended.",
+    ),
     "fork": (
         "sagaway.cli.fork:fork",
         "Run the ended workflow KEY again under NEW_KEY, from its step N.",

@@ -36,3 +36,4 @@ class Passthrough:
     paused_runs = forward(Store.paused_runs, "inner")
     pause_calls = forward(Store.pause_calls, "inner")
     list_paused_calls = forward(Store.list_paused_calls, "inner")
+    list_search_attributes = forward(Store.list_search_attributes, "inner")

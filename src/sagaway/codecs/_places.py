@@ -11,6 +11,8 @@ A place names one slot of the database by identifiers that never change for that
                                                of ``R`` that received it (the store copies the
                                                payload into that step unopened)
 ``("run", R, "signal", N, "rejected")``        why such a signal was refused
+``("run", R, "output", K, N)``                 a value run ``R`` published: event key or
+                                               stream (``K``: ``event`` / ``stream``) ``N``
 ``("schedule", S, "args")``                    the arguments of schedule ``S``
 =============================================  =============================================
 
@@ -53,6 +55,11 @@ def signal(run_id: str, name: str) -> Place:
 
 def signal_rejected(run_id: str, name: str) -> Place:
     return ("run", run_id, "signal", name, "rejected")
+
+
+def output(run_id: str, kind: str, name: str) -> Place:
+    """A value ``run_id`` published as the event ``name`` or on the stream ``name``."""
+    return ("run", run_id, "output", kind, name)
 
 
 def schedule(schedule_id: str) -> Place:

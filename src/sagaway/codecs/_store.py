@@ -28,6 +28,8 @@ from sagaway.store.records import (
     Lease,
     ListQuery,
     NewWorkflow,
+    OutputRecord,
+    Publication,
     ScheduleFire,
     SchedulePause,
     SchedulePut,
@@ -397,3 +399,33 @@ class CodecStore(Passthrough):
     async def fire_schedule(self, fire: ScheduleFire, *, now: float) -> bool:
         starts = tuple(self._new(new) for new in fire.starts)
         return await self.inner.fire_schedule(dataclasses.replace(fire, starts=starts), now=now)
+
+    # ----------------------------------------------------------- outputs (attributes: clear)
+
+    async def publish(self, publication: Publication, *, token: str, now: float) -> None:
+        run, seal = publication.step.run_id, self.chain.seal
+        outputs = tuple(
+            _replaced(o, value=seal(o.value, place=_places.output(run, o.kind, o.name)))
+            for o in publication.outputs
+        )
+        step = self._step_in(publication.step)
+        sealed = dataclasses.replace(publication, step=step, outputs=outputs)
+        await self.inner.publish(sealed, token=token, now=now)
+
+    def _output(self, run_id: str, o: OutputRecord) -> OutputRecord:
+        place = _places.output(run_id, o.kind, o.name)
+        return _replaced(o, value=self.chain.try_open(o.value, place=place, sealed=True))
+
+    async def read_outputs(self, run_id: str, *, after: int, limit: int) -> list[OutputRecord]:
+        rows = await self.inner.read_outputs(run_id, after=after, limit=limit)
+        return [self._output(run_id, o) for o in rows]
+
+    async def read_stream(
+        self, run_id: str, *, stream: str, offset: int, limit: int
+    ) -> list[OutputRecord]:
+        rows = await self.inner.read_stream(run_id, stream=stream, offset=offset, limit=limit)
+        return [self._output(run_id, o) for o in rows]
+
+    async def get_event(self, run_id: str, *, key: str) -> OutputRecord | None:
+        found = await self.inner.get_event(run_id, key=key)
+        return None if found is None else self._output(run_id, found)

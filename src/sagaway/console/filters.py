@@ -41,6 +41,8 @@ class ListFilters:
     until: str = ""
     after: str = ""
     limit: int = PAGE_SIZE
+    where: str = ""
+    """Search attribute filters, comma-separated (``customer=4711, amount>=100``)."""
 
     @classmethod
     def from_query(cls, query: Mapping[str, str], statuses: Sequence[str]) -> ListFilters:
@@ -63,6 +65,7 @@ class ListFilters:
             until=query.get("until", "").strip(),
             after=query.get("after", "").strip(),
             limit=min(max(limit, 1), MAX_PAGE_SIZE),
+            where=query.get("where", "").strip(),
         )
 
     def bounds(self, now: float | None = None) -> tuple[float | None, float | None]:
@@ -83,6 +86,7 @@ class ListFilters:
                 ("since", data.since),
                 ("until", data.until),
                 ("after", data.after),
+                ("where", data.where),
             )
             if value
         ]
@@ -99,7 +103,14 @@ class ListFilters:
             or self.version
             or self.since
             or self.until
+            or self.where
         )
+
+    def attribute_filters(self) -> list[str] | None:
+        """The ``where`` filters, one text each (None: none); ``list_workflows`` reads them and
+        raises ValueError for one it cannot."""
+        texts = [part.strip() for part in self.where.split(",") if part.strip()]
+        return texts or None
 
     def code_versions(self) -> frozenset[str | None] | None:
         """The versions of the ``version`` filter (None: any); ValueError if it is not a

@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Collection
 from typing import Any
 
-from sagaway import _renamed, errors, listing
+from sagaway import _renamed, errors, listing, search
 from sagaway._engine import context
 from sagaway._engine.engine import EngineRef
 from sagaway._engine.executor import current_execution
@@ -109,6 +109,7 @@ class ClientCalls:
         until: float | None = None,
         after: str | None = None,
         code_versions: Collection[str | None] | None = None,
+        where: search.Where | None = None,
     ) -> list[WorkflowDescription]:
         """Current workflows, newest first (steps not included).
 
@@ -123,8 +124,12 @@ class ClientCalls:
                 (keyset pagination: rows created meanwhile shift nothing, none is skipped).
             code_versions: only workflows created by these code versions (``None`` in it:
                 unversioned ones).
+            where: only workflows whose search attributes match: ``{"customer": "4711"}``,
+                or filters as text, ``["amount>=100", "region=eu"]`` (see
+                docs/search-attributes.md).
 
-        Raises ValueError when ``after`` is not a cursor, or a status is unknown.
+        Raises ValueError when ``after`` is not a cursor, a status is unknown or a filter is
+        malformed.
         """
         return await listing.list_workflows(
             self._ref.require(),
@@ -136,6 +141,7 @@ class ClientCalls:
             until=until,
             after=after,
             code_versions=code_versions,
+            where=where,
         )
 
     async def list_signals(self, key: str) -> list[SignalRecord]:

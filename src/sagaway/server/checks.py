@@ -120,6 +120,16 @@ def _queue_slot(values: dict[str, Any]) -> None:
     text_of(values["admission"].holder, "holder")
 
 
+def _publication(values: dict[str, Any]) -> None:
+    publication = values["publication"]
+    for output in publication.outputs:
+        if output.kind not in ("event", "stream"):
+            raise ValueError(f"an output is an event or a stream item, not {output.kind!r}")
+        check_plain(output.name, f"{output.kind} name")
+    for attribute in publication.attributes:
+        check_plain(attribute.name, "search attribute")
+
+
 def _plain(name: str) -> Callable[[dict[str, Any]], None]:
     return lambda values: check_plain(values[name], name)
 
@@ -138,6 +148,7 @@ ARGUMENTS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "AcquireQueueSlot": _queue_slot,
     "ListAudit": _audit_limit,
     "PauseCalls": _named("name"),  # its kind is the store's to check
+    "Publish": _publication,
 }
 """What a verb asks of its arguments beyond their fields' checks (ValueError: INVALID_ARGUMENT);
 a rule may also settle a value (``ListAudit``'s limit is at least 1)."""

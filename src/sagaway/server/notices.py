@@ -125,6 +125,7 @@ ANNOUNCED: Mapping[str, Callable[[Values, Any], list[Notice]]] = {
     "SetSchedulePaused": lambda v, r: [SCHEDULES_CHANGED],
     "PauseWorkflow": _ready_if(lambda v, changed: changed and not v["paused"]),  # resumed
     "PauseCalls": _ready_if(lambda v, changed: changed and not v["paused"]),
+    "Publish": lambda v, r: [notices.Published(v["publication"].step.run_id)],
 }
 """The notices a call's change makes on SQLite, by RPC, from its arguments and result (on
 PostgreSQL the database announces its changes itself)."""

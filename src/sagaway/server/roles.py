@@ -62,6 +62,10 @@ RPC_ROLES: Mapping[str, frozenset[Role]] = {
     "ListAudit": _R,
     "PausedRuns": _R,  # each worker's heartbeat: paused runs it holds
     "ListPausedCalls": _R,
+    "ReadOutputs": _R,
+    "ReadStream": _R,
+    "GetEvent": _R,
+    "ListSearchAttributes": _R,
     # operator actions (and a workflow's own starts, signals and cancels of children)
     "StartWorkflow": _O,
     "CreateWorkflow": _OW,
@@ -75,6 +79,7 @@ RPC_ROLES: Mapping[str, frozenset[Role]] = {
     "ClaimDue": _W,
     "RenewLeases": _W,
     "RecordStep": _W,
+    "Publish": _W,
     "FinishWorkflow": _W,
     "SuspendWorkflow": _W,
     "ReleaseWorkflow": _W,

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sagaway.states import WorkflowStatus
+from sagaway.store import _attributes
 from sagaway.store._params import version_filter
 from sagaway.store.records import ListQuery
 
@@ -54,6 +55,8 @@ class Dialect:
     """Whether array parameters are lists (PostgreSQL) rather than JSON text (SQLite)."""
     no_limit: int | None
     """The ``LIMIT`` of a page without one (a negative ``ListQuery.limit``)."""
+    driver_join: str = "JOIN"
+    """How a driving search attribute filter joins the executions (``_attributes.plan``)."""
 
 
 SQLITE = Dialect(
@@ -66,6 +69,7 @@ SQLITE = Dialect(
     param=lambda name: f":{name}",
     arrays=False,
     no_limit=-1,
+    driver_join="CROSS JOIN",
 )
 POSTGRES = Dialect(
     current="is_current",
@@ -96,10 +100,14 @@ def page_query(dialect: Dialect, query: ListQuery) -> tuple[str, dict[str, Any]]
         common.append(dialect.key_prefix)
     if query.code_versions:
         common.append(dialect.versions)
+    source, order, conditions = _attributes.plan(
+        query.attributes, p, params, join=dialect.driver_join
+    )
+    common.extend(conditions)
     branches = _status_branches(query.statuses, p, params)
     selects = [
-        f"SELECT {COLUMNS} FROM workflows WHERE {' AND '.join([*common, *extra])} "
-        f"{_ORDER} LIMIT {p('limit')}"
+        f"SELECT {COLUMNS} FROM {source} WHERE {' AND '.join([*common, *extra])} "
+        f"{order or _ORDER} LIMIT {p('limit')}"
         for extra in branches
     ]
     if len(selects) == 1:

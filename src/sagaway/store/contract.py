@@ -18,6 +18,7 @@ from typing import Protocol
 from sagaway import errors
 from sagaway.states import WorkflowStatus
 from sagaway.store import notices
+from sagaway.store.output_verbs import OutputVerbs
 from sagaway.store.pause_verbs import PauseVerbs
 from sagaway.store.records import *  # noqa: F403  (the contract's records, re-exported)
 from sagaway.store.records import (
@@ -166,7 +167,7 @@ class AuditVerbs(Protocol):
         ...
 
 
-class Store(QueueLimitVerbs, ScheduleVerbs, AuditVerbs, PauseVerbs, Protocol):
+class Store(QueueLimitVerbs, ScheduleVerbs, AuditVerbs, PauseVerbs, OutputVerbs, Protocol):
     """Durable storage of workflow executions and their steps."""
 
     url: str

@@ -17,6 +17,7 @@ code: changing it needs a migration):
 ``ended:<run_id>``            an execution ended (COMPLETED, FAILED, CANCELLED or TERMINATED)
 ``cancel:<run_id>``           a cancel was requested of a live execution
 ``schedules:``                a schedule was put, paused or resumed
+``published:<run_id>``        an execution published events or stream items (schema v24)
 ``listening:`` / ``deaf:``    the store's notices flow (again: anything sent while they did
                               not was lost, so look at everything) / stopped flowing
 ``listening:ends``            the same, of a store's stream of every execution's ends and
@@ -69,6 +70,13 @@ class SchedulesChanged:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Published:
+    """The execution ``run_id`` published events or stream items: its readers look."""
+
+    run_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Listening:
     """The notices of ``stream`` flow (again): what was sent before may be lost, look again."""
 
@@ -89,7 +97,9 @@ class Probe:
     token: str
 
 
-Notice: TypeAlias = Ready | Ended | CancelRequested | SchedulesChanged | Listening | Deaf | Probe
+Notice: TypeAlias = (
+    Ready | Ended | CancelRequested | SchedulesChanged | Published | Listening | Deaf | Probe
+)
 Callback: TypeAlias = Callable[[Notice], None]
 """What a store's ``listen`` calls with each notice."""
 
@@ -101,6 +111,7 @@ _KINDS: dict[type[Notice], str] = {
     Ended: "ended",
     CancelRequested: "cancel",
     SchedulesChanged: "schedules",
+    Published: "published",
     Listening: "listening",
     Deaf: "deaf",
     Probe: "probe",
@@ -113,7 +124,7 @@ _logged: set[str] = set()
 def encode(notice: Notice) -> str:
     """The text of ``notice``, as the triggers write it."""
     match notice:
-        case Ended(detail) | CancelRequested(detail) | Probe(detail):
+        case Ended(detail) | CancelRequested(detail) | Published(detail) | Probe(detail):
             pass
         case Listening(detail) | Deaf(detail):
             pass
@@ -136,6 +147,8 @@ def decode(payload: str) -> Notice | None:
                 notice = Ended(detail)
             case "cancel" if detail:
                 notice = CancelRequested(detail)
+            case "published" if detail:
+                notice = Published(detail)
             case "listening" | "deaf" if detail in _STREAMS:
                 stream: Stream = "ends" if detail else ""
                 notice = Listening(stream) if kind == "listening" else Deaf(stream)

@@ -28,6 +28,11 @@ __all__ = [
     "AuditNote",
     "AuditRecord",
     "AuditQuery",
+    "OutputWrite",
+    "OutputRecord",
+    "SearchAttribute",
+    "AttributeFilter",
+    "Publication",
 ]
 
 
@@ -196,6 +201,8 @@ class ListQuery:
     code_versions: frozenset[str | None] = frozenset()
     """Only executions created by these code versions (None in it: unversioned ones); empty:
     any version."""
+    attributes: tuple[AttributeFilter, ...] = ()
+    """Only executions whose search attributes match every one of these."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -376,3 +383,70 @@ class AuditQuery:
     """At or after this time."""
     until: float | None = None
     """Before this time."""
+
+
+# ---------------------------------------------------------------- events, streams, attributes
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class OutputWrite:
+    """One thing a workflow publishes: an event's new value or an item appended to a stream."""
+
+    kind: str
+    """``event`` (a key's value; the latest wins) or ``stream`` (an item appended)."""
+    name: str
+    """The event's key or the stream's name."""
+    value: str
+    """JSON."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class OutputRecord:
+    """An event or stream item as stored."""
+
+    seq: int
+    """Its place among everything the execution published, from 1 (``read_outputs`` follows
+    it)."""
+    kind: str
+    name: str
+    offset: int
+    """A stream item's place in its stream, from 0; an event's: how many values its key had
+    before."""
+    value: str
+    at: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SearchAttribute:
+    """A typed, indexed attribute of an execution (``sw.set_search_attributes``)."""
+
+    name: str
+    kind: str
+    """``str``, ``int``, ``float``, ``bool`` or ``datetime``."""
+    text: str | None = None
+    """The value of a ``str`` attribute."""
+    number: float | None = None
+    """The value of the others: ints and floats as they are, bools 0/1, datetimes as epoch
+    seconds."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class AttributeFilter:
+    """One condition of a listing on a search attribute: ``name op value``."""
+
+    name: str
+    op: str = "="
+    """``=``, ``<``, ``<=``, ``>`` or ``>=``."""
+    text: str | None = None
+    """Compared with ``str`` attributes."""
+    number: float | None = None
+    """Compared with the numeric ones (both given: either may match, for ``=`` only)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Publication:
+    """What one durable publishing call writes, in one transaction with its step."""
+
+    step: StepRecord
+    outputs: tuple[OutputWrite, ...] = ()
+    attributes: tuple[SearchAttribute, ...] = ()

@@ -2072,6 +2072,7 @@ class ListPageRequest(_message.Message):
     AFTER_RUN_ID_FIELD_NUMBER: _builtins.int
     CODE_VERSIONS_FIELD_NUMBER: _builtins.int
     UNVERSIONED_FIELD_NUMBER: _builtins.int
+    ATTRIBUTES_FIELD_NUMBER: _builtins.int
     limit: _builtins.int
     name: _builtins.str
     key_prefix: _builtins.str
@@ -2088,6 +2089,10 @@ class ListPageRequest(_message.Message):
     def code_versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """with `unversioned`: none of either = any version"""
 
+    @_builtins.property
+    def attributes(self) -> _containers.RepeatedCompositeFieldContainer[Global___AttributeFilter]:
+        """search attributes: every one must match"""
+
     def __init__(
         self,
         *,
@@ -2101,10 +2106,11 @@ class ListPageRequest(_message.Message):
         after_run_id: _builtins.str | None = ...,
         code_versions: _abc.Iterable[_builtins.str] | None = ...,
         unversioned: _builtins.bool = ...,
+        attributes: _abc.Iterable[Global___AttributeFilter] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at", "_after_run_id", b"_after_run_id", "_name", b"_name", "_since", b"_since", "_until", b"_until", "after_created_at", b"after_created_at", "after_run_id", b"after_run_id", "name", b"name", "since", b"since", "until", b"until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at", "_after_run_id", b"_after_run_id", "_name", b"_name", "_since", b"_since", "_until", b"_until", "after_created_at", b"after_created_at", "after_run_id", b"after_run_id", "code_versions", b"code_versions", "key_prefix", b"key_prefix", "limit", b"limit", "name", b"name", "since", b"since", "statuses", b"statuses", "until", b"until", "unversioned", b"unversioned"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at", "_after_run_id", b"_after_run_id", "_name", b"_name", "_since", b"_since", "_until", b"_until", "after_created_at", b"after_created_at", "after_run_id", b"after_run_id", "attributes", b"attributes", "code_versions", b"code_versions", "key_prefix", b"key_prefix", "limit", b"limit", "name", b"name", "since", b"since", "statuses", b"statuses", "until", b"until", "unversioned", b"unversioned"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__after_created_at: _TypeAlias = _typing.Literal["after_created_at"]  # noqa: Y015
     _WhichOneofArgType__after_created_at: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at"]  # noqa: Y015
@@ -3005,3 +3011,338 @@ class PausedCalls(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PausedCalls: _TypeAlias = PausedCalls  # noqa: Y015
+
+@_typing.final
+class OutputWrite(_message.Message):
+    """------------------------------------------------------ events, streams, search attributes
+
+    One thing a workflow publishes: an event's value (kind "event", name its key) or an item
+    appended to a stream (kind "stream", name the stream's).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    name: _builtins.str
+    value: _builtins.str
+    """JSON (sealed by the client's codec, if any)"""
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        name: _builtins.str = ...,
+        value: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "name", b"name", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OutputWrite: _TypeAlias = OutputWrite  # noqa: Y015
+
+@_typing.final
+class OutputRecord(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    AT_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    """its place among everything the run published, from 1"""
+    kind: _builtins.str
+    name: _builtins.str
+    offset: _builtins.int
+    """a stream item's place in its stream, from 0"""
+    value: _builtins.str
+    at: _builtins.float
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+        kind: _builtins.str = ...,
+        name: _builtins.str = ...,
+        offset: _builtins.int = ...,
+        value: _builtins.str = ...,
+        at: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "kind", b"kind", "name", b"name", "offset", b"offset", "seq", b"seq", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OutputRecord: _TypeAlias = OutputRecord  # noqa: Y015
+
+@_typing.final
+class SearchAttribute(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    NUMBER_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    kind: _builtins.str
+    """str, int, float, bool, datetime"""
+    text: _builtins.str
+    """a str attribute's value"""
+    number: _builtins.float
+    """the others' (bool 0/1, datetime epoch seconds)"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        text: _builtins.str | None = ...,
+        number: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_number", b"_number", "_text", b"_text", "number", b"number", "text", b"text"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_number", b"_number", "_text", b"_text", "kind", b"kind", "name", b"name", "number", b"number", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__number: _TypeAlias = _typing.Literal["number"]  # noqa: Y015
+    _WhichOneofArgType__number: _TypeAlias = _typing.Literal["_number", b"_number"]  # noqa: Y015
+    _WhichOneofReturnType__text: _TypeAlias = _typing.Literal["text"]  # noqa: Y015
+    _WhichOneofArgType__text: _TypeAlias = _typing.Literal["_text", b"_text"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__number) -> _WhichOneofReturnType__number | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__text) -> _WhichOneofReturnType__text | None: ...
+
+Global___SearchAttribute: _TypeAlias = SearchAttribute  # noqa: Y015
+
+@_typing.final
+class AttributeFilter(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    OP_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    NUMBER_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    op: _builtins.str
+    """=, <, <=, >, >="""
+    text: _builtins.str
+    number: _builtins.float
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        op: _builtins.str = ...,
+        text: _builtins.str | None = ...,
+        number: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_number", b"_number", "_text", b"_text", "number", b"number", "text", b"text"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_number", b"_number", "_text", b"_text", "name", b"name", "number", b"number", "op", b"op", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__number: _TypeAlias = _typing.Literal["number"]  # noqa: Y015
+    _WhichOneofArgType__number: _TypeAlias = _typing.Literal["_number", b"_number"]  # noqa: Y015
+    _WhichOneofReturnType__text: _TypeAlias = _typing.Literal["text"]  # noqa: Y015
+    _WhichOneofArgType__text: _TypeAlias = _typing.Literal["_text", b"_text"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__number) -> _WhichOneofReturnType__number | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__text) -> _WhichOneofReturnType__text | None: ...
+
+Global___AttributeFilter: _TypeAlias = AttributeFilter  # noqa: Y015
+
+@_typing.final
+class Publication(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STEP_FIELD_NUMBER: _builtins.int
+    OUTPUTS_FIELD_NUMBER: _builtins.int
+    ATTRIBUTES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def step(self) -> Global___StepRecord:
+        """the durable call that published (written with it, once)"""
+
+    @_builtins.property
+    def outputs(self) -> _containers.RepeatedCompositeFieldContainer[Global___OutputWrite]: ...
+    @_builtins.property
+    def attributes(self) -> _containers.RepeatedCompositeFieldContainer[Global___SearchAttribute]: ...
+    def __init__(
+        self,
+        *,
+        step: Global___StepRecord | None = ...,
+        outputs: _abc.Iterable[Global___OutputWrite] | None = ...,
+        attributes: _abc.Iterable[Global___SearchAttribute] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["step", b"step"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attributes", b"attributes", "outputs", b"outputs", "step", b"step"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Publication: _TypeAlias = Publication  # noqa: Y015
+
+@_typing.final
+class PublishRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PUBLICATION_FIELD_NUMBER: _builtins.int
+    TOKEN_FIELD_NUMBER: _builtins.int
+    token: _builtins.str
+    """the lease: fenced"""
+    @_builtins.property
+    def publication(self) -> Global___Publication: ...
+    def __init__(
+        self,
+        *,
+        publication: Global___Publication | None = ...,
+        token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["publication", b"publication"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["publication", b"publication", "token", b"token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PublishRequest: _TypeAlias = PublishRequest  # noqa: Y015
+
+@_typing.final
+class ReadOutputsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    after: _builtins.int
+    """seq: only later outputs"""
+    limit: _builtins.int
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        after: _builtins.int = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "limit", b"limit", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadOutputsRequest: _TypeAlias = ReadOutputsRequest  # noqa: Y015
+
+@_typing.final
+class ReadStreamRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    STREAM_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    stream: _builtins.str
+    offset: _builtins.int
+    """the first item's offset"""
+    limit: _builtins.int
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        stream: _builtins.str = ...,
+        offset: _builtins.int = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "offset", b"offset", "run_id", b"run_id", "stream", b"stream"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadStreamRequest: _TypeAlias = ReadStreamRequest  # noqa: Y015
+
+@_typing.final
+class Outputs(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def records(self) -> _containers.RepeatedCompositeFieldContainer[Global___OutputRecord]: ...
+    def __init__(
+        self,
+        *,
+        records: _abc.Iterable[Global___OutputRecord] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["records", b"records"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Outputs: _TypeAlias = Outputs  # noqa: Y015
+
+@_typing.final
+class GetEventRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    key: _builtins.str
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        key: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetEventRequest: _TypeAlias = GetEventRequest  # noqa: Y015
+
+@_typing.final
+class MaybeOutput(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORD_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def record(self) -> Global___OutputRecord: ...
+    def __init__(
+        self,
+        *,
+        record: Global___OutputRecord | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_record", b"_record", "record", b"record"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_record", b"_record", "record", b"record"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__record: _TypeAlias = _typing.Literal["record"]  # noqa: Y015
+    _WhichOneofArgType__record: _TypeAlias = _typing.Literal["_record", b"_record"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__record) -> _WhichOneofReturnType__record | None: ...
+
+Global___MaybeOutput: _TypeAlias = MaybeOutput  # noqa: Y015
+
+@_typing.final
+class SearchAttributes(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ATTRIBUTES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def attributes(self) -> _containers.RepeatedCompositeFieldContainer[Global___SearchAttribute]: ...
+    def __init__(
+        self,
+        *,
+        attributes: _abc.Iterable[Global___SearchAttribute] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attributes", b"attributes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchAttributes: _TypeAlias = SearchAttributes  # noqa: Y015

@@ -281,6 +281,31 @@ class EngineStub:
                 request_serializer=sagaway_dot_v1_dot_engine__pb2.BatchRequest.SerializeToString,
                 response_deserializer=sagaway_dot_v1_dot_engine__pb2.BatchReply.FromString,
                 _registered_method=True)
+        self.Publish = channel.unary_unary(
+                '/sagaway.v1.Engine/Publish',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.PublishRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.Empty.FromString,
+                _registered_method=True)
+        self.ReadOutputs = channel.unary_unary(
+                '/sagaway.v1.Engine/ReadOutputs',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.ReadOutputsRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.Outputs.FromString,
+                _registered_method=True)
+        self.ReadStream = channel.unary_unary(
+                '/sagaway.v1.Engine/ReadStream',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.ReadStreamRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.Outputs.FromString,
+                _registered_method=True)
+        self.GetEvent = channel.unary_unary(
+                '/sagaway.v1.Engine/GetEvent',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.GetEventRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.MaybeOutput.FromString,
+                _registered_method=True)
+        self.ListSearchAttributes = channel.unary_unary(
+                '/sagaway.v1.Engine/ListSearchAttributes',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.RunRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.SearchAttributes.FromString,
+                _registered_method=True)
 
 
 class EngineServicer:
@@ -593,6 +618,37 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Publish(self, request, context):
+        """Events, streams and search attributes (docs/events.md, docs/search-attributes.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadOutputs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadStream(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetEvent(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSearchAttributes(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -840,6 +896,31 @@ def add_EngineServicer_to_server(servicer, server):
                     servicer.Batch,
                     request_deserializer=sagaway_dot_v1_dot_engine__pb2.BatchRequest.FromString,
                     response_serializer=sagaway_dot_v1_dot_engine__pb2.BatchReply.SerializeToString,
+            ),
+            'Publish': grpc.unary_unary_rpc_method_handler(
+                    servicer.Publish,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.PublishRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.Empty.SerializeToString,
+            ),
+            'ReadOutputs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadOutputs,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.ReadOutputsRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.Outputs.SerializeToString,
+            ),
+            'ReadStream': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadStream,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.ReadStreamRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.Outputs.SerializeToString,
+            ),
+            'GetEvent': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetEvent,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.GetEventRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.MaybeOutput.SerializeToString,
+            ),
+            'ListSearchAttributes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSearchAttributes,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.RunRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.SearchAttributes.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2167,6 +2248,141 @@ class Engine:
             '/sagaway.v1.Engine/Batch',
             sagaway_dot_v1_dot_engine__pb2.BatchRequest.SerializeToString,
             sagaway_dot_v1_dot_engine__pb2.BatchReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Publish(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/Publish',
+            sagaway_dot_v1_dot_engine__pb2.PublishRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadOutputs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/ReadOutputs',
+            sagaway_dot_v1_dot_engine__pb2.ReadOutputsRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.Outputs.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/ReadStream',
+            sagaway_dot_v1_dot_engine__pb2.ReadStreamRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.Outputs.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetEvent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/GetEvent',
+            sagaway_dot_v1_dot_engine__pb2.GetEventRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.MaybeOutput.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSearchAttributes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/ListSearchAttributes',
+            sagaway_dot_v1_dot_engine__pb2.RunRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.SearchAttributes.FromString,
             options,
             channel_credentials,
             insecure,

@@ -135,6 +135,12 @@ class EngineStub:
     server's group commit joins them), and each gets its own result. Hello, Watch, Batch and
     AwaitWorkflow cannot be batched (INVALID_ARGUMENT for that entry).
     """
+    Publish: _grpc.UnaryUnaryMultiCallable[_engine_pb2.PublishRequest, _engine_pb2.Empty]
+    """Events, streams and search attributes (docs/events.md, docs/search-attributes.md)."""
+    ReadOutputs: _grpc.UnaryUnaryMultiCallable[_engine_pb2.ReadOutputsRequest, _engine_pb2.Outputs]
+    ReadStream: _grpc.UnaryUnaryMultiCallable[_engine_pb2.ReadStreamRequest, _engine_pb2.Outputs]
+    GetEvent: _grpc.UnaryUnaryMultiCallable[_engine_pb2.GetEventRequest, _engine_pb2.MaybeOutput]
+    ListSearchAttributes: _grpc.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.SearchAttributes]
 
 @_typing.type_check_only
 class EngineAsyncStub(EngineStub):
@@ -202,6 +208,12 @@ class EngineAsyncStub(EngineStub):
     server's group commit joins them), and each gets its own result. Hello, Watch, Batch and
     AwaitWorkflow cannot be batched (INVALID_ARGUMENT for that entry).
     """
+    Publish: _aio.UnaryUnaryMultiCallable[_engine_pb2.PublishRequest, _engine_pb2.Empty]  # type: ignore[assignment]
+    """Events, streams and search attributes (docs/events.md, docs/search-attributes.md)."""
+    ReadOutputs: _aio.UnaryUnaryMultiCallable[_engine_pb2.ReadOutputsRequest, _engine_pb2.Outputs]  # type: ignore[assignment]
+    ReadStream: _aio.UnaryUnaryMultiCallable[_engine_pb2.ReadStreamRequest, _engine_pb2.Outputs]  # type: ignore[assignment]
+    GetEvent: _aio.UnaryUnaryMultiCallable[_engine_pb2.GetEventRequest, _engine_pb2.MaybeOutput]  # type: ignore[assignment]
+    ListSearchAttributes: _aio.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.SearchAttributes]  # type: ignore[assignment]
 
 class EngineServicer(metaclass=_abc_1.ABCMeta):
     """----------------------------------------------------------------------------- service"""
@@ -560,5 +572,41 @@ class EngineServicer(metaclass=_abc_1.ABCMeta):
         server's group commit joins them), and each gets its own result. Hello, Watch, Batch and
         AwaitWorkflow cannot be batched (INVALID_ARGUMENT for that entry).
         """
+
+    @_abc_1.abstractmethod
+    def Publish(
+        self,
+        request: _engine_pb2.PublishRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.Empty, _abc.Awaitable[_engine_pb2.Empty]]:
+        """Events, streams and search attributes (docs/events.md, docs/search-attributes.md)."""
+
+    @_abc_1.abstractmethod
+    def ReadOutputs(
+        self,
+        request: _engine_pb2.ReadOutputsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.Outputs, _abc.Awaitable[_engine_pb2.Outputs]]: ...
+
+    @_abc_1.abstractmethod
+    def ReadStream(
+        self,
+        request: _engine_pb2.ReadStreamRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.Outputs, _abc.Awaitable[_engine_pb2.Outputs]]: ...
+
+    @_abc_1.abstractmethod
+    def GetEvent(
+        self,
+        request: _engine_pb2.GetEventRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.MaybeOutput, _abc.Awaitable[_engine_pb2.MaybeOutput]]: ...
+
+    @_abc_1.abstractmethod
+    def ListSearchAttributes(
+        self,
+        request: _engine_pb2.RunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.SearchAttributes, _abc.Awaitable[_engine_pb2.SearchAttributes]]: ...
 
 def add_EngineServicer_to_server(servicer: EngineServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -51,6 +51,7 @@ async def _listing(request: Request, template: str) -> Response:
             since=since,
             until=until,
             after=filters.after or None,
+            where=filters.attribute_filters(),
             limit=filters.limit + 1,  # one more: is there a next page?
         )
     except ValueError as exc:  # a filter, or a cursor that is not one

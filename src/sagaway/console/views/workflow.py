@@ -7,7 +7,7 @@ import time
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sagaway.console import timeline
+from sagaway.console import outputs, timeline
 from sagaway.console.rendering import render
 from sagaway.console.views._common import manager_of
 
@@ -24,7 +24,13 @@ async def workflow_fragment(request: Request) -> Response:
 async def _workflow(request: Request, template: str) -> Response:
     key = request.path_params["key"]
     manager = await manager_of(request)
-    d = await manager.get_workflow(key).describe()  # WorkflowNotFound: the 404 page
+    handle = manager.get_workflow(key)
+    d = await handle.describe()  # WorkflowNotFound: the 404 page
     now = time.time()
-    context = {"d": d, "timeline": timeline.build(d, now), "now": now}
+    context = {
+        "d": d,
+        "timeline": timeline.build(d, now),
+        "now": now,
+        "outputs": await outputs.shown(handle),
+    }
     return render(request, template, context)

@@ -58,6 +58,7 @@ from sagaway.store.postgres.audit import Audit
 from sagaway.store.postgres.conn import Conn, exists, named
 from sagaway.store.postgres.connection import Connection
 from sagaway.store.postgres.fencing import fenced
+from sagaway.store.postgres.outputs import Outputs
 from sagaway.store.postgres.pauses import Pauses
 from sagaway.store.postgres.queue_limits import QueueLimits
 from sagaway.store.postgres.schedules import Schedules
@@ -99,6 +100,7 @@ class PostgresStore(Connection, SQLVerbs, Collaborators):
             audit=Audit(self._run),
             queue_limits=QueueLimits(self._run),
             pauses=Pauses(self._run),
+            outputs=Outputs(self._run),
         )
         # Group commit (see _group_commit): under load, the starts, steps and ends of many
         # workflows share statements.

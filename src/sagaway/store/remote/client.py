@@ -139,3 +139,8 @@ class GrpcStore(Connection):
     fire_schedule = remote(Store.fire_schedule)
     record_audit = remote(Store.record_audit)
     list_audit = remote(Store.list_audit)
+    publish = remote(Store.publish)
+    read_outputs = remote(Store.read_outputs)
+    read_stream = remote(Store.read_stream)
+    get_event = remote(Store.get_event)
+    list_search_attributes = remote(Store.list_search_attributes)

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from sagaway import states
 from sagaway.store.contract import Store
-from sagaway.store.records import AuditNote, ListQuery
+from sagaway.store.records import AttributeFilter, AuditNote, ListQuery
 from sagaway.store.remote import wire
 from sagaway.v1 import engine_pb2 as pb
 
@@ -98,6 +98,7 @@ def _list_query_of(request: Any) -> ListQuery:
         until=wire.optional(request, "until"),
         after=(request.after_created_at, request.after_run_id) if has_after[0] else None,
         code_versions=frozenset([*request.code_versions, *([None] if request.unversioned else [])]),
+        attributes=tuple(wire.from_message(AttributeFilter, m) for m in request.attributes),
     )
 
 

@@ -815,3 +815,44 @@ WHERE status = 'WAITING' AND waiting_for = %(waiting_for)s
 
 -- name: list_paused_calls
 SELECT kind, name, reason, paused_at FROM paused_calls ORDER BY kind, name
+-- ---------------------------------------------------------------- events, streams, attributes
+
+-- name: step_recorded
+SELECT 1 FROM steps WHERE run_id = %(run_id)s AND call_id = %(call_id)s
+
+-- name: insert_output
+-- The execution's next seq, and the next position of the stream (or of the event's key): both
+-- a lookup at the end of an index; the owner's row lock (lock_owned) makes it the only writer.
+INSERT INTO outputs (run_id, seq, kind, name, position, value, at)
+VALUES (
+    %(run_id)s,
+    coalesce((SELECT max(seq) FROM outputs WHERE run_id = %(run_id)s), 0) + 1,
+    %(kind)s, %(name)s,
+    coalesce((SELECT max(position) FROM outputs
+              WHERE run_id = %(run_id)s AND kind = %(kind)s AND name = %(name)s), -1) + 1,
+    %(value)s, %(now)s)
+
+-- name: upsert_search_attribute
+INSERT INTO search_attributes (run_id, name, kind, str_value, num_value, created_at)
+SELECT run_id, %(name)s, %(kind)s, %(text)s, %(number)s, created_at
+FROM workflows WHERE run_id = %(run_id)s
+ON CONFLICT (run_id, name) DO UPDATE SET
+    kind = excluded.kind, str_value = excluded.str_value, num_value = excluded.num_value
+
+-- name: read_outputs
+SELECT seq, kind, name, position, value, at FROM outputs
+WHERE run_id = %(run_id)s AND seq > %(after)s ORDER BY seq LIMIT %(limit)s
+
+-- name: read_stream
+SELECT seq, kind, name, position, value, at FROM outputs
+WHERE run_id = %(run_id)s AND kind = 'stream' AND name = %(stream)s AND position >= %(offset)s
+ORDER BY position LIMIT %(limit)s
+
+-- name: get_event
+SELECT seq, kind, name, position, value, at FROM outputs
+WHERE run_id = %(run_id)s AND kind = 'event' AND name = %(key)s
+ORDER BY position DESC LIMIT 1
+
+-- name: list_search_attributes
+SELECT name, kind, str_value, num_value FROM search_attributes
+WHERE run_id = %(run_id)s ORDER BY name

@@ -490,3 +490,43 @@ WHERE status = 'WAITING' AND waiting_for = :waiting_for
 
 -- name: list_paused_calls
 SELECT kind, name, reason, paused_at FROM paused_calls ORDER BY kind, name
+-- ---------------------------------------------------------------- events, streams, attributes
+
+-- name: step_recorded
+SELECT 1 FROM steps WHERE run_id = :run_id AND call_id = :call_id
+
+-- name: insert_output
+-- The execution's next seq, and the next position of the stream (or of the event's key): both
+-- a lookup at the end of an index; the lease makes the owner the only writer.
+INSERT INTO outputs (run_id, seq, kind, name, position, value, at)
+VALUES (
+    :run_id,
+    coalesce((SELECT max(seq) FROM outputs WHERE run_id = :run_id), 0) + 1,
+    :kind, :name,
+    coalesce((SELECT max(position) FROM outputs
+              WHERE run_id = :run_id AND kind = :kind AND name = :name), -1) + 1,
+    :value, :now)
+
+-- name: upsert_search_attribute
+INSERT INTO search_attributes (run_id, name, kind, str_value, num_value, created_at)
+SELECT run_id, :name, :kind, :text, :number, created_at FROM workflows WHERE run_id = :run_id
+ON CONFLICT (run_id, name) DO UPDATE SET
+    kind = excluded.kind, str_value = excluded.str_value, num_value = excluded.num_value
+
+-- name: read_outputs
+SELECT seq, kind, name, position, value, at FROM outputs
+WHERE run_id = :run_id AND seq > :after ORDER BY seq LIMIT :limit
+
+-- name: read_stream
+SELECT seq, kind, name, position, value, at FROM outputs
+WHERE run_id = :run_id AND kind = 'stream' AND name = :stream AND position >= :offset
+ORDER BY position LIMIT :limit
+
+-- name: get_event
+SELECT seq, kind, name, position, value, at FROM outputs
+WHERE run_id = :run_id AND kind = 'event' AND name = :key
+ORDER BY position DESC LIMIT 1
+
+-- name: list_search_attributes
+SELECT name, kind, str_value, num_value FROM search_attributes
+WHERE run_id = :run_id ORDER BY name

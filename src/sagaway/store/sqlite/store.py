@@ -38,6 +38,7 @@ from sagaway.store.sqlite import purge as sqlite_purge
 from sagaway.store.sqlite import signals as _sqlite_signals
 from sagaway.store.sqlite.audit import Audit
 from sagaway.store.sqlite.audit import write as audit_entry
+from sagaway.store.sqlite.outputs import Outputs
 from sagaway.store.sqlite.pauses import Pauses
 from sagaway.store.sqlite.queue_limits import QueueLimits
 from sagaway.store.sqlite.schedules import Schedules
@@ -58,6 +59,7 @@ class SQLiteStore(Writer, SQLVerbs, Collaborators):
             audit=Audit(self._call),
             queue_limits=QueueLimits(self._call),
             pauses=Pauses(self._call),
+            outputs=Outputs(self._call),
         )
 
     async def server_time(self) -> float | None:

@@ -1,0 +1,74 @@
+"""Events, streams and search attributes in the SQL stores: the parameters and rows both
+dialects share (their transactions: ``sqlite.outputs``, ``postgres.outputs``).
+
+A publication is written with the step of the durable call that made it, in one transaction,
+and only if that step is not recorded yet: a transaction run again after a lost acknowledgement
+finds its step and writes nothing twice; a replay of the workflow finds the step and never calls
+the store. So every event, stream item and attribute is written exactly once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sagaway.store import _params
+from sagaway.store._rows import Row
+from sagaway.store.records import OutputRecord, Publication, SearchAttribute
+
+Params = dict[str, Any]
+
+
+def step_params(publication: Publication) -> Params:
+    return _params.step(publication.step)
+
+
+def output_params(publication: Publication, now: float) -> list[Params]:
+    run_id = publication.step.run_id
+    return [
+        {"run_id": run_id, "kind": o.kind, "name": o.name, "value": o.value, "now": now}
+        for o in publication.outputs
+    ]
+
+
+def attribute_params(publication: Publication) -> list[Params]:
+    run_id = publication.step.run_id
+    return [
+        {"run_id": run_id, "name": a.name, "kind": a.kind, "text": a.text, "number": a.number}
+        for a in publication.attributes
+    ]
+
+
+def output_from_row(row: Row) -> OutputRecord:
+    return OutputRecord(
+        seq=int(row["seq"]),
+        kind=row["kind"],
+        name=row["name"],
+        offset=int(row["position"]),
+        value=row["value"],
+        at=float(row["at"]),
+    )
+
+
+def attribute_from_row(row: Row) -> SearchAttribute:
+    number = row["num_value"]
+    return SearchAttribute(
+        name=row["name"],
+        kind=row["kind"],
+        text=row["str_value"],
+        number=None if number is None else float(number),
+    )
+
+
+def read_params(run_id: str, *, after: int, limit: int, no_limit: int | None) -> Params:
+    return {"run_id": run_id, "after": after, "limit": limit if limit >= 0 else no_limit}
+
+
+def stream_params(
+    run_id: str, *, stream: str, offset: int, limit: int, no_limit: int | None
+) -> Params:
+    return {
+        "run_id": run_id,
+        "stream": stream,
+        "offset": offset,
+        "limit": limit if limit >= 0 else no_limit,
+    }

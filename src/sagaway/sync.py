@@ -21,24 +21,22 @@ import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Generic, Protocol, TypeVar, Unpack, overload
+from typing import Any, Protocol, TypeVar, Unpack, overload
 
 from sagaway import _loop_thread as loop_thread
 from sagaway import _renamed, errors
 from sagaway.batches import BatchAction, BatchOptions, BatchReport, WorkflowFilter
 from sagaway.registry import Registry
 from sagaway.signals import Signal
-from sagaway.states import OnConflict, WorkflowStatus
-from sagaway.updates import UpdateResult
-from sagaway.workflow import WorkflowCall, WorkflowDescription, WorkflowHandle
+from sagaway.states import OnConflict
+from sagaway.sync_handle import DEFAULT_CALL_TIMEOUT as DEFAULT_CALL_TIMEOUT  # re-exported
+from sagaway.sync_handle import SyncWorkflowHandle as SyncWorkflowHandle  # re-exported
+from sagaway.workflow import WorkflowCall, WorkflowHandle
 
 logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
 T = TypeVar("T")
-
-DEFAULT_CALL_TIMEOUT = 60.0
-"""Seconds a blocking call other than a result wait may take (opening, starting, signalling)."""
 
 
 class ClientManager(Protocol):
@@ -434,76 +432,3 @@ class SyncClient:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-class SyncWorkflowHandle(Generic[R]):
-    """A workflow execution, for synchronous code (from ``SyncClient``)."""
-
-    def __init__(self, client: SyncClient, handle: WorkflowHandle[R]) -> None:
-        self._client = client
-        self._handle = handle
-
-    def __repr__(self) -> str:
-        return f"SyncWorkflowHandle(key={self.key!r})"
-
-    @property
-    def key(self) -> str:
-        return self._handle.key
-
-    @property
-    def run_id(self) -> str | None:
-        """The execution this handle was started for (None: whatever is current under key)."""
-        return self._handle.run_id
-
-    def result(self, timeout: float | None = None) -> R:
-        """Wait until the workflow ends: its result, or its error raised (see
-        ``WorkflowHandle.result``); ``TimeoutError`` after ``timeout`` seconds."""
-        handle = self._handle
-        call_timeout = self._client.call_timeout
-        # The engine bounds the wait; the margin only covers the hand-over between threads.
-        wait = None if timeout is None else timeout + (call_timeout or DEFAULT_CALL_TIMEOUT)
-        return self._client._call_within(lambda: handle.result(timeout), wait)
-
-    def status(self) -> WorkflowStatus:
-        handle = self._handle
-        return self._client._call(handle.status)
-
-    def describe(self) -> WorkflowDescription:
-        """The execution with its steps, attempts, errors and signals."""
-        handle = self._handle
-        return self._client._call(handle.describe)
-
-    def cancel(self, reason: str = "cancelled by request") -> bool:
-        """Ask the workflow to cancel (it compensates); False if it had already ended."""
-        handle = self._handle
-        return self._client._call(lambda: handle.cancel(reason))
-
-    def update(
-        self,
-        name: str,
-        payload: Any = None,
-        *,
-        update_id: str | None = None,
-        timeout: float | None = None,
-        result_type: Any = None,
-    ) -> UpdateResult:
-        """Send update ``name`` and wait for the workflow's answer (``WorkflowHandle.update``);
-        ``sw.UpdateRejected`` with the validator's reason."""
-        handle = self._handle
-        wait = None if timeout is None else timeout + (self._client.call_timeout or 0.0) + 5.0
-        return self._client._call_within(
-            lambda: handle.update(
-                name, payload, update_id=update_id, timeout=timeout, result_type=result_type
-            ),
-            wait,
-        )
-
-    def pause(self, reason: str = "paused by request") -> bool:
-        """Pause the workflow (``WorkflowHandle.pause``); False if it has ended."""
-        handle = self._handle
-        return self._client._call(lambda: handle.pause(reason))
-
-    def resume(self, reason: str = "resumed by request") -> bool:
-        """Resume a paused workflow; False if it was not paused."""
-        handle = self._handle
-        return self._client._call(lambda: handle.resume(reason))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -11,6 +10,9 @@ from sagaway import _cancel_log, _renamed, errors, search, serialization, stream
 from sagaway._engine import audit, context, end_wait, history, outages, pausing, replaying
 from sagaway._engine.executor import current_execution
 from sagaway._engine.options import check_deadline
+from sagaway.activity_calls import ActivityCall as ActivityCall  # re-exported
+from sagaway.activity_calls import PendingCall
+from sagaway.activity_calls import activity_wrapper as activity_wrapper  # re-exported
 from sagaway.descriptions import MAX_AUDIT
 from sagaway.descriptions import SignalDescription as SignalDescription  # re-exported
 from sagaway.descriptions import StepDescription as StepDescription  # re-exported
@@ -18,8 +20,7 @@ from sagaway.descriptions import WorkflowDescription as WorkflowDescription  # r
 from sagaway.descriptions import describe as _describe
 from sagaway.descriptions import parse_cursor as parse_cursor  # re-exported
 from sagaway.randomness import new_id
-from sagaway.registry import ActivityDef, WorkflowDef
-from sagaway.retry import RetryPolicy
+from sagaway.registry import WorkflowDef
 from sagaway.states import OnConflict, WorkflowStatus
 from sagaway.store.records import (
     AuditNote,
@@ -245,83 +246,7 @@ class WorkflowHandle(Generic[R]):
         )
 
 
-class _Call(Generic[R]):
-    """A durable call not made yet: the registered function (or its name) and its arguments,
-    held until one of the subclass's execute methods makes it."""
-
-    def __init__(
-        self,
-        engines: EngineRef,
-        fn: Callable[..., Any] | str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> None:
-        self._engines = engines
-        self._fn = fn
-        self._args = args
-        self._kwargs = kwargs
-
-
-class ActivityCall(_Call[R]):
-    """``manager.activity(fn, *args, **kwargs)``: a durable call, made with an execute method."""
-
-    async def execute_get(
-        self, *, retry: RetryPolicy | None = None, timeout: float | None = None
-    ) -> R:
-        """Run the activity durably and return its result (replayed if already recorded)."""
-        execution = current_execution()
-        if execution is None:
-            raise errors.SagawayError(
-                "activities run durably inside a workflow: call manager.activity(...) from a "
-                "function registered with @manager.register_workflow (outside a workflow, call "
-                "the function directly)"
-            )
-        defn = execution.engine.registry.activity(self._fn)
-        if timeout is not None and timeout <= 0:
-            raise ValueError("activity timeout must be > 0 seconds")
-        call_id, seq = context.next_call_id()
-        result: R = await execution.call_activity(
-            defn,
-            self._args,
-            self._kwargs,
-            call_id,
-            seq,
-            policy=retry or defn.retry,
-            timeout=timeout if timeout is not None else defn.timeout,
-        )
-        return result
-
-    async def execute_wait(
-        self, *, retry: RetryPolicy | None = None, timeout: float | None = None
-    ) -> None:
-        """Run the activity durably; its result is discarded."""
-        await self.execute_get(retry=retry, timeout=timeout)
-
-
-def activity_wrapper(engines: EngineRef, defn: ActivityDef) -> Callable[..., Any]:
-    """What ``register_activity`` returns: inside a workflow, a call of it is a durable call
-    (``ActivityCall.execute_get``); elsewhere (tests, other activities) it runs the function."""
-    func = defn.fn
-    if defn.is_async:
-
-        @functools.wraps(func)
-        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            if current_execution() is not None:
-                return await ActivityCall[Any](engines, defn.name, args, kwargs).execute_get()
-            return await func(*args, **kwargs)
-
-        return async_wrapper
-
-    @functools.wraps(func)
-    def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-        if current_execution() is not None:
-            return ActivityCall[Any](engines, defn.name, args, kwargs).execute_get()
-        return func(*args, **kwargs)
-
-    return sync_wrapper
-
-
-class WorkflowCall(_Call[R]):
+class WorkflowCall(PendingCall[R]):
     """``manager.workflow(fn, *args, **kwargs)``: a workflow start, made with an execute method."""
 
     async def execute(

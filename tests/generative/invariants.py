@@ -7,6 +7,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 import sagaway as sw
+from sagaway._engine.cancel_points import WORKFLOW_END
 from tests.generative import fleet, forks, purging, talking
 from tests.generative.program import Publish, own_nodes
 
@@ -21,7 +22,10 @@ async def check(driver: Driver) -> list[str]:
     problems += _outcomes(driver, records)
     problems += _keys(driver)
     problems += _no_rerun(driver)
-    problems += _compensations(driver, records, await _completion_times(driver, records))
+    completed_at = await _completion_times(driver, records)
+    problems += _compensations(
+        driver, records, completed_at, await _cancelled_at_end(driver, records)
+    )
     problems += _owners(driver, records)
     problems += _cancels_from_owners(driver, records)
     if driver.settings.streams:
@@ -165,8 +169,26 @@ async def _completion_times(
     return times
 
 
+async def _cancelled_at_end(driver: Driver, records: dict[str, Any]) -> set[str]:
+    """The runs whose cancellation was delivered at the workflow's own end: it arrived after
+    the last saga block had ended (and committed), so nothing is left to compensate
+    (docs/cancellation.md)."""
+    assert driver.observer is not None
+    ended = set()
+    for run_id, record in records.items():
+        if record.status is not sw.WorkflowStatus.CANCELLED:
+            continue
+        for step in await driver.observer.load_steps(run_id):
+            if step.kind is sw.StepKind.CANCEL and step.name == WORKFLOW_END:
+                ended.add(run_id)
+    return ended
+
+
 def _compensations(
-    driver: Driver, records: dict[str, Any], completed_at: dict[tuple[str, str], float]
+    driver: Driver,
+    records: dict[str, Any],
+    completed_at: dict[tuple[str, str], float],
+    cancelled_at_end: set[str],
 ) -> list[str]:
     """Compensations of completed steps run exactly once, in reverse order of completion."""
     out = []
@@ -205,6 +227,7 @@ def _compensations(
                 label
                 for label in completed_last
                 if label in committed
+                and run_id not in cancelled_at_end
                 and driver.world.acts[label].compensate != "none"
                 and driver.programs[driver.world.runs[run_id].program].saga != "none"
             )

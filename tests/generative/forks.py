@@ -258,8 +258,9 @@ async def _kept_children(
     """The current records (None: purged) of the children whose starts a fork from ``n`` may
     keep (any in a branch)."""
     assert driver.observer is not None
-    if n == 1:
-        return []
+    last = max((t for s in steps if (t := forking.top_level(s.call_id)) is not None), default=0)
+    if n == 1 and last > 0:
+        return []  # from step 1 nothing is kept, unless step 1 is one past the last (none)
     found = []
     for step in steps:
         top = forking.top_level(step.call_id)

@@ -171,8 +171,8 @@ async def _completion_times(
 
 async def _cancelled_at_end(driver: Driver, records: dict[str, Any]) -> set[str]:
     """The runs whose cancellation was delivered at the workflow's own end: it arrived after
-    the last saga block had ended (and committed), so nothing is left to compensate
-    (docs/cancellation.md)."""
+    the last ``async with`` saga block had ended (and committed), so such a block has nothing
+    left to compensate; an explicit saga's compensations still run (docs/cancellation.md)."""
     assert driver.observer is not None
     ended = set()
     for run_id, record in records.items():
@@ -223,13 +223,14 @@ def _compensations(
                 for e in done
                 if not e.compensation and (run_id, e.call_id) in driver.world.commits
             } | set(replayed.completed)
+            program = driver.programs[driver.world.runs[run_id].program]
             expected = frozenset(
                 label
                 for label in completed_last
                 if label in committed
-                and run_id not in cancelled_at_end
+                and not (run_id in cancelled_at_end and program.saga == "with")
                 and driver.world.acts[label].compensate != "none"
-                and driver.programs[driver.world.runs[run_id].program].saga != "none"
+                and program.saga != "none"
             )
         if expected is None or record.status.value not in want.statuses:
             continue  # the outcome check reports it

@@ -72,7 +72,7 @@ class EventNotSet(errors.SagawayError):
 
 async def set_event(key: str, value: Any) -> None:
     """Inside a workflow: publish ``value`` (JSON-serialisable) as the event ``key``."""
-    _check(key, "event key")
+    check_name(key, "event key")
     execution = _execution("sw.set_event()")
     data = serialization.encode_value(value, f"event {key!r}", execution.engine.payload_limit)
     write = OutputWrite(kind="event", name=key, value=data)
@@ -82,7 +82,7 @@ async def set_event(key: str, value: Any) -> None:
 async def write_stream(stream: str, *values: Any) -> None:
     """Inside a workflow: append ``values`` (each JSON-serialisable) to ``stream``, in one
     durable step."""
-    _check(stream, "stream name")
+    check_name(stream, "stream name")
     if not values:
         raise ValueError("write_stream() needs at least one value to append")
     execution = _execution("sw.write_stream()")
@@ -104,7 +104,8 @@ def _execution(what: str) -> Any:
     return execution
 
 
-def _check(name: object, what: str) -> None:
+def check_name(name: object, what: str) -> None:
+    """``ValueError`` unless ``name`` is a usable event key or stream name (``what``)."""
     if not isinstance(name, str) or not name or len(name) > MAX_NAME:
         raise ValueError(f"a {what} is 1 to {MAX_NAME} characters, not {name!r}")
     check_plain(name, what)
@@ -120,7 +121,7 @@ def output(record: OutputRecord) -> OutputItem:
 
 async def get_event(engine: Engine, run: WorkflowRecord, event: str, timeout: float | None) -> Any:
     """The value of ``event`` once ``run`` has set it (see ``WorkflowHandle.get_event``)."""
-    _check(event, "event key")
+    check_name(event, "event key")
     follower = _Follower(engine, run, timeout)
     try:
         while True:
@@ -149,7 +150,7 @@ def read_stream(
     timeout: float | None,
 ) -> AsyncIterator[OutputItem]:
     """See ``WorkflowHandle.read_stream``."""
-    _check(stream, "stream name")
+    check_name(stream, "stream name")
     start = [max(0, offset)]
 
     def read() -> Awaitable[list[OutputRecord]]:

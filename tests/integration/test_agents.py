@@ -458,3 +458,53 @@ async def test_the_workflows_own_saga_undoes_the_agents_tools_when_a_later_step_
         with pytest.raises(Full):
             await handle.result(timeout=20)
     assert log == ["hold 1", "hold 2", "pay", "free 2", "free 1"]
+
+
+async def test_text_stream_holds_each_responses_text_once_for_any_reader(db_url: str) -> None:
+    """``text_stream=``: each model response's text is a durable stream item, written once
+    (a replay after the run was suspended writes nothing again) and read by a client."""
+    manager = sw.Manager(db_url, poll_interval=0.05)
+    turns = iter(
+        [
+            ModelResponse(parts=[TextPart("Looking for flights."), ToolCallPart("look", {})]),
+            ModelResponse(parts=[TextPart("Found one for 120 EUR.")]),
+        ]
+    )
+
+    def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return next(turns)
+
+    agent: Agent[None, str] = Agent(FunctionModel(script))
+    durable = DurableAgent(manager, agent, name="texts", text_stream="answer")
+    failed: list[int] = []
+
+    @durable.tool
+    async def look() -> str:
+        return "flight 1"
+
+    @manager.register_activity(name="texts.after")
+    async def after() -> None:
+        if not failed:  # once: the run is suspended, then replayed from its record
+            failed.append(1)
+            raise RuntimeError("not yet")
+
+    @manager.register_workflow(name="texts.flow")
+    async def flow() -> str:
+        result = await durable.run("find me a flight")
+        await after()
+        return result.output
+
+    async with manager:
+        handle = await manager.workflow(flow).execute(idempotency_key="t1")
+        await status_is(handle, sw.WorkflowStatus.SUSPENDED)
+        await manager.retry("t1")
+        assert await handle.result(timeout=20) == "Found one for 120 EUR."
+        items = [item async for item in handle.read_stream("answer", follow=False)]
+    assert [item.value for item in items] == ["Looking for flights.", "Found one for 120 EUR."]
+    assert [item.offset for item in items] == [0, 1]
+
+
+def test_a_bad_text_stream_name_is_refused_at_once(sqlite_url: str) -> None:
+    agent: Agent[None, str] = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[])))
+    with pytest.raises(ValueError, match="stream name"):
+        DurableAgent(sw.Manager(sqlite_url), agent, name="bad", text_stream="")

@@ -48,6 +48,7 @@ from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 import sagaway as sw
 from sagaway.agents import _errors, _groups
 from sagaway.agents._reading import RESPONSE
+from sagaway.streams import check_name
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator
@@ -130,7 +131,11 @@ class DurableAgent(Generic[DepsT, OutputT]):
         model_retry: retry policy of model requests (transient API errors).
         tool_retry: retry policy of tool calls that raise ``sw.RetryableError``.
         on_text: called with each piece of the model's text as it streams in (the request is
-            then sent streaming); what a client shows live, until workflows have streams.
+            then sent streaming); live only, nothing of it is recorded.
+        text_stream: the name of a workflow stream (``sw.write_stream``) to which the text of
+            each model response is appended once it is recorded, as one durable item: what a
+            client reads with ``handle.read_stream(name)`` or ``sagaway events KEY --stream``,
+            from any process and again after a crash (None: no stream).
         parallel_tools: run the tool calls of one model response at once (Pydantic AI's
             default) rather than one after the other (the default here: a failing call then
             has no sibling in flight). In parallel, when one fails, the others are let finish
@@ -149,9 +154,12 @@ class DurableAgent(Generic[DepsT, OutputT]):
         tool_retry: sw.RetryPolicy | None = None,
         parallel_tools: bool = False,
         on_text: OnText | None = None,
+        text_stream: str | None = None,
     ) -> None:
         if approval_timeout is not None and approval_timeout < 0:
             raise ValueError("approval_timeout must be >= 0 seconds, or None")
+        if text_stream is not None:
+            check_name(text_stream, "stream name")
         manager.signal(approval_signal)  # a bad signal name fails here, not at the first wait
         self.manager = manager
         self.agent = agent
@@ -161,6 +169,7 @@ class DurableAgent(Generic[DepsT, OutputT]):
         self._tool_retry = tool_retry
         self.parallel_tools = parallel_tools
         self.on_text = on_text
+        self.text_stream = text_stream
         self._tools: dict[str, _ToolSpec] = {}
         self._model_request = manager.register_activity(
             name=f"{name}.model_request", retry=model_retry
@@ -332,7 +341,11 @@ class _DurableModel(WrapperModel):
             model_request_parameters,
             owner.on_text,
         ).execute_get()
-        return RESPONSE.validate_python(dumped)
+        response = RESPONSE.validate_python(dumped)
+        text = "".join(part.content for part in response.parts if isinstance(part, TextPart))
+        if owner.text_stream is not None and text:
+            await sw.write_stream(owner.text_stream, text)  # a step: once, replayed after
+        return response
 
     @asynccontextmanager
     async def request_stream(

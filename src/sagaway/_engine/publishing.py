@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from sagaway import events
 from sagaway._engine import context
+from sagaway._engine.execution import engine_code
 from sagaway.states import StepKind, StepStatus
 from sagaway.store.records import OutputWrite, Publication, SearchAttribute
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from sagaway._engine.executor import Execution
 
 
+@engine_code  # tasks the store creates meanwhile are not workflow branches
 async def publish(
     execution: Execution,
     name: str,
@@ -33,14 +35,20 @@ async def publish(
     name, as replays check it)."""
     execution._check_usable()
     call_id, _ = context.next_call_id()
-    if execution._replayed(call_id, StepKind.PUBLISH, name) is not None:
-        return  # published before this run: recorded with its step
+    previous = execution._replayed(call_id, StepKind.PUBLISH, name)
+    if previous is not None:  # published before this run: recorded with its step
+        # Its place in completion order, as a recorded activity's: branch numbering and the
+        # order of compensations are rebuilt from it on every replay.
+        context.note_completion(previous.ended_at or 0.0)
+        return
     await execution._before_durable_action()
     engine = execution.engine
     now = engine.clock.now()
+    ended = execution.completion_time()
     step = execution._step(
-        call_id, StepKind.PUBLISH, name, StepStatus.COMPLETED, started_at=now, ended_at=now
+        call_id, StepKind.PUBLISH, name, StepStatus.COMPLETED, started_at=now, ended_at=ended
     )
+    context.note_completion(ended)
     publication = Publication(step=step, outputs=tuple(outputs), attributes=tuple(attributes))
     await execution._store_call(
         engine.store.publish(publication, token=execution.lease.token, now=now)

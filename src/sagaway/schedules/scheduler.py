@@ -20,6 +20,9 @@ from sagaway.store.base import StoreUnavailable
 
 logger = logging.getLogger(__name__)
 
+STOP_GRACE = 5.0
+"""Seconds ``Scheduler.stop`` waits for a scan in flight before it cancels it."""
+
 
 class Scheduler:
     """Fires the due ticks of every schedule (see the module)."""
@@ -41,11 +44,17 @@ class Scheduler:
         self.started_at = self.engine.clock.now()
         self._task = asyncio.create_task(self._loop(), name="sagaway-scheduler")
 
-    async def stop(self) -> None:
-        # The flag ends the loop even if a driver turned the cancellation into an error.
-        self._stopping = True
+    async def stop(self, grace: float = STOP_GRACE) -> None:
+        """Let a scan in flight end (at most ``grace`` seconds), then cancel the loop.
+
+        A tick whose start the store is committing is let finish rather than cancelled: it
+        lands in the database either way, and a finished call counts it in ``fired`` and logs
+        it, where a cancelled one would leave it started but unaccounted for."""
+        self._stopping = True  # ends the loop after this scan, even if a driver ate a cancel
         self.wake.set()
         task, self._task = self._task, None
+        if task is not None and not task.done():
+            await asyncio.wait({task}, timeout=grace)
         await cancel_and_wait(task)
 
     async def run_once(self) -> float:

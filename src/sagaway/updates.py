@@ -37,7 +37,7 @@ from typing import Any
 import pydantic
 
 from sagaway import errors, serialization
-from sagaway._engine import context, outages
+from sagaway._engine import audit, context, outages
 from sagaway._engine.engine import Engine, EngineRef
 from sagaway._engine.executor import Execution, current_execution
 from sagaway._engine.text_checks import check_name, check_text
@@ -209,8 +209,15 @@ class Update:
         signal = PREFIX + self.name
         data = {"id": update_id, "payload": payload}
         what = f"update {self.name!r} to workflow {key!r}"
+        # Recorded as the signal it travels as, when every send is (Manager(audit="all"): the
+        # console's and the command line's), so the trail says who asked for it.
+        note = (
+            audit.note("signal", None, signal=signal, dedupe_id=update_id)
+            if engine.options.audit == "all"
+            else None
+        )
         await outages.ride(
-            engine, what, lambda: engine.send_signal(key, signal, data, update_id, None)
+            engine, what, lambda: engine.send_signal(key, signal, data, update_id, note)
         )
         record = await outages.ride(engine, what, lambda: engine.get(key))
         answer = await _answer(engine, key, record.run_id, self.name, update_id, deadline)

@@ -63,6 +63,11 @@ async def test_an_update_is_answered_on_the_form(env: Env) -> None:  # noqa: F81
     )
     assert 'data-outcome="accepted"' in again.text and "42" in text_of(again.text)
     assert await env.manager.get_workflow("upd-1").result() == 42
+    # Each update the console sent is in the audit trail, as the signal it travels as.
+    sent = await env.manager.audit_log(key="upd-1", action="signal")
+    assert {e.details.get("signal") for e in sent} == {"update:approve"}
+    ids = {str(e.details.get("dedupe_id")) for e in sent} - {"console-again"}
+    assert len(sent) == 2 and len(ids) == 1 and ids.pop().startswith("console-")  # rejected
 
 
 async def test_pause_and_resume_from_the_workflow_page(env: Env) -> None:  # noqa: F811

@@ -14,6 +14,7 @@ import sagaway as sw
 
 pytest.importorskip("starlette", reason="the [ui] extra is part of the dev install")
 
+from sagaway.console.views import updates
 from tests.integration import batch_app
 from tests.integration.test_batch_attributes import tag
 from tests.integration.test_console import BASE, Env, console, env  # noqa: F401 (fixture)
@@ -68,6 +69,26 @@ async def test_an_update_is_answered_on_the_form(env: Env) -> None:  # noqa: F81
     assert {e.details.get("signal") for e in sent} == {"update:approve"}
     ids = {str(e.details.get("dedupe_id")) for e in sent} - {"console-again"}
     assert len(sent) == 2 and len(ids) == 1 and ids.pop().startswith("console-")  # rejected
+
+
+async def test_an_update_not_answered_in_time_stays_pending(
+    env: Env,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(updates, "WAIT", 0.2)  # the console's wait for an answer
+    await env.start("held", "pend-1")  # it answers no update: it waits for a signal
+    await env.wait_for("pend-1", S.WAITING)
+    pending = await post(env, "/actions/update/pend-1", name="approve", payload="1")
+    assert pending.status_code == 200 and 'data-outcome="pending"' in pending.text
+    said = text_of(pending.text)
+    assert "no answer within 0.2 s: the update (console-" in said and "stays pending" in said
+    update_id = re.search(r"the update \((console-[0-9a-f]{32})\)", said)
+    assert update_id is not None  # and the form keeps it, to look again with the same update
+    assert f'name="update_id" value="{update_id.group(1)}"' in pending.text
+    signals = await env.manager.list_signals("pend-1")
+    assert [(x.name, x.dedupe_id, x.consumed_call) for x in signals] == [
+        ("update:approve", update_id.group(1), None)
+    ]
 
 
 async def test_pause_and_resume_from_the_workflow_page(env: Env) -> None:  # noqa: F811

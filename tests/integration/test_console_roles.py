@@ -311,3 +311,14 @@ async def test_the_engine_servers_refusal_of_the_consoles_own_token_is_a_403_pag
             assert done.status_code == 403, said
             assert "Refused by the Engine Server" in said
             assert "principal 'ui' (roles: read) may not call EndWorkflow" in said
+            # The newer actions alike: an update, a pause, an activity's pause.
+            for path, form, rpc in (
+                ("/actions/update/held-9", {"name": "approve", "payload": "1"}, "SendSignal"),
+                ("/actions/pause/held-9", {}, "PauseWorkflow"),
+                ("/paused", {"op": "pause", "kind": "activity", "name": "book"}, "PauseCalls"),
+            ):
+                token = await browser.csrf("/paused")
+                done = await browser.post(path, {"csrf": token, **form})
+                said = html.unescape(done.text)
+                assert done.status_code == 403, (path, said)
+                assert f"principal 'ui' (roles: read) may not call {rpc}" in said

@@ -24,6 +24,7 @@ from sagaway.console.rendering import flash, render
 from sagaway.console.security import checked_form
 from sagaway.console.views._common import manager_of
 from sagaway.console.views.actions import acting_for
+from sagaway.store import PermissionDenied
 
 KINDS = ("activity", "queue")
 DEFAULT_REASON = {"pause": "paused from the web console", "resume": "resumed from the web console"}
@@ -67,8 +68,10 @@ async def perform(request: Request) -> Response:
         audit.check_reason(reason)
         with acting_for(request):
             changed = await calls[op, kind](name, reason)
+    except PermissionDenied:
+        raise  # the 403 page: the Engine Server refused the console's token
     except UNAVAILABLE:
-        raise
+        raise  # the 503 page
     except (sw.SagawayError, ValueError) as exc:
         flash(back, "error", f"{kind} {name!r} not {op}d: {exc}")
         return back

@@ -17,6 +17,7 @@ from typing import Any
 
 import sagaway as sw
 from sagaway.console.backend import UNAVAILABLE
+from sagaway.store import PermissionDenied
 
 WAIT = 10.0
 """Seconds the console waits for an update's answer before saying it is pending."""
@@ -56,6 +57,8 @@ async def send(manager: sw.Manager, key: str, name: str, payload: Any, update_id
         )
     except sw.WorkflowNotFound:
         raise  # the 404 page
+    except PermissionDenied:
+        raise  # the 403 page: the Engine Server refused the console's token
     except UNAVAILABLE:
         raise  # the 503 page
     except (sw.SagawayError, ValueError) as exc:

@@ -10,9 +10,10 @@ checking and summing, so the sync client and the command line share them.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import enum
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypedDict
 
 from sagaway.states import ENDED, WorkflowStatus
@@ -69,7 +70,12 @@ class WorkflowFilter:
     ``statuses`` empty means the action's default (``BatchAction.default_statuses``); names
     are accepted (``{"SUSPENDED"}``). ``since`` is inclusive and ``until`` exclusive, both
     creation times in epoch seconds. ``code_versions``: only workflows created by these code
-    versions (``None`` in it: unversioned ones).
+    versions (``None`` in it: unversioned ones). ``where``: only workflows whose search
+    attributes match every one of these filters, written as ``sagaway list --where`` reads
+    them (``customer=4711``, ``amount>=100``, ``vip=true``, ``customer="4711"`` for the string
+    only; docs/search-attributes.md); a mapping of names to values is read as equalities
+    (``{"customer": "4711"}`` matches that string only; a number or bool also matches a string
+    attribute that reads the same, as a ``--where`` text does).
     """
 
     name: str | None = None
@@ -78,6 +84,7 @@ class WorkflowFilter:
     since: float | None = None
     until: float | None = None
     code_versions: frozenset[str | None] = frozenset()
+    where: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         raw: Any = self.statuses
@@ -92,6 +99,7 @@ class WorkflowFilter:
             )
         object.__setattr__(self, "statuses", frozenset(WorkflowStatus(n) for n in names))
         object.__setattr__(self, "code_versions", frozenset(self.code_versions))
+        object.__setattr__(self, "where", where_texts(self.where))
         for field in ("since", "until"):
             value = getattr(self, field)
             if value is not None and (isinstance(value, bool) or not math.isfinite(value)):
@@ -124,12 +132,46 @@ class WorkflowFilter:
                 data[field] = getattr(self, field)
         if self.code_versions:
             data["code_versions"] = sorted(self.code_versions, key=lambda v: (v is None, v or ""))
+        if self.where:
+            data["where"] = list(self.where)
         return data
 
     def describe(self) -> str:
         """One line for people: ``name=order, status=RUNNING, key prefix 'eu-'``."""
         parts = [f"{k}={v}" for k, v in self.to_json().items()]
         return ", ".join(parts) if parts else "no filter"
+
+
+def where_texts(where: object) -> tuple[str, ...]:
+    """``WorkflowFilter.where`` as filter texts: a text is kept (checked when the batch lists),
+    a mapping's ``name: value`` becomes the equality of the value's type."""
+    if isinstance(where, str):
+        return (where,)
+    if isinstance(where, Mapping):
+        return tuple(f"{name}={_literal(name, value)}" for name, value in where.items())
+    if not isinstance(where, Iterable):
+        raise TypeError(f"where must be filter texts or a mapping, not {type(where).__name__}")
+    texts: tuple[object, ...] = tuple(where)
+    bad = [t for t in texts if not isinstance(t, str) or not t.strip()]
+    if bad:
+        raise TypeError(f"where holds filter texts such as 'customer=4711', not {bad[0]!r}")
+    return tuple(str(t) for t in texts)
+
+
+def _literal(name: object, value: object) -> str:
+    """How a filter text writes ``value`` (a string quoted: that string only)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float) and math.isfinite(value):
+        return repr(value)
+    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        return value.isoformat()
+    if isinstance(value, str):
+        return f'"{value}"'  # quoted: the string, not a number that reads the same
+    raise TypeError(
+        f"search attribute {name!r}: filter by a str, int, float, bool or aware datetime, "
+        f"not {value!r}"
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

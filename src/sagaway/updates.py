@@ -37,11 +37,12 @@ from typing import Any
 import pydantic
 
 from sagaway import errors, serialization
-from sagaway._engine import context, outages
+from sagaway._engine import audit, context, outages
 from sagaway._engine.engine import Engine, EngineRef
 from sagaway._engine.executor import Execution, current_execution
 from sagaway._engine.text_checks import check_name, check_text
 from sagaway.states import StepKind, StepStatus
+from sagaway.store.records import AuditNote
 
 PREFIX = "update:"
 """The signal name of an update's requests: ``update:<name>``."""
@@ -209,8 +210,9 @@ class Update:
         signal = PREFIX + self.name
         data = {"id": update_id, "payload": payload}
         what = f"update {self.name!r} to workflow {key!r}"
+        note = _audit_note(engine, signal, update_id)
         await outages.ride(
-            engine, what, lambda: engine.send_signal(key, signal, data, update_id, None)
+            engine, what, lambda: engine.send_signal(key, signal, data, update_id, note)
         )
         record = await outages.ride(engine, what, lambda: engine.get(key))
         answer = await _answer(engine, key, record.run_id, self.name, update_id, deadline)
@@ -222,6 +224,15 @@ class Update:
         else:
             result = _adapter(result_type).validate_json(answer.result or "null")
         return UpdateResult(key, self.name, update_id, result)
+
+
+def _audit_note(engine: Engine, signal: str, update_id: str) -> AuditNote | None:
+    """The request's audit entry: recorded as the signal it travels as when every send is
+    (``Manager(audit="all")``: the console's and the command line's), so the trail says who
+    asked for it."""
+    if engine.options.audit != "all":
+        return None
+    return audit.note("signal", None, signal=signal, dedupe_id=update_id)
 
 
 async def _answer(

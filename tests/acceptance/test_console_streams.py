@@ -1,7 +1,8 @@
 """The console's workflow page shows what a running workflow publishes, in a real browser
 (headless Chromium, ``sagaway ui`` and ``sagaway worker`` as processes, SQLite and PostgreSQL):
 its search attributes, each event's latest value, and a stream that grows on screen as the
-workflow writes it (no reload: the page's live part). The list filters by search attributes."""
+workflow writes it (no reload: the page's live part). The list filters by search attributes,
+and a signal batch from it reaches exactly the workflows they select."""
 
 from __future__ import annotations
 
@@ -96,3 +97,42 @@ def test_the_workflow_page_follows_a_stream_and_shows_events_and_attributes(
         text = str(driver.execute_script("return document.body.innerText"))
         assert "c-2" not in text
         assert driver.find_element("id", "filter-where").get_attribute("value") == "customer=4711"
+
+
+def test_a_signal_batch_selected_by_a_search_attribute(site: tuple[str, str]) -> None:
+    url, base = site
+
+    async def start(m: sw.Manager) -> None:
+        for key, customer in (("s-1", "4711"), ("s-2", "1")):
+            await m.start_by_name("chat", {"customer": customer, "words": ["a", "b"]},
+                                  idempotency_key=key)  # fmt: skip
+        for key in ("s-1", "s-2"):
+            for _ in range(1500):  # the worker sets them: wait for them to be there
+                if await m.get_workflow(key).search_attributes():
+                    break
+                await asyncio.sleep(0.02)
+            else:
+                raise AssertionError(f"{key} set no search attribute")
+
+    asyncio.run(_client(url, start))
+    with chromium() as driver:
+        driver.get(f"{base}/?{urllib.parse.urlencode({'where': 'customer=4711'})}")
+        driver.find_element("id", "batch-signal").click()
+        _waiter(driver).until(
+            lambda d: "1 of the 1 selected" in d.find_element("id", "batch-count").text
+        )
+        assert "where=['customer=4711']" in driver.find_element("id", "batch-filter").text
+        driver.find_element("name", "name").send_keys("next")
+        driver.find_element("id", "confirm").click()
+        _waiter(driver).until(
+            lambda d: (
+                "batch signal: 1 selected, 1 done" in d.find_element("css selector", ".flash").text
+            )
+        )
+
+    async def results(m: sw.Manager) -> tuple[Any, sw.WorkflowStatus]:
+        return await m.get_workflow("s-1").result(timeout=WAIT), await m.get_workflow(
+            "s-2"
+        ).status()
+
+    assert asyncio.run(_client(url, results)) == (2, sw.WorkflowStatus.WAITING)

@@ -1,6 +1,7 @@
 """An application for the batch operation tests: an order saga that reserves (compensated by
-a release that counts, per key, how often it ran) and waits for a signal, a workflow that
-suspends, and one that completes. ``build(url)`` makes a Manager with them."""
+a release that counts, per key, how often it ran) and waits for a signal, one that sets the
+search attributes it is given and waits for a signal, a workflow that suspends, and one that
+completes. ``build(url)`` makes a Manager with them."""
 
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ def build(url: str | None, **options: Any) -> sw.Manager:
         async with sw.Saga() as saga:
             saga.add_compensation(release, await reserve(key))
             return await m.signal("go").receive()
+
+    @m.register_workflow(name="tagged")
+    async def tagged(attributes: dict[str, Any]) -> Any:
+        await sw.set_search_attributes(attributes)
+        return await m.signal("go").receive()
 
     @m.register_workflow(name="broken")
     async def broken() -> None:

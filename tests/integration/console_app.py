@@ -1,5 +1,6 @@
 """An application for the web console tests: workflows that complete, suspend until a flag
-file exists, wait for a typed signal after a compensable step, and start a child."""
+file exists, wait for a typed signal after a compensable step, answer an update, write many
+stream items, and start a child."""
 
 from __future__ import annotations
 
@@ -61,6 +62,16 @@ def build(url: str | None, flag: Path) -> sw.Manager:
     @m.register_workflow(name="approvals")
     async def approvals(item: str) -> int:
         return int(await m.update("approve").handle(double, validator=positive))
+
+    @m.register_workflow(name="chatty")
+    async def chatty(count: str) -> int:
+        """Writes ``count`` stream items ("n0", "n1", ...), 500 a step, between two events."""
+        await sw.set_event("phase", "writing")
+        for start in range(0, int(count), 500):
+            end = min(start + 500, int(count))
+            await sw.write_stream("lines", *(f"n{i}" for i in range(start, end)))
+        await sw.set_event("phase", "done")
+        return int(count)
 
     @m.register_workflow(name="family")
     async def family(item: str) -> str:

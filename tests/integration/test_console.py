@@ -390,3 +390,6 @@ def test_an_unreachable_database_gives_a_503_page_and_the_console_keeps_running(
             page = ui.client.get("/")
             assert page.status_code == 503 and "Database unavailable" in page.text
             assert "keeps running" in page.text
+        for path in ("/paused", "/workflows/k?outputs=1000"):  # the newer pages alike
+            page = ui.client.get(path)
+            assert page.status_code == 503 and "Database unavailable" in page.text

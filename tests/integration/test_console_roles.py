@@ -43,8 +43,20 @@ EXPECTED_ACTIONS = {
     "cancel": frozenset({"operator", "admin", "default"}),
     "signal": frozenset({"operator", "admin", "default"}),
     "terminate": frozenset({"admin", "default"}),
+    # After terminate, in this order: the loop below sends these to an ended workflow, so an
+    # update is answered at once (it ended without answering) instead of waiting for one.
+    "update": frozenset({"operator", "admin", "default"}),
+    "pause": frozenset({"operator", "admin", "default"}),
+    "resume": frozenset({"operator", "admin", "default"}),
 }
-PAGES = ["/", "/fragments/list", "/workflows/held-1", "/fragments/workflow/held-1", "/metrics"]
+PAGES = [
+    "/",
+    "/fragments/list",
+    "/workflows/held-1",
+    "/fragments/workflow/held-1",
+    "/metrics",
+    "/paused",
+]
 
 
 def test_the_table_of_actions_is_the_expected_one() -> None:
@@ -132,7 +144,7 @@ async def test_each_principal_against_each_page_and_action(
             for path in PAGES:
                 assert (await browser.get(path)).status_code == 200, (name, path)
             page = (await browser.get("/workflows/held-1")).text
-            live = ("signal", "cancel", "terminate")  # a WAITING workflow's actions
+            live = ("signal", "cancel", "terminate", "update", "pause")  # a WAITING workflow's
             shown = {a for a in live if f'id="action-{a}"' in page}
             assert shown == {a for a in live if name in EXPECTED_ACTIONS[a]}, name
             suspended = (await browser.get("/workflows/flaky-1")).text
@@ -150,7 +162,9 @@ async def test_each_principal_against_each_page_and_action(
                 done = await browser.post(path, form)
                 if name in allowed:
                     assert confirm.status_code == 200, (action, name)
-                    assert done.status_code == 303, (action, name, done.text)
+                    # An update answers on its form's page; the others redirect.
+                    expected = 200 if action == "update" else 303
+                    assert done.status_code == expected, (action, name, done.text)
                 else:
                     assert confirm.status_code == 403, (action, name)
                     assert done.status_code == 403, (action, name)
@@ -166,6 +180,27 @@ async def test_each_principal_against_each_page_and_action(
     # The allowed actions were done: cancelled, then terminated (whichever landed first).
     status = await manager.get_workflow("held-1").status()
     assert status in (sw.WorkflowStatus.CANCELLED, sw.WorkflowStatus.TERMINATED)
+
+
+async def test_pausing_an_activity_needs_the_pause_and_resume_roles(
+    manager: sw.Manager, sqlite_url: str, tmp_path: Path
+) -> None:
+    with served(sqlite_url, tmp_path) as client:
+        for name, token in TOKENS.items():
+            browser = Browser(client, token)
+            page = (await browser.get("/paused")).text
+            assert ('id="pause-form"' in page) == (name in EXPECTED_ACTIONS["pause"]), name
+            for op in ("pause", "resume"):
+                form = {"csrf": await browser.csrf(), "op": op, "kind": "queue", "name": name}
+                done = await browser.post("/paused", form)
+                if name in EXPECTED_ACTIONS[op]:
+                    assert done.status_code == 303, (op, name, done.text)
+                else:
+                    assert done.status_code == 403, (op, name)
+                    said = html.unescape(done.text)
+                    assert f"{name!r} (roles: {ROLES[name].value}) may not {op}" in said
+    entries = await manager.audit_log(action="pause")
+    assert sorted(e.details.get("queue") for e in entries) == ["admin", "default", "operator"]
 
 
 async def test_the_principal_is_on_the_request_and_current_in_views(
@@ -276,3 +311,14 @@ async def test_the_engine_servers_refusal_of_the_consoles_own_token_is_a_403_pag
             assert done.status_code == 403, said
             assert "Refused by the Engine Server" in said
             assert "principal 'ui' (roles: read) may not call EndWorkflow" in said
+            # The newer actions alike: an update, a pause, an activity's pause.
+            for path, form, rpc in (
+                ("/actions/update/held-9", {"name": "approve", "payload": "1"}, "SendSignal"),
+                ("/actions/pause/held-9", {}, "PauseWorkflow"),
+                ("/paused", {"op": "pause", "kind": "activity", "name": "book"}, "PauseCalls"),
+            ):
+                token = await browser.csrf("/paused")
+                done = await browser.post(path, {"csrf": token, **form})
+                said = html.unescape(done.text)
+                assert done.status_code == 403, (path, said)
+                assert f"principal 'ui' (roles: read) may not call {rpc}" in said

@@ -102,6 +102,18 @@ LISTINGS = {
     "by an attribute range": ListQuery(
         limit=51, attributes=(AttributeFilter(name="amount", op=">=", number=98.0),)
     ),
+    # A batch's page (Manager.batch: WorkflowFilter.where) is a listing of the live statuses.
+    "a batch by an attribute": ListQuery(
+        limit=100,
+        statuses=frozenset(s for s in WorkflowStatus if not s.ended),
+        attributes=(AttributeFilter(name="customer", text="c7", number=None),),
+    ),
+    "a batch by a name and an attribute range": ListQuery(
+        limit=100,
+        statuses=frozenset({WorkflowStatus.WAITING}),
+        name="checkout",
+        attributes=(AttributeFilter(name="amount", op=">=", number=98.0),),
+    ),
     "second page": ListQuery(
         limit=51,
         statuses=frozenset({WorkflowStatus.FAILED}),

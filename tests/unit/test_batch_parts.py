@@ -38,6 +38,36 @@ def test_filter_checks_and_json() -> None:
         sw.WorkflowFilter(statuses="RUNNING")  # type: ignore[arg-type]
 
 
+def test_filter_by_search_attributes() -> None:
+    import datetime
+
+    from sagaway import search
+
+    placed = datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC)
+    f = sw.WorkflowFilter(
+        where={"customer": "4711", "items": 3, "amount": 9.5, "vip": False, "placed": placed}
+    )
+    assert f.where == (
+        'customer="4711"',
+        "items=3",
+        "amount=9.5",
+        "vip=false",
+        "placed=2026-12-01T00:00:00+00:00",
+    )
+    # Each reads back as the equality of its value: the quoted string as text only.
+    read = search.filters(list(f.where))
+    assert (read[0].text, read[0].number) == ("4711", None)
+    assert (read[1].number, read[3].number, read[4].number) == (3.0, 0.0, placed.timestamp())
+    assert sw.WorkflowFilter(where="amount>=100").where == ("amount>=100",)
+    assert sw.WorkflowFilter(where=["a=1", "b<2"]).describe() == "where=['a=1', 'b<2']"
+    assert not sw.WorkflowFilter(where=["a=1"]).empty
+    for bad in ({"x": None}, {"x": float("nan")}, {"x": datetime.datetime(2026, 1, 1)}, [""], [3]):
+        with pytest.raises(TypeError):
+            sw.WorkflowFilter(where=bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="filter texts or a mapping"):
+        sw.WorkflowFilter(where=7)  # type: ignore[arg-type]
+
+
 def test_report_counts_and_json() -> None:
     items = tuple(
         sw.BatchItem(f"k{i}", f"r{i}", "order", S.RUNNING, outcome)

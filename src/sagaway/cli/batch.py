@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import sagaway as sw
+from sagaway import search
 from sagaway._engine import versions
 from sagaway.cli import _format
 from sagaway.cli._format import escape
@@ -73,15 +74,20 @@ def _filter(
     code_versions: str | None,
     since: str | None,
     until: str | None,
+    where: tuple[str, ...],
     utc: bool,
     everything: bool,
 ) -> sw.WorkflowFilter:
     given = (name, status, key_prefix, code_versions, since, until)
-    if given == (None,) * 6 and not everything:
+    if given == (None,) * 6 and not where and not everything:
         raise click.UsageError(
-            "give a filter (--name, --status, --key-prefix, --since, --until, --version), "
-            "or --all to select every workflow in the action's default statuses"
+            "give a filter (--name, --status, --key-prefix, --since, --until, --version, "
+            "--where), or --all to select every workflow in the action's default statuses"
         )
+    try:
+        search.filters(where)  # checked here, for a message that names the option
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--where") from None
     try:
         chosen = frozenset() if code_versions is None else versions.parse_versions(code_versions)
     except ValueError as exc:
@@ -97,6 +103,7 @@ def _filter(
             statuses=frozenset(parse_statuses(status)),
             key_prefix=key_prefix or "",
             code_versions=chosen,
+            where=where,
             **bounds,
         )
     except ValueError as exc:
@@ -120,6 +127,15 @@ def _options(default_reason: str | None) -> list[Callable[[Any], Any]]:
         ),
         click.option("--since", metavar="WHEN", help="Created at or after WHEN (as list)."),
         click.option("--until", metavar="WHEN", help="Created before WHEN (as list)."),
+        click.option(
+            "--where",
+            "--attr",
+            "where",
+            multiple=True,
+            metavar="NAME=VALUE",
+            help="Only workflows whose search attribute matches, as `sagaway list --where` "
+            "(repeatable, all must match): customer=4711, amount>=100, vip=true.",
+        ),
         click.option("--utc", is_flag=True, help="Naive --since/--until times are UTC."),
         click.option("--all", "everything", is_flag=True, help="Select without a filter."),
         click.option("--reason", default=default_reason, show_default=True, help="Why (audited)."),
@@ -149,7 +165,16 @@ def batch_options(default_reason: str | None) -> Callable[[Callable[..., Any]], 
     def decorate(fn: Callable[..., Any]) -> Any:
         @functools.wraps(fn)
         def command(**kw: Any) -> None:
-            picked = ("name", "status", "key_prefix", "code_versions", "since", "until", "utc")
+            picked = (
+                "name",
+                "status",
+                "key_prefix",
+                "code_versions",
+                "since",
+                "until",
+                "where",
+                "utc",
+            )
             chosen = _filter(**{k: kw.pop(k) for k in (*picked, "everything")})
             opts = Options(
                 url=kw.pop("url"),

@@ -83,6 +83,7 @@ def summary_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, A
 @click.option("--until", metavar="WHEN", help="Only workflows created before WHEN (as --since).")
 @click.option(
     "--where",
+    "--attr",
     "where",
     multiple=True,
     metavar="NAME=VALUE",

@@ -10,6 +10,7 @@ again every half second: a read-only command takes no part in the engine's wake-
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import sys
 import time
@@ -30,6 +31,8 @@ from sagaway.cli.audit import entry_json, print_show_audit
 from sagaway.cli.listing import summary_json
 
 console = Console()
+Attributes = dict[str, Any]
+"""A workflow's search attributes, name to value (``WorkflowHandle.search_attributes``)."""
 
 POLL_INTERVAL = 0.5
 """Seconds between two reads of a followed workflow."""
@@ -83,15 +86,16 @@ def show(
     if follow:
         sys.exit(int(run(_follow(url, key, clock, as_json, show_tb, codec), url)))
 
-    async def go() -> sw.WorkflowDescription:
+    async def go() -> tuple[sw.WorkflowDescription, Attributes]:
         async with sw.Manager(url, codec=codec).connect(create=False) as manager:
-            return await manager.get_workflow(key).describe()
+            handle = manager.get_workflow(key)
+            return await handle.describe(), await handle.search_attributes()
 
-    d = run(go(), url)
+    d, attributes = run(go(), url)
     if as_json:
-        click.echo(json.dumps(show_json(d, clock), indent=2))
+        click.echo(json.dumps(show_json(d, clock, attributes), indent=2))
         return
-    print_show(d, clock, show_tb)
+    print_show(d, clock, show_tb, attributes)
 
 
 async def _export(url: str | None, key: str) -> dict[str, Any]:
@@ -102,10 +106,14 @@ async def _export(url: str | None, key: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- JSON
 
 
-def show_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, Any]:
-    """Everything ``show`` prints, as one JSON object."""
+def show_json(
+    d: sw.WorkflowDescription, clock: _format.Clock, attributes: Attributes | None = None
+) -> dict[str, Any]:
+    """Everything ``show`` prints, as one JSON object (``search_attributes``: each name's
+    value, a datetime as ISO 8601 text)."""
     data = summary_json(d, clock)
     data.update(
+        search_attributes={k: _attribute_json(v) for k, v in sorted((attributes or {}).items())},
         input=d.input,
         owner=d.owner,
         suspend_count=d.suspend_count,
@@ -156,6 +164,21 @@ def signal_json(s: sw.SignalDescription, clock: _format.Clock) -> dict[str, Any]
     }
 
 
+def _attribute_json(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime.datetime) else value
+
+
+def _attributes_text(attributes: Attributes) -> str:
+    """``customer="4711"  amount=120.5  vip=true``: each as a ``--where`` filter writes it."""
+    parts = []
+    for name, value in sorted(attributes.items()):
+        shown = json.dumps(_attribute_json(value))
+        if isinstance(value, datetime.datetime):
+            shown = value.isoformat()
+        parts.append(f"{name}={shown}")
+    return escape("  ".join(parts))
+
+
 def _elapsed(d: sw.WorkflowDescription) -> float:
     """Seconds from creation to the end, or to now while it has not ended."""
     return (d.ended_at if d.ended_at is not None else time.time()) - d.created_at
@@ -177,7 +200,12 @@ def _error(error: dict[str, Any]) -> str:
     return f"[red]{escape(kind)}[/red]: {escape(message)}"
 
 
-def print_show(d: sw.WorkflowDescription, clock: _format.Clock, show_tb: bool) -> None:
+def print_show(
+    d: sw.WorkflowDescription,
+    clock: _format.Clock,
+    show_tb: bool,
+    attributes: Attributes | None = None,
+) -> None:
     console.print(
         f"[bold]{escape(d.key)}[/bold]  workflow {escape(d.name)}  run {d.run_id}", soft_wrap=True
     )
@@ -194,6 +222,8 @@ def print_show(d: sw.WorkflowDescription, clock: _format.Clock, show_tb: bool) -
         _line(label, text)
     for problem in d.problems:
         _line("[red]unreadable[/red]", escape(problem))
+    if attributes:
+        _line("search", _attributes_text(attributes))
     _line("input", _value(d.input))
     if d.result is not None or d.status is sw.WorkflowStatus.COMPLETED:
         _line("result", _value(d.result))
@@ -315,11 +345,11 @@ async def _follow(
     """Print the workflow, then each change, until it ends; its exit code."""
     async with sw.Manager(url, codec=codec).connect(create=False) as manager:
         handle = manager.get_workflow(key)
-        d = await handle.describe()
+        d, attributes = await handle.describe(), await handle.search_attributes()
         if as_json:
-            click.echo(json.dumps({"event": "workflow", **show_json(d, clock)}))
+            click.echo(json.dumps({"event": "workflow", **show_json(d, clock, attributes)}))
         else:
-            print_show(d, clock, show_tb)
+            print_show(d, clock, show_tb, attributes)
         while not d.status.ended:
             await asyncio.sleep(POLL_INTERVAL)
             before, d = d, await handle.describe()

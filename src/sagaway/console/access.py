@@ -22,6 +22,9 @@ ACTION_ROLES: Mapping[str, Role] = {
     "retry": Role.OPERATE,
     "cancel": Role.OPERATE,
     "signal": Role.OPERATE,
+    "update": Role.OPERATE,
+    "pause": Role.OPERATE,
+    "resume": Role.OPERATE,
     "terminate": Role.ADMIN,
 }
 """The role each operator action needs (an action missing here is refused to everyone)."""

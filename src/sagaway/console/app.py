@@ -23,7 +23,7 @@ from sagaway.console.config import ConsoleConfig
 from sagaway.console.rendering import render
 from sagaway.console.security import Guard
 from sagaway.console.sessions import LoginThrottle, Sessions
-from sagaway.console.views import actions, auth, batches, listing, metrics, workflow
+from sagaway.console.views import actions, auth, batches, listing, metrics, pauses, workflow
 from sagaway.principals import ALL_ROLES, Principal, local_actor
 from sagaway.store import PermissionDenied
 
@@ -56,6 +56,8 @@ def create_app(
         Route("/actions/{action}/{key:path}", actions.perform, methods=["POST"]),
         Route("/batch/{action}", batches.confirm_page, methods=["GET"]),
         Route("/batch/{action}", batches.perform, methods=["POST"]),
+        Route("/paused", pauses.paused_page, methods=["GET"]),
+        Route("/paused", pauses.perform, methods=["POST"]),
         Route("/login", auth.login_page, methods=["GET"]),
         Route("/login", auth.login, methods=["POST"]),
         Route("/logout", auth.logout, methods=["POST"]),

@@ -21,7 +21,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from sagaway import errors
+from sagaway import errors, search
 from sagaway._engine.engine import Engine, EngineRef
 from sagaway.batches import (
     BatchAction,
@@ -35,7 +35,7 @@ from sagaway.clock import Clock
 from sagaway.manager.operator_calls import OperatorCalls
 from sagaway.signals import Signal
 from sagaway.states import ENDED, WorkflowStatus
-from sagaway.store.records import ListQuery, WorkflowRecord
+from sagaway.store.records import AttributeFilter, ListQuery, WorkflowRecord
 
 DEFAULT_PAGE = 100
 """Workflows listed per page: one short query each."""
@@ -109,7 +109,8 @@ class BatchCalls:
             on_item: called with each item as soon as it is done (a progress bar).
 
         Raises:
-            ValueError: a bad option (a signal without its name, a rate of 0, ...).
+            ValueError: a bad option (a signal without its name, a rate of 0, a search
+                attribute filter that does not read, ...).
             EngineUnavailable: the database or Engine Server stopped answering; what was done
                 stays done, and running the batch again carries on.
         """
@@ -118,11 +119,12 @@ class BatchCalls:
         if not isinstance(filter, WorkflowFilter):
             raise TypeError(f"filter must be a WorkflowFilter, not {type(filter).__name__}")
         apply = self._action(action, reason, signal, payload, dedupe_id)
+        attributes = search.filters(list(filter.where))  # ValueError: before anything is done
         engine = self._ref.require()
         started = engine.clock.now()
         pacer = _Pacer(engine.clock, rate)
         items: list[BatchItem] = []
-        async for record in _selected(engine, action, filter, page_size):
+        async for record in _selected(engine, action, filter, attributes, page_size):
             outcome, detail = _precheck(action, record)
             if outcome is BatchOutcome.DONE and not dry_run:
                 await pacer.wait()
@@ -259,10 +261,16 @@ class BatchCalls:
 
 
 async def _selected(
-    engine: Engine, action: BatchAction, filter: WorkflowFilter, page_size: int
+    engine: Engine,
+    action: BatchAction,
+    filter: WorkflowFilter,
+    attributes: tuple[AttributeFilter, ...],
+    page_size: int,
 ) -> AsyncIterator[WorkflowRecord]:
     """The current workflows ``filter`` selects for ``action``, a keyset page at a time
-    (newest first; workflows created after the first page was read are not selected)."""
+    (newest first; workflows created after the first page was read are not selected). Its
+    search attribute filters (``attributes``) drive the page query from the attributes' index
+    ``(name, value, created_at, run_id)``: a page costs about its own rows."""
     after: tuple[float, str] | None = None
     while True:
         query = ListQuery(
@@ -274,6 +282,7 @@ async def _selected(
             until=filter.until,
             after=after,
             code_versions=filter.code_versions,
+            attributes=attributes,
         )
         page = await engine.list_page(query)
         for record in page:

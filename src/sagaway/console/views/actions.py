@@ -1,11 +1,12 @@
-"""Operator actions: retry, cancel, terminate, signal.
+"""Operator actions: retry, cancel, terminate, signal, update, pause, resume.
 
 Who may do which is ``access.ACTION_ROLES`` (operate; terminate needs admin): the confirmation
 page and the POST are both refused (403) to a principal without the role.
 
 Each has a confirmation page (GET, works without JavaScript) whose form POSTs the action; the
 POST is CSRF-checked, done through the Manager, and answered with a redirect to the workflow's
-page, where a flash message says what happened (POST-redirect-GET). Each is recorded in the
+page, where a flash message says what happened (POST-redirect-GET); an update is answered with
+its outcome on the form's page instead (``views.updates``). Each is recorded in the
 audit trail with the reason given, made on behalf of the logged-in principal (``acting_for``).
 """
 
@@ -27,6 +28,7 @@ from sagaway.console import access
 from sagaway.console.backend import UNAVAILABLE
 from sagaway.console.rendering import flash, render
 from sagaway.console.security import checked_form
+from sagaway.console.views import updates
 from sagaway.console.views._common import manager_of, workflow_path
 from sagaway.principals import Principal, current_principal, set_current_principal
 
@@ -35,11 +37,17 @@ ACTIONS = {
     "cancel": "Cancel (compensate)",
     "terminate": "Terminate",
     "signal": "Send signal",
+    "update": "Send update",
+    "pause": "Pause",
+    "resume": "Resume",
 }
 DEFAULT_REASON = {
     "cancel": "cancelled from the web console",
     "terminate": "terminated from the web console",
+    "pause": "paused from the web console",
+    "resume": "resumed from the web console",
 }
+FIELDS = ("reason", "name", "payload", "dedupe_id", "update_id")
 CONSOLE = "console"
 """Who acts when the console knows no principal of the request (no login): the audit trail
 then says ``console`` on behalf of whom (and, through an Engine Server, via which token)."""
@@ -78,16 +86,24 @@ async def confirm_page(request: Request) -> Response:
 
 
 async def _confirm(
-    request: Request, action: str, form: dict[str, str], error: str | None = None
+    request: Request,
+    action: str,
+    form: dict[str, str],
+    error: str | None = None,
+    outcome: updates.Outcome | None = None,
 ) -> Response:
     key = request.path_params["key"]
     d = await (await manager_of(request)).get_workflow(key).describe()
+    defaults = {"reason": DEFAULT_REASON.get(action, ""), "payload": "null"}
+    if action == "update":
+        defaults["update_id"] = updates.fresh_id()
     context: dict[str, Any] = {
         "d": d,
         "action": action,
         "label": ACTIONS[action],
-        "form": {"reason": DEFAULT_REASON.get(action, ""), "payload": "null", **form},
+        "form": {**defaults, **form},
         "error": error,
+        "outcome": outcome,
     }
     return render(request, "confirm.html", context, 400 if error else 200)
 
@@ -101,7 +117,7 @@ async def perform(request: Request) -> Response:
     try:
         audit.check_reason(_text(form, "reason") or None)
     except ValueError as exc:  # too long: said on the form, nothing done
-        fields = {f: _text(form, f) for f in ("reason", "name", "payload", "dedupe_id")}
+        fields = {f: _text(form, f) for f in FIELDS if _text(form, f)}
         return await _confirm(request, action, fields, str(exc))
     with acting_for(request):
         return await _act(request, manager, action, key, form, back)
@@ -117,7 +133,11 @@ async def _act(
 ) -> Response:
     if action == "signal":
         return await _signal(request, manager, key, form, back)
+    if action == "update":
+        return await _update(request, manager, key, form)
     reason = _text(form, "reason") or DEFAULT_REASON.get(action, "")
+    if action in ("pause", "resume"):
+        return await _pause(manager, action, key, reason, back)
     if action == "retry":
         changed = await manager.retry(key, reason=reason or None)
         done, refused = (
@@ -171,6 +191,41 @@ async def _signal(
     else:
         flash(back, "ok", f"{key}: signal {name!r} with dedupe id {dedupe_id!r} was already sent")
     return back
+
+
+async def _pause(
+    manager: sw.Manager, action: str, key: str, reason: str, back: Response
+) -> Response:
+    if action == "pause":
+        changed = await manager.pause(key, reason)
+        done = "paused: no worker runs it until it is resumed"
+        refused = "was not paused: it has ended ({})"
+    else:
+        changed = await manager.resume(key, reason)
+        done, refused = "resumed: workers run it again", "was not paused ({})"
+    if changed:
+        flash(back, "ok", f"{key}: {done}")
+    else:
+        status = await manager.get_workflow(key).status()
+        flash(back, "error", f"{key} {refused.format(status.value)}")
+    return back
+
+
+async def _update(request: Request, manager: sw.Manager, key: str, form: FormData) -> Response:
+    entered = {f: _text(form, f) for f in ("name", "payload", "update_id")}
+    name, payload = entered["name"], entered["payload"]
+    if not name.strip():
+        return await _confirm(request, "update", entered, "give the update's name")
+    try:
+        data = json.loads(payload or "null")
+    except json.JSONDecodeError as exc:
+        error = f'the payload is not JSON ({exc}); nothing was sent. E.g. {{"amount": 21}}'
+        return await _confirm(request, "update", entered, error)
+    update_id = entered["update_id"] or updates.fresh_id()
+    outcome = await updates.send(manager, key, name, data, update_id)
+    # The form again, for another update: a fresh id, unless this one is still pending.
+    again = {**entered, "update_id": update_id if outcome.kind == "pending" else ""}
+    return await _confirm(request, "update", {k: v for k, v in again.items() if v}, None, outcome)
 
 
 def _text(form: FormData, field: str) -> str:

@@ -1,4 +1,5 @@
-"""One workflow's page: status, input, result or error, step timeline, signals, relations."""
+"""One workflow's page: status, input, result or error, step timeline, signals, relations,
+search attributes and outputs (a page of them: ``?outputs=N``, see ``console.outputs``)."""
 
 from __future__ import annotations
 
@@ -27,10 +28,12 @@ async def _workflow(request: Request, template: str) -> Response:
     handle = manager.get_workflow(key)
     d = await handle.describe()  # WorkflowNotFound: the 404 page
     now = time.time()
+    start = outputs.page_start(request.query_params)
     context = {
         "d": d,
         "timeline": timeline.build(d, now),
         "now": now,
-        "outputs": await outputs.shown(handle),
+        "outputs": await outputs.shown(handle, start),
+        "outputs_query": f"?outputs={start}" if start else "",
     }
     return render(request, template, context)

@@ -100,35 +100,24 @@ def output_payloads(
     given: ForkPayloads | None = None,
 ) -> tuple[OutputPayload, ...]:
     """The values of the events and stream items among ``outputs`` (the source's, as stored)
-    that the kept steps ``call_ids`` wrote, sealed again for the fork ``run_id``; or those
-    ``given`` (plain, each naming a source ``seq``) sealed for it."""
+    that the kept steps ``call_ids`` wrote, sealed again for the fork ``run_id``; those
+    ``given`` (plain, each naming a source ``seq``) are sealed for it instead."""
     by_seq = {o.seq: o for o in outputs}
-    if given is not None:
-        sealed: list[OutputPayload] = []
-        for payload in given.outputs:
-            found = by_seq.get(payload.seq)
-            if found is None:
-                raise ValueError(
-                    f"fork payloads name published value {payload.seq}, which has no record"
-                )
-            place = _places.output(run_id, found.kind, found.name)
-            sealed.append(OutputPayload(payload.seq, chain.seal(payload.value, place=place)))
-        return tuple(sealed)
+    plain = {} if given is None else {p.seq: p.value for p in given.outputs}
+    unknown = sorted(set(plain) - set(by_seq))
+    if unknown:
+        raise ValueError(f"fork payloads name published values {unknown}, which have no record")
     again = _again(chain, source)
     kept = set(call_ids)
-    return tuple(
-        OutputPayload(
-            o.seq,
-            again(
-                o.value,
-                _places.output(source.run_id, o.kind, o.name),
-                _places.output(run_id, o.kind, o.name),
-                sealed=True,
-            ),
-        )
-        for o in outputs
-        if o.call_id is not None and o.call_id in kept
-    )
+    sealed: list[OutputPayload] = []
+    for o in outputs:
+        now = _places.output(run_id, o.kind, o.name)
+        if o.seq in plain:
+            sealed.append(OutputPayload(o.seq, chain.seal(plain[o.seq], place=now)))
+        elif o.call_id is not None and o.call_id in kept:
+            was = _places.output(source.run_id, o.kind, o.name)
+            sealed.append(OutputPayload(o.seq, again(o.value, was, now, sealed=True)))
+    return tuple(sealed)
 
 
 def _sealed_for(

@@ -18,6 +18,11 @@ from tests.generative.test_generative import BACKENDS, _explain, _run_one
 SCENARIOS = Path(__file__).resolve().parents[1] / "data" / "generative"
 
 FOUND = {
+    "fork_keeps_publications.json": (
+        "a fork from step 2 keeps the publish step 1 (w0.w1) and replays it without publishing: "
+        "fork_workflow copied the steps only, so the fork's stream lacked w0.w1 (a SQLite soak, "
+        "seed 1008422517: stream ['w0.w5'], expected {'w0.w5', 'w0.w1'})"
+    ),
     "publish_then_gather.json": (
         "a publish before a gather (then a forced fork from step 1): on PostgreSQL the tasks the "
         "store created while it wrote were numbered as workflow branches, and the replay found "

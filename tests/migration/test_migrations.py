@@ -11,10 +11,18 @@ import dataclasses
 import pytest
 
 from sagaway import errors
-from sagaway.states import StepStatus, WorkflowStatus
+from sagaway.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store import open_store
 from sagaway.store.migrations import latest_version, migrations
-from sagaway.store.records import AuditNote, AuditQuery, QueueAdmission, StepRecord
+from sagaway.store.records import (
+    AuditNote,
+    AuditQuery,
+    ForkRequest,
+    OutputWrite,
+    Publication,
+    QueueAdmission,
+    StepRecord,
+)
 from tests.store_helpers import T0, is_sqlite, new, raw_sql, run_of, running, step
 
 
@@ -80,7 +88,8 @@ def _undo_outputs(db_url: str) -> None:
 
 
 def _undo_pauses(db_url: str) -> None:
-    """Take the pauses (sqlite v20, postgres v25) back out."""
+    """Take the pauses (sqlite v20, postgres v25) and what came after them back out."""
+    _undo_output_steps(db_url)
     raw_sql(db_url, "DROP TABLE IF EXISTS paused_calls")
     raw_sql(db_url, "ALTER TABLE workflows DROP COLUMN paused_at")
 
@@ -184,6 +193,64 @@ async def test_a_database_at_the_previous_schema_gets_the_cancel_log(db_url: str
         assert await upgraded.request_cancel(old.record.run_id, reason="stop", now=T0 + 1)
         [logged] = await upgraded.list_cancel_requests(old.record.run_id)
         assert (logged.reason, logged.requested_at, logged.accepted) == ("stop", T0 + 1, True)
+    finally:
+        await upgraded.close()
+    versions = raw_sql(db_url, "SELECT version FROM schema_migrations ORDER BY version")
+    assert [v for (v,) in versions] == _shipped(db_url)
+
+
+def _undo_output_steps(db_url: str) -> None:
+    """Take the steps of published values (sqlite v21, postgres v26) back out."""
+    raw_sql(db_url, "DROP TABLE IF EXISTS attribute_writes")
+    raw_sql(db_url, "ALTER TABLE outputs DROP COLUMN call_id")
+
+
+@pytest.mark.direct_db  # it rewinds the schema behind the store's back
+async def test_a_database_at_the_previous_schema_names_the_steps_of_published_values(
+    db_url: str,
+) -> None:
+    """Values published before the upgrade are given the publish step that started when they
+    were written (one clock reading), when exactly one did; the others stay unnamed, and a
+    fork copies only the named ones of the steps it keeps."""
+    dialect = "sqlite" if is_sqlite(db_url) else "postgres"
+    [version] = [m.version for m in migrations(dialect) if m.name == "output_steps"]
+    s = open_store(db_url)
+    await s.open()
+    held = await running(s, "before")
+    run_id = (await run_of(s, "before")).run_id
+    for call_id, at in (("1", 1.0), ("2", 2.0), ("3", 3.0), ("4", 3.0)):  # 3 and 4: one time
+        started = T0 + at
+        publish = step(run_id, call_id, started, kind=StepKind.PUBLISH, name="w", result=None)
+        write = OutputWrite(kind="stream", name="log", value=f'"{call_id}"')
+        await s.publish(Publication(step=publish, outputs=(write,)), token=held.token, now=started)
+    await s.finish_workflow(
+        run_id, token=held.token, status=WorkflowStatus.FAILED, result=None, error='"x"', now=T0 + 4
+    )
+    await s.close()
+    _undo_output_steps(db_url)
+    raw_sql(db_url, f"DELETE FROM schema_migrations WHERE version >= {version}")
+
+    upgraded = open_store(db_url)
+    await upgraded.open()
+    try:
+        found = await upgraded.read_outputs(run_id, after=0, limit=10)
+        assert [(o.value, o.call_id) for o in found] == [
+            ('"1"', "1"),
+            ('"2"', "2"),
+            ('"3"', None),
+            ('"4"', None),
+        ]
+        fork = ForkRequest(
+            source_run_id=run_id,
+            run_id="fork-run",
+            key="fork",
+            key_space="fork@fork-run",
+            call_ids=("2", "3"),
+        )
+        made = await upgraded.fork_workflow(fork, now=T0 + 5)
+        assert made is not None and made.created
+        copied = await upgraded.read_stream("fork-run", stream="log", offset=0, limit=10)
+        assert [(o.offset, o.value, o.call_id) for o in copied] == [(0, '"2"', "2")]
     finally:
         await upgraded.close()
     versions = raw_sql(db_url, "SELECT version FROM schema_migrations ORDER BY version")

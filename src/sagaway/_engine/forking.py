@@ -22,6 +22,11 @@ completion order (``ExecutionBase.completion_time``), strictly increasing within
 and every step of a branch that ended before top-level step N-1's outcome was received ended
 before step N started, whatever the clocks did meanwhile.
 
+What the kept steps published goes with them. A kept ``publish`` step is replayed, not run
+again, so the store copies the events, stream items and search attributes it wrote into the fork
+(``Store.fork_workflow``, in the fork's transaction): the fork's streams hold the kept items at
+the same offsets, then what it publishes itself. What a dropped step published is not copied.
+
 ``from_step`` = (last top-level step + 1) keeps every step: the fork resumes where the source
 stopped. A larger ``from_step`` is an error.
 
@@ -61,7 +66,8 @@ from sagaway.clock import Clock
 from sagaway.randomness import new_run_id
 from sagaway.states import StepKind, StepStatus, WorkflowStatus
 from sagaway.store.base import Store
-from sagaway.store.records import ForkRequest, StepRecord, WorkflowRecord
+from sagaway.store.output_verbs import all_outputs
+from sagaway.store.records import ForkRequest, OutputRecord, StepRecord, WorkflowRecord
 
 _TOP_LEVEL = re.compile(r"[1-9][0-9]*")
 _COMPLETION_ORDERED = frozenset(
@@ -204,7 +210,11 @@ async def prepare(store: Store, key: str, from_step: int, *, force: bool = False
     steps = await store.load_steps(source.run_id)
     result = plan(source, steps, from_step)
     kept = set(result.kept)
-    _require_resealable(source, [s for s in steps if s.call_id in kept])
+    published: list[OutputRecord] = []
+    if any(s.kind is StepKind.PUBLISH and s.call_id in kept for s in steps):
+        outputs = await all_outputs(store, source.run_id)
+        published = [o for o in outputs if o.call_id in kept]
+    _require_resealable(source, [s for s in steps if s.call_id in kept], published)
     undone = [s for s in steps if s.call_id in kept and s.kind in _EFFECTS]
     if result.compensated and undone:
         _refuse_or_warn(result, steps, force=force)
@@ -212,14 +222,18 @@ async def prepare(store: Store, key: str, from_step: int, *, force: bool = False
     return result
 
 
-def _require_resealable(source: WorkflowRecord, kept: list[StepRecord]) -> None:
+def _require_resealable(
+    source: WorkflowRecord, kept: list[StepRecord], published: list[OutputRecord]
+) -> None:
     """``PayloadError`` if a payload the fork copies is still sealed for the source's run: a
     fork seals them again for its own run, and copied as they are they would never open there.
     Either this process has no codec (or lacks a key), or its codec refused the payload (one
-    copied into the source from elsewhere)."""
+    copied into the source from elsewhere). ``published``: the events and stream items the
+    kept steps wrote, which the fork copies too."""
     found: list[tuple[str, str | None]] = [("arguments", source.args)]
     found += [(f"step {s.call_id}'s result", s.result) for s in kept]
     found += [(f"step {s.call_id}'s error", s.error) for s in kept]
+    found += [(f"{o.kind} {o.name!r} value (step {o.call_id})", o.value) for o in published]
     for what, text in found:
         if not _sealed.is_bound(text):
             continue

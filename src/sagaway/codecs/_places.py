@@ -94,6 +94,8 @@ def describe(place: Place | None) -> str:
             return f"signal {name!r} of run {run_id!r}"
         case ("run", run_id, "signal", name, "rejected"):
             return f"why signal {name!r} of run {run_id!r} was refused"
+        case ("run", run_id, "output", kind, name):
+            return f"a value of {kind} {name!r} of run {run_id!r}"
         case ("schedule", schedule_id, "args"):
             return f"the arguments of schedule {schedule_id!r}"
     return f"place {json.dumps(list(place))}"

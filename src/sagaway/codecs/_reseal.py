@@ -6,6 +6,9 @@ with the source's place and seals it again with the fork's. The store writes the
 the fork's own transaction (``ForkRequest.payloads`` of ``Store.fork_workflow``), so the fork
 never exists holding its source's ciphertexts, even if the process dies mid-way.
 
+The values of the events and stream items the kept publish steps wrote are bound to the source's
+run too (``_places.output``): they go the same way (``output_payloads``).
+
 A payload the forking process cannot open (a key or a codec it lacks, a payload copied in from
 elsewhere) refuses the fork: copied unopened, it could never be opened in the new run.
 """
@@ -13,14 +16,21 @@ elsewhere) refuses the fork: copied unopened, it could never be opened in the ne
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from sagaway import errors
 from sagaway.codecs import _places
 from sagaway.codecs._chain import Chain
 from sagaway.codecs._places import Place
 from sagaway.states import StepKind
-from sagaway.store.records import ForkPayloads, StepPayloads, StepRecord, WorkflowRecord
+from sagaway.store.records import (
+    ForkPayloads,
+    OutputPayload,
+    OutputRecord,
+    StepPayloads,
+    StepRecord,
+    WorkflowRecord,
+)
 
 
 def fork_payloads(
@@ -36,19 +46,7 @@ def fork_payloads(
     (``steps``: the source's, as stored), or ``given`` (plain) sealed for the fork."""
     if given is not None:
         return _sealed_for(chain, given, steps, run_id)
-
-    def again(text: str, was: Place, now: Place, *, sealed: bool) -> str:
-        try:
-            opened = chain.open(text, place=was, sealed=sealed)
-        except errors.PayloadError as exc:
-            why = (
-                f"cannot fork workflow {source.key!r}: {_places.describe(was)} cannot be opened "
-                f"here, so it cannot be sealed again for the fork: {exc}"
-            )
-            if isinstance(exc, errors.PayloadKeyError):
-                raise errors.PayloadKeyError(why, exc.key_id) from None
-            raise errors.PayloadError(why) from None
-        return chain.seal(opened, place=now)
+    again = _again(chain, source)
 
     kept = set(call_ids)
     moved: list[StepPayloads] = []
@@ -70,6 +68,56 @@ def fork_payloads(
         source.args, _places.run(source.run_id, "args"), _places.run(run_id, "args"), sealed=True
     )
     return ForkPayloads(args=args, steps=tuple(moved))
+
+
+def _again(chain: Chain, source: WorkflowRecord) -> Callable[..., str]:
+    """``again(text, was, now, *, sealed)``: ``text`` of ``source`` opened at the place ``was``
+    and sealed again at ``now`` (``PayloadError`` naming it if it cannot be opened here)."""
+
+    def again(text: str, was: Place, now: Place, *, sealed: bool) -> str:
+        try:
+            opened = chain.open(text, place=was, sealed=sealed)
+        except errors.PayloadError as exc:
+            why = (
+                f"cannot fork workflow {source.key!r}: {_places.describe(was)} cannot be opened "
+                f"here, so it cannot be sealed again for the fork: {exc}"
+            )
+            if isinstance(exc, errors.PayloadKeyError):
+                raise errors.PayloadKeyError(why, exc.key_id) from None
+            raise errors.PayloadError(why) from None
+        return chain.seal(opened, place=now)
+
+    return again
+
+
+def output_payloads(
+    chain: Chain,
+    source: WorkflowRecord,
+    outputs: list[OutputRecord],
+    *,
+    run_id: str,
+    call_ids: Collection[str],
+    given: ForkPayloads | None = None,
+) -> tuple[OutputPayload, ...]:
+    """The values of the events and stream items among ``outputs`` (the source's, as stored)
+    that the kept steps ``call_ids`` wrote, sealed again for the fork ``run_id``; those
+    ``given`` (plain, each naming a source ``seq``) are sealed for it instead."""
+    by_seq = {o.seq: o for o in outputs}
+    plain = {} if given is None else {p.seq: p.value for p in given.outputs}
+    unknown = sorted(set(plain) - set(by_seq))
+    if unknown:
+        raise ValueError(f"fork payloads name published values {unknown}, which have no record")
+    again = _again(chain, source)
+    kept = set(call_ids)
+    sealed: list[OutputPayload] = []
+    for o in outputs:
+        now = _places.output(run_id, o.kind, o.name)
+        if o.seq in plain:
+            sealed.append(OutputPayload(o.seq, chain.seal(plain[o.seq], place=now)))
+        elif o.call_id is not None and o.call_id in kept:
+            was = _places.output(source.run_id, o.kind, o.name)
+            sealed.append(OutputPayload(o.seq, again(o.value, was, now, sealed=True)))
+    return tuple(sealed)
 
 
 def _sealed_for(

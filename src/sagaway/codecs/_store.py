@@ -21,9 +21,11 @@ from sagaway.codecs._chain import Chain
 from sagaway.codecs._passthrough import Passthrough
 from sagaway.states import StepKind, WorkflowStatus
 from sagaway.store.base import CreateResult, Store
+from sagaway.store.output_verbs import all_outputs
 from sagaway.store.records import (
     AttemptErrorRecord,
     AuditNote,
+    ForkPayloads,
     ForkRequest,
     Lease,
     ListQuery,
@@ -145,23 +147,31 @@ class CodecStore(Passthrough):
         # again for its own, in its transaction (see _reseal). ``payloads`` given here are
         # plain, and sealed for the fork.
         source = await self.inner.get_run(fork.source_run_id)
-        steps = await self.inner.load_steps(fork.source_run_id) if source is not None else []
         sealed = None
         if source is not None:
-            sealed = _reseal.fork_payloads(
-                self.chain,
-                source,
-                steps,
-                run_id=fork.run_id,
-                call_ids=fork.call_ids,
-                given=fork.payloads,
-            )
+            sealed = await self._fork_payloads(source, fork)
         result = await self.inner.fork_workflow(
             dataclasses.replace(fork, payloads=sealed), now=now, audit=audit
         )
         if result is None:
             return None
         return dataclasses.replace(result, record=self._wf(result.record))
+
+    async def _fork_payloads(self, source: WorkflowRecord, fork: ForkRequest) -> ForkPayloads:
+        """The fork's arguments, kept steps' payloads and kept publications' values, sealed
+        for its run (see ``_reseal``)."""
+        steps = await self.inner.load_steps(source.run_id)
+        given = fork.payloads
+        sealed = _reseal.fork_payloads(
+            self.chain, source, steps, run_id=fork.run_id, call_ids=fork.call_ids, given=given
+        )
+        if not fork.call_ids:
+            return sealed
+        outputs = await all_outputs(self.inner, source.run_id)
+        values = _reseal.output_payloads(
+            self.chain, source, outputs, run_id=fork.run_id, call_ids=fork.call_ids, given=given
+        )
+        return dataclasses.replace(sealed, outputs=values)
 
     async def get_workflow(self, key: str) -> WorkflowRecord | None:
         return self._wf_opt(await self.inner.get_workflow(key))

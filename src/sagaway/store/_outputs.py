@@ -23,17 +23,21 @@ def step_params(publication: Publication) -> Params:
 
 
 def output_params(publication: Publication, now: float) -> list[Params]:
-    run_id = publication.step.run_id
+    run_id, call_id = publication.step.run_id, publication.step.call_id
     return [
-        {"run_id": run_id, "kind": o.kind, "name": o.name, "value": o.value, "now": now}
+        {"run_id": run_id, "call_id": call_id, "kind": o.kind, "name": o.name}
+        | {"value": o.value, "now": now}
         for o in publication.outputs
     ]
 
 
 def attribute_params(publication: Publication) -> list[Params]:
-    run_id = publication.step.run_id
+    """``upsert_search_attribute`` and ``insert_attribute_write`` (the step's call id: a fork
+    rebuilds its attributes from the writes of the steps it keeps)."""
+    run_id, call_id = publication.step.run_id, publication.step.call_id
     return [
-        {"run_id": run_id, "name": a.name, "kind": a.kind, "text": a.text, "number": a.number}
+        {"run_id": run_id, "call_id": call_id, "name": a.name, "kind": a.kind}
+        | {"text": a.text, "number": a.number}
         for a in publication.attributes
     ]
 
@@ -46,6 +50,7 @@ def output_from_row(row: Row) -> OutputRecord:
         offset=int(row["position"]),
         value=row["value"],
         at=float(row["at"]),
+        call_id=row["call_id"],
     )
 
 

@@ -225,9 +225,12 @@ class Store(QueueLimitVerbs, ScheduleVerbs, AuditVerbs, PauseVerbs, OutputVerbs,
         name, arguments and queue of the ended execution ``fork.source_run_id``, and copies of
         its steps ``fork.call_ids``, in one transaction (a worker may take it at once). Its
         ``code_version`` is the one given (the forking process's), not the source's.
-        ``fork.payloads``, when given, replace the copied arguments and the copied results and
-        errors of the steps they name, in the same transaction (a codec's payloads re-sealed
-        for the new run).
+        What the kept publish steps published is copied too, in the same transaction: their
+        events and stream items (numbered again in the source's order: ``seq`` from 1, each
+        stream's and event key's offsets from 0) and the search attributes they set (the
+        latest of each name). ``fork.payloads``, when given, replace the copied arguments, the
+        copied results and errors of the steps they name, and the copied values they name by
+        source ``seq``, in the same transaction (a codec's payloads re-sealed for the new run).
 
         Returns the new execution (``created``), or the one holding ``key`` (not created), or
         None when ``source_run_id`` is not an ended execution, or when a kept step started a

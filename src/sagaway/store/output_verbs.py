@@ -1,6 +1,6 @@
 """The verbs of events, streams and search attributes (schema v19/v24), a part of the Store
 contract (``store.contract``): what a workflow publishes, written with the step of the call that
-published it, and the reads of it."""
+published it, and the reads of it (``all_outputs``: every page of them)."""
 
 from __future__ import annotations
 
@@ -37,3 +37,20 @@ class OutputVerbs(Protocol):
     async def list_search_attributes(self, run_id: str) -> list[SearchAttribute]:
         """The search attributes of ``run_id``, by name."""
         ...
+
+
+_PAGE = 500
+"""Outputs read at a time by ``all_outputs`` (one reply of the Engine Server each)."""
+
+
+async def all_outputs(store: OutputVerbs, run_id: str) -> list[OutputRecord]:
+    """Everything ``run_id`` published, in order, read a page at a time (a fork copies what its
+    kept steps published: ``forking``, the codec's re-sealing)."""
+    found: list[OutputRecord] = []
+    while page := await store.read_outputs(
+        run_id, after=found[-1].seq if found else 0, limit=_PAGE
+    ):
+        found.extend(page)
+        if len(page) < _PAGE:
+            break
+    return found

@@ -18,6 +18,7 @@ __all__ = [
     "ListQuery",
     "ScheduleRecord",
     "StepPayloads",
+    "OutputPayload",
     "ForkPayloads",
     "ForkRequest",
     "SchedulePause",
@@ -241,13 +242,24 @@ class StepPayloads:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class OutputPayload:
+    """The value a fork stores for one published value it copies (the source's ``seq``)."""
+
+    seq: int
+    value: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ForkPayloads:
-    """What a fork stores instead of copies of its source's payloads: the arguments, and the
-    result and error of kept steps. A codec that binds payloads to their run (Encrypt)
-    re-seals them for the new run; the store writes them in the fork's transaction."""
+    """What a fork stores instead of copies of its source's payloads: the arguments, the
+    result and error of kept steps, and the values of the events and stream items they
+    published. A codec that binds payloads to their run (Encrypt) re-seals them for the new
+    run; the store writes them in the fork's transaction."""
 
     args: str
     steps: tuple[StepPayloads, ...] = ()
+    outputs: tuple[OutputPayload, ...] = ()
+    """Each the new value of a copied output, named by its ``seq`` in the source."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -414,6 +426,9 @@ class OutputRecord:
     before."""
     value: str
     at: float
+    call_id: str | None = None
+    """The publish step that wrote it (None: written before schema v21/v26 by a step the
+    upgrade could not tell; a fork does not carry it over)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -813,24 +813,52 @@ class ForkPayloads(_message.Message):
 
     ARGS_FIELD_NUMBER: _builtins.int
     STEPS_FIELD_NUMBER: _builtins.int
+    OUTPUTS_FIELD_NUMBER: _builtins.int
     args: _builtins.str
     @_builtins.property
     def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___StepPayloads]:
         """each a step the fork keeps (call_ids)"""
+
+    @_builtins.property
+    def outputs(self) -> _containers.RepeatedCompositeFieldContainer[Global___OutputPayload]:
+        """each a value a kept publish step wrote (source seq)"""
 
     def __init__(
         self,
         *,
         args: _builtins.str = ...,
         steps: _abc.Iterable[Global___StepPayloads] | None = ...,
+        outputs: _abc.Iterable[Global___OutputPayload] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "steps", b"steps"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "outputs", b"outputs", "steps", b"steps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ForkPayloads: _TypeAlias = ForkPayloads  # noqa: Y015
+
+@_typing.final
+class OutputPayload(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    value: _builtins.str
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+        value: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["seq", b"seq", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OutputPayload: _TypeAlias = OutputPayload  # noqa: Y015
 
 @_typing.final
 class StepPayloads(_message.Message):
@@ -3054,6 +3082,7 @@ class OutputRecord(_message.Message):
     OFFSET_FIELD_NUMBER: _builtins.int
     VALUE_FIELD_NUMBER: _builtins.int
     AT_FIELD_NUMBER: _builtins.int
+    CALL_ID_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """its place among everything the run published, from 1"""
     kind: _builtins.str
@@ -3062,6 +3091,8 @@ class OutputRecord(_message.Message):
     """a stream item's place in its stream, from 0"""
     value: _builtins.str
     at: _builtins.float
+    call_id: _builtins.str
+    """the publish step that wrote it (absent: not known)"""
     def __init__(
         self,
         *,
@@ -3071,12 +3102,15 @@ class OutputRecord(_message.Message):
         offset: _builtins.int = ...,
         value: _builtins.str = ...,
         at: _builtins.float = ...,
+        call_id: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_call_id", b"_call_id", "call_id", b"call_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "kind", b"kind", "name", b"name", "offset", b"offset", "seq", b"seq", "value", b"value"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_call_id", b"_call_id", "at", b"at", "call_id", b"call_id", "kind", b"kind", "name", b"name", "offset", b"offset", "seq", b"seq", "value", b"value"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__call_id: _TypeAlias = _typing.Literal["call_id"]  # noqa: Y015
+    _WhichOneofArgType__call_id: _TypeAlias = _typing.Literal["_call_id", b"_call_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__call_id) -> _WhichOneofReturnType__call_id | None: ...
 
 Global___OutputRecord: _TypeAlias = OutputRecord  # noqa: Y015
 

@@ -4,6 +4,7 @@ failures like every verb; a retry whose first attempt committed finds its own ru
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from sagaway.store import _rows
 from sagaway.store._fork import Fork
@@ -26,6 +27,8 @@ async def run_postgres(run: Run, fork: Fork) -> CreateResult | None:
                 await conn.execute(Q["fork_steps"], params)
             for query, values in replacements:
                 await conn.execute(Q[query], values)
+            if fork.call_ids:
+                await _copy_published(conn, fork, params)
             await _pg_audit.write(conn, fork.audit, run_id=fork.run_id)
             record = _rows.workflow_from_row(rows[0])
             if fork.payloads is not None:  # RETURNING gave the copy's arguments
@@ -39,3 +42,15 @@ async def run_postgres(run: Run, fork: Fork) -> CreateResult | None:
         return CreateResult(existing, created=existing.run_id == fork.run_id)
 
     return await run(op)
+
+
+async def _copy_published(conn: Conn, fork: Fork, params: dict[str, Any]) -> None:
+    """What the kept publish steps published, copied into the fork (see ``_fork``)."""
+    copies = fork.copied_outputs(await named(conn, "fork_outputs", params))
+    async with conn.cursor() as cur:
+        if copies:
+            await cur.executemany(Q["fork_output"], copies)
+        writes = fork.copied_attributes(await named(conn, "fork_attribute_writes", params))
+        for attribute in writes:
+            await cur.execute(Q["insert_attribute_write"], attribute)
+            await cur.execute(Q["upsert_search_attribute"], attribute)

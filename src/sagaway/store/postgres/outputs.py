@@ -34,6 +34,7 @@ class Outputs:
                 await conn.execute(Q["insert_output"], params)
             for params in attributes:
                 await conn.execute(Q["upsert_search_attribute"], params)
+                await conn.execute(Q["insert_attribute_write"], params)
 
         await self._run(op)
 

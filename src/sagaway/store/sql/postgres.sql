@@ -823,11 +823,11 @@ SELECT 1 FROM steps WHERE run_id = %(run_id)s AND call_id = %(call_id)s
 -- name: insert_output
 -- The execution's next seq, and the next position of the stream (or of the event's key): both
 -- a lookup at the end of an index; the owner's row lock (lock_owned) makes it the only writer.
-INSERT INTO outputs (run_id, seq, kind, name, position, value, at)
+INSERT INTO outputs (run_id, seq, call_id, kind, name, position, value, at)
 VALUES (
     %(run_id)s,
     coalesce((SELECT max(seq) FROM outputs WHERE run_id = %(run_id)s), 0) + 1,
-    %(kind)s, %(name)s,
+    %(call_id)s, %(kind)s, %(name)s,
     coalesce((SELECT max(position) FROM outputs
               WHERE run_id = %(run_id)s AND kind = %(kind)s AND name = %(name)s), -1) + 1,
     %(value)s, %(now)s)
@@ -840,19 +840,44 @@ ON CONFLICT (run_id, name) DO UPDATE SET
     kind = excluded.kind, str_value = excluded.str_value, num_value = excluded.num_value
 
 -- name: read_outputs
-SELECT seq, kind, name, position, value, at FROM outputs
+SELECT seq, call_id, kind, name, position, value, at FROM outputs
 WHERE run_id = %(run_id)s AND seq > %(after)s ORDER BY seq LIMIT %(limit)s
 
 -- name: read_stream
-SELECT seq, kind, name, position, value, at FROM outputs
+SELECT seq, call_id, kind, name, position, value, at FROM outputs
 WHERE run_id = %(run_id)s AND kind = 'stream' AND name = %(stream)s AND position >= %(offset)s
 ORDER BY position LIMIT %(limit)s
 
 -- name: get_event
-SELECT seq, kind, name, position, value, at FROM outputs
+SELECT seq, call_id, kind, name, position, value, at FROM outputs
 WHERE run_id = %(run_id)s AND kind = 'event' AND name = %(key)s
 ORDER BY position DESC LIMIT 1
 
 -- name: list_search_attributes
 SELECT name, kind, str_value, num_value FROM search_attributes
 WHERE run_id = %(run_id)s ORDER BY name
+
+-- name: insert_attribute_write
+-- Each attribute a publication sets, in order, with its step (schema v26): a fork rebuilds
+-- its search attributes from the writes of the steps it keeps.
+INSERT INTO attribute_writes (run_id, seq, call_id, name, kind, str_value, num_value)
+VALUES (
+    %(run_id)s,
+    coalesce((SELECT max(seq) FROM attribute_writes WHERE run_id = %(run_id)s), 0) + 1,
+    %(call_id)s, %(name)s, %(kind)s, %(text)s, %(number)s)
+
+-- name: fork_outputs
+-- What the kept publish steps of the source wrote, in the order they wrote it (store/_fork.py
+-- numbers the copies again: seq from 1, each stream's positions from 0).
+SELECT seq, call_id, kind, name, position, value, at FROM outputs
+WHERE run_id = %(source_run_id)s AND call_id = ANY(%(call_ids)s)
+ORDER BY seq
+
+-- name: fork_output
+INSERT INTO outputs (run_id, seq, call_id, kind, name, position, value, at)
+VALUES (%(run_id)s, %(seq)s, %(call_id)s, %(kind)s, %(name)s, %(position)s, %(value)s, %(at)s)
+
+-- name: fork_attribute_writes
+SELECT call_id, name, kind, str_value, num_value FROM attribute_writes
+WHERE run_id = %(source_run_id)s AND call_id = ANY(%(call_ids)s)
+ORDER BY seq

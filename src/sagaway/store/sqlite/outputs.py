@@ -36,6 +36,7 @@ class Outputs:
                 conn.execute(_Q["insert_output"], params)
             for params in attributes:
                 conn.execute(_Q["upsert_search_attribute"], params)
+                conn.execute(_Q["insert_attribute_write"], params)
 
         await self._call(op)
 

@@ -5,6 +5,7 @@ once (``SQLPauses``) over two hooks each dialect gives: its transaction and its 
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -35,23 +36,26 @@ def calls_params(kind: str, name: str, reason: str, now: float) -> dict[str, Any
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """A pause or a resume, one transaction: the named statement ``query``; if it changed a
+    row, the named statement ``then`` (if any) and the ``audit`` entry (``about``: its
+    ``run_id`` or ``target``)."""
+
+    query: str
+    params: dict[str, Any]
+    then: str | None
+    audit: AuditNote | None
+    about: dict[str, str]
+
+
 class SQLPauses(abc.ABC):
     """The pause verbs of both SQL stores (see ``store.pause_verbs``); a dialect's collaborator
     subclasses it with the two hooks."""
 
     @abc.abstractmethod
-    async def _change(
-        self,
-        query: str,
-        params: dict[str, Any],
-        *,
-        then: str | None,
-        audit: AuditNote | None,
-        about: dict[str, str],
-    ) -> bool:
-        """One transaction: the named statement ``query``; if it changed a row, the named
-        statement ``then`` (if any) and the ``audit`` entry (``about``: its ``run_id`` or
-        ``target``). Whether it changed a row."""
+    async def _change(self, change: Change) -> bool:
+        """Make ``change`` in one transaction; whether its statement changed a row."""
 
     @abc.abstractmethod
     async def _rows(self, query: str, run_ids: Collection[str] | None) -> Sequence[Any]:
@@ -62,7 +66,7 @@ class SQLPauses(abc.ABC):
     ) -> bool:
         query = "pause_workflow" if paused else "resume_workflow"
         params = workflow_params(run_id, now)
-        return await self._change(query, params, then=None, audit=audit, about={"run_id": run_id})
+        return await self._change(Change(query, params, None, audit, {"run_id": run_id}))
 
     async def paused_runs(self, run_ids: Collection[str]) -> set[str]:
         return {row[0] for row in await self._rows("paused_runs", run_ids)}
@@ -80,7 +84,7 @@ class SQLPauses(abc.ABC):
         params = calls_params(kind, name, reason, now)
         query, then = ("pause_calls", None) if paused else ("resume_calls", "wake_paused_calls")
         about = {"target": f"{kind}:{name}"}
-        return await self._change(query, params, then=then, audit=audit, about=about)
+        return await self._change(Change(query, params, then, audit, about))
 
     async def list_paused_calls(self) -> list[PausedCallRecord]:
         rows = await self._rows("list_paused_calls", None)

@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from sagaway.store._pauses import SQLPauses
+from sagaway.store._pauses import Change, SQLPauses
 from sagaway.store.postgres import audit as _pg_audit
 from sagaway.store.postgres.conn import Conn, Q, Run
-from sagaway.store.records import AuditNote
 
 
 class Pauses(SQLPauses):
@@ -19,25 +18,17 @@ class Pauses(SQLPauses):
     def __init__(self, run: Run) -> None:
         self._run = run
 
-    async def _change(
-        self,
-        query: str,
-        params: dict[str, Any],
-        *,
-        then: str | None,
-        audit: AuditNote | None,
-        about: dict[str, str],
-    ) -> bool:
+    async def _change(self, change: Change) -> bool:
         async def op(conn: Conn, retried: bool) -> bool:
-            if (await conn.execute(Q[query], params)).rowcount != 1:
+            if (await conn.execute(Q[change.query], change.params)).rowcount != 1:
                 return False
-            if then is not None:
-                await conn.execute(Q[then], params)
-            await _pg_audit.write(conn, audit, **about)
+            if change.then is not None:
+                await conn.execute(Q[change.then], change.params)
+            await _pg_audit.write(conn, change.audit, **change.about)
             return True
 
         # One statement alone needs no transaction of its own.
-        return await self._run(op, transaction=audit is not None or then is not None)
+        return await self._run(op, transaction=change.audit is not None or change.then is not None)
 
     async def _rows(self, query: str, run_ids: Collection[str] | None) -> Sequence[Any]:
         params = {} if run_ids is None else {"run_ids": sorted(run_ids)}

@@ -8,8 +8,7 @@ import sqlite3
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from sagaway.store._pauses import SQLPauses
-from sagaway.store.records import AuditNote
+from sagaway.store._pauses import Change, SQLPauses
 from sagaway.store.sql import queries
 from sagaway.store.sqlite.audit import write as audit_entry
 from sagaway.store.sqlite.jobs import Call
@@ -23,21 +22,13 @@ class Pauses(SQLPauses):
     def __init__(self, call: Call) -> None:
         self._call = call
 
-    async def _change(
-        self,
-        query: str,
-        params: dict[str, Any],
-        *,
-        then: str | None,
-        audit: AuditNote | None,
-        about: dict[str, str],
-    ) -> bool:
+    async def _change(self, change: Change) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
-            if conn.execute(_Q[query], params).rowcount != 1:
+            if conn.execute(_Q[change.query], change.params).rowcount != 1:
                 return False
-            if then is not None:
-                conn.execute(_Q[then], params)
-            audit_entry(conn, audit, **about)
+            if change.then is not None:
+                conn.execute(_Q[change.then], change.params)
+            audit_entry(conn, change.audit, **change.about)
             return True
 
         return bool(await self._call(op))

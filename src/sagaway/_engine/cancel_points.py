@@ -51,14 +51,14 @@ async def at_saga_end(execution: ExecutionBase) -> None:
         execution._replayed(call_id, StepKind.CANCEL, SAGA_END)  # raises Cancelled
     if found is not None:
         return  # another call is recorded here: it was not delivered here
-    if execution.replay_only or execution.cancel_delivered:
+    if execution.replay_only or execution.cancels.delivered:
         return
-    if execution.pending_cancel() is None:
+    if execution.cancels.pending() is None:
         run_id = execution.record.run_id
         requests = await execution._store_call(execution.engine.cancel_requests([run_id]))
         if run_id not in requests:
             return
-        execution.deliver_cancel(requests[run_id])
+        execution.cancels.deliver(requests[run_id])
     await deliver(execution, SAGA_END)
 
 
@@ -80,4 +80,4 @@ async def deliver(execution: ExecutionBase, name: str) -> None:
     if step is not None and step.kind is StepKind.CANCEL and step.name == name:
         execution._replayed(call_id, StepKind.CANCEL, name)  # delivered here before: raises
     now = execution.engine.clock.now()
-    await execution._cancel_here(call_id, StepKind.CANCEL, name, now)
+    await execution.cancels.here(call_id, StepKind.CANCEL, name, now)

@@ -14,10 +14,12 @@ between, and the code that runs inside (an activity, the workflow function) sees
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 logger = logging.getLogger(__name__)
+ObserverT = TypeVar("ObserverT", bound="Observer")
 
 
 class Span:
@@ -130,6 +132,28 @@ def install(observer: Observer) -> None:
 def uninstall(observer: Observer) -> None:
     global observers
     observers = tuple(o for o in observers if o is not observer)
+
+
+class Installed(Generic[ObserverT]):
+    """The one observer of a kind (``sagaway.telemetry``'s metrics, its tracing) installed in
+    this process: changed with ``lock`` held."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.current: ObserverT | None = None
+
+    def put(self, observer: ObserverT | None) -> None:
+        """Install ``observer`` (None: none) in place of the current one; ``lock`` held."""
+        if self.current is not None:
+            uninstall(self.current)
+        self.current = observer
+        if observer is not None:
+            install(observer)
+
+    def clear(self) -> None:
+        """Uninstall the current one, if any."""
+        with self.lock:
+            self.put(None)
 
 
 def workflow_started(name: str, key: str) -> None:

@@ -6,7 +6,7 @@ import dataclasses
 import inspect
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from sagaway import errors, identifiers, retry
 from sagaway.serialization import FunctionCodec
@@ -69,6 +69,9 @@ class WorkflowDef:
     those (not to be confused with an activity's ``queue``, a concurrency and rate limit)."""
     max_per_key: int = 1
     """Executions started with one ``concurrency_key`` that may run at once (cluster-wide)."""
+
+
+D = TypeVar("D", ActivityDef, WorkflowDef)
 
 
 def default_name(fn: Callable[..., Any]) -> str:
@@ -160,22 +163,23 @@ class Registry:
 
     def activity(self, ref: Callable[..., Any] | str) -> ActivityDef:
         """The activity registered as ``ref`` (function or name)."""
-        defn = self._lookup(ref)
-        if not isinstance(defn, ActivityDef):
-            raise errors.NotRegistered(
-                f"{_label(ref)} is registered as a workflow, not an activity; "
-                "start it with manager.workflow(...)"
-            )
-        return defn
+        return self._lookup_as(
+            ref, ActivityDef, "a workflow, not an activity; start it with manager.workflow(...)"
+        )
 
     def workflow(self, ref: Callable[..., Any] | str) -> WorkflowDef:
         """The workflow registered as ``ref`` (function or name)."""
+        return self._lookup_as(
+            ref,
+            WorkflowDef,
+            "an activity, not a workflow; call it with manager.activity(...) inside a workflow",
+        )
+
+    def _lookup_as(self, ref: Callable[..., Any] | str, kind: type[D], other: str) -> D:
+        """``_lookup``, refused (``other``: what it is instead) unless it is a ``kind``."""
         defn = self._lookup(ref)
-        if not isinstance(defn, WorkflowDef):
-            raise errors.NotRegistered(
-                f"{_label(ref)} is registered as an activity, not a workflow; "
-                "call it with manager.activity(...) inside a workflow"
-            )
+        if not isinstance(defn, kind):
+            raise errors.NotRegistered(f"{_label(ref)} is registered as {other}")
         return defn
 
     def _lookup(self, ref: Callable[..., Any] | str) -> ActivityDef | WorkflowDef:

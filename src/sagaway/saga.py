@@ -28,7 +28,7 @@ class Saga:
         if execution is not None:
             # Hand-written until used as a block: a cancel delivered at the workflow's end
             # undoes what it holds then.
-            execution.open_sagas.append(self)
+            execution.cancels.open_sagas.append(self)
 
     def add_compensation(self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> None:
         """Register ``fn(*args, **kwargs)`` to undo the step just done.
@@ -84,8 +84,8 @@ class Saga:
 
     async def __aenter__(self) -> Saga:
         execution = current_execution()
-        if execution is not None and self in execution.open_sagas:
-            execution.open_sagas.remove(self)  # a block: its own end delivers a cancel
+        if execution is not None and self in execution.cancels.open_sagas:
+            execution.cancels.open_sagas.remove(self)  # a block: its own end delivers a cancel
         return self
 
     async def __aexit__(
@@ -103,7 +103,7 @@ class Saga:
                 try:
                     await cancel_points.at_saga_end(execution)
                 except errors.Cancelled as cancelled:
-                    if execution.cancelled_by_request(cancelled):
+                    if execution.cancels.by_request(cancelled):
                         await self.execute()
                     raise
             return
@@ -113,6 +113,6 @@ class Saga:
                 errors.WorkflowCancelled,  # a child it waited for was cancelled
             )
         else:
-            undo = execution.cancelled_by_request(exc)  # the workflow itself was cancelled
+            undo = execution.cancels.by_request(exc)  # the workflow itself was cancelled
         if undo:
             await self.execute()

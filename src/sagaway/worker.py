@@ -255,7 +255,7 @@ class Worker:
                     activities=0 if execution is None else execution.activities,
                     waiting=0 if execution is None else execution.waiting,
                     cancel_requested=entry.cancel_reason is not None
-                    or (execution is not None and execution.cancel_reason is not None),
+                    or (execution is not None and execution.cancels.reason is not None),
                 )
             )
         return states
@@ -295,13 +295,13 @@ class Worker:
             return
         entry.cancel_reason = entry.cancel_reason or reason
         if entry.execution is not None:
-            entry.execution.deliver_cancel(reason)
+            entry.execution.cancels.deliver(reason)
 
     def paused(self, run_id: str) -> None:
         """``run_id`` was paused: it stops here before its next durable call (``pausing``)."""
         entry = self._running.get(run_id)
         if entry is not None and entry.execution is not None:
-            entry.execution.deliver_pause()
+            entry.execution.cancels.deliver_pause()
 
     async def _read_cancel_requests(self, run_ids: list[str]) -> None:
         try:
@@ -345,7 +345,7 @@ class Worker:
             execution.cancel_requested = entry.cancelled
             execution.lease_renewed(entry.valid_until)
             if entry.cancel_reason is not None:
-                execution.deliver_cancel(entry.cancel_reason)
+                execution.cancels.deliver(entry.cancel_reason)
             entry.execution = execution
             await execution.run()
         except asyncio.CancelledError:

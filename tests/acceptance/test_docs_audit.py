@@ -3,34 +3,21 @@ page's SQL to prune the trail runs on SQLite."""
 
 from __future__ import annotations
 
-import os
-import re
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.acceptance.docs_examples import assert_prints, code_blocks, page, printed
 
 
 def _section() -> str:
-    page = (ROOT / "docs" / "security.md").read_text()
-    return page[page.index("## Audit trail") :]
+    text = page("security.md")
+    return text[text.index("## Audit trail") :]
 
 
 def test_the_audit_example_prints_the_trail(tmp_path: Path) -> None:
     section = _section()
-    code = re.findall(r"```python\n(.*?)```", section, re.S)[0]
-    expected = re.findall(r"It prints:\n\n```\n(.*?)```", section, re.S)[0]
-    script = tmp_path / "audit_demo.py"
-    script.write_text(code)
-    env = {k: v for k, v in os.environ.items() if k != "SAGAWAY_DATABASE_URL"}
-    env["PYTHONPATH"] = os.pathsep.join(sys.path)
-    out = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True,
-    ).stdout  # fmt: skip
-    assert out.splitlines() == expected.splitlines()
+    code = code_blocks(section)[0]
+    assert_prints(tmp_path, code, printed(section), "audit_demo.py")
     # The page's pruning statement for SQLite keeps recent entries and deletes old ones.
     [prune] = [line for line in _section().splitlines() if line.endswith("-- SQLite")]
     db = sqlite3.connect(tmp_path / "audit-demo.db")

@@ -3,19 +3,15 @@ none of the personal data in clear; a ciphertext copied to another row is refuse
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.acceptance.docs_examples import assert_prints, page
+
 EXAMPLES = re.findall(
-    r"```python\n(.*?)```\n\nIt prints:\n\n```\n(.*?)```",
-    (ROOT / "docs" / "codecs.md").read_text(),
-    re.S,
+    r"```python\n(.*?)```\n\nIt prints:\n\n```\n(.*?)```", page("codecs.md"), re.S
 )
 
 
@@ -29,13 +25,4 @@ def test_the_page_has_both_examples() -> None:
 def test_the_codecs_examples_print_what_the_page_says(
     tmp_path: Path, code: str, printed: str
 ) -> None:
-    script = tmp_path / "codecs_demo.py"
-    script.write_text(code)
-    env = {k: v for k, v in os.environ.items() if k != "SAGAWAY_DATABASE_URL"}
-    env["PYTHONPATH"] = os.pathsep.join(sys.path)
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == printed.splitlines()
+    assert_prints(tmp_path, code, printed, "codecs_demo.py")

@@ -2,26 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.acceptance.docs_examples import assert_prints, code_blocks, page, printed
 
 
 def test_the_patching_example_keeps_the_old_order_on_the_old_path(tmp_path: Path) -> None:
-    page = (ROOT / "docs" / "patching.md").read_text()
-    code = re.findall(r"```python\n(.*?)```", page, re.S)[0]
-    printed = re.findall(r"It prints:\n\n```\n(.*?)```", page, re.S)[0]
-    script = tmp_path / "patching_demo.py"
-    script.write_text(code)
-    env = {k: v for k, v in os.environ.items() if k != "SAGAWAY_DATABASE_URL"}
-    env["PYTHONPATH"] = os.pathsep.join(sys.path)
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == printed.splitlines()
+    text = page("patching.md")
+    assert_prints(tmp_path, code_blocks(text)[0], printed(text), "patching_demo.py")

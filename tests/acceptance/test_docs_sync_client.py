@@ -4,13 +4,11 @@ Django snippets (not run: no such dependency) are at least valid Python."""
 from __future__ import annotations
 
 import ast
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.acceptance.docs_examples import ROOT, printed, run_example
+
 PAGE = ROOT / "docs" / "sync-client.md"
 
 
@@ -20,17 +18,8 @@ def _blocks(lang: str) -> list[str]:
 
 def test_the_sync_client_example_prints_what_the_page_says(tmp_path: Path) -> None:
     example = next(code for code in _blocks("python") if "run_workers" in code)
-    script = tmp_path / "sync_demo.py"
-    script.write_text(example)
-    env = {k: v for k, v in os.environ.items() if k != "SAGAWAY_DATABASE_URL"}
-    env["PYTHONPATH"] = os.pathsep.join(sys.path)
-    out = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True,
-    ).stdout  # fmt: skip
-    page = PAGE.read_text()
-    printed = page.split("It prints:\n\n```\n", 1)[1].split("```", 1)[0]
-    assert out.splitlines() == printed.splitlines()
+    out = run_example(tmp_path, example, "sync_demo.py").stdout
+    assert out.splitlines() == printed(PAGE.read_text()).splitlines()
     assert out.splitlines()[0] == "Quote(sku='tea', total=21)"
 
 

@@ -106,9 +106,9 @@ class ActivityCalls(QueueAdmission):
             policy = policy.until_success
         elif previous is not None:
             # It failed before (the run was suspended): once cancelled, it is not tried again.
-            await self._cancel_here(call_id, kind, defn.name, previous.started_at, always=True)
+            await self.cancels.here(call_id, kind, defn.name, previous.started_at, always=True)
         else:
-            await self._cancel_here(call_id, kind, defn.name, self.engine.clock.now())
+            await self.cancels.here(call_id, kind, defn.name, self.engine.clock.now())
         # Counted while made (not a compensation): what ``settle`` waits for. Plain counters
         # rather than context managers: this runs for every activity call.
         forward = not compensation
@@ -197,7 +197,7 @@ class ActivityCalls(QueueAdmission):
         if observed:
             call.end_attempt("interrupted", cut)
         info = call.info
-        await self._cancel_here(
+        await self.cancels.here(
             info.call_id, call.kind, call.defn.name, call.started_at, always=True, detail=str(cut)
         )
         raise AssertionError("unreachable: the deadline has passed") from cut
@@ -258,7 +258,7 @@ class ActivityCalls(QueueAdmission):
                 await self._backoff(call, call.policy.interval(call.local))
             self._check_usable()  # the lease may have been lost meanwhile
             if call.kind is StepKind.ACTIVITY:
-                await self._cancel_here(
+                await self.cancels.here(
                     call.info.call_id, call.kind, call.defn.name, call.started_at
                 )
             return
@@ -280,24 +280,24 @@ class ActivityCalls(QueueAdmission):
         """Wait before the next attempt; an activity's wait ends early if it is cancelled (a
         compensation's does not: it is never interrupted)."""
         clock = self.engine.clock
-        if call.kind is StepKind.COMPENSATION or self.cancel_delivered:
+        if call.kind is StepKind.COMPENSATION or self.cancels.delivered:
             await clock.sleep(seconds)
             return
-        if self.pending_cancel() is not None:
+        if self.cancels.pending() is not None:
             return
-        # Slept in this task (a simulated clock must see who sleeps); ``deliver_cancel``
+        # Slept in this task (a simulated clock must see who sleeps); ``cancels.deliver``
         # interrupts it.
         task = asyncio.current_task()
         assert task is not None
-        self._backoffs.add(task)
+        self.cancels.backoffs.add(task)
         try:
-            await clock.sleep(self.until_cancel(seconds))
+            await clock.sleep(self.cancels.until(seconds))
         except asyncio.CancelledError:
-            if task not in self._interrupted or task.uncancel() > 0:
+            if task not in self.cancels.interrupted or task.uncancel() > 0:
                 raise  # a real cancel (shutdown, lost lease) goes on
         finally:
-            self._backoffs.discard(task)
-            self._interrupted.discard(task)
+            self.cancels.backoffs.discard(task)
+            self.cancels.interrupted.discard(task)
 
     def _classify(self, exc: BaseException, compensation: bool) -> StepStatus:
         if compensation:

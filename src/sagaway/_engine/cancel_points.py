@@ -28,25 +28,37 @@ SAGA_END = "saga end"
 WORKFLOW_END = "workflow end"
 
 
-async def at_saga_end(execution: ExecutionBase) -> None:
-    """The normal end of a saga block that holds compensations: raise ``Cancelled`` (recorded
-    here) if a cancellation is pending, so the block compensates; return if none is."""
+def marker_here(execution: ExecutionBase, kind: StepKind, name: str) -> tuple[str, bool | None]:
+    """The call id a marker step (``kind``, ``name``: a saga's end, a patch) takes here, and
+    whether the history records it there: True (the call id is taken), False (another call is
+    recorded there), None (nothing is: the marker is new)."""
     execution._check_usable()
     call_id = context.peek_call_id()
     step = execution.recorded.get(call_id)
-    if step is not None:
-        if step.kind is StepKind.CANCEL and step.name == SAGA_END:
-            context.next_call_id()
-            execution._replayed(call_id, StepKind.CANCEL, SAGA_END)  # raises Cancelled
+    if step is None:
+        return call_id, None
+    if step.kind is kind and step.name == name:
+        context.next_call_id()
+        return call_id, True
+    return call_id, False
+
+
+async def at_saga_end(execution: ExecutionBase) -> None:
+    """The normal end of a saga block that holds compensations: raise ``Cancelled`` (recorded
+    here) if a cancellation is pending, so the block compensates; return if none is."""
+    call_id, found = marker_here(execution, StepKind.CANCEL, SAGA_END)
+    if found:
+        execution._replayed(call_id, StepKind.CANCEL, SAGA_END)  # raises Cancelled
+    if found is not None:
         return  # another call is recorded here: it was not delivered here
-    if execution.replay_only or execution.cancel_delivered:
+    if execution.replay_only or execution.cancels.delivered:
         return
-    if execution.pending_cancel() is None:
+    if execution.cancels.pending() is None:
         run_id = execution.record.run_id
         requests = await execution._store_call(execution.engine.cancel_requests([run_id]))
         if run_id not in requests:
             return
-        execution.deliver_cancel(requests[run_id])
+        execution.cancels.deliver(requests[run_id])
     await deliver(execution, SAGA_END)
 
 
@@ -68,4 +80,4 @@ async def deliver(execution: ExecutionBase, name: str) -> None:
     if step is not None and step.kind is StepKind.CANCEL and step.name == name:
         execution._replayed(call_id, StepKind.CANCEL, name)  # delivered here before: raises
     now = execution.engine.clock.now()
-    await execution._cancel_here(call_id, StepKind.CANCEL, name, now)
+    await execution.cancels.here(call_id, StepKind.CANCEL, name, now)

@@ -8,7 +8,7 @@ from sagaway.states import StepStatus
 from sagaway.store.records import StepRecord
 
 CANCEL_TYPE = "sagaway.Cancelled"
-"""Error type of a step whose outcome is a delivered cancellation (see ``_cancel_here``)."""
+"""Error type of a step whose outcome is a delivered cancellation (see ``CancelDelivery.here``)."""
 
 
 def is_cancel_step(step: StepRecord) -> bool:

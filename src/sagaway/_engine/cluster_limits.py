@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import random
 from collections.abc import AsyncIterator, Callable
@@ -31,38 +32,30 @@ SLOT_POLL = (0.1, 0.3)
 for want of a slot looks again: a slot's release cannot be foreseen."""
 
 
+@dataclasses.dataclass(eq=False)
 class ClusterLimit:
     """The shared limits of one activity queue, kept in the database."""
 
-    def __init__(
-        self,
-        name: str,
-        queue: Queue,
-        store: Store,
-        clock: Clock,
-        lease_timeout: float,
-        wake: Callable[[], None],
-    ) -> None:
-        self.name = name
-        self.queue = queue
-        self._store = store
-        self._clock = clock
-        self._ttl = lease_timeout
-        self._wake = wake
-        """Makes this process's Recovery Worker look now (a release made a waiter due)."""
+    name: str
+    queue: Queue
+    store: Store
+    clock: Clock
+    lease_timeout: float
+    wake: Callable[[], None]
+    """Makes this process's Recovery Worker look now (a release made a waiter due)."""
 
     async def admit(self, holder: str) -> float | None:
         """None if an attempt of ``holder`` may start now (a slot is held for it); else the
         time to try again (never now)."""
-        now = self._clock.now()
-        retry_at = await self._store.acquire_queue_slot(
+        now = self.clock.now()
+        retry_at = await self.store.acquire_queue_slot(
             QueueAdmission(
                 queue=self.name,
                 holder=holder,
                 concurrency=self.queue.concurrency,
                 rate_per_second=self.queue.rate_per_second,
             ),
-            expires_at=now + self._ttl,
+            expires_at=now + self.lease_timeout,
             now=now,
         )
         if retry_at is None or retry_at > now:
@@ -79,20 +72,20 @@ class ClusterLimit:
             renewer.cancel()
             try:
                 await asyncio.shield(
-                    self._store.release_queue_slot(self.name, holder=holder, now=self._clock.now())
+                    self.store.release_queue_slot(self.name, holder=holder, now=self.clock.now())
                 )
             except Exception as exc:  # the slot lapses at its expiry instead
                 logger.warning("could not release a slot of queue %s: %s", self.name, exc)
             else:
-                self._wake()
+                self.wake()
 
     async def _renew(self, holder: str) -> None:
         while True:
-            await self._clock.sleep(self._ttl / 3)
-            now = self._clock.now()
+            await self.clock.sleep(self.lease_timeout / 3)
+            now = self.clock.now()
             try:
-                await self._store.renew_queue_slot(
-                    self.name, holder=holder, expires_at=now + self._ttl, now=now
+                await self.store.renew_queue_slot(
+                    self.name, holder=holder, expires_at=now + self.lease_timeout, now=now
                 )
             except Exception as exc:  # tried again at the next beat
                 logger.warning("could not renew a slot of queue %s: %s", self.name, exc)

@@ -30,7 +30,7 @@ class DeadlineCut(Exception):
 def cut_after(execution: ExecutionBase, defn: ActivityDef) -> float | None:
     """Seconds until an attempt of ``defn`` beginning now is cancelled (None: never)."""
     deadline = execution.record.deadline_at
-    if deadline is None or execution.cancel_delivered:
+    if deadline is None or execution.cancels.delivered:
         return None
     engine = execution.engine
     return max(deadline + engine.options.deadline_grace - engine.clock.now(), 0.0)

@@ -109,7 +109,7 @@ class WorkerSlot(Protocol):
         """Give the slot back (no-op if not held)."""
 
 
-class ExecutionBase(CancelDelivery):
+class ExecutionBase:
     """One attempt at running a workflow execution, owned through ``lease``: its state and the
     steps every durable call takes (replay, fencing, recording, unloading)."""
 
@@ -133,7 +133,8 @@ class ExecutionBase(CancelDelivery):
         """How this run left (telemetry): ``completed``, ``suspended``, ``waiting``, ..."""
         self.cancel_requested = False
         """Stopped because it was ended by request (terminate) or elsewhere: no release."""
-        self._init_cancellation(record, steps)
+        self.cancels = CancelDelivery(self, steps)
+        """Its cancellation's state and delivery."""
         self._init_replay()
         self.inflight = 0
         """Durable calls running now (activities, in-worker waits): a workflow is unloaded to
@@ -275,7 +276,7 @@ class ExecutionBase(CancelDelivery):
             self.replayed_ids.add(call_id)
         if step is not None and is_cancel_step(step):
             # Where the cancellation was delivered before: delivered here again.
-            self.cancel_delivered = True
+            self.cancels.delivered = True
             context.note_completion(step.ended_at or 0.0)
             message = (serialization.error_summary(step.error) or {}).get("message", "")
             raise errors.Cancelled(str(message))

@@ -50,7 +50,7 @@ class Execution(ActivityCalls, WaitCalls):
                 args, kwargs = self.defn.codec.decode_args(self.record.args)
                 value = await self.defn.fn(*args, **kwargs)
             except errors.Cancelled as exc:
-                if self.cancelled_by_request(exc):
+                if self.cancels.by_request(exc):
                     await self._cancelled(exc)
                 return  # else ownership lost or ended by request; the new owner carries on
             except Unload:
@@ -71,7 +71,7 @@ class Execution(ActivityCalls, WaitCalls):
             if self.doomed is not None:
                 await self._suspend(self.doomed)
                 return
-            if self.pending_cancel() is not None or cancel_points.recorded_at_end(self):
+            if self.cancels.pending() is not None or cancel_points.recorded_at_end(self):
                 # Known here already, or delivered at the end before a crash: ends CANCELLED.
                 await self._cancel_at_end()
                 return
@@ -84,7 +84,7 @@ class Execution(ActivityCalls, WaitCalls):
                 await self._finish(WorkflowStatus.COMPLETED, result, None)
             except CancelPending as pending:
                 # Accepted while the last steps ran, unseen: the end delivers it.
-                self.deliver_cancel(pending.reason)
+                self.cancels.deliver(pending.reason)
                 await self._cancel_at_end()
         except (errors.LeaseLost, errors.Cancelled):
             self.outcome = "lease_lost"
@@ -130,7 +130,7 @@ class Execution(ActivityCalls, WaitCalls):
             await cancel_points.deliver(self, cancel_points.WORKFLOW_END)
         except errors.Cancelled as exc:
             # Hand-written sagas still holding compensations are undone, newest first.
-            for saga in reversed(self.open_sagas):
+            for saga in reversed(self.cancels.open_sagas):
                 if saga.pending:
                     await saga.execute()
             await self._cancelled(exc)
@@ -148,7 +148,7 @@ class Execution(ActivityCalls, WaitCalls):
     async def _unloaded(self) -> None:
         """WAITING was committed with the wait, the lease given up: the wait's end re-runs it.
         Or it was paused: what finished is written and the lease given up here."""
-        if self.pause_delivered:
+        if self.cancels.pause_delivered:
             await self.flush()
             await self.engine.release(self.record.run_id, self.lease.token)
             self.outcome = "paused"
@@ -179,7 +179,7 @@ class Execution(ActivityCalls, WaitCalls):
                         now=now,
                         final_step=final_step,
                         has_parent=self.record.parent_key is not None,
-                        cancel_seen=self.cancel_delivered,
+                        cancel_seen=self.cancels.delivered,
                     ),
                     answers=(CancelPending,),  # the end refused: delivered at the end
                 )

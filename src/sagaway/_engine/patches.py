@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sagaway._engine import context
+from sagaway._engine.cancel_points import marker_here
 from sagaway._engine.execution import ReplayFrontier
 from sagaway.states import StepKind, StepStatus
 
@@ -28,15 +29,11 @@ if TYPE_CHECKING:
 
 def patched(execution: Execution, change_id: str) -> bool:
     """Whether this execution takes the new path of ``change_id`` here (see the module)."""
-    execution._check_usable()
-    call_id = context.peek_call_id()
-    step = execution.recorded.get(call_id)
-    if step is not None:
-        if step.kind is StepKind.PATCH and step.name == change_id:
-            context.next_call_id()
-            execution.replayed_ids.add(call_id)
-            return True
-        return False  # the old code's call is recorded here: the old path
+    call_id, found = marker_here(execution, StepKind.PATCH, change_id)
+    if found:
+        execution.replayed_ids.add(call_id)
+    if found is not None:
+        return found  # False: the old code's call is recorded here, the old path
     if execution.replay_only:
         raise ReplayFrontier(call_id)
     context.next_call_id()

@@ -43,11 +43,11 @@ class QueueAdmission(ExecutionBase):
                 await self._unload_for_queue(limit.name, retry_at)
             with self._waiting_here():
                 await self.engine.clock.sleep(
-                    self.until_cancel(max(retry_at - self.engine.clock.now(), 0.0))
+                    self.cancels.until(max(retry_at - self.engine.clock.now(), 0.0))
                 )
             self._check_usable()
             if kind is StepKind.ACTIVITY:
-                await self._cancel_here(call_id, kind, defn.name, started_at)
+                await self.cancels.here(call_id, kind, defn.name, started_at)
 
     async def _unload_for_queue(self, queue: str, retry_at: float) -> None:
         """Commit WAITING until ``retry_at`` and unload (raises Unload), unless other work
@@ -83,8 +83,8 @@ class QueueAdmission(ExecutionBase):
                 await wait_event_or_sleep(
                     engine.paused_calls.changed,
                     engine.clock,
-                    self.until_cancel(pausing.RECHECK),
+                    self.cancels.until(pausing.RECHECK),
                 )
             self._check_usable()
             if kind is StepKind.ACTIVITY:
-                await self._cancel_here(call_id, kind, defn.name, started_at)
+                await self.cancels.here(call_id, kind, defn.name, started_at)

@@ -11,6 +11,7 @@ creates a new execution.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Collection
 
@@ -33,31 +34,24 @@ FIRST_DELAY = 60.0
 soon, but not in the rush of a process starting."""
 
 
+@dataclasses.dataclass(eq=False)
 class RetentionPurger:
     """Purges, every ``interval`` seconds, the executions that ended more than ``retention``
     seconds ago. Errors are logged and the next round tries again; it never stops the worker."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        retention: float,
-        *,
-        interval: float = DEFAULT_INTERVAL,
-        batch_size: int = DEFAULT_BATCH,
-        statuses: Collection[WorkflowStatus] | None = None,
-    ) -> None:
-        self.engine = engine
-        self.retention = retention
-        self.interval = interval
-        self.batch_size = batch_size
-        self.statuses = statuses
-        self.rounds = 0
-        """Background purges finished (with or without an error): tests wait on it."""
-        self.purged = 0
-        """Executions purged by this purger so far."""
-        self.round_done = asyncio.Event()
-        """Set after each background purge."""
-        self._task: asyncio.Task[None] | None = None
+    engine: Engine
+    retention: float
+    _: dataclasses.KW_ONLY
+    interval: float = DEFAULT_INTERVAL
+    batch_size: int = DEFAULT_BATCH
+    statuses: Collection[WorkflowStatus] | None = None
+    rounds: int = dataclasses.field(default=0, init=False)
+    """Background purges finished (with or without an error): tests wait on it."""
+    purged: int = dataclasses.field(default=0, init=False)
+    """Executions purged by this purger so far."""
+    round_done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event, init=False)
+    """Set after each background purge."""
+    _task: asyncio.Task[None] | None = dataclasses.field(default=None, init=False)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="sagaway-retention")

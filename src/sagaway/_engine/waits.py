@@ -52,7 +52,7 @@ class WaitCalls(ExecutionBase):
             wake_at = now + seconds
         if wake_at > now:
             # A timer that has run out is over, cancelled or not: a replay returns it as well.
-            await self._cancel_here(call_id, StepKind.SLEEP, "sleep", started_at, always=True)
+            await self.cancels.here(call_id, StepKind.SLEEP, "sleep", started_at, always=True)
         if previous is None or previous.result is None:
             step = self._step(
                 call_id,
@@ -76,14 +76,14 @@ class WaitCalls(ExecutionBase):
                     left = wake_at - engine.clock.now()
                     if left <= 0:
                         return
-                    await self._cancel_here(
+                    await self.cancels.here(
                         call_id, StepKind.SLEEP, "sleep", started_at, always=True
                     )
                     if left >= WAIT_IN_PROCESS and self.inflight == 1:
                         break  # begun beside other work, which has ended: only this timer is left
                     self._inflight_dropped.clear()
                     await wait_event_or_sleep(
-                        self._inflight_dropped, engine.clock, self.until_cancel(left, always=True)
+                        self._inflight_dropped, engine.clock, self.cancels.until(left, always=True)
                     )
             # Wait durably instead of holding a lease (and memory) until the timer fires.
             await self._before_durable_action()
@@ -128,7 +128,7 @@ class WaitCalls(ExecutionBase):
                 # Every pending outcome is written before a wait may unload the workflow (an
                 # unload gives the lease up: nothing could be written afterwards).
                 await self._before_durable_action()
-                await self._cancel_here(call_id, StepKind.SIGNAL, name, started_at, always=True)
+                await self.cancels.here(call_id, StepKind.SIGNAL, name, started_at, always=True)
                 now = engine.clock.now()
                 expired = deadline is not None and now >= deadline
                 if not expired:
@@ -163,11 +163,11 @@ class WaitCalls(ExecutionBase):
         self, watcher: asyncio.Event, deadline: float | None, now: float
     ) -> None:
         """Another branch is busy: wait here, woken by a local send, a cancel or polling."""
-        wait = self.until_cancel(self.engine.poll_interval, always=True)
+        wait = self.cancels.until(self.engine.poll_interval, always=True)
         if deadline is not None:
             wait = min(wait, max(deadline - now, 0.0))
         with self._waiting_beside(watcher):
-            if self.pending_cancel(always=True) is None:  # it may have come meanwhile
+            if self.cancels.pending(always=True) is None:  # it may have come meanwhile
                 await wait_event_or_sleep(watcher, self.engine.clock, wait)
 
     async def _take_signal(
@@ -296,7 +296,7 @@ class WaitCalls(ExecutionBase):
         child_key = key or keys.derived_key(self.record, call_id)
         await self._before_durable_action()
         now = engine.clock.now()
-        await self._cancel_here(call_id, StepKind.CHILD, defn.name, now)
+        await self.cancels.here(call_id, StepKind.CHILD, defn.name, now)
         answers = (errors.IdempotencyConflict, errors.WorkflowAlreadyExists, ValueError)
         start = functools.partial(
             engine.start_child,
@@ -370,7 +370,7 @@ class WaitCalls(ExecutionBase):
         engine = self.engine
         while True:
             await self._before_durable_action()  # as in call_receive: before a possible unload
-            reason = self.pending_cancel(always=True)
+            reason = self.cancels.pending(always=True)
             if reason is not None:
                 child = await self._store_call(engine.store.get_workflow(child_key))
                 if child is not None and child.parent_key == self.key:
@@ -381,7 +381,7 @@ class WaitCalls(ExecutionBase):
                             ),
                             answers=(errors.WorkflowNotFound,),
                         )
-                await self._cancel_here(
+                await self.cancels.here(
                     call_id, StepKind.CHILD_RESULT, defn.name, started_at, always=True
                 )
             unload = self.inflight == 0
@@ -411,11 +411,11 @@ class WaitCalls(ExecutionBase):
             # all that is left (a child that never ends must not hold the lease forever).
             watcher = asyncio.Event()
             with self._waiting_beside(watcher):
-                if self.pending_cancel(always=True) is not None:
+                if self.cancels.pending(always=True) is not None:
                     continue  # one came during the read
                 waits = [engine.wait_for_end(child.run_id, child_key, None), watcher.wait()]
                 if self.record.deadline_at is not None:
-                    waits.append(engine.clock.sleep(self.until_cancel(float("inf"), always=True)))
+                    waits.append(engine.clock.sleep(self.cancels.until(float("inf"), always=True)))
                 await _first_of(*waits)
 
 

@@ -19,7 +19,7 @@ import asyncio
 import hashlib
 import json
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from sagaway import errors, search
 from sagaway._engine.engine import Engine, EngineRef
@@ -45,6 +45,17 @@ writer, an unpaced batch took about 60% of the workers' throughput while it ran;
 under 10% (docs/batch.md, "Measured")."""
 
 Outcome = tuple[BatchOutcome, str | None]
+
+
+class BatchPacing(TypedDict, total=False):
+    """The options of ``BatchCalls.batch`` every batch takes, which the one-action shorthands
+    (``batch_cancel`` ...) pass on as they are: ``rate`` (calls a second, ``DEFAULT_RATE``
+    unless given), ``page_size`` (``DEFAULT_PAGE``), ``dry_run`` and ``on_item``."""
+
+    rate: float | None
+    page_size: int
+    dry_run: bool
+    on_item: Callable[[BatchItem], None] | None
 
 
 def signal_dedupe_id(name: str, payload: Any) -> str:
@@ -142,65 +153,28 @@ class BatchCalls:
         filter: WorkflowFilter,
         *,
         reason: str = "cancelled by a batch",
-        rate: float | None = DEFAULT_RATE,
-        page_size: int = DEFAULT_PAGE,
-        dry_run: bool = False,
-        on_item: Callable[[BatchItem], None] | None = None,
+        **pacing: Unpack[BatchPacing],
     ) -> BatchReport:
         """``batch("cancel", filter, ...)``: each selected live workflow compensates and ends
         CANCELLED (cooperatively, as ``Manager.cancel``)."""
-        return await self.batch(
-            BatchAction.CANCEL,
-            filter,
-            reason=reason,
-            rate=rate,
-            page_size=page_size,
-            dry_run=dry_run,
-            on_item=on_item,
-        )
+        return await self.batch(BatchAction.CANCEL, filter, reason=reason, **pacing)
 
     async def batch_terminate(
         self,
         filter: WorkflowFilter,
         *,
         reason: str = "terminated by a batch",
-        rate: float | None = DEFAULT_RATE,
-        page_size: int = DEFAULT_PAGE,
-        dry_run: bool = False,
-        on_item: Callable[[BatchItem], None] | None = None,
+        **pacing: Unpack[BatchPacing],
     ) -> BatchReport:
         """``batch("terminate", filter, ...)``: each selected live workflow ends TERMINATED at
         once, without compensating."""
-        return await self.batch(
-            BatchAction.TERMINATE,
-            filter,
-            reason=reason,
-            rate=rate,
-            page_size=page_size,
-            dry_run=dry_run,
-            on_item=on_item,
-        )
+        return await self.batch(BatchAction.TERMINATE, filter, reason=reason, **pacing)
 
     async def batch_retry(
-        self,
-        filter: WorkflowFilter,
-        *,
-        reason: str | None = None,
-        rate: float | None = DEFAULT_RATE,
-        page_size: int = DEFAULT_PAGE,
-        dry_run: bool = False,
-        on_item: Callable[[BatchItem], None] | None = None,
+        self, filter: WorkflowFilter, *, reason: str | None = None, **pacing: Unpack[BatchPacing]
     ) -> BatchReport:
         """``batch("retry", filter, ...)``: each selected SUSPENDED workflow becomes due now."""
-        return await self.batch(
-            BatchAction.RETRY,
-            filter,
-            reason=reason,
-            rate=rate,
-            page_size=page_size,
-            dry_run=dry_run,
-            on_item=on_item,
-        )
+        return await self.batch(BatchAction.RETRY, filter, reason=reason, **pacing)
 
     async def batch_signal(
         self,
@@ -210,10 +184,7 @@ class BatchCalls:
         *,
         dedupe_id: str | None = None,
         reason: str | None = None,
-        rate: float | None = DEFAULT_RATE,
-        page_size: int = DEFAULT_PAGE,
-        dry_run: bool = False,
-        on_item: Callable[[BatchItem], None] | None = None,
+        **pacing: Unpack[BatchPacing],
     ) -> BatchReport:
         """``batch("signal", filter, signal=name, payload=...)``: send the signal ``name`` to
         each selected live workflow, once per ``dedupe_id``."""
@@ -224,10 +195,7 @@ class BatchCalls:
             payload=payload,
             dedupe_id=dedupe_id,
             reason=reason,
-            rate=rate,
-            page_size=page_size,
-            dry_run=dry_run,
-            on_item=on_item,
+            **pacing,
         )
 
     def _action(

@@ -19,7 +19,7 @@ Health checks need nothing: orchestrators probe them without secrets.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import grpc
@@ -29,6 +29,7 @@ from google.protobuf.message import Message
 from sagaway.credentials import Credentials
 from sagaway.principals import ALL_ROLES, Principal, acting_as, set_current_principal
 from sagaway.server import roles
+from sagaway.server.grpc_types import Continuation, Handler
 
 logger = logging.getLogger("sagaway.server")
 _OPEN_PREFIX = "/grpc.health.v1.Health/"
@@ -108,9 +109,7 @@ async def _admit(
     return found
 
 
-def _guarded(
-    handler: grpc.RpcMethodHandler[Any, Any], method: str, gate: Gate
-) -> grpc.RpcMethodHandler[Any, Any]:
+def _guarded(handler: Handler, method: str, gate: Gate) -> Handler:
     if handler.unary_unary is not None:
         behavior: Any = handler.unary_unary
 
@@ -152,12 +151,8 @@ class TokenAuth(grpc.aio.ServerInterceptor):
         self.gate = gate
 
     async def intercept_service(
-        self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
-        ],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        self, continuation: Continuation, details: grpc.HandlerCallDetails
+    ) -> Handler | None:
         handler = await continuation(details)
         if handler is None or details.method.startswith(_OPEN_PREFIX):
             return handler

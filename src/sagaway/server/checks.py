@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import grpc
@@ -17,6 +17,7 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from sagaway._engine import cron
 from sagaway._engine.text_checks import check_name, check_plain
+from sagaway.server.grpc_types import Continuation, Handler
 from sagaway.server.status import Refusal
 from sagaway.states import WorkflowStatus
 
@@ -189,7 +190,7 @@ async def _refuse(request: _Corrupt, context: grpc.aio.ServicerContext[Any, Any]
     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.why)
 
 
-def _guard(handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+def _guard(handler: Handler) -> Handler:
     parse = _parse(handler.request_deserializer)
     if handler.unary_unary is not None:
         behavior: Any = handler.unary_unary
@@ -221,12 +222,8 @@ class WireGuard(grpc.aio.ServerInterceptor):
     gRPC's UNKNOWN with the parser's stack trace in the server's log."""
 
     async def intercept_service(
-        self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
-        ],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        self, continuation: Continuation, details: grpc.HandlerCallDetails
+    ) -> Handler | None:
         handler = await continuation(details)
         if handler is None or handler.request_streaming or not details.method.startswith(_GUARDED):
             return handler

@@ -59,31 +59,22 @@ def record_from_row(row: Row) -> AuditRecord:
     )
 
 
+_BOUNDS = (
+    ("before", "seq < {param}"),
+    ("since", "at >= {param}"),
+    ("until", "at < {param}"),
+    ("run_id", "run_id = {param}"),
+    ("target", "target = {param}"),
+    ("actor", "(actor = {param} OR on_behalf_of = {param})"),
+)
+"""The filters of an audit page by a bound parameter: each value given adds its condition."""
+
+
 def list_query(dialect: Dialect, query: AuditQuery) -> tuple[str, dict[str, Any]]:
     """The SQL text and parameters of a page of the trail, composed of fixed fragments for
     the filters given (values are always bound parameters): newest first, by ``seq``."""
     p = dialect.param
     where = ["TRUE"]
-    # Only the bounds given: without any, a page walks the primary key from the newest entry
-    # and stops at LIMIT (infinite bounds on `at` would have the planner sort the whole trail).
-    if query.before_seq is not None:
-        where.append(f"seq < {p('before')}")
-    if query.since is not None:
-        where.append(f"at >= {p('since')}")
-    if query.until is not None:
-        where.append(f"at < {p('until')}")
-    if query.run_id is not None:
-        where.append(f"run_id = {p('run_id')}")
-    if query.target is not None:
-        where.append(f"target = {p('target')}")
-    if query.actor is not None:
-        where.append(f"(actor = {p('actor')} OR on_behalf_of = {p('actor')})")
-    if query.actions:
-        where.append(
-            "action = ANY(%(actions)s::text[])"
-            if dialect.arrays
-            else "action IN (SELECT value FROM json_each(:actions))"
-        )
     values: dict[str, Any] = {
         "before": query.before_seq,
         "since": query.since,
@@ -94,6 +85,13 @@ def list_query(dialect: Dialect, query: AuditQuery) -> tuple[str, dict[str, Any]
         "actions": _array(sorted(query.actions), dialect),
         "limit": dialect.no_limit if query.limit < 0 else query.limit,
     }
+    where.extend(bound.format(param=p(name)) for name, bound in _BOUNDS if values[name] is not None)
+    if query.actions:
+        where.append(
+            "action = ANY(%(actions)s::text[])"
+            if dialect.arrays
+            else "action IN (SELECT value FROM json_each(:actions))"
+        )
     text = (
         f"SELECT {COLUMNS} FROM audit_log WHERE {' AND '.join(where)} "
         f"ORDER BY seq DESC LIMIT {p('limit')}"

@@ -1,9 +1,13 @@
 """The verbs both SQL stores hand to collaborators (schedules, audit trail, queue limits,
-pauses, outputs): each dialect builds its five (given its way to run a transaction) and this class
-forwards to them, so the forwarding is written once for both and the signatures only in the
-contract."""
+pauses, outputs): each dialect names its five classes (``KINDS``), and this class builds them
+given the dialect's way to run a transaction and forwards to them, so the building and the
+forwarding are written once for both and the signatures only in the contract."""
 
 from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from sagaway.store.contract import AuditVerbs, QueueLimitVerbs, ScheduleVerbs
 from sagaway.store.forwarding import forward
@@ -11,24 +15,31 @@ from sagaway.store.output_verbs import OutputVerbs
 from sagaway.store.pause_verbs import PauseVerbs
 
 
-class Collaborators:
-    """Forwards the schedule, audit, queue limit and output verbs of a store to its
-    collaborators."""
+@dataclasses.dataclass(frozen=True)
+class Kinds:
+    """A dialect's five collaborator classes, each built given the dialect's way to run a
+    transaction (``SQLiteStore._call``, ``PostgresStore._run``)."""
 
-    def __init__(
-        self,
-        *,
-        schedules: ScheduleVerbs,
-        audit: AuditVerbs,
-        queue_limits: QueueLimitVerbs,
-        pauses: PauseVerbs,
-        outputs: OutputVerbs,
-    ) -> None:
-        self._schedules = schedules
-        self._pauses = pauses
-        self._audit = audit
-        self._queue_limits = queue_limits
-        self._outputs = outputs
+    schedules: Callable[[Any], ScheduleVerbs]
+    audit: Callable[[Any], AuditVerbs]
+    queue_limits: Callable[[Any], QueueLimitVerbs]
+    pauses: Callable[[Any], PauseVerbs]
+    outputs: Callable[[Any], OutputVerbs]
+
+
+class Collaborators:
+    """Forwards the schedule, audit, queue limit, pause and output verbs of a store to its
+    collaborators, built from the dialect's ``KINDS``."""
+
+    KINDS: ClassVar[Kinds]
+
+    def __init__(self, run: object) -> None:
+        kinds = self.KINDS
+        self._schedules = kinds.schedules(run)
+        self._audit = kinds.audit(run)
+        self._queue_limits = kinds.queue_limits(run)
+        self._pauses = kinds.pauses(run)
+        self._outputs = kinds.outputs(run)
 
     put_schedule = forward(ScheduleVerbs.put_schedule, "_schedules")
     list_schedules = forward(ScheduleVerbs.list_schedules, "_schedules")

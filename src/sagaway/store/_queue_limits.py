@@ -50,12 +50,7 @@ class Slot:
 
     def params(self) -> dict[str, Any]:
         """The parameters of the slot statements (``holds_queue_slot``, ``take_queue_slot`` ...)."""
-        return {
-            "queue": self.queue,
-            "holder": self.holder,
-            "now": self.now,
-            "expires_at": self.expires_at,
-        }
+        return dataclasses.asdict(self)  # its fields are the statements' parameters
 
     def wake(self) -> dict[str, Any]:
         """``wake_queue_waiter``: the execution waiting longest for this queue, due now."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from typing import TYPE_CHECKING, Any
 
 from sagaway import observe
@@ -185,8 +184,7 @@ class MetricsObserver(observe.Observer):
             self.workflows.labels(status.value).set(counts.get(status, 0))
 
 
-_lock = threading.Lock()
-_installed: MetricsObserver | None = None
+_installed: observe.Installed[MetricsObserver] = observe.Installed()
 
 
 def enable_metrics(registry: CollectorRegistry | None = None) -> CollectorRegistry:
@@ -195,32 +193,29 @@ def enable_metrics(registry: CollectorRegistry | None = None) -> CollectorRegist
     None: a registry of Sagaway's own (serve it, or pass ``prometheus_client.REGISTRY`` to
     count into the default one). Calling it again returns the registry already in use.
     """
-    global _installed
-    with _lock:
-        if _installed is not None:
-            if registry is not None and registry is not _installed.registry:
+    with _installed.lock:
+        current = _installed.current
+        if current is not None:
+            if registry is not None and registry is not current.registry:
                 raise ValueError(
                     "metrics are already enabled with another registry; call "
                     "disable_metrics() first"
                 )
-            return _installed.registry
-        _installed = MetricsObserver(registry if registry is not None else CollectorRegistry())
-        observe.install(_installed)
-        return _installed.registry
+            return current.registry
+        observer = MetricsObserver(registry if registry is not None else CollectorRegistry())
+        _installed.put(observer)
+        return observer.registry
 
 
 def disable_metrics() -> None:
     """Stop counting (the registry keeps the values counted so far)."""
-    global _installed
-    with _lock:
-        if _installed is not None:
-            observe.uninstall(_installed)
-            _installed = None
+    _installed.clear()
 
 
 def metrics_registry() -> CollectorRegistry | None:
     """The registry the engine counts into, None while metrics are off."""
-    return None if _installed is None else _installed.registry
+    current = _installed.current
+    return None if current is None else current.registry
 
 
 def exposition() -> tuple[bytes, str]:
@@ -233,9 +228,10 @@ def exposition() -> tuple[bytes, str]:
 
 async def refresh_statuses(manager: Manager) -> None:
     """Read how many executions are in each status and set the ``sagaway_workflows`` gauge."""
-    if _installed is None:
+    current = _installed.current
+    if current is None:
         raise RuntimeError("metrics are not enabled: call sagaway.telemetry.enable_metrics()")
-    _installed.set_statuses(await manager.count_workflows())
+    current.set_statuses(await manager.count_workflows())
 
 
 class StatusPoller:

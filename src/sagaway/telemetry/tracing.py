@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import threading
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -147,21 +146,16 @@ def _parent(trace_context: str | None) -> otel_context.Context | None:
     return _PROPAGATOR.extract(carrier)
 
 
-_lock = threading.Lock()
-_installed: TracingObserver | None = None
+_installed: observe.Installed[TracingObserver] = observe.Installed()
 
 
 def enable_tracing(tracer_provider: TracerProvider | None = None) -> None:
     """Make spans of workflows, runs and attempts with ``tracer_provider`` (default: the
     global one, ``opentelemetry.trace.set_tracer_provider``). Calling it again replaces the
     provider."""
-    global _installed
     tracer = trace.get_tracer("sagaway", _version(), tracer_provider=tracer_provider)
-    with _lock:
-        if _installed is not None:
-            observe.uninstall(_installed)
-        _installed = TracingObserver(tracer)
-        observe.install(_installed)
+    with _installed.lock:
+        _installed.put(TracingObserver(tracer))
 
 
 def _version() -> str | None:
@@ -172,8 +166,5 @@ def _version() -> str | None:
 
 
 def disable_tracing() -> None:
-    global _installed
-    with _lock:
-        if _installed is not None:
-            observe.uninstall(_installed)
-            _installed = None
+    """Stop making spans."""
+    _installed.clear()

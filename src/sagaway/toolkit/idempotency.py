@@ -47,7 +47,7 @@ import pydantic_core
 
 from sagaway import errors, serialization
 from sagaway.clock import Clock, SystemClock
-from sagaway.toolkit import localdb
+from sagaway.toolkit import _tables, localdb
 
 T = TypeVar("T")
 
@@ -171,10 +171,7 @@ class IdempotencyKeys:
 
     def install(self, conn: localdb.Connection) -> None:
         """Create the table if it does not exist (idempotent; commits)."""
-        dialect = localdb.dialect_of(conn)
-        with localdb.transaction(conn):
-            for statement in _SCHEMA[dialect]:
-                conn.execute(statement)
+        _tables.install(conn, _SCHEMA)
 
     def run(
         self,

@@ -40,7 +40,7 @@ from psycopg.rows import DictRow
 from sagaway import errors
 from sagaway.states import WorkflowStatus
 from sagaway.store import _listing, _params, _rows
-from sagaway.store._collaborators import Collaborators
+from sagaway.store._collaborators import Collaborators, Kinds
 from sagaway.store._fork import Fork
 from sagaway.store._group_commit import GroupCommit
 from sagaway.store._sql_verbs import SQLVerbs
@@ -92,16 +92,11 @@ class PostgresStore(Connection, SQLVerbs, Collaborators):
     """Store in one schema of a PostgreSQL database (``create=False``: an existing Sagaway schema
     only, see ``open_store``)."""
 
+    KINDS = Kinds(Schedules, Audit, QueueLimits, Pauses, Outputs)
+
     def __init__(self, url: str, *, create: bool = True) -> None:
         super().__init__(url, create=create)
-        Collaborators.__init__(
-            self,
-            schedules=Schedules(self._run),
-            audit=Audit(self._run),
-            queue_limits=QueueLimits(self._run),
-            pauses=Pauses(self._run),
-            outputs=Outputs(self._run),
-        )
+        Collaborators.__init__(self, self._run)
         # Group commit (see _group_commit): under load, the starts, steps and ends of many
         # workflows share statements.
         self._step_commits: GroupCommit[tuple[StepRecord, str], None] = GroupCommit(

@@ -1,13 +1,14 @@
-"""Pauses on SQLite (see ``store.pause_verbs``): each verb one job of the writer."""
+"""Pauses on SQLite (see ``store.pause_verbs``; the verbs are ``_pauses.SQLPauses``): each
+verb one job of the writer."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
+from typing import Any
 
-from sagaway.store import _pauses
-from sagaway.store.records import AuditNote, PausedCallRecord
+from sagaway.store._pauses import Change, SQLPauses
 from sagaway.store.sql import queries
 from sagaway.store.sqlite.audit import write as audit_entry
 from sagaway.store.sqlite.jobs import Call
@@ -15,63 +16,24 @@ from sagaway.store.sqlite.jobs import Call
 _Q = queries("sqlite")
 
 
-class Pauses:
+class Pauses(SQLPauses):
     """The pause verbs of ``SQLiteStore``."""
 
     def __init__(self, call: Call) -> None:
         self._call = call
 
-    async def pause_workflow(
-        self, run_id: str, *, paused: bool, now: float, audit: AuditNote | None = None
-    ) -> bool:
-        query = "pause_workflow" if paused else "resume_workflow"
-
+    async def _change(self, change: Change) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
-            if conn.execute(_Q[query], _pauses.workflow_params(run_id, now)).rowcount != 1:
+            if conn.execute(_Q[change.query], change.params).rowcount != 1:
                 return False
-            audit_entry(conn, audit, run_id=run_id)
+            if change.then is not None:
+                conn.execute(_Q[change.then], change.params)
+            audit_entry(conn, change.audit, **change.about)
             return True
 
         return bool(await self._call(op))
 
-    async def paused_runs(self, run_ids: Collection[str]) -> set[str]:
-        params = {"run_ids": json.dumps(sorted(run_ids))}
-
-        def op(conn: sqlite3.Connection) -> set[str]:
-            return {row[0] for row in conn.execute(_Q["paused_runs"], params).fetchall()}
-
-        found: set[str] = await self._call(op)
-        return found
-
-    async def pause_calls(
-        self,
-        kind: str,
-        name: str,
-        *,
-        paused: bool,
-        reason: str,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> bool:
-        params = _pauses.calls_params(kind, name, reason, now)
-
-        def op(conn: sqlite3.Connection) -> bool:
-            if paused:
-                changed = conn.execute(_Q["pause_calls"], params).rowcount == 1
-            else:
-                changed = conn.execute(_Q["resume_calls"], params).rowcount == 1
-                if changed:
-                    conn.execute(_Q["wake_paused_calls"], params)
-            if changed:
-                audit_entry(conn, audit, target=f"{kind}:{name}")
-            return changed
-
-        return bool(await self._call(op))
-
-    async def list_paused_calls(self) -> list[PausedCallRecord]:
-        def op(conn: sqlite3.Connection) -> list[PausedCallRecord]:
-            rows = conn.execute(_Q["list_paused_calls"]).fetchall()
-            return [PausedCallRecord(k, n, r, float(at)) for k, n, r, at in rows]
-
-        found: list[PausedCallRecord] = await self._call(op)
-        return found
+    async def _rows(self, query: str, run_ids: Collection[str] | None) -> Sequence[Any]:
+        params = {} if run_ids is None else {"run_ids": json.dumps(sorted(run_ids))}
+        rows: list[Any] = await self._call(lambda conn: conn.execute(_Q[query], params).fetchall())
+        return rows

@@ -19,7 +19,7 @@ from sagaway.store import (
     _purge,
     _rows,
 )
-from sagaway.store._collaborators import Collaborators
+from sagaway.store._collaborators import Collaborators, Kinds
 from sagaway.store._fork import Fork
 from sagaway.store._sql_verbs import SQLVerbs
 from sagaway.store.contract import CancelPending, CreateResult
@@ -51,16 +51,11 @@ class SQLiteStore(Writer, SQLVerbs, Collaborators):
     """Store on one SQLite file (``create=False``: an existing Sagaway file only, see
     ``open_store``)."""
 
+    KINDS = Kinds(Schedules, Audit, QueueLimits, Pauses, Outputs)
+
     def __init__(self, url: str, *, create: bool = True) -> None:
         super().__init__(url, create=create)
-        Collaborators.__init__(
-            self,
-            schedules=Schedules(self._call),
-            audit=Audit(self._call),
-            queue_limits=QueueLimits(self._call),
-            pauses=Pauses(self._call),
-            outputs=Outputs(self._call),
-        )
+        Collaborators.__init__(self, self._call)
 
     async def server_time(self) -> float | None:
         """None: an SQLite file is used from one machine, whose clock every process shares."""

@@ -21,7 +21,7 @@ import pydantic_core
 
 from sagaway import serialization
 from sagaway.clock import Clock, SystemClock
-from sagaway.toolkit import localdb
+from sagaway.toolkit import _tables, localdb
 
 T = TypeVar("T")
 _SQLITE, _PG = localdb.Dialect.SQLITE, localdb.Dialect.POSTGRES
@@ -208,10 +208,7 @@ class Outbox:
 
     def install(self, conn: localdb.Connection) -> None:
         """Create the table if it does not exist (idempotent; commits)."""
-        dialect = _dialect(conn)
-        with localdb.transaction(conn):
-            for statement in _OUTBOX_SCHEMA[dialect]:
-                conn.execute(statement)
+        _tables.install(conn, _OUTBOX_SCHEMA)
 
     def put(
         self,
@@ -331,10 +328,7 @@ class Inbox:
 
     def install(self, conn: localdb.Connection) -> None:
         """Create the table if it does not exist (idempotent; commits)."""
-        dialect = _dialect(conn)
-        with localdb.transaction(conn):
-            for statement in _INBOX_SCHEMA[dialect]:
-                conn.execute(statement)
+        _tables.install(conn, _INBOX_SCHEMA)
 
     def accept(self, conn: localdb.Connection, message_id: str) -> bool:
         """Record ``message_id`` in the caller's transaction; False if it was already there.

@@ -1,0 +1,19 @@
+"""Creating a toolkit table (the idempotency table, the outbox, the inbox), written once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import LiteralString
+
+from sagaway.toolkit import localdb
+
+
+def install(
+    conn: localdb.Connection, schema: Mapping[localdb.Dialect, Sequence[LiteralString]]
+) -> None:
+    """Run the statements of ``conn``'s dialect in ``schema`` in one transaction (commits): a
+    table's ``install``, idempotent as its statements say ``IF NOT EXISTS``."""
+    statements = schema[localdb.dialect_of(conn)]
+    with localdb.transaction(conn):
+        for statement in statements:
+            conn.execute(statement)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from sagaway import _cancel_log, _renamed, errors, search, serialization, streams, updates
 from sagaway._engine import audit, context, end_wait, history, outages, pausing, replaying
 from sagaway._engine.executor import current_execution
+from sagaway._engine.flow_control import FlowOptions
 from sagaway._engine.options import check_deadline
 from sagaway.activity_calls import ActivityCall as ActivityCall  # re-exported
 from sagaway.activity_calls import PendingCall
@@ -258,6 +259,10 @@ class WorkflowCall(PendingCall[R]):
         concurrency_key: str | None = None,
         timeout: float | None = None,
         reason: str | None = None,
+        ordering_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
     ) -> WorkflowHandle[R]:
         """Start the workflow (or find the execution its key names) and return a handle.
 
@@ -277,6 +282,19 @@ class WorkflowCall(PendingCall[R]):
         ``reason``: why (an operator's start): a start that creates the execution is then
         recorded in the audit trail, as every start outside a workflow is under
         ``Manager(audit="all")``. Not for child workflows.
+
+        ``ordering_key``: the executions started with this key run one at a time, in the order
+        they were started, in the whole cluster: each waits PENDING until every execution of
+        the key started before it has ended (docs/limits.md). Not for child workflows.
+
+        ``debounce_key`` with ``debounce`` (seconds): start-or-postpone. The run starts once
+        no new start of this workflow with this key came for ``debounce`` seconds, and never
+        later than ``debounce_max_wait`` seconds after the first start of the burst (None: no
+        bound); until then each new start postpones it and gives it its arguments instead of
+        creating another run. Every start of a burst returns a handle to the one run (its key
+        is the first start's idempotency key); a start retried with its own idempotency key
+        finds that run again. Once the run has started, the next start begins a new burst.
+        Only with ``on_conflict=ATTACH``; not for child workflows.
         """
         deadline = _renamed.deadline("execute()", timeout, deadline)
         if not isinstance(on_conflict, OnConflict):
@@ -292,6 +310,11 @@ class WorkflowCall(PendingCall[R]):
                     "concurrency_key is for top-level starts: a child workflow started inside "
                     "a workflow cannot wait for a key its parent may hold"
                 )
+            if ordering_key is not None or debounce_key is not None or debounce is not None:
+                raise ValueError(
+                    "ordering_key and debounce are for top-level starts: a child workflow "
+                    "starts when its parent's call does, once (its parent may wait for it)"
+                )
             if reason is not None:
                 raise ValueError(
                     "reason is for operators' starts, not a child's: the audit "
@@ -300,7 +323,10 @@ class WorkflowCall(PendingCall[R]):
             call_id, _ = context.next_call_id()
             key = await execution.call_child(defn, args_json, idempotency_key, call_id, deadline)
             return WorkflowHandle(self._engines, key, child_of=defn)
-        return await self._start(idempotency_key, on_conflict, deadline, concurrency_key, reason)
+        flow = FlowOptions(ordering_key, debounce_key, debounce, debounce_max_wait)
+        return await self._start(
+            idempotency_key, on_conflict, deadline, concurrency_key, reason, flow
+        )
 
     async def _start(
         self,
@@ -309,6 +335,7 @@ class WorkflowCall(PendingCall[R]):
         deadline: float | None,
         concurrency_key: str | None,
         reason: str | None,
+        flow: FlowOptions,
     ) -> WorkflowHandle[R]:
         """A start outside a workflow (audited as ``start_note`` says)."""
         engine = self._engines.require()
@@ -324,8 +351,9 @@ class WorkflowCall(PendingCall[R]):
             concurrency_key=concurrency_key,
             client=True,  # rides through an outage: every attempt creates one execution
             audit_note=start_note(engine.options.audit, reason, on_conflict),
+            flow=flow,
         )
-        return WorkflowHandle(self._engines, key, record.run_id)
+        return WorkflowHandle(self._engines, record.key, record.run_id)
 
     async def execute_get(
         self,
@@ -428,7 +456,7 @@ async def start_by_name(
     check_deadline(deadline)
     if name in engine.registry.names():
         call = WorkflowCall[Any](engines, name, (), kwargs)
-        return await call._start(key, on_conflict, deadline, None, reason)
+        return await call._start(key, on_conflict, deadline, None, reason, FlowOptions())
     if not isinstance(name, str) or not name:
         raise ValueError("a workflow name is a non-empty string")
     if not isinstance(task_queue, str) or not task_queue:

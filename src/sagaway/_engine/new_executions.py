@@ -12,7 +12,7 @@ and announced on the creating process's Channel.
 from __future__ import annotations
 
 from sagaway import errors, events, observe, serialization
-from sagaway._engine import keys, versions
+from sagaway._engine import flow_control, keys, versions
 from sagaway._engine.options import check_deadline
 from sagaway._engine.text_checks import check_key
 from sagaway.channel import Channel
@@ -34,6 +34,10 @@ def build(
     trace_context: str | None = None,
     concurrency_key: str | None = None,
     max_per_key: int = 1,
+    ordering_key: str | None = None,
+    debounce_key: str | None = None,
+    debounce: float | None = None,
+    debounce_max_wait: float | None = None,
 ) -> NewWorkflow:
     """An execution of workflow ``name`` to create under ``key`` (checked already).
 
@@ -41,8 +45,12 @@ def build(
     the caller's). ``replacing``: it may replace a live execution under ``key`` (its key space
     is then its own run's). ``trace_context``: the caller's; None: a new one from the installed
     tracer, if any. ``concurrency_key``: created under a per-key limit of ``max_per_key``.
-    ``deadline``: seconds from its start until it is cancelled as by a request."""
+    ``deadline``: seconds from its start until it is cancelled as by a request.
+    ``ordering_key``: its key's executions run one at a time, in the order started.
+    ``debounce_key``, ``debounce``, ``debounce_max_wait``: a debounced start (``flow_control``)."""
     check_deadline(deadline)
+    flow_control.check_ordering(ordering_key)
+    flow_control.check_debounce(debounce_key, debounce, debounce_max_wait)
     if code_version is not None:
         versions.check_code_version(code_version, "code_version")
     if concurrency_key is not None:
@@ -66,6 +74,10 @@ def build(
         code_version=code_version,
         concurrency_key=concurrency_key,
         max_per_key=max_per_key if concurrency_key is not None else 1,
+        ordering_key=ordering_key,
+        debounce_key=debounce_key,
+        debounce=None if debounce_key is None else debounce,
+        debounce_max_wait=None if debounce_key is None else debounce_max_wait,
     )
 
 
@@ -89,8 +101,17 @@ def check_same(found: WorkflowRecord, new: NewWorkflow, what: str) -> None:
 
 def taken(record: WorkflowRecord, new: NewWorkflow, on_conflict: OnConflict) -> None:
     """A start found ``record`` under its key: refused as ``on_conflict`` says, or joined if
-    it is the same workflow with the same arguments (else ``IdempotencyConflict``)."""
+    it is the same workflow with the same arguments (else ``IdempotencyConflict``). A
+    debounced start joins the run of its burst, which has the latest start's arguments: only
+    its workflow must be the same."""
     key = new.key
+    if new.debounce_key is not None:
+        if record.name != new.name:
+            raise errors.IdempotencyConflict(
+                f"idempotency key {key!r} is in use by workflow {record.name!r}; a new "
+                "request needs a new key"
+            )
+        return
     if on_conflict is OnConflict.FAIL:
         raise errors.WorkflowAlreadyExists(key, record.status.value)
     if on_conflict is OnConflict.TERMINATE_EXISTING:

@@ -283,47 +283,30 @@ class WorkflowCall(PendingCall[R]):
         recorded in the audit trail, as every start outside a workflow is under
         ``Manager(audit="all")``. Not for child workflows.
 
-        ``ordering_key``: the executions started with this key run one at a time, in the order
-        they were started, in the whole cluster: each waits PENDING until every execution of
-        the key started before it has ended (docs/limits.md). Not for child workflows.
+        ``ordering_key``: the executions started with this key run one at a time, in the
+        order started, cluster-wide; each waits PENDING until those before it ended.
 
-        ``debounce_key`` with ``debounce`` (seconds): start-or-postpone. The run starts once
-        no new start of this workflow with this key came for ``debounce`` seconds, and never
-        later than ``debounce_max_wait`` seconds after the first start of the burst (None: no
-        bound); until then each new start postpones it and gives it its arguments instead of
-        creating another run. Every start of a burst returns a handle to the one run (its key
-        is the first start's idempotency key); a start retried with its own idempotency key
-        finds that run again. Once the run has started, the next start begins a new burst.
-        Only with ``on_conflict=ATTACH``; not for child workflows.
+        ``debounce_key`` with ``debounce`` (seconds): start-or-postpone. The run starts once no
+        start of this workflow and key came for ``debounce`` seconds (at most
+        ``debounce_max_wait`` after the burst's first start); each start of the burst gives it
+        its arguments and returns a handle to it (its key: the first start's). A start retried
+        with its own idempotency key finds it again (docs/limits.md). ``ordering_key`` and
+        debounce: not for child workflows; debounce: ``on_conflict=ATTACH`` only.
         """
         deadline = _renamed.deadline("execute()", timeout, deadline)
         if not isinstance(on_conflict, OnConflict):
             raise TypeError("on_conflict must be a sagaway.OnConflict")
         check_deadline(deadline)
+        flow = FlowOptions(ordering_key, debounce_key, debounce, debounce_max_wait)
         execution = current_execution()
         if execution is not None:
+            _top_level_only(concurrency_key, reason, flow)
             engine = execution.engine
             defn = engine.registry.workflow(self._fn)
             args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
-            if concurrency_key is not None:
-                raise ValueError(
-                    "concurrency_key is for top-level starts: a child workflow started inside "
-                    "a workflow cannot wait for a key its parent may hold"
-                )
-            if ordering_key is not None or debounce_key is not None or debounce is not None:
-                raise ValueError(
-                    "ordering_key and debounce are for top-level starts: a child workflow "
-                    "starts when its parent's call does, once (its parent may wait for it)"
-                )
-            if reason is not None:
-                raise ValueError(
-                    "reason is for operators' starts, not a child's: the audit "
-                    "trail records what people do, not what workflows do"
-                )
             call_id, _ = context.next_call_id()
             key = await execution.call_child(defn, args_json, idempotency_key, call_id, deadline)
             return WorkflowHandle(self._engines, key, child_of=defn)
-        flow = FlowOptions(ordering_key, debounce_key, debounce, debounce_max_wait)
         return await self._start(
             idempotency_key, on_conflict, deadline, concurrency_key, reason, flow
         )
@@ -418,6 +401,25 @@ class WorkflowCall(PendingCall[R]):
             timeout=timeout,
             deadline=deadline,
             concurrency_key=concurrency_key,
+        )
+
+
+def _top_level_only(concurrency_key: str | None, reason: str | None, flow: FlowOptions) -> None:
+    """Refuse the options of a start inside a workflow that only a top-level start takes."""
+    if concurrency_key is not None:
+        raise ValueError(
+            "concurrency_key is for top-level starts: a child workflow started inside "
+            "a workflow cannot wait for a key its parent may hold"
+        )
+    if flow.ordering_key is not None or flow.debounce_key is not None or flow.debounce is not None:
+        raise ValueError(
+            "ordering_key and debounce are for top-level starts: a child workflow starts "
+            "when its parent's call does, once (its parent may be waiting for it)"
+        )
+    if reason is not None:
+        raise ValueError(
+            "reason is for operators' starts, not a child's: the audit "
+            "trail records what people do, not what workflows do"
         )
 
 

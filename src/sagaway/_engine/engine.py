@@ -183,8 +183,7 @@ class Engine:
         ``flow``: its per-key order and debounce (created PENDING: claims apply them)."""
         check_key(key, "idempotency_key")
         flow = flow or FlowOptions()
-        if flow.debounce_key is not None:
-            flow_control.check_debounce_conflict(on_conflict)
+        flow_control.check_debounce_conflict(flow, on_conflict)
         replacing = on_conflict is OnConflict.TERMINATE_EXISTING
         new = new_executions.build(
             name=defn.name,
@@ -197,10 +196,7 @@ class Engine:
             deadline=deadline,
             concurrency_key=concurrency_key,
             max_per_key=defn.max_per_key,
-            ordering_key=flow.ordering_key,
-            debounce_key=flow.debounce_key,
-            debounce=flow.debounce,
-            debounce_max_wait=flow.debounce_max_wait,
+            flow=flow,
         )
         runner = self.runner
         queued = concurrency_key is not None or flow.queued

@@ -64,11 +64,11 @@ def check_debounce(key: str | None, debounce: float | None, max_wait: float | No
         )
 
 
-def check_debounce_conflict(on_conflict: OnConflict) -> None:
+def check_debounce_conflict(flow: FlowOptions, on_conflict: OnConflict) -> None:
     """A debounced start joins the open burst of its key: only ``OnConflict.ATTACH`` means
     that (``FAIL`` would refuse every start after the first, ``TERMINATE_EXISTING`` would end
     the run the burst collects its starts into)."""
-    if on_conflict is not OnConflict.ATTACH:
+    if flow.debounce_key is not None and on_conflict is not OnConflict.ATTACH:
         raise ValueError(
             f"a debounced start joins the run of its burst: on_conflict must be ATTACH, "
             f"not {on_conflict.name}"

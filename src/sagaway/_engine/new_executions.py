@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from sagaway import errors, events, observe, serialization
 from sagaway._engine import flow_control, keys, versions
+from sagaway._engine.flow_control import FlowOptions
 from sagaway._engine.options import check_deadline
 from sagaway._engine.text_checks import check_key
 from sagaway.channel import Channel
@@ -34,10 +35,7 @@ def build(
     trace_context: str | None = None,
     concurrency_key: str | None = None,
     max_per_key: int = 1,
-    ordering_key: str | None = None,
-    debounce_key: str | None = None,
-    debounce: float | None = None,
-    debounce_max_wait: float | None = None,
+    flow: FlowOptions | None = None,
 ) -> NewWorkflow:
     """An execution of workflow ``name`` to create under ``key`` (checked already).
 
@@ -46,11 +44,11 @@ def build(
     is then its own run's). ``trace_context``: the caller's; None: a new one from the installed
     tracer, if any. ``concurrency_key``: created under a per-key limit of ``max_per_key``.
     ``deadline``: seconds from its start until it is cancelled as by a request.
-    ``ordering_key``: its key's executions run one at a time, in the order started.
-    ``debounce_key``, ``debounce``, ``debounce_max_wait``: a debounced start (``flow_control``)."""
+    ``flow``: its per-key order and debounce (``flow_control``)."""
     check_deadline(deadline)
-    flow_control.check_ordering(ordering_key)
-    flow_control.check_debounce(debounce_key, debounce, debounce_max_wait)
+    flow = flow or FlowOptions()
+    flow_control.check_ordering(flow.ordering_key)
+    flow_control.check_debounce(flow.debounce_key, flow.debounce, flow.debounce_max_wait)
     if code_version is not None:
         versions.check_code_version(code_version, "code_version")
     if concurrency_key is not None:
@@ -74,10 +72,10 @@ def build(
         code_version=code_version,
         concurrency_key=concurrency_key,
         max_per_key=max_per_key if concurrency_key is not None else 1,
-        ordering_key=ordering_key,
-        debounce_key=debounce_key,
-        debounce=None if debounce_key is None else debounce,
-        debounce_max_wait=None if debounce_key is None else debounce_max_wait,
+        ordering_key=flow.ordering_key,
+        debounce_key=flow.debounce_key,
+        debounce=flow.debounce,
+        debounce_max_wait=flow.debounce_max_wait,
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from sagaway import errors
 from sagaway._engine import new_executions
+from sagaway._engine.flow_control import FlowOptions
 from sagaway._engine.options import check_deadline
 from sagaway._engine.text_checks import check_key, check_name
 from sagaway.server.notices import Hub, Queue
@@ -65,10 +66,12 @@ class StartWorkflows:
             trace_context=_trace_context(request),
             concurrency_key=concurrency_key,
             max_per_key=request.max_per_key or 1,  # 0: the default, 1
-            ordering_key=_optional(request, "ordering_key"),
-            debounce_key=_optional(request, "debounce_key"),
-            debounce=_optional(request, "debounce"),
-            debounce_max_wait=_optional(request, "debounce_max_wait"),
+            flow=FlowOptions(
+                _optional(request, "ordering_key"),
+                _optional(request, "debounce_key"),
+                _optional(request, "debounce"),
+                _optional(request, "debounce_max_wait"),
+            ),
         )
         result = await self.store.create_workflow(
             new, now=await self._now(), lease=None, replace_live=False

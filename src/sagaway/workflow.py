@@ -7,7 +7,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sagaway import _cancel_log, _renamed, errors, search, serialization, streams, updates
-from sagaway._engine import audit, context, end_wait, history, outages, pausing, replaying
+from sagaway._engine import (
+    audit,
+    context,
+    end_wait,
+    flow_control,
+    history,
+    outages,
+    pausing,
+    replaying,
+)
 from sagaway._engine.executor import current_execution
 from sagaway._engine.flow_control import FlowOptions
 from sagaway._engine.options import check_deadline
@@ -97,6 +106,7 @@ class WorkflowHandle(Generic[R]):
             cancel_requests=_cancel_log.describe(record, steps, requests),
             audit=[audit.entry(r) for r in reversed(trail)],
             paused=bool(await engine.store.paused_runs([record.run_id])),
+            **flow_control.described_place(await flow_control.place_in_line(engine.store, record)),
         )
 
     async def export_history(self) -> dict[str, Any]:

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 from sagaway._engine.text_checks import check_key
-from sagaway.states import OnConflict
+from sagaway.states import OnConflict, WorkflowStatus
+from sagaway.store.base import Store
+from sagaway.store.records import ListQuery, WorkflowRecord
+
+_LIVE = frozenset(s for s in WorkflowStatus if not s.ended)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -79,3 +84,35 @@ def check_ordering(key: str | None) -> None:
     """An ordering key is a key like a workflow's."""
     if key is not None:
         check_key(key, "ordering_key")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Place:
+    """Where a live execution of an ordering key stands in its line."""
+
+    ahead: int
+    """How many of the key's live executions run or wait before it (0: it is the head)."""
+    behind_key: str | None
+    """The key of the one directly before it (None: it is the head)."""
+
+
+async def place_in_line(store: Store, record: WorkflowRecord) -> Place | None:
+    """``record``'s place in its ordering key's line; None when it has no ordering key or has
+    ended (it is no longer in line)."""
+    if record.ordering_key is None or record.ordering_seq is None or record.status.ended:
+        return None
+    query = ListQuery(limit=-1, statuses=_LIVE, ordering_key=record.ordering_key)
+    seq = record.ordering_seq
+    ahead = sorted(
+        (r.ordering_seq, r.key)
+        for r in await store.list_page(query)
+        if r.ordering_seq is not None and r.ordering_seq < seq
+    )
+    return Place(len(ahead), ahead[-1][1] if ahead else None)
+
+
+def described_place(place: Place | None) -> dict[str, Any]:
+    """The ``WorkflowDescription`` fields of a place in line."""
+    if place is None:
+        return {}
+    return {"waits_behind": place.behind_key, "ahead_in_line": place.ahead}

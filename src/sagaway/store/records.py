@@ -222,6 +222,10 @@ class ListQuery:
     any version."""
     attributes: tuple[AttributeFilter, ...] = ()
     """Only executions whose search attributes match every one of these."""
+    ordering_key: str | None = None
+    """Only the executions of this ordering key (``execute(ordering_key=...)``)."""
+    debounce_key: str | None = None
+    """Only the executions started with this debounce key (``execute(debounce_key=...)``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -17,6 +17,8 @@ from sagaway.store.base import Store
 from sagaway.store.records import ListQuery, WorkflowRecord
 
 _LIVE = frozenset(s for s in WorkflowStatus if not s.ended)
+MAX_LINE = 10_000
+"""The most executions of a line ``place_in_line`` reads (a page, as any listing)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -101,7 +103,7 @@ async def place_in_line(store: Store, record: WorkflowRecord) -> Place | None:
     ended (it is no longer in line)."""
     if record.ordering_key is None or record.ordering_seq is None or record.status.ended:
         return None
-    query = ListQuery(limit=-1, statuses=_LIVE, ordering_key=record.ordering_key)
+    query = ListQuery(limit=MAX_LINE, statuses=_LIVE, ordering_key=record.ordering_key)
     seq = record.ordering_seq
     ahead = sorted(
         (r.ordering_seq, r.key)

@@ -182,3 +182,14 @@ async def test_concurrent_debounced_starts_make_one_run(store: Store, other: Sto
     assert sum(r.created for r in results) == 1
     assert len({r.record.run_id for r in results}) == 1
     assert len(await store.list_workflows(status=WorkflowStatus.PENDING, limit=50)) == 1
+
+
+async def test_a_purge_takes_the_starts_folded_into_the_run(store: Store) -> None:
+    first = await _start(store, _debounced("s0", 0), T0)
+    await _start(store, _debounced("s1", 1), T0 + 1)
+    [(claimed, held)] = await _claim(store, T0 + 6)
+    await _finish(store, claimed.run_id, held, T0 + 7)
+    assert await store.purge_ended(before=T0 + 10, statuses=None, limit=10) == [first.record.run_id]
+    # The run is gone, and so is what the folded start joined: it starts anew.
+    again = await _start(store, _debounced("s1", 2), T0 + 11)
+    assert again.created and again.record.run_id != first.record.run_id

@@ -718,6 +718,8 @@ WITH doomed AS (
     DELETE FROM steps WHERE run_id IN (SELECT run_id FROM doomed)
 ), gone_signals AS (
     DELETE FROM signals WHERE run_id IN (SELECT run_id FROM doomed)
+), gone_starts AS (
+    DELETE FROM debounced_starts WHERE run_id IN (SELECT run_id FROM doomed)
 )
 DELETE FROM workflows WHERE run_id IN (SELECT run_id FROM doomed)
 RETURNING run_id

@@ -384,6 +384,10 @@ DELETE FROM steps WHERE run_id IN (SELECT value FROM json_each(:run_ids))
 -- name: purge_signals
 DELETE FROM signals WHERE run_id IN (SELECT value FROM json_each(:run_ids))
 
+-- name: purge_debounced_starts
+-- The starts folded into purged executions (a start retried after that creates anew).
+DELETE FROM debounced_starts WHERE run_id IN (SELECT value FROM json_each(:run_ids))
+
 -- name: purge_workflows
 DELETE FROM workflows WHERE run_id IN (SELECT value FROM json_each(:run_ids))
 

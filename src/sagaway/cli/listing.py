@@ -156,7 +156,6 @@ def list_cmd(
         for option, value in (("since", since), ("until", until))
         if value is not None
     }
-
     codec = reading_codec(codec_key_file)
 
     async def go() -> list[sw.WorkflowDescription]:

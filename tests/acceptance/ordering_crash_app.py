@@ -1,6 +1,7 @@
 """The application of the per-key order crash test, run by `sagaway worker`
 (ordering_crash_app:manager), and its starter (``python -m tests.acceptance.ordering_crash_app
-FIRST STEP COUNT``: starts posts FIRST, FIRST + STEP, ... of the line, in that order).
+FIRST STEP COUNT``: starts posts FIRST, FIRST + STEP, ... of the line, in that order; with a
+fourth argument ``debounce``: debounced starts of ``digest`` in one burst instead).
 
 Environment: ORDER_DB_URL, ORDER_LOG (a file every process appends to: the side record of what
 ran, in the order it ran), ORDER_MARKER (a file). Every post of the line ``acct`` writes
@@ -63,6 +64,22 @@ async def post(n: int) -> int:
     return n
 
 
+@manager.register_workflow
+async def digest(n: int) -> int:
+    return n
+
+
+async def _debounced(first: int, step: int, count: int) -> None:
+    """Debounced starts of one burst; prints the run id each start was given."""
+    async with manager.connect():
+        for n in range(first, first + step * count, step):
+            call = manager.workflow(digest, n)
+            handle = await call.execute(
+                idempotency_key=f"digest-{n}", debounce_key="inbox", debounce=3600.0
+            )
+            print(handle.run_id, flush=True)
+
+
 async def _start(first: int, step: int, count: int) -> None:
     async with manager.connect():
         for n in range(first, first + step * count, step):
@@ -72,4 +89,5 @@ async def _start(first: int, step: int, count: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(_start(*(int(a) for a in sys.argv[1:4])))
+    starter = _debounced if sys.argv[4:] == ["debounce"] else _start
+    asyncio.run(starter(*(int(a) for a in sys.argv[1:4])))

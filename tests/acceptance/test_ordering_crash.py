@@ -4,7 +4,11 @@ waits for a signal until every start is in (the line stays blocked behind it); t
 running post 7 is killed with SIGKILL in the middle of it. The side log (appended by every
 process as the posts run) shows one post at a time, in the order of the line (the places the
 database gave the starts), post 7 taken over after its lease expired and nothing run behind it
-meanwhile."""
+meanwhile.
+
+And debounced starts of one burst from two starter processes at once (25 each): every start is
+given the one run, which is the only execution of the key, and a start retried with a key
+that joined finds it."""
 
 from __future__ import annotations
 
@@ -24,6 +28,14 @@ pytestmark = pytest.mark.long  # starts real processes: run by `pytest -m long`
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.acceptance.ordering_crash_app"
+
+
+def _debounce_starter(env: dict[str, str], first: str) -> subprocess.Popen[bytes]:
+    """25 debounced starts of one burst (every other number from ``first``): run ids out."""
+    return subprocess.Popen(
+        [sys.executable, "-m", APP, first, "2", "25", "debounce"], cwd=ROOT, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
 
 
 def _spawn(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
@@ -104,3 +116,30 @@ async def test_a_line_keeps_its_order_through_a_kill(db_url: str, tmp_path: Path
 def _seq(d: sw.WorkflowDescription) -> int:
     assert d.ordering_seq is not None
     return d.ordering_seq
+
+
+@pytest.mark.slow
+async def test_debounced_starts_from_two_processes_make_one_run(db_url: str) -> None:
+    env = {
+        **os.environ,
+        "ORDER_DB_URL": db_url,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]),
+    }
+    starters = [_debounce_starter(env, first) for first in ("0", "1")]
+    given = []
+    for starter in starters:
+        out, err = await asyncio.to_thread(starter.communicate, timeout=120)
+        assert starter.returncode == 0, err.decode()
+        given.extend(out.decode().split())
+    assert len(given) == 50 and len(set(given)) == 1  # every start: the one run
+    sys.path.insert(0, str(ROOT))
+    from tests.acceptance import ordering_crash_app as app
+
+    app.manager.url = db_url
+    async with app.manager.connect() as client:
+        burst = await client.list_workflows(debounce_key="inbox")
+        again = await client.workflow(app.digest, 99).execute(
+            idempotency_key="digest-17", debounce_key="inbox", debounce=3600.0
+        )
+    assert [d.run_id for d in burst] == given[:1] and burst[0].status is sw.WorkflowStatus.PENDING
+    assert again.run_id == given[0]

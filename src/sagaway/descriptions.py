@@ -126,6 +126,18 @@ class WorkflowDescription:
     when, why (``describe()`` only; at most the latest ``MAX_AUDIT``)."""
     paused: bool = False
     """Paused by an operator (``handle.pause()``): no worker runs it until it is resumed."""
+    ordering_key: str | None = None
+    """The key of its per-key order (``execute(ordering_key=...)``); None: none."""
+    ordering_seq: int | None = None
+    """With an ordering key: its place number in the key's line (lower runs first)."""
+    waits_behind: str | None = None
+    """While in line behind others (``describe()`` only): the key of the execution of its
+    ordering key directly before it; None at the head of the line or without a key."""
+    ahead_in_line: int | None = None
+    """While in its key's line (``describe()`` only): how many run or wait before it."""
+    debounce_key: str | None = None
+    """The debounce key it was started with (``execute(debounce_key=...)``); while PENDING
+    it starts at ``next_run_at`` unless a new start of the key postpones it."""
 
     @property
     def cursor(self) -> str:
@@ -182,6 +194,9 @@ def describe(
         suspend_count=record.suspend_count,
         code_version=record.code_version,
         concurrency_key=record.concurrency_key,
+        ordering_key=record.ordering_key,
+        ordering_seq=record.ordering_seq,
+        debounce_key=record.debounce_key,
         children=[
             _child_key(s.result) for s in steps if s.kind is StepKind.CHILD and s.result is not None
         ],

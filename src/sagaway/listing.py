@@ -26,11 +26,14 @@ async def list_workflows(
     after: str | None,
     code_versions: Collection[str | None] | None,
     where: search.Where | None = None,
+    ordering_key: str | None = None,
+    debounce_key: str | None = None,
 ) -> list[WorkflowDescription]:
     """See ``Manager.list_workflows``."""
     status = statuses_named(status)  # "FAILED" as well as WorkflowStatus.FAILED
     attributes = search.filters(where)
-    plain = (name, key_prefix, since, until, after, code_versions) == (None,) * 6
+    flow = (ordering_key, debounce_key)
+    plain = (name, key_prefix, since, until, after, code_versions, *flow) == (None,) * 8
     plain = plain and not attributes
     if plain and (status is None or isinstance(status, WorkflowStatus)):
         records = await engine.list_workflows(status=status, limit=limit)
@@ -46,6 +49,8 @@ async def list_workflows(
             after=None if after is None else parse_cursor(after),
             code_versions=frozenset(code_versions or ()),
             attributes=attributes,
+            ordering_key=ordering_key,
+            debounce_key=debounce_key,
         )
         records = await engine.list_page(query)
     # One more read per page: which of the live ones an operator paused.

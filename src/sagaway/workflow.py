@@ -7,8 +7,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sagaway import _cancel_log, _renamed, errors, search, serialization, streams, updates
-from sagaway._engine import audit, context, end_wait, history, outages, pausing, replaying
+from sagaway._engine import (
+    audit,
+    context,
+    end_wait,
+    flow_control,
+    history,
+    outages,
+    pausing,
+    replaying,
+)
 from sagaway._engine.executor import current_execution
+from sagaway._engine.flow_control import FlowOptions
 from sagaway._engine.options import check_deadline
 from sagaway.activity_calls import ActivityCall as ActivityCall  # re-exported
 from sagaway.activity_calls import PendingCall
@@ -96,6 +106,7 @@ class WorkflowHandle(Generic[R]):
             cancel_requests=_cancel_log.describe(record, steps, requests),
             audit=[audit.entry(r) for r in reversed(trail)],
             paused=bool(await engine.store.paused_runs([record.run_id])),
+            **flow_control.described_place(await flow_control.place_in_line(engine.store, record)),
         )
 
     async def export_history(self) -> dict[str, Any]:
@@ -258,6 +269,10 @@ class WorkflowCall(PendingCall[R]):
         concurrency_key: str | None = None,
         timeout: float | None = None,
         reason: str | None = None,
+        ordering_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
     ) -> WorkflowHandle[R]:
         """Start the workflow (or find the execution its key names) and return a handle.
 
@@ -277,30 +292,34 @@ class WorkflowCall(PendingCall[R]):
         ``reason``: why (an operator's start): a start that creates the execution is then
         recorded in the audit trail, as every start outside a workflow is under
         ``Manager(audit="all")``. Not for child workflows.
+
+        ``ordering_key``: the executions started with this key run one at a time, in the
+        order started, cluster-wide; each waits PENDING until those before it ended.
+
+        ``debounce_key`` with ``debounce`` (seconds): start-or-postpone. The run starts once no
+        start of this workflow and key came for ``debounce`` seconds (at most
+        ``debounce_max_wait`` after the burst's first start); each start of the burst gives it
+        its arguments and returns a handle to it (its key: the first start's). A start retried
+        with its own idempotency key finds it again (docs/limits.md). ``ordering_key`` and
+        debounce: not for child workflows; debounce: ``on_conflict=ATTACH`` only.
         """
         deadline = _renamed.deadline("execute()", timeout, deadline)
         if not isinstance(on_conflict, OnConflict):
             raise TypeError("on_conflict must be a sagaway.OnConflict")
         check_deadline(deadline)
+        flow = FlowOptions(ordering_key, debounce_key, debounce, debounce_max_wait)
         execution = current_execution()
         if execution is not None:
+            _top_level_only(concurrency_key, reason, flow)
             engine = execution.engine
             defn = engine.registry.workflow(self._fn)
             args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
-            if concurrency_key is not None:
-                raise ValueError(
-                    "concurrency_key is for top-level starts: a child workflow started inside "
-                    "a workflow cannot wait for a key its parent may hold"
-                )
-            if reason is not None:
-                raise ValueError(
-                    "reason is for operators' starts, not a child's: the audit "
-                    "trail records what people do, not what workflows do"
-                )
             call_id, _ = context.next_call_id()
             key = await execution.call_child(defn, args_json, idempotency_key, call_id, deadline)
             return WorkflowHandle(self._engines, key, child_of=defn)
-        return await self._start(idempotency_key, on_conflict, deadline, concurrency_key, reason)
+        return await self._start(
+            idempotency_key, on_conflict, deadline, concurrency_key, reason, flow
+        )
 
     async def _start(
         self,
@@ -309,6 +328,7 @@ class WorkflowCall(PendingCall[R]):
         deadline: float | None,
         concurrency_key: str | None,
         reason: str | None,
+        flow: FlowOptions,
     ) -> WorkflowHandle[R]:
         """A start outside a workflow (audited as ``start_note`` says)."""
         engine = self._engines.require()
@@ -324,8 +344,9 @@ class WorkflowCall(PendingCall[R]):
             concurrency_key=concurrency_key,
             client=True,  # rides through an outage: every attempt creates one execution
             audit_note=start_note(engine.options.audit, reason, on_conflict),
+            flow=flow,
         )
-        return WorkflowHandle(self._engines, key, record.run_id)
+        return WorkflowHandle(self._engines, record.key, record.run_id)
 
     async def execute_get(
         self,
@@ -393,6 +414,25 @@ class WorkflowCall(PendingCall[R]):
         )
 
 
+def _top_level_only(concurrency_key: str | None, reason: str | None, flow: FlowOptions) -> None:
+    """Refuse the options of a start inside a workflow that only a top-level start takes."""
+    if concurrency_key is not None:
+        raise ValueError(
+            "concurrency_key is for top-level starts: a child workflow started inside "
+            "a workflow cannot wait for a key its parent may hold"
+        )
+    if flow.ordering_key is not None or flow.debounce_key is not None or flow.debounce is not None:
+        raise ValueError(
+            "ordering_key and debounce are for top-level starts: a child workflow starts "
+            "when its parent's call does, once (its parent may be waiting for it)"
+        )
+    if reason is not None:
+        raise ValueError(
+            "reason is for operators' starts, not a child's: the audit "
+            "trail records what people do, not what workflows do"
+        )
+
+
 def start_note(mode: str, reason: str | None, on_conflict: OnConflict) -> AuditNote | None:
     """The audit entry of a start made outside a workflow: audited when the Manager audits
     every start (``audit="all"``) or the caller gave a reason; None otherwise (an
@@ -428,7 +468,7 @@ async def start_by_name(
     check_deadline(deadline)
     if name in engine.registry.names():
         call = WorkflowCall[Any](engines, name, (), kwargs)
-        return await call._start(key, on_conflict, deadline, None, reason)
+        return await call._start(key, on_conflict, deadline, None, reason, FlowOptions())
     if not isinstance(name, str) or not name:
         raise ValueError("a workflow name is a non-empty string")
     if not isinstance(task_queue, str) or not task_queue:

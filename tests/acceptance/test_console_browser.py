@@ -250,3 +250,26 @@ def test_beyond_loopback_nothing_is_served_without_the_token(site: Site, browser
         _click(browser, "id", "login")
         _wait_text(browser, "#status", "COMPLETED")
         assert browser.current_url == f"{local}/workflows/b-secret-1"
+
+
+def test_a_line_and_a_burst_show_on_the_workflow_page(site: Site, browser: Any) -> None:
+    async def start() -> None:
+        async with console_app.build(site.url, site.flag).connect() as manager:
+            for n in (1, 2):
+                await manager.workflow("held", f"line-{n}").execute(
+                    idempotency_key=f"b-line-{n}", ordering_key="b-account"
+                )
+            await manager.workflow("simple", "burst").execute(
+                idempotency_key="b-burst-1", debounce_key="b-burst", debounce=3600
+            )
+
+    asyncio.run(start())
+    site.wait_for("b-line-1", S.WAITING)  # the head waits: the line stays blocked behind it
+    browser.get(site.page("b-line-2"))
+    _wait_text(browser, "#ordering", "waits behind b-line-1 (1 ahead)")
+    _wait_text(browser, "#status", "PENDING")
+    browser.get(site.page("b-line-1"))
+    _wait_text(browser, "#ordering", "first in line")
+    browser.get(site.page("b-burst-1"))
+    _wait_text(browser, "#debounce", "unless started again")
+    assert "b-burst" in _text(browser)

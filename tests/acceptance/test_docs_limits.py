@@ -1,4 +1,4 @@
-"""docs/limits.md's example runs as written and prints what the page says."""
+"""docs/limits.md's examples run as written and print what the page says."""
 
 from __future__ import annotations
 
@@ -10,3 +10,16 @@ from tests.acceptance.docs_examples import assert_prints, code_blocks, page, pri
 def test_the_limits_example_prints_what_the_page_says(tmp_path: Path) -> None:
     text = page("limits.md")
     assert_prints(tmp_path, code_blocks(text)[0], printed(text), "limits_demo.py")
+
+
+def section(text: str, title: str) -> str:
+    """The part of ``text`` under the heading ``## title``, up to the next one."""
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def test_the_debounce_and_order_examples_print_what_the_page_says(tmp_path: Path) -> None:
+    for title in ("Debounce", "Per-key order"):
+        part = section(page("limits.md"), title)
+        assert_prints(tmp_path, code_blocks(part)[0], printed(part), "demo.py")

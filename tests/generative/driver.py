@@ -366,7 +366,10 @@ class Driver:
                 return mine[0]
             try:
                 handle = await manager.workflow("interp", *call_args).execute(
-                    idempotency_key=top.key, on_conflict=on_conflict, deadline=top.timeout
+                    idempotency_key=top.key,
+                    on_conflict=on_conflict,
+                    deadline=top.timeout,
+                    ordering_key=f"line/{top.key}" if self.settings.ordered_starts else None,
                 )
             except sw.WorkflowAlreadyExists:
                 return None  # it had ended: nothing to replace

@@ -63,6 +63,9 @@ PARAMS: dict[str, Any] = {
     "call_id": "1",
     "id": 1,
     "concurrency_key": "customer-1",
+    "ordering_key": "account-1",
+    "debounce_key": "user-1",
+    "lock_key": "order\x1faccount-1",
     "queue": "default",
     "holder": "h",
     "before": T0 + 100 * 86400,
@@ -113,6 +116,11 @@ LISTINGS = {
         statuses=frozenset({WorkflowStatus.WAITING}),
         name="checkout",
         attributes=(AttributeFilter(name="amount", op=">=", number=98.0),),
+    ),
+    "an ordering key's line": ListQuery(
+        limit=10_000,
+        statuses=frozenset(s for s in WorkflowStatus if not s.ended),
+        ordering_key="account-1",
     ),
     "second page": ListQuery(
         limit=51,

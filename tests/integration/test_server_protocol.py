@@ -201,6 +201,45 @@ async def test_start_takes_a_per_key_limit(server: str) -> None:
         assert "concurrency_key" in (raw.details() or "") or "max_per_key" in (raw.details() or "")
 
 
+async def test_start_takes_an_ordering_key_and_a_debounce(server: str) -> None:
+    async with grpc.aio.insecure_channel(server) as channel:
+        stub = pb_grpc.EngineStub(channel)
+        ordered = await stub.StartWorkflow(
+            pb.StartWorkflowRequest(
+                name="greet", key="ordered-1", args='{"name": "a"}', ordering_key="line-1"
+            ),
+            timeout=10,
+        )
+        assert ordered.created and ordered.record.ordering_key == "line-1"
+        assert ordered.record.ordering_seq == 1 and ordered.record.status == "PENDING"
+        replies = []
+        for n in range(3):
+            request = pb.StartWorkflowRequest(
+                name="greet",
+                key=f"burst-{n}",
+                args=json.dumps({"name": f"n{n}"}),
+                debounce_key="d-1",
+                debounce=3600.0,
+            )
+            replies.append(await stub.StartWorkflow(request, timeout=10))
+        assert [r.created for r in replies] == [True, False, False]
+        assert {r.record.key for r in replies} == {"burst-0"}
+        assert json.loads(replies[-1].record.args) == {"name": "n2"}
+    for field, request in (
+        ("ordering_key", pb.StartWorkflowRequest(name="greet", key="b", ordering_key="")),
+        ("debounce", pb.StartWorkflowRequest(name="greet", key="b", debounce_key="d")),
+        (
+            "debounce_max_wait",
+            pb.StartWorkflowRequest(
+                name="greet", key="b", debounce_key="d", debounce=5, debounce_max_wait=1
+            ),
+        ),
+    ):
+        raw = await _raw_error(server, "StartWorkflow", request)
+        assert raw.code() is grpc.StatusCode.INVALID_ARGUMENT, field
+        assert field in (raw.details() or ""), raw.details()
+
+
 # ----------------------------------------------------------------------------- .proto only
 
 _PROTO_CLIENT = textwrap.dedent(

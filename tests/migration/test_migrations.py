@@ -94,6 +94,41 @@ def _undo_pauses(db_url: str) -> None:
     raw_sql(db_url, "ALTER TABLE workflows DROP COLUMN paused_at")
 
 
+def _undo_flow_control(db_url: str) -> None:
+    """Take per-key order and debounced starts (sqlite v23, postgres v28) back out."""
+    raw_sql(db_url, "DROP TABLE IF EXISTS debounced_starts")
+    raw_sql(db_url, "DROP INDEX IF EXISTS workflows_ordering_line")
+    raw_sql(db_url, "DROP INDEX IF EXISTS workflows_open_burst")
+    for column in ("ordering_key", "ordering_seq", "debounce_key", "debounce_until"):
+        raw_sql(db_url, f"ALTER TABLE workflows DROP COLUMN {column}")
+
+
+@pytest.mark.direct_db  # it rewinds the schema behind the store's back
+async def test_a_database_at_the_previous_schema_gets_order_and_debounce(db_url: str) -> None:
+    dialect = "sqlite" if is_sqlite(db_url) else "postgres"
+    [version] = [m.version for m in migrations(dialect) if m.name == "debounce_and_order"]
+    s = open_store(db_url)
+    await s.open()
+    old = await s.create_workflow(new("before"), now=T0, lease=None, replace_live=False)
+    await s.close()
+    _undo_flow_control(db_url)
+    raw_sql(db_url, f"DELETE FROM schema_migrations WHERE version >= {version}")
+
+    upgraded = open_store(db_url)
+    await upgraded.open()
+    try:
+        record = await upgraded.get_workflow("before")
+        assert record is not None and record.run_id == old.record.run_id
+        assert record.ordering_key is None and record.debounce_key is None
+        ordered = dataclasses.replace(new("after"), ordering_key="k")
+        created = await upgraded.create_workflow(ordered, now=T0, lease=None, replace_live=False)
+        assert created.record.ordering_seq == 1
+    finally:
+        await upgraded.close()
+    versions = raw_sql(db_url, "SELECT version FROM schema_migrations ORDER BY version")
+    assert [v for (v,) in versions] == _shipped(db_url)
+
+
 @pytest.mark.direct_db  # it rewinds the schema behind the store's back
 async def test_a_database_at_the_previous_schema_gets_the_pauses(db_url: str) -> None:
     dialect = "sqlite" if is_sqlite(db_url) else "postgres"
@@ -200,7 +235,9 @@ async def test_a_database_at_the_previous_schema_gets_the_cancel_log(db_url: str
 
 
 def _undo_output_steps(db_url: str) -> None:
-    """Take the steps of published values (sqlite v21, postgres v26) back out."""
+    """Take the steps of published values (sqlite v21, postgres v26) and what came after them
+    back out."""
+    _undo_flow_control(db_url)
     raw_sql(db_url, "DROP TABLE IF EXISTS attribute_writes")
     raw_sql(db_url, "ALTER TABLE outputs DROP COLUMN call_id")
 

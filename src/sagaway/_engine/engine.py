@@ -23,6 +23,7 @@ from sagaway import errors, events, observe, retry, serialization
 from sagaway._engine import (
     audit,
     end_wait,
+    flow_control,
     forking,
     new_executions,
     notices_heard,
@@ -32,6 +33,7 @@ from sagaway._engine import (
     signal_sends,
 )
 from sagaway._engine.cluster_limits import ClusterLimit
+from sagaway._engine.flow_control import FlowOptions
 from sagaway._engine.local_runner import LocalRunner as LocalRunner
 from sagaway._engine.local_runner import QueueLimiter
 from sagaway._engine.options import EngineOptions
@@ -171,13 +173,17 @@ class Engine:
         concurrency_key: str | None = None,
         client: bool = False,
         audit_note: AuditNote | None = None,
+        flow: FlowOptions | None = None,
     ) -> tuple[WorkflowRecord, bool]:
         """Create an execution under ``key`` (or find the one there); True if created.
         ``deadline``: seconds from its start until it is cancelled as by a request.
         ``concurrency_key``: created PENDING, never leased here: only a claim applies its limit.
         ``client``: a client's start, which rides through an outage (``outages``).
-        ``audit_note``: an operator's start, recorded if it creates the execution."""
+        ``audit_note``: an operator's start, recorded if it creates the execution.
+        ``flow``: its per-key order and debounce (created PENDING: claims apply them)."""
         check_key(key, "idempotency_key")
+        flow = flow or FlowOptions()
+        flow_control.check_debounce_conflict(flow, on_conflict)
         replacing = on_conflict is OnConflict.TERMINATE_EXISTING
         new = new_executions.build(
             name=defn.name,
@@ -190,12 +196,12 @@ class Engine:
             deadline=deadline,
             concurrency_key=concurrency_key,
             max_per_key=defn.max_per_key,
+            flow=flow,
         )
         runner = self.runner
+        queued = concurrency_key is not None or flow.queued
         here = (
-            concurrency_key is None
-            and runner is not None
-            and runner.accepts(defn.task_queue, new.code_version)
+            not queued and runner is not None and runner.accepts(defn.task_queue, new.code_version)
         )
         lease = self.new_lease() if here else None
         result = await outages.create(
@@ -208,7 +214,7 @@ class Engine:
             new_executions.started(self.channel, record.run_id, key, defn.name)
             if lease is not None and runner is not None:
                 runner.dispatch(record, lease, steps=[])
-            elif concurrency_key is not None:
+            elif queued:
                 self.wake_recovery()  # a Worker of this process may claim it at once
             return record, True
         new_executions.taken(record, new, on_conflict)

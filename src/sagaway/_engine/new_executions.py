@@ -12,7 +12,8 @@ and announced on the creating process's Channel.
 from __future__ import annotations
 
 from sagaway import errors, events, observe, serialization
-from sagaway._engine import keys, versions
+from sagaway._engine import flow_control, keys, versions
+from sagaway._engine.flow_control import FlowOptions
 from sagaway._engine.options import check_deadline
 from sagaway._engine.text_checks import check_key
 from sagaway.channel import Channel
@@ -34,6 +35,7 @@ def build(
     trace_context: str | None = None,
     concurrency_key: str | None = None,
     max_per_key: int = 1,
+    flow: FlowOptions | None = None,
 ) -> NewWorkflow:
     """An execution of workflow ``name`` to create under ``key`` (checked already).
 
@@ -41,8 +43,12 @@ def build(
     the caller's). ``replacing``: it may replace a live execution under ``key`` (its key space
     is then its own run's). ``trace_context``: the caller's; None: a new one from the installed
     tracer, if any. ``concurrency_key``: created under a per-key limit of ``max_per_key``.
-    ``deadline``: seconds from its start until it is cancelled as by a request."""
+    ``deadline``: seconds from its start until it is cancelled as by a request.
+    ``flow``: its per-key order and debounce (``flow_control``)."""
     check_deadline(deadline)
+    flow = flow or FlowOptions()
+    flow_control.check_ordering(flow.ordering_key)
+    flow_control.check_debounce(flow.debounce_key, flow.debounce, flow.debounce_max_wait)
     if code_version is not None:
         versions.check_code_version(code_version, "code_version")
     if concurrency_key is not None:
@@ -66,6 +72,10 @@ def build(
         code_version=code_version,
         concurrency_key=concurrency_key,
         max_per_key=max_per_key if concurrency_key is not None else 1,
+        ordering_key=flow.ordering_key,
+        debounce_key=flow.debounce_key,
+        debounce=flow.debounce,
+        debounce_max_wait=flow.debounce_max_wait,
     )
 
 
@@ -89,8 +99,17 @@ def check_same(found: WorkflowRecord, new: NewWorkflow, what: str) -> None:
 
 def taken(record: WorkflowRecord, new: NewWorkflow, on_conflict: OnConflict) -> None:
     """A start found ``record`` under its key: refused as ``on_conflict`` says, or joined if
-    it is the same workflow with the same arguments (else ``IdempotencyConflict``)."""
+    it is the same workflow with the same arguments (else ``IdempotencyConflict``). A
+    debounced start joins the run of its burst, which has the latest start's arguments: only
+    its workflow must be the same."""
     key = new.key
+    if new.debounce_key is not None:
+        if record.name != new.name:
+            raise errors.IdempotencyConflict(
+                f"idempotency key {key!r} is in use by workflow {record.name!r}; a new "
+                "request needs a new key"
+            )
+        return
     if on_conflict is OnConflict.FAIL:
         raise errors.WorkflowAlreadyExists(key, record.status.value)
     if on_conflict is OnConflict.TERMINATE_EXISTING:

@@ -48,6 +48,9 @@ def summary_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, A
         "paused": d.paused,
         "parent_key": d.parent_key,
         "code_version": d.code_version,
+        "ordering_key": d.ordering_key,
+        "ordering_seq": d.ordering_seq,
+        "debounce_key": d.debounce_key,
         **clock.fields(created_at=d.created_at, updated_at=d.updated_at, ended_at=d.ended_at),
         "error": d.error,
         "result": d.result,
@@ -67,6 +70,12 @@ def summary_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, A
 )
 @click.option("--name", help="Only workflows of this registered name.")
 @click.option("--key-prefix", help="Only keys that start with this.")
+@click.option(
+    "--ordering-key",
+    help="Only workflows started with this ordering key (with --status of the live ones: "
+    "its line).",
+)
+@click.option("--debounce-key", help="Only workflows started with this debounce key.")
 @click.option(
     "--version",
     "code_versions",
@@ -112,6 +121,8 @@ def list_cmd(
     status: str | None,
     name: str | None,
     key_prefix: str | None,
+    ordering_key: str | None,
+    debounce_key: str | None,
     code_versions: str | None,
     since: str | None,
     until: str | None,
@@ -146,7 +157,6 @@ def list_cmd(
         for option, value in (("since", since), ("until", until))
         if value is not None
     }
-
     codec = reading_codec(codec_key_file)
 
     async def go() -> list[sw.WorkflowDescription]:
@@ -161,6 +171,8 @@ def list_cmd(
                 after=after,
                 where=list(where) or None,
                 limit=limit + 1,  # one more: is there a next page?
+                ordering_key=ordering_key,
+                debounce_key=debounce_key,
             )
 
     _print_page(run(go(), url), limit, url, clock, after is not None, as_json, as_jsonl)
@@ -190,12 +202,25 @@ def _print_page(
         click.echo(hint, err=as_json or as_jsonl)
 
 
+def flow_text(d: sw.WorkflowDescription, clock: _format.Clock) -> str:
+    """Its ordering key and place number, its debounce key and (PENDING) when it starts."""
+    parts = []
+    if d.ordering_key is not None:
+        parts.append(f"order {d.ordering_key} #{d.ordering_seq}")
+    if d.debounce_key is not None:
+        pending = d.status is sw.WorkflowStatus.PENDING and d.next_run_at is not None
+        starts = f", starts {clock.text(d.next_run_at)}" if pending else ""
+        parts.append(f"debounce {d.debounce_key}{starts}")
+    return "; ".join(parts) or "-"
+
+
 def _print_list(
     rows: list[sw.WorkflowDescription], url: str | None, clock: _format.Clock, paged: bool
 ) -> None:
+    flow = any(row.ordering_key or row.debounce_key for row in rows)  # a column if any
     table = PlainTable(
         f"workflows in {mask_url(resolve_url(url))}",
-        ("key", "workflow", "status", "version", "created", "updated"),
+        ("key", "workflow", "status", "version", "created", "updated", *(("flow",) * flow)),
     )
     for row in rows:
         table.add_row(
@@ -205,6 +230,7 @@ def _print_list(
             "-" if row.code_version is None else row.code_version,
             clock.text(row.created_at),
             clock.text(row.updated_at),
+            *((flow_text(row, clock),) * flow),
         )
     table.print(console)
     if not rows:

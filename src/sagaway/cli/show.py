@@ -123,6 +123,8 @@ def show_json(
         signals=[signal_json(s, clock) for s in d.signals],
         cancel_requests=[cancel_json(r, clock) for r in d.cancel_requests],
         audit=[entry_json(e, clock) for e in d.audit],
+        waits_behind=d.waits_behind,
+        ahead_in_line=d.ahead_in_line,
     )
     return data
 
@@ -250,6 +252,7 @@ def _relations(d: sw.WorkflowDescription, clock: _format.Clock) -> Iterator[tupl
     if d.waiting_for:
         until = f" (until {clock.text(d.next_run_at)})" if d.next_run_at else ""
         yield "waiting", f"for {escape(d.waiting_for)}{until}"
+    yield from _flow(d, clock)
     if d.owner:
         yield "lease", f"held by {escape(d.owner)}{_expiry(d.lease_expires_at, clock)}"
     if d.status is sw.WorkflowStatus.SUSPENDED:
@@ -258,6 +261,25 @@ def _relations(d: sw.WorkflowDescription, clock: _format.Clock) -> Iterator[tupl
             f"{clock.text(d.next_run_at)} (suspended {d.suspend_count}x; "
             f"`sagaway retry {escape(d.key)}` to retry now)",
         )
+
+
+def _flow(d: sw.WorkflowDescription, clock: _format.Clock) -> Iterator[tuple[str, str]]:
+    """Its per-key order (its place in line) and its debounce (when it starts)."""
+    if d.ordering_key is not None:
+        key = escape(d.ordering_key)
+        if d.waits_behind is not None:
+            place = f"waits behind {escape(d.waits_behind)} ({d.ahead_in_line} ahead)"
+        elif d.ahead_in_line == 0:
+            place = "first in line"
+        else:
+            place = "out of the line (ended)"
+        yield "order", f"key {key}, {place}"
+    if d.debounce_key is not None:
+        key = escape(d.debounce_key)
+        if d.status is sw.WorkflowStatus.PENDING and d.next_run_at is not None:
+            yield "debounce", f"key {key}, starts {clock.text(d.next_run_at)} unless started again"
+        else:
+            yield "debounce", f"key {key} (started: a new start begins a new burst)"
 
 
 def _expiry(expires_at: float | None, clock: _format.Clock) -> str:

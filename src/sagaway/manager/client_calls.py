@@ -110,6 +110,8 @@ class ClientCalls:
         after: str | None = None,
         code_versions: Collection[str | None] | None = None,
         where: search.Where | None = None,
+        ordering_key: str | None = None,
+        debounce_key: str | None = None,
     ) -> list[WorkflowDescription]:
         """Current workflows, newest first (steps not included).
 
@@ -127,6 +129,9 @@ class ClientCalls:
             where: only workflows whose search attributes match: ``{"customer": "4711"}``,
                 or filters as text, ``["amount>=100", "region=eu"]`` (see
                 docs/search-attributes.md).
+            ordering_key: only workflows started with this ``ordering_key`` (with
+                ``status`` of the live ones: the key's line).
+            debounce_key: only workflows started with this ``debounce_key``.
 
         Raises ValueError when ``after`` is not a cursor, a status is unknown or a filter is
         malformed.
@@ -142,6 +147,8 @@ class ClientCalls:
             after=after,
             code_versions=code_versions,
             where=where,
+            ordering_key=ordering_key,
+            debounce_key=debounce_key,
         )
 
     async def list_signals(self, key: str) -> list[SignalRecord]:

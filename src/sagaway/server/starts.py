@@ -12,12 +12,15 @@ import asyncio
 import contextlib
 import json
 import time
+from typing import Any
 
 from sagaway import errors
 from sagaway._engine import new_executions
+from sagaway._engine.flow_control import FlowOptions
 from sagaway._engine.options import check_deadline
 from sagaway._engine.text_checks import check_key, check_name
 from sagaway.server.notices import Hub, Queue
+from sagaway.states import OnConflict
 from sagaway.store import Store, notices
 from sagaway.store.records import WorkflowRecord
 from sagaway.v1 import engine_pb2 as pb
@@ -63,6 +66,12 @@ class StartWorkflows:
             trace_context=_trace_context(request),
             concurrency_key=concurrency_key,
             max_per_key=request.max_per_key or 1,  # 0: the default, 1
+            flow=FlowOptions(
+                _optional(request, "ordering_key"),
+                _optional(request, "debounce_key"),
+                _optional(request, "debounce"),
+                _optional(request, "debounce_max_wait"),
+            ),
         )
         result = await self.store.create_workflow(
             new, now=await self._now(), lease=None, replace_live=False
@@ -73,7 +82,10 @@ class StartWorkflows:
             if self.announce:
                 self.hub.publish(notices.READY)
             return record, True
-        new_executions.check_same(record, new, "key")
+        if new.debounce_key is not None:
+            new_executions.taken(record, new, OnConflict.ATTACH)  # joined its burst's run
+        else:
+            new_executions.check_same(record, new, "key")
         return record, False
 
     async def wait(self, key: str, timeout: float) -> WorkflowRecord:
@@ -122,3 +134,8 @@ def _trace_context(request: pb.StartWorkflowRequest) -> str | None:
     ):
         raise ValueError('trace_context must be a JSON object of strings ({"traceparent": ...})')
     return request.trace_context
+
+
+def _optional(request: pb.StartWorkflowRequest, field: str) -> Any:
+    """An optional field of ``request``: None when absent."""
+    return getattr(request, field) if request.HasField(field) else None  # type: ignore[arg-type]

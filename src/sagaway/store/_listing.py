@@ -30,7 +30,8 @@ from sagaway.store.records import ListQuery
 COLUMNS = (
     "run_id, key, name, args, args_hash, status, result, error, parent_key, created_at, "
     "updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, "
-    "key_space, cancel_reason, deadline_at, trace_context, code_version, concurrency_key"
+    "key_space, cancel_reason, deadline_at, trace_context, code_version, concurrency_key, "
+    "ordering_key, ordering_seq, debounce_key"
 )
 LIVE_CONDITION = "status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')"
 """The condition of the index ``workflows_live``."""
@@ -100,6 +101,9 @@ def page_query(dialect: Dialect, query: ListQuery) -> tuple[str, dict[str, Any]]
         common.append(dialect.key_prefix)
     if query.code_versions:
         common.append(dialect.versions)
+    for field in ("ordering_key", "debounce_key"):
+        if getattr(query, field) is not None:
+            common.append(f"{field} = {p(field)}")
     source, order, conditions = _attributes.plan(
         query.attributes, p, params, join=dialect.driver_join
     )
@@ -130,6 +134,8 @@ def _page_params(query: ListQuery, dialect: Dialect) -> dict[str, Any]:
         "after_run": after_run,
         "name": query.name,
         "key_prefix": query.key_prefix,
+        "ordering_key": query.ordering_key,
+        "debounce_key": query.debounce_key,
         "limit": query.limit if query.limit >= 0 else dialect.no_limit,
         **version_filter(query.code_versions or None, arrays=dialect.arrays),
     }

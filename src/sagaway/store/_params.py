@@ -37,6 +37,11 @@ def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
     """``insert_workflow``: RUNNING under ``lease`` if given, else PENDING."""
     if new.concurrency_key is not None and new.max_per_key < 1:
         raise ValueError(f"max_per_key must be >= 1, not {new.max_per_key!r}")
+    if lease is not None and (new.ordering_key is not None or new.debounce is not None):
+        raise ValueError(
+            "an execution with an ordering_key or a debounce is created PENDING: claims "
+            "apply its order and its start"
+        )
     if new.concurrency_key is not None and lease is not None:
         raise ValueError(
             "an execution with a concurrency_key is created PENDING: claims apply its limit"
@@ -57,11 +62,53 @@ def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
         "code_version": new.code_version,
         "concurrency_key": new.concurrency_key,
         "concurrency_limit": None if new.concurrency_key is None else new.max_per_key,
+        "ordering_key": new.ordering_key,
+        "debounce_key": new.debounce_key,
+        "debounce_until": _burst_end(new, now),
+        "start_at": now if new.debounce is None else now + new.debounce,
         "now": now,
         "lease_token": lease.token if lease else None,
         "lease_owner": lease.owner if lease else None,
         "lease_expires_at": lease.expires_at if lease else None,
     }
+
+
+def _burst_end(new: NewWorkflow, first: float) -> float | None:
+    """The latest start of a burst whose first start was at ``first`` (None: no bound)."""
+    if new.debounce_key is None or new.debounce_max_wait is None:
+        return None
+    return first + new.debounce_max_wait
+
+
+def postpone(new: NewWorkflow, burst: Any, *, now: float) -> Params:
+    """``postpone_burst``: the open burst ``burst`` (an ``open_burst`` row) takes ``new``'s
+    arguments and starts ``new.debounce`` seconds from now, but not after the end of the burst
+    (the earlier of its own and the one ``new``'s maximum wait sets from its first start)."""
+    ends = [float(burst["debounce_until"])] if burst["debounce_until"] is not None else []
+    bound = _burst_end(new, float(burst["created_at"]))
+    if bound is not None:
+        ends.append(bound)
+    until = min(ends) if ends else None
+    start_at = now + (new.debounce or 0.0)
+    return {
+        "run_id": burst["run_id"],
+        "args": new.args,
+        "args_hash": new.args_hash,
+        "start_at": start_at if until is None else min(start_at, until),
+        "debounce_until": until,
+        "now": now,
+    }
+
+
+def start_lock(new: NewWorkflow) -> list[str]:
+    """The advisory lock keys a start takes on PostgreSQL before it writes (in this order):
+    its burst's, then its ordering key's line."""
+    keys = []
+    if new.debounce_key is not None:
+        keys.append(f"debounce\x1f{new.name}\x1f{new.debounce_key}")
+    if new.ordering_key is not None:
+        keys.append(f"order\x1f{new.ordering_key}")
+    return keys
 
 
 def version_filter(versions: Collection[str | None] | None, *, arrays: bool) -> Params:

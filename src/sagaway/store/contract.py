@@ -215,6 +215,15 @@ class Store(QueueLimitVerbs, ScheduleVerbs, AuditVerbs, PauseVerbs, OutputVerbs,
 
         With a lease the execution starts RUNNING, owned by it; otherwise PENDING. When the key is
         taken by a live execution and ``replace_live`` is true, that one is TERMINATED first.
+
+        With ``new.ordering_key`` it takes the next place in the key's line
+        (``ordering_seq``), and ``claim_due`` starts it only when no execution of the key that
+        has not ended has an earlier place. With ``new.debounce_key`` (never with a lease): if
+        the key is free and an execution of ``new.name`` with that debounce key is PENDING,
+        that one takes ``new.args`` and is postponed to ``now + new.debounce`` (at most its
+        burst's first start + ``debounce_max_wait``) and is returned (not created), and
+        ``new.key`` is recorded as joined to it; a later start under ``new.key`` returns it.
+        Otherwise the execution is created PENDING, due at ``now + new.debounce``.
         """
         ...
 

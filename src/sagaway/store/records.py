@@ -78,6 +78,16 @@ class WorkflowRecord:
     previous_owner: str | None = dataclasses.field(default=None, compare=False)
     """Only on a record returned by ``Store.claim_due``: the process whose expired lease the
     claim took over (a recovery takeover); None for a run nobody held. Not stored."""
+    ordering_key: str | None = None
+    """Its per-key order's key (``execute(ordering_key=...)``): the key's executions run one at
+    a time, in the order started. None: no order."""
+    ordering_seq: int | None = None
+    """With an ``ordering_key``: its place in the key's line (lower runs first; only the order
+    among the key's live executions means anything)."""
+    debounce_key: str | None = None
+    """The debounce key it was started with (``execute(debounce_key=...)``): while PENDING,
+    a new debounced start of the same workflow and key postpones it (``next_run_at``) and gives
+    it its arguments. None: not debounced."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -157,6 +167,15 @@ class NewWorkflow:
     """See ``WorkflowRecord.concurrency_key``."""
     max_per_key: int = 1
     """With a ``concurrency_key``: how many of the key's executions may run at once."""
+    ordering_key: str | None = None
+    """See ``WorkflowRecord.ordering_key``."""
+    debounce_key: str | None = None
+    """See ``WorkflowRecord.debounce_key``."""
+    debounce: float | None = None
+    """With a ``debounce_key``: seconds without a new start of the key before it starts."""
+    debounce_max_wait: float | None = None
+    """With a ``debounce_key``: the most seconds a burst waits from its first start (None: no
+    bound)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -204,6 +223,10 @@ class ListQuery:
     any version."""
     attributes: tuple[AttributeFilter, ...] = ()
     """Only executions whose search attributes match every one of these."""
+    ordering_key: str | None = None
+    """Only the executions of this ordering key (``execute(ordering_key=...)``)."""
+    debounce_key: str | None = None
+    """Only the executions started with this debounce key (``execute(debounce_key=...)``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -91,6 +91,9 @@ class WorkflowRecord(_message.Message):
     PREVIOUS_OWNER_FIELD_NUMBER: _builtins.int
     CODE_VERSION_FIELD_NUMBER: _builtins.int
     CONCURRENCY_KEY_FIELD_NUMBER: _builtins.int
+    ORDERING_KEY_FIELD_NUMBER: _builtins.int
+    ORDERING_SEQ_FIELD_NUMBER: _builtins.int
+    DEBOUNCE_KEY_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """unique id of this execution"""
     key: _builtins.str
@@ -131,6 +134,12 @@ class WorkflowRecord(_message.Message):
     """application code version of the creating process"""
     concurrency_key: _builtins.str
     """its per-key limit's key (absent: none)"""
+    ordering_key: _builtins.str
+    """its per-key order's key (absent: none)"""
+    ordering_seq: _builtins.int
+    """with ordering_key: its place in the key's line"""
+    debounce_key: _builtins.str
+    """the debounce key it was started with (absent: none)"""
     def __init__(
         self,
         *,
@@ -157,10 +166,13 @@ class WorkflowRecord(_message.Message):
         previous_owner: _builtins.str | None = ...,
         code_version: _builtins.str | None = ...,
         concurrency_key: _builtins.str | None = ...,
+        ordering_key: _builtins.str | None = ...,
+        ordering_seq: _builtins.int | None = ...,
+        debounce_key: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_deadline_at", b"_deadline_at", "_ended_at", b"_ended_at", "_error", b"_error", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "cancel_reason", b"cancel_reason", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "deadline_at", b"deadline_at", "ended_at", b"ended_at", "error", b"error", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "next_run_at", b"next_run_at", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "result", b"result", "trace_context", b"trace_context"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_deadline_at", b"_deadline_at", "_debounce_key", b"_debounce_key", "_ended_at", b"_ended_at", "_error", b"_error", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_ordering_key", b"_ordering_key", "_ordering_seq", b"_ordering_seq", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "cancel_reason", b"cancel_reason", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "deadline_at", b"deadline_at", "debounce_key", b"debounce_key", "ended_at", b"ended_at", "error", b"error", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "next_run_at", b"next_run_at", "ordering_key", b"ordering_key", "ordering_seq", b"ordering_seq", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "result", b"result", "trace_context", b"trace_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_deadline_at", b"_deadline_at", "_ended_at", b"_ended_at", "_error", b"_error", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "cancel_reason", b"cancel_reason", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "created_at", b"created_at", "deadline_at", b"deadline_at", "ended_at", b"ended_at", "error", b"error", "key", b"key", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "name", b"name", "next_run_at", b"next_run_at", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "result", b"result", "run_id", b"run_id", "status", b"status", "suspend_count", b"suspend_count", "trace_context", b"trace_context", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_deadline_at", b"_deadline_at", "_debounce_key", b"_debounce_key", "_ended_at", b"_ended_at", "_error", b"_error", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_ordering_key", b"_ordering_key", "_ordering_seq", b"_ordering_seq", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "cancel_reason", b"cancel_reason", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "created_at", b"created_at", "deadline_at", b"deadline_at", "debounce_key", b"debounce_key", "ended_at", b"ended_at", "error", b"error", "key", b"key", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "name", b"name", "next_run_at", b"next_run_at", "ordering_key", b"ordering_key", "ordering_seq", b"ordering_seq", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "result", b"result", "run_id", b"run_id", "status", b"status", "suspend_count", b"suspend_count", "trace_context", b"trace_context", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cancel_reason: _TypeAlias = _typing.Literal["cancel_reason"]  # noqa: Y015
     _WhichOneofArgType__cancel_reason: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason"]  # noqa: Y015
@@ -170,6 +182,8 @@ class WorkflowRecord(_message.Message):
     _WhichOneofArgType__concurrency_key: _TypeAlias = _typing.Literal["_concurrency_key", b"_concurrency_key"]  # noqa: Y015
     _WhichOneofReturnType__deadline_at: _TypeAlias = _typing.Literal["deadline_at"]  # noqa: Y015
     _WhichOneofArgType__deadline_at: _TypeAlias = _typing.Literal["_deadline_at", b"_deadline_at"]  # noqa: Y015
+    _WhichOneofReturnType__debounce_key: _TypeAlias = _typing.Literal["debounce_key"]  # noqa: Y015
+    _WhichOneofArgType__debounce_key: _TypeAlias = _typing.Literal["_debounce_key", b"_debounce_key"]  # noqa: Y015
     _WhichOneofReturnType__ended_at: _TypeAlias = _typing.Literal["ended_at"]  # noqa: Y015
     _WhichOneofArgType__ended_at: _TypeAlias = _typing.Literal["_ended_at", b"_ended_at"]  # noqa: Y015
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
@@ -182,6 +196,10 @@ class WorkflowRecord(_message.Message):
     _WhichOneofArgType__lease_owner: _TypeAlias = _typing.Literal["_lease_owner", b"_lease_owner"]  # noqa: Y015
     _WhichOneofReturnType__next_run_at: _TypeAlias = _typing.Literal["next_run_at"]  # noqa: Y015
     _WhichOneofArgType__next_run_at: _TypeAlias = _typing.Literal["_next_run_at", b"_next_run_at"]  # noqa: Y015
+    _WhichOneofReturnType__ordering_key: _TypeAlias = _typing.Literal["ordering_key"]  # noqa: Y015
+    _WhichOneofArgType__ordering_key: _TypeAlias = _typing.Literal["_ordering_key", b"_ordering_key"]  # noqa: Y015
+    _WhichOneofReturnType__ordering_seq: _TypeAlias = _typing.Literal["ordering_seq"]  # noqa: Y015
+    _WhichOneofArgType__ordering_seq: _TypeAlias = _typing.Literal["_ordering_seq", b"_ordering_seq"]  # noqa: Y015
     _WhichOneofReturnType__parent_key: _TypeAlias = _typing.Literal["parent_key"]  # noqa: Y015
     _WhichOneofArgType__parent_key: _TypeAlias = _typing.Literal["_parent_key", b"_parent_key"]  # noqa: Y015
     _WhichOneofReturnType__previous_owner: _TypeAlias = _typing.Literal["previous_owner"]  # noqa: Y015
@@ -199,6 +217,8 @@ class WorkflowRecord(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__deadline_at) -> _WhichOneofReturnType__deadline_at | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__debounce_key) -> _WhichOneofReturnType__debounce_key | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__ended_at) -> _WhichOneofReturnType__ended_at | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__error) -> _WhichOneofReturnType__error | None: ...
@@ -210,6 +230,10 @@ class WorkflowRecord(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__lease_owner) -> _WhichOneofReturnType__lease_owner | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__next_run_at) -> _WhichOneofReturnType__next_run_at | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ordering_key) -> _WhichOneofReturnType__ordering_key | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ordering_seq) -> _WhichOneofReturnType__ordering_seq | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__parent_key) -> _WhichOneofReturnType__parent_key | None: ...
     @_typing.overload
@@ -361,6 +385,10 @@ class NewWorkflow(_message.Message):
     CODE_VERSION_FIELD_NUMBER: _builtins.int
     CONCURRENCY_KEY_FIELD_NUMBER: _builtins.int
     MAX_PER_KEY_FIELD_NUMBER: _builtins.int
+    ORDERING_KEY_FIELD_NUMBER: _builtins.int
+    DEBOUNCE_KEY_FIELD_NUMBER: _builtins.int
+    DEBOUNCE_FIELD_NUMBER: _builtins.int
+    DEBOUNCE_MAX_WAIT_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     key: _builtins.str
     name: _builtins.str
@@ -379,6 +407,14 @@ class NewWorkflow(_message.Message):
     """its per-key limit's key (absent: none)"""
     max_per_key: _builtins.int
     """with concurrency_key: how many of the key may run"""
+    ordering_key: _builtins.str
+    """its key's executions run one at a time, in order"""
+    debounce_key: _builtins.str
+    """start-or-postpone: the burst it joins (absent: none)"""
+    debounce: _builtins.float
+    """with debounce_key: the quiet seconds before it starts"""
+    debounce_max_wait: _builtins.float
+    """with debounce_key: the most seconds a burst waits"""
     def __init__(
         self,
         *,
@@ -395,17 +431,29 @@ class NewWorkflow(_message.Message):
         code_version: _builtins.str | None = ...,
         concurrency_key: _builtins.str | None = ...,
         max_per_key: _builtins.int = ...,
+        ordering_key: _builtins.str | None = ...,
+        debounce_key: _builtins.str | None = ...,
+        debounce: _builtins.float | None = ...,
+        debounce_max_wait: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_key_space", b"_key_space", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "key_space", b"key_space", "parent_key", b"parent_key", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_debounce", b"_debounce", "_debounce_key", b"_debounce_key", "_debounce_max_wait", b"_debounce_max_wait", "_key_space", b"_key_space", "_ordering_key", b"_ordering_key", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "debounce", b"debounce", "debounce_key", b"debounce_key", "debounce_max_wait", b"debounce_max_wait", "key_space", b"key_space", "ordering_key", b"ordering_key", "parent_key", b"parent_key", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_key_space", b"_key_space", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "key", b"key", "key_space", b"key_space", "max_per_key", b"max_per_key", "name", b"name", "parent_key", b"parent_key", "queue", b"queue", "run_id", b"run_id", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_debounce", b"_debounce", "_debounce_key", b"_debounce_key", "_debounce_max_wait", b"_debounce_max_wait", "_key_space", b"_key_space", "_ordering_key", b"_ordering_key", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "debounce", b"debounce", "debounce_key", b"debounce_key", "debounce_max_wait", b"debounce_max_wait", "key", b"key", "key_space", b"key_space", "max_per_key", b"max_per_key", "name", b"name", "ordering_key", b"ordering_key", "parent_key", b"parent_key", "queue", b"queue", "run_id", b"run_id", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__code_version: _TypeAlias = _typing.Literal["code_version"]  # noqa: Y015
     _WhichOneofArgType__code_version: _TypeAlias = _typing.Literal["_code_version", b"_code_version"]  # noqa: Y015
     _WhichOneofReturnType__concurrency_key: _TypeAlias = _typing.Literal["concurrency_key"]  # noqa: Y015
     _WhichOneofArgType__concurrency_key: _TypeAlias = _typing.Literal["_concurrency_key", b"_concurrency_key"]  # noqa: Y015
+    _WhichOneofReturnType__debounce: _TypeAlias = _typing.Literal["debounce"]  # noqa: Y015
+    _WhichOneofArgType__debounce: _TypeAlias = _typing.Literal["_debounce", b"_debounce"]  # noqa: Y015
+    _WhichOneofReturnType__debounce_key: _TypeAlias = _typing.Literal["debounce_key"]  # noqa: Y015
+    _WhichOneofArgType__debounce_key: _TypeAlias = _typing.Literal["_debounce_key", b"_debounce_key"]  # noqa: Y015
+    _WhichOneofReturnType__debounce_max_wait: _TypeAlias = _typing.Literal["debounce_max_wait"]  # noqa: Y015
+    _WhichOneofArgType__debounce_max_wait: _TypeAlias = _typing.Literal["_debounce_max_wait", b"_debounce_max_wait"]  # noqa: Y015
     _WhichOneofReturnType__key_space: _TypeAlias = _typing.Literal["key_space"]  # noqa: Y015
     _WhichOneofArgType__key_space: _TypeAlias = _typing.Literal["_key_space", b"_key_space"]  # noqa: Y015
+    _WhichOneofReturnType__ordering_key: _TypeAlias = _typing.Literal["ordering_key"]  # noqa: Y015
+    _WhichOneofArgType__ordering_key: _TypeAlias = _typing.Literal["_ordering_key", b"_ordering_key"]  # noqa: Y015
     _WhichOneofReturnType__parent_key: _TypeAlias = _typing.Literal["parent_key"]  # noqa: Y015
     _WhichOneofArgType__parent_key: _TypeAlias = _typing.Literal["_parent_key", b"_parent_key"]  # noqa: Y015
     _WhichOneofReturnType__timeout: _TypeAlias = _typing.Literal["timeout"]  # noqa: Y015
@@ -417,7 +465,15 @@ class NewWorkflow(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__concurrency_key) -> _WhichOneofReturnType__concurrency_key | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__debounce) -> _WhichOneofReturnType__debounce | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__debounce_key) -> _WhichOneofReturnType__debounce_key | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__debounce_max_wait) -> _WhichOneofReturnType__debounce_max_wait | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__key_space) -> _WhichOneofReturnType__key_space | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ordering_key) -> _WhichOneofReturnType__ordering_key | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__parent_key) -> _WhichOneofReturnType__parent_key | None: ...
     @_typing.overload
@@ -2101,6 +2157,8 @@ class ListPageRequest(_message.Message):
     CODE_VERSIONS_FIELD_NUMBER: _builtins.int
     UNVERSIONED_FIELD_NUMBER: _builtins.int
     ATTRIBUTES_FIELD_NUMBER: _builtins.int
+    ORDERING_KEY_FIELD_NUMBER: _builtins.int
+    DEBOUNCE_KEY_FIELD_NUMBER: _builtins.int
     limit: _builtins.int
     name: _builtins.str
     key_prefix: _builtins.str
@@ -2111,6 +2169,10 @@ class ListPageRequest(_message.Message):
     after_run_id: _builtins.str
     unversioned: _builtins.bool
     """executions without a code version"""
+    ordering_key: _builtins.str
+    """only the executions of this ordering key"""
+    debounce_key: _builtins.str
+    """only the executions started with this debounce key"""
     @_builtins.property
     def statuses(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -2135,17 +2197,23 @@ class ListPageRequest(_message.Message):
         code_versions: _abc.Iterable[_builtins.str] | None = ...,
         unversioned: _builtins.bool = ...,
         attributes: _abc.Iterable[Global___AttributeFilter] | None = ...,
+        ordering_key: _builtins.str | None = ...,
+        debounce_key: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at", "_after_run_id", b"_after_run_id", "_name", b"_name", "_since", b"_since", "_until", b"_until", "after_created_at", b"after_created_at", "after_run_id", b"after_run_id", "name", b"name", "since", b"since", "until", b"until"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at", "_after_run_id", b"_after_run_id", "_debounce_key", b"_debounce_key", "_name", b"_name", "_ordering_key", b"_ordering_key", "_since", b"_since", "_until", b"_until", "after_created_at", b"after_created_at", "after_run_id", b"after_run_id", "debounce_key", b"debounce_key", "name", b"name", "ordering_key", b"ordering_key", "since", b"since", "until", b"until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at", "_after_run_id", b"_after_run_id", "_name", b"_name", "_since", b"_since", "_until", b"_until", "after_created_at", b"after_created_at", "after_run_id", b"after_run_id", "attributes", b"attributes", "code_versions", b"code_versions", "key_prefix", b"key_prefix", "limit", b"limit", "name", b"name", "since", b"since", "statuses", b"statuses", "until", b"until", "unversioned", b"unversioned"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at", "_after_run_id", b"_after_run_id", "_debounce_key", b"_debounce_key", "_name", b"_name", "_ordering_key", b"_ordering_key", "_since", b"_since", "_until", b"_until", "after_created_at", b"after_created_at", "after_run_id", b"after_run_id", "attributes", b"attributes", "code_versions", b"code_versions", "debounce_key", b"debounce_key", "key_prefix", b"key_prefix", "limit", b"limit", "name", b"name", "ordering_key", b"ordering_key", "since", b"since", "statuses", b"statuses", "until", b"until", "unversioned", b"unversioned"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__after_created_at: _TypeAlias = _typing.Literal["after_created_at"]  # noqa: Y015
     _WhichOneofArgType__after_created_at: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at"]  # noqa: Y015
     _WhichOneofReturnType__after_run_id: _TypeAlias = _typing.Literal["after_run_id"]  # noqa: Y015
     _WhichOneofArgType__after_run_id: _TypeAlias = _typing.Literal["_after_run_id", b"_after_run_id"]  # noqa: Y015
+    _WhichOneofReturnType__debounce_key: _TypeAlias = _typing.Literal["debounce_key"]  # noqa: Y015
+    _WhichOneofArgType__debounce_key: _TypeAlias = _typing.Literal["_debounce_key", b"_debounce_key"]  # noqa: Y015
     _WhichOneofReturnType__name: _TypeAlias = _typing.Literal["name"]  # noqa: Y015
     _WhichOneofArgType__name: _TypeAlias = _typing.Literal["_name", b"_name"]  # noqa: Y015
+    _WhichOneofReturnType__ordering_key: _TypeAlias = _typing.Literal["ordering_key"]  # noqa: Y015
+    _WhichOneofArgType__ordering_key: _TypeAlias = _typing.Literal["_ordering_key", b"_ordering_key"]  # noqa: Y015
     _WhichOneofReturnType__since: _TypeAlias = _typing.Literal["since"]  # noqa: Y015
     _WhichOneofArgType__since: _TypeAlias = _typing.Literal["_since", b"_since"]  # noqa: Y015
     _WhichOneofReturnType__until: _TypeAlias = _typing.Literal["until"]  # noqa: Y015
@@ -2155,7 +2223,11 @@ class ListPageRequest(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__after_run_id) -> _WhichOneofReturnType__after_run_id | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__debounce_key) -> _WhichOneofReturnType__debounce_key | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__name) -> _WhichOneofReturnType__name | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ordering_key) -> _WhichOneofReturnType__ordering_key | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__since) -> _WhichOneofReturnType__since | None: ...
     @_typing.overload
@@ -2196,6 +2268,10 @@ class StartWorkflowRequest(_message.Message):
     CODE_VERSION_FIELD_NUMBER: _builtins.int
     CONCURRENCY_KEY_FIELD_NUMBER: _builtins.int
     MAX_PER_KEY_FIELD_NUMBER: _builtins.int
+    ORDERING_KEY_FIELD_NUMBER: _builtins.int
+    DEBOUNCE_KEY_FIELD_NUMBER: _builtins.int
+    DEBOUNCE_FIELD_NUMBER: _builtins.int
+    DEBOUNCE_MAX_WAIT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """the registered workflow name"""
     key: _builtins.str
@@ -2219,6 +2295,17 @@ class StartWorkflowRequest(_message.Message):
     run at once; the others wait PENDING (docs/limits.md).
     """
     max_per_key: _builtins.int
+    ordering_key: _builtins.str
+    """Per-key order: the executions started with this key run one at a time, in the order
+    started (docs/limits.md).
+    """
+    debounce_key: _builtins.str
+    """A debounced start: the run of this workflow and key starts once no start of the key came
+    for `debounce` seconds (at most `debounce_max_wait` after the burst's first start); until
+    then each start joins it with its arguments. The reply's record is that run.
+    """
+    debounce: _builtins.float
+    debounce_max_wait: _builtins.float
     def __init__(
         self,
         *,
@@ -2231,15 +2318,27 @@ class StartWorkflowRequest(_message.Message):
         code_version: _builtins.str | None = ...,
         concurrency_key: _builtins.str | None = ...,
         max_per_key: _builtins.int = ...,
+        ordering_key: _builtins.str | None = ...,
+        debounce_key: _builtins.str | None = ...,
+        debounce: _builtins.float | None = ...,
+        debounce_max_wait: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_debounce", b"_debounce", "_debounce_key", b"_debounce_key", "_debounce_max_wait", b"_debounce_max_wait", "_ordering_key", b"_ordering_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "debounce", b"debounce", "debounce_key", b"debounce_key", "debounce_max_wait", b"debounce_max_wait", "ordering_key", b"ordering_key", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "key", b"key", "max_per_key", b"max_per_key", "name", b"name", "queue", b"queue", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_debounce", b"_debounce", "_debounce_key", b"_debounce_key", "_debounce_max_wait", b"_debounce_max_wait", "_ordering_key", b"_ordering_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "debounce", b"debounce", "debounce_key", b"debounce_key", "debounce_max_wait", b"debounce_max_wait", "key", b"key", "max_per_key", b"max_per_key", "name", b"name", "ordering_key", b"ordering_key", "queue", b"queue", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__code_version: _TypeAlias = _typing.Literal["code_version"]  # noqa: Y015
     _WhichOneofArgType__code_version: _TypeAlias = _typing.Literal["_code_version", b"_code_version"]  # noqa: Y015
     _WhichOneofReturnType__concurrency_key: _TypeAlias = _typing.Literal["concurrency_key"]  # noqa: Y015
     _WhichOneofArgType__concurrency_key: _TypeAlias = _typing.Literal["_concurrency_key", b"_concurrency_key"]  # noqa: Y015
+    _WhichOneofReturnType__debounce: _TypeAlias = _typing.Literal["debounce"]  # noqa: Y015
+    _WhichOneofArgType__debounce: _TypeAlias = _typing.Literal["_debounce", b"_debounce"]  # noqa: Y015
+    _WhichOneofReturnType__debounce_key: _TypeAlias = _typing.Literal["debounce_key"]  # noqa: Y015
+    _WhichOneofArgType__debounce_key: _TypeAlias = _typing.Literal["_debounce_key", b"_debounce_key"]  # noqa: Y015
+    _WhichOneofReturnType__debounce_max_wait: _TypeAlias = _typing.Literal["debounce_max_wait"]  # noqa: Y015
+    _WhichOneofArgType__debounce_max_wait: _TypeAlias = _typing.Literal["_debounce_max_wait", b"_debounce_max_wait"]  # noqa: Y015
+    _WhichOneofReturnType__ordering_key: _TypeAlias = _typing.Literal["ordering_key"]  # noqa: Y015
+    _WhichOneofArgType__ordering_key: _TypeAlias = _typing.Literal["_ordering_key", b"_ordering_key"]  # noqa: Y015
     _WhichOneofReturnType__timeout: _TypeAlias = _typing.Literal["timeout"]  # noqa: Y015
     _WhichOneofArgType__timeout: _TypeAlias = _typing.Literal["_timeout", b"_timeout"]  # noqa: Y015
     _WhichOneofReturnType__trace_context: _TypeAlias = _typing.Literal["trace_context"]  # noqa: Y015
@@ -2248,6 +2347,14 @@ class StartWorkflowRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__code_version) -> _WhichOneofReturnType__code_version | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__concurrency_key) -> _WhichOneofReturnType__concurrency_key | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__debounce) -> _WhichOneofReturnType__debounce | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__debounce_key) -> _WhichOneofReturnType__debounce_key | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__debounce_max_wait) -> _WhichOneofReturnType__debounce_max_wait | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ordering_key) -> _WhichOneofReturnType__ordering_key | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__timeout) -> _WhichOneofReturnType__timeout | None: ...
     @_typing.overload

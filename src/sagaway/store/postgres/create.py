@@ -13,6 +13,7 @@ from sagaway import errors
 from sagaway.store import _params, _rows
 from sagaway.store.contract import CreateResult
 from sagaway.store.postgres import audit as _pg_audit
+from sagaway.store.postgres import debounce as _pg_debounce
 from sagaway.store.postgres.conn import Conn, Q, named
 from sagaway.store.records import WorkflowRecord
 
@@ -22,6 +23,11 @@ _ROUNDS = 16
 
 async def run(create: _params.Create, conn: Conn) -> CreateResult:
     """``create_workflow``'s transaction (its audit entry only when it creates)."""
+    await _pg_debounce.lock(conn, create)
+    if create.new.debounce_key is not None:
+        folded = await _pg_debounce.fold(conn, create)
+        if folded is not None:
+            return folded
     result = await _create(conn, create)
     if result.created:
         await _pg_audit.write(conn, create.audit, run_id=create.new.run_id)

@@ -127,7 +127,13 @@ class PostgresStore(Connection, SQLVerbs, Collaborators):
     async def _create_run(self, create: _params.Create) -> CreateResult:
         # The common case, a free key: one insert, shared with concurrent starts (an audited
         # start writes its entry in a transaction of its own, with the insert).
-        if create.audit is None and len(create.new.args) <= _BATCHED_PAYLOAD:
+        # A start in a line or a burst locks its key first: never batched.
+        if (
+            create.audit is None
+            and len(create.new.args) <= _BATCHED_PAYLOAD
+            and create.new.ordering_key is None
+            and create.new.debounce_key is None
+        ):
             created = await self._create_commits.submit(create.params)
             if created is not None:
                 return CreateResult(created, created=True)

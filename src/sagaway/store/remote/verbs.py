@@ -99,6 +99,8 @@ def _list_query_of(request: Any) -> ListQuery:
         after=(request.after_created_at, request.after_run_id) if has_after[0] else None,
         code_versions=frozenset([*request.code_versions, *([None] if request.unversioned else [])]),
         attributes=tuple(wire.from_message(AttributeFilter, m) for m in request.attributes),
+        ordering_key=wire.optional(request, "ordering_key"),
+        debounce_key=wire.optional(request, "debounce_key"),
     )
 
 

@@ -29,20 +29,23 @@ VALUES (%(version)s, %(name)s, %(applied_at)s)
 -- name: get_current
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       ordering_key, ordering_seq, debounce_key
 FROM workflows WHERE key = %(key)s AND is_current
 
 -- name: get_current_for_update
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       ordering_key, ordering_seq, debounce_key
 FROM workflows WHERE key = %(key)s AND is_current
 FOR UPDATE
 
 -- name: get_run
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       ordering_key, ordering_seq, debounce_key
 FROM workflows WHERE run_id = %(run_id)s
 
 -- name: insert_workflow
@@ -53,9 +56,11 @@ FROM workflows WHERE run_id = %(run_id)s
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
                        next_run_at, queue, key_space, deadline_at, trace_context, code_version,
-                       concurrency_key, concurrency_limit)
+                       concurrency_key, concurrency_limit, ordering_key, ordering_seq,
+                       debounce_key, debounce_until)
 VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s, %(parent_key)s,
-        %(now)s, %(now)s, %(lease_token)s, %(lease_owner)s, %(lease_expires_at)s, %(now)s,
+        %(now)s, %(now)s, %(lease_token)s, %(lease_owner)s, %(lease_expires_at)s,
+        %(start_at)s,
         %(queue)s,
         CASE WHEN %(spare_key_space)s::text IS NOT NULL AND EXISTS (
                 SELECT 1 FROM workflows c
@@ -64,11 +69,17 @@ VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s
                   AND c.key < (%(key_space)s::text || '0') COLLATE "C")
              THEN %(spare_key_space)s::text ELSE %(key_space)s::text END,
         %(deadline_at)s, %(trace_context)s, %(code_version)s,
-        %(concurrency_key)s, %(concurrency_limit)s)
+        %(concurrency_key)s, %(concurrency_limit)s, %(ordering_key)s,
+        CASE WHEN %(ordering_key)s::text IS NOT NULL THEN 1 + COALESCE((
+            SELECT MAX(o.ordering_seq) FROM workflows AS o
+            WHERE o.ordering_key = %(ordering_key)s::text AND o.ordering_key IS NOT NULL
+              AND o.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')), 0) END,
+        %(debounce_key)s, %(debounce_until)s)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       ordering_key, ordering_seq, debounce_key
 
 -- name: insert_workflows
 -- insert_workflow for many executions at once (group commit of starts): one JSON parameter.
@@ -95,7 +106,49 @@ FROM json_to_recordset(%(batch)s::json)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       ordering_key, ordering_seq, debounce_key
+
+-- ---------------------------------------------------------------- debounced starts and order
+
+-- name: lock_start_key
+-- Starts of one ordering key, or of one debounced burst, take turns (until commit): each sees
+-- what the one before it wrote (the key's line, the open burst).
+SELECT pg_advisory_xact_lock(hashtextextended(%(lock_key)s, 0))
+
+-- name: debounced_start
+-- The execution a start with this idempotency key was folded into (a retried start).
+SELECT run_id FROM debounced_starts WHERE key = %(key)s
+
+-- name: open_burst
+-- The open burst of a debounced start: its workflow's PENDING execution of the key.
+SELECT run_id, created_at, debounce_until FROM workflows
+WHERE name = %(name)s AND debounce_key = %(debounce_key)s AND debounce_key IS NOT NULL
+  AND status = 'PENDING'
+FOR UPDATE
+
+-- name: postpone_burst
+-- A start folded into the open burst: its arguments, and the start postponed.
+UPDATE workflows
+SET args = %(args)s, args_hash = %(args_hash)s, next_run_at = %(start_at)s,
+    debounce_until = %(debounce_until)s, updated_at = %(now)s
+WHERE run_id = %(run_id)s AND status = 'PENDING'
+RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       ordering_key, ordering_seq, debounce_key
+
+-- name: record_debounced_start
+INSERT INTO debounced_starts (key, run_id, started_at) VALUES (%(key)s, %(run_id)s, %(now)s)
+ON CONFLICT (key) DO NOTHING
+
+-- name: ordering_line
+-- The live executions of an ordering key, in line order (sagaway show: what one waits behind).
+SELECT run_id, key, status, ordering_seq FROM workflows
+WHERE ordering_key = %(ordering_key)s AND ordering_key IS NOT NULL
+  AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
+ORDER BY ordering_seq
+LIMIT %(limit)s
 
 -- name: supersede
 UPDATE workflows
@@ -128,7 +181,8 @@ ORDER BY run_id, started_at, call_id
 -- name: get_runs
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       ordering_key, ordering_seq, debounce_key
 FROM workflows WHERE run_id = ANY(%(run_ids)s::text[])
 
 -- name: record_steps_owned
@@ -323,7 +377,8 @@ RETURNING w.lease_token
 
 -- fragment: due_filter
 -- The conditions claim_due and next_due share: not paused, the worker's queues and code
--- versions, and a PENDING execution's per-key limit.
+-- versions, a PENDING execution's per-key limit, and its per-key order (none ahead of it
+-- in its key's line).
 AND paused_at IS NULL
 AND (%(any_queue)s OR queue = ANY(%(queues)s::text[]))
 AND (%(any_version)s OR code_version = ANY(%(versions)s::text[])
@@ -332,6 +387,11 @@ AND (concurrency_key IS NULL OR status <> 'PENDING'
      OR (SELECT count(*) FROM workflows AS o
          WHERE o.concurrency_key = workflows.concurrency_key
            AND o.status IN ('RUNNING', 'WAITING', 'SUSPENDED')) < concurrency_limit)
+AND (ordering_key IS NULL OR status <> 'PENDING'
+     OR NOT EXISTS (SELECT 1 FROM workflows AS ahead
+         WHERE ahead.ordering_key = workflows.ordering_key AND ahead.ordering_key IS NOT NULL
+           AND ahead.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
+           AND ahead.ordering_seq < workflows.ordering_seq))
 
 -- name: claim_due
 -- Many processes claim at once: SKIP LOCKED hands each one disjoint rows; a row changed by a
@@ -365,7 +425,7 @@ RETURNING numbered.n, w.lease_token, numbered.lease_owner AS previous_owner,
           w.parent_key, w.created_at, w.updated_at, w.ended_at, w.lease_owner,
           w.lease_expires_at, w.next_run_at, w.suspend_count, w.key_space,
           w.cancel_reason, w.deadline_at, w.trace_context, w.code_version,
-          w.concurrency_key
+          w.concurrency_key, w.ordering_key, w.ordering_seq, w.debounce_key
 
 -- name: lock_concurrency_key
 -- Claims of one per-key limit's key take turns (until commit), so each counts the others'.
@@ -386,6 +446,7 @@ WHERE run_id = ANY(%(run_ids)s::text[]) AND status = 'RUNNING'
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       ordering_key, ordering_seq, debounce_key,
        lease_token
 FROM workflows
 WHERE status = 'RUNNING' AND lease_token = ANY(%(tokens)s::text[])
@@ -484,7 +545,8 @@ WHERE status = 'WAITING'
 -- name: signal_target
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       ordering_key, ordering_seq, debounce_key
 FROM workflows WHERE key = %(key)s AND is_current
 FOR NO KEY UPDATE
 
@@ -552,7 +614,8 @@ WHERE run_id = %(run_id)s AND status = 'WAITING' AND waiting_for = %(waiting_for
 -- name: get_current_shared
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       ordering_key, ordering_seq, debounce_key
 FROM workflows WHERE key = %(key)s AND is_current
 FOR SHARE
 
@@ -584,7 +647,8 @@ FOR KEY SHARE
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-          cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+          cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       ordering_key, ordering_seq, debounce_key
 
 -- name: fork_lost_children
 -- The kept child starts (steps %(call_ids)s of %(source_run_id)s) whose child has no execution:
@@ -654,6 +718,8 @@ WITH doomed AS (
     DELETE FROM steps WHERE run_id IN (SELECT run_id FROM doomed)
 ), gone_signals AS (
     DELETE FROM signals WHERE run_id IN (SELECT run_id FROM doomed)
+), gone_starts AS (
+    DELETE FROM debounced_starts WHERE run_id IN (SELECT run_id FROM doomed)
 )
 DELETE FROM workflows WHERE run_id IN (SELECT run_id FROM doomed)
 RETURNING run_id

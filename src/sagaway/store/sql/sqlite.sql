@@ -15,12 +15,14 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (:version, :nam
 -- name: get_current
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key FROM workflows WHERE key = :key AND is_current = 1
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       ordering_key, ordering_seq, debounce_key FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: get_run
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key FROM workflows WHERE run_id = :run_id
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       ordering_key, ordering_seq, debounce_key FROM workflows WHERE run_id = :run_id
 
 -- name: insert_workflow
 -- The key space is :spare_key_space when current executions are kept under keys derived from
@@ -29,19 +31,61 @@ SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, cr
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
                        next_run_at, queue, key_space, deadline_at, trace_context, code_version,
-                       concurrency_key, concurrency_limit)
+                       concurrency_key, concurrency_limit, ordering_key, ordering_seq,
+                       debounce_key, debounce_until)
 VALUES (:run_id, :key, 1, :name, :args, :args_hash, :status, :parent_key, :now, :now,
-        :lease_token, :lease_owner, :lease_expires_at, :now, :queue,
+        :lease_token, :lease_owner, :lease_expires_at, :start_at, :queue,
         CASE WHEN :spare_key_space IS NOT NULL AND EXISTS (
                 SELECT 1 FROM workflows c
                 WHERE c.is_current = 1
                   AND c.key >= :key_space || '/' AND c.key < :key_space || '0')
              THEN :spare_key_space ELSE :key_space END,
-        :deadline_at, :trace_context, :code_version, :concurrency_key, :concurrency_limit)
+        :deadline_at, :trace_context, :code_version, :concurrency_key, :concurrency_limit, :ordering_key,
+        CASE WHEN :ordering_key IS NOT NULL THEN 1 + COALESCE((
+            SELECT MAX(o.ordering_seq) FROM workflows AS o
+            WHERE o.ordering_key = :ordering_key AND o.ordering_key IS NOT NULL
+              AND o.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')), 0) END,
+        :debounce_key, :debounce_until)
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       ordering_key, ordering_seq, debounce_key
+
+-- ---------------------------------------------------------------- debounced starts and order
+
+-- name: debounced_start
+-- The execution a start with this idempotency key was folded into (a retried start).
+SELECT run_id FROM debounced_starts WHERE key = :key
+
+-- name: open_burst
+-- The open burst of a debounced start: its workflow's PENDING execution of the key.
+SELECT run_id, created_at, debounce_until FROM workflows
+WHERE name = :name AND debounce_key = :debounce_key AND debounce_key IS NOT NULL
+  AND status = 'PENDING'
+
+-- name: postpone_burst
+-- A start folded into the open burst: its arguments, and the start postponed.
+UPDATE workflows
+SET args = :args, args_hash = :args_hash, next_run_at = :start_at,
+    debounce_until = :debounce_until, updated_at = :now
+WHERE run_id = :run_id AND status = 'PENDING'
+RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       ordering_key, ordering_seq, debounce_key
+
+-- name: record_debounced_start
+INSERT INTO debounced_starts (key, run_id, started_at) VALUES (:key, :run_id, :now)
+ON CONFLICT (key) DO NOTHING
+
+-- name: ordering_line
+-- The live executions of an ordering key, in line order (sagaway show: what one waits behind).
+SELECT run_id, key, status, ordering_seq FROM workflows
+WHERE ordering_key = :ordering_key AND ordering_key IS NOT NULL
+  AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
+ORDER BY ordering_seq
+LIMIT :limit
 
 -- name: supersede
 UPDATE workflows
@@ -120,7 +164,8 @@ WHERE lease_token = :token AND status = 'RUNNING'
 
 -- fragment: due_filter
 -- The conditions due_candidates and next_due share: not paused, the worker's queues and code
--- versions, and a PENDING execution's per-key limit.
+-- versions, a PENDING execution's per-key limit, and its per-key order (none ahead of it
+-- in its key's line).
 AND paused_at IS NULL
 AND (:any_queue OR queue IN (SELECT value FROM json_each(:queues)))
 AND (:any_version OR code_version IN (SELECT value FROM json_each(:versions))
@@ -129,6 +174,11 @@ AND (concurrency_key IS NULL OR status != 'PENDING'
      OR (SELECT COUNT(*) FROM workflows AS o
          WHERE o.concurrency_key = workflows.concurrency_key
            AND o.status IN ('RUNNING', 'WAITING', 'SUSPENDED')) < concurrency_limit)
+AND (ordering_key IS NULL OR status != 'PENDING'
+     OR NOT EXISTS (SELECT 1 FROM workflows AS ahead
+         WHERE ahead.ordering_key = workflows.ordering_key AND ahead.ordering_key IS NOT NULL
+           AND ahead.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
+           AND ahead.ordering_seq < workflows.ordering_seq))
 
 -- name: due_candidates
 SELECT run_id, lease_token, lease_owner, status, concurrency_key, concurrency_limit
@@ -209,7 +259,8 @@ GROUP BY status
 -- name: signal_target
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       ordering_key, ordering_seq, debounce_key
 FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: insert_signal
@@ -332,6 +383,10 @@ DELETE FROM steps WHERE run_id IN (SELECT value FROM json_each(:run_ids))
 
 -- name: purge_signals
 DELETE FROM signals WHERE run_id IN (SELECT value FROM json_each(:run_ids))
+
+-- name: purge_debounced_starts
+-- The starts folded into purged executions (a start retried after that creates anew).
+DELETE FROM debounced_starts WHERE run_id IN (SELECT value FROM json_each(:run_ids))
 
 -- name: purge_workflows
 DELETE FROM workflows WHERE run_id IN (SELECT value FROM json_each(:run_ids))

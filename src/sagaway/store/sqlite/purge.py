@@ -29,6 +29,7 @@ def purge_chunk(
         doomed = {"run_ids": json.dumps(run_ids)}
         conn.execute(_Q["purge_steps"], doomed)
         conn.execute(_Q["purge_signals"], doomed)
+        conn.execute(_Q["purge_debounced_starts"], doomed)
         conn.execute(_Q["purge_workflows"], doomed)
     return run_ids
 

@@ -33,6 +33,7 @@ from sagaway.store.records import (
 )
 from sagaway.store.sql import queries
 from sagaway.store.sqlite import claims as _sqlite_claims
+from sagaway.store.sqlite import debounce as sqlite_debounce
 from sagaway.store.sqlite import fork as sqlite_fork
 from sagaway.store.sqlite import purge as sqlite_purge
 from sagaway.store.sqlite import signals as _sqlite_signals
@@ -267,6 +268,10 @@ class SQLiteStore(Writer, SQLVerbs, Collaborators):
 def _create(conn: sqlite3.Connection, create: _params.Create) -> CreateResult:
     """``create_workflow``'s writes (see ``Store.create_workflow``)."""
     new, params = create.new, create.params
+    if new.debounce_key is not None:
+        folded = sqlite_debounce.fold(conn, create)
+        if folded is not None:
+            return folded
     inserted = conn.execute(_Q["insert_workflow"], params).fetchone()
     if inserted is not None:
         return CreateResult(_rows.workflow_from_row(inserted), created=True)

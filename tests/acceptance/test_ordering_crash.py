@@ -1,0 +1,145 @@
+"""Per-key order through a kill -9: 20 executions of one ordering key, started by two starter
+processes at once (interleaved), run by three `sagaway worker` processes. The head of the line
+waits for a signal until every start is in (the line stays blocked behind it); the worker
+running post 7 is killed with SIGKILL in the middle of it. The side log (appended by every
+process as the posts run) shows one post at a time, in the order of the line (the places the
+database gave the starts), post 7 taken over after its lease expired and nothing run behind it
+meanwhile.
+
+And debounced starts of one burst from two starter processes at once (25 each): every start is
+given the one run, which is the only execution of the key, and a start retried with a key
+that joined finds it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import sagaway as sw
+
+pytestmark = pytest.mark.long  # starts real processes: run by `pytest -m long`
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = "tests.acceptance.ordering_crash_app"
+
+
+def _debounce_starter(env: dict[str, str], first: str) -> subprocess.Popen[bytes]:
+    """25 debounced starts of one burst (every other number from ``first``): run ids out."""
+    return subprocess.Popen(
+        [sys.executable, "-m", APP, first, "2", "25", "debounce"], cwd=ROOT, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+def _spawn(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, *args], cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+async def _until(check: object, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def _reaches(client: sw.Manager, key: str, status: sw.WorkflowStatus, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while await client.get_workflow(key).status() is not status:
+        assert time.monotonic() < deadline, f"{key} never reached {status}"
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.slow
+async def test_a_line_keeps_its_order_through_a_kill(db_url: str, tmp_path: Path) -> None:
+    log, marker = tmp_path / "log", tmp_path / "marker"
+    env = {
+        **os.environ,
+        "ORDER_DB_URL": db_url,
+        "ORDER_LOG": str(log),
+        "ORDER_MARKER": str(marker),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]),
+    }
+    sys.path.insert(0, str(ROOT))
+    from tests.acceptance import ordering_crash_app as app
+
+    app.manager.url = db_url
+    async with app.manager.connect() as client:
+        await client.workflow(app.post, 0).execute(idempotency_key="post-0", ordering_key="acct")
+        workers = [_spawn(env, "-m", "sagaway", "worker", f"{APP}:manager") for _ in range(3)]
+        try:
+            await _reaches(client, "post-0", sw.WorkflowStatus.WAITING, 60)
+            odd, even = ("1", "2", "10"), ("2", "2", "9")
+            starters = [_spawn(env, "-m", APP, *numbers) for numbers in (odd, even)]
+            for starter in starters:  # posts 1..19, from two processes at once
+                _, err = await asyncio.to_thread(starter.communicate, timeout=120)
+                assert starter.returncode == 0, err.decode()
+            await client.signal("go").send("post-0", None)
+            await _until(lambda: marker.exists() and marker.read_text(), 60)
+            holder = next(w for w in workers if str(w.pid) == marker.read_text())
+            holder.send_signal(signal.SIGKILL)
+            killed_at = time.time()
+            holder.wait(10)
+            handles = [client.get_workflow(f"post-{n}") for n in range(20)]
+            results = await asyncio.wait_for(
+                asyncio.gather(*(h.result() for h in handles)), timeout=180
+            )
+            line = await client.list_workflows(ordering_key="acct", limit=100)
+        finally:
+            for w in workers:
+                if w.poll() is None:
+                    w.send_signal(signal.SIGTERM)
+            for w in workers:
+                w.communicate(timeout=60)
+    assert sorted(results) == list(range(20))
+    order = [int(d.key.removeprefix("post-")) for d in sorted(line, key=_seq)]
+    assert order[0] == 0 and sorted(order) == list(range(20))
+    entries = [line.split() for line in log.read_text().splitlines()]
+    ran = [(what, int(n)) for what, n, _ in entries]
+    # Post 7 began twice (killed, then taken over after its lease expired), nothing between.
+    again = [i for i, entry in enumerate(ran) if entry == ("begin", app.KILLED_AT)]
+    assert len(again) == 2 and again[1] == again[0] + 1
+    assert float(entries[again[1]][2]) > killed_at
+    del ran[again[1]]
+    assert ran == [(what, n) for n in order for what in ("begin", "end")]
+
+
+def _seq(d: sw.WorkflowDescription) -> int:
+    assert d.ordering_seq is not None
+    return d.ordering_seq
+
+
+@pytest.mark.slow
+async def test_debounced_starts_from_two_processes_make_one_run(db_url: str) -> None:
+    env = {
+        **os.environ,
+        "ORDER_DB_URL": db_url,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]),
+    }
+    starters = [_debounce_starter(env, first) for first in ("0", "1")]
+    given = []
+    for starter in starters:
+        out, err = await asyncio.to_thread(starter.communicate, timeout=120)
+        assert starter.returncode == 0, err.decode()
+        given.extend(out.decode().split())
+    assert len(given) == 50 and len(set(given)) == 1  # every start: the one run
+    sys.path.insert(0, str(ROOT))
+    from tests.acceptance import ordering_crash_app as app
+
+    app.manager.url = db_url
+    async with app.manager.connect() as client:
+        burst = await client.list_workflows(debounce_key="inbox")
+        again = await client.workflow(app.digest, 99).execute(
+            idempotency_key="digest-17", debounce_key="inbox", debounce=3600.0
+        )
+    assert [d.run_id for d in burst] == given[:1] and burst[0].status is sw.WorkflowStatus.PENDING
+    assert again.run_id == given[0]

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sagaway import _cancel_log, _renamed, errors, search, serialization, streams, updates
-from sagaway._engine import audit, context, end_wait, history, outages, pausing, replaying
+from sagaway._engine import audit, context, end_wait, flow, history, outages, pausing, replaying
 from sagaway._engine.executor import current_execution
 from sagaway._engine.options import check_deadline
 from sagaway.activity_calls import ActivityCall as ActivityCall  # re-exported
@@ -258,6 +258,9 @@ class WorkflowCall(PendingCall[R]):
         concurrency_key: str | None = None,
         timeout: float | None = None,
         reason: str | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        fairness_weight: float | None = None,
     ) -> WorkflowHandle[R]:
         """Start the workflow (or find the execution its key names) and return a handle.
 
@@ -277,6 +280,13 @@ class WorkflowCall(PendingCall[R]):
         ``reason``: why (an operator's start): a start that creates the execution is then
         recorded in the audit trail, as every start outside a workflow is under
         ``Manager(audit="all")``. Not for child workflows.
+
+        ``priority``: 1 (lowest) .. 5 (highest), default 3: while workers or a cluster-wide
+        queue are saturated, higher levels are claimed first, first in first out within one.
+        ``fairness_key`` (a tenant) and ``fairness_weight`` (its share, default 1): waiting
+        starts are claimed from each key in proportion to its weight, so a tenant with many
+        starts does not hold back one with a few (docs/limits.md). A start given any of these
+        waits PENDING for a claim. A child takes its parent's unless given its own.
         """
         deadline = _renamed.deadline("execute()", timeout, deadline)
         if not isinstance(on_conflict, OnConflict):
@@ -297,10 +307,18 @@ class WorkflowCall(PendingCall[R]):
                     "reason is for operators' starts, not a child's: the audit "
                     "trail records what people do, not what workflows do"
                 )
+            parent = execution.record
+            inherited = flow.of_record(parent.priority, parent.fairness_key, parent.fairness_weight)
+            child_flow = flow.of_start(priority, fairness_key, fairness_weight, inherited=inherited)
             call_id, _ = context.next_call_id()
-            key = await execution.call_child(defn, args_json, idempotency_key, call_id, deadline)
+            key = await execution.call_child(
+                defn, args_json, idempotency_key, call_id, deadline, child_flow
+            )
             return WorkflowHandle(self._engines, key, child_of=defn)
-        return await self._start(idempotency_key, on_conflict, deadline, concurrency_key, reason)
+        start_flow = flow.of_start(priority, fairness_key, fairness_weight)
+        return await self._start(
+            idempotency_key, on_conflict, deadline, concurrency_key, reason, start_flow
+        )
 
     async def _start(
         self,
@@ -309,6 +327,7 @@ class WorkflowCall(PendingCall[R]):
         deadline: float | None,
         concurrency_key: str | None,
         reason: str | None,
+        start_flow: flow.Flow = flow.PLAIN,
     ) -> WorkflowHandle[R]:
         """A start outside a workflow (audited as ``start_note`` says)."""
         engine = self._engines.require()
@@ -324,6 +343,7 @@ class WorkflowCall(PendingCall[R]):
             concurrency_key=concurrency_key,
             client=True,  # rides through an outage: every attempt creates one execution
             audit_note=start_note(engine.options.audit, reason, on_conflict),
+            flow=start_flow,
         )
         return WorkflowHandle(self._engines, key, record.run_id)
 
@@ -336,12 +356,15 @@ class WorkflowCall(PendingCall[R]):
         deadline: float | None = None,
         concurrency_key: str | None = None,
         workflow_timeout: float | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        fairness_weight: float | None = None,
     ) -> R:
         """Start the workflow and wait for its result.
 
         ``timeout`` bounds this wait, from this call (``TimeoutError``; the workflow runs on);
         ``deadline`` is the workflow's own (see ``execute``). (``workflow_timeout=`` is the
-        deprecated old name of ``deadline``.)
+        deprecated old name of ``deadline``.) ``priority``, ``fairness_*``: see ``execute``.
         """
         deadline = _renamed.workflow_deadline("execute_get()", workflow_timeout, deadline)
         handle = await self.execute(
@@ -349,6 +372,9 @@ class WorkflowCall(PendingCall[R]):
             on_conflict=on_conflict,
             deadline=deadline,
             concurrency_key=concurrency_key,
+            priority=priority,
+            fairness_key=fairness_key,
+            fairness_weight=fairness_weight,
         )
         return await handle.result(timeout=timeout)
 
@@ -380,6 +406,9 @@ class WorkflowCall(PendingCall[R]):
         deadline: float | None = None,
         concurrency_key: str | None = None,
         workflow_timeout: float | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        fairness_weight: float | None = None,
     ) -> None:
         """Start the workflow and wait until it ends; the result is discarded (``timeout``
         and ``deadline`` as in ``execute_get``)."""
@@ -390,6 +419,9 @@ class WorkflowCall(PendingCall[R]):
             timeout=timeout,
             deadline=deadline,
             concurrency_key=concurrency_key,
+            priority=priority,
+            fairness_key=fairness_key,
+            fairness_weight=fairness_weight,
         )
 
 

@@ -32,6 +32,7 @@ from sagaway._engine import (
     signal_sends,
 )
 from sagaway._engine.cluster_limits import ClusterLimit
+from sagaway._engine.flow import PLAIN, Flow
 from sagaway._engine.local_runner import LocalRunner as LocalRunner
 from sagaway._engine.local_runner import QueueLimiter
 from sagaway._engine.options import EngineOptions
@@ -171,12 +172,15 @@ class Engine:
         concurrency_key: str | None = None,
         client: bool = False,
         audit_note: AuditNote | None = None,
+        flow: Flow = PLAIN,
     ) -> tuple[WorkflowRecord, bool]:
         """Create an execution under ``key`` (or find the one there); True if created.
         ``deadline``: seconds from its start until it is cancelled as by a request.
         ``concurrency_key``: created PENDING, never leased here: only a claim applies its limit.
         ``client``: a client's start, which rides through an outage (``outages``).
-        ``audit_note``: an operator's start, recorded if it creates the execution."""
+        ``audit_note``: an operator's start, recorded if it creates the execution.
+        ``flow``: its priority and fairness; a start that asks for either is created PENDING,
+        never leased here: claims order it against the others (``_engine.flow``)."""
         check_key(key, "idempotency_key")
         replacing = on_conflict is OnConflict.TERMINATE_EXISTING
         new = new_executions.build(
@@ -190,10 +194,12 @@ class Engine:
             deadline=deadline,
             concurrency_key=concurrency_key,
             max_per_key=defn.max_per_key,
+            flow=flow,
         )
         runner = self.runner
         here = (
             concurrency_key is None
+            and flow.plain
             and runner is not None
             and runner.accepts(defn.task_queue, new.code_version)
         )
@@ -208,7 +214,7 @@ class Engine:
             new_executions.started(self.channel, record.run_id, key, defn.name)
             if lease is not None and runner is not None:
                 runner.dispatch(record, lease, steps=[])
-            elif concurrency_key is not None:
+            elif concurrency_key is not None or not flow.plain:
                 self.wake_recovery()  # a Worker of this process may claim it at once
             return record, True
         new_executions.taken(record, new, on_conflict)
@@ -222,6 +228,7 @@ class Engine:
         key: str,
         parent_key: str,
         deadline: float | None = None,
+        flow: Flow = PLAIN,
     ) -> WorkflowRecord:
         record, _ = await self.start(
             defn,
@@ -230,6 +237,7 @@ class Engine:
             on_conflict=OnConflict.ATTACH,
             parent_key=parent_key,
             deadline=deadline,
+            flow=flow,
         )
         return record
 

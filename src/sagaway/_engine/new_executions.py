@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from sagaway import errors, events, observe, serialization
 from sagaway._engine import keys, versions
+from sagaway._engine.flow import PLAIN, Flow
 from sagaway._engine.options import check_deadline
 from sagaway._engine.text_checks import check_key
 from sagaway.channel import Channel
@@ -34,6 +35,7 @@ def build(
     trace_context: str | None = None,
     concurrency_key: str | None = None,
     max_per_key: int = 1,
+    flow: Flow = PLAIN,
 ) -> NewWorkflow:
     """An execution of workflow ``name`` to create under ``key`` (checked already).
 
@@ -41,7 +43,8 @@ def build(
     the caller's). ``replacing``: it may replace a live execution under ``key`` (its key space
     is then its own run's). ``trace_context``: the caller's; None: a new one from the installed
     tracer, if any. ``concurrency_key``: created under a per-key limit of ``max_per_key``.
-    ``deadline``: seconds from its start until it is cancelled as by a request."""
+    ``deadline``: seconds from its start until it is cancelled as by a request.
+    ``flow``: its priority and fairness key and weight (checked by ``flow.of_start``)."""
     check_deadline(deadline)
     if code_version is not None:
         versions.check_code_version(code_version, "code_version")
@@ -66,6 +69,9 @@ def build(
         code_version=code_version,
         concurrency_key=concurrency_key,
         max_per_key=max_per_key if concurrency_key is not None else 1,
+        priority=flow.priority,
+        fairness_key=flow.fairness_key,
+        fairness_weight=flow.fairness_weight,
     )
 
 

@@ -14,7 +14,7 @@ import json
 import time
 
 from sagaway import errors
-from sagaway._engine import new_executions
+from sagaway._engine import flow, new_executions
 from sagaway._engine.options import check_deadline
 from sagaway._engine.text_checks import check_key, check_name
 from sagaway.server.notices import Hub, Queue
@@ -63,6 +63,11 @@ class StartWorkflows:
             trace_context=_trace_context(request),
             concurrency_key=concurrency_key,
             max_per_key=request.max_per_key or 1,  # 0: the default, 1
+            flow=flow.of_start(
+                request.priority or None,  # 0: the default
+                request.fairness_key or None,  # "": none
+                request.fairness_weight or None,  # 0: the default, 1
+            ),
         )
         result = await self.store.create_workflow(
             new, now=await self._now(), lease=None, replace_live=False

@@ -41,6 +41,7 @@ def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
         raise ValueError(
             "an execution with a concurrency_key is created PENDING: claims apply its limit"
         )
+    check_flow(new.priority, new.fairness_weight)
     return {
         "run_id": new.run_id,
         "key": new.key,
@@ -61,7 +62,35 @@ def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
         "lease_token": lease.token if lease else None,
         "lease_owner": lease.owner if lease else None,
         "lease_expires_at": lease.expires_at if lease else None,
+        "priority": new.priority,
+        "fairness_key": new.fairness_key,
+        "fairness_weight": new.fairness_weight,
     }
+
+
+PRIORITIES = range(1, 6)
+"""The priority levels: 1 (lowest) .. 5 (highest); claims take higher levels first."""
+DEFAULT_PRIORITY = 3
+"""The level of a start given none (and whose workflow registered none)."""
+
+
+def check_flow(priority: int, fairness_weight: float) -> None:
+    """``ValueError`` unless ``priority`` is a level of ``PRIORITIES`` and ``fairness_weight``
+    a positive finite number (at most 1000: a weight is a share, not a bypass)."""
+    if isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITIES:
+        raise ValueError(
+            f"priority must be an int from {PRIORITIES[0]} (lowest) to {PRIORITIES[-1]} "
+            f"(highest), default {DEFAULT_PRIORITY}; not {priority!r}"
+        )
+    if (
+        isinstance(fairness_weight, bool)
+        or not isinstance(fairness_weight, (int, float))
+        or not 0.001 <= fairness_weight <= 1000
+    ):
+        raise ValueError(
+            f"fairness_weight must be a number from 0.001 to 1000 (default 1), "
+            f"not {fairness_weight!r}"
+        )
 
 
 def version_filter(versions: Collection[str | None] | None, *, arrays: bool) -> Params:

@@ -77,6 +77,15 @@ class WorkflowRecord:
     previous_owner: str | None = dataclasses.field(default=None, compare=False)
     """Only on a record returned by ``Store.claim_due``: the process whose expired lease the
     claim took over (a recovery takeover); None for a run nobody held. Not stored."""
+    priority: int = 3
+    """Its priority level, 1 (lowest) .. 5 (highest): due work is claimed higher first."""
+    fairness_key: str = ""
+    """The tenant its start is counted for (``execute(fairness_key=...)``); '': none."""
+    fairness_weight: float = 1.0
+    """Its key's share of claims while starts wait (``execute(fairness_weight=...)``)."""
+    fair_pass: float | None = dataclasses.field(default=None, compare=False)
+    """Its place in the fair queue of starts, given at creation (lower: claimed earlier);
+    a place, not part of what the execution is (not compared)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -156,6 +165,12 @@ class NewWorkflow:
     """See ``WorkflowRecord.concurrency_key``."""
     max_per_key: int = 1
     """With a ``concurrency_key``: how many of the key's executions may run at once."""
+    priority: int = 3
+    """See ``WorkflowRecord.priority``."""
+    fairness_key: str = ""
+    """See ``WorkflowRecord.fairness_key``."""
+    fairness_weight: float = 1.0
+    """See ``WorkflowRecord.fairness_weight``."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

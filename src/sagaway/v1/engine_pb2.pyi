@@ -91,6 +91,10 @@ class WorkflowRecord(_message.Message):
     PREVIOUS_OWNER_FIELD_NUMBER: _builtins.int
     CODE_VERSION_FIELD_NUMBER: _builtins.int
     CONCURRENCY_KEY_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    FAIRNESS_KEY_FIELD_NUMBER: _builtins.int
+    FAIRNESS_WEIGHT_FIELD_NUMBER: _builtins.int
+    FAIR_PASS_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """unique id of this execution"""
     key: _builtins.str
@@ -131,6 +135,14 @@ class WorkflowRecord(_message.Message):
     """application code version of the creating process"""
     concurrency_key: _builtins.str
     """its per-key limit's key (absent: none)"""
+    priority: _builtins.int
+    """1 (lowest) .. 5 (highest); claims take higher first"""
+    fairness_key: _builtins.str
+    """the tenant its start is counted for ("": none)"""
+    fairness_weight: _builtins.float
+    """its key's share of claims while starts wait"""
+    fair_pass: _builtins.float
+    """its place in the fair queue of starts"""
     def __init__(
         self,
         *,
@@ -157,10 +169,14 @@ class WorkflowRecord(_message.Message):
         previous_owner: _builtins.str | None = ...,
         code_version: _builtins.str | None = ...,
         concurrency_key: _builtins.str | None = ...,
+        priority: _builtins.int = ...,
+        fairness_key: _builtins.str = ...,
+        fairness_weight: _builtins.float = ...,
+        fair_pass: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_deadline_at", b"_deadline_at", "_ended_at", b"_ended_at", "_error", b"_error", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "cancel_reason", b"cancel_reason", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "deadline_at", b"deadline_at", "ended_at", b"ended_at", "error", b"error", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "next_run_at", b"next_run_at", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "result", b"result", "trace_context", b"trace_context"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_deadline_at", b"_deadline_at", "_ended_at", b"_ended_at", "_error", b"_error", "_fair_pass", b"_fair_pass", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "cancel_reason", b"cancel_reason", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "deadline_at", b"deadline_at", "ended_at", b"ended_at", "error", b"error", "fair_pass", b"fair_pass", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "next_run_at", b"next_run_at", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "result", b"result", "trace_context", b"trace_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_deadline_at", b"_deadline_at", "_ended_at", b"_ended_at", "_error", b"_error", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "cancel_reason", b"cancel_reason", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "created_at", b"created_at", "deadline_at", b"deadline_at", "ended_at", b"ended_at", "error", b"error", "key", b"key", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "name", b"name", "next_run_at", b"next_run_at", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "result", b"result", "run_id", b"run_id", "status", b"status", "suspend_count", b"suspend_count", "trace_context", b"trace_context", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_deadline_at", b"_deadline_at", "_ended_at", b"_ended_at", "_error", b"_error", "_fair_pass", b"_fair_pass", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "cancel_reason", b"cancel_reason", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "created_at", b"created_at", "deadline_at", b"deadline_at", "ended_at", b"ended_at", "error", b"error", "fair_pass", b"fair_pass", "fairness_key", b"fairness_key", "fairness_weight", b"fairness_weight", "key", b"key", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "name", b"name", "next_run_at", b"next_run_at", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "priority", b"priority", "result", b"result", "run_id", b"run_id", "status", b"status", "suspend_count", b"suspend_count", "trace_context", b"trace_context", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cancel_reason: _TypeAlias = _typing.Literal["cancel_reason"]  # noqa: Y015
     _WhichOneofArgType__cancel_reason: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason"]  # noqa: Y015
@@ -174,6 +190,8 @@ class WorkflowRecord(_message.Message):
     _WhichOneofArgType__ended_at: _TypeAlias = _typing.Literal["_ended_at", b"_ended_at"]  # noqa: Y015
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
+    _WhichOneofReturnType__fair_pass: _TypeAlias = _typing.Literal["fair_pass"]  # noqa: Y015
+    _WhichOneofArgType__fair_pass: _TypeAlias = _typing.Literal["_fair_pass", b"_fair_pass"]  # noqa: Y015
     _WhichOneofReturnType__key_space: _TypeAlias = _typing.Literal["key_space"]  # noqa: Y015
     _WhichOneofArgType__key_space: _TypeAlias = _typing.Literal["_key_space", b"_key_space"]  # noqa: Y015
     _WhichOneofReturnType__lease_expires_at: _TypeAlias = _typing.Literal["lease_expires_at"]  # noqa: Y015
@@ -202,6 +220,8 @@ class WorkflowRecord(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__ended_at) -> _WhichOneofReturnType__ended_at | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__error) -> _WhichOneofReturnType__error | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__fair_pass) -> _WhichOneofReturnType__fair_pass | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__key_space) -> _WhichOneofReturnType__key_space | None: ...
     @_typing.overload
@@ -361,6 +381,9 @@ class NewWorkflow(_message.Message):
     CODE_VERSION_FIELD_NUMBER: _builtins.int
     CONCURRENCY_KEY_FIELD_NUMBER: _builtins.int
     MAX_PER_KEY_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    FAIRNESS_KEY_FIELD_NUMBER: _builtins.int
+    FAIRNESS_WEIGHT_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     key: _builtins.str
     name: _builtins.str
@@ -379,6 +402,12 @@ class NewWorkflow(_message.Message):
     """its per-key limit's key (absent: none)"""
     max_per_key: _builtins.int
     """with concurrency_key: how many of the key may run"""
+    priority: _builtins.int
+    """1 (lowest) .. 5 (highest)"""
+    fairness_key: _builtins.str
+    """the tenant its start is counted for ("": none)"""
+    fairness_weight: _builtins.float
+    """its key's share of claims while starts wait"""
     def __init__(
         self,
         *,
@@ -395,10 +424,13 @@ class NewWorkflow(_message.Message):
         code_version: _builtins.str | None = ...,
         concurrency_key: _builtins.str | None = ...,
         max_per_key: _builtins.int = ...,
+        priority: _builtins.int = ...,
+        fairness_key: _builtins.str = ...,
+        fairness_weight: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_key_space", b"_key_space", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "key_space", b"key_space", "parent_key", b"parent_key", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_key_space", b"_key_space", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "key", b"key", "key_space", b"key_space", "max_per_key", b"max_per_key", "name", b"name", "parent_key", b"parent_key", "queue", b"queue", "run_id", b"run_id", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_key_space", b"_key_space", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "fairness_key", b"fairness_key", "fairness_weight", b"fairness_weight", "key", b"key", "key_space", b"key_space", "max_per_key", b"max_per_key", "name", b"name", "parent_key", b"parent_key", "priority", b"priority", "queue", b"queue", "run_id", b"run_id", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__code_version: _TypeAlias = _typing.Literal["code_version"]  # noqa: Y015
     _WhichOneofArgType__code_version: _TypeAlias = _typing.Literal["_code_version", b"_code_version"]  # noqa: Y015
@@ -2168,6 +2200,9 @@ class StartWorkflowRequest(_message.Message):
     CODE_VERSION_FIELD_NUMBER: _builtins.int
     CONCURRENCY_KEY_FIELD_NUMBER: _builtins.int
     MAX_PER_KEY_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    FAIRNESS_KEY_FIELD_NUMBER: _builtins.int
+    FAIRNESS_WEIGHT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """the registered workflow name"""
     key: _builtins.str
@@ -2191,6 +2226,11 @@ class StartWorkflowRequest(_message.Message):
     run at once; the others wait PENDING (docs/limits.md).
     """
     max_per_key: _builtins.int
+    priority: _builtins.int
+    """Priority 1 (lowest) .. 5 (highest); 0: the workflow's registered default (3 if none)."""
+    fairness_key: _builtins.str
+    """Fair queueing of starts between tenants: the key ("": none) and its weight (0: 1)."""
+    fairness_weight: _builtins.float
     def __init__(
         self,
         *,
@@ -2203,10 +2243,13 @@ class StartWorkflowRequest(_message.Message):
         code_version: _builtins.str | None = ...,
         concurrency_key: _builtins.str | None = ...,
         max_per_key: _builtins.int = ...,
+        priority: _builtins.int = ...,
+        fairness_key: _builtins.str = ...,
+        fairness_weight: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "key", b"key", "max_per_key", b"max_per_key", "name", b"name", "queue", b"queue", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "fairness_key", b"fairness_key", "fairness_weight", b"fairness_weight", "key", b"key", "max_per_key", b"max_per_key", "name", b"name", "priority", b"priority", "queue", b"queue", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__code_version: _TypeAlias = _typing.Literal["code_version"]  # noqa: Y015
     _WhichOneofArgType__code_version: _TypeAlias = _typing.Literal["_code_version", b"_code_version"]  # noqa: Y015

@@ -29,20 +29,20 @@ VALUES (%(version)s, %(name)s, %(applied_at)s)
 -- name: get_current
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE key = %(key)s AND is_current
 
 -- name: get_current_for_update
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE key = %(key)s AND is_current
 FOR UPDATE
 
 -- name: get_run
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE run_id = %(run_id)s
 
 -- name: insert_workflow
@@ -53,7 +53,8 @@ FROM workflows WHERE run_id = %(run_id)s
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
                        next_run_at, queue, key_space, deadline_at, trace_context, code_version,
-                       concurrency_key, concurrency_limit)
+                       concurrency_key, concurrency_limit, priority, fairness_key, fairness_weight,
+                       fair_pass)
 VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s, %(parent_key)s,
         %(now)s, %(now)s, %(lease_token)s, %(lease_owner)s, %(lease_expires_at)s, %(now)s,
         %(queue)s,
@@ -64,19 +65,31 @@ VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s
                   AND c.key < (%(key_space)s::text || '0') COLLATE "C")
              THEN %(spare_key_space)s::text ELSE %(key_space)s::text END,
         %(deadline_at)s, %(trace_context)s, %(code_version)s,
-        %(concurrency_key)s, %(concurrency_limit)s)
+        %(concurrency_key)s, %(concurrency_limit)s, %(priority)s, %(fairness_key)s,
+        %(fairness_weight)s,
+        CASE WHEN %(status)s = 'PENDING' THEN
+            GREATEST(
+                (SELECT MIN(p.fair_pass) FROM workflows AS p
+                 WHERE p.status = 'PENDING' AND p.fair_pass IS NOT NULL),
+                (SELECT MAX(f.fair_pass) FROM workflows AS f
+                 WHERE f.status = 'PENDING' AND f.fairness_key = %(fairness_key)s),
+                0)
+            + 1.0 / %(fairness_weight)s::double precision
+        END)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
 
 -- name: insert_workflows
 -- insert_workflow for many executions at once (group commit of starts): one JSON parameter.
 -- A key already taken (or taken twice in the batch) inserts nothing and returns no row.
+-- The fair passes of a key's PENDING starts in one batch follow each other in batch order.
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
                        next_run_at, queue, key_space, deadline_at, trace_context, code_version,
-                       concurrency_key, concurrency_limit)
+                       concurrency_key, concurrency_limit, priority, fairness_key, fairness_weight,
+                       fair_pass)
 SELECT run_id, key, TRUE, name, args, args_hash, status, parent_key, now, now, lease_token,
        lease_owner, lease_expires_at, now, queue,
        CASE WHEN i.spare_key_space IS NOT NULL AND EXISTS (
@@ -85,17 +98,34 @@ SELECT run_id, key, TRUE, name, args, args_hash, status, parent_key, now, now, l
                  AND c.key >= (i.key_space || '/') COLLATE "C"
                  AND c.key < (i.key_space || '0') COLLATE "C")
             THEN i.spare_key_space ELSE i.key_space END,
-       deadline_at, trace_context, code_version, concurrency_key, concurrency_limit
-FROM json_to_recordset(%(batch)s::json)
-    AS i (run_id text, key text, name text, args text, args_hash text, status text,
-          parent_key text, now double precision, lease_token text, lease_owner text,
-          lease_expires_at double precision, queue text, key_space text, spare_key_space text,
-          deadline_at double precision, trace_context text, code_version text,
-          concurrency_key text, concurrency_limit integer)
+       deadline_at, trace_context, code_version, concurrency_key, concurrency_limit,
+       priority, fairness_key, fairness_weight,
+       CASE WHEN status = 'PENDING' THEN
+           GREATEST(
+               (SELECT MIN(p.fair_pass) FROM workflows AS p
+                WHERE p.status = 'PENDING' AND p.fair_pass IS NOT NULL),
+               (SELECT MAX(f.fair_pass) FROM workflows AS f
+                WHERE f.status = 'PENDING' AND f.fairness_key = i.fairness_key),
+               0)
+           + sum(1.0 / fairness_weight) FILTER (WHERE status = 'PENDING')
+                 OVER (PARTITION BY fairness_key ORDER BY ord)
+       END
+FROM ROWS FROM (json_to_recordset(%(batch)s::json)
+    AS (run_id text, key text, name text, args text, args_hash text, status text,
+        parent_key text, now double precision, lease_token text, lease_owner text,
+        lease_expires_at double precision, queue text, key_space text, spare_key_space text,
+        deadline_at double precision, trace_context text, code_version text,
+        concurrency_key text, concurrency_limit integer, priority integer, fairness_key text,
+        fairness_weight double precision))
+    WITH ORDINALITY
+    AS i (run_id, key, name, args, args_hash, status, parent_key, now, lease_token, lease_owner,
+          lease_expires_at, queue, key_space, spare_key_space, deadline_at, trace_context,
+          code_version, concurrency_key, concurrency_limit, priority, fairness_key,
+          fairness_weight, ord)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
 
 -- name: supersede
 UPDATE workflows
@@ -128,7 +158,7 @@ ORDER BY run_id, started_at, call_id
 -- name: get_runs
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE run_id = ANY(%(run_ids)s::text[])
 
 -- name: record_steps_owned
@@ -333,12 +363,19 @@ AND (concurrency_key IS NULL OR status <> 'PENDING'
          WHERE o.concurrency_key = workflows.concurrency_key
            AND o.status IN ('RUNNING', 'WAITING', 'SUSPENDED')) < concurrency_limit)
 
+-- fragment: claim_order
+-- Higher priority first; within a level the due work of running executions (timers, retries,
+-- wake-ups, expired leases: no pass here) before PENDING starts, those by their fair pass;
+-- then first due, first claimed.
+ORDER BY priority DESC, CASE WHEN status = 'PENDING' THEN fair_pass END NULLS FIRST,
+         next_run_at, run_id
+
 -- name: claim_due
 -- Many processes claim at once: SKIP LOCKED hands each one disjoint rows; a row changed by a
 -- claimer that committed meanwhile is re-checked against the WHERE clause before it is locked.
 -- previous_owner: the process whose expired lease is taken over (NULL for a run nobody held).
 WITH due AS (
-    SELECT run_id, next_run_at, lease_owner, status FROM workflows
+    SELECT run_id, next_run_at, lease_owner, status, priority, fair_pass FROM workflows
     WHERE is_current AND (
            (status IN ('PENDING', 'RUNNING')
             AND (lease_expires_at IS NULL OR lease_expires_at <= %(now)s)
@@ -346,11 +383,13 @@ WITH due AS (
         OR (status IN ('SUSPENDED', 'WAITING') AND next_run_at <= %(now)s))
       AND run_id <> ALL(ARRAY(SELECT json_array_elements_text(%(exclude)s::json)))
       -- use: due_filter
-    ORDER BY next_run_at, run_id
+    -- use: claim_order
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), numbered AS (
-    SELECT run_id, lease_owner, status, row_number() OVER (ORDER BY next_run_at, run_id) AS n
+    SELECT run_id, lease_owner, status, row_number() OVER (
+        ORDER BY priority DESC, CASE WHEN status = 'PENDING' THEN fair_pass END NULLS FIRST,
+                 next_run_at, run_id) AS n
     FROM due
 )
 UPDATE workflows AS w
@@ -365,7 +404,7 @@ RETURNING numbered.n, w.lease_token, numbered.lease_owner AS previous_owner,
           w.parent_key, w.created_at, w.updated_at, w.ended_at, w.lease_owner,
           w.lease_expires_at, w.next_run_at, w.suspend_count, w.key_space,
           w.cancel_reason, w.deadline_at, w.trace_context, w.code_version,
-          w.concurrency_key
+          w.concurrency_key, w.priority, w.fairness_key, w.fairness_weight, w.fair_pass
 
 -- name: lock_concurrency_key
 -- Claims of one per-key limit's key take turns (until commit), so each counts the others'.
@@ -385,7 +424,7 @@ WHERE run_id = ANY(%(run_ids)s::text[]) AND status = 'RUNNING'
 -- After a retried claim: the executions an attempt whose acknowledgement was lost did take.
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass,
        lease_token
 FROM workflows
 WHERE status = 'RUNNING' AND lease_token = ANY(%(tokens)s::text[])
@@ -484,7 +523,7 @@ WHERE status = 'WAITING'
 -- name: signal_target
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE key = %(key)s AND is_current
 FOR NO KEY UPDATE
 
@@ -552,7 +591,7 @@ WHERE run_id = %(run_id)s AND status = 'WAITING' AND waiting_for = %(waiting_for
 -- name: get_current_shared
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE key = %(key)s AND is_current
 FOR SHARE
 
@@ -575,16 +614,21 @@ SELECT extract(epoch FROM clock_timestamp())::double precision
 -- waited for, after which the source is gone and nothing is inserted.
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space, code_version)
+                       next_run_at, queue, key_space, code_version, priority, fairness_key,
+                       fairness_weight, fair_pass)
 SELECT %(run_id)s, %(key)s, TRUE, name, args, args_hash, 'PENDING', NULL, %(now)s, %(now)s,
-       NULL, NULL, NULL, %(now)s, queue, %(key_space)s, %(code_version)s
+       NULL, NULL, NULL, %(now)s, queue, %(key_space)s, %(code_version)s, priority, fairness_key,
+       fairness_weight,
+       -- its place: the virtual time now (the oldest PENDING start's pass)
+       COALESCE((SELECT MIN(p.fair_pass) FROM workflows AS p
+                 WHERE p.status = 'PENDING' AND p.fair_pass IS NOT NULL), 0)
 FROM workflows
 WHERE run_id = %(source_run_id)s AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
 FOR KEY SHARE
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-          cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+          cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
 
 -- name: fork_lost_children
 -- The kept child starts (steps %(call_ids)s of %(source_run_id)s) whose child has no execution:

@@ -15,12 +15,12 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (:version, :nam
 -- name: get_current
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key FROM workflows WHERE key = :key AND is_current = 1
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: get_run
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key FROM workflows WHERE run_id = :run_id
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass FROM workflows WHERE run_id = :run_id
 
 -- name: insert_workflow
 -- The key space is :spare_key_space when current executions are kept under keys derived from
@@ -29,7 +29,8 @@ SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, cr
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
                        next_run_at, queue, key_space, deadline_at, trace_context, code_version,
-                       concurrency_key, concurrency_limit)
+                       concurrency_key, concurrency_limit, priority, fairness_key, fairness_weight,
+                       fair_pass)
 VALUES (:run_id, :key, 1, :name, :args, :args_hash, :status, :parent_key, :now, :now,
         :lease_token, :lease_owner, :lease_expires_at, :now, :queue,
         CASE WHEN :spare_key_space IS NOT NULL AND EXISTS (
@@ -37,11 +38,26 @@ VALUES (:run_id, :key, 1, :name, :args, :args_hash, :status, :parent_key, :now, 
                 WHERE c.is_current = 1
                   AND c.key >= :key_space || '/' AND c.key < :key_space || '0')
              THEN :spare_key_space ELSE :key_space END,
-        :deadline_at, :trace_context, :code_version, :concurrency_key, :concurrency_limit)
+        :deadline_at, :trace_context, :code_version, :concurrency_key, :concurrency_limit,
+        :priority, :fairness_key, :fairness_weight,
+        -- use: fair_pass
+        )
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
+
+-- fragment: fair_pass
+-- A new PENDING start's pass (start-time fair queueing): after the later of the oldest PENDING
+-- start (the virtual time now) and its key's last PENDING start, by 1/weight. Both are read
+-- from the partial indexes of PENDING starts. A start created leased gets none.
+CASE WHEN :status = 'PENDING' THEN
+    MAX(COALESCE((SELECT MIN(p.fair_pass) FROM workflows AS p
+                  WHERE p.status = 'PENDING' AND p.fair_pass IS NOT NULL), 0),
+        COALESCE((SELECT MAX(f.fair_pass) FROM workflows AS f
+                  WHERE f.status = 'PENDING' AND f.fairness_key = :fairness_key), 0))
+    + 1.0 / :fairness_weight
+END
 
 -- name: supersede
 UPDATE workflows
@@ -130,6 +146,12 @@ AND (concurrency_key IS NULL OR status != 'PENDING'
          WHERE o.concurrency_key = workflows.concurrency_key
            AND o.status IN ('RUNNING', 'WAITING', 'SUSPENDED')) < concurrency_limit)
 
+-- fragment: claim_order
+-- Higher priority first; within a level the due work of running executions (timers, retries,
+-- wake-ups, expired leases: no pass here) before PENDING starts, those by their fair pass;
+-- then first due, first claimed.
+ORDER BY priority DESC, CASE WHEN status = 'PENDING' THEN fair_pass END, next_run_at
+
 -- name: due_candidates
 SELECT run_id, lease_token, lease_owner, status, concurrency_key, concurrency_limit
 FROM workflows
@@ -139,7 +161,7 @@ WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED'
         AND next_run_at <= :now)
     OR (status IN ('SUSPENDED', 'WAITING') AND next_run_at <= :now))
   -- use: due_filter
-ORDER BY next_run_at
+-- use: claim_order
 LIMIT :limit
 
 -- name: next_due
@@ -209,7 +231,7 @@ GROUP BY status
 -- name: signal_target
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: insert_signal
@@ -264,9 +286,13 @@ FROM signals WHERE run_id = :run_id ORDER BY id
 -- the source is not ended.
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space, code_version)
+                       next_run_at, queue, key_space, code_version, priority, fairness_key,
+                       fairness_weight, fair_pass)
 SELECT :run_id, :key, 1, name, args, args_hash, 'PENDING', NULL, :now, :now, NULL, NULL, NULL,
-       :now, queue, :key_space, :code_version
+       :now, queue, :key_space, :code_version, priority, fairness_key, fairness_weight,
+       -- its place: the virtual time now (the oldest PENDING start's pass)
+       COALESCE((SELECT MIN(p.fair_pass) FROM workflows AS p
+                 WHERE p.status = 'PENDING' AND p.fair_pass IS NOT NULL), 0)
 FROM workflows
 WHERE run_id = :source_run_id AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING

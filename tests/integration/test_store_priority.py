@@ -1,7 +1,7 @@
 """The Store contract of priority and fairness on every backend (``db_url``: SQLite,
 PostgreSQL and the Engine Server in front of either): claims take due work by priority (higher
 first), PENDING starts of one level first in, first out by their fair pass, the due work of
-running executions before the starts of its level; starts of several fairness keys are claimed
+started executions before any start; starts of several fairness keys are claimed
 in proportion to their weights; the options are read back.
 
 Times are explicit (``now``), as the engine passes them, so no test sleeps.
@@ -69,10 +69,10 @@ async def test_one_claim_of_many_takes_them_in_order(store: Store) -> None:
     assert [r.key for r, _ in got] == ["s4-p5", "s9-p5", "s3-p4", "s8-p4"]
 
 
-async def test_running_work_of_a_level_goes_before_its_starts(store: Store) -> None:
-    """A due timer of a running execution keeps its place ahead of the starts of its level
-    (behind those of a higher one)."""
-    await _start(store, "sleeper", priority=3)
+async def test_started_work_keeps_its_place_before_new_starts(store: Store) -> None:
+    """A due timer of a started execution (of the lowest level) is claimed before the PENDING
+    starts, whatever their level: work in progress is not starved by new work."""
+    await _start(store, "sleeper", priority=1)
     [(sleeper, held)] = await _claim(store)
     await store.wait_workflow(
         sleeper.run_id,
@@ -84,11 +84,11 @@ async def test_running_work_of_a_level_goes_before_its_starts(store: Store) -> N
     )
     for i in range(3):
         await _start(store, f"start{i}", priority=3)
-    await _start(store, "urgent", priority=4)
+    await _start(store, "urgent", priority=5)
     got = await store.claim_due(
         owner="w", now=T0 + 6, lease_timeout=LEASE, limit=3, exclude=(), queues=None
     )
-    assert [r.key for r, _ in got] == ["urgent", "sleeper", "start0"]
+    assert [r.key for r, _ in got] == ["sleeper", "urgent", "start0"]
 
 
 async def test_the_options_are_read_back(store: Store) -> None:

@@ -88,7 +88,7 @@ def _undo_pauses(db_url: str) -> None:
 
 def _undo_priority(db_url: str) -> None:
     """Take priority and fairness (sqlite v22, postgres v27) back out."""
-    raw_sql(db_url, "DROP INDEX IF EXISTS workflows_pending_pass")
+    raw_sql(db_url, "DROP INDEX IF EXISTS workflows_pending_order")
     raw_sql(db_url, "DROP INDEX IF EXISTS workflows_pending_fairness")
     for column in ("priority", "fairness_key", "fairness_weight", "fair_pass"):
         raw_sql(db_url, f"ALTER TABLE workflows DROP COLUMN {column}")

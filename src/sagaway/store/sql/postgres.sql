@@ -70,9 +70,11 @@ VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s
         CASE WHEN %(status)s = 'PENDING' THEN
             GREATEST(
                 (SELECT MIN(p.fair_pass) FROM workflows AS p
-                 WHERE p.status = 'PENDING' AND p.fair_pass IS NOT NULL),
+                 WHERE p.status = 'PENDING' AND p.priority = %(priority)s
+                   AND p.fair_pass IS NOT NULL),
                 (SELECT MAX(f.fair_pass) FROM workflows AS f
-                 WHERE f.status = 'PENDING' AND f.fairness_key = %(fairness_key)s),
+                 WHERE f.status = 'PENDING' AND f.priority = %(priority)s
+                   AND f.fairness_key = %(fairness_key)s),
                 0)
             + 1.0 / %(fairness_weight)s::double precision
         END)
@@ -84,7 +86,8 @@ RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key,
 -- name: insert_workflows
 -- insert_workflow for many executions at once (group commit of starts): one JSON parameter.
 -- A key already taken (or taken twice in the batch) inserts nothing and returns no row.
--- The fair passes of a key's PENDING starts in one batch follow each other in batch order.
+-- The fair passes of a key's PENDING starts of a level in one batch follow each other in batch
+-- order (the pass: insert_workflow).
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
                        next_run_at, queue, key_space, deadline_at, trace_context, code_version,
@@ -103,12 +106,14 @@ SELECT run_id, key, TRUE, name, args, args_hash, status, parent_key, now, now, l
        CASE WHEN status = 'PENDING' THEN
            GREATEST(
                (SELECT MIN(p.fair_pass) FROM workflows AS p
-                WHERE p.status = 'PENDING' AND p.fair_pass IS NOT NULL),
+                WHERE p.status = 'PENDING' AND p.priority = i.priority
+                  AND p.fair_pass IS NOT NULL),
                (SELECT MAX(f.fair_pass) FROM workflows AS f
-                WHERE f.status = 'PENDING' AND f.fairness_key = i.fairness_key),
+                WHERE f.status = 'PENDING' AND f.priority = i.priority
+                  AND f.fairness_key = i.fairness_key),
                0)
            + sum(1.0 / fairness_weight) FILTER (WHERE status = 'PENDING')
-                 OVER (PARTITION BY fairness_key ORDER BY ord)
+                 OVER (PARTITION BY priority, fairness_key ORDER BY ord)
        END
 FROM ROWS FROM (json_to_recordset(%(batch)s::json)
     AS (run_id text, key text, name text, args text, args_hash text, status text,
@@ -364,11 +369,11 @@ AND (concurrency_key IS NULL OR status <> 'PENDING'
            AND o.status IN ('RUNNING', 'WAITING', 'SUSPENDED')) < concurrency_limit)
 
 -- fragment: claim_order
--- Higher priority first; within a level the due work of running executions (timers, retries,
--- wake-ups, expired leases: no pass here) before PENDING starts, those by their fair pass;
--- then first due, first claimed.
-ORDER BY priority DESC, CASE WHEN status = 'PENDING' THEN fair_pass END NULLS FIRST,
-         next_run_at, run_id
+-- The due work of started executions first (timers, retries, wake-ups, expired leases: work
+-- in progress keeps its place), by next_run_at; then PENDING starts, higher priority first,
+-- by their fair pass within a level (insert_workflow), then next_run_at.
+ORDER BY status = 'PENDING', CASE WHEN status = 'PENDING' THEN priority END DESC,
+         CASE WHEN status = 'PENDING' THEN fair_pass END NULLS FIRST, next_run_at, run_id
 
 -- name: claim_due
 -- Many processes claim at once: SKIP LOCKED hands each one disjoint rows; a row changed by a
@@ -388,8 +393,8 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 ), numbered AS (
     SELECT run_id, lease_owner, status, row_number() OVER (
-        ORDER BY priority DESC, CASE WHEN status = 'PENDING' THEN fair_pass END NULLS FIRST,
-                 next_run_at, run_id) AS n
+        -- use: claim_order
+        ) AS n
     FROM due
 )
 UPDATE workflows AS w
@@ -619,9 +624,10 @@ INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, p
 SELECT %(run_id)s, %(key)s, TRUE, name, args, args_hash, 'PENDING', NULL, %(now)s, %(now)s,
        NULL, NULL, NULL, %(now)s, queue, %(key_space)s, %(code_version)s, priority, fairness_key,
        fairness_weight,
-       -- its place: the virtual time now (the oldest PENDING start's pass)
+       -- its place: its level's virtual time now (the oldest PENDING start's pass there)
        COALESCE((SELECT MIN(p.fair_pass) FROM workflows AS p
-                 WHERE p.status = 'PENDING' AND p.fair_pass IS NOT NULL), 0)
+                 WHERE p.status = 'PENDING' AND p.priority = workflows.priority
+                   AND p.fair_pass IS NOT NULL), 0)
 FROM workflows
 WHERE run_id = %(source_run_id)s AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
 FOR KEY SHARE

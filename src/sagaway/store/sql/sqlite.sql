@@ -48,14 +48,17 @@ RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key,
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
 
 -- fragment: fair_pass
--- A new PENDING start's pass (start-time fair queueing): after the later of the oldest PENDING
--- start (the virtual time now) and its key's last PENDING start, by 1/weight. Both are read
--- from the partial indexes of PENDING starts. A start created leased gets none.
+-- A new PENDING start's pass (start-time fair queueing, one queue per priority level): after
+-- the later of its level's oldest PENDING start (the level's virtual time now) and its key's
+-- last PENDING start of the level, by 1/weight. Both are read from the partial indexes of
+-- PENDING starts (a few rows each). A start created leased gets none.
 CASE WHEN :status = 'PENDING' THEN
     MAX(COALESCE((SELECT MIN(p.fair_pass) FROM workflows AS p
-                  WHERE p.status = 'PENDING' AND p.fair_pass IS NOT NULL), 0),
+                  WHERE p.status = 'PENDING' AND p.priority = :priority
+                    AND p.fair_pass IS NOT NULL), 0),
         COALESCE((SELECT MAX(f.fair_pass) FROM workflows AS f
-                  WHERE f.status = 'PENDING' AND f.fairness_key = :fairness_key), 0))
+                  WHERE f.status = 'PENDING' AND f.priority = :priority
+                    AND f.fairness_key = :fairness_key), 0))
     + 1.0 / :fairness_weight
 END
 
@@ -146,22 +149,37 @@ AND (concurrency_key IS NULL OR status != 'PENDING'
          WHERE o.concurrency_key = workflows.concurrency_key
            AND o.status IN ('RUNNING', 'WAITING', 'SUSPENDED')) < concurrency_limit)
 
--- fragment: claim_order
--- Higher priority first; within a level the due work of running executions (timers, retries,
--- wake-ups, expired leases: no pass here) before PENDING starts, those by their fair pass;
--- then first due, first claimed.
-ORDER BY priority DESC, CASE WHEN status = 'PENDING' THEN fair_pass END, next_run_at
+-- fragment: due_columns
+run_id, lease_token, lease_owner, status, concurrency_key, concurrency_limit, next_run_at
 
 -- name: due_candidates
-SELECT run_id, lease_token, lease_owner, status, concurrency_key, concurrency_limit
-FROM workflows
-WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED') AND (
-       (status IN ('PENDING', 'RUNNING')
-        AND (lease_expires_at IS NULL OR lease_expires_at <= :now)
-        AND next_run_at <= :now)
-    OR (status IN ('SUSPENDED', 'WAITING') AND next_run_at <= :now))
-  -- use: due_filter
--- use: claim_order
+-- In two parts, each read in the order of an index and cut at :limit, so a claim reads a few
+-- rows however many are due: first the due work of started executions (timers, retries,
+-- wake-ups, expired leases: work in progress keeps its place), by next_run_at; then PENDING
+-- starts, higher priority first, by fair pass within a level (workflows_pending_order).
+SELECT run_id, lease_token, lease_owner, status, concurrency_key, concurrency_limit FROM (
+    SELECT * FROM (
+        SELECT 0 AS part, 0 AS level, 0 AS pass,
+               -- use: due_columns
+        FROM workflows
+        WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
+          AND status IN ('RUNNING', 'WAITING', 'SUSPENDED') AND next_run_at <= :now
+          AND (status <> 'RUNNING' OR lease_expires_at IS NULL OR lease_expires_at <= :now)
+          -- use: due_filter
+        ORDER BY next_run_at
+        LIMIT :limit)
+    UNION ALL
+    SELECT * FROM (
+        SELECT 1 AS part, -priority AS level, fair_pass AS pass,
+               -- use: due_columns
+        FROM workflows
+        WHERE status = 'PENDING' AND is_current = 1
+          AND (lease_expires_at IS NULL OR lease_expires_at <= :now)
+          AND next_run_at <= :now
+          -- use: due_filter
+        ORDER BY priority DESC, fair_pass, next_run_at
+        LIMIT :limit))
+ORDER BY part, level, pass, next_run_at
 LIMIT :limit
 
 -- name: next_due
@@ -290,9 +308,10 @@ INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, p
                        fairness_weight, fair_pass)
 SELECT :run_id, :key, 1, name, args, args_hash, 'PENDING', NULL, :now, :now, NULL, NULL, NULL,
        :now, queue, :key_space, :code_version, priority, fairness_key, fairness_weight,
-       -- its place: the virtual time now (the oldest PENDING start's pass)
+       -- its place: its level's virtual time now (the oldest PENDING start's pass there)
        COALESCE((SELECT MIN(p.fair_pass) FROM workflows AS p
-                 WHERE p.status = 'PENDING' AND p.fair_pass IS NOT NULL), 0)
+                 WHERE p.status = 'PENDING' AND p.priority = workflows.priority
+                   AND p.fair_pass IS NOT NULL), 0)
 FROM workflows
 WHERE run_id = :source_run_id AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING

@@ -126,6 +126,15 @@ class WorkflowDescription:
     when, why (``describe()`` only; at most the latest ``MAX_AUDIT``)."""
     paused: bool = False
     """Paused by an operator (``handle.pause()``): no worker runs it until it is resumed."""
+    priority: int = 3
+    """Its priority, 1 (lowest) .. 5 (highest) (``execute(priority=...)``)."""
+    fairness_key: str | None = None
+    """The tenant its start is counted for (``execute(fairness_key=...)``); None: none."""
+    fairness_weight: float = 1.0
+    """Its key's share of claims while starts wait (``execute(fairness_weight=...)``)."""
+    start_place: int | None = None
+    """While PENDING (``describe()`` only): how many due starts workers take before it (0: it
+    is next; the due work of started workflows goes before any start)."""
 
     @property
     def cursor(self) -> str:
@@ -182,6 +191,9 @@ def describe(
         suspend_count=record.suspend_count,
         code_version=record.code_version,
         concurrency_key=record.concurrency_key,
+        priority=record.priority,
+        fairness_key=record.fairness_key or None,
+        fairness_weight=record.fairness_weight,
         children=[
             _child_key(s.result) for s in steps if s.kind is StepKind.CHILD and s.result is not None
         ],

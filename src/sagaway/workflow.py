@@ -96,6 +96,11 @@ class WorkflowHandle(Generic[R]):
             cancel_requests=_cancel_log.describe(record, steps, requests),
             audit=[audit.entry(r) for r in reversed(trail)],
             paused=bool(await engine.store.paused_runs([record.run_id])),
+            start_place=(
+                await engine.store.start_place(record.run_id, now=engine.clock.now())
+                if record.status is WorkflowStatus.PENDING
+                else None
+            ),
         )
 
     async def export_history(self) -> dict[str, Any]:

@@ -48,6 +48,8 @@ def summary_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, A
         "paused": d.paused,
         "parent_key": d.parent_key,
         "code_version": d.code_version,
+        "priority": d.priority,
+        "fairness_key": d.fairness_key,
         **clock.fields(created_at=d.created_at, updated_at=d.updated_at, ended_at=d.ended_at),
         "error": d.error,
         "result": d.result,
@@ -192,9 +194,12 @@ def _print_page(
 def _print_list(
     rows: list[sw.WorkflowDescription], url: str | None, clock: _format.Clock, paged: bool
 ) -> None:
+    # A priority column only when a row has one of its own (or a fairness key).
+    flow = any(row.priority != 3 or row.fairness_key is not None for row in rows)
     table = PlainTable(
         f"workflows in {mask_url(resolve_url(url))}",
-        ("key", "workflow", "status", "version", "created", "updated"),
+        ("key", "workflow", "status", "version", "created", "updated")
+        + (("priority",) if flow else ()),
     )
     for row in rows:
         table.add_row(
@@ -204,7 +209,15 @@ def _print_list(
             "-" if row.code_version is None else row.code_version,
             clock.text(row.created_at),
             clock.text(row.updated_at),
+            *((_flow_text(row),) if flow else ()),
         )
     table.print(console)
     if not rows:
         console.print("no more workflows" if paged else "no workflows")
+
+
+def _flow_text(row: sw.WorkflowDescription) -> str:
+    """``5``, or ``3 acme`` with a fairness key (``acme x2`` with a weight)."""
+    weight = "" if row.fairness_weight == 1 else f" x{row.fairness_weight:g}"
+    tenant = "" if row.fairness_key is None else f" {row.fairness_key}{weight}"
+    return f"{row.priority}{tenant}"

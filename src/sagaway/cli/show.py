@@ -115,6 +115,8 @@ def show_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, Any]
         signals=[signal_json(s, clock) for s in d.signals],
         cancel_requests=[cancel_json(r, clock) for r in d.cancel_requests],
         audit=[entry_json(e, clock) for e in d.audit],
+        fairness_weight=d.fairness_weight,
+        start_place=d.start_place,
     )
     return data
 
@@ -211,6 +213,22 @@ def print_show(d: sw.WorkflowDescription, clock: _format.Clock, show_tb: bool) -
         print_show_audit(console, d.audit, clock)
 
 
+def _flow(d: sw.WorkflowDescription) -> Iterator[tuple[str, str]]:
+    """Its priority and fairness key, if it has them or waits to start; and, while it waits
+    PENDING, its place among the due starts."""
+    pending = d.status is sw.WorkflowStatus.PENDING
+    if pending or d.priority != 3 or d.fairness_key is not None:
+        tenant = (
+            ""
+            if d.fairness_key is None
+            else f"  fairness key {escape(d.fairness_key)} (weight {d.fairness_weight:g})"
+        )
+        yield "priority", f"{d.priority} (1 lowest .. 5 highest){tenant}"
+    if pending and d.start_place is not None:
+        ahead = "next" if d.start_place == 0 else f"{d.start_place} due start(s) go first"
+        yield "queued", f"waits for a free worker slot: {ahead}"
+
+
 def _relations(d: sw.WorkflowDescription, clock: _format.Clock) -> Iterator[tuple[str, str]]:
     """Lines about where the workflow stands: parent, children, wait, lease, retry."""
     if d.parent_key:
@@ -222,6 +240,7 @@ def _relations(d: sw.WorkflowDescription, clock: _format.Clock) -> Iterator[tupl
         yield "waiting", f"for {escape(d.waiting_for)}{until}"
     if d.owner:
         yield "lease", f"held by {escape(d.owner)}{_expiry(d.lease_expires_at, clock)}"
+    yield from _flow(d)
     if d.status is sw.WorkflowStatus.SUSPENDED:
         yield (
             "retry at",

@@ -461,3 +461,9 @@ class Store(QueueLimitVerbs, ScheduleVerbs, AuditVerbs, PauseVerbs, OutputVerbs,
         error of its latest attempt, and writing the step again for a later attempt (or without
         an error) keeps the error it held, so recording a step costs no second write."""
         ...
+
+    async def start_place(self, run_id: str, *, now: float) -> int | None:
+        """How many due PENDING starts a claim takes before the execution ``run_id`` while it
+        waits PENDING (0: it is next among the starts; the due work of started executions
+        goes before every start); None when it is not PENDING. Read only."""
+        ...

@@ -2920,6 +2920,51 @@ class BatchReply(_message.Message):
 Global___BatchReply: _TypeAlias = BatchReply  # noqa: Y015
 
 @_typing.final
+class StartPlaceRequest(_message.Message):
+    """----------------------------------------------------------------------------- priority
+
+    How many due PENDING starts a claim takes before the execution (absent: it is not PENDING).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StartPlaceRequest: _TypeAlias = StartPlaceRequest  # noqa: Y015
+
+@_typing.final
+class StartPlaceReply(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AHEAD_FIELD_NUMBER: _builtins.int
+    ahead: _builtins.int
+    def __init__(
+        self,
+        *,
+        ahead: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_ahead", b"_ahead", "ahead", b"ahead"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ahead", b"_ahead", "ahead", b"ahead"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__ahead: _TypeAlias = _typing.Literal["ahead"]  # noqa: Y015
+    _WhichOneofArgType__ahead: _TypeAlias = _typing.Literal["_ahead", b"_ahead"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ahead) -> _WhichOneofReturnType__ahead | None: ...
+
+Global___StartPlaceReply: _TypeAlias = StartPlaceReply  # noqa: Y015
+
+@_typing.final
 class PauseWorkflowRequest(_message.Message):
     """----------------------------------------------------------------------------- pauses
 

@@ -182,6 +182,20 @@ SELECT run_id, lease_token, lease_owner, status, concurrency_key, concurrency_li
 ORDER BY part, level, pass, next_run_at
 LIMIT :limit
 
+-- name: start_place
+-- How many due PENDING starts a claim takes before :run_id while it is PENDING: those of a
+-- higher level, and of its level with an earlier pass (or the same, due earlier), as
+-- claim_order takes them. Counted on workflows_pending_order (for `sagaway show`).
+SELECT (SELECT COUNT(*) FROM workflows AS o
+        WHERE o.status = 'PENDING' AND o.next_run_at <= :now AND o.run_id <> w.run_id
+          AND (o.priority > w.priority
+               OR (o.priority = w.priority
+                   AND (COALESCE(o.fair_pass, -1) < COALESCE(w.fair_pass, -1)
+                        OR (COALESCE(o.fair_pass, -1) = COALESCE(w.fair_pass, -1)
+                            AND o.next_run_at < w.next_run_at))))) AS ahead
+FROM workflows AS w
+WHERE w.run_id = :run_id AND w.status = 'PENDING'
+
 -- name: next_due
 SELECT MIN(CASE
     WHEN status IN ('PENDING', 'RUNNING') AND lease_expires_at IS NOT NULL THEN lease_expires_at

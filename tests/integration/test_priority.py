@@ -49,7 +49,7 @@ async def test_misuse_is_refused_with_clear_errors(db_url: str) -> None:
             await call.execute(priority=7)
         with pytest.raises(ValueError, match="priority must be an int"):
             await call.execute(priority=2.5)  # type: ignore[arg-type]
-        with pytest.raises(ValueError, match="fairness_weight must be a number from 0.001"):
+        with pytest.raises(ValueError, match=r"fairness_weight must be a number from 0\.001"):
             await call.execute(fairness_key="t", fairness_weight=0)
         with pytest.raises(ValueError, match="fairness_weight is the share of a fairness_key"):
             await call.execute(fairness_weight=2)

@@ -45,6 +45,8 @@ def of_start(
 ) -> Flow:
     """The flow of a start given these options (None: ``inherited``'s, a child's parent's);
     ``ValueError`` for a level, key or weight out of range."""
+    if priority is None and fairness_key is None and fairness_weight is None:
+        return inherited  # the common start: nothing to check again
     flow = Flow(
         priority=inherited.priority if priority is None else priority,
         fairness_key=inherited.fairness_key if fairness_key is None else fairness_key,

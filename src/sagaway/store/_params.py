@@ -41,7 +41,8 @@ def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
         raise ValueError(
             "an execution with a concurrency_key is created PENDING: claims apply its limit"
         )
-    check_flow(new.priority, new.fairness_weight)
+    if new.priority != DEFAULT_PRIORITY or new.fairness_weight != 1.0:
+        check_flow(new.priority, new.fairness_weight)
     return {
         "run_id": new.run_id,
         "key": new.key,

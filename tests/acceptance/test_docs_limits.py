@@ -25,3 +25,20 @@ def test_the_limits_example_prints_what_the_page_says(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == printed.splitlines()
+
+
+def test_the_priority_example_prints_what_the_page_says(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "limits.md").read_text()
+    section = page.split("## Priority and fairness", 1)[1]
+    code = re.findall(r"```python\n(.*?)```", section, re.S)[0]
+    printed = re.findall(r"It prints:\n\n```\n(.*?)```", section, re.S)[0]
+    script = tmp_path / "priority_demo.py"
+    script.write_text(code)
+    env = {k: v for k, v in os.environ.items() if k != "SAGAWAY_DATABASE_URL"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == printed.splitlines()

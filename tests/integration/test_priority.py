@@ -124,3 +124,19 @@ async def test_a_child_takes_its_parents_priority_and_key(db_url: str) -> None:
         assert plain == "plain"
         d = await manager.get_workflow("plain").describe()
         assert (d.priority, d.fairness_key, d.start_place) == (3, None, None)
+
+
+async def test_a_codec_store_passes_them_through(db_url: str) -> None:
+    manager = sw.Manager(db_url, codec=sw.codecs.Encrypt(keys=[sw.codecs.Encrypt.generate_key()]))
+
+    @manager.register_workflow(name="job")
+    async def job(name: str) -> str:
+        return name
+
+    async with manager.connect():
+        await manager.workflow(job, "x").execute(
+            idempotency_key="sealed", priority=2, fairness_key="acme", fairness_weight=0.5
+        )
+        d = await manager.get_workflow("sealed").describe()
+        assert (d.priority, d.fairness_key, d.fairness_weight) == (2, "acme", 0.5)
+        assert d.start_place == 0

@@ -148,3 +148,26 @@ async def test_a_priority_out_of_range_is_refused(store: Store, bad: object) -> 
     item = dataclasses.replace(new("x"), priority=bad)
     with pytest.raises(ValueError, match="priority must be an int from 1"):
         await store.create_workflow(item, now=T0, lease=None, replace_live=False)
+
+
+@pytest.mark.long  # 10,000 starts: 20 s to minutes, by backend
+async def test_ten_thousand_starts_of_three_tenants(store: Store) -> None:
+    """10,000 starts queued by tenant: 9,890 of "bulk" first, then 100 of "mid", then 10 of
+    "few" (the worst order for first in, first out). Claimed 10 at a time, as a saturated
+    worker would: the 10 of "few" are all among the first 31 claims and the 100 of "mid" among
+    the first 300, where first in, first out would put them after 9,890 others. Equal shares
+    while each waits (one of each per round, ties going to the earlier start: few's 10th is
+    claim 31, mid's 100th about claim 211), and "bulk" keeps its own order."""
+    for i in range(9_890):
+        await _start(store, f"bulk-{i:05d}", tenant="bulk")
+    for i in range(100):
+        await _start(store, f"mid-{i:03d}", tenant="mid")
+    for i in range(10):
+        await _start(store, f"few-{i:02d}", tenant="few")
+    order = await _claim_keys(store, 400, limit=10)
+    few = [n for n, key in enumerate(order) if key.startswith("few")]
+    mid = [n for n, key in enumerate(order) if key.startswith("mid")]
+    assert len(few) == 10 and max(few) < 31, few
+    assert len(mid) == 100 and max(mid) < 300, mid
+    bulk = [key for key in order if key.startswith("bulk")]
+    assert bulk == sorted(bulk) and bulk[0] == "bulk-00000"

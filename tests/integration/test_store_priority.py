@@ -9,6 +9,7 @@ Times are explicit (``now``), as the engine passes them, so no test sleeps.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -141,6 +142,21 @@ async def test_a_late_tenant_starts_at_the_virtual_time_not_at_zero(store: Store
     order = await _claim_keys(store, 21, limit=5)
     assert sum(1 for key in order if key.startswith("b")) == 10
     assert 4 <= sum(1 for key in order[:10] if key.startswith("b")) <= 5
+
+
+async def test_starts_made_at_once_get_passes_of_their_own(store: Store) -> None:
+    """Concurrent starts (grouped into one insert on PostgreSQL) still get one pass each per
+    key and level, so tenants alternate."""
+    items = [dataclasses.replace(new(f"c{i:02d}"), fairness_key="ab"[i % 2]) for i in range(20)]
+    results = await asyncio.gather(
+        *(store.create_workflow(it, now=T0, lease=None, replace_live=False) for it in items)
+    )
+    for tenant in "ab":
+        passes = [r.record.fair_pass for r in results if r.record.fairness_key == tenant]
+        assert len(set(passes)) == 10, passes
+    order = await _claim_keys(store, 20, limit=4)
+    firsts = [key for key in order[:10]]
+    assert 4 <= sum(1 for key in firsts if int(key[1:]) % 2) <= 6, order
 
 
 @pytest.mark.parametrize("bad", [0, 6])

@@ -43,7 +43,7 @@ def _log(n: int) -> bool:
 async def step(n: int) -> int:
     if _log(n):
         await asyncio.sleep(3600)  # until this process is killed
-    await asyncio.sleep(0.05)  # the other worker claims meanwhile
+    await asyncio.sleep(0.3)  # the other worker claims meanwhile
     return n
 
 

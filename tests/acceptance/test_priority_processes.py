@@ -71,7 +71,8 @@ async def test_workers_take_starts_by_priority_and_survive_a_kill(
     sys.path.insert(0, str(ROOT))
     from tests.acceptance import priority_app
 
-    levels = [random.Random(7).randint(1, 5) for _ in range(30)]
+    rng = random.Random(7)
+    levels = [rng.randint(1, 5) for _ in range(30)]
     client = priority_app.manager
     client.url = db_url
     async with client.connect():

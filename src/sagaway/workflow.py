@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sagaway import _cancel_log, _renamed, errors, search, serialization, streams, updates
 from sagaway._engine import audit, context, end_wait, flow, history, outages, pausing, replaying
-from sagaway._engine.executor import current_execution
+from sagaway._engine.executor import Execution, current_execution
 from sagaway._engine.options import check_deadline
 from sagaway.activity_calls import ActivityCall as ActivityCall  # re-exported
 from sagaway.activity_calls import PendingCall
@@ -286,22 +286,17 @@ class WorkflowCall(PendingCall[R]):
         recorded in the audit trail, as every start outside a workflow is under
         ``Manager(audit="all")``. Not for child workflows.
 
-        ``priority``: 1 (lowest) .. 5 (highest), default 3: while workers or a cluster-wide
-        queue are saturated, higher levels are claimed first, first in first out within one.
-        ``fairness_key`` (a tenant) and ``fairness_weight`` (its share, default 1): waiting
-        starts are claimed from each key in proportion to its weight, so a tenant with many
-        starts does not hold back one with a few (docs/limits.md). A start given any of these
-        waits PENDING for a claim. A child takes its parent's unless given its own.
+        ``priority`` 1 (lowest) .. 5 (highest), default 3; ``fairness_key`` (a tenant) and its
+        ``fairness_weight`` (default 1): the order of waiting starts, higher first, tenants by
+        weight (docs/limits.md). A child takes its parent's unless given its own.
         """
         deadline = _renamed.deadline("execute()", timeout, deadline)
         if not isinstance(on_conflict, OnConflict):
             raise TypeError("on_conflict must be a sagaway.OnConflict")
         check_deadline(deadline)
         execution = current_execution()
+        asked = (priority, fairness_key, fairness_weight)
         if execution is not None:
-            engine = execution.engine
-            defn = engine.registry.workflow(self._fn)
-            args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
             if concurrency_key is not None:
                 raise ValueError(
                     "concurrency_key is for top-level starts: a child workflow started inside "
@@ -312,18 +307,30 @@ class WorkflowCall(PendingCall[R]):
                     "reason is for operators' starts, not a child's: the audit "
                     "trail records what people do, not what workflows do"
                 )
-            parent = execution.record
-            inherited = flow.of_record(parent.priority, parent.fairness_key, parent.fairness_weight)
-            child_flow = flow.of_start(priority, fairness_key, fairness_weight, inherited=inherited)
-            call_id, _ = context.next_call_id()
-            key = await execution.call_child(
-                defn, args_json, idempotency_key, call_id, deadline, child_flow
-            )
-            return WorkflowHandle(self._engines, key, child_of=defn)
-        start_flow = flow.of_start(priority, fairness_key, fairness_weight)
+            return await self._start_child(execution, idempotency_key, deadline, asked)
+        start_flow = flow.of_start(*asked)
         return await self._start(
             idempotency_key, on_conflict, deadline, concurrency_key, reason, start_flow
         )
+
+    async def _start_child(
+        self,
+        execution: Execution,
+        key: str | None,
+        deadline: float | None,
+        asked: tuple[int | None, str | None, float | None],
+    ) -> WorkflowHandle[R]:
+        """A child's start, once, from the running ``execution`` (its parent): with its
+        parent's priority and fairness unless ``asked`` gives its own."""
+        engine = execution.engine
+        defn = engine.registry.workflow(self._fn)
+        args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
+        parent = execution.record
+        inherited = flow.of_record(parent.priority, parent.fairness_key, parent.fairness_weight)
+        child_flow = flow.of_start(*asked, inherited=inherited)
+        call_id, _ = context.next_call_id()
+        child_key = await execution.call_child(defn, args_json, key, call_id, deadline, child_flow)
+        return WorkflowHandle(self._engines, child_key, child_of=defn)
 
     async def _start(
         self,

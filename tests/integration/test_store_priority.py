@@ -16,7 +16,7 @@ import pytest
 
 from sagaway.states import WorkflowStatus
 from sagaway.store import Store
-from sagaway.store.records import Lease, WorkflowRecord
+from sagaway.store.records import Lease, QueueAdmission, WorkflowRecord
 from tests.store_helpers import LEASE, T0, new
 
 
@@ -157,6 +157,29 @@ async def test_starts_made_at_once_get_passes_of_their_own(store: Store) -> None
     order = await _claim_keys(store, 20, limit=4)
     firsts = [key for key in order[:10]]
     assert 4 <= sum(1 for key in firsts if int(key[1:]) % 2) <= 6, order
+
+
+async def test_a_freed_queue_slot_wakes_the_highest_priority_waiter(store: Store) -> None:
+    """Workflows WAITING for a slot of a full cluster-wide queue: when the slot is given back,
+    the waiter of the highest priority is woken first, though another waited longer."""
+    waiting = {}
+    for key, level in (("low-old", 1), ("high", 5), ("low-new", 1)):
+        await _start(store, key, priority=level)
+        [(record, held)] = await _claim(store)
+        await store.wait_workflow(
+            record.run_id,
+            token=held.token,
+            waiting_for="queue:payments",
+            next_run_at=T0 + 100,
+            step=None,
+            now=T0 + 1 + len(waiting),
+        )
+        waiting[key] = record.run_id
+    admission = QueueAdmission(queue="payments", holder="h", concurrency=1, rate_per_second=None)
+    assert await store.acquire_queue_slot(admission, expires_at=T0 + 60, now=T0 + 5) is None
+    await store.release_queue_slot("payments", holder="h", now=T0 + 6)
+    woken = [key for key in waiting if (await store.get_workflow(key)).next_run_at == T0 + 6]  # type: ignore[union-attr]
+    assert woken == ["high"]
 
 
 @pytest.mark.parametrize("bad", [0, 6])

@@ -817,13 +817,14 @@ WHERE queue = %(queue)s AND holder = %(holder)s AND expires_at > %(now)s
 DELETE FROM queue_slots WHERE queue = %(queue)s AND holder = %(holder)s
 
 -- name: wake_queue_waiter
--- A slot was given back: the workflow that has waited longest for one looks again now, instead
--- of at its next poll (its 'ready:' notice wakes the claimers).
+-- A slot was given back: the waiting workflow of the highest priority (of those, the one that
+-- has waited longest) looks again now, instead of at its next poll (its 'ready:' notice wakes
+-- the claimers).
 UPDATE workflows SET next_run_at = %(now)s
 WHERE run_id = (
     SELECT run_id FROM workflows
     WHERE status = 'WAITING' AND waiting_for = %(waiting_for)s AND next_run_at > %(now)s
-    ORDER BY updated_at, run_id
+    ORDER BY priority DESC, updated_at, run_id
     LIMIT 1
     FOR UPDATE SKIP LOCKED)
 

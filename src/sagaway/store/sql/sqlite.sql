@@ -490,14 +490,14 @@ WHERE queue = :queue AND holder = :holder AND expires_at > :now
 DELETE FROM queue_slots WHERE queue = :queue AND holder = :holder
 
 -- name: wake_queue_waiter
--- A slot was given back: the workflow that has waited longest for one looks again now, instead
--- of at its next poll.
+-- A slot was given back: the waiting workflow of the highest priority (of those, the one that
+-- has waited longest) looks again now, instead of at its next poll.
 UPDATE workflows SET next_run_at = :now
 WHERE run_id = (
     SELECT run_id FROM workflows
     WHERE status = 'WAITING' AND waiting_for = :waiting_for AND next_run_at > :now
       AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
-    ORDER BY updated_at, run_id
+    ORDER BY priority DESC, updated_at, run_id
     LIMIT 1)
 
 -- ---------------------------------------------------------------- audit trail (store/_audit.py)

@@ -41,8 +41,12 @@ def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
         raise ValueError(
             "an execution with a concurrency_key is created PENDING: claims apply its limit"
         )
-    if new.priority != DEFAULT_PRIORITY or new.fairness_weight != 1.0:
-        check_flow(new.priority, new.fairness_weight)
+    # 0 stands for the default: what a client of the Engine Server that does not know these
+    # fields sends (proto3 reads an absent number as 0).
+    priority = new.priority if new.priority != 0 else DEFAULT_PRIORITY
+    weight = new.fairness_weight if new.fairness_weight != 0 else 1.0
+    if priority != DEFAULT_PRIORITY or weight != 1.0:
+        check_flow(priority, weight)
     return {
         "run_id": new.run_id,
         "key": new.key,
@@ -63,9 +67,9 @@ def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
         "lease_token": lease.token if lease else None,
         "lease_owner": lease.owner if lease else None,
         "lease_expires_at": lease.expires_at if lease else None,
-        "priority": new.priority,
+        "priority": priority,
         "fairness_key": new.fairness_key,
-        "fairness_weight": new.fairness_weight,
+        "fairness_weight": weight,
     }
 
 

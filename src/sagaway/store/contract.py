@@ -317,7 +317,10 @@ class Store(QueueLimitVerbs, ScheduleVerbs, AuditVerbs, PauseVerbs, OutputVerbs,
         executions, ``WorkflowRecord.code_version`` None).
 
         Due are: PENDING or RUNNING executions whose lease is absent or expired (a crashed
-        owner), and SUSPENDED or WAITING ones whose ``next_run_at`` has come.
+        owner), and SUSPENDED or WAITING ones whose ``next_run_at`` has come. Taken in this
+        order: the due work of started executions by ``next_run_at``; then PENDING starts by
+        priority (higher first) and fair pass (``WorkflowRecord.fair_pass``: in order of
+        arrival within a fairness key), then ``next_run_at``.
         """
         ...
 

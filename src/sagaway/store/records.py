@@ -166,7 +166,8 @@ class NewWorkflow:
     max_per_key: int = 1
     """With a ``concurrency_key``: how many of the key's executions may run at once."""
     priority: int = 3
-    """See ``WorkflowRecord.priority``."""
+    """See ``WorkflowRecord.priority`` (0: the default, as a client that does not know the
+    field sends it through the Engine Server)."""
     fairness_key: str = ""
     """See ``WorkflowRecord.fairness_key``."""
     fairness_weight: float = 1.0

@@ -403,11 +403,11 @@ class NewWorkflow(_message.Message):
     max_per_key: _builtins.int
     """with concurrency_key: how many of the key may run"""
     priority: _builtins.int
-    """1 (lowest) .. 5 (highest)"""
+    """1 (lowest) .. 5 (highest); 0: the default, 3"""
     fairness_key: _builtins.str
     """the tenant its start is counted for ("": none)"""
     fairness_weight: _builtins.float
-    """its key's share of claims while starts wait"""
+    """its key's share of claims (0: the default, 1)"""
     def __init__(
         self,
         *,

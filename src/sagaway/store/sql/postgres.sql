@@ -29,20 +29,23 @@ VALUES (%(version)s, %(name)s, %(applied_at)s)
 -- name: get_current
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE key = %(key)s AND is_current
 
 -- name: get_current_for_update
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE key = %(key)s AND is_current
 FOR UPDATE
 
 -- name: get_run
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE run_id = %(run_id)s
 
 -- name: insert_workflow
@@ -81,7 +84,8 @@ VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       priority, fairness_key, fairness_weight, fair_pass
 
 -- name: insert_workflows
 -- insert_workflow for many executions at once (group commit of starts): one JSON parameter.
@@ -130,7 +134,8 @@ FROM ROWS FROM (json_to_recordset(%(batch)s::json)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       priority, fairness_key, fairness_weight, fair_pass
 
 -- name: supersede
 UPDATE workflows
@@ -163,7 +168,8 @@ ORDER BY run_id, started_at, call_id
 -- name: get_runs
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE run_id = ANY(%(run_ids)s::text[])
 
 -- name: record_steps_owned
@@ -429,7 +435,8 @@ WHERE run_id = ANY(%(run_ids)s::text[]) AND status = 'RUNNING'
 -- After a retried claim: the executions an attempt whose acknowledgement was lost did take.
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass,
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       priority, fairness_key, fairness_weight, fair_pass,
        lease_token
 FROM workflows
 WHERE status = 'RUNNING' AND lease_token = ANY(%(tokens)s::text[])
@@ -542,7 +549,8 @@ WHERE status = 'WAITING'
 -- name: signal_target
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE key = %(key)s AND is_current
 FOR NO KEY UPDATE
 
@@ -610,7 +618,8 @@ WHERE run_id = %(run_id)s AND status = 'WAITING' AND waiting_for = %(waiting_for
 -- name: get_current_shared
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE key = %(key)s AND is_current
 FOR SHARE
 
@@ -648,7 +657,8 @@ FOR KEY SHARE
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-          cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
+          cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+          priority, fairness_key, fairness_weight, fair_pass
 
 -- name: fork_lost_children
 -- The kept child starts (steps %(call_ids)s of %(source_run_id)s) whose child has no execution:

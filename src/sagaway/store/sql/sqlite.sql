@@ -15,12 +15,14 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (:version, :nam
 -- name: get_current
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass FROM workflows WHERE key = :key AND is_current = 1
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       priority, fairness_key, fairness_weight, fair_pass FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: get_run
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass FROM workflows WHERE run_id = :run_id
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       priority, fairness_key, fairness_weight, fair_pass FROM workflows WHERE run_id = :run_id
 
 -- name: insert_workflow
 -- The key space is :spare_key_space when current executions are kept under keys derived from
@@ -45,7 +47,8 @@ VALUES (:run_id, :key, 1, :name, :args, :args_hash, :status, :parent_key, :now, 
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       priority, fairness_key, fairness_weight, fair_pass
 
 -- fragment: fair_pass
 -- A new PENDING start's pass (start-time fair queueing, one queue per priority level): after
@@ -263,7 +266,8 @@ GROUP BY status
 -- name: signal_target
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key, priority, fairness_key, fairness_weight, fair_pass
+       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+       priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: insert_signal

@@ -138,6 +138,15 @@ class WorkflowDescription:
     debounce_key: str | None = None
     """The debounce key it was started with (``execute(debounce_key=...)``); while PENDING
     it starts at ``next_run_at`` unless a new start of the key postpones it."""
+    priority: int = 3
+    """Its priority, 1 (lowest) .. 5 (highest) (``execute(priority=...)``)."""
+    fairness_key: str | None = None
+    """The tenant its start is counted for (``execute(fairness_key=...)``); None: none."""
+    fairness_weight: float = 1.0
+    """Its key's share of claims while starts wait (``execute(fairness_weight=...)``)."""
+    start_place: int | None = None
+    """While PENDING (``describe()`` only): how many due starts workers take before it (0: it
+    is next; the due work of started workflows goes before any start)."""
 
     @property
     def cursor(self) -> str:
@@ -197,6 +206,9 @@ def describe(
         ordering_key=record.ordering_key,
         ordering_seq=record.ordering_seq,
         debounce_key=record.debounce_key,
+        priority=record.priority,
+        fairness_key=record.fairness_key or None,
+        fairness_weight=record.fairness_weight,
         children=[
             _child_key(s.result) for s in steps if s.kind is StepKind.CHILD and s.result is not None
         ],

@@ -11,13 +11,14 @@ from sagaway._engine import (
     audit,
     context,
     end_wait,
+    flow,
     flow_control,
     history,
     outages,
     pausing,
     replaying,
 )
-from sagaway._engine.executor import current_execution
+from sagaway._engine.executor import Execution, current_execution
 from sagaway._engine.flow_control import FlowOptions
 from sagaway._engine.options import check_deadline
 from sagaway.activity_calls import ActivityCall as ActivityCall  # re-exported
@@ -107,6 +108,11 @@ class WorkflowHandle(Generic[R]):
             audit=[audit.entry(r) for r in reversed(trail)],
             paused=bool(await engine.store.paused_runs([record.run_id])),
             **flow_control.described_place(await flow_control.place_in_line(engine.store, record)),
+            start_place=(
+                await engine.store.start_place(record.run_id, now=engine.clock.now())
+                if record.status is WorkflowStatus.PENDING
+                else None
+            ),
         )
 
     async def export_history(self) -> dict[str, Any]:
@@ -273,6 +279,9 @@ class WorkflowCall(PendingCall[R]):
         debounce_key: str | None = None,
         debounce: float | None = None,
         debounce_max_wait: float | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        fairness_weight: float | None = None,
     ) -> WorkflowHandle[R]:
         """Start the workflow (or find the execution its key names) and return a handle.
 
@@ -302,24 +311,44 @@ class WorkflowCall(PendingCall[R]):
         its arguments and returns a handle to it (its key: the first start's). A start retried
         with its own idempotency key finds it again (docs/limits.md). ``ordering_key`` and
         debounce: not for child workflows; debounce: ``on_conflict=ATTACH`` only.
+
+        ``priority`` 1 (lowest) .. 5 (highest), default 3; ``fairness_key`` (a tenant) and its
+        ``fairness_weight`` (default 1): the order of waiting starts, higher first, tenants by
+        weight (docs/limits.md). A child takes its parent's unless given its own.
         """
         deadline = _renamed.deadline("execute()", timeout, deadline)
         if not isinstance(on_conflict, OnConflict):
             raise TypeError("on_conflict must be a sagaway.OnConflict")
         check_deadline(deadline)
-        flow = FlowOptions(ordering_key, debounce_key, debounce, debounce_max_wait)
+        keyed = FlowOptions(ordering_key, debounce_key, debounce, debounce_max_wait)
         execution = current_execution()
+        asked = (priority, fairness_key, fairness_weight)
         if execution is not None:
-            _top_level_only(concurrency_key, reason, flow)
-            engine = execution.engine
-            defn = engine.registry.workflow(self._fn)
-            args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
-            call_id, _ = context.next_call_id()
-            key = await execution.call_child(defn, args_json, idempotency_key, call_id, deadline)
-            return WorkflowHandle(self._engines, key, child_of=defn)
+            _top_level_only(concurrency_key, reason, keyed)
+            return await self._start_child(execution, idempotency_key, deadline, asked)
+        start_flow = flow.of_start(*asked)
         return await self._start(
-            idempotency_key, on_conflict, deadline, concurrency_key, reason, flow
+            idempotency_key, on_conflict, deadline, concurrency_key, reason, keyed, start_flow
         )
+
+    async def _start_child(
+        self,
+        execution: Execution,
+        key: str | None,
+        deadline: float | None,
+        asked: tuple[int | None, str | None, float | None],
+    ) -> WorkflowHandle[R]:
+        """A child's start, once, from the running ``execution`` (its parent): with its
+        parent's priority and fairness unless ``asked`` gives its own."""
+        engine = execution.engine
+        defn = engine.registry.workflow(self._fn)
+        args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
+        parent = execution.record
+        inherited = flow.of_record(parent.priority, parent.fairness_key, parent.fairness_weight)
+        child_flow = flow.of_start(*asked, inherited=inherited)
+        call_id, _ = context.next_call_id()
+        child_key = await execution.call_child(defn, args_json, key, call_id, deadline, child_flow)
+        return WorkflowHandle(self._engines, child_key, child_of=defn)
 
     async def _start(
         self,
@@ -328,7 +357,8 @@ class WorkflowCall(PendingCall[R]):
         deadline: float | None,
         concurrency_key: str | None,
         reason: str | None,
-        flow: FlowOptions,
+        keyed: FlowOptions,
+        start_flow: flow.Flow = flow.PLAIN,
     ) -> WorkflowHandle[R]:
         """A start outside a workflow (audited as ``start_note`` says)."""
         engine = self._engines.require()
@@ -344,7 +374,8 @@ class WorkflowCall(PendingCall[R]):
             concurrency_key=concurrency_key,
             client=True,  # rides through an outage: every attempt creates one execution
             audit_note=start_note(engine.options.audit, reason, on_conflict),
-            flow=flow,
+            flow=start_flow,
+            keyed=keyed,
         )
         return WorkflowHandle(self._engines, record.key, record.run_id)
 
@@ -357,12 +388,15 @@ class WorkflowCall(PendingCall[R]):
         deadline: float | None = None,
         concurrency_key: str | None = None,
         workflow_timeout: float | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        fairness_weight: float | None = None,
     ) -> R:
         """Start the workflow and wait for its result.
 
         ``timeout`` bounds this wait, from this call (``TimeoutError``; the workflow runs on);
         ``deadline`` is the workflow's own (see ``execute``). (``workflow_timeout=`` is the
-        deprecated old name of ``deadline``.)
+        deprecated old name of ``deadline``.) ``priority``, ``fairness_*``: see ``execute``.
         """
         deadline = _renamed.workflow_deadline("execute_get()", workflow_timeout, deadline)
         handle = await self.execute(
@@ -370,6 +404,9 @@ class WorkflowCall(PendingCall[R]):
             on_conflict=on_conflict,
             deadline=deadline,
             concurrency_key=concurrency_key,
+            priority=priority,
+            fairness_key=fairness_key,
+            fairness_weight=fairness_weight,
         )
         return await handle.result(timeout=timeout)
 
@@ -401,6 +438,9 @@ class WorkflowCall(PendingCall[R]):
         deadline: float | None = None,
         concurrency_key: str | None = None,
         workflow_timeout: float | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        fairness_weight: float | None = None,
     ) -> None:
         """Start the workflow and wait until it ends; the result is discarded (``timeout``
         and ``deadline`` as in ``execute_get``)."""
@@ -411,6 +451,9 @@ class WorkflowCall(PendingCall[R]):
             timeout=timeout,
             deadline=deadline,
             concurrency_key=concurrency_key,
+            priority=priority,
+            fairness_key=fairness_key,
+            fairness_weight=fairness_weight,
         )
 
 

@@ -273,3 +273,20 @@ def test_a_line_and_a_burst_show_on_the_workflow_page(site: Site, browser: Any) 
     browser.get(site.page("b-burst-1"))
     _wait_text(browser, "#debounce", "unless started again")
     assert "b-burst" in _text(browser)
+
+
+def test_priority_and_fairness_key_are_shown(site: Site, browser: Any) -> None:
+    async def start() -> None:
+        async with console_app.build(site.url, site.flag).connect() as manager:
+            await manager.workflow("simple", "parcel").execute(
+                idempotency_key="b-urgent-1", priority=5, fairness_key="acme", fairness_weight=2
+            )
+
+    asyncio.run(start())
+    site.wait_for("b-urgent-1", S.COMPLETED)
+    browser.get(site.base + "/?key_prefix=b-urgent")
+    _wait_text(browser, ".priority", "priority 5")
+    _wait_text(browser, ".fairness-key", "acme")
+    browser.get(site.page("b-urgent-1"))
+    shown = _wait_text(browser, "dd.priority", "5 (1 lowest .. 5 highest)")
+    assert "fairness key acme" in shown and "weight 2" in shown

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.acceptance.docs_examples import assert_prints, code_blocks, page, printed
 
 
@@ -19,7 +21,7 @@ def section(text: str, title: str) -> str:
     return text[start : end if end >= 0 else len(text)]
 
 
-def test_the_debounce_and_order_examples_print_what_the_page_says(tmp_path: Path) -> None:
-    for title in ("Debounce", "Per-key order"):
-        part = section(page("limits.md"), title)
-        assert_prints(tmp_path, code_blocks(part)[0], printed(part), "demo.py")
+@pytest.mark.parametrize("title", ["Priority and fairness", "Debounce", "Per-key order"])
+def test_each_flow_control_example_prints_what_the_page_says(tmp_path: Path, title: str) -> None:
+    part = section(page("limits.md"), title)
+    assert_prints(tmp_path, code_blocks(part)[0], printed(part), "demo.py")

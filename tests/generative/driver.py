@@ -15,6 +15,7 @@ import dataclasses
 import itertools
 import json
 import logging
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 from unittest import mock
@@ -370,6 +371,7 @@ class Driver:
                     on_conflict=on_conflict,
                     deadline=top.timeout,
                     ordering_key=f"line/{top.key}" if self.settings.ordered_starts else None,
+                    **_flow_of(top.key),
                 )
             except sw.WorkflowAlreadyExists:
                 return None  # it had ended: nothing to replace
@@ -677,3 +679,14 @@ def _awaits(coro: object) -> str:
         where.append(f"{frame.f_code.co_name}@{name}:{frame.f_lineno}")
         coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
     return " > ".join(where) or "?"
+
+
+def _flow_of(key: str) -> dict[str, Any]:
+    """Priority and fairness options of a top-level start, drawn from its key (no draw of the
+    scenario's random stream, so found seeds replay as before): half start plainly, the others
+    with a priority from 1 to 5 and one of two tenants, one of them weighted."""
+    n = zlib.crc32(key.encode())
+    if n % 2 == 0:
+        return {}
+    tenant = ("t-a", 1.0) if n % 3 else ("t-b", 2.0)
+    return {"priority": 1 + n // 2 % 5, "fairness_key": tenant[0], "fairness_weight": tenant[1]}

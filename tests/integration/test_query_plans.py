@@ -33,8 +33,9 @@ T0 = time.time() - 365 * 86400
 
 TABLES = {"workflows", "steps", "signals", "attempt_errors", "outputs", "search_attributes"}
 """Tables that grow with the history."""
-WALKS = {"workflows_live"}
-"""Indexes that may be read whole: they hold live executions only."""
+WALKS = {"workflows_live", "workflows_pending_order"}
+"""Indexes that may be read whole: they hold live executions only (the second PENDING ones, in
+the order claims take them: a claim stops after its limit)."""
 SCANS = {
     "count_by_status": "counts every current execution",
     "count_purgeable": "counts what a purge would delete",

@@ -71,6 +71,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "ReadStream": EVERYONE,
     "GetEvent": EVERYONE,
     "ListSearchAttributes": EVERYONE,
+    "StartPlace": EVERYONE,
     # operator actions
     "StartWorkflow": OPERATORS,
     "RetryNow": OPERATORS,

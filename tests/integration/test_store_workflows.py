@@ -254,7 +254,10 @@ async def test_list_and_count(store: Store) -> None:
 # ---------------------------------------------------------------------------- claim_due
 
 
-async def test_claim_due_takes_pending_in_due_order(store: Store) -> None:
+async def test_claim_due_takes_pending_in_arrival_order(store: Store) -> None:
+    """PENDING starts of one priority and fairness key are taken first in, first out: in the
+    order they were created, whatever time each was given (their fair passes follow each
+    other; started work goes by due time)."""
     created = [
         (await store.create_workflow(new(f"k{i}"), now=T0 + i, lease=None, replace_live=False))
         for i in (2, 0, 1)
@@ -266,7 +269,7 @@ async def test_claim_due_takes_pending_in_due_order(store: Store) -> None:
         owner="worker-a", now=now, lease_timeout=LEASE, limit=10, exclude=()
     )
 
-    assert [r.key for r, _ in claimed] == ["k0", "k1", "k2"]
+    assert [r.key for r, _ in claimed] == ["k2", "k0", "k1"]
     tokens = {held.token for _, held in claimed}
     assert len(tokens) == 3
     for record, held in claimed:

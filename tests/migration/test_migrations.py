@@ -103,6 +103,44 @@ def _undo_flow_control(db_url: str) -> None:
         raw_sql(db_url, f"ALTER TABLE workflows DROP COLUMN {column}")
 
 
+def _undo_priority(db_url: str) -> None:
+    """Take priority and fairness (sqlite v22, postgres v27) and what came after them back
+    out."""
+    _undo_flow_control(db_url)
+    raw_sql(db_url, "DROP INDEX IF EXISTS workflows_pending_order")
+    raw_sql(db_url, "DROP INDEX IF EXISTS workflows_pending_fairness")
+    for column in ("priority", "fairness_key", "fairness_weight", "fair_pass"):
+        raw_sql(db_url, f"ALTER TABLE workflows DROP COLUMN {column}")
+
+
+@pytest.mark.direct_db  # it rewinds the schema behind the store's back
+async def test_a_database_at_the_previous_schema_gets_priority_and_fairness(db_url: str) -> None:
+    """A start left PENDING by the previous version is claimed first among the starts of the
+    default level (it has no pass) and reads back with the defaults."""
+    dialect = "sqlite" if is_sqlite(db_url) else "postgres"
+    [version] = [m.version for m in migrations(dialect) if m.name == "priority_fairness"]
+    s = open_store(db_url)
+    await s.open()
+    old = await s.create_workflow(new("before"), now=T0, lease=None, replace_live=False)
+    await s.close()
+    _undo_priority(db_url)
+    raw_sql(db_url, f"DELETE FROM schema_migrations WHERE version >= {version}")
+
+    upgraded = open_store(db_url)
+    await upgraded.open()
+    try:
+        later = dataclasses.replace(new("after"), fairness_key="t")
+        await upgraded.create_workflow(later, now=T0, lease=None, replace_live=False)
+        got = await upgraded.claim_due(owner="w", now=T0 + 1, lease_timeout=30, limit=1, exclude=())
+        [(record, _)] = got
+        assert record.run_id == old.record.run_id
+        assert (record.priority, record.fairness_key, record.fair_pass) == (3, "", None)
+    finally:
+        await upgraded.close()
+    versions = raw_sql(db_url, "SELECT version FROM schema_migrations ORDER BY version")
+    assert [v for (v,) in versions] == _shipped(db_url)
+
+
 @pytest.mark.direct_db  # it rewinds the schema behind the store's back
 async def test_a_database_at_the_previous_schema_gets_order_and_debounce(db_url: str) -> None:
     dialect = "sqlite" if is_sqlite(db_url) else "postgres"
@@ -237,7 +275,7 @@ async def test_a_database_at_the_previous_schema_gets_the_cancel_log(db_url: str
 def _undo_output_steps(db_url: str) -> None:
     """Take the steps of published values (sqlite v21, postgres v26) and what came after them
     back out."""
-    _undo_flow_control(db_url)
+    _undo_priority(db_url)
     raw_sql(db_url, "DROP TABLE IF EXISTS attribute_writes")
     raw_sql(db_url, "ALTER TABLE outputs DROP COLUMN call_id")
 

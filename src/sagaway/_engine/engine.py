@@ -33,6 +33,7 @@ from sagaway._engine import (
     signal_sends,
 )
 from sagaway._engine.cluster_limits import ClusterLimit
+from sagaway._engine.flow import PLAIN, Flow
 from sagaway._engine.flow_control import FlowOptions
 from sagaway._engine.local_runner import LocalRunner as LocalRunner
 from sagaway._engine.local_runner import QueueLimiter
@@ -173,17 +174,20 @@ class Engine:
         concurrency_key: str | None = None,
         client: bool = False,
         audit_note: AuditNote | None = None,
-        flow: FlowOptions | None = None,
+        flow: Flow = PLAIN,
+        keyed: FlowOptions | None = None,
     ) -> tuple[WorkflowRecord, bool]:
         """Create an execution under ``key`` (or find the one there); True if created.
         ``deadline``: seconds from its start until it is cancelled as by a request.
         ``concurrency_key``: created PENDING, never leased here: only a claim applies its limit.
         ``client``: a client's start, which rides through an outage (``outages``).
         ``audit_note``: an operator's start, recorded if it creates the execution.
-        ``flow``: its per-key order and debounce (created PENDING: claims apply them)."""
+        ``flow``: its priority and fairness; a start that asks for either is created PENDING,
+        never leased here: claims order it against the others (``_engine.flow``).
+        ``keyed``: its per-key order and debounce (created PENDING: claims apply them)."""
         check_key(key, "idempotency_key")
-        flow = flow or FlowOptions()
-        flow_control.check_debounce_conflict(flow, on_conflict)
+        keyed = keyed or FlowOptions()
+        flow_control.check_debounce_conflict(keyed, on_conflict)
         replacing = on_conflict is OnConflict.TERMINATE_EXISTING
         new = new_executions.build(
             name=defn.name,
@@ -197,9 +201,10 @@ class Engine:
             concurrency_key=concurrency_key,
             max_per_key=defn.max_per_key,
             flow=flow,
+            keyed=keyed,
         )
         runner = self.runner
-        queued = concurrency_key is not None or flow.queued
+        queued = concurrency_key is not None or keyed.queued or not flow.plain
         here = (
             not queued and runner is not None and runner.accepts(defn.task_queue, new.code_version)
         )
@@ -228,6 +233,7 @@ class Engine:
         key: str,
         parent_key: str,
         deadline: float | None = None,
+        flow: Flow = PLAIN,
     ) -> WorkflowRecord:
         record, _ = await self.start(
             defn,
@@ -236,6 +242,7 @@ class Engine:
             on_conflict=OnConflict.ATTACH,
             parent_key=parent_key,
             deadline=deadline,
+            flow=flow,
         )
         return record
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from sagaway import errors, events, observe, serialization
 from sagaway._engine import flow_control, keys, versions
+from sagaway._engine.flow import PLAIN, Flow
 from sagaway._engine.flow_control import FlowOptions
 from sagaway._engine.options import check_deadline
 from sagaway._engine.text_checks import check_key
@@ -35,7 +36,8 @@ def build(
     trace_context: str | None = None,
     concurrency_key: str | None = None,
     max_per_key: int = 1,
-    flow: FlowOptions | None = None,
+    flow: Flow = PLAIN,
+    keyed: FlowOptions | None = None,
 ) -> NewWorkflow:
     """An execution of workflow ``name`` to create under ``key`` (checked already).
 
@@ -44,11 +46,12 @@ def build(
     is then its own run's). ``trace_context``: the caller's; None: a new one from the installed
     tracer, if any. ``concurrency_key``: created under a per-key limit of ``max_per_key``.
     ``deadline``: seconds from its start until it is cancelled as by a request.
-    ``flow``: its per-key order and debounce (``flow_control``)."""
+    ``flow``: its priority and fairness key and weight (checked by ``flow.of_start``).
+    ``keyed``: its per-key order and debounce (``flow_control``)."""
     check_deadline(deadline)
-    flow = flow or FlowOptions()
-    flow_control.check_ordering(flow.ordering_key)
-    flow_control.check_debounce(flow.debounce_key, flow.debounce, flow.debounce_max_wait)
+    keyed = keyed or FlowOptions()
+    flow_control.check_ordering(keyed.ordering_key)
+    flow_control.check_debounce(keyed.debounce_key, keyed.debounce, keyed.debounce_max_wait)
     if code_version is not None:
         versions.check_code_version(code_version, "code_version")
     if concurrency_key is not None:
@@ -72,10 +75,13 @@ def build(
         code_version=code_version,
         concurrency_key=concurrency_key,
         max_per_key=max_per_key if concurrency_key is not None else 1,
-        ordering_key=flow.ordering_key,
-        debounce_key=flow.debounce_key,
-        debounce=flow.debounce,
-        debounce_max_wait=flow.debounce_max_wait,
+        ordering_key=keyed.ordering_key,
+        debounce_key=keyed.debounce_key,
+        debounce=keyed.debounce,
+        debounce_max_wait=keyed.debounce_max_wait,
+        priority=flow.priority,
+        fairness_key=flow.fairness_key,
+        fairness_weight=flow.fairness_weight,
     )
 
 

@@ -19,6 +19,7 @@ import pydantic_core
 from sagaway import _sealed, errors, serialization
 from sagaway._engine import context, keys
 from sagaway._engine.execution import FINAL, WAIT_IN_PROCESS, ExecutionBase, Unload, engine_code
+from sagaway._engine.flow import PLAIN, Flow
 from sagaway.clock import wait_event_or_sleep
 from sagaway.states import ErrorKind, StepKind, StepStatus, WorkflowStatus
 from sagaway.store.records import SignalReceive, StepRecord, WorkflowRecord
@@ -282,8 +283,10 @@ class WaitCalls(ExecutionBase):
         key: str | None,
         call_id: str,
         deadline: float | None = None,
+        flow: Flow = PLAIN,
     ) -> str:
-        """Start a child workflow once; returns its key (``deadline``: its own, in seconds)."""
+        """Start a child workflow once; returns its key (``deadline``: its own, in seconds;
+        ``flow``: its priority and fairness, as the parent's unless its start gave them)."""
         self._check_usable()
         engine = self.engine
         previous = self._replayed(call_id, StepKind.CHILD, defn.name)
@@ -305,6 +308,7 @@ class WaitCalls(ExecutionBase):
             key=child_key,
             parent_key=self.key,
             deadline=deadline,
+            flow=flow,
         )
         child = await self._store_call(start(), answers=answers)
         await self._record(

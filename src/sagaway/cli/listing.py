@@ -51,6 +51,8 @@ def summary_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, A
         "ordering_key": d.ordering_key,
         "ordering_seq": d.ordering_seq,
         "debounce_key": d.debounce_key,
+        "priority": d.priority,
+        "fairness_key": d.fairness_key,
         **clock.fields(created_at=d.created_at, updated_at=d.updated_at, ended_at=d.ended_at),
         "error": d.error,
         "result": d.result,
@@ -218,9 +220,12 @@ def _print_list(
     rows: list[sw.WorkflowDescription], url: str | None, clock: _format.Clock, paged: bool
 ) -> None:
     flow = any(row.ordering_key or row.debounce_key for row in rows)  # a column if any
+    # A priority column only when a row has one of its own (or a fairness key).
+    ranked = any(row.priority != 3 or row.fairness_key is not None for row in rows)
     table = PlainTable(
         f"workflows in {mask_url(resolve_url(url))}",
-        ("key", "workflow", "status", "version", "created", "updated", *(("flow",) * flow)),
+        ("key", "workflow", "status", "version", "created", "updated", *(("flow",) * flow))
+        + (("priority",) if ranked else ()),
     )
     for row in rows:
         table.add_row(
@@ -231,7 +236,15 @@ def _print_list(
             clock.text(row.created_at),
             clock.text(row.updated_at),
             *((flow_text(row, clock),) * flow),
+            *((_priority_text(row),) if ranked else ()),
         )
     table.print(console)
     if not rows:
         console.print("no more workflows" if paged else "no workflows")
+
+
+def _priority_text(row: sw.WorkflowDescription) -> str:
+    """``5``, or ``3 acme`` with a fairness key (``acme x2`` with a weight)."""
+    weight = "" if row.fairness_weight == 1 else f" x{row.fairness_weight:g}"
+    tenant = "" if row.fairness_key is None else f" {row.fairness_key}{weight}"
+    return f"{row.priority}{tenant}"

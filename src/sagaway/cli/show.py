@@ -125,6 +125,8 @@ def show_json(
         audit=[entry_json(e, clock) for e in d.audit],
         waits_behind=d.waits_behind,
         ahead_in_line=d.ahead_in_line,
+        fairness_weight=d.fairness_weight,
+        start_place=d.start_place,
     )
     return data
 
@@ -243,6 +245,22 @@ def print_show(
         print_show_audit(console, d.audit, clock)
 
 
+def _priority(d: sw.WorkflowDescription) -> Iterator[tuple[str, str]]:
+    """Its priority and fairness key, if it has them or waits to start; and, while it waits
+    PENDING, its place among the due starts."""
+    pending = d.status is sw.WorkflowStatus.PENDING
+    if pending or d.priority != 3 or d.fairness_key is not None:
+        tenant = (
+            ""
+            if d.fairness_key is None
+            else f"  fairness key {escape(d.fairness_key)} (weight {d.fairness_weight:g})"
+        )
+        yield "priority", f"{d.priority} (1 lowest .. 5 highest){tenant}"
+    if pending and d.start_place is not None:
+        ahead = "next" if d.start_place == 0 else f"{d.start_place} due start(s) go first"
+        yield "queued", f"waits for a free worker slot: {ahead}"
+
+
 def _relations(d: sw.WorkflowDescription, clock: _format.Clock) -> Iterator[tuple[str, str]]:
     """Lines about where the workflow stands: parent, children, wait, lease, retry."""
     if d.parent_key:
@@ -255,6 +273,7 @@ def _relations(d: sw.WorkflowDescription, clock: _format.Clock) -> Iterator[tupl
     yield from _flow(d, clock)
     if d.owner:
         yield "lease", f"held by {escape(d.owner)}{_expiry(d.lease_expires_at, clock)}"
+    yield from _priority(d)
     if d.status is sw.WorkflowStatus.SUSPENDED:
         yield (
             "retry at",

@@ -37,3 +37,4 @@ class Passthrough:
     pause_calls = forward(Store.pause_calls, "inner")
     list_paused_calls = forward(Store.list_paused_calls, "inner")
     list_search_attributes = forward(Store.list_search_attributes, "inner")
+    start_place = forward(Store.start_place, "inner")

@@ -66,6 +66,7 @@ RPC_ROLES: Mapping[str, frozenset[Role]] = {
     "ReadStream": _R,
     "GetEvent": _R,
     "ListSearchAttributes": _R,
+    "StartPlace": _R,
     # operator actions (and a workflow's own starts, signals and cancels of children)
     "StartWorkflow": _O,
     "CreateWorkflow": _OW,

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from sagaway import errors
-from sagaway._engine import new_executions
+from sagaway._engine import flow, new_executions
 from sagaway._engine.flow_control import FlowOptions
 from sagaway._engine.options import check_deadline
 from sagaway._engine.text_checks import check_key, check_name
@@ -66,11 +66,16 @@ class StartWorkflows:
             trace_context=_trace_context(request),
             concurrency_key=concurrency_key,
             max_per_key=request.max_per_key or 1,  # 0: the default, 1
-            flow=FlowOptions(
+            keyed=FlowOptions(
                 _optional(request, "ordering_key"),
                 _optional(request, "debounce_key"),
                 _optional(request, "debounce"),
                 _optional(request, "debounce_max_wait"),
+            ),
+            flow=flow.of_start(
+                request.priority or None,  # 0: the default
+                request.fairness_key or None,  # "": none
+                request.fairness_weight or None,  # 0: the default, 1
             ),
         )
         result = await self.store.create_workflow(

@@ -31,7 +31,8 @@ COLUMNS = (
     "run_id, key, name, args, args_hash, status, result, error, parent_key, created_at, "
     "updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, "
     "key_space, cancel_reason, deadline_at, trace_context, code_version, concurrency_key, "
-    "ordering_key, ordering_seq, debounce_key"
+    "ordering_key, ordering_seq, debounce_key, "
+    "priority, fairness_key, fairness_weight, fair_pass"
 )
 LIVE_CONDITION = "status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')"
 """The condition of the index ``workflows_live``."""

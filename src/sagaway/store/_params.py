@@ -46,6 +46,12 @@ def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
         raise ValueError(
             "an execution with a concurrency_key is created PENDING: claims apply its limit"
         )
+    # 0 stands for the default: what a client of the Engine Server that does not know these
+    # fields sends (proto3 reads an absent number as 0).
+    priority = new.priority if new.priority != 0 else DEFAULT_PRIORITY
+    weight = new.fairness_weight if new.fairness_weight != 0 else 1.0
+    if priority != DEFAULT_PRIORITY or weight != 1.0:
+        check_flow(priority, weight)
     return {
         "run_id": new.run_id,
         "key": new.key,
@@ -70,6 +76,9 @@ def create(new: NewWorkflow, *, now: float, lease: Lease | None) -> Params:
         "lease_token": lease.token if lease else None,
         "lease_owner": lease.owner if lease else None,
         "lease_expires_at": lease.expires_at if lease else None,
+        "priority": priority,
+        "fairness_key": new.fairness_key,
+        "fairness_weight": weight,
     }
 
 
@@ -109,6 +118,29 @@ def start_lock(new: NewWorkflow) -> list[str]:
     if new.ordering_key is not None:
         keys.append(f"order\x1f{new.ordering_key}")
     return keys
+PRIORITIES = range(1, 6)
+"""The priority levels: 1 (lowest) .. 5 (highest); claims take higher levels first."""
+DEFAULT_PRIORITY = 3
+"""The level of a start given none (and whose workflow registered none)."""
+
+
+def check_flow(priority: int, fairness_weight: float) -> None:
+    """``ValueError`` unless ``priority`` is a level of ``PRIORITIES`` and ``fairness_weight``
+    a positive finite number (at most 1000: a weight is a share, not a bypass)."""
+    if isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITIES:
+        raise ValueError(
+            f"priority must be an int from {PRIORITIES[0]} (lowest) to {PRIORITIES[-1]} "
+            f"(highest), default {DEFAULT_PRIORITY}; not {priority!r}"
+        )
+    if (
+        isinstance(fairness_weight, bool)
+        or not isinstance(fairness_weight, (int, float))
+        or not 0.001 <= fairness_weight <= 1000
+    ):
+        raise ValueError(
+            f"fairness_weight must be a number from 0.001 to 1000 (default 1), "
+            f"not {fairness_weight!r}"
+        )
 
 
 def version_filter(versions: Collection[str | None] | None, *, arrays: bool) -> Params:

@@ -104,6 +104,10 @@ class SQLVerbs(abc.ABC):
         rows = await self._read("list_attempt_errors", {"run_id": run_id})
         return [_inspect.attempt_error_from_row(row) for row in rows]
 
+    async def start_place(self, run_id: str, *, now: float) -> int | None:
+        rows = await self._read("start_place", {"run_id": run_id, "now": now})
+        return int(rows[0]["ahead"]) if rows else None
+
     # ------------------------------------------------------------------ verbs
 
     async def create_workflow(

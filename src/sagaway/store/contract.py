@@ -329,7 +329,10 @@ class Store(QueueLimitVerbs, ScheduleVerbs, AuditVerbs, PauseVerbs, OutputVerbs,
         executions, ``WorkflowRecord.code_version`` None).
 
         Due are: PENDING or RUNNING executions whose lease is absent or expired (a crashed
-        owner), and SUSPENDED or WAITING ones whose ``next_run_at`` has come.
+        owner), and SUSPENDED or WAITING ones whose ``next_run_at`` has come. Taken in this
+        order: the due work of started executions by ``next_run_at``; then PENDING starts by
+        priority (higher first) and fair pass (``WorkflowRecord.fair_pass``: in order of
+        arrival within a fairness key), then ``next_run_at``.
         """
         ...
 
@@ -472,4 +475,10 @@ class Store(QueueLimitVerbs, ScheduleVerbs, AuditVerbs, PauseVerbs, OutputVerbs,
         of each step), by call and attempt. Kept by the database itself: a step row holds the
         error of its latest attempt, and writing the step again for a later attempt (or without
         an error) keeps the error it held, so recording a step costs no second write."""
+        ...
+
+    async def start_place(self, run_id: str, *, now: float) -> int | None:
+        """How many due PENDING starts a claim takes before the execution ``run_id`` while it
+        waits PENDING (0: it is next among the starts; the due work of started executions
+        goes before every start); None when it is not PENDING. Read only."""
         ...

@@ -88,6 +88,15 @@ class WorkflowRecord:
     """The debounce key it was started with (``execute(debounce_key=...)``): while PENDING,
     a new debounced start of the same workflow and key postpones it (``next_run_at``) and gives
     it its arguments. None: not debounced."""
+    priority: int = 3
+    """Its priority level, 1 (lowest) .. 5 (highest): due work is claimed higher first."""
+    fairness_key: str = ""
+    """The tenant its start is counted for (``execute(fairness_key=...)``); '': none."""
+    fairness_weight: float = 1.0
+    """Its key's share of claims while starts wait (``execute(fairness_weight=...)``)."""
+    fair_pass: float | None = dataclasses.field(default=None, compare=False)
+    """Its place in the fair queue of starts, given at creation (lower: claimed earlier);
+    a place, not part of what the execution is (not compared)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -176,6 +185,13 @@ class NewWorkflow:
     debounce_max_wait: float | None = None
     """With a ``debounce_key``: the most seconds a burst waits from its first start (None: no
     bound)."""
+    priority: int = 3
+    """See ``WorkflowRecord.priority`` (0: the default, as a client that does not know the
+    field sends it through the Engine Server)."""
+    fairness_key: str = ""
+    """See ``WorkflowRecord.fairness_key``."""
+    fairness_weight: float = 1.0
+    """See ``WorkflowRecord.fairness_weight``."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

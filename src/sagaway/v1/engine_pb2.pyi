@@ -94,6 +94,10 @@ class WorkflowRecord(_message.Message):
     ORDERING_KEY_FIELD_NUMBER: _builtins.int
     ORDERING_SEQ_FIELD_NUMBER: _builtins.int
     DEBOUNCE_KEY_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    FAIRNESS_KEY_FIELD_NUMBER: _builtins.int
+    FAIRNESS_WEIGHT_FIELD_NUMBER: _builtins.int
+    FAIR_PASS_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """unique id of this execution"""
     key: _builtins.str
@@ -140,6 +144,14 @@ class WorkflowRecord(_message.Message):
     """with ordering_key: its place in the key's line"""
     debounce_key: _builtins.str
     """the debounce key it was started with (absent: none)"""
+    priority: _builtins.int
+    """1 (lowest) .. 5 (highest); claims take higher first"""
+    fairness_key: _builtins.str
+    """the tenant its start is counted for ("": none)"""
+    fairness_weight: _builtins.float
+    """its key's share of claims while starts wait"""
+    fair_pass: _builtins.float
+    """its place in the fair queue of starts"""
     def __init__(
         self,
         *,
@@ -169,10 +181,14 @@ class WorkflowRecord(_message.Message):
         ordering_key: _builtins.str | None = ...,
         ordering_seq: _builtins.int | None = ...,
         debounce_key: _builtins.str | None = ...,
+        priority: _builtins.int = ...,
+        fairness_key: _builtins.str = ...,
+        fairness_weight: _builtins.float = ...,
+        fair_pass: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_deadline_at", b"_deadline_at", "_debounce_key", b"_debounce_key", "_ended_at", b"_ended_at", "_error", b"_error", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_ordering_key", b"_ordering_key", "_ordering_seq", b"_ordering_seq", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "cancel_reason", b"cancel_reason", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "deadline_at", b"deadline_at", "debounce_key", b"debounce_key", "ended_at", b"ended_at", "error", b"error", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "next_run_at", b"next_run_at", "ordering_key", b"ordering_key", "ordering_seq", b"ordering_seq", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "result", b"result", "trace_context", b"trace_context"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_deadline_at", b"_deadline_at", "_debounce_key", b"_debounce_key", "_ended_at", b"_ended_at", "_error", b"_error", "_fair_pass", b"_fair_pass", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_ordering_key", b"_ordering_key", "_ordering_seq", b"_ordering_seq", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "cancel_reason", b"cancel_reason", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "deadline_at", b"deadline_at", "debounce_key", b"debounce_key", "ended_at", b"ended_at", "error", b"error", "fair_pass", b"fair_pass", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "next_run_at", b"next_run_at", "ordering_key", b"ordering_key", "ordering_seq", b"ordering_seq", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "result", b"result", "trace_context", b"trace_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_deadline_at", b"_deadline_at", "_debounce_key", b"_debounce_key", "_ended_at", b"_ended_at", "_error", b"_error", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_ordering_key", b"_ordering_key", "_ordering_seq", b"_ordering_seq", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "cancel_reason", b"cancel_reason", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "created_at", b"created_at", "deadline_at", b"deadline_at", "debounce_key", b"debounce_key", "ended_at", b"ended_at", "error", b"error", "key", b"key", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "name", b"name", "next_run_at", b"next_run_at", "ordering_key", b"ordering_key", "ordering_seq", b"ordering_seq", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "result", b"result", "run_id", b"run_id", "status", b"status", "suspend_count", b"suspend_count", "trace_context", b"trace_context", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason", "_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_deadline_at", b"_deadline_at", "_debounce_key", b"_debounce_key", "_ended_at", b"_ended_at", "_error", b"_error", "_fair_pass", b"_fair_pass", "_key_space", b"_key_space", "_lease_expires_at", b"_lease_expires_at", "_lease_owner", b"_lease_owner", "_next_run_at", b"_next_run_at", "_ordering_key", b"_ordering_key", "_ordering_seq", b"_ordering_seq", "_parent_key", b"_parent_key", "_previous_owner", b"_previous_owner", "_result", b"_result", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "cancel_reason", b"cancel_reason", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "created_at", b"created_at", "deadline_at", b"deadline_at", "debounce_key", b"debounce_key", "ended_at", b"ended_at", "error", b"error", "fair_pass", b"fair_pass", "fairness_key", b"fairness_key", "fairness_weight", b"fairness_weight", "key", b"key", "key_space", b"key_space", "lease_expires_at", b"lease_expires_at", "lease_owner", b"lease_owner", "name", b"name", "next_run_at", b"next_run_at", "ordering_key", b"ordering_key", "ordering_seq", b"ordering_seq", "parent_key", b"parent_key", "previous_owner", b"previous_owner", "priority", b"priority", "result", b"result", "run_id", b"run_id", "status", b"status", "suspend_count", b"suspend_count", "trace_context", b"trace_context", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cancel_reason: _TypeAlias = _typing.Literal["cancel_reason"]  # noqa: Y015
     _WhichOneofArgType__cancel_reason: _TypeAlias = _typing.Literal["_cancel_reason", b"_cancel_reason"]  # noqa: Y015
@@ -188,6 +204,8 @@ class WorkflowRecord(_message.Message):
     _WhichOneofArgType__ended_at: _TypeAlias = _typing.Literal["_ended_at", b"_ended_at"]  # noqa: Y015
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
+    _WhichOneofReturnType__fair_pass: _TypeAlias = _typing.Literal["fair_pass"]  # noqa: Y015
+    _WhichOneofArgType__fair_pass: _TypeAlias = _typing.Literal["_fair_pass", b"_fair_pass"]  # noqa: Y015
     _WhichOneofReturnType__key_space: _TypeAlias = _typing.Literal["key_space"]  # noqa: Y015
     _WhichOneofArgType__key_space: _TypeAlias = _typing.Literal["_key_space", b"_key_space"]  # noqa: Y015
     _WhichOneofReturnType__lease_expires_at: _TypeAlias = _typing.Literal["lease_expires_at"]  # noqa: Y015
@@ -222,6 +240,8 @@ class WorkflowRecord(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__ended_at) -> _WhichOneofReturnType__ended_at | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__error) -> _WhichOneofReturnType__error | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__fair_pass) -> _WhichOneofReturnType__fair_pass | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__key_space) -> _WhichOneofReturnType__key_space | None: ...
     @_typing.overload
@@ -389,6 +409,9 @@ class NewWorkflow(_message.Message):
     DEBOUNCE_KEY_FIELD_NUMBER: _builtins.int
     DEBOUNCE_FIELD_NUMBER: _builtins.int
     DEBOUNCE_MAX_WAIT_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    FAIRNESS_KEY_FIELD_NUMBER: _builtins.int
+    FAIRNESS_WEIGHT_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     key: _builtins.str
     name: _builtins.str
@@ -415,6 +438,12 @@ class NewWorkflow(_message.Message):
     """with debounce_key: the quiet seconds before it starts"""
     debounce_max_wait: _builtins.float
     """with debounce_key: the most seconds a burst waits"""
+    priority: _builtins.int
+    """1 (lowest) .. 5 (highest); 0: the default, 3"""
+    fairness_key: _builtins.str
+    """the tenant its start is counted for ("": none)"""
+    fairness_weight: _builtins.float
+    """its key's share of claims (0: the default, 1)"""
     def __init__(
         self,
         *,
@@ -435,10 +464,13 @@ class NewWorkflow(_message.Message):
         debounce_key: _builtins.str | None = ...,
         debounce: _builtins.float | None = ...,
         debounce_max_wait: _builtins.float | None = ...,
+        priority: _builtins.int = ...,
+        fairness_key: _builtins.str = ...,
+        fairness_weight: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_debounce", b"_debounce", "_debounce_key", b"_debounce_key", "_debounce_max_wait", b"_debounce_max_wait", "_key_space", b"_key_space", "_ordering_key", b"_ordering_key", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "debounce", b"debounce", "debounce_key", b"debounce_key", "debounce_max_wait", b"debounce_max_wait", "key_space", b"key_space", "ordering_key", b"ordering_key", "parent_key", b"parent_key", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_debounce", b"_debounce", "_debounce_key", b"_debounce_key", "_debounce_max_wait", b"_debounce_max_wait", "_key_space", b"_key_space", "_ordering_key", b"_ordering_key", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "debounce", b"debounce", "debounce_key", b"debounce_key", "debounce_max_wait", b"debounce_max_wait", "key", b"key", "key_space", b"key_space", "max_per_key", b"max_per_key", "name", b"name", "ordering_key", b"ordering_key", "parent_key", b"parent_key", "queue", b"queue", "run_id", b"run_id", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_debounce", b"_debounce", "_debounce_key", b"_debounce_key", "_debounce_max_wait", b"_debounce_max_wait", "_key_space", b"_key_space", "_ordering_key", b"_ordering_key", "_parent_key", b"_parent_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "args_hash", b"args_hash", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "debounce", b"debounce", "debounce_key", b"debounce_key", "debounce_max_wait", b"debounce_max_wait", "fairness_key", b"fairness_key", "fairness_weight", b"fairness_weight", "key", b"key", "key_space", b"key_space", "max_per_key", b"max_per_key", "name", b"name", "ordering_key", b"ordering_key", "parent_key", b"parent_key", "priority", b"priority", "queue", b"queue", "run_id", b"run_id", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__code_version: _TypeAlias = _typing.Literal["code_version"]  # noqa: Y015
     _WhichOneofArgType__code_version: _TypeAlias = _typing.Literal["_code_version", b"_code_version"]  # noqa: Y015
@@ -2272,6 +2304,9 @@ class StartWorkflowRequest(_message.Message):
     DEBOUNCE_KEY_FIELD_NUMBER: _builtins.int
     DEBOUNCE_FIELD_NUMBER: _builtins.int
     DEBOUNCE_MAX_WAIT_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    FAIRNESS_KEY_FIELD_NUMBER: _builtins.int
+    FAIRNESS_WEIGHT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """the registered workflow name"""
     key: _builtins.str
@@ -2306,6 +2341,11 @@ class StartWorkflowRequest(_message.Message):
     """
     debounce: _builtins.float
     debounce_max_wait: _builtins.float
+    priority: _builtins.int
+    """Priority 1 (lowest) .. 5 (highest); 0: the workflow's registered default (3 if none)."""
+    fairness_key: _builtins.str
+    """Fair queueing of starts between tenants: the key ("": none) and its weight (0: 1)."""
+    fairness_weight: _builtins.float
     def __init__(
         self,
         *,
@@ -2322,10 +2362,13 @@ class StartWorkflowRequest(_message.Message):
         debounce_key: _builtins.str | None = ...,
         debounce: _builtins.float | None = ...,
         debounce_max_wait: _builtins.float | None = ...,
+        priority: _builtins.int = ...,
+        fairness_key: _builtins.str = ...,
+        fairness_weight: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_debounce", b"_debounce", "_debounce_key", b"_debounce_key", "_debounce_max_wait", b"_debounce_max_wait", "_ordering_key", b"_ordering_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "debounce", b"debounce", "debounce_key", b"debounce_key", "debounce_max_wait", b"debounce_max_wait", "ordering_key", b"ordering_key", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_debounce", b"_debounce", "_debounce_key", b"_debounce_key", "_debounce_max_wait", b"_debounce_max_wait", "_ordering_key", b"_ordering_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "debounce", b"debounce", "debounce_key", b"debounce_key", "debounce_max_wait", b"debounce_max_wait", "key", b"key", "max_per_key", b"max_per_key", "name", b"name", "ordering_key", b"ordering_key", "queue", b"queue", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_code_version", b"_code_version", "_concurrency_key", b"_concurrency_key", "_debounce", b"_debounce", "_debounce_key", b"_debounce_key", "_debounce_max_wait", b"_debounce_max_wait", "_ordering_key", b"_ordering_key", "_timeout", b"_timeout", "_trace_context", b"_trace_context", "args", b"args", "code_version", b"code_version", "concurrency_key", b"concurrency_key", "debounce", b"debounce", "debounce_key", b"debounce_key", "debounce_max_wait", b"debounce_max_wait", "fairness_key", b"fairness_key", "fairness_weight", b"fairness_weight", "key", b"key", "max_per_key", b"max_per_key", "name", b"name", "ordering_key", b"ordering_key", "priority", b"priority", "queue", b"queue", "timeout", b"timeout", "trace_context", b"trace_context"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__code_version: _TypeAlias = _typing.Literal["code_version"]  # noqa: Y015
     _WhichOneofArgType__code_version: _TypeAlias = _typing.Literal["_code_version", b"_code_version"]  # noqa: Y015
@@ -3010,6 +3053,51 @@ class BatchReply(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___BatchReply: _TypeAlias = BatchReply  # noqa: Y015
+
+@_typing.final
+class StartPlaceRequest(_message.Message):
+    """----------------------------------------------------------------------------- priority
+
+    How many due PENDING starts a claim takes before the execution (absent: it is not PENDING).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StartPlaceRequest: _TypeAlias = StartPlaceRequest  # noqa: Y015
+
+@_typing.final
+class StartPlaceReply(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AHEAD_FIELD_NUMBER: _builtins.int
+    ahead: _builtins.int
+    def __init__(
+        self,
+        *,
+        ahead: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_ahead", b"_ahead", "ahead", b"ahead"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ahead", b"_ahead", "ahead", b"ahead"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__ahead: _TypeAlias = _typing.Literal["ahead"]  # noqa: Y015
+    _WhichOneofArgType__ahead: _TypeAlias = _typing.Literal["_ahead", b"_ahead"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ahead) -> _WhichOneofReturnType__ahead | None: ...
+
+Global___StartPlaceReply: _TypeAlias = StartPlaceReply  # noqa: Y015
 
 @_typing.final
 class PauseWorkflowRequest(_message.Message):

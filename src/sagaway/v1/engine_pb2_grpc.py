@@ -306,6 +306,11 @@ class EngineStub:
                 request_serializer=sagaway_dot_v1_dot_engine__pb2.RunRequest.SerializeToString,
                 response_deserializer=sagaway_dot_v1_dot_engine__pb2.SearchAttributes.FromString,
                 _registered_method=True)
+        self.StartPlace = channel.unary_unary(
+                '/sagaway.v1.Engine/StartPlace',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.StartPlaceRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.StartPlaceReply.FromString,
+                _registered_method=True)
 
 
 class EngineServicer:
@@ -649,6 +654,13 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartPlace(self, request, context):
+        """Priority and fairness (docs/limits.md): a PENDING start's place among the due starts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -921,6 +933,11 @@ def add_EngineServicer_to_server(servicer, server):
                     servicer.ListSearchAttributes,
                     request_deserializer=sagaway_dot_v1_dot_engine__pb2.RunRequest.FromString,
                     response_serializer=sagaway_dot_v1_dot_engine__pb2.SearchAttributes.SerializeToString,
+            ),
+            'StartPlace': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartPlace,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.StartPlaceRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.StartPlaceReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2383,6 +2400,33 @@ class Engine:
             '/sagaway.v1.Engine/ListSearchAttributes',
             sagaway_dot_v1_dot_engine__pb2.RunRequest.SerializeToString,
             sagaway_dot_v1_dot_engine__pb2.SearchAttributes.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartPlace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/StartPlace',
+            sagaway_dot_v1_dot_engine__pb2.StartPlaceRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.StartPlaceReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -141,6 +141,8 @@ class EngineStub:
     ReadStream: _grpc.UnaryUnaryMultiCallable[_engine_pb2.ReadStreamRequest, _engine_pb2.Outputs]
     GetEvent: _grpc.UnaryUnaryMultiCallable[_engine_pb2.GetEventRequest, _engine_pb2.MaybeOutput]
     ListSearchAttributes: _grpc.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.SearchAttributes]
+    StartPlace: _grpc.UnaryUnaryMultiCallable[_engine_pb2.StartPlaceRequest, _engine_pb2.StartPlaceReply]
+    """Priority and fairness (docs/limits.md): a PENDING start's place among the due starts."""
 
 @_typing.type_check_only
 class EngineAsyncStub(EngineStub):
@@ -214,6 +216,8 @@ class EngineAsyncStub(EngineStub):
     ReadStream: _aio.UnaryUnaryMultiCallable[_engine_pb2.ReadStreamRequest, _engine_pb2.Outputs]  # type: ignore[assignment]
     GetEvent: _aio.UnaryUnaryMultiCallable[_engine_pb2.GetEventRequest, _engine_pb2.MaybeOutput]  # type: ignore[assignment]
     ListSearchAttributes: _aio.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.SearchAttributes]  # type: ignore[assignment]
+    StartPlace: _aio.UnaryUnaryMultiCallable[_engine_pb2.StartPlaceRequest, _engine_pb2.StartPlaceReply]  # type: ignore[assignment]
+    """Priority and fairness (docs/limits.md): a PENDING start's place among the due starts."""
 
 class EngineServicer(metaclass=_abc_1.ABCMeta):
     """----------------------------------------------------------------------------- service"""
@@ -608,5 +612,13 @@ class EngineServicer(metaclass=_abc_1.ABCMeta):
         request: _engine_pb2.RunRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_engine_pb2.SearchAttributes, _abc.Awaitable[_engine_pb2.SearchAttributes]]: ...
+
+    @_abc_1.abstractmethod
+    def StartPlace(
+        self,
+        request: _engine_pb2.StartPlaceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.StartPlaceReply, _abc.Awaitable[_engine_pb2.StartPlaceReply]]:
+        """Priority and fairness (docs/limits.md): a PENDING start's place among the due starts."""
 
 def add_EngineServicer_to_server(servicer: EngineServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -144,3 +144,4 @@ class GrpcStore(Connection):
     read_stream = remote(Store.read_stream)
     get_event = remote(Store.get_event)
     list_search_attributes = remote(Store.list_search_attributes)
+    start_place = remote(Store.start_place)

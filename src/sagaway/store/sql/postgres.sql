@@ -30,14 +30,16 @@ VALUES (%(version)s, %(name)s, %(applied_at)s)
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key
+       ordering_key, ordering_seq, debounce_key,
+       priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE key = %(key)s AND is_current
 
 -- name: get_current_for_update
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key
+       ordering_key, ordering_seq, debounce_key,
+       priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE key = %(key)s AND is_current
 FOR UPDATE
 
@@ -45,7 +47,8 @@ FOR UPDATE
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key
+       ordering_key, ordering_seq, debounce_key,
+       priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE run_id = %(run_id)s
 
 -- name: insert_workflow
@@ -57,7 +60,8 @@ INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, p
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
                        next_run_at, queue, key_space, deadline_at, trace_context, code_version,
                        concurrency_key, concurrency_limit, ordering_key, ordering_seq,
-                       debounce_key, debounce_until)
+                       debounce_key, debounce_until, priority, fairness_key,
+                       fairness_weight, fair_pass)
 VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s, %(parent_key)s,
         %(now)s, %(now)s, %(lease_token)s, %(lease_owner)s, %(lease_expires_at)s,
         %(start_at)s,
@@ -74,20 +78,37 @@ VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s
             SELECT MAX(o.ordering_seq) FROM workflows AS o
             WHERE o.ordering_key = %(ordering_key)s::text AND o.ordering_key IS NOT NULL
               AND o.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')), 0) END,
-        %(debounce_key)s, %(debounce_until)s)
+        %(debounce_key)s, %(debounce_until)s,
+        %(priority)s, %(fairness_key)s,
+        %(fairness_weight)s,
+        CASE WHEN %(status)s = 'PENDING' THEN
+            GREATEST(
+                (SELECT MIN(p.fair_pass) FROM workflows AS p
+                 WHERE p.status = 'PENDING' AND p.priority = %(priority)s
+                   AND p.fair_pass IS NOT NULL),
+                (SELECT MAX(f.fair_pass) FROM workflows AS f
+                 WHERE f.status = 'PENDING' AND f.priority = %(priority)s
+                   AND f.fairness_key = %(fairness_key)s),
+                0)
+            + 1.0 / %(fairness_weight)s::double precision
+        END)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key
+       ordering_key, ordering_seq, debounce_key,
+       priority, fairness_key, fairness_weight, fair_pass
 
 -- name: insert_workflows
 -- insert_workflow for many executions at once (group commit of starts): one JSON parameter.
 -- A key already taken (or taken twice in the batch) inserts nothing and returns no row.
+-- The fair passes of a key's PENDING starts of a level in one batch follow each other in batch
+-- order (the pass: insert_workflow).
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
                        next_run_at, queue, key_space, deadline_at, trace_context, code_version,
-                       concurrency_key, concurrency_limit)
+                       concurrency_key, concurrency_limit, priority, fairness_key, fairness_weight,
+                       fair_pass)
 SELECT run_id, key, TRUE, name, args, args_hash, status, parent_key, now, now, lease_token,
        lease_owner, lease_expires_at, now, queue,
        CASE WHEN i.spare_key_space IS NOT NULL AND EXISTS (
@@ -96,18 +117,38 @@ SELECT run_id, key, TRUE, name, args, args_hash, status, parent_key, now, now, l
                  AND c.key >= (i.key_space || '/') COLLATE "C"
                  AND c.key < (i.key_space || '0') COLLATE "C")
             THEN i.spare_key_space ELSE i.key_space END,
-       deadline_at, trace_context, code_version, concurrency_key, concurrency_limit
-FROM json_to_recordset(%(batch)s::json)
-    AS i (run_id text, key text, name text, args text, args_hash text, status text,
-          parent_key text, now double precision, lease_token text, lease_owner text,
-          lease_expires_at double precision, queue text, key_space text, spare_key_space text,
-          deadline_at double precision, trace_context text, code_version text,
-          concurrency_key text, concurrency_limit integer)
+       deadline_at, trace_context, code_version, concurrency_key, concurrency_limit,
+       priority, fairness_key, fairness_weight,
+       CASE WHEN status = 'PENDING' THEN
+           GREATEST(
+               (SELECT MIN(p.fair_pass) FROM workflows AS p
+                WHERE p.status = 'PENDING' AND p.priority = i.priority
+                  AND p.fair_pass IS NOT NULL),
+               (SELECT MAX(f.fair_pass) FROM workflows AS f
+                WHERE f.status = 'PENDING' AND f.priority = i.priority
+                  AND f.fairness_key = i.fairness_key),
+               0)
+           + sum(1.0 / fairness_weight) FILTER (WHERE status = 'PENDING')
+                 OVER (PARTITION BY priority, fairness_key ORDER BY ord)
+       END
+FROM ROWS FROM (json_to_recordset(%(batch)s::json)
+    AS (run_id text, key text, name text, args text, args_hash text, status text,
+        parent_key text, now double precision, lease_token text, lease_owner text,
+        lease_expires_at double precision, queue text, key_space text, spare_key_space text,
+        deadline_at double precision, trace_context text, code_version text,
+        concurrency_key text, concurrency_limit integer, priority integer, fairness_key text,
+        fairness_weight double precision))
+    WITH ORDINALITY
+    AS i (run_id, key, name, args, args_hash, status, parent_key, now, lease_token, lease_owner,
+          lease_expires_at, queue, key_space, spare_key_space, deadline_at, trace_context,
+          code_version, concurrency_key, concurrency_limit, priority, fairness_key,
+          fairness_weight, ord)
 ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key
+       ordering_key, ordering_seq, debounce_key,
+       priority, fairness_key, fairness_weight, fair_pass
 
 -- ---------------------------------------------------------------- debounced starts and order
 
@@ -136,7 +177,8 @@ WHERE run_id = %(run_id)s AND status = 'PENDING'
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key
+       ordering_key, ordering_seq, debounce_key,
+       priority, fairness_key, fairness_weight, fair_pass
 
 -- name: record_debounced_start
 INSERT INTO debounced_starts (key, run_id, started_at) VALUES (%(key)s, %(run_id)s, %(now)s)
@@ -182,7 +224,8 @@ ORDER BY run_id, started_at, call_id
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key
+       ordering_key, ordering_seq, debounce_key,
+       priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE run_id = ANY(%(run_ids)s::text[])
 
 -- name: record_steps_owned
@@ -393,12 +436,19 @@ AND (ordering_key IS NULL OR status <> 'PENDING'
            AND ahead.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
            AND ahead.ordering_seq < workflows.ordering_seq))
 
+-- fragment: claim_order
+-- The due work of started executions first (timers, retries, wake-ups, expired leases: work
+-- in progress keeps its place), by next_run_at; then PENDING starts, higher priority first,
+-- by their fair pass within a level (insert_workflow), then next_run_at.
+ORDER BY status = 'PENDING', CASE WHEN status = 'PENDING' THEN priority END DESC,
+         CASE WHEN status = 'PENDING' THEN fair_pass END NULLS FIRST, next_run_at, run_id
+
 -- name: claim_due
 -- Many processes claim at once: SKIP LOCKED hands each one disjoint rows; a row changed by a
 -- claimer that committed meanwhile is re-checked against the WHERE clause before it is locked.
 -- previous_owner: the process whose expired lease is taken over (NULL for a run nobody held).
 WITH due AS (
-    SELECT run_id, next_run_at, lease_owner, status FROM workflows
+    SELECT run_id, next_run_at, lease_owner, status, priority, fair_pass FROM workflows
     WHERE is_current AND (
            (status IN ('PENDING', 'RUNNING')
             AND (lease_expires_at IS NULL OR lease_expires_at <= %(now)s)
@@ -406,11 +456,13 @@ WITH due AS (
         OR (status IN ('SUSPENDED', 'WAITING') AND next_run_at <= %(now)s))
       AND run_id <> ALL(ARRAY(SELECT json_array_elements_text(%(exclude)s::json)))
       -- use: due_filter
-    ORDER BY next_run_at, run_id
+    -- use: claim_order
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), numbered AS (
-    SELECT run_id, lease_owner, status, row_number() OVER (ORDER BY next_run_at, run_id) AS n
+    SELECT run_id, lease_owner, status, row_number() OVER (
+        -- use: claim_order
+        ) AS n
     FROM due
 )
 UPDATE workflows AS w
@@ -425,7 +477,8 @@ RETURNING numbered.n, w.lease_token, numbered.lease_owner AS previous_owner,
           w.parent_key, w.created_at, w.updated_at, w.ended_at, w.lease_owner,
           w.lease_expires_at, w.next_run_at, w.suspend_count, w.key_space,
           w.cancel_reason, w.deadline_at, w.trace_context, w.code_version,
-          w.concurrency_key, w.ordering_key, w.ordering_seq, w.debounce_key
+          w.concurrency_key, w.ordering_key, w.ordering_seq, w.debounce_key,
+          w.priority, w.fairness_key, w.fairness_weight, w.fair_pass
 
 -- name: lock_concurrency_key
 -- Claims of one per-key limit's key take turns (until commit), so each counts the others'.
@@ -447,10 +500,25 @@ SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, cr
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
        ordering_key, ordering_seq, debounce_key,
+       priority, fairness_key, fairness_weight, fair_pass,
        lease_token
 FROM workflows
 WHERE status = 'RUNNING' AND lease_token = ANY(%(tokens)s::text[])
 ORDER BY next_run_at, run_id
+
+-- name: start_place
+-- How many due PENDING starts a claim takes before %(run_id)s while it is PENDING: those of a
+-- higher level, and of its level with an earlier pass (or the same, due earlier), as
+-- claim_order takes them. Counted on workflows_pending_order (for `sagaway show`).
+SELECT (SELECT COUNT(*) FROM workflows AS o
+        WHERE o.status = 'PENDING' AND o.next_run_at <= %(now)s AND o.run_id <> w.run_id
+          AND (o.priority > w.priority
+               OR (o.priority = w.priority
+                   AND (COALESCE(o.fair_pass, -1) < COALESCE(w.fair_pass, -1)
+                        OR (COALESCE(o.fair_pass, -1) = COALESCE(w.fair_pass, -1)
+                            AND o.next_run_at < w.next_run_at))))) AS ahead
+FROM workflows AS w
+WHERE w.run_id = %(run_id)s AND w.status = 'PENDING'
 
 -- name: next_due
 SELECT MIN(CASE
@@ -546,7 +614,8 @@ WHERE status = 'WAITING'
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key
+       ordering_key, ordering_seq, debounce_key,
+       priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE key = %(key)s AND is_current
 FOR NO KEY UPDATE
 
@@ -615,7 +684,8 @@ WHERE run_id = %(run_id)s AND status = 'WAITING' AND waiting_for = %(waiting_for
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key
+       ordering_key, ordering_seq, debounce_key,
+       priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE key = %(key)s AND is_current
 FOR SHARE
 
@@ -638,9 +708,15 @@ SELECT extract(epoch FROM clock_timestamp())::double precision
 -- waited for, after which the source is gone and nothing is inserted.
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space, code_version)
+                       next_run_at, queue, key_space, code_version, priority, fairness_key,
+                       fairness_weight, fair_pass)
 SELECT %(run_id)s, %(key)s, TRUE, name, args, args_hash, 'PENDING', NULL, %(now)s, %(now)s,
-       NULL, NULL, NULL, %(now)s, queue, %(key_space)s, %(code_version)s
+       NULL, NULL, NULL, %(now)s, queue, %(key_space)s, %(code_version)s, priority, fairness_key,
+       fairness_weight,
+       -- its place: its level's virtual time now (the oldest PENDING start's pass there)
+       COALESCE((SELECT MIN(p.fair_pass) FROM workflows AS p
+                 WHERE p.status = 'PENDING' AND p.priority = workflows.priority
+                   AND p.fair_pass IS NOT NULL), 0)
 FROM workflows
 WHERE run_id = %(source_run_id)s AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
 FOR KEY SHARE
@@ -648,7 +724,8 @@ ON CONFLICT (key) WHERE is_current DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
           updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
           cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key
+       ordering_key, ordering_seq, debounce_key,
+       priority, fairness_key, fairness_weight, fair_pass
 
 -- name: fork_lost_children
 -- The kept child starts (steps %(call_ids)s of %(source_run_id)s) whose child has no execution:
@@ -819,13 +896,14 @@ WHERE queue = %(queue)s AND holder = %(holder)s AND expires_at > %(now)s
 DELETE FROM queue_slots WHERE queue = %(queue)s AND holder = %(holder)s
 
 -- name: wake_queue_waiter
--- A slot was given back: the workflow that has waited longest for one looks again now, instead
--- of at its next poll (its 'ready:' notice wakes the claimers).
+-- A slot was given back: the waiting workflow of the highest priority (of those, the one that
+-- has waited longest) looks again now, instead of at its next poll (its 'ready:' notice wakes
+-- the claimers).
 UPDATE workflows SET next_run_at = %(now)s
 WHERE run_id = (
     SELECT run_id FROM workflows
     WHERE status = 'WAITING' AND waiting_for = %(waiting_for)s AND next_run_at > %(now)s
-    ORDER BY updated_at, run_id
+    ORDER BY priority DESC, updated_at, run_id
     LIMIT 1
     FOR UPDATE SKIP LOCKED)
 

@@ -16,13 +16,15 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (:version, :nam
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key FROM workflows WHERE key = :key AND is_current = 1
+       ordering_key, ordering_seq, debounce_key,
+       priority, fairness_key, fairness_weight, fair_pass FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: get_run
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key FROM workflows WHERE run_id = :run_id
+       ordering_key, ordering_seq, debounce_key,
+       priority, fairness_key, fairness_weight, fair_pass FROM workflows WHERE run_id = :run_id
 
 -- name: insert_workflow
 -- The key space is :spare_key_space when current executions are kept under keys derived from
@@ -32,7 +34,8 @@ INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, p
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
                        next_run_at, queue, key_space, deadline_at, trace_context, code_version,
                        concurrency_key, concurrency_limit, ordering_key, ordering_seq,
-                       debounce_key, debounce_until)
+                       debounce_key, debounce_until, priority, fairness_key,
+                       fairness_weight, fair_pass)
 VALUES (:run_id, :key, 1, :name, :args, :args_hash, :status, :parent_key, :now, :now,
         :lease_token, :lease_owner, :lease_expires_at, :start_at, :queue,
         CASE WHEN :spare_key_space IS NOT NULL AND EXISTS (
@@ -45,12 +48,31 @@ VALUES (:run_id, :key, 1, :name, :args, :args_hash, :status, :parent_key, :now, 
             SELECT MAX(o.ordering_seq) FROM workflows AS o
             WHERE o.ordering_key = :ordering_key AND o.ordering_key IS NOT NULL
               AND o.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')), 0) END,
-        :debounce_key, :debounce_until)
+        :debounce_key, :debounce_until,
+        :priority, :fairness_key, :fairness_weight,
+        -- use: fair_pass
+        )
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key
+       ordering_key, ordering_seq, debounce_key,
+       priority, fairness_key, fairness_weight, fair_pass
+
+-- fragment: fair_pass
+-- A new PENDING start's pass (start-time fair queueing, one queue per priority level): after
+-- the later of its level's oldest PENDING start (the level's virtual time now) and its key's
+-- last PENDING start of the level, by 1/weight. Both are read from the partial indexes of
+-- PENDING starts (a few rows each). A start created leased gets none.
+CASE WHEN :status = 'PENDING' THEN
+    MAX(COALESCE((SELECT MIN(p.fair_pass) FROM workflows AS p
+                  WHERE p.status = 'PENDING' AND p.priority = :priority
+                    AND p.fair_pass IS NOT NULL), 0),
+        COALESCE((SELECT MAX(f.fair_pass) FROM workflows AS f
+                  WHERE f.status = 'PENDING' AND f.priority = :priority
+                    AND f.fairness_key = :fairness_key), 0))
+    + 1.0 / :fairness_weight
+END
 
 -- ---------------------------------------------------------------- debounced starts and order
 
@@ -73,7 +95,8 @@ WHERE run_id = :run_id AND status = 'PENDING'
 RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key
+       ordering_key, ordering_seq, debounce_key,
+       priority, fairness_key, fairness_weight, fair_pass
 
 -- name: record_debounced_start
 INSERT INTO debounced_starts (key, run_id, started_at) VALUES (:key, :run_id, :now)
@@ -180,17 +203,52 @@ AND (ordering_key IS NULL OR status != 'PENDING'
            AND ahead.status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
            AND ahead.ordering_seq < workflows.ordering_seq))
 
+-- fragment: due_columns
+run_id, lease_token, lease_owner, status, concurrency_key, concurrency_limit, next_run_at
+
 -- name: due_candidates
-SELECT run_id, lease_token, lease_owner, status, concurrency_key, concurrency_limit
-FROM workflows
-WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED') AND (
-       (status IN ('PENDING', 'RUNNING')
-        AND (lease_expires_at IS NULL OR lease_expires_at <= :now)
-        AND next_run_at <= :now)
-    OR (status IN ('SUSPENDED', 'WAITING') AND next_run_at <= :now))
-  -- use: due_filter
-ORDER BY next_run_at
+-- In two parts, each read in the order of an index and cut at :limit, so a claim reads a few
+-- rows however many are due: first the due work of started executions (timers, retries,
+-- wake-ups, expired leases: work in progress keeps its place), by next_run_at; then PENDING
+-- starts, higher priority first, by fair pass within a level (workflows_pending_order).
+SELECT run_id, lease_token, lease_owner, status, concurrency_key, concurrency_limit FROM (
+    SELECT * FROM (
+        SELECT 0 AS part, 0 AS level, 0 AS pass,
+               -- use: due_columns
+        FROM workflows
+        WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
+          AND status IN ('RUNNING', 'WAITING', 'SUSPENDED') AND next_run_at <= :now
+          AND (status <> 'RUNNING' OR lease_expires_at IS NULL OR lease_expires_at <= :now)
+          -- use: due_filter
+        ORDER BY next_run_at
+        LIMIT :limit)
+    UNION ALL
+    SELECT * FROM (
+        SELECT 1 AS part, -priority AS level, fair_pass AS pass,
+               -- use: due_columns
+        FROM workflows
+        WHERE status = 'PENDING' AND is_current = 1
+          AND (lease_expires_at IS NULL OR lease_expires_at <= :now)
+          AND next_run_at <= :now
+          -- use: due_filter
+        ORDER BY priority DESC, fair_pass, next_run_at
+        LIMIT :limit))
+ORDER BY part, level, pass, next_run_at
 LIMIT :limit
+
+-- name: start_place
+-- How many due PENDING starts a claim takes before :run_id while it is PENDING: those of a
+-- higher level, and of its level with an earlier pass (or the same, due earlier), as
+-- claim_order takes them. Counted on workflows_pending_order (for `sagaway show`).
+SELECT (SELECT COUNT(*) FROM workflows AS o
+        WHERE o.status = 'PENDING' AND o.next_run_at <= :now AND o.run_id <> w.run_id
+          AND (o.priority > w.priority
+               OR (o.priority = w.priority
+                   AND (COALESCE(o.fair_pass, -1) < COALESCE(w.fair_pass, -1)
+                        OR (COALESCE(o.fair_pass, -1) = COALESCE(w.fair_pass, -1)
+                            AND o.next_run_at < w.next_run_at))))) AS ahead
+FROM workflows AS w
+WHERE w.run_id = :run_id AND w.status = 'PENDING'
 
 -- name: next_due
 SELECT MIN(CASE
@@ -260,7 +318,8 @@ GROUP BY status
 SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
        updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
        cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key
+       ordering_key, ordering_seq, debounce_key,
+       priority, fairness_key, fairness_weight, fair_pass
 FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: insert_signal
@@ -315,9 +374,14 @@ FROM signals WHERE run_id = :run_id ORDER BY id
 -- the source is not ended.
 INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
                        created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space, code_version)
+                       next_run_at, queue, key_space, code_version, priority, fairness_key,
+                       fairness_weight, fair_pass)
 SELECT :run_id, :key, 1, name, args, args_hash, 'PENDING', NULL, :now, :now, NULL, NULL, NULL,
-       :now, queue, :key_space, :code_version
+       :now, queue, :key_space, :code_version, priority, fairness_key, fairness_weight,
+       -- its place: its level's virtual time now (the oldest PENDING start's pass there)
+       COALESCE((SELECT MIN(p.fair_pass) FROM workflows AS p
+                 WHERE p.status = 'PENDING' AND p.priority = workflows.priority
+                   AND p.fair_pass IS NOT NULL), 0)
 FROM workflows
 WHERE run_id = :source_run_id AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
@@ -486,14 +550,14 @@ WHERE queue = :queue AND holder = :holder AND expires_at > :now
 DELETE FROM queue_slots WHERE queue = :queue AND holder = :holder
 
 -- name: wake_queue_waiter
--- A slot was given back: the workflow that has waited longest for one looks again now, instead
--- of at its next poll.
+-- A slot was given back: the waiting workflow of the highest priority (of those, the one that
+-- has waited longest) looks again now, instead of at its next poll.
 UPDATE workflows SET next_run_at = :now
 WHERE run_id = (
     SELECT run_id FROM workflows
     WHERE status = 'WAITING' AND waiting_for = :waiting_for AND next_run_at > :now
       AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
-    ORDER BY updated_at, run_id
+    ORDER BY priority DESC, updated_at, run_id
     LIMIT 1)
 
 -- ---------------------------------------------------------------- audit trail (store/_audit.py)

@@ -1,0 +1,52 @@
+"""The application of the priority test with worker processes, run by `sagaway worker
+--concurrency 1` (priority_app:manager).
+
+Environment: PRIORITY_DB_URL, PRIORITY_LOG (a file). Each attempt of `step` appends
+``<n> <pid>`` to the log as it starts. The attempt that finds ``HANG_AFTER`` lines in the log
+and no ``<log>.hang`` file writes its process id there and hangs until its process is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import sagaway as sw
+
+HANG_AFTER = 8
+
+manager = sw.Manager(
+    os.environ.get("PRIORITY_DB_URL", "sqlite:///unused-priority.db"),
+    lease_timeout=2.0,
+    poll_interval=0.1,
+    recovery_interval=0.5,
+)
+
+
+def _log(n: int) -> bool:
+    """Log this attempt; True if it is the one to hang."""
+    log = Path(os.environ["PRIORITY_LOG"])
+    with open(log, "a") as f:
+        f.write(f"{n} {os.getpid()}\n")
+    if len(log.read_text().splitlines()) <= HANG_AFTER:
+        return False
+    try:
+        with open(f"{log}.hang", "x") as f:
+            f.write(str(os.getpid()))
+    except FileExistsError:
+        return False
+    return True
+
+
+@manager.register_activity
+async def step(n: int) -> int:
+    if _log(n):
+        await asyncio.sleep(3600)  # until this process is killed
+    await asyncio.sleep(0.3)  # the other worker claims meanwhile
+    return n
+
+
+@manager.register_workflow
+async def job(n: int) -> int:
+    return await step(n)

@@ -1,12 +1,12 @@
 """Operators' reads without the engine: what ``sagaway list`` and ``sagaway show`` read.
 
 A Manager opens its engine to read (``Manager.connect``): that imports the execution machinery
-(executor, workers, the options' pydantic models) and, on PostgreSQL, reads the server's clock,
-a few hundred milliseconds of CPU for a command that only reads a page. ``open_reader`` opens
-the store by URL instead (with the codecs that open sealed payloads, if any) and reads through
-the functions the Manager reads through (``listing.list_workflows``, ``descriptions.read``), so
-the two give the same answers. tests/unit/test_cli_read_path.py checks that these commands
-import none of the engine, so that they stay quick to start.
+(executor, workers, the options' pydantic models) and, on PostgreSQL, reads the server's clock:
+about a hundred milliseconds of CPU more for a command that only reads a page. ``open_reader``
+opens the store by URL instead (with the codecs that open sealed payloads, if any) and reads
+through the functions the Manager reads through (``listing.list_workflows``,
+``descriptions.read``), so the two give the same answers. tests/integration/test_cli_read_path.py
+checks that these commands import none of the engine, so that they stay quick to start.
 """
 
 from __future__ import annotations

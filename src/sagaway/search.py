@@ -43,7 +43,7 @@ async def set_search_attributes(
 ) -> None:
     """Inside a workflow: set these search attributes of this execution (a durable step)."""
     # Imported here: the filters below are what ``sagaway list --where`` needs, and that
-    # command starts without the executor (tests/unit/test_cli_read_path.py).
+    # command starts without the executor (tests/integration/test_cli_read_path.py).
     from sagaway._engine import publishing
     from sagaway._engine.executor import current_execution
 

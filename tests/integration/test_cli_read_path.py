@@ -11,6 +11,8 @@ import sys
 import pytest
 
 import sagaway as sw
+from sagaway import codecs
+from sagaway.cli import _support
 from sagaway.reading import open_reader
 
 _MODULES_OF_A_RUN = """
@@ -99,3 +101,7 @@ async def test_the_reader_answers_as_the_manager(filled: str) -> None:
         assert await reader.describe("k-1") == await m.get_workflow("k-1").describe()
         with pytest.raises(sw.WorkflowNotFound):
             await reader.describe("nowhere")
+
+
+def test_the_cli_knows_the_codec_keys_variable_without_importing_the_codecs() -> None:
+    assert _support.KEYS_ENV == codecs.KEYS_ENV

@@ -12,11 +12,19 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from sagaway import _sealed, errors, serialization
+from sagaway import _cancel_log, _sealed, errors, serialization
 from sagaway._cancel_log import CancelRequestDescription
+from sagaway._engine import audit, flow_control
 from sagaway._engine.audit import AuditEntry
 from sagaway.states import StepKind, StepStatus, WorkflowStatus
-from sagaway.store.records import AttemptErrorRecord, SignalRecord, StepRecord, WorkflowRecord
+from sagaway.store.base import Store
+from sagaway.store.records import (
+    AttemptErrorRecord,
+    AuditQuery,
+    SignalRecord,
+    StepRecord,
+    WorkflowRecord,
+)
 
 MAX_AUDIT = 1000
 """Audit entries ``describe()`` reads at most (the latest): ``sagaway audit`` lists them all."""
@@ -214,6 +222,38 @@ def describe(
         ],
         waiting_for=_waiting_for(record, steps),
         steps=[_step(s, load, history.get(s.call_id, [])) for s in steps],
+    )
+
+
+async def read(store: Store, record: WorkflowRecord, *, now: float) -> WorkflowDescription:
+    """The description of ``record`` with all that is stored about it: its steps, the error of
+    each failed attempt, its signals, cancel requests and audit trail (the latest
+    ``MAX_AUDIT``), whether it is paused, and while it waits to start, its place in its
+    ordering key's line and among the due starts at ``now`` (``handle.describe()``,
+    ``sagaway show``)."""
+    attempt_errors = await store.list_attempt_errors(record.run_id)
+    signals = await store.list_signals(record.run_id)
+    requests = await store.list_cancel_requests(record.run_id)
+    trail = await store.list_audit(AuditQuery(run_id=record.run_id, limit=MAX_AUDIT))
+    try:
+        steps = await store.load_steps(record.run_id)
+    except errors.CorruptRecord as exc:
+        # Describe what can be read: the workflow, and why its steps are not shown.
+        described = describe(record, [], [f"steps not shown: {exc}"], signals=signals)
+        steps = []
+    else:
+        described = describe(record, steps, attempt_errors=attempt_errors, signals=signals)
+    return dataclasses.replace(
+        described,
+        cancel_requests=_cancel_log.describe(record, steps, requests),
+        audit=[audit.entry(r) for r in reversed(trail)],
+        paused=bool(await store.paused_runs([record.run_id])),
+        **flow_control.described_place(await flow_control.place_in_line(store, record)),
+        start_place=(
+            await store.start_place(record.run_id, now=now)
+            if record.status is WorkflowStatus.PENDING
+            else None
+        ),
     )
 
 

@@ -4,18 +4,22 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from sagaway import search
 from sagaway._engine import audit
 from sagaway._engine.audit import AuditEntry
-from sagaway._engine.engine import Engine
 from sagaway.descriptions import WorkflowDescription, describe, parse_cursor
 from sagaway.states import WorkflowStatus, statuses_named
+from sagaway.store.base import Store
 from sagaway.store.records import AuditQuery, ListQuery
+
+if TYPE_CHECKING:
+    from sagaway._engine.engine import Engine
 
 
 async def list_workflows(
-    engine: Engine,
+    store: Store,
     *,
     status: str | Collection[str] | None,
     limit: int,
@@ -29,14 +33,15 @@ async def list_workflows(
     ordering_key: str | None = None,
     debounce_key: str | None = None,
 ) -> list[WorkflowDescription]:
-    """See ``Manager.list_workflows``."""
+    """See ``Manager.list_workflows`` (which reads its engine's store; ``sagaway list`` reads
+    a store it opened itself: ``reading``)."""
     status = statuses_named(status)  # "FAILED" as well as WorkflowStatus.FAILED
     attributes = search.filters(where)
     flow = (ordering_key, debounce_key)
     plain = (name, key_prefix, since, until, after, code_versions, *flow) == (None,) * 8
     plain = plain and not attributes
     if plain and (status is None or isinstance(status, WorkflowStatus)):
-        records = await engine.list_workflows(status=status, limit=limit)
+        records = await store.list_workflows(status=status, limit=limit)
     else:
         statuses = [status] if isinstance(status, WorkflowStatus) else list(status or ())
         query = ListQuery(
@@ -52,10 +57,10 @@ async def list_workflows(
             ordering_key=ordering_key,
             debounce_key=debounce_key,
         )
-        records = await engine.list_page(query)
+        records = await store.list_page(query)
     # One more read per page: which of the live ones an operator paused.
     live = [r.run_id for r in records if not r.status.ended]
-    paused = await engine.store.paused_runs(live) if live else set()
+    paused = await store.paused_runs(live) if live else set()
     return [describe(r, [], paused=r.run_id in paused) for r in records]
 
 

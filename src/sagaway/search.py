@@ -23,8 +23,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
-from sagaway._engine import publishing
-from sagaway._engine.executor import current_execution
 from sagaway._engine.text_checks import check_plain
 from sagaway.errors import SagawayError
 from sagaway.store.records import AttributeFilter, SearchAttribute
@@ -44,6 +42,11 @@ async def set_search_attributes(
     attributes: Mapping[str, AttributeValue] | None = None, /, **more: AttributeValue
 ) -> None:
     """Inside a workflow: set these search attributes of this execution (a durable step)."""
+    # Imported here: the filters below are what ``sagaway list --where`` needs, and that
+    # command starts without the executor (tests/integration/test_cli_read_path.py).
+    from sagaway._engine import publishing
+    from sagaway._engine.executor import current_execution
+
     execution = current_execution()
     if execution is None:
         raise SagawayError(

@@ -2,42 +2,25 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from sagaway import _cancel_log, _renamed, errors, search, serialization, streams, updates
-from sagaway._engine import (
-    audit,
-    context,
-    end_wait,
-    flow,
-    flow_control,
-    history,
-    outages,
-    pausing,
-    replaying,
-)
+from sagaway import _renamed, descriptions, errors, search, serialization, streams, updates
+from sagaway._engine import audit, context, end_wait, flow, history, outages, pausing, replaying
 from sagaway._engine.executor import Execution, current_execution
 from sagaway._engine.flow_control import FlowOptions
 from sagaway._engine.options import check_deadline
 from sagaway.activity_calls import ActivityCall as ActivityCall  # re-exported
 from sagaway.activity_calls import PendingCall
 from sagaway.activity_calls import activity_wrapper as activity_wrapper  # re-exported
-from sagaway.descriptions import MAX_AUDIT
 from sagaway.descriptions import SignalDescription as SignalDescription  # re-exported
 from sagaway.descriptions import StepDescription as StepDescription  # re-exported
 from sagaway.descriptions import WorkflowDescription as WorkflowDescription  # re-exported
-from sagaway.descriptions import describe as _describe
 from sagaway.descriptions import parse_cursor as parse_cursor  # re-exported
 from sagaway.randomness import new_id
 from sagaway.registry import WorkflowDef
 from sagaway.states import OnConflict, WorkflowStatus
-from sagaway.store.records import (
-    AuditNote,
-    AuditQuery,
-    WorkflowRecord,
-)
+from sagaway.store.records import AuditNote, WorkflowRecord
 from sagaway.updates import UpdateResult
 
 if TYPE_CHECKING:
@@ -89,31 +72,7 @@ class WorkflowHandle(Generic[R]):
 
     async def _describe(self) -> WorkflowDescription:
         engine = self._engines.require()
-        record = await self._record()
-        attempt_errors = await engine.list_attempt_errors(record.run_id)
-        signals = await engine.list_run_signals(record.run_id)
-        requests = await engine.list_cancel_requests(record.run_id)
-        trail = await engine.store.list_audit(AuditQuery(run_id=record.run_id, limit=MAX_AUDIT))
-        try:
-            steps = await engine.load_steps(record.run_id)
-        except errors.CorruptRecord as exc:
-            # Describe what can be read: the workflow, and why its steps are not shown.
-            described = _describe(record, [], [f"steps not shown: {exc}"], signals=signals)
-            steps = []
-        else:
-            described = _describe(record, steps, attempt_errors=attempt_errors, signals=signals)
-        return dataclasses.replace(
-            described,
-            cancel_requests=_cancel_log.describe(record, steps, requests),
-            audit=[audit.entry(r) for r in reversed(trail)],
-            paused=bool(await engine.store.paused_runs([record.run_id])),
-            **flow_control.described_place(await flow_control.place_in_line(engine.store, record)),
-            start_place=(
-                await engine.store.start_place(record.run_id, now=engine.clock.now())
-                if record.status is WorkflowStatus.PENDING
-                else None
-            ),
-        )
+        return await descriptions.read(engine.store, await self._record(), now=engine.clock.now())
 
     async def export_history(self) -> dict[str, Any]:
         """This execution's record and recorded steps as a JSON-ready document (what

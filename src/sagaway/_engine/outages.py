@@ -30,7 +30,6 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
 from sagaway import errors
-from sagaway._engine.options import EngineOptions
 from sagaway.clock import Clock
 from sagaway.store.base import CreateResult, Store, StoreUnavailable
 from sagaway.store.records import AuditNote, Lease, NewWorkflow
@@ -43,12 +42,22 @@ FIRST_PAUSE = 0.05
 MAX_PAUSE = 1.0
 
 
+class Options(Protocol):
+    """What this module reads of ``EngineOptions``."""
+
+    @property
+    def unavailable_timeout(self) -> float: ...
+
+
 class Engine(Protocol):
-    """What this module uses of the Engine (which calls it)."""
+    """What this module uses of the Engine (which calls it), or of a reader that has none
+    (``sagaway.reading``)."""
 
     store: Store
     clock: Clock
-    options: EngineOptions
+
+    @property
+    def options(self) -> Options: ...
 
 
 def where(url: str) -> str:

@@ -14,19 +14,20 @@ import sys
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 import sagaway as sw
-from sagaway import codecs
 from sagaway._engine import audit
 from sagaway.cli import _format
 from sagaway.cli._exits import EXIT_CODES_HELP as EXIT_CODES_HELP  # re-exported
 from sagaway.cli._exits import Exit as Exit  # re-exported
 from sagaway.cli._format import safe
-from sagaway.codecs import Chain
 from sagaway.store import DatabaseNotFound, resolve_url
+
+if TYPE_CHECKING:
+    from sagaway.codecs import Chain
 
 T = TypeVar("T")
 
@@ -212,20 +213,28 @@ def warn_if_exposed(path: str | os.PathLike[str] | None, what: str) -> None:
         )
 
 
+KEYS_ENV = "SAGAWAY_CODEC_KEYS"
+"""``codecs.KEYS_ENV``: without it or a key file, a command loads no codec (a quicker start)."""
+
+
 def reading_codec(key_file: str | None) -> Chain | None:
     """The codec chain that opens payloads for display (None: show them «encrypted»)."""
-    return _codec(key_file, codecs.reader)
+    return _codec(key_file, writer=False)
 
 
 def sealing_codec(key_file: str | None) -> Chain | None:
     """The codec chain of a command whose writes workers run (a worker's: ``codecs.writer``)."""
-    return _codec(key_file, codecs.writer)
+    return _codec(key_file, writer=True)
 
 
-def _codec(key_file: str | None, chain: Callable[[list[str] | None], Chain | None]) -> Chain | None:
+def _codec(key_file: str | None, *, writer: bool) -> Chain | None:
     warn_if_exposed(key_file, "codec key file")
+    if key_file is None and not os.environ.get(KEYS_ENV):
+        return None  # no keys, no chain (as codecs.reader/writer answer), codecs not imported
+    from sagaway import codecs
+
     try:
-        return chain(codecs.keys_from(key_file))
+        return (codecs.writer if writer else codecs.reader)(codecs.keys_from(key_file))
     except (ValueError, OSError) as exc:
         fail(f"codec keys: {exc}", Exit.USAGE)
     except ImportError as exc:

@@ -20,6 +20,7 @@ from sagaway._engine import versions
 from sagaway.cli import _format
 from sagaway.cli._support import codec_key_option, mask_url, reading_codec, run, url_option
 from sagaway.cli._table import PlainTable
+from sagaway.reading import open_reader
 from sagaway.store import resolve_url
 
 console = Console()
@@ -162,8 +163,8 @@ def list_cmd(
     codec = reading_codec(codec_key_file)
 
     async def go() -> list[sw.WorkflowDescription]:
-        async with sw.Manager(url, codec=codec).connect(create=False) as manager:
-            return await manager.list_workflows(
+        async with open_reader(url, codec=codec) as reader:  # no engine: a quick start
+            return await reader.list_workflows(
                 status=wanted,
                 name=name,
                 key_prefix=key_prefix,

@@ -29,6 +29,7 @@ from sagaway.cli._support import Exit, codec_key_option, reading_codec, run, url
 from sagaway.cli._table import PlainTable
 from sagaway.cli.audit import entry_json, print_show_audit
 from sagaway.cli.listing import summary_json
+from sagaway.reading import open_reader
 
 console = Console()
 Attributes = dict[str, Any]
@@ -87,9 +88,8 @@ def show(
         sys.exit(int(run(_follow(url, key, clock, as_json, show_tb, codec), url)))
 
     async def go() -> tuple[sw.WorkflowDescription, Attributes]:
-        async with sw.Manager(url, codec=codec).connect(create=False) as manager:
-            handle = manager.get_workflow(key)
-            return await handle.describe(), await handle.search_attributes()
+        async with open_reader(url, codec=codec) as reader:  # no engine: a quick start
+            return await reader.describe(key), await reader.search_attributes(key)
 
     d, attributes = run(go(), url)
     if as_json:
@@ -384,16 +384,15 @@ async def _follow(
     codec: sw.codecs.Chain | None = None,
 ) -> Exit:
     """Print the workflow, then each change, until it ends; its exit code."""
-    async with sw.Manager(url, codec=codec).connect(create=False) as manager:
-        handle = manager.get_workflow(key)
-        d, attributes = await handle.describe(), await handle.search_attributes()
+    async with open_reader(url, codec=codec) as reader:
+        d, attributes = await reader.describe(key), await reader.search_attributes(key)
         if as_json:
             click.echo(json.dumps({"event": "workflow", **show_json(d, clock, attributes)}))
         else:
             print_show(d, clock, show_tb, attributes)
         while not d.status.ended:
             await asyncio.sleep(POLL_INTERVAL)
-            before, d = d, await handle.describe()
+            before, d = d, await reader.describe(key)
             for event in follow_events(before, d, clock):
                 if as_json:
                     click.echo(json.dumps(event))

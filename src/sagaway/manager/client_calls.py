@@ -137,7 +137,7 @@ class ClientCalls:
         malformed.
         """
         return await listing.list_workflows(
-            self._ref.require(),
+            self._ref.require().store,
             status=status,
             limit=limit,
             name=name,

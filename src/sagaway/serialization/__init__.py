@@ -29,7 +29,8 @@ function's arguments and result), ``_error_records`` (errors as recorded) and ``
 
 from __future__ import annotations
 
-from sagaway.serialization._codec import FunctionCodec as FunctionCodec
+from typing import TYPE_CHECKING, Any
+
 from sagaway.serialization._error_records import DefaultErrorMarshaler as DefaultErrorMarshaler
 from sagaway.serialization._error_records import ErrorMarshaler as ErrorMarshaler
 from sagaway.serialization._error_records import describe_error as describe_error
@@ -43,3 +44,16 @@ from sagaway.serialization._payloads import explain as explain
 from sagaway.serialization._payloads import load_json as load_json
 from sagaway.serialization._tracebacks import _exception_only as _exception_only
 from sagaway.serialization._tracebacks import format_traceback as format_traceback
+
+if TYPE_CHECKING:
+    from sagaway.serialization._codec import FunctionCodec as FunctionCodec
+
+
+def __getattr__(name: str) -> Any:
+    """``FunctionCodec`` on first use: it imports pydantic, which reading stored JSON (the
+    ``sagaway list`` and ``show`` reads) does without."""
+    if name == "FunctionCodec":
+        from sagaway.serialization._codec import FunctionCodec
+
+        return FunctionCodec
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

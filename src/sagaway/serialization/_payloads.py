@@ -4,16 +4,17 @@ be read back unchanged, and the decoder of stored JSON (see the package's docstr
 from __future__ import annotations
 
 import functools
-import hashlib
 import inspect
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pydantic
 import pydantic_core
 
 from sagaway import _sealed, errors
+
+if TYPE_CHECKING:
+    import pydantic
 
 DEFAULT_PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Bytes of JSON allowed for one payload (arguments or a result)."""
@@ -25,7 +26,7 @@ _HINT += "datetime, UUID, Enum, and lists/dicts/tuples of these"
 MAX_DEPTH = 200
 """Levels of nested lists/objects the JSON decoder (``pydantic_core.from_json``) reads back."""
 
-_SERIALISE_CONFIG = pydantic.ConfigDict(ser_json_inf_nan="constants")
+_SERIALISE_CONFIG: pydantic.ConfigDict = {"ser_json_inf_nan": "constants"}
 """Keeps an untyped NaN/Infinity as the number (pydantic's default writes ``null``), so the
 encode can see it and refuse it instead of storing a changed value."""
 
@@ -40,6 +41,8 @@ class _Adapter:
     __slots__ = ("_dump", "_validate", "_wrapped")
 
     def __init__(self, annotation: Any) -> None:
+        import pydantic  # here: reading stored JSON (load_json, the CLI's reads) needs none of it
+
         self._validate = pydantic.TypeAdapter(annotation)
         try:
             self._dump = pydantic.TypeAdapter(annotation, config=_SERIALISE_CONFIG)
@@ -180,4 +183,6 @@ def encode_value(value: Any, what: str, limit: int = DEFAULT_PAYLOAD_LIMIT) -> s
 def args_hash(args_json: str) -> str:
     """A digest of arguments that does not depend on dict key order."""
     canonical = json.dumps(json.loads(args_json), sort_keys=True, separators=(",", ":"))
+    import hashlib  # here: loading OpenSSL costs `sagaway list`, which hashes nothing, ~4 %
+
     return hashlib.sha256(canonical.encode()).hexdigest()

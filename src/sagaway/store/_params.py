@@ -118,6 +118,8 @@ def start_lock(new: NewWorkflow) -> list[str]:
     if new.ordering_key is not None:
         keys.append(f"order\x1f{new.ordering_key}")
     return keys
+
+
 PRIORITIES = range(1, 6)
 """The priority levels: 1 (lowest) .. 5 (highest); claims take higher levels first."""
 DEFAULT_PRIORITY = 3

@@ -14,10 +14,10 @@ concurrent first starts are serialised is the store's own.
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import re
 import sqlite3
 import time
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from sagaway import errors
@@ -25,6 +25,8 @@ from sagaway import errors
 _USE = re.compile(r"^\s*--\s*use:\s*(\w+)\s*$")
 FRAGMENTS = "fragments"
 """The folder of the fragments migrations use."""
+_HERE = Path(__file__).parent
+"""The package's folder (package data is installed as files beside the modules)."""
 
 
 class Migration(NamedTuple):
@@ -35,22 +37,31 @@ class Migration(NamedTuple):
 
 def migrations(dialect: str) -> list[Migration]:
     """The migrations of ``dialect`` in version order."""
-    folder = importlib.resources.files(__package__).joinpath(dialect)
-    out = []
-    for entry in folder.iterdir():
+    return [_load(version, name, path) for version, name, path in _files(dialect)]
+
+
+@functools.cache
+def _files(dialect: str) -> tuple[tuple[int, str, Path], ...]:
+    """(version, name, file) of each migration of ``dialect``, in version order: what a
+    store that is up to date needs, without reading a script."""
+    found = []
+    for entry in (_HERE / dialect).iterdir():
         if entry.name.endswith(".sql"):
             number, _, rest = entry.name.partition("_")
-            text = resolve(entry.read_text(), fragments())
-            out.append(Migration(int(number), rest.removesuffix(".sql"), text))
-    return sorted(out)
+            found.append((int(number), rest.removesuffix(".sql"), entry))
+    return tuple(sorted(found))
+
+
+def _load(version: int, name: str, path: Path) -> Migration:
+    return Migration(version, name, resolve(path.read_text(encoding="utf-8"), fragments()))
 
 
 @functools.cache
 def fragments() -> dict[str, str]:
     """Every fragment by name (its file's name without ``.sql``)."""
-    folder = importlib.resources.files(__package__).joinpath(FRAGMENTS)
+    folder = _HERE / FRAGMENTS
     return {
-        entry.name.removesuffix(".sql"): _without_description(entry.read_text())
+        entry.name.removesuffix(".sql"): _without_description(entry.read_text(encoding="utf-8"))
         for entry in folder.iterdir()
         if entry.name.endswith(".sql")
     }
@@ -78,23 +89,23 @@ def resolve(text: str, fragments: dict[str, str]) -> str:
 
 
 def latest_version(dialect: str) -> int:
-    found = migrations(dialect)
-    return found[-1].version if found else 0
+    found = _files(dialect)
+    return found[-1][0] if found else 0
 
 
 def pending(dialect: str, current: int, database: str) -> list[Migration]:
-    """The migrations a database at schema version ``current`` lacks, in order.
+    """The migrations a database at schema version ``current`` lacks, in order (only their
+    scripts are read: opening an up-to-date database reads none).
 
     ``SagawayError`` if the database is newer than this Sagaway (``database`` names it).
     """
-    known = migrations(dialect)
-    latest = known[-1].version if known else 0
+    latest = latest_version(dialect)
     if current > latest:
         raise errors.SagawayError(
             f"database {database} has schema version {current}, newer than this "
             f"Sagaway's {latest}; upgrade Sagaway"
         )
-    return [migration for migration in known if migration.version > current]
+    return [_load(*file) for file in _files(dialect) if file[0] > current]
 
 
 def record(migration: Migration) -> dict[str, Any]:

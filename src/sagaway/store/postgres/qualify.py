@@ -18,8 +18,8 @@ rewritten: they run with ``SET LOCAL search_path`` in the migration's own transa
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import re
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -38,8 +38,8 @@ combinations of filters): beyond it the cache starts again."""
 @functools.cache
 def table_names() -> frozenset[str]:
     """The tables Sagaway creates in its schema (migrations and ``schema_migrations``)."""
-    store = importlib.resources.files("sagaway.store")
-    texts = [store.joinpath("sql", "postgres.sql").read_text()]
+    named = Path(__file__).parent.parent / "sql" / "postgres.sql"
+    texts = [named.read_text(encoding="utf-8")]
     texts += [migration.sql for migration in migrations.migrations("postgres")]
     return frozenset(name.lower() for text in texts for name in _CREATED.findall(text))
 

@@ -11,8 +11,8 @@ them: they would travel with every unprepared execution and clutter pg_stat_acti
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import re
+from pathlib import Path
 from typing import LiteralString, cast
 
 _NAME = re.compile(r"^--\s*(name|fragment):\s*(\w+)\s*$", re.MULTILINE)
@@ -22,7 +22,7 @@ _USE = re.compile(r"^\s*--\s*use:\s*(\w+)\s*$")
 @functools.cache
 def queries(dialect: str) -> dict[str, LiteralString]:
     """All named queries of ``dialect`` ("sqlite" or "postgres")."""
-    text = importlib.resources.files(__package__).joinpath(f"{dialect}.sql").read_text()
+    text = Path(__file__).with_name(f"{dialect}.sql").read_text(encoding="utf-8")
     lines = text.splitlines()
     kept = (s for s in lines if _NAME.match(s) or _USE.match(s) or not s.lstrip().startswith("--"))
     parts = _NAME.split("\n".join(kept))

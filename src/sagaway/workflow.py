@@ -266,23 +266,19 @@ class WorkflowCall(PendingCall[R]):
 
         ``debounce_key`` with ``debounce`` (seconds): start-or-postpone. The run starts once no
         start of this workflow and key came for ``debounce`` seconds (at most
-        ``debounce_max_wait`` after the burst's first start); each start of the burst gives it
-        its arguments and returns a handle to it (its key: the first start's). A start retried
-        with its own idempotency key finds it again (docs/limits.md). ``ordering_key`` and
-        debounce: not for child workflows; debounce: ``on_conflict=ATTACH`` only.
+        ``debounce_max_wait`` after the burst's first start), with the last start's arguments;
+        every start of the burst gets a handle to it (docs/limits.md). Neither option is for
+        child workflows; debounce takes ``on_conflict=ATTACH`` only.
 
         ``priority`` 1 (lowest) .. 5 (highest), default 3; ``fairness_key`` (a tenant) and its
         ``fairness_weight`` (default 1): the order of waiting starts, higher first, tenants by
         weight (docs/limits.md). A child takes its parent's unless given its own.
         """
         deadline = _renamed.deadline("execute()", timeout, deadline)
-        if not isinstance(on_conflict, OnConflict):
-            raise TypeError("on_conflict must be a sagaway.OnConflict")
-        check_deadline(deadline)
+        _check_start(on_conflict, deadline)
         keyed = FlowOptions(ordering_key, debounce_key, debounce, debounce_max_wait)
-        execution = current_execution()
         asked = (priority, fairness_key, fairness_weight)
-        if execution is not None:
+        if (execution := current_execution()) is not None:
             _top_level_only(concurrency_key, reason, keyed)
             return await self._start_child(execution, idempotency_key, deadline, asked)
         start_flow = flow.of_start(*asked)
@@ -414,6 +410,12 @@ class WorkflowCall(PendingCall[R]):
             fairness_key=fairness_key,
             fairness_weight=fairness_weight,
         )
+
+
+def _check_start(on_conflict: OnConflict, deadline: float | None) -> None:
+    if not isinstance(on_conflict, OnConflict):
+        raise TypeError("on_conflict must be a sagaway.OnConflict")
+    check_deadline(deadline)
 
 
 def _top_level_only(concurrency_key: str | None, reason: str | None, flow: FlowOptions) -> None:

@@ -9,22 +9,59 @@ every replay raises it at the same call. Each execution holds its ``CancelDelive
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sagaway import errors
 from sagaway._engine import context
 from sagaway._engine.cancellation import CANCEL_TYPE, is_cancel_step
+from sagaway.clock import Clock
 from sagaway.states import ErrorKind, StepKind, StepStatus
-from sagaway.store.records import StepRecord
+from sagaway.store.records import StepRecord, WorkflowRecord
 
-if TYPE_CHECKING:
-    from sagaway._engine.execution import ExecutionBase
+
+class _Engine(Protocol):
+    @property
+    def clock(self) -> Clock: ...
+
+
+class Delivering(Protocol):
+    """What a ``CancelDelivery`` reads and calls of the execution that holds it
+    (``execution.ExecutionBase``; a protocol, so the two modules import one way only)."""
+
+    record: WorkflowRecord
+    lease_lost: bool
+    stopped: bool
+    unloading: bool
+    finishing: bool
+
+    @property
+    def engine(self) -> _Engine: ...
+
+    def completion_time(self) -> float: ...
+
+    def _note_dropped(self) -> None: ...
+
+    def _step(
+        self,
+        call_id: str,
+        kind: StepKind,
+        name: str,
+        status: StepStatus,
+        *,
+        started_at: float,
+        ended_at: float | None,
+        attempts: int = 1,
+        result: str | None = None,
+        error: str | None = None,
+    ) -> StepRecord: ...
+
+    async def _record(self, step: StepRecord, *, defer: bool = False) -> None: ...
 
 
 class CancelDelivery:
     """The cancellation state of one execution and the calls that deliver it."""
 
-    def __init__(self, execution: ExecutionBase, steps: list[StepRecord]) -> None:
+    def __init__(self, execution: Delivering, steps: list[StepRecord]) -> None:
         self._execution = execution
         self.reason: str | None = execution.record.cancel_reason
         """A cancel request this run knows of (see ``deliver``)."""

@@ -182,12 +182,10 @@ class Engine:
         ``concurrency_key``: created PENDING, never leased here: only a claim applies its limit.
         ``client``: a client's start, which rides through an outage (``outages``).
         ``audit_note``: an operator's start, recorded if it creates the execution.
-        ``flow``: its priority and fairness; a start that asks for either is created PENDING,
-        never leased here: claims order it against the others (``_engine.flow``).
-        ``keyed``: its per-key order and debounce (created PENDING: claims apply them)."""
+        ``flow``: its priority and fairness; ``keyed``: its per-key order and debounce. A start
+        asking for any of them is created PENDING: claims apply them (``_engine.flow``)."""
         check_key(key, "idempotency_key")
-        keyed = keyed or FlowOptions()
-        flow_control.check_debounce_conflict(keyed, on_conflict)
+        keyed = flow_control.check_debounce_conflict(keyed, on_conflict)
         replacing = on_conflict is OnConflict.TERMINATE_EXISTING
         new = new_executions.build(
             name=defn.name,

@@ -71,15 +71,17 @@ def check_debounce(key: str | None, debounce: float | None, max_wait: float | No
         )
 
 
-def check_debounce_conflict(flow: FlowOptions, on_conflict: OnConflict) -> None:
-    """A debounced start joins the open burst of its key: only ``OnConflict.ATTACH`` means
-    that (``FAIL`` would refuse every start after the first, ``TERMINATE_EXISTING`` would end
-    the run the burst collects its starts into)."""
+def check_debounce_conflict(flow: FlowOptions | None, on_conflict: OnConflict) -> FlowOptions:
+    """``flow`` (None: no options), checked: a debounced start joins the open burst of its
+    key, and only ``OnConflict.ATTACH`` means that (``FAIL`` would refuse every start after
+    the first, ``TERMINATE_EXISTING`` would end the run the burst collects its starts into)."""
+    flow = flow or FlowOptions()
     if flow.debounce_key is not None and on_conflict is not OnConflict.ATTACH:
         raise ValueError(
             f"a debounced start joins the run of its burst: on_conflict must be ATTACH, "
             f"not {on_conflict.name}"
         )
+    return flow
 
 
 def check_ordering(key: str | None) -> None:

@@ -370,7 +370,9 @@ class Driver:
                     idempotency_key=top.key,
                     on_conflict=on_conflict,
                     deadline=top.timeout,
-                    ordering_key=f"line/{top.key}" if self.settings.ordered_starts else None,
+                    ordering_key=_ordering_key_of(top.key)
+                    if self.settings.ordered_starts
+                    else None,
                     **_flow_of(top.key),
                 )
             except sw.WorkflowAlreadyExists:
@@ -679,6 +681,12 @@ def _awaits(coro: object) -> str:
         where.append(f"{frame.f_code.co_name}@{name}:{frame.f_lineno}")
         coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
     return " > ".join(where) or "?"
+
+
+def _ordering_key_of(key: str) -> str | None:
+    """A line of one for two starts in three, drawn from the key (as ``_flow_of``): the
+    others are dispatched where they are started when nothing else keeps them PENDING."""
+    return f"line/{key}" if zlib.crc32(key.encode()) // 7 % 3 else None
 
 
 def _flow_of(key: str) -> dict[str, Any]:

@@ -104,9 +104,9 @@ class GenSettings:
     own workflow's cancellation: no durable call follows, so the end of its saga block or of
     the workflow must deliver it (the request was accepted, then dropped: the run COMPLETED)."""
     ordered_starts: bool = True
-    """Every top-level workflow started with an ``ordering_key`` of its own (a line of one:
-    created PENDING, its start goes through the claim's per-key order check, a restart with
-    TERMINATE_EXISTING takes the line again)."""
+    """Two top-level workflows in three started with an ``ordering_key`` of their own (a line
+    of one: created PENDING, its start goes through the claim's per-key order check, a restart
+    with TERMINATE_EXISTING takes the line again)."""
     deadline_hang: bool = True
     """A top-level workflow started with a deadline (``execute(deadline=)``) whose last step is
     an async activity that never returns: cancelled in its task past the deadline and its

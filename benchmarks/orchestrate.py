@@ -645,8 +645,13 @@ def run_scenario(
     activities: str = "async",
     timeout: float = 900.0,
     keep: bool = False,
+    route: Any = None,
 ) -> dict[str, Any]:
-    """Scenario A_seq, A_thr or B_thr of ``target`` in a fresh process; the record."""
+    """Scenario A_seq, A_thr or B_thr of ``target`` in a fresh process; the record.
+
+    ``route`` (``benchmarks.network``): the scenario process reaches PostgreSQL another way:
+    ``route.spec(spec)`` rewrites its URLs, ``route.command(cmd)`` wraps its command (e.g.
+    ``ip netns exec``), ``route.monitors()`` adds CPU monitors (the forwarder)."""
     if name == "C":
         return run_crash(target, quick=quick, activities=activities, timeout=timeout, keep=keep)
     base = SCENARIOS[name]
@@ -669,13 +674,16 @@ def run_scenario(
             "warmup": QUICK_WARMUP if quick else workload.WARMUP,
             "fail_step": base["fail_step"],
         }
+        if route is not None:
+            spec = route.spec(spec)
         machine_cpu = MachineCpu()
         workers = _start_workers(prepared, target.workers) if target.workers else []
-        monitors = prepared.monitors()
+        monitors = prepared.monitors() + (route.monitors() if route is not None else [])
         measured = MeasuredCpu(workers, monitors)
         out = workdir / "result.json"
+        cmd = scenario_cmd(spec, out)
         child = Child(
-            scenario_cmd(spec, out),
+            route.command(cmd) if route is not None else cmd,
             workdir / "output.log",
             markers=MeasuredCpu.MARKERS,
             on_marker=measured,

@@ -75,7 +75,7 @@ class Target:
     """One engine on one backend."""
 
     key: str
-    engine: str  # sagaway | dbos | temporal | sayiir | none | checkpoint
+    engine: str  # sagaway | dbos | temporal | sayiir | absurd | none | checkpoint
     backend: str  # sqlite | sqlite-wal | postgres | dev-server | grpc+sqlite | grpc+postgres
     label: str
     crash: bool = True
@@ -533,6 +533,11 @@ class Prepared:
             config["address"] = self.server.address
         elif engine == "sayiir":
             config.update(url=BENCH_PG_URL, schema=PG_SCHEMAS["sayiir"])
+        elif engine == "absurd":
+            from benchmarks import absurd_adapter
+
+            config["url"] = _pg_url_for(absurd_adapter.DATABASE)
+            absurd_adapter.reset_database(_pg_url_for("postgres"), config["url"])
         elif engine == "checkpoint":
             if pg:
                 config.update(kind="postgres", url=BENCH_PG_URL, schema=PG_SCHEMAS["checkpoint"])
@@ -879,7 +884,11 @@ def snapshot_sagaway() -> dict[str, Any]:
 
 
 def cleanup_postgres() -> None:
-    """Drop every schema the benchmark creates in the bench database."""
+    """Drop every schema the benchmark creates in the bench database, and ``bench_absurd``."""
+    with contextlib.suppress(Exception):
+        from benchmarks import absurd_adapter
+
+        absurd_adapter.drop(_pg_url_for("postgres"))
     with contextlib.suppress(Exception):
         drop_schemas(
             *PG_SCHEMAS.values(), *(f"{workload.PG_SERVICE_PREFIX}{s}" for s in workload.SERVICES)

@@ -90,14 +90,23 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     sys.exit(0)
 
 
-def serve(listen: tuple[str, int], target: tuple[str, int], delay_ms: float) -> None:
+def relay_forever(server: socket.socket, target: tuple[str, int], delay_ms: float) -> None:
+    """Accept on ``server`` (bound, listening) and relay each connection to ``target``; returns
+    once ``server`` is closed."""
     delay = delay_ms / 1000
-    signal.signal(signal.SIGTERM, _stop)
-    with socket.create_server(listen, backlog=256, reuse_port=False) as server:
-        print("LISTENING", flush=True)
-        while True:
+    while True:
+        try:
             client, _ = server.accept()
-            threading.Thread(target=_relay, args=(client, target, delay), daemon=True).start()
+        except OSError:
+            return
+        threading.Thread(target=_relay, args=(client, target, delay), daemon=True).start()
+
+
+def serve(listen: tuple[str, int], target: tuple[str, int], delay_ms: float) -> None:
+    signal.signal(signal.SIGTERM, _stop)
+    with socket.create_server(listen, backlog=256) as server:
+        print("LISTENING", flush=True)
+        relay_forever(server, target, delay_ms)
 
 
 def main() -> None:

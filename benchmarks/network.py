@@ -56,6 +56,9 @@ POOL = 5
 """Connections per process: the engine's pool and each service's pool."""
 PORT = 5432
 NS_PREFIX = "sgwnet-"
+FORWARDER_PRIORITY = ("chrt", "--fifo", "10")
+"""SCHED_FIFO 10 for the forwarder (if ``chrt`` is there): it sleeps between chunks, and the
+kernel's real-time throttling (95 % of a period) bounds it anyway."""
 SCENARIOS = ("A_thr", "A_seq")
 GOAL_RTT = 2.0
 GOAL_THR, GOAL_P50 = 2.0, 1.15
@@ -96,11 +99,12 @@ def remove_stale() -> list[str]:
     removed = []
     listed = _run("ip", "netns", "list", check=False).stdout
     for line in listed.splitlines():
-        m = re.match(rf"{NS_PREFIX}(\d+)\b", line)
+        name = line.split()[0] if line.split() else ""
+        m = re.fullmatch(rf"{NS_PREFIX}(\d+)(-probe)?", name)
         if m and not _alive(int(m.group(1))):
             _run("ip", "link", "del", f"sgwh{m.group(1)}", check=False)
-            _run("ip", "netns", "del", f"{NS_PREFIX}{m.group(1)}", check=False)
-            removed.append(line.split()[0])
+            _run("ip", "netns", "del", name, check=False)
+            removed.append(name)
     return removed
 
 
@@ -150,6 +154,9 @@ class NetPath:
         third = 20 + pid % 200
         self.host_ip, self.ns_ip = f"10.231.{third}.1", f"10.231.{third}.2"
         self.forwarder: subprocess.Popen[bytes] | None = None
+        self.priority: tuple[str, ...] = FORWARDER_PRIORITY if shutil.which("chrt") else ()
+        """The forwarder stands in for the kernel's netem: real-time priority, so that on a
+        loaded machine it sends each chunk when due rather than when it gets a core."""
         self.rtt_ms = 0.0
         self._made: list[str] = []
 
@@ -189,6 +196,7 @@ class NetPath:
         self._stop_forwarder()
         self.forwarder = subprocess.Popen(
             [
+                *self.priority,
                 *(sys.executable, "-m", "benchmarks.netdelay"),
                 *("--listen", f"{self.host_ip}:{PORT}", "--to", f"127.0.0.1:{PORT}"),
                 *("--delay-ms", f"{delay_ms:g}"),
@@ -555,10 +563,12 @@ def main(argv: list[str] | None = None) -> int:
     started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
     stamp = started.strftime("%Y-%m-%d") + ("-quick" if args.quick else "")
     json_path = Path(args.json) if args.json else HERE / "results" / f"network-{stamp}.json"
+    path_priority: tuple[str, ...] = ()
     try:
         with NetPath(delay) as path:
             print(f"namespace {path.ns}: {path.ns_ip} -> forwarder {path.host_ip}:{PORT} -> "
                   f"127.0.0.1:{PORT}, delay by {delay}", flush=True)  # fmt: skip
+            path_priority = path.priority
             matrix = run_matrix(path, rtts, args.repeat, args.quick, args.timeout)
     except Exception as exc:
         print(f"benchmarks.network failed: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -581,6 +591,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {
             "pool_per_process": POOL,
             "delay": delay,
+            "forwarder_priority": " ".join(path_priority) or "normal",
             "path": "client in a network namespace -> veth -> forwarder (root namespace) -> "
             "PostgreSQL on 127.0.0.1; RTT/2 each way "
             + ("by netem on both veth ends" if delay == "netem" else "held by the forwarder"),

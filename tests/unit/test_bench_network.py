@@ -167,3 +167,22 @@ def test_the_namespace_link_and_forwarder_are_removed_even_when_the_run_fails() 
     assert subprocess.run(["ip", "link", "show", path.host_if], capture_output=True).returncode != 0
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("ip") is None, reason="needs root and iproute2"
+)
+def test_a_killed_run_s_namespace_is_removed_by_the_next_run_and_a_live_one_kept() -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead, live = f"{network.NS_PREFIX}{gone.pid}", f"{network.NS_PREFIX}{os.getpid()}"
+    for name in (dead, live):
+        subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        removed = network.remove_stale()
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert dead in removed and dead not in listed.split()
+        assert live not in removed and live in listed.split()
+    finally:
+        for name in (dead, live):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)

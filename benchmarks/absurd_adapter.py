@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
 from importlib import metadata
 from typing import Any
@@ -52,6 +53,7 @@ from benchmarks import workload
 from benchmarks.workload import Services
 
 DATABASE = "bench_absurd"
+"""absurd's database for the default benchmark database ``bench`` (``database_for``)."""
 QUEUE = "bench"
 WORKERS = 4
 CONCURRENCY = 25
@@ -68,28 +70,39 @@ class PaymentDeclined(Exception):
     """The payment was declined: a business error, caught by the handler (no retry)."""
 
 
+def database_for(bench_db: str) -> str:
+    """absurd's database beside the benchmark's: ``bench`` -> ``bench_absurd``."""
+    return f"{bench_db}_absurd"
+
+
+def _dbname(url: str) -> str:
+    return urllib.parse.urlsplit(url).path.lstrip("/")
+
+
 def reset_database(admin_url: str, url: str) -> None:
-    """Drop and recreate ``bench_absurd`` (via ``admin_url``), then install absurd's schema."""
+    """Drop and recreate the database of ``url`` (via ``admin_url``), then install absurd's
+    schema (``absurdctl.BUNDLED_SCHEMA_SQL``) and the queue in it."""
     import psycopg
     from absurdctl import BUNDLED_SCHEMA_SQL
     from psycopg import sql
 
-    drop(admin_url)
+    name = _dbname(url)
+    drop(admin_url, name)
     with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
         conn.execute(BUNDLED_SCHEMA_SQL)  # no parameters: several statements in one go
         conn.execute("SELECT absurd.create_queue(%s)", (QUEUE,))
 
 
-def drop(admin_url: str) -> None:
-    """``DROP DATABASE IF EXISTS bench_absurd WITH (FORCE)``."""
+def drop(admin_url: str, name: str = DATABASE) -> None:
+    """``DROP DATABASE IF EXISTS <name> WITH (FORCE)`` (default ``bench_absurd``)."""
     import psycopg
     from psycopg import sql
 
     with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as conn:
         conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DATABASE))
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         )
 
 

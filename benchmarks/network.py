@@ -521,7 +521,12 @@ def rerender(json_path: Path, readme: str | None) -> int:
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)  # unwinds through the finally blocks: the link is removed
+    # A terminal's Ctrl-C reaches the whole process group; SIGTERM/SIGHUP only this process:
+    # end the running scenario process too, then unwind through the finally blocks.
+    for child in orchestrate._children(os.getpid()):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGTERM)
+    raise SystemExit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -536,7 +536,7 @@ class Prepared:
         elif engine == "absurd":
             from benchmarks import absurd_adapter
 
-            config["url"] = _pg_url_for(absurd_adapter.DATABASE)
+            config["url"] = _pg_url_for(absurd_adapter.database_for(_pg_dbname()))
             absurd_adapter.reset_database(_pg_url_for("postgres"), config["url"])
         elif engine == "checkpoint":
             if pg:
@@ -888,7 +888,7 @@ def cleanup_postgres() -> None:
     with contextlib.suppress(Exception):
         from benchmarks import absurd_adapter
 
-        absurd_adapter.drop(_pg_url_for("postgres"))
+        absurd_adapter.drop(_pg_url_for("postgres"), absurd_adapter.database_for(_pg_dbname()))
     with contextlib.suppress(Exception):
         drop_schemas(
             *PG_SCHEMAS.values(), *(f"{workload.PG_SERVICE_PREFIX}{s}" for s in workload.SERVICES)

@@ -143,21 +143,30 @@ class AbsurdAdapter:
     name = "absurd"
 
     def __init__(self, config: dict[str, Any], services: Services) -> None:
-        from absurd_sdk import AsyncAbsurd
-
         self.url: str = config["url"]
         self.services = services
         self.workers_n = int(config.get("workers", WORKERS))
-        self.client = AsyncAbsurd(self.url, queue_name=QUEUE)
-        self.client.register_task(name="order_saga")(_handler(services))
-        self.workers = []
-        for _ in range(self.workers_n):
-            worker = AsyncAbsurd(self.url, queue_name=QUEUE)
-            worker.register_task(name="order_saga")(_handler(services))
-            self.workers.append(worker)
+        self.client: Any = None
+        self.workers: list[Any] = []
+        self._conns: list[Any] = []
         self._loops: list[asyncio.Task[None]] = []
 
+    async def _new(self) -> Any:
+        """An ``AsyncAbsurd`` on a connection of its own, opened here. Given a URL, the SDK
+        opens its connection on first use, unguarded: concurrent first calls (200 spawns at
+        once) each opened one, and PostgreSQL ran out of connections."""
+        import psycopg
+        from absurd_sdk import AsyncAbsurd
+
+        conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        self._conns.append(conn)
+        app = AsyncAbsurd(conn, queue_name=QUEUE)
+        app.register_task(name="order_saga")(_handler(self.services))
+        return app
+
     async def open(self, recover: bool = False) -> None:
+        self.client = await self._new()
+        self.workers = [await self._new() for _ in range(self.workers_n)]
         pid = os.getpid()
         self._loops = [
             asyncio.create_task(
@@ -241,6 +250,7 @@ class AbsurdAdapter:
             loop.cancel()
         if self._loops:
             await asyncio.gather(*self._loops, return_exceptions=True)
-        for client in (self.client, *self.workers):
+        for conn in self._conns:
             with contextlib.suppress(Exception):
-                await client.close()
+                await conn.close()
+        self._conns.clear()

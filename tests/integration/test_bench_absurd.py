@@ -37,6 +37,18 @@ def absurd_url() -> Any:
     absurd_adapter.drop(admin, name)
 
 
+def _connections(url: str) -> int:
+    import psycopg
+
+    name = urllib.parse.urlsplit(url).path.lstrip("/")
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) - 1 FROM pg_stat_activity WHERE datname = %s", (name,)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def _services(tmp_path: Path) -> workload.Services:
     services = workload.Services({"kind": "sqlite", "dir": str(tmp_path / "services")})
     services.create()
@@ -45,17 +57,20 @@ def _services(tmp_path: Path) -> workload.Services:
 
 def test_the_saga_completes_and_compensates_on_absurd(absurd_url: str, tmp_path: Path) -> None:
     services = _services(tmp_path)
-    fail = {"ok-1": None, "ok-2": None, "declined": workload.FAIL_STEP}
+    fail = {f"ok-{i}": None for i in range(1, 20)} | {"declined": workload.FAIL_STEP}
 
     async def run() -> dict[str, Any]:
         adapter = absurd_adapter.AbsurdAdapter({"url": absurd_url}, services)
         await adapter.open()
         try:
-            handles = {i: await adapter.start(i, f) for i, f in fail.items()}
+            # all at once: the client's first calls are concurrent (one connection still)
+            started = await asyncio.gather(*(adapter.start(i, f) for i, f in fail.items()))
+            handles = dict(zip(fail, started, strict=True))
             again = await adapter.start("ok-1", None)  # the same id: the same task
             assert again == handles["ok-1"]
             results = {i: await adapter.result(h) for i, h in handles.items()}
             results["counts"] = await adapter.counts()
+            results["connections"] = _connections(absurd_url)
             return results
         finally:
             await adapter.close()
@@ -63,7 +78,9 @@ def test_the_saga_completes_and_compensates_on_absurd(absurd_url: str, tmp_path:
     results = asyncio.run(asyncio.wait_for(run(), 60))
     for wf_id, fail_step in fail.items():
         assert results[wf_id] == workload.expected_result(fail_step)
-    assert results["counts"] == {"completed": 3}
+    assert results["counts"] == {"completed": len(fail)}
+    # the client and the workers (+1: the backend of counts()' closed connection may linger)
+    assert results["connections"] <= 2 + absurd_adapter.WORKERS, results["connections"]
     check = services.check(fail)
     services.close()
     assert check["ok"], check

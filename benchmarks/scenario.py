@@ -40,6 +40,7 @@ ADAPTERS: dict[str, str] = {
     "dbos": "benchmarks.dbos_adapter:DBOSAdapter",
     "temporal": "benchmarks.temporal_adapter:TemporalAdapter",
     "sayiir": "benchmarks.sayiir_adapter:SayiirAdapter",
+    "absurd": "benchmarks.absurd_adapter:AbsurdAdapter",
     "none": "benchmarks.baselines:NoEngineAdapter",
     "checkpoint": "benchmarks.baselines:CheckpointAdapter",
 }

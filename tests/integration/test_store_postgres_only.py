@@ -73,8 +73,10 @@ async def test_postgres_schema_holds_the_tables_and_isolates_data(
     )
     assert [t for (t,) in tables] == [
         "attempt_errors",
+        "attribute_writes",
         "audit_log",
         "cancel_requests",
+        "debounced_starts",
         "outputs",
         "paused_calls",
         "queue_limits",

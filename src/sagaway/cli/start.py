@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 import sagaway as sw
+from sagaway.cli import _start_flow
 from sagaway.cli import _support as support
 from sagaway.cli._ending import result_or_error
 from sagaway.cli._support import Exit, fail, reading_codec, reason_option, run, url_option
@@ -75,6 +76,7 @@ def _call_args(text: str) -> tuple[list[Any], dict[str, Any]]:
 @click.option(
     "--wait", is_flag=True, help="Wait for the end; print the result as JSON, or the error."
 )
+@_start_flow.flow_options
 @reason_option
 def start(
     url: str | None,
@@ -87,6 +89,7 @@ def start(
     timeout: float | None,
     wait: bool,
     reason: str | None,
+    **flow_values: Any,
 ) -> None:
     """Start workflow NAME under KEY (a `sagaway worker` that registered NAME runs it).
 
@@ -96,8 +99,13 @@ def start(
     Exit 2 for arguments the workflow does not take (with --app: checked before anything is
     stored). A start that creates the workflow is recorded in the audit trail (who, when,
     --reason).
+
+    --priority/--fairness-key/--fairness-weight place it among waiting starts;
+    --ordering-key runs it after the key's earlier starts; --debounce-key with --debounce
+    collapses a burst of starts into one run (see docs/limits.md).
     """
     args, kwargs = _call_args(json_args)
+    flow_options = _start_flow.checked(flow_values)
     if timeout is not None:
         if deadline is not None:
             raise click.BadParameter("give --deadline only (--timeout is its old name)")
@@ -112,7 +120,8 @@ def start(
             )
         # An operator's start: audited, with or without a reason (audit="all").
         manager = sw.Manager(url, codec=reading_codec(None), audit="all")
-        call = _by_name(manager, name, kwargs, key, task_queue or "default", deadline, reason)
+        queue = task_queue or "default"
+        call = _by_name(manager, name, kwargs, key, queue, deadline, reason, flow_options)
     else:
         if task_queue is not None:
             raise click.BadParameter(
@@ -123,7 +132,9 @@ def start(
         if url is not None:
             manager.url = resolve_url(url)
         typed_args, typed_kwargs = _typed(manager, name, args, kwargs)
-        call = _registered(manager, name, typed_args, typed_kwargs, key, deadline, reason)
+        call = _registered(
+            manager, name, typed_args, typed_kwargs, key, deadline, reason, flow_options
+        )
     run(support.check_reachable(manager.url), manager.url)
     handle, existing = run(call, manager.url)
     if existing is None:
@@ -181,11 +192,15 @@ async def _registered(
     key: str,
     deadline: float | None,
     reason: str | None,
+    flow_options: dict[str, Any],
 ) -> Started:
     async with manager.connect():
         existing = await _existing(manager, key)
         call = manager.workflow(name, *args, **kwargs)
-        return await call.execute(idempotency_key=key, deadline=deadline, reason=reason), existing
+        handle = await call.execute(
+            idempotency_key=key, deadline=deadline, reason=reason, **flow_options
+        )
+        return handle, existing
 
 
 async def _by_name(
@@ -196,6 +211,7 @@ async def _by_name(
     task_queue: str,
     deadline: float | None,
     reason: str | None,
+    flow_options: dict[str, Any],
 ) -> Started:
     async with manager.connect():
         existing = await _existing(manager, key)
@@ -206,6 +222,7 @@ async def _by_name(
             task_queue=task_queue,
             deadline=deadline,
             reason=reason,
+            **flow_options,
         )
         return handle, existing
 

@@ -76,4 +76,4 @@ async def start_by_name(
         flow=start_flow,
         keyed=keyed,
     )
-    return WorkflowHandle(engines, key, record.run_id)
+    return WorkflowHandle(engines, record.key, record.run_id)  # a joined burst: its key

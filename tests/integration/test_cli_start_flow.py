@@ -40,6 +40,7 @@ async def test_start_by_name_places_the_start_and_list_filters_it(db_url: str) -
     for key in ("r-2", "r-3"):
         result = await sagaway("start", "report", '{"n": 2}', "--key", key, "--db", db_url, *burst)
         assert result.exit_code == 0, result.output
+    assert "r-3: joined the debounced run under r-2" in " ".join(result.output.split())
     plain = await sagaway("start", "report", "{}", "--key", "r-4", "--db", db_url)
     assert plain.exit_code == 0, plain.output
 

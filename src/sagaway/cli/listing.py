@@ -131,10 +131,6 @@ def list_cmd(
     status: str | None,
     name: str | None,
     key_prefix: str | None,
-    ordering_key: str | None,
-    debounce_key: str | None,
-    priority: int | None,
-    fairness_key: str | None,
     code_versions: str | None,
     since: str | None,
     until: str | None,
@@ -145,6 +141,7 @@ def list_cmd(
     as_json: bool,
     as_jsonl: bool,
     codec_key_file: str | None,
+    **flow: Any,
 ) -> None:
     """List workflows, newest first, a page at a time.
 
@@ -183,10 +180,7 @@ def list_cmd(
                 after=after,
                 where=list(where) or None,
                 limit=limit + 1,  # one more: is there a next page?
-                ordering_key=ordering_key,
-                debounce_key=debounce_key,
-                priority=priority,
-                fairness_key=fairness_key,
+                **flow,  # ordering_key, debounce_key, priority, fairness_key
             )
 
     _print_page(run(go(), url), limit, url, clock, after is not None, as_json, as_jsonl)

@@ -99,18 +99,11 @@ def start(
     Exit 2 for arguments the workflow does not take (with --app: checked before anything is
     stored). A start that creates the workflow is recorded in the audit trail (who, when,
     --reason).
-
-    --priority/--fairness-key/--fairness-weight place it among waiting starts;
-    --ordering-key runs it after the key's earlier starts; --debounce-key with --debounce
-    collapses a burst of starts into one run (see docs/limits.md).
+    --priority, --fairness-*, --ordering-key, --debounce*: as execute() has them.
     """
     args, kwargs = _call_args(json_args)
     flow_options = _start_flow.checked(flow_values)
-    if timeout is not None:
-        if deadline is not None:
-            raise click.BadParameter("give --deadline only (--timeout is its old name)")
-        click.echo("warning: --timeout is deprecated: use --deadline (the same seconds)", err=True)
-        deadline = timeout
+    deadline = _deadline(deadline, timeout)
     if target is None:
         if args:
             raise click.BadParameter(
@@ -137,12 +130,34 @@ def start(
         )
     run(support.check_reachable(manager.url), manager.url)
     handle, existing = run(call, manager.url)
-    if existing is None:
-        console.print(f"{escape(key)}: {escape(name)} started (run {handle.run_id})")
-    else:
-        console.print(f"{escape(key)}: already exists ({existing.value}, run {handle.run_id})")
+    console.print(_started(key, name, handle, existing))
     if wait:
-        _wait(_reader(manager), key)
+        _wait(_reader(manager), handle.key)  # a joined burst's run is under its first key
+
+
+def _started(
+    key: str, name: str, handle: sw.WorkflowHandle[Any], existing: sw.WorkflowStatus | None
+) -> str:
+    """What the start did: started, joined the execution under KEY, or (--debounce-key)
+    joined the open burst of the same workflow and debounce key, under its first key."""
+    if handle.key != key:
+        return (
+            f"{escape(key)}: joined the debounced run under {escape(handle.key)} "
+            f"(run {handle.run_id})"
+        )
+    if existing is None:
+        return f"{escape(key)}: {escape(name)} started (run {handle.run_id})"
+    return f"{escape(key)}: already exists ({existing.value}, run {handle.run_id})"
+
+
+def _deadline(deadline: float | None, timeout: float | None) -> float | None:
+    """--deadline, or --timeout (its deprecated old name) with a warning."""
+    if timeout is None:
+        return deadline
+    if deadline is not None:
+        raise click.BadParameter("give --deadline only (--timeout is its old name)")
+    click.echo("warning: --timeout is deprecated: use --deadline (the same seconds)", err=True)
+    return timeout
 
 
 def _typed(

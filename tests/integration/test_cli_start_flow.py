@@ -140,3 +140,17 @@ def test_list_refuses_a_priority_that_is_no_level(tmp_path: Path, value: str) ->
     url = f"sqlite:///{tmp_path / 'flow.db'}"
     result = CliRunner().invoke(cli, ["list", "--db", url, "--priority", value])
     assert result.exit_code == 2 and "Invalid value for '--priority'" in result.output
+
+
+async def test_start_with_app_places_the_typed_start(db_url: str) -> None:
+    app = "tests.integration.cli_typed_app:manager"
+    result = await sagaway(
+        "start", "place", '{"order": {"id": "o-1", "amount": 3}}', "--key", "a-1",
+        "--app", app, "--db", db_url, "--priority", "2", "--fairness-key", "shop",
+        "--ordering-key", "o-line",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    manager = sw.Manager(db_url)
+    async with manager.connect():
+        d = await manager.get_workflow("a-1").describe()
+    assert (d.priority, d.fairness_key, d.ordering_key) == (2, "shop", "o-line")

@@ -47,3 +47,22 @@ def test_a_managers_client_places_starts_of_its_functions(db_url: str) -> None:
         assert (d.priority, d.ordering_key, d.input) == (2, "o", {"amount": 5})
         by_name = client.start("charge", key="c-2", amount=1, fairness_key="t").describe()
         assert (by_name.fairness_key, by_name.priority) == ("t", 3)
+
+
+def test_a_parameter_of_the_workflows_own_stays_its_argument(db_url: str) -> None:
+    """``start(fn, **kwargs)`` passed every keyword but its own options to the workflow before
+    these options existed: a workflow whose parameter has one of their names still gets it."""
+    manager = sw.Manager(db_url)
+
+    @manager.register_workflow
+    async def ship(order: str, priority: str) -> str:
+        return f"{order}:{priority}"
+
+    with manager.sync() as client:
+        d = client.start(ship, "o-1", key="p-1", priority="express", fairness_key="t")
+        described = d.describe()
+        assert described.input == {"order": "o-1", "priority": "express"}
+        assert (described.priority, described.fairness_key) == (3, "t")
+        name = manager.registry.workflow(ship).name  # registered here: its parameters known
+        by_name = client.start(name, key="p-2", order="o-2", priority="slow").describe()
+        assert by_name.input == {"order": "o-2", "priority": "slow"} and by_name.priority == 3

@@ -11,6 +11,7 @@ from sagaway._engine import audit
 from sagaway._engine.audit import AuditEntry
 from sagaway.descriptions import WorkflowDescription, describe, parse_cursor
 from sagaway.states import WorkflowStatus, statuses_named
+from sagaway.store._params import PRIORITIES
 from sagaway.store.base import Store
 from sagaway.store.records import AuditQuery, ListQuery
 
@@ -32,13 +33,16 @@ async def list_workflows(
     where: search.Where | None = None,
     ordering_key: str | None = None,
     debounce_key: str | None = None,
+    priority: int | None = None,
+    fairness_key: str | None = None,
 ) -> list[WorkflowDescription]:
     """See ``Manager.list_workflows`` (which reads its engine's store; ``sagaway list`` reads
     a store it opened itself: ``reading``)."""
     status = statuses_named(status)  # "FAILED" as well as WorkflowStatus.FAILED
     attributes = search.filters(where)
-    flow = (ordering_key, debounce_key)
-    plain = (name, key_prefix, since, until, after, code_versions, *flow) == (None,) * 8
+    flow = (ordering_key, debounce_key, priority, fairness_key)
+    _check_flow_filters(priority, fairness_key)
+    plain = (name, key_prefix, since, until, after, code_versions, *flow) == (None,) * 10
     plain = plain and not attributes
     if plain and (status is None or isinstance(status, WorkflowStatus)):
         records = await store.list_workflows(status=status, limit=limit)
@@ -56,12 +60,26 @@ async def list_workflows(
             attributes=attributes,
             ordering_key=ordering_key,
             debounce_key=debounce_key,
+            priority=priority,
+            fairness_key=fairness_key,
         )
         records = await store.list_page(query)
     # One more read per page: which of the live ones an operator paused.
     live = [r.run_id for r in records if not r.status.ended]
     paused = await store.paused_runs(live) if live else set()
     return [describe(r, [], paused=r.run_id in paused) for r in records]
+
+
+def _check_flow_filters(priority: int | None, fairness_key: str | None) -> None:
+    """``ValueError`` for a priority that is no level, a fairness key that is no string."""
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITIES
+    ):
+        raise ValueError(
+            f"priority must be an int from {PRIORITIES[0]} to {PRIORITIES[-1]}, not {priority!r}"
+        )
+    if fairness_key is not None and not isinstance(fairness_key, str):
+        raise ValueError(f"fairness_key must be a string, not {type(fairness_key).__name__}")
 
 
 async def audit_log(

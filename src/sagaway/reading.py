@@ -55,6 +55,8 @@ class Reader:
         where: search.Where | None = None,
         ordering_key: str | None = None,
         debounce_key: str | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
     ) -> list[WorkflowDescription]:
         """As ``Manager.list_workflows``."""
         return await listing.list_workflows(
@@ -70,6 +72,8 @@ class Reader:
             where=where,
             ordering_key=ordering_key,
             debounce_key=debounce_key,
+            priority=priority,
+            fairness_key=fairness_key,
         )
 
     async def describe(self, key: str) -> WorkflowDescription:

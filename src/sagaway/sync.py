@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -24,7 +25,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol, TypeVar, Unpack, overload
 
 from sagaway import _loop_thread as loop_thread
-from sagaway import _renamed, errors
+from sagaway import _renamed, errors, sync_starts
 from sagaway.batches import BatchAction, BatchOptions, BatchReport, WorkflowFilter
 from sagaway.registry import Registry
 from sagaway.signals import Signal
@@ -60,6 +61,13 @@ class ClientManager(Protocol):
         task_queue: str = "default",
         on_conflict: OnConflict = OnConflict.ATTACH,
         deadline: float | None = None,
+        ordering_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        fairness_weight: float | None = None,
     ) -> WorkflowHandle[Any]: ...
 
     def get_workflow(self, key: str) -> WorkflowHandle[Any]: ...
@@ -168,6 +176,13 @@ class SyncClient:
         deadline: float | None = None,
         task_queue: str = "default",
         timeout: float | None = None,
+        ordering_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        fairness_weight: float | None = None,
         **kwargs: Any,
     ) -> SyncWorkflowHandle[R]: ...
 
@@ -182,6 +197,13 @@ class SyncClient:
         deadline: float | None = None,
         task_queue: str = "default",
         timeout: float | None = None,
+        ordering_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        fairness_weight: float | None = None,
         **kwargs: Any,
     ) -> SyncWorkflowHandle[Any]: ...
 
@@ -195,6 +217,13 @@ class SyncClient:
         deadline: float | None = None,
         task_queue: str = "default",
         timeout: float | None = None,
+        ordering_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        fairness_weight: float | None = None,
         **kwargs: Any,
     ) -> SyncWorkflowHandle[Any]:
         """Start ``workflow`` under ``key`` (default: a new random key), or join the execution
@@ -204,31 +233,30 @@ class SyncClient:
         registry lacks is started for a worker that registered it: arguments by parameter name
         only, as JSON values, and ``task_queue`` says which workers run it. ``deadline`` is the
         workflow's, in seconds from its start (it is cancelled past it), not a wait;
-        ``timeout=`` is its deprecated old name.
+        ``timeout=`` is its deprecated old name. ``ordering_key``, ``debounce_key``,
+        ``debounce``, ``debounce_max_wait``, ``priority``, ``fairness_key``,
+        ``fairness_weight``: as ``execute()`` takes them (docs/limits.md); these names, like
+        ``key`` and ``deadline``, are the start's options, not the workflow's arguments.
         """
-        manager = self._manager
         deadline = _renamed.deadline("SyncClient.start()", timeout, deadline)
-
-        async def go() -> WorkflowHandle[Any]:
-            if isinstance(workflow, str) and workflow not in manager.registry.names():
-                if args:
-                    raise TypeError(
-                        f"workflow {workflow!r} is known here by name only: pass its arguments "
-                        "by parameter name (keyword arguments)"
-                    )
-                return await manager.start_by_name(
-                    workflow,
-                    kwargs,
-                    idempotency_key=key,
-                    task_queue=task_queue,
-                    on_conflict=on_conflict,
-                    deadline=deadline,
-                )
-            call = manager.workflow(workflow, *args, **kwargs)
-            return await call.execute(
-                idempotency_key=key, on_conflict=on_conflict, deadline=deadline
-            )
-
+        go = functools.partial(
+            sync_starts.start,
+            self._manager,
+            workflow,
+            args,
+            kwargs,
+            key=key,
+            on_conflict=on_conflict,
+            deadline=deadline,
+            task_queue=task_queue,
+            ordering_key=ordering_key,
+            debounce_key=debounce_key,
+            debounce=debounce,
+            debounce_max_wait=debounce_max_wait,
+            priority=priority,
+            fairness_key=fairness_key,
+            fairness_weight=fairness_weight,
+        )
         return SyncWorkflowHandle(self, self._call(go))
 
     @overload
@@ -243,6 +271,13 @@ class SyncClient:
         wait_timeout: float | None = None,
         task_queue: str = "default",
         timeout: float | None = None,
+        ordering_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        fairness_weight: float | None = None,
         **kwargs: Any,
     ) -> R: ...
 
@@ -258,6 +293,13 @@ class SyncClient:
         wait_timeout: float | None = None,
         task_queue: str = "default",
         timeout: float | None = None,
+        ordering_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        fairness_weight: float | None = None,
         **kwargs: Any,
     ) -> Any: ...
 
@@ -272,6 +314,13 @@ class SyncClient:
         wait_timeout: float | None = None,
         task_queue: str = "default",
         timeout: float | None = None,
+        ordering_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        fairness_weight: float | None = None,
         **kwargs: Any,
     ) -> Any:
         """Start ``workflow`` (as ``start``, ``deadline`` the workflow's) and wait for its
@@ -280,7 +329,8 @@ class SyncClient:
 
         Raises the workflow's completable error when it FAILED, ``WorkflowCancelled`` when it
         was cancelled or terminated, ``TimeoutError`` when ``wait_timeout`` seconds passed
-        first (the workflow runs on: wait again with ``get_workflow(key).result()``).
+        first (the workflow runs on: wait again with ``get_workflow(key).result()``). The
+        order, debounce, priority and fairness options: as ``start``'s.
         """
         handle = self.start(
             workflow,
@@ -289,6 +339,13 @@ class SyncClient:
             on_conflict=on_conflict,
             deadline=_renamed.deadline("SyncClient.execute_get()", timeout, deadline),
             task_queue=task_queue,
+            ordering_key=ordering_key,
+            debounce_key=debounce_key,
+            debounce=debounce,
+            debounce_max_wait=debounce_max_wait,
+            priority=priority,
+            fairness_key=fairness_key,
+            fairness_weight=fairness_weight,
             **kwargs,
         )
         return handle.result(timeout=wait_timeout)

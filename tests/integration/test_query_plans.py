@@ -123,6 +123,17 @@ LISTINGS = {
         statuses=frozenset(s for s in WorkflowStatus if not s.ended),
         ordering_key="account-1",
     ),
+    # sagaway list --status PENDING --priority 5 / --fairness-key: a level's or a tenant's
+    # waiting starts, read through the live index (no index of their own: without a status,
+    # the filter rides the created-at walk, which stops after a page of matches).
+    "a priority's waiting starts": ListQuery(
+        limit=51, statuses=frozenset({WorkflowStatus.PENDING}), priority=5
+    ),
+    "a fairness key's waiting and running executions": ListQuery(
+        limit=51,
+        statuses=frozenset({WorkflowStatus.PENDING, WorkflowStatus.RUNNING}),
+        fairness_key="tenant-1",
+    ),
     "second page": ListQuery(
         limit=51,
         statuses=frozenset({WorkflowStatus.FAILED}),

@@ -80,6 +80,13 @@ def summary_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, A
 )
 @click.option("--debounce-key", help="Only workflows started with this debounce key.")
 @click.option(
+    "--priority",
+    type=click.IntRange(1, 5),
+    metavar="1..5",
+    help="Only workflows of this priority (1 lowest .. 5 highest).",
+)
+@click.option("--fairness-key", help="Only workflows started with this fairness key.")
+@click.option(
     "--version",
     "code_versions",
     metavar="V[,V...]",
@@ -124,8 +131,6 @@ def list_cmd(
     status: str | None,
     name: str | None,
     key_prefix: str | None,
-    ordering_key: str | None,
-    debounce_key: str | None,
     code_versions: str | None,
     since: str | None,
     until: str | None,
@@ -136,6 +141,7 @@ def list_cmd(
     as_json: bool,
     as_jsonl: bool,
     codec_key_file: str | None,
+    **flow: Any,
 ) -> None:
     """List workflows, newest first, a page at a time.
 
@@ -174,8 +180,7 @@ def list_cmd(
                 after=after,
                 where=list(where) or None,
                 limit=limit + 1,  # one more: is there a next page?
-                ordering_key=ordering_key,
-                debounce_key=debounce_key,
+                **flow,  # ordering_key, debounce_key, priority, fairness_key
             )
 
     _print_page(run(go(), url), limit, url, clock, after is not None, as_json, as_jsonl)

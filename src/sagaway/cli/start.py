@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 import sagaway as sw
+from sagaway.cli import _start_flow
 from sagaway.cli import _support as support
 from sagaway.cli._ending import result_or_error
 from sagaway.cli._support import Exit, fail, reading_codec, reason_option, run, url_option
@@ -75,6 +76,7 @@ def _call_args(text: str) -> tuple[list[Any], dict[str, Any]]:
 @click.option(
     "--wait", is_flag=True, help="Wait for the end; print the result as JSON, or the error."
 )
+@_start_flow.flow_options
 @reason_option
 def start(
     url: str | None,
@@ -87,6 +89,7 @@ def start(
     timeout: float | None,
     wait: bool,
     reason: str | None,
+    **flow_values: Any,
 ) -> None:
     """Start workflow NAME under KEY (a `sagaway worker` that registered NAME runs it).
 
@@ -96,13 +99,11 @@ def start(
     Exit 2 for arguments the workflow does not take (with --app: checked before anything is
     stored). A start that creates the workflow is recorded in the audit trail (who, when,
     --reason).
+    --priority, --fairness-*, --ordering-key, --debounce*: as execute() has them.
     """
     args, kwargs = _call_args(json_args)
-    if timeout is not None:
-        if deadline is not None:
-            raise click.BadParameter("give --deadline only (--timeout is its old name)")
-        click.echo("warning: --timeout is deprecated: use --deadline (the same seconds)", err=True)
-        deadline = timeout
+    flow_options = _start_flow.checked(flow_values)
+    deadline = _deadline(deadline, timeout)
     if target is None:
         if args:
             raise click.BadParameter(
@@ -112,7 +113,8 @@ def start(
             )
         # An operator's start: audited, with or without a reason (audit="all").
         manager = sw.Manager(url, codec=reading_codec(None), audit="all")
-        call = _by_name(manager, name, kwargs, key, task_queue or "default", deadline, reason)
+        queue = task_queue or "default"
+        call = _by_name(manager, name, kwargs, key, queue, deadline, reason, flow_options)
     else:
         if task_queue is not None:
             raise click.BadParameter(
@@ -123,15 +125,39 @@ def start(
         if url is not None:
             manager.url = resolve_url(url)
         typed_args, typed_kwargs = _typed(manager, name, args, kwargs)
-        call = _registered(manager, name, typed_args, typed_kwargs, key, deadline, reason)
+        call = _registered(
+            manager, name, typed_args, typed_kwargs, key, deadline, reason, flow_options
+        )
     run(support.check_reachable(manager.url), manager.url)
     handle, existing = run(call, manager.url)
-    if existing is None:
-        console.print(f"{escape(key)}: {escape(name)} started (run {handle.run_id})")
-    else:
-        console.print(f"{escape(key)}: already exists ({existing.value}, run {handle.run_id})")
+    console.print(_started(key, name, handle, existing))
     if wait:
-        _wait(_reader(manager), key)
+        _wait(_reader(manager), handle.key)  # a joined burst's run is under its first key
+
+
+def _started(
+    key: str, name: str, handle: sw.WorkflowHandle[Any], existing: sw.WorkflowStatus | None
+) -> str:
+    """What the start did: started, joined the execution under KEY, or (--debounce-key)
+    joined the open burst of the same workflow and debounce key, under its first key."""
+    if handle.key != key:
+        return (
+            f"{escape(key)}: joined the debounced run under {escape(handle.key)} "
+            f"(run {handle.run_id})"
+        )
+    if existing is None:
+        return f"{escape(key)}: {escape(name)} started (run {handle.run_id})"
+    return f"{escape(key)}: already exists ({existing.value}, run {handle.run_id})"
+
+
+def _deadline(deadline: float | None, timeout: float | None) -> float | None:
+    """--deadline, or --timeout (its deprecated old name) with a warning."""
+    if timeout is None:
+        return deadline
+    if deadline is not None:
+        raise click.BadParameter("give --deadline only (--timeout is its old name)")
+    click.echo("warning: --timeout is deprecated: use --deadline (the same seconds)", err=True)
+    return timeout
 
 
 def _typed(
@@ -181,11 +207,15 @@ async def _registered(
     key: str,
     deadline: float | None,
     reason: str | None,
+    flow_options: dict[str, Any],
 ) -> Started:
     async with manager.connect():
         existing = await _existing(manager, key)
         call = manager.workflow(name, *args, **kwargs)
-        return await call.execute(idempotency_key=key, deadline=deadline, reason=reason), existing
+        handle = await call.execute(
+            idempotency_key=key, deadline=deadline, reason=reason, **flow_options
+        )
+        return handle, existing
 
 
 async def _by_name(
@@ -196,6 +226,7 @@ async def _by_name(
     task_queue: str,
     deadline: float | None,
     reason: str | None,
+    flow_options: dict[str, Any],
 ) -> Started:
     async with manager.connect():
         existing = await _existing(manager, key)
@@ -206,6 +237,7 @@ async def _by_name(
             task_queue=task_queue,
             deadline=deadline,
             reason=reason,
+            **flow_options,
         )
         return handle, existing
 

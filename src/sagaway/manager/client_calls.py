@@ -14,6 +14,8 @@ from sagaway import _renamed, errors, listing, search
 from sagaway._engine import context
 from sagaway._engine.engine import EngineRef
 from sagaway._engine.executor import current_execution
+from sagaway._engine.flow_control import FlowOptions
+from sagaway.by_name import start_by_name
 from sagaway.signals import Signal
 from sagaway.states import OnConflict, WorkflowStatus
 from sagaway.store.records import SignalRecord
@@ -23,7 +25,6 @@ from sagaway.workflow import (
     WorkflowCall,
     WorkflowDescription,
     WorkflowHandle,
-    start_by_name,
 )
 
 
@@ -56,12 +57,21 @@ class ClientCalls:
         deadline: float | None = None,
         timeout: float | None = None,
         reason: str | None = None,
+        ordering_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        fairness_weight: float | None = None,
     ) -> WorkflowHandle[Any]:
         """Start a workflow known here by name only (a worker registered it), its arguments by
         parameter name as JSON values; ``result()`` returns plain JSON. A name registered here
         is started as ``workflow(name, **kwargs).execute(deadline=...)`` would (``timeout=``:
         the deprecated old name of ``deadline``). ``reason``: an operator's start, recorded in
-        the audit trail with it."""
+        the audit trail with it. ``ordering_key``, ``debounce_key``, ``debounce``,
+        ``debounce_max_wait``, ``priority``, ``fairness_key``, ``fairness_weight``: as
+        ``execute()`` takes them (docs/limits.md)."""
         return await start_by_name(
             self._ref,
             name,
@@ -71,6 +81,8 @@ class ClientCalls:
             on_conflict=on_conflict,
             deadline=_renamed.deadline("start_by_name()", timeout, deadline),
             reason=reason,
+            keyed=FlowOptions(ordering_key, debounce_key, debounce, debounce_max_wait),
+            asked=(priority, fairness_key, fairness_weight),
         )
 
     def signal(self, name: str) -> Signal:
@@ -112,6 +124,8 @@ class ClientCalls:
         where: search.Where | None = None,
         ordering_key: str | None = None,
         debounce_key: str | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
     ) -> list[WorkflowDescription]:
         """Current workflows, newest first (steps not included).
 
@@ -132,6 +146,8 @@ class ClientCalls:
             ordering_key: only workflows started with this ``ordering_key`` (with
                 ``status`` of the live ones: the key's line).
             debounce_key: only workflows started with this ``debounce_key``.
+            priority: only workflows of this priority level (1..5).
+            fairness_key: only workflows counted for this ``fairness_key``.
 
         Raises ValueError when ``after`` is not a cursor, a status is unknown or a filter is
         malformed.
@@ -149,6 +165,8 @@ class ClientCalls:
             where=where,
             ordering_key=ordering_key,
             debounce_key=debounce_key,
+            priority=priority,
+            fairness_key=fairness_key,
         )
 
     async def list_signals(self, key: str) -> list[SignalRecord]:

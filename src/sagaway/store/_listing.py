@@ -102,7 +102,7 @@ def page_query(dialect: Dialect, query: ListQuery) -> tuple[str, dict[str, Any]]
         common.append(dialect.key_prefix)
     if query.code_versions:
         common.append(dialect.versions)
-    for field in ("ordering_key", "debounce_key"):
+    for field in ("ordering_key", "debounce_key", "priority", "fairness_key"):
         if getattr(query, field) is not None:
             common.append(f"{field} = {p(field)}")
     source, order, conditions = _attributes.plan(
@@ -137,6 +137,8 @@ def _page_params(query: ListQuery, dialect: Dialect) -> dict[str, Any]:
         "key_prefix": query.key_prefix,
         "ordering_key": query.ordering_key,
         "debounce_key": query.debounce_key,
+        "priority": query.priority,
+        "fairness_key": query.fairness_key,
         "limit": query.limit if query.limit >= 0 else dialect.no_limit,
         **version_filter(query.code_versions or None, arrays=dialect.arrays),
     }

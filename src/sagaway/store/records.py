@@ -244,6 +244,10 @@ class ListQuery:
     """Only the executions of this ordering key (``execute(ordering_key=...)``)."""
     debounce_key: str | None = None
     """Only the executions started with this debounce key (``execute(debounce_key=...)``)."""
+    priority: int | None = None
+    """Only the executions of this priority level (``execute(priority=...)``)."""
+    fairness_key: str | None = None
+    """Only the executions counted for this fairness key (``execute(fairness_key=...)``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -2191,6 +2191,8 @@ class ListPageRequest(_message.Message):
     ATTRIBUTES_FIELD_NUMBER: _builtins.int
     ORDERING_KEY_FIELD_NUMBER: _builtins.int
     DEBOUNCE_KEY_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    FAIRNESS_KEY_FIELD_NUMBER: _builtins.int
     limit: _builtins.int
     name: _builtins.str
     key_prefix: _builtins.str
@@ -2205,6 +2207,10 @@ class ListPageRequest(_message.Message):
     """only the executions of this ordering key"""
     debounce_key: _builtins.str
     """only the executions started with this debounce key"""
+    priority: _builtins.int
+    """only the executions of this priority level (1..5)"""
+    fairness_key: _builtins.str
+    """only the executions counted for this fairness key"""
     @_builtins.property
     def statuses(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -2231,10 +2237,12 @@ class ListPageRequest(_message.Message):
         attributes: _abc.Iterable[Global___AttributeFilter] | None = ...,
         ordering_key: _builtins.str | None = ...,
         debounce_key: _builtins.str | None = ...,
+        priority: _builtins.int | None = ...,
+        fairness_key: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at", "_after_run_id", b"_after_run_id", "_debounce_key", b"_debounce_key", "_name", b"_name", "_ordering_key", b"_ordering_key", "_since", b"_since", "_until", b"_until", "after_created_at", b"after_created_at", "after_run_id", b"after_run_id", "debounce_key", b"debounce_key", "name", b"name", "ordering_key", b"ordering_key", "since", b"since", "until", b"until"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at", "_after_run_id", b"_after_run_id", "_debounce_key", b"_debounce_key", "_fairness_key", b"_fairness_key", "_name", b"_name", "_ordering_key", b"_ordering_key", "_priority", b"_priority", "_since", b"_since", "_until", b"_until", "after_created_at", b"after_created_at", "after_run_id", b"after_run_id", "debounce_key", b"debounce_key", "fairness_key", b"fairness_key", "name", b"name", "ordering_key", b"ordering_key", "priority", b"priority", "since", b"since", "until", b"until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at", "_after_run_id", b"_after_run_id", "_debounce_key", b"_debounce_key", "_name", b"_name", "_ordering_key", b"_ordering_key", "_since", b"_since", "_until", b"_until", "after_created_at", b"after_created_at", "after_run_id", b"after_run_id", "attributes", b"attributes", "code_versions", b"code_versions", "debounce_key", b"debounce_key", "key_prefix", b"key_prefix", "limit", b"limit", "name", b"name", "ordering_key", b"ordering_key", "since", b"since", "statuses", b"statuses", "until", b"until", "unversioned", b"unversioned"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at", "_after_run_id", b"_after_run_id", "_debounce_key", b"_debounce_key", "_fairness_key", b"_fairness_key", "_name", b"_name", "_ordering_key", b"_ordering_key", "_priority", b"_priority", "_since", b"_since", "_until", b"_until", "after_created_at", b"after_created_at", "after_run_id", b"after_run_id", "attributes", b"attributes", "code_versions", b"code_versions", "debounce_key", b"debounce_key", "fairness_key", b"fairness_key", "key_prefix", b"key_prefix", "limit", b"limit", "name", b"name", "ordering_key", b"ordering_key", "priority", b"priority", "since", b"since", "statuses", b"statuses", "until", b"until", "unversioned", b"unversioned"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__after_created_at: _TypeAlias = _typing.Literal["after_created_at"]  # noqa: Y015
     _WhichOneofArgType__after_created_at: _TypeAlias = _typing.Literal["_after_created_at", b"_after_created_at"]  # noqa: Y015
@@ -2242,10 +2250,14 @@ class ListPageRequest(_message.Message):
     _WhichOneofArgType__after_run_id: _TypeAlias = _typing.Literal["_after_run_id", b"_after_run_id"]  # noqa: Y015
     _WhichOneofReturnType__debounce_key: _TypeAlias = _typing.Literal["debounce_key"]  # noqa: Y015
     _WhichOneofArgType__debounce_key: _TypeAlias = _typing.Literal["_debounce_key", b"_debounce_key"]  # noqa: Y015
+    _WhichOneofReturnType__fairness_key: _TypeAlias = _typing.Literal["fairness_key"]  # noqa: Y015
+    _WhichOneofArgType__fairness_key: _TypeAlias = _typing.Literal["_fairness_key", b"_fairness_key"]  # noqa: Y015
     _WhichOneofReturnType__name: _TypeAlias = _typing.Literal["name"]  # noqa: Y015
     _WhichOneofArgType__name: _TypeAlias = _typing.Literal["_name", b"_name"]  # noqa: Y015
     _WhichOneofReturnType__ordering_key: _TypeAlias = _typing.Literal["ordering_key"]  # noqa: Y015
     _WhichOneofArgType__ordering_key: _TypeAlias = _typing.Literal["_ordering_key", b"_ordering_key"]  # noqa: Y015
+    _WhichOneofReturnType__priority: _TypeAlias = _typing.Literal["priority"]  # noqa: Y015
+    _WhichOneofArgType__priority: _TypeAlias = _typing.Literal["_priority", b"_priority"]  # noqa: Y015
     _WhichOneofReturnType__since: _TypeAlias = _typing.Literal["since"]  # noqa: Y015
     _WhichOneofArgType__since: _TypeAlias = _typing.Literal["_since", b"_since"]  # noqa: Y015
     _WhichOneofReturnType__until: _TypeAlias = _typing.Literal["until"]  # noqa: Y015
@@ -2257,9 +2269,13 @@ class ListPageRequest(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__debounce_key) -> _WhichOneofReturnType__debounce_key | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__fairness_key) -> _WhichOneofReturnType__fairness_key | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__name) -> _WhichOneofReturnType__name | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__ordering_key) -> _WhichOneofReturnType__ordering_key | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__priority) -> _WhichOneofReturnType__priority | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__since) -> _WhichOneofReturnType__since | None: ...
     @_typing.overload

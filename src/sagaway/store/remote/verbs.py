@@ -101,6 +101,8 @@ def _list_query_of(request: Any) -> ListQuery:
         attributes=tuple(wire.from_message(AttributeFilter, m) for m in request.attributes),
         ordering_key=wire.optional(request, "ordering_key"),
         debounce_key=wire.optional(request, "debounce_key"),
+        priority=wire.optional(request, "priority"),
+        fairness_key=wire.optional(request, "fairness_key"),
     )
 
 

@@ -22,65 +22,20 @@ import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Protocol, TypeVar, Unpack, overload
+from typing import Any, TypeVar, Unpack, overload
 
 from sagaway import _loop_thread as loop_thread
 from sagaway import _renamed, errors, sync_starts
 from sagaway.batches import BatchAction, BatchOptions, BatchReport, WorkflowFilter
-from sagaway.registry import Registry
-from sagaway.signals import Signal
 from sagaway.states import OnConflict
 from sagaway.sync_handle import DEFAULT_CALL_TIMEOUT as DEFAULT_CALL_TIMEOUT  # re-exported
 from sagaway.sync_handle import SyncWorkflowHandle as SyncWorkflowHandle  # re-exported
-from sagaway.workflow import WorkflowCall, WorkflowHandle
+from sagaway.sync_starts import ClientManager as ClientManager  # re-exported
 
 logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
 T = TypeVar("T")
-
-
-class ClientManager(Protocol):
-    """What the sync client uses of a Manager (``sagaway.Manager`` is one)."""
-
-    url: str
-    registry: Registry
-
-    def connect(self, *, create: bool = True) -> contextlib.AbstractAsyncContextManager[Any]: ...
-
-    def client_copy(self) -> ClientManager: ...
-
-    def workflow(self, fn: Any, /, *args: Any, **kwargs: Any) -> WorkflowCall[Any]: ...
-
-    async def start_by_name(
-        self,
-        name: str,
-        kwargs: dict[str, Any] | None = None,
-        *,
-        idempotency_key: str | None = None,
-        task_queue: str = "default",
-        on_conflict: OnConflict = OnConflict.ATTACH,
-        deadline: float | None = None,
-        ordering_key: str | None = None,
-        debounce_key: str | None = None,
-        debounce: float | None = None,
-        debounce_max_wait: float | None = None,
-        priority: int | None = None,
-        fairness_key: str | None = None,
-        fairness_weight: float | None = None,
-    ) -> WorkflowHandle[Any]: ...
-
-    def get_workflow(self, key: str) -> WorkflowHandle[Any]: ...
-
-    def signal(self, name: str) -> Signal: ...
-
-    async def cancel(self, key: str, reason: str = ...) -> bool: ...
-
-    async def terminate(self, key: str, reason: str = ...) -> bool: ...
-
-    async def batch(
-        self, action: BatchAction | str, filter: WorkflowFilter, **options: Unpack[BatchOptions]
-    ) -> BatchReport: ...
 
 
 _default_manager: Callable[..., ClientManager] | None = None

@@ -1,17 +1,62 @@
 """What ``SyncClient.start`` runs on its loop thread: a start by function or by name, with the
-options of ``execute()`` (``sync.py`` hands it over; it blocks for the outcome)."""
+options of ``execute()`` (``sync.py`` hands it over; it blocks for the outcome); and what the
+sync client uses of a Manager (``ClientManager``, re-exported by ``sync``)."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, Unpack
 
+from sagaway.batches import BatchAction, BatchOptions, BatchReport, WorkflowFilter
+from sagaway.registry import Registry
+from sagaway.signals import Signal
 from sagaway.states import OnConflict
-from sagaway.workflow import WorkflowHandle
+from sagaway.workflow import WorkflowCall, WorkflowHandle
 
-if TYPE_CHECKING:
-    from sagaway.sync import ClientManager
+
+class ClientManager(Protocol):
+    """What the sync client uses of a Manager (``sagaway.Manager`` is one)."""
+
+    url: str
+    registry: Registry
+
+    def connect(self, *, create: bool = True) -> contextlib.AbstractAsyncContextManager[Any]: ...
+
+    def client_copy(self) -> ClientManager: ...
+
+    def workflow(self, fn: Any, /, *args: Any, **kwargs: Any) -> WorkflowCall[Any]: ...
+
+    async def start_by_name(
+        self,
+        name: str,
+        kwargs: dict[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        task_queue: str = "default",
+        on_conflict: OnConflict = OnConflict.ATTACH,
+        deadline: float | None = None,
+        ordering_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        fairness_weight: float | None = None,
+    ) -> WorkflowHandle[Any]: ...
+
+    def get_workflow(self, key: str) -> WorkflowHandle[Any]: ...
+
+    def signal(self, name: str) -> Signal: ...
+
+    async def cancel(self, key: str, reason: str = ...) -> bool: ...
+
+    async def terminate(self, key: str, reason: str = ...) -> bool: ...
+
+    async def batch(
+        self, action: BatchAction | str, filter: WorkflowFilter, **options: Unpack[BatchOptions]
+    ) -> BatchReport: ...
 
 
 async def start(

@@ -210,14 +210,17 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Leave out the ``grpc+…`` variants of tests that read the database itself, and the
-    ``long`` tests unless a marker expression was given (``pytest -m long`` runs them)."""
+    """Leave out the ``grpc+…`` variants of tests that read the database itself or check what
+    only the SQL decides (``sql_only``), and the ``long`` tests unless a marker expression was
+    given (``pytest -m long`` runs them)."""
     run_long = bool(config.getoption("markexpr"))
     kept, dropped = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
         backend = str(callspec.params.get("db_url", "")) if callspec is not None else ""
-        reads_db = backend.startswith("grpc+") and item.get_closest_marker("direct_db")
+        reads_db = backend.startswith("grpc+") and (
+            item.get_closest_marker("direct_db") or item.get_closest_marker("sql_only")
+        )
         if reads_db or (not run_long and item.get_closest_marker("long")):
             dropped.append(item)
         else:

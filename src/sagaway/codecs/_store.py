@@ -21,6 +21,7 @@ from sagaway.codecs._chain import Chain
 from sagaway.codecs._passthrough import Passthrough
 from sagaway.states import StepKind, WorkflowStatus
 from sagaway.store.base import CreateResult, Store
+from sagaway.store.forwarding import derived
 from sagaway.store.output_verbs import all_outputs
 from sagaway.store.records import (
     AttemptErrorRecord,
@@ -119,19 +120,12 @@ class CodecStore(Passthrough):
 
     # ----------------------------------------------------------- payload-carrying calls
 
-    async def create_workflow(
-        self,
-        new: NewWorkflow,
-        *,
-        now: float,
-        lease: Lease | None,
-        replace_live: bool,
-        audit: AuditNote | None = None,
-    ) -> CreateResult:
-        result = await self.inner.create_workflow(
-            self._new(new), now=now, lease=lease, replace_live=replace_live, audit=audit
-        )
+    async def _create(self, values: dict[str, Any]) -> CreateResult:
+        new = values["new"]
+        result = await self.inner.create_workflow(**{**values, "new": self._new(new)})
         return self._created(result, new, new.args_hash)
+
+    create_workflow = derived(Store.create_workflow, _create)
 
     def _new(self, new: NewWorkflow) -> NewWorkflow:
         return dataclasses.replace(
@@ -197,95 +191,37 @@ class CodecStore(Passthrough):
     async def record_step(self, step: StepRecord, *, token: str) -> None:
         await self.inner.record_step(self._step_in(step), token=token)
 
-    async def finish_workflow(
-        self,
-        run_id: str,
-        *,
-        token: str,
-        status: WorkflowStatus,
-        result: str | None,
-        error: str | None,
-        now: float,
-        final_step: StepRecord | None = None,
-        has_parent: bool = True,
-        cancel_seen: bool = False,
-    ) -> None:
-        await self.inner.finish_workflow(
-            run_id,
-            token=token,
-            status=status,
-            result=self._seal(result, run_id, "result"),
-            error=self._seal(error, run_id, "error"),
-            now=now,
-            final_step=None if final_step is None else self._step_in(final_step),
-            has_parent=has_parent,
-            cancel_seen=cancel_seen,
-        )
+    async def _finish(self, values: dict[str, Any]) -> None:
+        run_id, step = values["run_id"], values["final_step"]
+        values["result"] = self._seal(values["result"], run_id, "result")
+        values["error"] = self._seal(values["error"], run_id, "error")
+        values["final_step"] = None if step is None else self._step_in(step)
+        await self.inner.finish_workflow(**values)
 
-    async def suspend_workflow(
-        self, run_id: str, *, token: str, error: str, now: float, next_run_at: float
-    ) -> None:
-        await self.inner.suspend_workflow(
-            run_id,
-            token=token,
-            error=self.chain.seal(error, place=_places.run(run_id, "error")),
-            now=now,
-            next_run_at=next_run_at,
-        )
+    finish_workflow = derived(Store.finish_workflow, _finish)
 
-    async def claim_due(
-        self,
-        *,
-        owner: str,
-        now: float,
-        lease_timeout: float,
-        limit: int,
-        exclude: Collection[str],
-        queues: Collection[str] | None = None,
-        versions: Collection[str | None] | None = None,
-    ) -> list[tuple[WorkflowRecord, Lease]]:
-        claimed = await self.inner.claim_due(
-            owner=owner,
-            now=now,
-            lease_timeout=lease_timeout,
-            limit=limit,
-            exclude=exclude,
-            queues=queues,
-            versions=versions,
-        )
-        return [(self._wf(r), lease) for r, lease in claimed]
+    async def _suspend(self, values: dict[str, Any]) -> None:
+        values["error"] = self._seal(values["error"], values["run_id"], "error")
+        await self.inner.suspend_workflow(**values)
 
-    async def end_workflow(
-        self,
-        run_id: str,
-        *,
-        status: WorkflowStatus,
-        error: str | None,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> bool:
-        return await self.inner.end_workflow(
-            run_id,
-            status=status,
-            error=self._seal(error, run_id, "error"),
-            now=now,
-            audit=audit,
-        )
+    suspend_workflow = derived(Store.suspend_workflow, _suspend)
 
-    async def send_signal(
-        self,
-        key: str,
-        *,
-        name: str,
-        payload: str,
-        dedupe_id: str | None,
-        now: float,
-        run_id: str | None = None,
-        audit: AuditNote | None = None,
-    ) -> tuple[WorkflowRecord | None, bool]:
+    async def _claim(self, values: dict[str, Any]) -> list[tuple[WorkflowRecord, Lease]]:
+        return [(self._wf(r), lease) for r, lease in await self.inner.claim_due(**values)]
+
+    claim_due = derived(Store.claim_due, _claim)
+
+    async def _end(self, values: dict[str, Any]) -> bool:
+        values["error"] = self._seal(values["error"], values["run_id"], "error")
+        return await self.inner.end_workflow(**values)
+
+    end_workflow = derived(Store.end_workflow, _end)
+
+    async def _send(self, values: dict[str, Any]) -> tuple[WorkflowRecord | None, bool]:
         # Sealed for the run it is stored in: the current one under the key, which the store
         # checks in the transaction that stores it. Should the key have moved to another run
         # meanwhile (a replacement), the payload is sealed again for that one.
+        key, name, payload, run_id = (values[k] for k in ("key", "name", "payload", "run_id"))
         target = run_id
         if target is None:
             current = await self.inner.get_workflow(key)
@@ -294,15 +230,8 @@ class CodecStore(Passthrough):
             target = current.run_id
         for _ in range(_SEND_ROUNDS):
             sealed = self.chain.seal(payload, place=_places.signal(target, name))
-            record, stored = await self.inner.send_signal(
-                key,
-                name=name,
-                payload=sealed,
-                dedupe_id=dedupe_id,
-                now=now,
-                run_id=target,
-                audit=audit,
-            )
+            values.update(payload=sealed, run_id=target)
+            record, stored = await self.inner.send_signal(**values)
             moved = record is not None and record.run_id != target and not record.status.ended
             if not moved or run_id is not None:
                 return self._wf_opt(record), stored
@@ -312,6 +241,8 @@ class CodecStore(Passthrough):
             f"the execution under key {key!r} kept changing while signal {name!r} was sent; "
             "send it again"
         )
+
+    send_signal = derived(Store.send_signal, _send)
 
     async def receive_signal(
         self, receive: SignalReceive, *, accept: Callable[[str], str | None], now: float
@@ -333,33 +264,17 @@ class CodecStore(Passthrough):
         payload = await self.inner.receive_signal(receive, accept=accept_opened, now=now)
         return opened(payload, place=place, sealed=True)
 
-    async def wait_workflow(
-        self,
-        run_id: str,
-        *,
-        token: str,
-        waiting_for: str,
-        next_run_at: float | None,
-        step: StepRecord | None,
-        now: float,
-    ) -> None:
-        await self.inner.wait_workflow(
-            run_id,
-            token=token,
-            waiting_for=waiting_for,
-            next_run_at=next_run_at,
-            step=None if step is None else self._step_in(step),
-            now=now,
-        )
+    async def _wait(self, values: dict[str, Any]) -> None:
+        step = values["step"]
+        values["step"] = None if step is None else self._step_in(step)
+        await self.inner.wait_workflow(**values)
 
-    async def wait_for_child(
-        self, run_id: str, *, token: str, child_key: str, wait: bool, now: float
-    ) -> WorkflowRecord | None:
-        return self._wf_opt(
-            await self.inner.wait_for_child(
-                run_id, token=token, child_key=child_key, wait=wait, now=now
-            )
-        )
+    wait_workflow = derived(Store.wait_workflow, _wait)
+
+    async def _wait_for_child(self, values: dict[str, Any]) -> WorkflowRecord | None:
+        return self._wf_opt(await self.inner.wait_for_child(**values))
+
+    wait_for_child = derived(Store.wait_for_child, _wait_for_child)
 
     async def list_signals(self, run_id: str) -> list[SignalRecord]:
         o = self.chain.try_open

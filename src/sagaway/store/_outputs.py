@@ -9,6 +9,7 @@ the store. So every event, stream item and attribute is written exactly once.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from sagaway.store import _params
@@ -18,28 +19,32 @@ from sagaway.store.records import OutputRecord, Publication, SearchAttribute
 Params = dict[str, Any]
 
 
-def step_params(publication: Publication) -> Params:
-    return _params.step(publication.step)
+@dataclasses.dataclass(frozen=True, slots=True)
+class Writes:
+    """What one ``publish`` writes: its step (``step``; none of it if that is recorded
+    already), fenced by the owner's lease (``owned``), then ``statements`` in order."""
 
-
-def output_params(publication: Publication, now: float) -> list[Params]:
-    run_id, call_id = publication.step.run_id, publication.step.call_id
-    return [
-        {"run_id": run_id, "call_id": call_id, "kind": o.kind, "name": o.name}
-        | {"value": o.value, "now": now}
-        for o in publication.outputs
-    ]
-
-
-def attribute_params(publication: Publication) -> list[Params]:
-    """``upsert_search_attribute`` and ``insert_attribute_write`` (the step's call id: a fork
+    step: Params
+    owned: Params
+    statements: tuple[tuple[str, Params], ...]
+    """(named statement, its parameters): the step, each output, each attribute (its
+    ``upsert_search_attribute`` and ``insert_attribute_write``: the step's call id, as a fork
     rebuilds its attributes from the writes of the steps it keeps)."""
+
+
+def writes(publication: Publication, *, token: str, now: float) -> Writes:
+    """The writes of ``publication`` by the owner of lease ``token``, at ``now``."""
+    step = _params.step(publication.step)
     run_id, call_id = publication.step.run_id, publication.step.call_id
-    return [
-        {"run_id": run_id, "call_id": call_id, "name": a.name, "kind": a.kind}
-        | {"text": a.text, "number": a.number}
-        for a in publication.attributes
-    ]
+    statements: list[tuple[str, Params]] = [("upsert_step", step)]
+    for o in publication.outputs:
+        ids = {"run_id": run_id, "call_id": call_id, "kind": o.kind, "name": o.name}
+        statements.append(("insert_output", ids | {"value": o.value, "now": now}))
+    for a in publication.attributes:
+        ids = {"run_id": run_id, "call_id": call_id, "name": a.name, "kind": a.kind}
+        params = ids | {"text": a.text, "number": a.number}
+        statements += [("upsert_search_attribute", params), ("insert_attribute_write", params)]
+    return Writes(step, {"run_id": run_id, "token": token}, tuple(statements))
 
 
 def output_from_row(row: Row) -> OutputRecord:

@@ -9,6 +9,8 @@ import dataclasses
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from sagaway.store.forwarding import derived
+from sagaway.store.pause_verbs import PauseVerbs
 from sagaway.store.records import AuditNote, PausedCallRecord
 
 KINDS = ("activity", "queue")
@@ -61,30 +63,26 @@ class SQLPauses(abc.ABC):
     async def _rows(self, query: str, run_ids: Collection[str] | None) -> Sequence[Any]:
         """The rows of the named read ``query``, given the ``run_ids`` parameter (if any)."""
 
-    async def pause_workflow(
-        self, run_id: str, *, paused: bool, now: float, audit: AuditNote | None = None
-    ) -> bool:
-        query = "pause_workflow" if paused else "resume_workflow"
-        params = workflow_params(run_id, now)
-        return await self._change(Change(query, params, None, audit, {"run_id": run_id}))
+    async def _pause_workflow(self, values: dict[str, Any]) -> bool:
+        run_id = values["run_id"]
+        query = "pause_workflow" if values["paused"] else "resume_workflow"
+        params = workflow_params(run_id, values["now"])
+        return await self._change(Change(query, params, None, values["audit"], {"run_id": run_id}))
+
+    pause_workflow = derived(PauseVerbs.pause_workflow, _pause_workflow)
 
     async def paused_runs(self, run_ids: Collection[str]) -> set[str]:
         return {row[0] for row in await self._rows("paused_runs", run_ids)}
 
-    async def pause_calls(
-        self,
-        kind: str,
-        name: str,
-        *,
-        paused: bool,
-        reason: str,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> bool:
-        params = calls_params(kind, name, reason, now)
+    async def _pause_calls(self, values: dict[str, Any]) -> bool:
+        kind, name = values["kind"], values["name"]
+        params = calls_params(kind, name, values["reason"], values["now"])
+        paused = values["paused"]
         query, then = ("pause_calls", None) if paused else ("resume_calls", "wake_paused_calls")
         about = {"target": f"{kind}:{name}"}
-        return await self._change(Change(query, params, then, audit, about))
+        return await self._change(Change(query, params, then, values["audit"], about))
+
+    pause_calls = derived(PauseVerbs.pause_calls, _pause_calls)
 
     async def list_paused_calls(self) -> list[PausedCallRecord]:
         rows = await self._rows("list_paused_calls", None)

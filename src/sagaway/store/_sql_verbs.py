@@ -9,20 +9,20 @@ and its statements. The verbs whose work differs from the first line stay in eac
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 
 from sagaway.states import WorkflowStatus
 from sagaway.store import _inspect, _params, _rows
 from sagaway.store._fork import Fork
 from sagaway.store._rows import Row
-from sagaway.store.contract import CreateResult
+from sagaway.store.contract import CreateResult, Store
+from sagaway.store.forwarding import derived
 from sagaway.store.records import (
     AttemptErrorRecord,
     AuditNote,
     ForkRequest,
     Lease,
     ListQuery,
-    NewWorkflow,
     SignalReceive,
     SignalRecord,
     StepRecord,
@@ -110,20 +110,11 @@ class SQLVerbs(abc.ABC):
 
     # ------------------------------------------------------------------ verbs
 
-    async def create_workflow(
-        self,
-        new: NewWorkflow,
-        *,
-        now: float,
-        lease: Lease | None,
-        replace_live: bool,
-        audit: AuditNote | None = None,
-    ) -> CreateResult:
-        params = _params.create(new, now=now, lease=lease)
-        create = _params.Create(
-            new=new, params=params, now=now, replace_live=replace_live, audit=audit
-        )
-        return await self._create_run(create)
+    async def _create_verb(self, values: _params.Params) -> CreateResult:
+        params = _params.create(values["new"], now=values["now"], lease=values.pop("lease"))
+        return await self._create_run(_params.Create(params=params, **values))
+
+    create_workflow = derived(Store.create_workflow, _create_verb)
 
     async def fork_workflow(
         self, fork: ForkRequest, *, now: float, audit: AuditNote | None = None
@@ -136,123 +127,48 @@ class SQLVerbs(abc.ABC):
         statuses = frozenset(() if status is None else (status,))
         return await self.list_page(ListQuery(limit=limit, statuses=statuses))
 
-    async def finish_workflow(
-        self,
-        run_id: str,
-        *,
-        token: str,
-        status: WorkflowStatus,
-        result: str | None,
-        error: str | None,
-        now: float,
-        final_step: StepRecord | None = None,
-        has_parent: bool = True,
-        cancel_seen: bool = False,
-    ) -> None:
-        params = {
-            "run_id": run_id,
-            "token": token,
-            "status": status.value,
-            "result": result,
-            "error": error,
-            "now": now,
-            "cancel_seen": cancel_seen,
-        }
-        await self._finish(params, final_step, has_parent)
+    async def _finish_verb(self, values: _params.Params) -> None:
+        final_step, has_parent = values.pop("final_step"), values.pop("has_parent")
+        await self._finish({**values, "status": values["status"].value}, final_step, has_parent)
 
-    async def suspend_workflow(
-        self, run_id: str, *, token: str, error: str, now: float, next_run_at: float
-    ) -> None:
-        params = {
-            "run_id": run_id,
-            "token": token,
-            "error": error,
-            "now": now,
-            "next_run_at": next_run_at,
-        }
-        await self._suspend(params)
+    finish_workflow = derived(Store.finish_workflow, _finish_verb)
 
-    async def claim_due(
-        self,
-        *,
-        owner: str,
-        now: float,
-        lease_timeout: float,
-        limit: int,
-        exclude: Collection[str],
-        queues: Collection[str] | None = None,
-        versions: Collection[str | None] | None = None,
-    ) -> list[tuple[WorkflowRecord, Lease]]:
-        claim = _params.Claim(
-            due=_params.Due(owner=owner, queues=queues, versions=versions),
-            now=now,
-            lease_timeout=lease_timeout,
-            limit=limit,
-            exclude=exclude,
-        )
-        return await self._claim(claim)
+    async def _suspend_verb(self, values: _params.Params) -> None:
+        await self._suspend(values)
 
-    async def next_due(
-        self,
-        *,
-        owner: str,
-        queues: Collection[str] | None = None,
-        versions: Collection[str | None] | None = None,
-    ) -> float | None:
-        return await self._next_due(_params.Due(owner=owner, queues=queues, versions=versions))
+    suspend_workflow = derived(Store.suspend_workflow, _suspend_verb)
 
-    async def end_workflow(
-        self,
-        run_id: str,
-        *,
-        status: WorkflowStatus,
-        error: str | None,
-        now: float,
-        audit: AuditNote | None = None,
-    ) -> bool:
-        params = {"run_id": run_id, "status": status.value, "error": error, "now": now}
-        return await self._end(params, audit)
+    async def _claim_verb(self, values: _params.Params) -> list[tuple[WorkflowRecord, Lease]]:
+        due = _params.Due(**{name: values.pop(name) for name in ("owner", "queues", "versions")})
+        return await self._claim(_params.Claim(due=due, **values))
+
+    claim_due = derived(Store.claim_due, _claim_verb)
+
+    async def _next_due_verb(self, values: _params.Params) -> float | None:
+        return await self._next_due(_params.Due(**values))
+
+    next_due = derived(Store.next_due, _next_due_verb)
+
+    async def _end_verb(self, values: _params.Params) -> bool:
+        audit = values.pop("audit")
+        return await self._end({**values, "status": values["status"].value}, audit)
+
+    end_workflow = derived(Store.end_workflow, _end_verb)
 
     # ------------------------------------------------------------------ durable waits
 
-    async def send_signal(
-        self,
-        key: str,
-        *,
-        name: str,
-        payload: str,
-        dedupe_id: str | None,
-        now: float,
-        run_id: str | None = None,
-        audit: AuditNote | None = None,
-    ) -> tuple[WorkflowRecord | None, bool]:
-        send = _params.Send(
-            key=key,
-            name=name,
-            payload=payload,
-            dedupe_id=dedupe_id,
-            now=now,
-            run_id=run_id,
-            audit=audit,
-        )
-        return await self._send(send)
+    async def _send_verb(self, values: _params.Params) -> tuple[WorkflowRecord | None, bool]:
+        return await self._send(_params.Send(**values))
+
+    send_signal = derived(Store.send_signal, _send_verb)
 
     async def receive_signal(
         self, receive: SignalReceive, *, accept: Callable[[str], str | None], now: float
     ) -> str | None:
         return await self._receive(_params.Receive.of(receive, accept, now))
 
-    async def wait_workflow(
-        self,
-        run_id: str,
-        *,
-        token: str,
-        waiting_for: str,
-        next_run_at: float | None,
-        step: StepRecord | None,
-        now: float,
-    ) -> None:
-        params = _params.wait(
-            run_id, token=token, waiting_for=waiting_for, next_run_at=next_run_at, now=now
-        )
-        await self._wait(params, _params.step(step) if step else None)
+    async def _wait_verb(self, values: _params.Params) -> None:
+        step = values.pop("step")
+        await self._wait(_params.wait(**values), _params.step(step) if step else None)
+
+    wait_workflow = derived(Store.wait_workflow, _wait_verb)

@@ -51,17 +51,20 @@ class Ready:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Ended:
-    """The execution ``run_id`` ended: its waiters read it, its runner (if any) stops."""
+class RunNotice:
+    """A notice about one execution, ``run_id`` (its kind is its class)."""
 
     run_id: str
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class CancelRequested:
-    """A cancel was requested of the execution ``run_id``: its runner reads the reason."""
+class Ended(RunNotice):
+    """The execution ``run_id`` ended: its waiters read it, its runner (if any) stops."""
 
-    run_id: str
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CancelRequested(RunNotice):
+    """A cancel was requested of the execution ``run_id``: its runner reads the reason."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -70,10 +73,8 @@ class SchedulesChanged:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Published:
+class Published(RunNotice):
     """The execution ``run_id`` published events or stream items: its readers look."""
-
-    run_id: str
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -16,25 +16,19 @@ class Outputs:
         self._run = run
 
     async def publish(self, publication: Publication, *, token: str, now: float) -> None:
-        step = _outputs.step_params(publication)
-        outputs = _outputs.output_params(publication, now)
-        attributes = _outputs.attribute_params(publication)
+        writes = _outputs.writes(publication, token=token, now=now)
 
         async def op(conn: Conn, retried: bool) -> None:
             # Checked every time, not only on a retry: a step of this call id is never written
             # by anything but this verb, so finding it means the work is done.
-            if await exists(conn, "step_recorded", step):
+            if await exists(conn, "step_recorded", writes.step):
                 return
             # The row lock (not a share lock) makes this transaction the run's only writer of
             # outputs: the next seq and position are read and written under it.
-            if not await exists(conn, "lock_owned", {"run_id": step["run_id"], "token": token}):
-                raise errors.LeaseLost(step["run_id"])
-            await conn.execute(Q["upsert_step"], step)
-            for params in outputs:
-                await conn.execute(Q["insert_output"], params)
-            for params in attributes:
-                await conn.execute(Q["upsert_search_attribute"], params)
-                await conn.execute(Q["insert_attribute_write"], params)
+            if not await exists(conn, "lock_owned", writes.owned):
+                raise errors.LeaseLost(writes.owned["run_id"])
+            for name, params in writes.statements:
+                await conn.execute(Q[name], params)
 
         await self._run(op)
 

@@ -21,22 +21,15 @@ class Outputs:
         self._call = call
 
     async def publish(self, publication: Publication, *, token: str, now: float) -> None:
-        step = _outputs.step_params(publication)
-        outputs = _outputs.output_params(publication, now)
-        attributes = _outputs.attribute_params(publication)
+        writes = _outputs.writes(publication, token=token, now=now)
 
         def op(conn: sqlite3.Connection) -> None:
-            if conn.execute(_Q["step_recorded"], step).fetchone() is not None:
+            if conn.execute(_Q["step_recorded"], writes.step).fetchone() is not None:
                 return  # written before: once only
-            owned = {"run_id": step["run_id"], "token": token}
-            if conn.execute(_Q["check_owner"], owned).fetchone() is None:
-                raise errors.LeaseLost(step["run_id"])
-            conn.execute(_Q["upsert_step"], step)
-            for params in outputs:
-                conn.execute(_Q["insert_output"], params)
-            for params in attributes:
-                conn.execute(_Q["upsert_search_attribute"], params)
-                conn.execute(_Q["insert_attribute_write"], params)
+            if conn.execute(_Q["check_owner"], writes.owned).fetchone() is None:
+                raise errors.LeaseLost(writes.owned["run_id"])
+            for name, params in writes.statements:
+                conn.execute(_Q[name], params)
 
         await self._call(op)
 

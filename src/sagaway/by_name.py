@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from sagaway import errors, serialization
 from sagaway._engine import flow
-from sagaway._engine.flow_control import FlowOptions
+from sagaway._engine.flow_control import StartPlacing, split_placing
 from sagaway._engine.options import check_deadline
 from sagaway.randomness import new_id
 from sagaway.registry import WorkflowDef
@@ -34,20 +34,19 @@ async def start_by_name(
     on_conflict: OnConflict,
     deadline: float | None,
     reason: str | None = None,
-    keyed: FlowOptions | None = None,
-    asked: tuple[int | None, str | None, float | None] = (None, None, None),
+    placing: StartPlacing | None = None,
 ) -> WorkflowHandle[Any]:
     """Start the workflow registered as ``name`` in some other process (a worker), with its
     arguments by parameter name as plain JSON values. A name this process registered is
     started as ``WorkflowCall`` would, its arguments encoded by the function's annotations.
-    ``keyed``: its per-key order and debounce; ``asked``: its priority, fairness key and
-    weight (as ``execute()`` takes them; checked before anything is stored)."""
+    ``placing``: its order, debounce, priority and fairness (as ``execute()`` takes them;
+    checked before anything is stored)."""
     engine = engines.require()
     if not isinstance(on_conflict, OnConflict):
         raise TypeError("on_conflict must be a sagaway.OnConflict")
     check_deadline(deadline)
+    keyed, asked = split_placing(placing or {}, "start_by_name()")
     start_flow = flow.of_start(*asked)
-    keyed = keyed if keyed is not None else FlowOptions()
     if name in engine.registry.names():
         call = WorkflowCall[Any](engines, name, (), kwargs)
         return await call._start(key, on_conflict, deadline, None, reason, keyed, start_flow)

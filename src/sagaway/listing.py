@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from sagaway import search
 from sagaway._engine import audit
@@ -19,47 +19,59 @@ if TYPE_CHECKING:
     from sagaway._engine.engine import Engine
 
 
-async def list_workflows(
-    store: Store,
-    *,
-    status: str | Collection[str] | None,
-    limit: int,
-    name: str | None,
-    key_prefix: str | None,
-    since: float | None,
-    until: float | None,
-    after: str | None,
-    code_versions: Collection[str | None] | None,
-    where: search.Where | None = None,
-    ordering_key: str | None = None,
-    debounce_key: str | None = None,
-    priority: int | None = None,
-    fairness_key: str | None = None,
-) -> list[WorkflowDescription]:
+class ListFilter(TypedDict, total=False):
+    """What ``Manager.list_workflows`` (and ``sagaway list``) take: which workflows, and how
+    many. Each is optional: none given, the newest ``limit`` (default 100) of every status.
+    Their meanings: ``ClientCalls.list_workflows``."""
+
+    status: str | Collection[str] | None
+    limit: int
+    name: str | None
+    key_prefix: str | None
+    since: float | None
+    until: float | None
+    after: str | None
+    code_versions: Collection[str | None] | None
+    where: search.Where | None
+    ordering_key: str | None
+    debounce_key: str | None
+    priority: int | None
+    fairness_key: str | None
+
+
+_FILTERS = ListFilter.__optional_keys__
+DEFAULT_LIMIT = 100
+
+
+async def list_workflows(store: Store, **filters: Unpack[ListFilter]) -> list[WorkflowDescription]:
     """See ``Manager.list_workflows`` (which reads its engine's store; ``sagaway list`` reads
     a store it opened itself: ``reading``)."""
-    status = statuses_named(status)  # "FAILED" as well as WorkflowStatus.FAILED
-    attributes = search.filters(where)
-    flow = (ordering_key, debounce_key, priority, fairness_key)
+    unknown = sorted(set(filters) - _FILTERS)
+    if unknown:
+        raise TypeError(f"list_workflows() got an unexpected keyword argument {unknown[0]!r}")
+    limit = filters.get("limit", DEFAULT_LIMIT)
+    status = statuses_named(filters.get("status"))  # "FAILED" as well as WorkflowStatus.FAILED
+    attributes = search.filters(filters.get("where"))
+    priority, fairness_key = filters.get("priority"), filters.get("fairness_key")
     _check_flow_filters(priority, fairness_key)
-    plain = (name, key_prefix, since, until, after, code_versions, *flow) == (None,) * 10
-    plain = plain and not attributes
-    if plain and (status is None or isinstance(status, WorkflowStatus)):
+    narrowed = {n for n, v in filters.items() if v is not None} - {"status", "limit", "where"}
+    if not narrowed and not attributes and (status is None or isinstance(status, WorkflowStatus)):
         records = await store.list_workflows(status=status, limit=limit)
     else:
         statuses = [status] if isinstance(status, WorkflowStatus) else list(status or ())
+        after = filters.get("after")
         query = ListQuery(
             limit=limit,
             statuses=frozenset(statuses),
-            name=name,
-            key_prefix=key_prefix or "",
-            since=since,
-            until=until,
+            name=filters.get("name"),
+            key_prefix=filters.get("key_prefix") or "",
+            since=filters.get("since"),
+            until=filters.get("until"),
             after=None if after is None else parse_cursor(after),
-            code_versions=frozenset(code_versions or ()),
+            code_versions=frozenset(filters.get("code_versions") or ()),
             attributes=attributes,
-            ordering_key=ordering_key,
-            debounce_key=debounce_key,
+            ordering_key=filters.get("ordering_key"),
+            debounce_key=filters.get("debounce_key"),
             priority=priority,
             fairness_key=fairness_key,
         )

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Collection
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Unpack
 
 from sagaway import descriptions, errors, listing, search
 from sagaway._engine import outages
@@ -42,39 +42,10 @@ class Reader:
         self.options = _Options(unavailable_timeout)
 
     async def list_workflows(
-        self,
-        *,
-        status: str | Collection[str] | None = None,
-        limit: int = 100,
-        name: str | None = None,
-        key_prefix: str | None = None,
-        since: float | None = None,
-        until: float | None = None,
-        after: str | None = None,
-        code_versions: Collection[str | None] | None = None,
-        where: search.Where | None = None,
-        ordering_key: str | None = None,
-        debounce_key: str | None = None,
-        priority: int | None = None,
-        fairness_key: str | None = None,
+        self, **filters: Unpack[listing.ListFilter]
     ) -> list[WorkflowDescription]:
         """As ``Manager.list_workflows``."""
-        return await listing.list_workflows(
-            self.store,
-            status=status,
-            limit=limit,
-            name=name,
-            key_prefix=key_prefix,
-            since=since,
-            until=until,
-            after=after,
-            code_versions=code_versions,
-            where=where,
-            ordering_key=ordering_key,
-            debounce_key=debounce_key,
-            priority=priority,
-            fairness_key=fairness_key,
-        )
+        return await listing.list_workflows(self.store, **filters)
 
     async def describe(self, key: str) -> WorkflowDescription:
         """As ``manager.get_workflow(key).describe()`` (tried again through an outage)."""

@@ -172,13 +172,6 @@ class SyncClient:
         deadline: float | None = None,
         task_queue: str = "default",
         timeout: float | None = None,
-        ordering_key: str | None = None,
-        debounce_key: str | None = None,
-        debounce: float | None = None,
-        debounce_max_wait: float | None = None,
-        priority: int | None = None,
-        fairness_key: str | None = None,
-        fairness_weight: float | None = None,
         **kwargs: Any,
     ) -> SyncWorkflowHandle[Any]:
         """Start ``workflow`` under ``key`` (default: a new random key), or join the execution
@@ -204,13 +197,6 @@ class SyncClient:
             on_conflict=on_conflict,
             deadline=deadline,
             task_queue=task_queue,
-            ordering_key=ordering_key,
-            debounce_key=debounce_key,
-            debounce=debounce,
-            debounce_max_wait=debounce_max_wait,
-            priority=priority,
-            fairness_key=fairness_key,
-            fairness_weight=fairness_weight,
         )
         return SyncWorkflowHandle(self, self._call(go))
 
@@ -269,13 +255,6 @@ class SyncClient:
         wait_timeout: float | None = None,
         task_queue: str = "default",
         timeout: float | None = None,
-        ordering_key: str | None = None,
-        debounce_key: str | None = None,
-        debounce: float | None = None,
-        debounce_max_wait: float | None = None,
-        priority: int | None = None,
-        fairness_key: str | None = None,
-        fairness_weight: float | None = None,
         **kwargs: Any,
     ) -> Any:
         """Start ``workflow`` (as ``start``, ``deadline`` the workflow's) and wait for its
@@ -294,13 +273,6 @@ class SyncClient:
             on_conflict=on_conflict,
             deadline=_renamed.deadline("SyncClient.execute_get()", timeout, deadline),
             task_queue=task_queue,
-            ordering_key=ordering_key,
-            debounce_key=debounce_key,
-            debounce=debounce,
-            debounce_max_wait=debounce_max_wait,
-            priority=priority,
-            fairness_key=fairness_key,
-            fairness_weight=fairness_weight,
             **kwargs,
         )
         return handle.result(timeout=wait_timeout)

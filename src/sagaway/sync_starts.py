@@ -7,8 +7,9 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol, Unpack
+from typing import Any, Protocol, Unpack, cast
 
+from sagaway._engine.flow_control import PLACING, StartPlacing
 from sagaway.batches import BatchAction, BatchOptions, BatchReport, WorkflowFilter
 from sagaway.registry import Registry
 from sagaway.signals import Signal
@@ -37,13 +38,7 @@ class ClientManager(Protocol):
         task_queue: str = "default",
         on_conflict: OnConflict = OnConflict.ATTACH,
         deadline: float | None = None,
-        ordering_key: str | None = None,
-        debounce_key: str | None = None,
-        debounce: float | None = None,
-        debounce_max_wait: float | None = None,
-        priority: int | None = None,
-        fairness_key: str | None = None,
-        fairness_weight: float | None = None,
+        **placing: Unpack[StartPlacing],
     ) -> WorkflowHandle[Any]: ...
 
     def get_workflow(self, key: str) -> WorkflowHandle[Any]: ...
@@ -69,26 +64,12 @@ async def start(
     on_conflict: OnConflict,
     deadline: float | None,
     task_queue: str,
-    ordering_key: str | None,
-    debounce_key: str | None,
-    debounce: float | None,
-    debounce_max_wait: float | None,
-    priority: int | None,
-    fairness_key: str | None,
-    fairness_weight: float | None,
 ) -> WorkflowHandle[Any]:
     """A registered function or name as ``execute()`` starts it; a name known here by name
-    only as ``start_by_name`` does (arguments by parameter name only)."""
-    options: dict[str, Any] = {
-        "ordering_key": ordering_key,
-        "debounce_key": debounce_key,
-        "debounce": debounce,
-        "debounce_max_wait": debounce_max_wait,
-        "priority": priority,
-        "fairness_key": fairness_key,
-        "fairness_weight": fairness_weight,
-    }
-    kwargs, options = own_arguments(manager, workflow, kwargs, options)
+    only as ``start_by_name`` does (arguments by parameter name only). ``kwargs``: the
+    workflow's keyword arguments and the start's ``StartPlacing`` options, told apart by
+    ``own_arguments``."""
+    kwargs, options = own_arguments(manager, workflow, kwargs)
     if isinstance(workflow, str) and workflow not in manager.registry.names():
         if args:
             raise TypeError(
@@ -116,17 +97,18 @@ def own_arguments(
     manager: ClientManager,
     workflow: Callable[..., Coroutine[Any, Any, Any]] | str,
     kwargs: dict[str, Any],
-    options: dict[str, Any],
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The workflow's keyword arguments and the start's options. These options came after
-    ``start(fn, **kwargs)`` passed every other keyword to the workflow: a name a registered
-    workflow declares as a parameter of its own (``priority`` of an order, say) stays its
-    argument, as before. A workflow known here by name only has no parameters to look at:
-    there the names are the start's options (a workflow parameter of the same name is given
-    through ``Manager.start_by_name``'s arguments dictionary; docs/sync-client.md)."""
-    given = {name: value for name, value in options.items() if value is not None}
-    if not given or (isinstance(workflow, str) and workflow not in manager.registry.names()):
-        return kwargs, given
-    declared = inspect.signature(manager.registry.workflow(workflow).fn).parameters
-    theirs = {n: v for n, v in given.items() if n in declared}
-    return {**kwargs, **theirs}, {n: v for n, v in given.items() if n not in theirs}
+) -> tuple[dict[str, Any], StartPlacing]:
+    """The workflow's keyword arguments and the start's options (``StartPlacing``) among
+    ``kwargs``. These options came after ``start(fn, **kwargs)`` passed every other keyword to
+    the workflow: a name a registered workflow declares as a parameter of its own
+    (``priority`` of an order, say) stays its argument, as before. A workflow known here by
+    name only has no parameters to look at: there the names are the start's options (a
+    workflow parameter of the same name is given through ``Manager.start_by_name``'s
+    arguments dictionary; docs/sync-client.md). An option given as None is not given."""
+    given = {n: v for n, v in kwargs.items() if n in PLACING and v is not None}
+    kwargs = {n: v for n, v in kwargs.items() if n not in PLACING}
+    if given and (not isinstance(workflow, str) or workflow in manager.registry.names()):
+        declared = inspect.signature(manager.registry.workflow(workflow).fn).parameters
+        kwargs |= {n: v for n, v in given.items() if n in declared}
+        given = {n: v for n, v in given.items() if n not in declared}
+    return kwargs, cast(StartPlacing, given)

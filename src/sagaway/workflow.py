@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, Unpack
 
 from sagaway import _renamed, descriptions, errors, search, serialization, streams, updates
 from sagaway._engine import audit, context, end_wait, flow, history, outages, pausing, replaying
 from sagaway._engine.executor import Execution, current_execution
-from sagaway._engine.flow_control import FlowOptions
+from sagaway._engine.flow_control import Asked, FlowOptions, StartPlacing, split_placing
 from sagaway._engine.options import check_deadline
 from sagaway.activity_calls import ActivityCall as ActivityCall  # re-exported
 from sagaway.activity_calls import PendingCall
@@ -234,13 +234,7 @@ class WorkflowCall(PendingCall[R]):
         concurrency_key: str | None = None,
         timeout: float | None = None,
         reason: str | None = None,
-        ordering_key: str | None = None,
-        debounce_key: str | None = None,
-        debounce: float | None = None,
-        debounce_max_wait: float | None = None,
-        priority: int | None = None,
-        fairness_key: str | None = None,
-        fairness_weight: float | None = None,
+        **placing: Unpack[StartPlacing],
     ) -> WorkflowHandle[R]:
         """Start the workflow (or find the execution its key names) and return a handle.
 
@@ -261,6 +255,9 @@ class WorkflowCall(PendingCall[R]):
         recorded in the audit trail, as every start outside a workflow is under
         ``Manager(audit="all")``. Not for child workflows.
 
+        ``placing`` (``StartPlacing``: ``ordering_key``, ``debounce_key``, ``debounce``,
+        ``debounce_max_wait``, ``priority``, ``fairness_key``, ``fairness_weight``):
+
         ``ordering_key``: the executions started with this key run one at a time, in the
         order started, cluster-wide; each waits PENDING until those before it ended.
 
@@ -276,8 +273,7 @@ class WorkflowCall(PendingCall[R]):
         """
         deadline = _renamed.deadline("execute()", timeout, deadline)
         _check_start(on_conflict, deadline)
-        keyed = FlowOptions(ordering_key, debounce_key, debounce, debounce_max_wait)
-        asked = (priority, fairness_key, fairness_weight)
+        keyed, asked = split_placing(placing, "execute()")
         if (execution := current_execution()) is not None:
             _top_level_only(concurrency_key, reason, keyed)
             return await self._start_child(execution, idempotency_key, deadline, asked)
@@ -291,7 +287,7 @@ class WorkflowCall(PendingCall[R]):
         execution: Execution,
         key: str | None,
         deadline: float | None,
-        asked: tuple[int | None, str | None, float | None],
+        asked: Asked,
     ) -> WorkflowHandle[R]:
         """A child's start, once, from the running ``execution`` (its parent): with its
         parent's priority and fairness unless ``asked`` gives its own."""
@@ -343,15 +339,14 @@ class WorkflowCall(PendingCall[R]):
         deadline: float | None = None,
         concurrency_key: str | None = None,
         workflow_timeout: float | None = None,
-        priority: int | None = None,
-        fairness_key: str | None = None,
-        fairness_weight: float | None = None,
+        **placing: Unpack[StartPlacing],
     ) -> R:
         """Start the workflow and wait for its result.
 
         ``timeout`` bounds this wait, from this call (``TimeoutError``; the workflow runs on);
         ``deadline`` is the workflow's own (see ``execute``). (``workflow_timeout=`` is the
-        deprecated old name of ``deadline``.) ``priority``, ``fairness_*``: see ``execute``.
+        deprecated old name of ``deadline``.) ``placing`` (``priority``, ``fairness_*``,
+        ``ordering_key``, ``debounce*``): see ``execute``.
         """
         deadline = _renamed.workflow_deadline("execute_get()", workflow_timeout, deadline)
         handle = await self.execute(
@@ -359,9 +354,7 @@ class WorkflowCall(PendingCall[R]):
             on_conflict=on_conflict,
             deadline=deadline,
             concurrency_key=concurrency_key,
-            priority=priority,
-            fairness_key=fairness_key,
-            fairness_weight=fairness_weight,
+            **placing,
         )
         return await handle.result(timeout=timeout)
 
@@ -393,9 +386,7 @@ class WorkflowCall(PendingCall[R]):
         deadline: float | None = None,
         concurrency_key: str | None = None,
         workflow_timeout: float | None = None,
-        priority: int | None = None,
-        fairness_key: str | None = None,
-        fairness_weight: float | None = None,
+        **placing: Unpack[StartPlacing],
     ) -> None:
         """Start the workflow and wait until it ends; the result is discarded (``timeout``
         and ``deadline`` as in ``execute_get``)."""
@@ -406,9 +397,7 @@ class WorkflowCall(PendingCall[R]):
             timeout=timeout,
             deadline=deadline,
             concurrency_key=concurrency_key,
-            priority=priority,
-            fairness_key=fairness_key,
-            fairness_weight=fairness_weight,
+            **placing,
         )
 
 

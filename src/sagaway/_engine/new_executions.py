@@ -49,7 +49,7 @@ def build(
     ``flow``: its priority and fairness key and weight (checked by ``flow.of_start``).
     ``keyed``: its per-key order and debounce (``flow_control``)."""
     check_deadline(deadline)
-    keyed = keyed or FlowOptions()
+    keyed = keyed or flow_control.UNKEYED
     flow_control.check_ordering(keyed.ordering_key)
     flow_control.check_debounce(keyed.debounce_key, keyed.debounce, keyed.debounce_max_wait)
     if code_version is not None:

@@ -7,15 +7,16 @@ What an application does with workflows, in or outside a workflow; an operator's
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Unpack
 
-from sagaway import _renamed, errors, listing, search
+from sagaway import _renamed, errors, listing
 from sagaway._engine import context
 from sagaway._engine.engine import EngineRef
 from sagaway._engine.executor import current_execution
-from sagaway._engine.flow_control import FlowOptions
+from sagaway._engine.flow_control import StartPlacing
 from sagaway.by_name import start_by_name
+from sagaway.listing import ListFilter
 from sagaway.signals import Signal
 from sagaway.states import OnConflict, WorkflowStatus
 from sagaway.store.records import SignalRecord
@@ -57,21 +58,15 @@ class ClientCalls:
         deadline: float | None = None,
         timeout: float | None = None,
         reason: str | None = None,
-        ordering_key: str | None = None,
-        debounce_key: str | None = None,
-        debounce: float | None = None,
-        debounce_max_wait: float | None = None,
-        priority: int | None = None,
-        fairness_key: str | None = None,
-        fairness_weight: float | None = None,
+        **placing: Unpack[StartPlacing],
     ) -> WorkflowHandle[Any]:
         """Start a workflow known here by name only (a worker registered it), its arguments by
         parameter name as JSON values; ``result()`` returns plain JSON. A name registered here
         is started as ``workflow(name, **kwargs).execute(deadline=...)`` would (``timeout=``:
         the deprecated old name of ``deadline``). ``reason``: an operator's start, recorded in
-        the audit trail with it. ``ordering_key``, ``debounce_key``, ``debounce``,
-        ``debounce_max_wait``, ``priority``, ``fairness_key``, ``fairness_weight``: as
-        ``execute()`` takes them (docs/limits.md)."""
+        the audit trail with it. ``placing`` (``StartPlacing``: ``ordering_key``,
+        ``debounce_key``, ``debounce``, ``debounce_max_wait``, ``priority``, ``fairness_key``,
+        ``fairness_weight``): as ``execute()`` takes them (docs/limits.md)."""
         return await start_by_name(
             self._ref,
             name,
@@ -81,8 +76,7 @@ class ClientCalls:
             on_conflict=on_conflict,
             deadline=_renamed.deadline("start_by_name()", timeout, deadline),
             reason=reason,
-            keyed=FlowOptions(ordering_key, debounce_key, debounce, debounce_max_wait),
-            asked=(priority, fairness_key, fairness_weight),
+            placing=placing,
         )
 
     def signal(self, name: str) -> Signal:
@@ -110,24 +104,9 @@ class ClientCalls:
         """A handle for the workflow under ``key`` (no I/O; methods raise WorkflowNotFound)."""
         return WorkflowHandle(self._ref, key)
 
-    async def list_workflows(
-        self,
-        *,
-        status: str | Collection[str] | None = None,
-        limit: int = 100,
-        name: str | None = None,
-        key_prefix: str | None = None,
-        since: float | None = None,
-        until: float | None = None,
-        after: str | None = None,
-        code_versions: Collection[str | None] | None = None,
-        where: search.Where | None = None,
-        ordering_key: str | None = None,
-        debounce_key: str | None = None,
-        priority: int | None = None,
-        fairness_key: str | None = None,
-    ) -> list[WorkflowDescription]:
-        """Current workflows, newest first (steps not included).
+    async def list_workflows(self, **filters: Unpack[ListFilter]) -> list[WorkflowDescription]:
+        """Current workflows, newest first (steps not included). Every filter is optional
+        (``ListFilter``); none given, the newest 100 of every status.
 
         Args:
             status: only this status, or any of these (``WorkflowStatus`` or its name).
@@ -152,22 +131,7 @@ class ClientCalls:
         Raises ValueError when ``after`` is not a cursor, a status is unknown or a filter is
         malformed.
         """
-        return await listing.list_workflows(
-            self._ref.require().store,
-            status=status,
-            limit=limit,
-            name=name,
-            key_prefix=key_prefix,
-            since=since,
-            until=until,
-            after=after,
-            code_versions=code_versions,
-            where=where,
-            ordering_key=ordering_key,
-            debounce_key=debounce_key,
-            priority=priority,
-            fairness_key=fairness_key,
-        )
+        return await listing.list_workflows(self._ref.require().store, **filters)
 
     async def list_signals(self, key: str) -> list[SignalRecord]:
         """Signals sent to the current workflow under ``key``, delivered or not, in order."""

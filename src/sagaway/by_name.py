@@ -10,10 +10,9 @@ from sagaway import errors, serialization
 from sagaway._engine import flow
 from sagaway._engine.flow_control import StartPlacing, split_placing
 from sagaway._engine.options import check_deadline
-from sagaway.randomness import new_id
 from sagaway.registry import WorkflowDef
 from sagaway.states import OnConflict
-from sagaway.workflow import WorkflowCall, WorkflowHandle, start_note
+from sagaway.workflow import ClientStart, WorkflowCall, WorkflowHandle, start_outside
 
 if TYPE_CHECKING:
     from sagaway._engine.engine import EngineRef
@@ -46,10 +45,9 @@ async def start_by_name(
         raise TypeError("on_conflict must be a sagaway.OnConflict")
     check_deadline(deadline)
     keyed, asked = split_placing(placing or {}, "start_by_name()")
-    start_flow = flow.of_start(*asked)
+    start = ClientStart(key, on_conflict, deadline, reason, keyed, flow.of_start(*asked))
     if name in engine.registry.names():
-        call = WorkflowCall[Any](engines, name, (), kwargs)
-        return await call._start(key, on_conflict, deadline, None, reason, keyed, start_flow)
+        return await WorkflowCall[Any](engines, name, (), kwargs)._start(start)
     if not isinstance(name, str) or not name:
         raise ValueError("a workflow name is a non-empty string")
     if not isinstance(task_queue, str) or not task_queue:
@@ -63,16 +61,4 @@ async def start_by_name(
         codec=serialization.FunctionCodec(_unregistered, f"workflow {name!r}"),
         task_queue=task_queue,
     )
-    key = key if key is not None else new_id()
-    record, _ = await engine.start(
-        defn,
-        args_json,
-        key=key,
-        on_conflict=on_conflict,
-        deadline=deadline,
-        client=True,
-        audit_note=start_note(engine.options.audit, reason, on_conflict),
-        flow=start_flow,
-        keyed=keyed,
-    )
-    return WorkflowHandle(engines, record.key, record.run_id)  # a joined burst: its key
+    return await start_outside(engines, defn, args_json, start)

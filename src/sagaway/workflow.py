@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, Unpack, cast
 
 from sagaway import _renamed, descriptions, errors, search, serialization, streams, updates
 from sagaway._engine import audit, context, end_wait, flow, history, outages, pausing, replaying
 from sagaway._engine.executor import Execution, current_execution
-from sagaway._engine.flow_control import Asked, FlowOptions, StartPlacing, split_placing
+from sagaway._engine.flow_control import (
+    PLACING,
+    Asked,
+    FlowOptions,
+    StartPlacing,
+    split_placing,
+)
 from sagaway._engine.options import check_deadline
 from sagaway.activity_calls import ActivityCall as ActivityCall  # re-exported
 from sagaway.activity_calls import PendingCall
@@ -277,10 +284,10 @@ class WorkflowCall(PendingCall[R]):
         if (execution := current_execution()) is not None:
             _top_level_only(concurrency_key, reason, keyed)
             return await self._start_child(execution, idempotency_key, deadline, asked)
-        start_flow = flow.of_start(*asked)
-        return await self._start(
-            idempotency_key, on_conflict, deadline, concurrency_key, reason, keyed, start_flow
+        start = ClientStart(
+            idempotency_key, on_conflict, deadline, reason, keyed, flow.of_start(*asked)
         )
+        return await self._start(start, concurrency_key)
 
     async def _start_child(
         self,
@@ -302,61 +309,40 @@ class WorkflowCall(PendingCall[R]):
         return WorkflowHandle(self._engines, child_key, child_of=defn)
 
     async def _start(
-        self,
-        key: str | None,
-        on_conflict: OnConflict,
-        deadline: float | None,
-        concurrency_key: str | None,
-        reason: str | None,
-        keyed: FlowOptions,
-        start_flow: flow.Flow = flow.PLAIN,
+        self, start: ClientStart, concurrency_key: str | None = None
     ) -> WorkflowHandle[R]:
-        """A start outside a workflow (audited as ``start_note`` says)."""
+        """A start outside a workflow, of this call's function and arguments."""
         engine = self._engines.require()
         defn = engine.registry.workflow(self._fn)
         args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
-        key = key if key is not None else new_id()
-        record, _ = await engine.start(
-            defn,
-            args_json,
-            key=key,
-            on_conflict=on_conflict,
-            deadline=deadline,
-            concurrency_key=concurrency_key,
-            client=True,  # rides through an outage: every attempt creates one execution
-            audit_note=start_note(engine.options.audit, reason, on_conflict),
-            flow=start_flow,
-            keyed=keyed,
-        )
-        return WorkflowHandle(self._engines, record.key, record.run_id)
+        return await start_outside(self._engines, defn, args_json, start, concurrency_key)
 
-    async def execute_get(
-        self,
-        *,
-        idempotency_key: str | None = None,
-        on_conflict: OnConflict = OnConflict.ATTACH,
-        timeout: float | None = None,
-        deadline: float | None = None,
-        concurrency_key: str | None = None,
-        workflow_timeout: float | None = None,
-        **placing: Unpack[StartPlacing],
-    ) -> R:
+    async def execute_get(self, **options: Unpack[WaitedStart]) -> R:
         """Start the workflow and wait for its result.
 
-        ``timeout`` bounds this wait, from this call (``TimeoutError``; the workflow runs on);
-        ``deadline`` is the workflow's own (see ``execute``). (``workflow_timeout=`` is the
-        deprecated old name of ``deadline``.) ``placing`` (``priority``, ``fairness_*``,
-        ``ordering_key``, ``debounce*``): see ``execute``.
+        ``options`` (``WaitedStart``): ``execute``'s (``idempotency_key``, ``on_conflict``,
+        ``deadline``, ``concurrency_key``, ``priority``, ``fairness_*``, ``ordering_key``,
+        ``debounce*``), and ``timeout``, which bounds this wait, from this call
+        (``TimeoutError``; the workflow runs on), where ``deadline`` is the workflow's own.
+        (``workflow_timeout=`` is the deprecated old name of ``deadline``.)
         """
-        deadline = _renamed.workflow_deadline("execute_get()", workflow_timeout, deadline)
+        old = options.pop("workflow_timeout", None)
+        deadline = _renamed.workflow_deadline("execute_get()", old, options.get("deadline"))
+        return await self._start_and_wait("execute_get()", deadline, options)
+
+    async def _start_and_wait(self, call: str, deadline: float | None, options: WaitedStart) -> R:
+        unknown = sorted(set(options) - WAITED)
+        if unknown:
+            raise TypeError(f"{call} got an unexpected keyword argument {unknown[0]!r}")
+        placing = {name: value for name, value in options.items() if name in PLACING}
         handle = await self.execute(
-            idempotency_key=idempotency_key,
-            on_conflict=on_conflict,
+            idempotency_key=options.get("idempotency_key"),
+            on_conflict=options.get("on_conflict", OnConflict.ATTACH),
             deadline=deadline,
-            concurrency_key=concurrency_key,
-            **placing,
+            concurrency_key=options.get("concurrency_key"),
+            **cast(StartPlacing, placing),
         )
-        return await handle.result(timeout=timeout)
+        return await handle.result(timeout=options.get("timeout"))
 
     async def update_with_start(
         self,
@@ -377,28 +363,29 @@ class WorkflowCall(PendingCall[R]):
             update, payload, update_id=update_id, timeout=timeout, result_type=result_type
         )
 
-    async def execute_wait(
-        self,
-        *,
-        idempotency_key: str | None = None,
-        on_conflict: OnConflict = OnConflict.ATTACH,
-        timeout: float | None = None,
-        deadline: float | None = None,
-        concurrency_key: str | None = None,
-        workflow_timeout: float | None = None,
-        **placing: Unpack[StartPlacing],
-    ) -> None:
-        """Start the workflow and wait until it ends; the result is discarded (``timeout``
-        and ``deadline`` as in ``execute_get``)."""
-        deadline = _renamed.workflow_deadline("execute_wait()", workflow_timeout, deadline)
-        await self.execute_get(
-            idempotency_key=idempotency_key,
-            on_conflict=on_conflict,
-            timeout=timeout,
-            deadline=deadline,
-            concurrency_key=concurrency_key,
-            **placing,
-        )
+    async def execute_wait(self, **options: Unpack[WaitedStart]) -> None:
+        """Start the workflow and wait until it ends; the result is discarded (``options`` as
+        ``execute_get`` takes them)."""
+        old = options.pop("workflow_timeout", None)
+        deadline = _renamed.workflow_deadline("execute_wait()", old, options.get("deadline"))
+        await self._start_and_wait("execute_wait()", deadline, options)
+
+
+class WaitedStart(StartPlacing, total=False):
+    """The options of ``execute_get`` and ``execute_wait``: ``execute``'s, each with its
+    default there (``on_conflict``: ``OnConflict.ATTACH``; the others None), and ``timeout``,
+    a bound on the wait from the call (None: no bound); ``workflow_timeout`` is the
+    deprecated old name of ``deadline``."""
+
+    idempotency_key: str | None
+    on_conflict: OnConflict
+    timeout: float | None
+    deadline: float | None
+    concurrency_key: str | None
+    workflow_timeout: float | None
+
+
+WAITED = WaitedStart.__optional_keys__
 
 
 def _check_start(on_conflict: OnConflict, deadline: float | None) -> None:
@@ -424,6 +411,44 @@ def _top_level_only(concurrency_key: str | None, reason: str | None, flow: FlowO
             "reason is for operators' starts, not a child's: the audit "
             "trail records what people do, not what workflows do"
         )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClientStart:
+    """A start outside a workflow, its options checked (``execute()``, ``start_by_name``)."""
+
+    key: str | None
+    """None: a new random key."""
+    on_conflict: OnConflict
+    deadline: float | None
+    reason: str | None
+    keyed: FlowOptions
+    flow: flow.Flow
+
+
+async def start_outside(
+    engines: EngineRef,
+    defn: WorkflowDef,
+    args_json: str,
+    start: ClientStart,
+    concurrency_key: str | None = None,
+) -> WorkflowHandle[Any]:
+    """Start ``defn`` with ``args_json`` outside a workflow (audited as ``start_note`` says);
+    a handle to the execution its key names (a joined burst's, for a debounced start)."""
+    engine = engines.require()
+    record, _ = await engine.start(
+        defn,
+        args_json,
+        key=start.key if start.key is not None else new_id(),
+        on_conflict=start.on_conflict,
+        deadline=start.deadline,
+        concurrency_key=concurrency_key,
+        client=True,  # rides through an outage: every attempt creates one execution
+        audit_note=start_note(engine.options.audit, start.reason, start.on_conflict),
+        flow=start.flow,
+        keyed=start.keyed,
+    )
+    return WorkflowHandle(engines, record.key, record.run_id)
 
 
 def start_note(mode: str, reason: str | None, on_conflict: OnConflict) -> AuditNote | None:

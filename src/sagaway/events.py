@@ -12,42 +12,39 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class WorkflowStarted:
+class RunEvent:
+    """An event of the execution ``run_id`` under ``key`` (its kind is its class)."""
+
     run_id: str
     key: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkflowStarted(RunEvent):
     name: str
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class WorkflowSuspended:
-    run_id: str
-    key: str
+class WorkflowSuspended(RunEvent):
     error: str
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class WorkflowEnded:
+class WorkflowEnded(RunEvent):
     """COMPLETED, FAILED, CANCELLED or TERMINATED."""
 
-    run_id: str
-    key: str
     status: WorkflowStatus
     record: WorkflowRecord | None = None
     """The ended execution as written, when the writer knows it (saves waiters a read)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class WorkflowWaiting:
+class WorkflowWaiting(RunEvent):
     """Unloaded to wait for a signal, a timer or a child workflow."""
-
-    run_id: str
-    key: str
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class SignalSent:
-    run_id: str
-    key: str
+class SignalSent(RunEvent):
     name: str
 
 

@@ -5,10 +5,10 @@ loop thread and waits for its outcome."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, Unpack
 
 from sagaway.states import WorkflowStatus
-from sagaway.updates import UpdateResult
+from sagaway.updates import UpdateOptions, UpdateResult
 from sagaway.workflow import WorkflowDescription, WorkflowHandle
 
 R = TypeVar("R")
@@ -71,24 +71,14 @@ class SyncWorkflowHandle(Generic[R]):
         return self._client._call(lambda: handle.cancel(reason))
 
     def update(
-        self,
-        name: str,
-        payload: Any = None,
-        *,
-        update_id: str | None = None,
-        timeout: float | None = None,
-        result_type: Any = None,
+        self, name: str, payload: Any = None, **options: Unpack[UpdateOptions]
     ) -> UpdateResult:
         """Send update ``name`` and wait for the workflow's answer (``WorkflowHandle.update``);
         ``sw.UpdateRejected`` with the validator's reason."""
         handle = self._handle
+        timeout = options.get("timeout")
         wait = None if timeout is None else timeout + (self._client.call_timeout or 0.0) + 5.0
-        return self._client._call_within(
-            lambda: handle.update(
-                name, payload, update_id=update_id, timeout=timeout, result_type=result_type
-            ),
-            wait,
-        )
+        return self._client._call_within(lambda: handle.update(name, payload, **options), wait)
 
     def pause(self, reason: str = "paused by request") -> bool:
         """Pause the workflow (``WorkflowHandle.pause``); False if it has ended."""

@@ -32,7 +32,7 @@ import inspect
 import typing
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import pydantic
 
@@ -50,6 +50,17 @@ PREFIX = "update:"
 _FIRST_LOOK = 0.02
 _LONGEST_LOOK = 0.5
 """Seconds between two looks for an answer: doubling from the first to the longest."""
+
+
+class UpdateOptions(TypedDict, total=False):
+    """How an update is sent: ``Update.send``'s options (each None unless given), which
+    ``WorkflowHandle.update``, ``update_with_start`` and the sync handle pass on as they are.
+    ``update_id`` names the update (sent again, it is applied once); ``timeout`` bounds the
+    wait for the answer; ``result_type`` decodes the result (else plain JSON)."""
+
+    update_id: str | None
+    timeout: float | None
+    result_type: Any
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,7 +28,7 @@ from sagaway.randomness import new_id
 from sagaway.registry import WorkflowDef
 from sagaway.states import OnConflict, WorkflowStatus
 from sagaway.store.records import AuditNote, WorkflowRecord
-from sagaway.updates import UpdateResult
+from sagaway.updates import UpdateOptions, UpdateResult
 
 if TYPE_CHECKING:
     from sagaway._engine.engine import EngineRef
@@ -186,17 +186,12 @@ class WorkflowHandle(Generic[R]):
         self,
         name: str,
         payload: Any = None,
-        *,
-        update_id: str | None = None,
-        timeout: float | None = None,
-        result_type: Any = None,
+        **options: Unpack[UpdateOptions],
     ) -> UpdateResult:
         """Send update ``name`` to this workflow and wait for its answer: the handler's result
-        (``UpdateResult``), or ``UpdateRejected`` with the validator's reason. See
-        ``Update.send`` (docs/updates.md)."""
-        return await updates.Update(self._engines, name).send(
-            self.key, payload, update_id=update_id, timeout=timeout, result_type=result_type
-        )
+        (``UpdateResult``), or ``UpdateRejected`` with the validator's reason. ``options``
+        (``update_id``, ``timeout``, ``result_type``): see ``Update.send`` (docs/updates.md)."""
+        return await updates.Update(self._engines, name).send(self.key, payload, **options)
 
     async def pause(self, reason: str = "paused by request") -> bool:
         """Pause this workflow: it stops before its next durable call, gives its lease and
@@ -350,18 +345,14 @@ class WorkflowCall(PendingCall[R]):
         payload: Any = None,
         *,
         idempotency_key: str,
-        update_id: str | None = None,
-        timeout: float | None = None,
-        result_type: Any = None,
+        **options: Unpack[UpdateOptions],
     ) -> UpdateResult:
         """Start the workflow under ``idempotency_key`` unless one runs there (``ATTACH``), then
         send it update ``update`` and wait for the answer (see ``WorkflowHandle.update``).
         Both steps are idempotent: a retry with the same key and ``update_id`` starts nothing
         new and applies the update once."""
         handle = await self.execute(idempotency_key=idempotency_key)
-        return await handle.update(
-            update, payload, update_id=update_id, timeout=timeout, result_type=result_type
-        )
+        return await handle.update(update, payload, **options)
 
     async def execute_wait(self, **options: Unpack[WaitedStart]) -> None:
         """Start the workflow and wait until it ends; the result is discarded (``options`` as

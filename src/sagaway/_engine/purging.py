@@ -15,7 +15,7 @@ import contextlib
 import datetime
 import math
 import time
-from collections.abc import Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import Protocol
 
 from sagaway._engine import audit, outages
@@ -103,7 +103,10 @@ async def purge(
             )
 
     try:
-        await _batches(engine, before, statuses, batch_size, on_batch, deleted)
+        async for count in _batches(engine, before, statuses, batch_size):
+            deleted.append(count)
+            if on_batch is not None:
+                on_batch(count)
     except BaseException:
         if sum(deleted):
             with contextlib.suppress(Exception):
@@ -115,23 +118,16 @@ async def purge(
 
 
 async def _batches(
-    engine: Engine,
-    before: float,
-    statuses: Collection[WorkflowStatus] | None,
-    batch_size: int,
-    on_batch: Callable[[int], None] | None,
-    deleted: list[int],
-) -> None:
-    """Delete batch by batch until one comes back short; each batch's count on ``deleted``."""
+    engine: Engine, before: float, statuses: Collection[WorkflowStatus] | None, batch_size: int
+) -> AsyncIterator[int]:
+    """Delete batch by batch until one comes back short: each batch's count."""
     while True:
         began = time.monotonic()
         run_ids = await engine.store.purge_ended(before=before, statuses=statuses, limit=batch_size)
         took = time.monotonic() - began
         for run_id in run_ids:
             engine.recent_ends.discard(run_id)  # a purged end is not answered from memory
-        deleted.append(len(run_ids))
-        if on_batch is not None:
-            on_batch(len(run_ids))
+        yield len(run_ids)
         if len(run_ids) < batch_size:
             return
         # Leave the database to the workers between batches, as long again as the batch took:

@@ -20,8 +20,8 @@ import datetime
 import enum
 import logging
 import warnings
-from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapping, Sequence
-from typing import Any, ParamSpec, TypeVar, overload
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Sequence
+from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from sagaway import codecs, errors, serialization
 from sagaway._engine import retention as retention_mod
@@ -35,10 +35,9 @@ from sagaway.manager.batch_calls import BatchCalls
 from sagaway.manager.client_calls import ClientCalls
 from sagaway.manager.delegation import Delegated
 from sagaway.manager.operator_calls import OperatorCalls
-from sagaway.manager.registration import Registration
+from sagaway.manager.registration import ActivityRegistration, Registration, WorkflowRegistration
 from sagaway.manager.runners import Runners
 from sagaway.registry import Queue, Registry
-from sagaway.retry import RetryPolicy
 from sagaway.schedules import ScheduleCalls, Scheduler, put_declared
 from sagaway.store import open_store
 from sagaway.sync import SyncClient, set_default_manager
@@ -229,69 +228,29 @@ class Manager:
 
     @overload
     def register_activity(
-        self,
-        fn: None = None,
-        /,
-        *,
-        name: str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: float | None = None,
-        queue: str | None = None,
+        self, fn: None = None, /, **options: Unpack[ActivityRegistration]
     ) -> Callable[[F], F]: ...
 
     def register_activity(
-        self,
-        fn: F | None = None,
-        /,
-        *,
-        name: str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: float | None = None,
-        queue: str | None = None,
+        self, fn: F | None = None, /, **options: Unpack[ActivityRegistration]
     ) -> F | Callable[[F], F]:
         """Register an activity (async, or sync: run in a thread pool). Bare or with options.
 
         Inside a workflow, calling the returned function is a durable call; elsewhere (tests,
         other activities) it runs the function directly.
         """
-        return self._registration.activity(
-            fn, name=name, retry=retry, timeout=timeout, queue=queue, queues=self.options.queues
-        )
+        return self._registration.activity(fn, options, self.options.queues)
 
     @overload
     def register_workflow(self, fn: F, /) -> F: ...
 
     @overload
     def register_workflow(
-        self,
-        fn: None = None,
-        /,
-        *,
-        name: str | None = None,
-        task_queue: str = "default",
-        queue: str | None = None,
-        max_per_key: int = 1,
-        schedule: str | None = None,
-        schedule_timezone: str = "UTC",
-        catch_up: str = "one",
-        schedule_args: Sequence[Any] | Mapping[str, Any] | None = None,
-        schedule_id: str | None = None,
+        self, fn: None = None, /, **options: Unpack[WorkflowRegistration]
     ) -> Callable[[F], F]: ...
 
     def register_workflow(
-        self,
-        fn: F | None = None,
-        /,
-        *,
-        name: str | None = None,
-        task_queue: str = "default",
-        queue: str | None = None,
-        max_per_key: int = 1,
-        schedule: str | None = None,
-        schedule_timezone: str = "UTC",
-        catch_up: str = "one",
-        schedule_args: Sequence[Any] | Mapping[str, Any] | None = None,
-        schedule_id: str | None = None,
+        self, fn: F | None = None, /, **options: Unpack[WorkflowRegistration]
     ) -> F | Callable[[F], F]:
         """Register an ``async def`` workflow, bare or ``(name="...", task_queue="...")``.
 
@@ -304,15 +263,7 @@ class Manager:
         ``schedule="*/5 * * * *"`` (with ``schedule_timezone``, ``catch_up``, ``schedule_args``,
         ``schedule_id``) starts it at each tick: see ``Manager.schedule``, docs/schedules.md.
         """
-        scheduled = (schedule, schedule_timezone, catch_up, schedule_args, schedule_id)
-        return self._registration.workflow(
-            fn,
-            name=name,
-            task_queue=task_queue,
-            queue=queue,
-            max_per_key=max_per_key,
-            schedule=scheduled,
-        )
+        return self._registration.workflow(fn, options)
 
     # ------------------------------------------------------------------ durable calls
 

@@ -17,3 +17,12 @@ def install(
     with localdb.transaction(conn):
         for statement in statements:
             conn.execute(statement)
+
+
+def both(statement: LiteralString) -> dict[localdb.Dialect, LiteralString]:
+    """One statement written once for both dialects: SQLite's ``?`` placeholders are
+    PostgreSQL's ``%s`` (for a statement that differs otherwise, write both)."""
+    return {
+        localdb.Dialect.SQLITE: statement,
+        localdb.Dialect.POSTGRES: statement.replace("?", "%s"),
+    }

@@ -77,36 +77,16 @@ _SCHEMA: dict[localdb.Dialect, tuple[LiteralString, ...]] = {
 # Claim a key: insert it, or take over an expired row. Returns a row only when this call owns
 # the key. On PostgreSQL a concurrent claim of the same key waits here for the first
 # transaction to end.
-_CLAIM: dict[localdb.Dialect, LiteralString] = {
-    localdb.Dialect.SQLITE: (
-        "INSERT INTO sagaway_idempotency_keys (key, fingerprint, response, created_at, expires_at)"
-        " VALUES (?, ?, NULL, ?, ?)"
-        " ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, response = NULL,"
-        " created_at = excluded.created_at, expires_at = excluded.expires_at"
-        " WHERE sagaway_idempotency_keys.expires_at <= ?"
-        " RETURNING key"
-    ),
-    localdb.Dialect.POSTGRES: (
-        "INSERT INTO sagaway_idempotency_keys (key, fingerprint, response, created_at, expires_at)"
-        " VALUES (%s, %s, NULL, %s, %s)"
-        " ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, response = NULL,"
-        " created_at = excluded.created_at, expires_at = excluded.expires_at"
-        " WHERE sagaway_idempotency_keys.expires_at <= %s"
-        " RETURNING key"
-    ),
-}
-_READ: dict[localdb.Dialect, LiteralString] = {
-    localdb.Dialect.SQLITE: (
-        "SELECT fingerprint, response FROM sagaway_idempotency_keys WHERE key = ?"
-    ),
-    localdb.Dialect.POSTGRES: (
-        "SELECT fingerprint, response FROM sagaway_idempotency_keys WHERE key = %s"
-    ),
-}
-_STORE: dict[localdb.Dialect, LiteralString] = {
-    localdb.Dialect.SQLITE: "UPDATE sagaway_idempotency_keys SET response = ? WHERE key = ?",
-    localdb.Dialect.POSTGRES: "UPDATE sagaway_idempotency_keys SET response = %s WHERE key = %s",
-}
+_CLAIM = _tables.both(
+    "INSERT INTO sagaway_idempotency_keys (key, fingerprint, response, created_at, expires_at)"
+    " VALUES (?, ?, NULL, ?, ?)"
+    " ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, response = NULL,"
+    " created_at = excluded.created_at, expires_at = excluded.expires_at"
+    " WHERE sagaway_idempotency_keys.expires_at <= ?"
+    " RETURNING key"
+)
+_READ = _tables.both("SELECT fingerprint, response FROM sagaway_idempotency_keys WHERE key = ?")
+_STORE = _tables.both("UPDATE sagaway_idempotency_keys SET response = ? WHERE key = ?")
 _PURGE: dict[localdb.Dialect, LiteralString] = {
     localdb.Dialect.SQLITE: (
         "DELETE FROM sagaway_idempotency_keys WHERE key IN"

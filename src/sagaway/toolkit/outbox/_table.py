@@ -60,16 +60,10 @@ _OUTBOX_SCHEMA: dict[localdb.Dialect, tuple[LiteralString, ...]] = {
         " WHERE sent_at IS NULL",
     ),
 }
-_PUT: dict[localdb.Dialect, LiteralString] = {
-    _SQLITE: (
-        "INSERT INTO sagaway_outbox (message_id, topic, payload, headers, created_at)"
-        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (message_id) DO NOTHING"
-    ),
-    _PG: (
-        "INSERT INTO sagaway_outbox (message_id, topic, payload, headers, created_at)"
-        " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (message_id) DO NOTHING"
-    ),
-}
+_PUT = _tables.both(
+    "INSERT INTO sagaway_outbox (message_id, topic, payload, headers, created_at)"
+    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (message_id) DO NOTHING"
+)
 # Claim the oldest claimable rows for one relay, with a lease: a relay that dies holding them
 # loses them when the lease ends (or at once, when it restarts under the same name).
 _CLAIM: dict[localdb.Dialect, LiteralString] = {
@@ -87,44 +81,20 @@ _CLAIM: dict[localdb.Dialect, LiteralString] = {
         " RETURNING id, message_id, topic, payload, headers, created_at, attempts"
     ),
 }
-_MARK_SENT: dict[localdb.Dialect, LiteralString] = {
-    _SQLITE: (
-        "UPDATE sagaway_outbox SET sent_at = ?, claimed_until = NULL, last_error = NULL"
-        " WHERE id = ? AND sent_at IS NULL"
-    ),
-    _PG: (
-        "UPDATE sagaway_outbox SET sent_at = %s, claimed_until = NULL, last_error = NULL"
-        " WHERE id = %s AND sent_at IS NULL"
-    ),
-}
-_DEFER: dict[localdb.Dialect, LiteralString] = {
-    _SQLITE: (
-        "UPDATE sagaway_outbox SET claimed_until = ?, last_error = COALESCE(?, last_error)"
-        " WHERE id = ? AND claimed_by = ? AND sent_at IS NULL"
-    ),
-    _PG: (
-        "UPDATE sagaway_outbox SET claimed_until = %s, last_error = COALESCE(%s, last_error)"
-        " WHERE id = %s AND claimed_by = %s AND sent_at IS NULL"
-    ),
-}
-_RECLAIM_OWN: dict[localdb.Dialect, LiteralString] = {
-    _SQLITE: (
-        "UPDATE sagaway_outbox SET claimed_until = NULL"
-        " WHERE claimed_by = ? AND sent_at IS NULL AND claimed_until IS NOT NULL"
-    ),
-    _PG: (
-        "UPDATE sagaway_outbox SET claimed_until = NULL"
-        " WHERE claimed_by = %s AND sent_at IS NULL AND claimed_until IS NOT NULL"
-    ),
-}
-_PENDING: dict[localdb.Dialect, LiteralString] = {
-    _SQLITE: "SELECT count(*) FROM sagaway_outbox WHERE sent_at IS NULL",
-    _PG: "SELECT count(*) FROM sagaway_outbox WHERE sent_at IS NULL",
-}
-_PURGE_SENT: dict[localdb.Dialect, LiteralString] = {
-    _SQLITE: "DELETE FROM sagaway_outbox WHERE sent_at IS NOT NULL AND sent_at <= ?",
-    _PG: "DELETE FROM sagaway_outbox WHERE sent_at IS NOT NULL AND sent_at <= %s",
-}
+_MARK_SENT = _tables.both(
+    "UPDATE sagaway_outbox SET sent_at = ?, claimed_until = NULL, last_error = NULL"
+    " WHERE id = ? AND sent_at IS NULL"
+)
+_DEFER = _tables.both(
+    "UPDATE sagaway_outbox SET claimed_until = ?, last_error = COALESCE(?, last_error)"
+    " WHERE id = ? AND claimed_by = ? AND sent_at IS NULL"
+)
+_RECLAIM_OWN = _tables.both(
+    "UPDATE sagaway_outbox SET claimed_until = NULL"
+    " WHERE claimed_by = ? AND sent_at IS NULL AND claimed_until IS NOT NULL"
+)
+_PENDING = _tables.both("SELECT count(*) FROM sagaway_outbox WHERE sent_at IS NULL")
+_PURGE_SENT = _tables.both("DELETE FROM sagaway_outbox WHERE sent_at IS NOT NULL AND sent_at <= ?")
 
 _INBOX_SCHEMA: dict[localdb.Dialect, tuple[LiteralString, ...]] = {
     _SQLITE: (
@@ -144,24 +114,12 @@ _INBOX_SCHEMA: dict[localdb.Dialect, tuple[LiteralString, ...]] = {
         "CREATE INDEX IF NOT EXISTS sagaway_inbox_received ON sagaway_inbox (received_at)",
     ),
 }
-_ACCEPT: dict[localdb.Dialect, LiteralString] = {
-    _SQLITE: (
-        "INSERT INTO sagaway_inbox (consumer, message_id, received_at) VALUES (?, ?, ?)"
-        " ON CONFLICT (consumer, message_id) DO NOTHING"
-    ),
-    _PG: (
-        "INSERT INTO sagaway_inbox (consumer, message_id, received_at) VALUES (%s, %s, %s)"
-        " ON CONFLICT (consumer, message_id) DO NOTHING"
-    ),
-}
-_SEEN: dict[localdb.Dialect, LiteralString] = {
-    _SQLITE: "SELECT 1 FROM sagaway_inbox WHERE consumer = ? AND message_id = ?",
-    _PG: "SELECT 1 FROM sagaway_inbox WHERE consumer = %s AND message_id = %s",
-}
-_INBOX_PURGE: dict[localdb.Dialect, LiteralString] = {
-    _SQLITE: "DELETE FROM sagaway_inbox WHERE consumer = ? AND received_at <= ?",
-    _PG: "DELETE FROM sagaway_inbox WHERE consumer = %s AND received_at <= %s",
-}
+_ACCEPT = _tables.both(
+    "INSERT INTO sagaway_inbox (consumer, message_id, received_at) VALUES (?, ?, ?)"
+    " ON CONFLICT (consumer, message_id) DO NOTHING"
+)
+_SEEN = _tables.both("SELECT 1 FROM sagaway_inbox WHERE consumer = ? AND message_id = ?")
+_INBOX_PURGE = _tables.both("DELETE FROM sagaway_inbox WHERE consumer = ? AND received_at <= ?")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

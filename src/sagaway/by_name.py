@@ -4,18 +4,22 @@ have registered it; a worker that did runs it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sagaway import errors, serialization
 from sagaway._engine import flow
-from sagaway._engine.flow_control import StartPlacing, split_placing
 from sagaway._engine.options import check_deadline
+from sagaway._engine.start_options import NamedStart, StartPlacing, split_placing
 from sagaway.registry import WorkflowDef
 from sagaway.states import OnConflict
 from sagaway.workflow import ClientStart, WorkflowCall, WorkflowHandle, start_outside
 
 if TYPE_CHECKING:
     from sagaway._engine.engine import EngineRef
+
+
+_NAMED_ONLY = NamedStart.__optional_keys__ - StartPlacing.__optional_keys__
+"""``start_by_name``'s own options (the others: ``StartPlacing``'s)."""
 
 
 def _unregistered(**kwargs: Any) -> Any:
@@ -27,25 +31,24 @@ async def start_by_name(
     engines: EngineRef,
     name: str,
     kwargs: dict[str, Any],
-    *,
-    key: str | None,
-    task_queue: str,
-    on_conflict: OnConflict,
+    options: NamedStart,
     deadline: float | None,
-    reason: str | None = None,
-    placing: StartPlacing | None = None,
 ) -> WorkflowHandle[Any]:
     """Start the workflow registered as ``name`` in some other process (a worker), with its
     arguments by parameter name as plain JSON values. A name this process registered is
     started as ``WorkflowCall`` would, its arguments encoded by the function's annotations.
-    ``placing``: its order, debounce, priority and fairness (as ``execute()`` takes them;
-    checked before anything is stored)."""
+    ``options``: as ``Manager.start_by_name`` takes them, all checked before anything is
+    stored; ``deadline``: theirs, under its current name."""
     engine = engines.require()
+    on_conflict = options.get("on_conflict", OnConflict.ATTACH)
     if not isinstance(on_conflict, OnConflict):
         raise TypeError("on_conflict must be a sagaway.OnConflict")
     check_deadline(deadline)
-    keyed, asked = split_placing(placing or {}, "start_by_name()")
+    placing = {n: v for n, v in options.items() if n not in _NAMED_ONLY}
+    keyed, asked = split_placing(cast(StartPlacing, placing), "start_by_name()")
+    key, reason = options.get("idempotency_key"), options.get("reason")
     start = ClientStart(key, on_conflict, deadline, reason, keyed, flow.of_start(*asked))
+    task_queue = options.get("task_queue", "default")
     if name in engine.registry.names():
         return await WorkflowCall[Any](engines, name, (), kwargs)._start(start)
     if not isinstance(name, str) or not name:

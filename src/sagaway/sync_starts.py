@@ -9,7 +9,7 @@ import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, Unpack, cast
 
-from sagaway._engine.flow_control import PLACING, StartPlacing
+from sagaway._engine.start_options import PLACING, NamedStart, StartPlacing
 from sagaway.batches import BatchAction, BatchOptions, BatchReport, WorkflowFilter
 from sagaway.registry import Registry
 from sagaway.signals import Signal
@@ -30,15 +30,7 @@ class ClientManager(Protocol):
     def workflow(self, fn: Any, /, *args: Any, **kwargs: Any) -> WorkflowCall[Any]: ...
 
     async def start_by_name(
-        self,
-        name: str,
-        kwargs: dict[str, Any] | None = None,
-        *,
-        idempotency_key: str | None = None,
-        task_queue: str = "default",
-        on_conflict: OnConflict = OnConflict.ATTACH,
-        deadline: float | None = None,
-        **placing: Unpack[StartPlacing],
+        self, name: str, kwargs: dict[str, Any] | None = None, **options: Unpack[NamedStart]
     ) -> WorkflowHandle[Any]: ...
 
     def get_workflow(self, key: str) -> WorkflowHandle[Any]: ...

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, Unpack, cast
 from sagaway import _renamed, descriptions, errors, search, serialization, streams, updates
 from sagaway._engine import audit, context, end_wait, flow, history, outages, pausing, replaying
 from sagaway._engine.executor import Execution, current_execution
-from sagaway._engine.flow_control import (
+from sagaway._engine.flow_control import FlowOptions
+from sagaway._engine.options import check_deadline
+from sagaway._engine.start_options import (
     PLACING,
     Asked,
-    FlowOptions,
     StartPlacing,
     split_placing,
 )
-from sagaway._engine.options import check_deadline
 from sagaway.activity_calls import ActivityCall as ActivityCall  # re-exported
 from sagaway.activity_calls import PendingCall
 from sagaway.activity_calls import activity_wrapper as activity_wrapper  # re-exported

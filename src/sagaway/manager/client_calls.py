@@ -14,11 +14,11 @@ from sagaway import _renamed, errors, listing
 from sagaway._engine import context
 from sagaway._engine.engine import EngineRef
 from sagaway._engine.executor import current_execution
-from sagaway._engine.flow_control import StartPlacing
+from sagaway._engine.start_options import NamedStart
 from sagaway.by_name import start_by_name
 from sagaway.listing import ListFilter
 from sagaway.signals import Signal
-from sagaway.states import OnConflict, WorkflowStatus
+from sagaway.states import WorkflowStatus
 from sagaway.store.records import SignalRecord
 from sagaway.updates import Update
 from sagaway.workflow import (
@@ -48,36 +48,19 @@ class ClientCalls:
         return WorkflowCall(self._ref, fn, args, kwargs)
 
     async def start_by_name(
-        self,
-        name: str,
-        kwargs: dict[str, Any] | None = None,
-        *,
-        idempotency_key: str | None = None,
-        task_queue: str = "default",
-        on_conflict: OnConflict = OnConflict.ATTACH,
-        deadline: float | None = None,
-        timeout: float | None = None,
-        reason: str | None = None,
-        **placing: Unpack[StartPlacing],
+        self, name: str, kwargs: dict[str, Any] | None = None, **options: Unpack[NamedStart]
     ) -> WorkflowHandle[Any]:
         """Start a workflow known here by name only (a worker registered it), its arguments by
         parameter name as JSON values; ``result()`` returns plain JSON. A name registered here
-        is started as ``workflow(name, **kwargs).execute(deadline=...)`` would (``timeout=``:
-        the deprecated old name of ``deadline``). ``reason``: an operator's start, recorded in
-        the audit trail with it. ``placing`` (``StartPlacing``: ``ordering_key``,
-        ``debounce_key``, ``debounce``, ``debounce_max_wait``, ``priority``, ``fairness_key``,
-        ``fairness_weight``): as ``execute()`` takes them (docs/limits.md)."""
-        return await start_by_name(
-            self._ref,
-            name,
-            dict(kwargs or {}),
-            key=idempotency_key,
-            task_queue=task_queue,
-            on_conflict=on_conflict,
-            deadline=_renamed.deadline("start_by_name()", timeout, deadline),
-            reason=reason,
-            placing=placing,
-        )
+        is started as ``workflow(name, **kwargs).execute(deadline=...)`` would. ``options``
+        (``NamedStart``): ``idempotency_key``, ``task_queue`` (default ``"default"``),
+        ``on_conflict`` (default ``ATTACH``), ``deadline`` (``timeout=``: its deprecated old
+        name), ``reason`` (an operator's start, recorded in the audit trail with it), and
+        ``ordering_key``, ``debounce_key``, ``debounce``, ``debounce_max_wait``, ``priority``,
+        ``fairness_key``, ``fairness_weight`` as ``execute()`` takes them (docs/limits.md)."""
+        old = options.pop("timeout", None)
+        deadline = _renamed.deadline("start_by_name()", old, options.get("deadline"))
+        return await start_by_name(self._ref, name, dict(kwargs or {}), options, deadline)
 
     def signal(self, name: str) -> Signal:
         """A named signal: ``send(key, payload)`` from anywhere, ``receive(Type)`` in a workflow."""

@@ -1,4 +1,4 @@
-"""Named SQL queries, one file per dialect.
+"""Named SQL queries, one file per dialect, and the fragments both use (``common.sql``).
 
 A file holds blocks introduced by ``-- name: <query_name>``; queries are plain text with
 parameters, never built by string formatting. A block introduced by ``-- fragment: <name>`` is
@@ -22,8 +22,9 @@ _USE = re.compile(r"^\s*--\s*use:\s*(\w+)\s*$")
 @functools.cache
 def queries(dialect: str) -> dict[str, LiteralString]:
     """All named queries of ``dialect`` ("sqlite" or "postgres")."""
-    text = Path(__file__).with_name(f"{dialect}.sql").read_text(encoding="utf-8")
-    lines = text.splitlines()
+    here = Path(__file__)
+    files = (here.with_name("common.sql"), here.with_name(f"{dialect}.sql"))
+    lines = [line for f in files for line in f.read_text(encoding="utf-8").splitlines()]
     kept = (s for s in lines if _NAME.match(s) or _USE.match(s) or not s.lstrip().startswith("--"))
     parts = _NAME.split("\n".join(kept))
     blocks = list(zip(parts[1::3], parts[2::3], parts[3::3], strict=True))

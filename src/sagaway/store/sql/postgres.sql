@@ -27,28 +27,19 @@ VALUES (%(version)s, %(name)s, %(applied_at)s)
 -- ---------------------------------------------------------------- workflows
 
 -- name: get_current
-SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key,
-       priority, fairness_key, fairness_weight, fair_pass
+SELECT
+       -- use: workflow_columns
 FROM workflows WHERE key = %(key)s AND is_current
 
 -- name: get_current_for_update
-SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key,
-       priority, fairness_key, fairness_weight, fair_pass
+SELECT
+       -- use: workflow_columns
 FROM workflows WHERE key = %(key)s AND is_current
 FOR UPDATE
 
 -- name: get_run
-SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key,
-       priority, fairness_key, fairness_weight, fair_pass
+SELECT
+       -- use: workflow_columns
 FROM workflows WHERE run_id = %(run_id)s
 
 -- name: insert_workflow
@@ -93,11 +84,8 @@ VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s
             + 1.0 / %(fairness_weight)s::double precision
         END)
 ON CONFLICT (key) WHERE is_current DO NOTHING
-RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-          updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key,
-       priority, fairness_key, fairness_weight, fair_pass
+RETURNING
+       -- use: workflow_columns
 
 -- name: insert_workflows
 -- insert_workflow for many executions at once (group commit of starts): one JSON parameter.
@@ -144,11 +132,8 @@ FROM ROWS FROM (json_to_recordset(%(batch)s::json)
           code_version, concurrency_key, concurrency_limit, priority, fairness_key,
           fairness_weight, ord)
 ON CONFLICT (key) WHERE is_current DO NOTHING
-RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-          updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key,
-       priority, fairness_key, fairness_weight, fair_pass
+RETURNING
+       -- use: workflow_columns
 
 -- ---------------------------------------------------------------- debounced starts and order
 
@@ -174,11 +159,8 @@ UPDATE workflows
 SET args = %(args)s, args_hash = %(args_hash)s, next_run_at = %(start_at)s,
     debounce_until = %(debounce_until)s, updated_at = %(now)s
 WHERE run_id = %(run_id)s AND status = 'PENDING'
-RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key,
-       priority, fairness_key, fairness_weight, fair_pass
+RETURNING
+       -- use: workflow_columns
 
 -- name: record_debounced_start
 INSERT INTO debounced_starts (key, run_id, started_at) VALUES (%(key)s, %(run_id)s, %(now)s)
@@ -221,11 +203,8 @@ FROM steps WHERE run_id = ANY(%(run_ids)s::text[])
 ORDER BY run_id, started_at, call_id
 
 -- name: get_runs
-SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key,
-       priority, fairness_key, fairness_weight, fair_pass
+SELECT
+       -- use: workflow_columns
 FROM workflows WHERE run_id = ANY(%(run_ids)s::text[])
 
 -- name: record_steps_owned
@@ -496,12 +475,9 @@ WHERE run_id = ANY(%(run_ids)s::text[]) AND status = 'RUNNING'
 
 -- name: claimed_with
 -- After a retried claim: the executions an attempt whose acknowledgement was lost did take.
-SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key,
-       priority, fairness_key, fairness_weight, fair_pass,
-       lease_token
+SELECT
+       -- use: workflow_columns
+       , lease_token
 FROM workflows
 WHERE status = 'RUNNING' AND lease_token = ANY(%(tokens)s::text[])
 ORDER BY next_run_at, run_id
@@ -611,11 +587,8 @@ WHERE status = 'WAITING'
 -- the child's end does, so the two never deadlock.
 
 -- name: signal_target
-SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key,
-       priority, fairness_key, fairness_weight, fair_pass
+SELECT
+       -- use: workflow_columns
 FROM workflows WHERE key = %(key)s AND is_current
 FOR NO KEY UPDATE
 
@@ -681,11 +654,8 @@ WHERE run_id = %(run_id)s AND status = 'WAITING' AND waiting_for = %(waiting_for
   AND updated_at = %(now)s
 
 -- name: get_current_shared
-SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key,
-       priority, fairness_key, fairness_weight, fair_pass
+SELECT
+       -- use: workflow_columns
 FROM workflows WHERE key = %(key)s AND is_current
 FOR SHARE
 
@@ -721,11 +691,8 @@ FROM workflows
 WHERE run_id = %(source_run_id)s AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED')
 FOR KEY SHARE
 ON CONFLICT (key) WHERE is_current DO NOTHING
-RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-          updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-          cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key,
-       priority, fairness_key, fairness_weight, fair_pass
+RETURNING
+       -- use: workflow_columns
 
 -- name: fork_lost_children
 -- The kept child starts (steps %(call_ids)s of %(source_run_id)s) whose child has no execution:

@@ -13,18 +13,14 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (:version, :nam
 -- ---------------------------------------------------------------- workflows
 
 -- name: get_current
-SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key,
-       priority, fairness_key, fairness_weight, fair_pass FROM workflows WHERE key = :key AND is_current = 1
+SELECT
+       -- use: workflow_columns
+FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: get_run
-SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key,
-       priority, fairness_key, fairness_weight, fair_pass FROM workflows WHERE run_id = :run_id
+SELECT
+       -- use: workflow_columns
+FROM workflows WHERE run_id = :run_id
 
 -- name: insert_workflow
 -- The key space is :spare_key_space when current executions are kept under keys derived from
@@ -53,11 +49,8 @@ VALUES (:run_id, :key, 1, :name, :args, :args_hash, :status, :parent_key, :now, 
         -- use: fair_pass
         )
 ON CONFLICT (key) WHERE is_current = 1 DO NOTHING
-RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key,
-       priority, fairness_key, fairness_weight, fair_pass
+RETURNING
+       -- use: workflow_columns
 
 -- fragment: fair_pass
 -- A new PENDING start's pass (start-time fair queueing, one queue per priority level): after
@@ -92,11 +85,8 @@ UPDATE workflows
 SET args = :args, args_hash = :args_hash, next_run_at = :start_at,
     debounce_until = :debounce_until, updated_at = :now
 WHERE run_id = :run_id AND status = 'PENDING'
-RETURNING run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key,
-       priority, fairness_key, fairness_weight, fair_pass
+RETURNING
+       -- use: workflow_columns
 
 -- name: record_debounced_start
 INSERT INTO debounced_starts (key, run_id, started_at) VALUES (:key, :run_id, :now)
@@ -315,11 +305,8 @@ WHERE is_current = 1 AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TERMINA
 GROUP BY status
 
 -- name: signal_target
-SELECT run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
-       updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
-       cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
-       ordering_key, ordering_seq, debounce_key,
-       priority, fairness_key, fairness_weight, fair_pass
+SELECT
+       -- use: workflow_columns
 FROM workflows WHERE key = :key AND is_current = 1
 
 -- name: insert_signal

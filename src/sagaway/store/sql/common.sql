@@ -1,0 +1,11 @@
+-- Fragments both dialects' queries use (see ``sagaway.store.sql``): each is written once here
+-- and stands where a query of postgres.sql or sqlite.sql says ``-- use: <name>``.
+
+-- fragment: workflow_columns
+-- What a WorkflowRecord is read from (_rows.workflow_from_row), in every query that reads one.
+run_id, key, name, args, args_hash, status, result, error, parent_key, created_at,
+updated_at, ended_at, lease_owner, lease_expires_at, next_run_at, suspend_count, key_space,
+cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
+ordering_key, ordering_seq, debounce_key,
+priority, fairness_key, fairness_weight, fair_pass
+

@@ -9,3 +9,19 @@ cancel_reason, deadline_at, trace_context, code_version, concurrency_key,
 ordering_key, ordering_seq, debounce_key,
 priority, fairness_key, fairness_weight, fair_pass
 
+
+-- fragment: inserted_columns
+-- What a new execution is inserted with (insert_workflow).
+run_id, key, is_current, name, args, args_hash, status, parent_key,
+created_at, updated_at, lease_token, lease_owner, lease_expires_at,
+next_run_at, queue, key_space, deadline_at, trace_context, code_version,
+concurrency_key, concurrency_limit, ordering_key, ordering_seq,
+debounce_key, debounce_until, priority, fairness_key,
+fairness_weight, fair_pass
+
+-- fragment: forked_columns
+-- What a fork is inserted with (fork_workflow: the rest is the source's or the defaults).
+run_id, key, is_current, name, args, args_hash, status, parent_key,
+created_at, updated_at, lease_token, lease_owner, lease_expires_at,
+next_run_at, queue, key_space, code_version, priority, fairness_key,
+fairness_weight, fair_pass

@@ -47,12 +47,9 @@ FROM workflows WHERE run_id = %(run_id)s
 -- %(key_space)s ('<key space>/...', the range up to '<key space>0', byte-wise): children a purged
 -- execution under this key left behind, which the new one's calls must not join
 -- (_params.spare_key_space).
-INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
-                       created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space, deadline_at, trace_context, code_version,
-                       concurrency_key, concurrency_limit, ordering_key, ordering_seq,
-                       debounce_key, debounce_until, priority, fairness_key,
-                       fairness_weight, fair_pass)
+INSERT INTO workflows (
+    -- use: inserted_columns
+)
 VALUES (%(run_id)s, %(key)s, TRUE, %(name)s, %(args)s, %(args_hash)s, %(status)s, %(parent_key)s,
         %(now)s, %(now)s, %(lease_token)s, %(lease_owner)s, %(lease_expires_at)s,
         %(start_at)s,
@@ -676,10 +673,9 @@ SELECT extract(epoch FROM clock_timestamp())::double precision
 -- The source is key-share locked until the transaction ends: a purge cannot delete it before
 -- fork_steps has copied its steps (it skips a locked row), and one deleting it meanwhile is
 -- waited for, after which the source is gone and nothing is inserted.
-INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
-                       created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space, code_version, priority, fairness_key,
-                       fairness_weight, fair_pass)
+INSERT INTO workflows (
+    -- use: forked_columns
+)
 SELECT %(run_id)s, %(key)s, TRUE, name, args, args_hash, 'PENDING', NULL, %(now)s, %(now)s,
        NULL, NULL, NULL, %(now)s, queue, %(key_space)s, %(code_version)s, priority, fairness_key,
        fairness_weight,

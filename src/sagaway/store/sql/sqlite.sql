@@ -26,12 +26,9 @@ FROM workflows WHERE run_id = :run_id
 -- The key space is :spare_key_space when current executions are kept under keys derived from
 -- :key_space ('<key space>/...', the range up to '<key space>0'): children a purged execution
 -- under this key left behind, which the new one's calls must not join (_params.spare_key_space).
-INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
-                       created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space, deadline_at, trace_context, code_version,
-                       concurrency_key, concurrency_limit, ordering_key, ordering_seq,
-                       debounce_key, debounce_until, priority, fairness_key,
-                       fairness_weight, fair_pass)
+INSERT INTO workflows (
+    -- use: inserted_columns
+)
 VALUES (:run_id, :key, 1, :name, :args, :args_hash, :status, :parent_key, :now, :now,
         :lease_token, :lease_owner, :lease_expires_at, :start_at, :queue,
         CASE WHEN :spare_key_space IS NOT NULL AND EXISTS (
@@ -359,10 +356,9 @@ FROM signals WHERE run_id = :run_id ORDER BY id
 -- A new PENDING execution under :key with the name, arguments and queue of the ended execution
 -- :source_run_id, and the code version of the forking process; nothing if the key is taken or
 -- the source is not ended.
-INSERT INTO workflows (run_id, key, is_current, name, args, args_hash, status, parent_key,
-                       created_at, updated_at, lease_token, lease_owner, lease_expires_at,
-                       next_run_at, queue, key_space, code_version, priority, fairness_key,
-                       fairness_weight, fair_pass)
+INSERT INTO workflows (
+    -- use: forked_columns
+)
 SELECT :run_id, :key, 1, name, args, args_hash, 'PENDING', NULL, :now, :now, NULL, NULL, NULL,
        :now, queue, :key_space, :code_version, priority, fairness_key, fairness_weight,
        -- its place: its level's virtual time now (the oldest PENDING start's pass there)

@@ -44,7 +44,8 @@ from sagaway.store._collaborators import Collaborators, Kinds
 from sagaway.store._fork import Fork
 from sagaway.store._group_commit import GroupCommit
 from sagaway.store._sql_verbs import SQLVerbs
-from sagaway.store.contract import CreateResult
+from sagaway.store.contract import CreateResult, Store
+from sagaway.store.forwarding import derived
 from sagaway.store.postgres import audit as _pg_audit
 from sagaway.store.postgres import batches as _pg_batches
 from sagaway.store.postgres import claims as _pg_claims
@@ -242,12 +243,10 @@ class PostgresStore(Connection, SQLVerbs, Collaborators):
 
         return await self._run(op)
 
-    async def request_cancel(
-        self, run_id: str, *, reason: str, now: float, audit: AuditNote | None = None
-    ) -> bool:
-        return await _pg_signals.request_cancel(
-            self._run, run_id, reason=reason, now=now, audit=audit
-        )
+    async def _request_cancel(self, values: _params.Params) -> bool:
+        return await _pg_signals.request_cancel(self._run, **values)
+
+    request_cancel = derived(Store.request_cancel, _request_cancel)
 
     async def cancel_requests(self, run_ids: Collection[str]) -> dict[str, str]:
         return await _pg_signals.cancel_requests(self._run, run_ids)

@@ -22,7 +22,8 @@ from sagaway.store import (
 from sagaway.store._collaborators import Collaborators, Kinds
 from sagaway.store._fork import Fork
 from sagaway.store._sql_verbs import SQLVerbs
-from sagaway.store.contract import CancelPending, CreateResult
+from sagaway.store.contract import CancelPending, CreateResult, Store
+from sagaway.store.forwarding import derived
 from sagaway.store.records import (
     AuditNote,
     CancelRequestRecord,
@@ -168,12 +169,10 @@ class SQLiteStore(Writer, SQLVerbs, Collaborators):
 
         return await self._call(op)
 
-    async def request_cancel(
-        self, run_id: str, *, reason: str, now: float, audit: AuditNote | None = None
-    ) -> bool:
-        return await self._call(
-            lambda conn: _sqlite_signals.request_cancel(conn, run_id, reason, now, audit)
-        )
+    async def _request_cancel(self, values: _params.Params) -> bool:
+        return await self._call(lambda conn: _sqlite_signals.request_cancel(conn, **values))
+
+    request_cancel = derived(Store.request_cancel, _request_cancel)
 
     async def list_cancel_requests(self, run_id: str) -> list[CancelRequestRecord]:
         return await self._call(lambda conn: _sqlite_signals.list_cancel_requests(conn, run_id))

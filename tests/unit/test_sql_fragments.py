@@ -35,3 +35,12 @@ def test_a_fragment_is_in_the_queries_that_use_it_and_is_no_query(dialect: str) 
         assert "finish_update" not in q
         ending = "SET status = %(status)s, result = %(result)s"
         assert ending in q["finish_owned"] and ending in q["finish_owned_with_step"]
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+def test_the_shared_fragments_are_read_by_both_dialects(dialect: str) -> None:
+    q = queries(dialect)
+    assert "workflow_columns" not in q and "inserted_columns" not in q
+    for name in ("get_current", "get_run", "signal_target"):
+        assert "fairness_weight, fair_pass" in q[name], name
+    assert "debounce_until, priority" in q["insert_workflow"]

@@ -30,16 +30,26 @@ def _adapter(tp: Any) -> pydantic.TypeAdapter[Any]:
     return pydantic.TypeAdapter(tp)
 
 
-class Signal:
-    """A named signal: ``manager.signal("approval")``."""
+class Named:
+    """A name workflows and their callers meet at (a signal's, an update's), checked once,
+    on the engine the Manager has open (``engines``)."""
+
+    WHAT = "a name"
+    """What the name is called in the message that refuses it."""
 
     def __init__(self, engines: EngineRef, name: str) -> None:
-        check_name(name, "a signal name")
+        check_name(name, self.WHAT)
         self._engines = engines
         self.name = name
 
     def __repr__(self) -> str:
-        return f"Signal({self.name!r})"
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class Signal(Named):
+    """A named signal: ``manager.signal("approval")``."""
+
+    WHAT = "a signal name"
 
     async def send(
         self,

@@ -41,6 +41,7 @@ from sagaway._engine import audit, context, outages
 from sagaway._engine.engine import Engine, EngineRef
 from sagaway._engine.executor import Execution, current_execution
 from sagaway._engine.text_checks import check_name, check_text
+from sagaway.signals import Named
 from sagaway.states import StepKind, StepStatus
 from sagaway.store.records import AuditNote
 
@@ -102,17 +103,14 @@ def _payload_type(fn: Callable[..., Any]) -> Any:
     return hints.get(params[0].name, Any)
 
 
-class Update:
+class Update(Named):
     """A named update: ``manager.update("approve")``."""
 
-    def __init__(self, engines: EngineRef, name: str) -> None:
-        check_name(name, "an update name")
-        check_name(PREFIX + name, "an update name")
-        self._engines = engines
-        self.name = name
+    WHAT = "an update name"
 
-    def __repr__(self) -> str:
-        return f"Update({self.name!r})"
+    def __init__(self, engines: EngineRef, name: str) -> None:
+        super().__init__(engines, name)
+        check_name(PREFIX + name, self.WHAT)  # its requests' signal name: not too long either
 
     async def handle(
         self,

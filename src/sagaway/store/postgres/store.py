@@ -289,17 +289,15 @@ class PostgresStore(Connection, SQLVerbs, Collaborators):
 
         await self._run(op, transaction=step is not None)
 
-    async def wait_for_child(
-        self, run_id: str, *, token: str, child_key: str, wait: bool, now: float
-    ) -> WorkflowRecord | None:
-        return await _pg_waits.wait_for_child(
-            self._run, run_id, token=token, child_key=child_key, wait=wait, now=now
-        )
+    async def _wait_for_child(self, values: _params.Params) -> WorkflowRecord | None:
+        return await _pg_waits.wait_for_child(self._run, **values)
 
-    async def purge_ended(
-        self, *, before: float, statuses: Collection[WorkflowStatus] | None, limit: int
-    ) -> list[str]:
-        return await _pg_purge.purge(self._run, before=before, statuses=statuses, limit=limit)
+    wait_for_child = derived(Store.wait_for_child, _wait_for_child)
+
+    async def _purge_ended(self, values: _params.Params) -> list[str]:
+        return await _pg_purge.purge(self._run, **values)
+
+    purge_ended = derived(Store.purge_ended, _purge_ended)
 
     async def count_purgeable(
         self, *, before: float, statuses: Collection[WorkflowStatus] | None

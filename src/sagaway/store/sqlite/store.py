@@ -239,10 +239,10 @@ class SQLiteStore(Writer, SQLVerbs, Collaborators):
 
         return await self._call(op)
 
-    async def purge_ended(
-        self, *, before: float, statuses: Collection[WorkflowStatus] | None, limit: int
-    ) -> list[str]:
-        return await sqlite_purge.purge(self._call, before=before, statuses=statuses, limit=limit)
+    async def _purge_ended(self, values: _params.Params) -> list[str]:
+        return await sqlite_purge.purge(self._call, **values)
+
+    purge_ended = derived(Store.purge_ended, _purge_ended)
 
     async def count_purgeable(
         self, *, before: float, statuses: Collection[WorkflowStatus] | None

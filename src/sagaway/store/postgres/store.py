@@ -299,10 +299,10 @@ class PostgresStore(Connection, SQLVerbs, Collaborators):
 
     purge_ended = derived(Store.purge_ended, _purge_ended)
 
-    async def count_purgeable(
-        self, *, before: float, statuses: Collection[WorkflowStatus] | None
-    ) -> int:
-        return await _pg_purge.count(self._run, before=before, statuses=statuses)
+    async def _count_purgeable(self, values: _params.Params) -> int:
+        return await _pg_purge.count(self._run, **values)
+
+    count_purgeable = derived(Store.count_purgeable, _count_purgeable)
 
     async def list_page(self, query: ListQuery) -> list[WorkflowRecord]:
         text, params = _listing.page_query(_listing.POSTGRES, query)

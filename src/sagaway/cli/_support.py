@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import sagaway as sw
 from sagaway._engine import audit
@@ -102,6 +104,48 @@ def run(coro: Awaitable[T], url: str | None) -> T:
         return asyncio.run(coro)  # type: ignore[arg-type]
     except _HANDLED as exc:
         fail(describe(exc), exit_code(exc), url)
+
+
+def with_manager(
+    url: str | None,
+    action: Callable[[sw.Manager], Awaitable[T]],
+    *,
+    codec: Chain | None = None,
+    audit: str = "operator",
+) -> T:
+    """Open a Manager on ``url`` that creates nothing, run ``action`` with it, close it: the
+    one-off request of an operator's command (errors end the process as ``run`` says)."""
+
+    async def go() -> T:
+        async with sw.Manager(url, codec=codec, audit=audit).connect(create=False) as manager:
+            return await action(manager)
+
+    return run(go(), url)
+
+
+def can_ask() -> bool:
+    """Whether someone at a terminal can answer a confirmation question."""
+    return sys.stdin.isatty()
+
+
+def confirm(
+    question: str, *, asking: bool, verb: str, aborted: str | None = None, err: bool = False
+) -> None:
+    """Ask ``question`` (on stderr with ``err``) where ``asking`` says a terminal can answer;
+    without one, exit 2 saying to pass --yes to ``verb``. Answered no: print ``aborted`` (if
+    any) and exit 1."""
+    if not asking:
+        fail(f"stdin is not a terminal, so no one can confirm: pass --yes to {verb}", Exit.USAGE)
+    if not click.confirm(question, default=False, err=err):
+        if aborted is not None:
+            click.echo(aborted, err=True)
+        sys.exit(int(Exit.REFUSED))
+
+
+def progress_bar(label: str) -> Progress:
+    """The bar of a long command (``purge``, ``batch``), on stderr: done of all, time taken."""
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    return Progress(*columns, console=Console(stderr=True), transient=True)
 
 
 def json_arg(text: str, what: str, example: str) -> Any:

@@ -97,3 +97,8 @@ def stacked(*options: Decorator) -> Callable[[F], F]:
 def priority_option(help: str) -> Decorator:
     """``--priority 1..5`` (1 lowest, 5 highest)."""
     return click.option("--priority", type=click.IntRange(1, 5), metavar="1..5", help=help)
+
+
+def old_name_option(old: str, new: str, type: Any = None) -> Decorator:
+    """``old``, the hidden former name of option ``new`` (the command warns when it is used)."""
+    return click.option(old, type=type, hidden=True, help=f"Deprecated: the old name of {new}.")

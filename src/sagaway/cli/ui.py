@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 import click
 
 from sagaway import codecs
+from sagaway.cli._options import seconds_option
+from sagaway.cli._serving import note_single_token, reload_tokens
 from sagaway.cli._support import (
     Exit,
     codec_key_option,
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from sagaway.console import ConsoleConfig
 
 TOKEN_ENV = "SAGAWAY_UI_TOKEN"
+PROGRAM = "sagaway ui"
 
 
 @click.command()
@@ -46,20 +49,13 @@ TOKEN_ENV = "SAGAWAY_UI_TOKEN"
     "admin: terminate), as `sagaway server --tokens-file` takes. SIGHUP reloads it.",
 )
 @click.option("--read-only", is_flag=True, help="No actions: show workflows only.")
-@click.option(
-    "--refresh",
-    type=click.FloatRange(min=0.1),
-    default=2.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="How often open pages refresh their live part.",
+@seconds_option(
+    "--refresh", default=2.0, minimum=0.1, help="How often open pages refresh their live part."
 )
-@click.option(
+@seconds_option(
     "--session-idle",
-    type=click.FloatRange(min=60),
     default=12 * 3600.0,
-    show_default=True,
-    metavar="SECONDS",
+    minimum=60,
     help="A browser's login ends after this long without a request (and 7 days after it, "
     "at logout, or when the console restarts).",
 )
@@ -137,12 +133,7 @@ def _check_tokens(
             "127.0.0.1",
             Exit.USAGE,
         )
-    if tokens_file is not None and token is not None:
-        click.echo(
-            f"sagaway ui: the single token (--token-file or ${TOKEN_ENV}) is accepted too, as "
-            "principal 'default' with every role",
-            err=True,
-        )
+    note_single_token(PROGRAM, TOKEN_ENV, tokens_file, token)
 
 
 def _serve(console: ConsoleConfig, sock: socket.socket, url: str, verbose: bool) -> None:
@@ -159,7 +150,7 @@ def _serve(console: ConsoleConfig, sock: socket.socket, url: str, verbose: bool)
         lifespan="on",
     )
     listening = f"listening on http://{_shown(sock)}"
-    serving = f"sagaway ui: {mask_url(url)}"
+    serving = f"{PROGRAM}: {mask_url(url)}"
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -179,18 +170,7 @@ def reload(app: Starlette) -> None:
     """SIGHUP: read the tokens file again (one line on stderr; an error changes nothing)."""
     from sagaway.console.app import reload_credentials
 
-    if app.state.config.tokens_file is None:
-        click.echo("sagaway ui: SIGHUP: no --tokens-file to reload", err=True)
-        return
-    try:
-        summary = reload_credentials(app)
-    except ValueError as exc:
-        click.echo(
-            f"sagaway ui: tokens file NOT reloaded, the previous one stays in force: {exc}",
-            err=True,
-        )
-        return
-    click.echo(f"sagaway ui: tokens file reloaded: {summary}", err=True)
+    reload_tokens(PROGRAM, app.state.config.tokens_file, lambda: reload_credentials(app))
 
 
 def _shown(sock: socket.socket) -> str:

@@ -16,7 +16,8 @@ screen, overwrite a row or plant a hyperlink. JSON output escapes them by itself
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 from rich import markup
@@ -24,6 +25,8 @@ from rich.text import Text
 
 from sagaway import _human, identifiers
 from sagaway._human import duration as duration  # re-exported: the CLI writes _format.duration
+
+T = TypeVar("T")
 
 STATUS_STYLE = {
     "COMPLETED": "green",
@@ -138,6 +141,20 @@ def time_bounds(since: str | None, until: str | None, *, utc: bool) -> dict[str,
         for option, value in (("since", since), ("until", until))
         if value is not None
     }
+
+
+def print_page(
+    rows: list[T],
+    limit: int,
+    show: Callable[[list[T]], None],
+    next_page: Callable[[T], str],
+    to_stderr: bool,
+) -> None:
+    """``show`` up to ``limit`` of ``rows`` (one more was read: is there a next page?), then
+    the option that shows the next page (on stderr when stdout must stay one JSON document)."""
+    show(rows[:limit])
+    if len(rows) > limit:
+        click.echo(f"next page: {next_page(rows[limit - 1])}", err=to_stderr)
 
 
 def clip(text: str, limit: int = 200) -> str:

@@ -271,14 +271,28 @@ def sealing_codec(key_file: str | None) -> Chain | None:
     return _codec(key_file, writer=True)
 
 
-def _codec(key_file: str | None, *, writer: bool) -> Chain | None:
+def codec_keys(key_file: str | None) -> list[str] | None:
+    """The payload keys in ``key_file``, else ``$SAGAWAY_CODEC_KEYS`` (None: neither); exit 2
+    when they cannot be read."""
     warn_if_exposed(key_file, "codec key file")
-    if key_file is None and not os.environ.get(KEYS_ENV):
-        return None  # no keys, no chain (as codecs.reader/writer answer), codecs not imported
     from sagaway import codecs
 
     try:
-        return (codecs.writer if writer else codecs.reader)(codecs.keys_from(key_file))
+        return codecs.keys_from(key_file)
+    except (ValueError, OSError) as exc:
+        fail(f"codec keys: {exc}", Exit.USAGE)
+    except ImportError as exc:
+        fail(str(exc), Exit.USAGE)
+
+
+def _codec(key_file: str | None, *, writer: bool) -> Chain | None:
+    if key_file is None and not os.environ.get(KEYS_ENV):
+        return None  # no keys, no chain (as codecs.reader/writer answer), codecs not imported
+    keys = codec_keys(key_file)
+    from sagaway import codecs
+
+    try:
+        return (codecs.writer if writer else codecs.reader)(keys)
     except (ValueError, OSError) as exc:
         fail(f"codec keys: {exc}", Exit.USAGE)
     except ImportError as exc:

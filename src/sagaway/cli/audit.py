@@ -112,14 +112,14 @@ def audit(
             limit=limit + 1,  # one more: is there a next page?
         ),
     )
-    more = len(rows) > limit
-    rows = rows[:limit]
-    if as_json:
-        click.echo(json.dumps([entry_json(e, clock) for e in rows], indent=2))
-    else:
-        _print(rows, url, clock, paged=before is not None)
-    if more:
-        click.echo(f"next page: --before {rows[-1].seq}", err=as_json)
+
+    def show(page: list[sw.AuditEntry]) -> None:
+        if as_json:
+            click.echo(json.dumps([entry_json(e, clock) for e in page], indent=2))
+        else:
+            _print(page, url, clock, paged=before is not None)
+
+    _format.print_page(rows, limit, show, lambda last: f"--before {last.seq}", as_json)
 
 
 def _actions(value: str | None) -> list[str]:

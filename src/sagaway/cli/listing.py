@@ -189,18 +189,19 @@ def _print_page(
     as_jsonl: bool,
 ) -> None:
     """Print up to ``limit`` of ``rows`` (one more was read: then the next page's option)."""
-    more = len(rows) > limit
-    rows = rows[:limit]
-    if as_json:
-        click.echo(json.dumps([summary_json(row, clock) for row in rows], indent=2))
-    elif as_jsonl:
-        for row in rows:
-            click.echo(json.dumps(summary_json(row, clock)))
-    else:
-        _print_list(rows, url, clock, paged)
-    if more:
-        hint = f"next page: --after {rows[-1].cursor}"
-        click.echo(hint, err=as_json or as_jsonl)
+
+    def show(page: list[sw.WorkflowDescription]) -> None:
+        if as_json:
+            click.echo(json.dumps([summary_json(row, clock) for row in page], indent=2))
+        elif as_jsonl:
+            for row in page:
+                click.echo(json.dumps(summary_json(row, clock)))
+        else:
+            _print_list(page, url, clock, paged)
+
+    _format.print_page(
+        rows, limit, show, lambda last: f"--after {last.cursor}", as_json or as_jsonl
+    )
 
 
 def flow_text(d: sw.WorkflowDescription, clock: _format.Clock) -> str:

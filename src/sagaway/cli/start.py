@@ -111,35 +111,11 @@ def start(
         **flow_options,
     }
     if target is None:
-        if args:
-            raise click.BadParameter(
-                "without --app, give the arguments by name, as a JSON object such as "
-                '\'{"order_id": "o-1"}\' (positional ones need the function: pass --app)',
-                param_hint="JSON_ARGS",
-            )
-        # An operator's start: audited, with or without a reason (audit="all").
-        manager = sw.Manager(url, codec=reading_codec(None), audit="all")
-        queue = task_queue or "default"
-        call = _start(
-            manager, key, lambda: manager.start_by_name(name, kwargs, task_queue=queue, **options)
-        )
+        manager, begin = _by_name(url, name, args, kwargs, task_queue, options)
     else:
-        if task_queue is not None:
-            raise click.BadParameter(
-                "with --app the workflow's registered task queue is used", param_hint="--task-queue"
-            )
-        manager = support.load_manager(target)
-        manager.options = dataclasses.replace(manager.options, audit="all")
-        if url is not None:
-            manager.url = resolve_url(url)
-        typed_args, typed_kwargs = _typed(manager, name, args, kwargs)
-        call = _start(
-            manager,
-            key,
-            lambda: manager.workflow(name, *typed_args, **typed_kwargs).execute(**options),
-        )
+        manager, begin = _registered(target, url, name, args, kwargs, task_queue, options)
     run(support.check_reachable(manager.url), manager.url)
-    handle, existing = run(call, manager.url)
+    handle, existing = run(_start(manager, key, begin), manager.url)
     console.print(_started(key, name, handle, existing))
     if wait:
         _wait(_reader(manager), handle.key)  # a joined burst's run is under its first key
@@ -209,9 +185,54 @@ async def _existing(manager: sw.Manager, key: str) -> sw.WorkflowStatus | None:
         return None
 
 
-async def _start(
-    manager: sw.Manager, key: str, begin: Callable[[], Awaitable[sw.WorkflowHandle[Any]]]
-) -> Started:
+Begin = Callable[[], Awaitable[sw.WorkflowHandle[Any]]]
+"""The call that starts (or joins) the workflow."""
+
+
+def _by_name(
+    url: str | None,
+    name: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    task_queue: str | None,
+    options: dict[str, Any],
+) -> tuple[sw.Manager, Begin]:
+    """Without --app: a start by name, its arguments stored as given."""
+    if args:
+        raise click.BadParameter(
+            "without --app, give the arguments by name, as a JSON object such as "
+            '\'{"order_id": "o-1"}\' (positional ones need the function: pass --app)',
+            param_hint="JSON_ARGS",
+        )
+    # An operator's start: audited, with or without a reason (audit="all").
+    manager = sw.Manager(url, codec=reading_codec(None), audit="all")
+    queue = task_queue or "default"
+    return manager, lambda: manager.start_by_name(name, kwargs, task_queue=queue, **options)
+
+
+def _registered(
+    target: str,
+    url: str | None,
+    name: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    task_queue: str | None,
+    options: dict[str, Any],
+) -> tuple[sw.Manager, Begin]:
+    """With --app: a start of the registered workflow, its arguments typed by it."""
+    if task_queue is not None:
+        raise click.BadParameter(
+            "with --app the workflow's registered task queue is used", param_hint="--task-queue"
+        )
+    manager = support.load_manager(target)
+    manager.options = dataclasses.replace(manager.options, audit="all")
+    if url is not None:
+        manager.url = resolve_url(url)
+    typed_args, typed_kwargs = _typed(manager, name, args, kwargs)
+    return manager, lambda: manager.workflow(name, *typed_args, **typed_kwargs).execute(**options)
+
+
+async def _start(manager: sw.Manager, key: str, begin: Begin) -> Started:
     """Start (or join) the workflow with ``begin``, saying what was under its key before."""
     async with manager.connect():
         existing = await _existing(manager, key)

@@ -6,23 +6,22 @@ import asyncio
 import signal
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from sagaway import codecs
 from sagaway.cli._options import seconds_option
 from sagaway.cli._serving import note_single_token, reload_tokens
 from sagaway.cli._support import (
     Exit,
     codec_key_option,
+    codec_keys,
     fail,
     file_option,
     listen_option,
     mask_url,
     read_token,
     url_option,
-    warn_if_exposed,
 )
 from sagaway.store import open_store, resolve_url
 
@@ -50,7 +49,11 @@ PROGRAM = "sagaway ui"
 )
 @click.option("--read-only", is_flag=True, help="No actions: show workflows only.")
 @seconds_option(
-    "--refresh", default=2.0, minimum=0.1, help="How often open pages refresh their live part."
+    "--refresh",
+    "poll_interval",
+    default=2.0,
+    minimum=0.1,
+    help="How often open pages refresh their live part.",
 )
 @seconds_option(
     "--session-idle",
@@ -65,12 +68,9 @@ def ui(
     url: str | None,
     listen: str,
     token_file: Path | None,
-    tokens_file: Path | None,
-    read_only: bool,
-    refresh: float,
-    session_idle: float,
     verbose: bool,
     codec_key_file: str | None,
+    **settings: Any,
 ) -> None:
     """Serve the web console: workflows with live counts, each workflow's steps on a time
     axis, and the operator actions (retry, cancel, terminate, signal).
@@ -93,25 +93,15 @@ def ui(
     except (ValueError, ImportError) as exc:
         fail(str(exc), Exit.USAGE, url)
     token = read_token(token_file, TOKEN_ENV)
-    warn_if_exposed(codec_key_file, "codec key file")
-    try:
-        keys = tuple(codecs.keys_from(codec_key_file) or ())
-    except (ValueError, OSError) as exc:
-        fail(f"codec keys: {exc}", Exit.USAGE)
-    console = ConsoleConfig(
-        url=url,
-        token=token,
-        tokens_file=tokens_file,
-        read_only=read_only,
-        poll_interval=refresh,
-        session_idle=session_idle,
-        codec_keys=keys,
-    )
+    keys = tuple(codec_keys(codec_key_file) or ())
+    # The other options are the config's own: tokens_file, read_only, poll_interval (--refresh)
+    # and session_idle.
+    console = ConsoleConfig(url=url, token=token, codec_keys=keys, **settings)
     try:
         found = console.load_credentials()  # a tokens file with an error: exit 2 now
     except ValueError as exc:
         fail(str(exc), Exit.USAGE)
-    _check_tokens(found is not None, host, listen, tokens_file, token)
+    _check_tokens(found is not None, host, listen, console.tokens_file, token)
     try:
         sock = _bind(host, port)
     except OSError as exc:

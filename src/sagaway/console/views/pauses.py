@@ -22,10 +22,10 @@ from sagaway.console.rendering import flash, render
 from sagaway.console.security import checked_form
 from sagaway.console.views._common import manager_of
 from sagaway.console.views._forms import flash_outcome, text, writable
-from sagaway.console.views.actions import acting_for
+from sagaway.console.views.actions import DEFAULT_REASON, acting_for
 
 KINDS = ("activity", "queue")
-DEFAULT_REASON = {"pause": "paused from the web console", "resume": "resumed from the web console"}
+OPS = ("pause", "resume")
 
 
 async def paused_page(request: Request) -> Response:
@@ -39,7 +39,7 @@ async def perform(request: Request) -> Response:
     writable(request)
     form = await checked_form(request)
     op, kind, name = (text(form, field).strip() for field in ("op", "kind", "name"))
-    if op not in DEFAULT_REASON:
+    if op not in OPS:
         raise HTTPException(400, "op must be pause or resume")
     access.require(request, op)
     if kind not in KINDS:

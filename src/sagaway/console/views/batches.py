@@ -132,9 +132,9 @@ async def perform(request: Request) -> Response:
     back = RedirectResponse(f"/?{filters.query(after='')}", status_code=303)
     counts = {o: n for o, n in report.counts().items() if n}
     done = counts.pop(sw.BatchOutcome.DONE, 0)
-    text = f"batch {action}: {report.matched} selected, {done} done"
+    said = f"batch {action}: {report.matched} selected, {done} done"
     if counts:
         parts = ", ".join(f"{n} {o.value.replace('_', ' ')}" for o, n in counts.items())
-        text += f", {sum(counts.values())} refused ({parts})"
-    flash(back, "error" if report.failed else "ok", text)
+        said += f", {sum(counts.values())} refused ({parts})"
+    flash(back, "error" if report.failed else "ok", said)
     return back

@@ -110,10 +110,7 @@ def start(
         "reason": reason,
         **flow_options,
     }
-    if target is None:
-        manager, begin = _by_name(url, name, args, kwargs, task_queue, options)
-    else:
-        manager, begin = _registered(target, url, name, args, kwargs, task_queue, options)
+    manager, begin = _begin(target, url, name, args, kwargs, task_queue, options)
     run(support.check_reachable(manager.url), manager.url)
     handle, existing = run(_start(manager, key, begin), manager.url)
     console.print(_started(key, name, handle, existing))
@@ -189,7 +186,8 @@ Begin = Callable[[], Awaitable[sw.WorkflowHandle[Any]]]
 """The call that starts (or joins) the workflow."""
 
 
-def _by_name(
+def _begin(
+    target: str | None,
     url: str | None,
     name: str,
     args: list[Any],
@@ -197,39 +195,29 @@ def _by_name(
     task_queue: str | None,
     options: dict[str, Any],
 ) -> tuple[sw.Manager, Begin]:
-    """Without --app: a start by name, its arguments stored as given."""
-    if args:
-        raise click.BadParameter(
-            "without --app, give the arguments by name, as a JSON object such as "
-            '\'{"order_id": "o-1"}\' (positional ones need the function: pass --app)',
-            param_hint="JSON_ARGS",
-        )
-    # An operator's start: audited, with or without a reason (audit="all").
-    manager = sw.Manager(url, codec=reading_codec(None), audit="all")
-    queue = task_queue or "default"
-    return manager, lambda: manager.start_by_name(name, kwargs, task_queue=queue, **options)
-
-
-def _registered(
-    target: str,
-    url: str | None,
-    name: str,
-    args: list[Any],
-    kwargs: dict[str, Any],
-    task_queue: str | None,
-    options: dict[str, Any],
-) -> tuple[sw.Manager, Begin]:
-    """With --app: a start of the registered workflow, its arguments typed by it."""
+    """The Manager and the call that starts the workflow: without --app a start by name, its
+    arguments stored as given; with it, the registered workflow's, its arguments typed by it."""
+    if target is None:
+        if args:
+            raise click.BadParameter(
+                "without --app, give the arguments by name, as a JSON object such as "
+                '\'{"order_id": "o-1"}\' (positional ones need the function: pass --app)',
+                param_hint="JSON_ARGS",
+            )
+        # An operator's start: audited, with or without a reason (audit="all").
+        manager = sw.Manager(url, codec=reading_codec(None), audit="all")
+        queue = task_queue or "default"
+        return manager, lambda: manager.start_by_name(name, kwargs, task_queue=queue, **options)
     if task_queue is not None:
         raise click.BadParameter(
             "with --app the workflow's registered task queue is used", param_hint="--task-queue"
         )
-    manager = support.load_manager(target)
-    manager.options = dataclasses.replace(manager.options, audit="all")
+    app = support.load_manager(target)
+    app.options = dataclasses.replace(app.options, audit="all")
     if url is not None:
-        manager.url = resolve_url(url)
-    typed_args, typed_kwargs = _typed(manager, name, args, kwargs)
-    return manager, lambda: manager.workflow(name, *typed_args, **typed_kwargs).execute(**options)
+        app.url = resolve_url(url)
+    typed_args, typed_kwargs = _typed(app, name, args, kwargs)
+    return app, lambda: app.workflow(name, *typed_args, **typed_kwargs).execute(**options)
 
 
 async def _start(manager: sw.Manager, key: str, begin: Begin) -> Started:

@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import sagaway as sw
 from sagaway._engine import audit
@@ -29,6 +27,8 @@ from sagaway.cli._format import safe
 from sagaway.store import DatabaseNotFound, resolve_url
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from sagaway.codecs import Chain
 
 T = TypeVar("T")
@@ -144,6 +144,9 @@ def confirm(
 
 def progress_bar(label: str) -> Progress:
     """The bar of a long command (``purge``, ``batch``), on stderr: done of all, time taken."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     return Progress(*columns, console=Console(stderr=True), transient=True)
 

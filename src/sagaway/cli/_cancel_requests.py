@@ -13,15 +13,8 @@ from sagaway.cli import _format
 
 
 def cancel_json(r: sw.CancelRequestDescription, clock: _format.Clock) -> dict[str, Any]:
-    return {
-        "reason": r.reason,
-        "state": r.state,
-        "accepted": r.accepted,
-        "delivered_call": r.delivered_call,
-        "delivered_where": r.delivered_where,
-        "why": r.why,
-        **clock.fields(requested_at=r.requested_at, delivered_at=r.delivered_at),
-    }
+    fields = "reason state accepted delivered_call delivered_where why requested_at delivered_at"
+    return clock.record(r, fields)
 
 
 def print_cancel_requests(

@@ -16,7 +16,8 @@ screen, overwrite a row or plant a hyperlink. JSON output escapes them by itself
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 from rich import markup
@@ -24,6 +25,8 @@ from rich.text import Text
 
 from sagaway import _human, identifiers
 from sagaway._human import duration as duration  # re-exported: the CLI writes _format.duration
+
+T = TypeVar("T")
 
 STATUS_STYLE = {
     "COMPLETED": "green",
@@ -105,6 +108,18 @@ class Clock:
             out[f"{name}_iso"] = self.iso(value)
         return out
 
+    def record(self, obj: object, names: str) -> dict[str, Any]:
+        """JSON of ``obj``'s attributes ``names`` (separated by spaces), in that order; a time
+        (``at`` or ``*_at``) as its two ``fields``."""
+        out: dict[str, Any] = {}
+        for name in names.split():
+            value = getattr(obj, name)
+            if name == "at" or name.endswith("_at"):
+                out.update(self.fields(**{name: value}))
+            else:
+                out[name] = value
+        return out
+
 
 def parse_time(value: str, *, utc: bool, option: str, now: float | None = None) -> float:
     """Epoch seconds of what an operator typed (``_human.moment``): an ISO 8601 date or
@@ -117,6 +132,29 @@ def parse_time(value: str, *, utc: bool, option: str, now: float | None = None) 
             "2026-12-01T10:30+01:00) nor a duration ago (90s, 15m, 2h, 3d, 1w)",
             param_hint=option,
         ) from None
+
+
+def time_bounds(since: str | None, until: str | None, *, utc: bool) -> dict[str, float]:
+    """``--since``/``--until`` as given, read (``parse_time``): ``{"since": …, "until": …}``."""
+    return {
+        option: parse_time(value, utc=utc, option=f"--{option}")
+        for option, value in (("since", since), ("until", until))
+        if value is not None
+    }
+
+
+def print_page(
+    rows: list[T],
+    limit: int,
+    show: Callable[[list[T]], None],
+    next_page: Callable[[T], str],
+    to_stderr: bool,
+) -> None:
+    """``show`` up to ``limit`` of ``rows`` (one more was read: is there a next page?), then
+    the option that shows the next page (on stderr when stdout must stay one JSON document)."""
+    show(rows[:limit])
+    if len(rows) > limit:
+        click.echo(f"next page: {next_page(rows[limit - 1])}", err=to_stderr)
 
 
 def clip(text: str, limit: int = 200) -> str:

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from sagaway._engine import flow, flow_control
+from sagaway.cli._options import priority_option, stacked
 from sagaway.cli.purge import parse_duration
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,13 +46,8 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: str | None) -> f
 
 def flow_options(fn: F) -> F:
     """The seven options, in the order of ``--help``."""
-    options = [
-        click.option(
-            "--priority",
-            type=click.IntRange(1, 5),
-            metavar="1..5",
-            help="Its priority among waiting starts: 1 (lowest) to 5 (highest), default 3.",
-        ),
+    return stacked(
+        priority_option("Its priority among waiting starts: 1 (lowest) to 5 (highest), default 3."),
         click.option(
             "--fairness-key",
             metavar="KEY",
@@ -89,10 +85,7 @@ def flow_options(fn: F) -> F:
             help="With --debounce-key: start at most this long after the burst's first start "
             "(seconds, or 90s, 15m, 2h).",
         ),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+    )(fn)
 
 
 def checked(values: dict[str, Any]) -> dict[str, Any]:

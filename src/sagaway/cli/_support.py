@@ -27,6 +27,8 @@ from sagaway.cli._format import safe
 from sagaway.store import DatabaseNotFound, resolve_url
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from sagaway.codecs import Chain
 
 T = TypeVar("T")
@@ -102,6 +104,51 @@ def run(coro: Awaitable[T], url: str | None) -> T:
         return asyncio.run(coro)  # type: ignore[arg-type]
     except _HANDLED as exc:
         fail(describe(exc), exit_code(exc), url)
+
+
+def with_manager(
+    url: str | None,
+    action: Callable[[sw.Manager], Awaitable[T]],
+    *,
+    codec: Chain | None = None,
+    audit: str = "operator",
+) -> T:
+    """Open a Manager on ``url`` that creates nothing, run ``action`` with it, close it: the
+    one-off request of an operator's command (errors end the process as ``run`` says)."""
+
+    async def go() -> T:
+        async with sw.Manager(url, codec=codec, audit=audit).connect(create=False) as manager:
+            return await action(manager)
+
+    return run(go(), url)
+
+
+def can_ask() -> bool:
+    """Whether someone at a terminal can answer a confirmation question."""
+    return sys.stdin.isatty()
+
+
+def confirm(
+    question: str, *, asking: bool, verb: str, aborted: str | None = None, err: bool = False
+) -> None:
+    """Ask ``question`` (on stderr with ``err``) where ``asking`` says a terminal can answer;
+    without one, exit 2 saying to pass --yes to ``verb``. Answered no: print ``aborted`` (if
+    any) and exit 1."""
+    if not asking:
+        fail(f"stdin is not a terminal, so no one can confirm: pass --yes to {verb}", Exit.USAGE)
+    if not click.confirm(question, default=False, err=err):
+        if aborted is not None:
+            click.echo(aborted, err=True)
+        sys.exit(int(Exit.REFUSED))
+
+
+def progress_bar(label: str) -> Progress:
+    """The bar of a long command (``purge``, ``batch``), on stderr: done of all, time taken."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    return Progress(*columns, console=Console(stderr=True), transient=True)
 
 
 def json_arg(text: str, what: str, example: str) -> Any:
@@ -227,14 +274,28 @@ def sealing_codec(key_file: str | None) -> Chain | None:
     return _codec(key_file, writer=True)
 
 
-def _codec(key_file: str | None, *, writer: bool) -> Chain | None:
+def codec_keys(key_file: str | None) -> list[str] | None:
+    """The payload keys in ``key_file``, else ``$SAGAWAY_CODEC_KEYS`` (None: neither); exit 2
+    when they cannot be read."""
     warn_if_exposed(key_file, "codec key file")
-    if key_file is None and not os.environ.get(KEYS_ENV):
-        return None  # no keys, no chain (as codecs.reader/writer answer), codecs not imported
     from sagaway import codecs
 
     try:
-        return (codecs.writer if writer else codecs.reader)(codecs.keys_from(key_file))
+        return codecs.keys_from(key_file)
+    except (ValueError, OSError) as exc:
+        fail(f"codec keys: {exc}", Exit.USAGE)
+    except ImportError as exc:
+        fail(str(exc), Exit.USAGE)
+
+
+def _codec(key_file: str | None, *, writer: bool) -> Chain | None:
+    if key_file is None and not os.environ.get(KEYS_ENV):
+        return None  # no keys, no chain (as codecs.reader/writer answer), codecs not imported
+    keys = codec_keys(key_file)
+    from sagaway import codecs
+
+    try:
+        return (codecs.writer if writer else codecs.reader)(keys)
     except (ValueError, OSError) as exc:
         fail(f"codec keys: {exc}", Exit.USAGE)
     except ImportError as exc:

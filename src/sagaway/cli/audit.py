@@ -18,7 +18,8 @@ import sagaway as sw
 from sagaway._engine.audit import ACTIONS as _ALL
 from sagaway.cli import _format
 from sagaway.cli._format import escape
-from sagaway.cli._support import mask_url, run, url_option
+from sagaway.cli._options import json_option, limit_option, utc_option
+from sagaway.cli._support import mask_url, url_option, with_manager
 from sagaway.cli._table import PlainTable
 from sagaway.store import resolve_url
 
@@ -29,17 +30,7 @@ ACTIONS = tuple(sorted(_ALL))
 
 def entry_json(e: sw.AuditEntry, clock: _format.Clock) -> dict[str, Any]:
     """One entry in ``audit --json`` and ``show --json``'s ``audit`` list."""
-    return {
-        "seq": e.seq,
-        **clock.fields(at=e.at),
-        "actor": e.actor,
-        "on_behalf_of": e.on_behalf_of,
-        "action": e.action,
-        "target": e.target,
-        "run_id": e.run_id,
-        "reason": e.reason,
-        "details": e.details,
-    }
+    return clock.record(e, "seq at actor on_behalf_of action target run_id reason details")
 
 
 def details_text(e: sw.AuditEntry) -> str:
@@ -83,15 +74,9 @@ def print_show_audit(out: Console, entries: list[sw.AuditEntry], clock: _format.
     metavar="SEQ",
     help="The next page: entries older than this seq (printed under the previous page).",
 )
-@click.option(
-    "--limit",
-    default=50,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="At most this many, newest first.",
-)
-@click.option("--utc", is_flag=True, help="Times in UTC (default: local time, offset shown).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
+@limit_option("At most this many, newest first.")
+@utc_option
+@json_option()
 def audit(
     url: str | None,
     since: str | None,
@@ -113,34 +98,28 @@ def audit(
     """
     actions = _actions(action)
     clock = _format.Clock(utc)
-    bounds = {
-        option: _format.parse_time(value, utc=utc, option=f"--{option}")
-        for option, value in (("since", since), ("until", until))
-        if value is not None
-    }
+    bounds = _format.time_bounds(since, until, utc=utc)
+    rows = with_manager(
+        url,
+        lambda manager: manager.audit_log(
+            key=key,
+            run_id=run_id,
+            actor=actor,
+            action=actions or None,
+            since=bounds.get("since"),
+            until=bounds.get("until"),
+            before=before,
+            limit=limit + 1,  # one more: is there a next page?
+        ),
+    )
 
-    async def go() -> list[sw.AuditEntry]:
-        async with sw.Manager(url).connect(create=False) as manager:
-            return await manager.audit_log(
-                key=key,
-                run_id=run_id,
-                actor=actor,
-                action=actions or None,
-                since=bounds.get("since"),
-                until=bounds.get("until"),
-                before=before,
-                limit=limit + 1,  # one more: is there a next page?
-            )
+    def show(page: list[sw.AuditEntry]) -> None:
+        if as_json:
+            click.echo(json.dumps([entry_json(e, clock) for e in page], indent=2))
+        else:
+            _print(page, url, clock, paged=before is not None)
 
-    rows = run(go(), url)
-    more = len(rows) > limit
-    rows = rows[:limit]
-    if as_json:
-        click.echo(json.dumps([entry_json(e, clock) for e in rows], indent=2))
-    else:
-        _print(rows, url, clock, paged=before is not None)
-    if more:
-        click.echo(f"next page: --before {rows[-1].seq}", err=as_json)
+    _format.print_page(rows, limit, show, lambda last: f"--before {last.seq}", as_json)
 
 
 def _actions(value: str | None) -> list[str]:

@@ -19,38 +19,41 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import sagaway as sw
 from sagaway import search
 from sagaway._engine import versions
 from sagaway.cli import _format
 from sagaway.cli._format import escape
+from sagaway.cli._options import (
+    json_option,
+    key_prefix_option,
+    name_option,
+    number_option,
+    stacked,
+    yes_option,
+)
 from sagaway.cli._support import (
     EXIT_CODES_HELP,
     Exit,
+    can_ask,
     codec_key_option,
-    fail,
+    confirm,
     json_arg,
     mask_url,
+    progress_bar,
     reading_codec,
-    run,
     url_option,
+    with_manager,
 )
 from sagaway.cli.listing import parse_statuses
 from sagaway.codecs import Chain
 from sagaway.store import resolve_url
 
 console = Console()
-err_console = Console(stderr=True)
 
 SHOWN = 20
 """Refused workflows listed by key in the text summary (``--json`` lists every one)."""
-
-
-def can_ask() -> bool:
-    """Whether someone at a terminal can answer the confirmation question."""
-    return sys.stdin.isatty()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,11 +95,7 @@ def _filter(
         chosen = frozenset() if code_versions is None else versions.parse_versions(code_versions)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--version") from None
-    bounds = {
-        option: _format.parse_time(value, utc=utc, option=f"--{option}")
-        for option, value in (("since", since), ("until", until))
-        if value is not None
-    }
+    bounds = _format.time_bounds(since, until, utc=utc)
     try:
         return sw.WorkflowFilter(
             name=name,
@@ -114,14 +113,14 @@ def _options(default_reason: str | None) -> list[Callable[[Any], Any]]:
     """The options of every ``sagaway batch`` command, in the order ``--help`` shows them."""
     return [
         url_option,
-        click.option("--name", help="Only workflows of this registered name."),
+        name_option,
         click.option(
             "--status",
             metavar="S[,S...]",
             help="Only these statuses (default: SUSPENDED for retry, else the live ones: "
             "PENDING, RUNNING, WAITING, SUSPENDED).",
         ),
-        click.option("--key-prefix", help="Only keys that start with this."),
+        key_prefix_option,
         click.option(
             "--version", "code_versions", metavar="V[,V...]", help="Only these code versions."
         ),
@@ -139,11 +138,10 @@ def _options(default_reason: str | None) -> list[Callable[[Any], Any]]:
         click.option("--utc", is_flag=True, help="Naive --since/--until times are UTC."),
         click.option("--all", "everything", is_flag=True, help="Select without a filter."),
         click.option("--reason", default=default_reason, show_default=True, help="Why (audited)."),
-        click.option(
+        number_option(
             "--rate",
-            type=click.FloatRange(min=0),
             default=100.0,
-            show_default=True,
+            minimum=0,
             help="At most this many calls a second (0: unpaced).",
         ),
         click.option(
@@ -154,8 +152,8 @@ def _options(default_reason: str | None) -> list[Callable[[Any], Any]]:
             help="Workflows listed per query.",
         ),
         click.option("--dry-run", is_flag=True, help="Only report what would be done."),
-        click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation."),
-        click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
+        yes_option,
+        json_option("Print the report as JSON."),
     ]
 
 
@@ -188,9 +186,7 @@ def batch_options(default_reason: str | None) -> Callable[[Callable[..., Any]], 
             )
             fn(opts, **kw)
 
-        for option in reversed(_options(default_reason)):
-            command = option(command)
-        return command
+        return stacked(*_options(default_reason))(command)
 
     return decorate
 
@@ -200,11 +196,11 @@ def execute(
 ) -> None:
     """Count (a dry run), ask, run with a progress bar, summarise; exit 1 if a call failed."""
 
-    async def go(dry_run: bool, on_item: Callable[[sw.BatchItem], None] | None) -> sw.BatchReport:
+    def go(dry_run: bool, on_item: Callable[[sw.BatchItem], None] | None) -> sw.BatchReport:
         # audit="all": a signal batch is recorded in the audit trail as `sagaway signal` is.
-        manager = sw.Manager(opts.url, audit="all", codec=codec)
-        async with manager.connect(create=False):
-            return await manager.batch(
+        return with_manager(
+            opts.url,
+            lambda manager: manager.batch(
                 action,
                 opts.filter,
                 reason=opts.reason,
@@ -213,22 +209,19 @@ def execute(
                 dry_run=dry_run,
                 on_item=on_item,
                 **extra,
-            )
+            ),
+            codec=codec,
+            audit="all",
+        )
 
-    plan = run(go(True, None), opts.url)
+    plan = go(True, None)
     if opts.dry_run or not plan.done:  # nothing to do: the listing is the whole batch
         _summarise(dataclasses.replace(plan, dry_run=opts.dry_run), opts.as_json)
         return
     _confirm(opts, action, plan)
-    columns = (
-        TextColumn(f"{action.value}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=err_console, transient=True) as progress:
+    with progress_bar(action.value) as progress:
         task = progress.add_task(action.value, total=plan.matched or None)
-        report = run(go(False, lambda _item: progress.advance(task)), opts.url)
+        report = go(False, lambda _item: progress.advance(task))
     _summarise(report, opts.as_json)
     if report.failed:
         sys.exit(int(Exit.REFUSED))
@@ -237,17 +230,13 @@ def execute(
 def _confirm(opts: Options, action: sw.BatchAction, plan: sw.BatchReport) -> None:
     if opts.yes:
         return
-    if not can_ask():
-        fail("stdin is not a terminal, so no one can confirm: pass --yes to go ahead", Exit.USAGE)
     sample = ", ".join(i.key for i in plan.done[:5]) + (", ..." if len(plan.done) > 5 else "")
     where = mask_url(resolve_url(opts.url))
     question = (
         f"{action.value.capitalize()} {len(plan.done)} workflows ({opts.filter.describe()}: "
         f"{sample}) in {where}?"
     )
-    if not click.confirm(question, default=False, err=True):
-        click.echo("aborted: nothing done", err=True)
-        sys.exit(int(Exit.REFUSED))
+    confirm(question, asking=can_ask(), verb="go ahead", aborted="aborted: nothing done", err=True)
 
 
 def _summarise(report: sw.BatchReport, as_json: bool) -> None:

@@ -17,18 +17,12 @@ import click
 
 import sagaway as sw
 from sagaway.cli import _format
-from sagaway.cli._support import codec_key_option, reading_codec, run, url_option
+from sagaway.cli._options import json_option, position_option, utc_option
+from sagaway.cli._support import codec_key_option, reading_codec, url_option, with_manager
 
 
 def item_json(item: sw.OutputItem, clock: _format.Clock) -> dict[str, Any]:
-    return {
-        "seq": item.seq,
-        "kind": item.kind,
-        "name": item.name,
-        "offset": item.offset,
-        "value": item.value,
-        **clock.fields(at=item.at),
-    }
+    return clock.record(item, "seq kind name offset value at")
 
 
 def item_text(item: sw.OutputItem, clock: _format.Clock, stream: bool) -> str:
@@ -44,28 +38,16 @@ def item_text(item: sw.OutputItem, clock: _format.Clock, stream: bool) -> str:
 @codec_key_option
 @click.argument("key")
 @click.option("--stream", metavar="NAME", help="Only the items of this stream, by offset.")
-@click.option(
-    "--after",
-    default=0,
-    type=click.IntRange(min=0),
-    metavar="SEQ",
-    help="Only what was published after this seq (the first column).",
-)
-@click.option(
-    "--offset",
-    default=0,
-    type=click.IntRange(min=0),
-    metavar="N",
-    help="With --stream: from this offset on.",
-)
+@position_option("--after", "SEQ", "Only what was published after this seq (the first column).")
+@position_option("--offset", "N", "With --stream: from this offset on.")
 @click.option(
     "-f",
     "--follow",
     is_flag=True,
     help="Keep printing as the workflow publishes, until it has ended (exit 0).",
 )
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
-@click.option("--utc", is_flag=True, help="Times in UTC (default: local time, offset shown).")
+@json_option("One JSON object per line.")
+@utc_option
 def events(
     url: str | None,
     codec_key_file: str | None,
@@ -86,18 +68,17 @@ def events(
     clock = _format.Clock(utc)
     codec = reading_codec(codec_key_file)
 
-    async def go() -> None:
-        async with sw.Manager(url, codec=codec).connect(create=False) as manager:
-            handle = manager.get_workflow(key)
-            items: AsyncIterator[sw.OutputItem]
-            if stream is not None:
-                items = handle.read_stream(stream, offset=offset, follow=follow)
+    async def print_items(manager: sw.Manager) -> None:
+        handle = manager.get_workflow(key)
+        items: AsyncIterator[sw.OutputItem]
+        if stream is not None:
+            items = handle.read_stream(stream, offset=offset, follow=follow)
+        else:
+            items = handle.outputs(after=after, follow=follow)
+        async for item in items:
+            if as_json:
+                click.echo(json.dumps(item_json(item, clock), ensure_ascii=False))
             else:
-                items = handle.outputs(after=after, follow=follow)
-            async for item in items:
-                if as_json:
-                    click.echo(json.dumps(item_json(item, clock), ensure_ascii=False))
-                else:
-                    click.echo(item_text(item, clock, stream is not None))
+                click.echo(item_text(item, clock, stream is not None))
 
-    run(go(), url)
+    with_manager(url, print_items, codec=codec)

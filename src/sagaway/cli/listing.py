@@ -18,6 +18,14 @@ import sagaway as sw
 from sagaway import search
 from sagaway._engine import versions
 from sagaway.cli import _format
+from sagaway.cli._options import (
+    json_option,
+    key_prefix_option,
+    limit_option,
+    name_option,
+    priority_option,
+    utc_option,
+)
 from sagaway.cli._support import codec_key_option, mask_url, reading_codec, run, url_option
 from sagaway.cli._table import PlainTable
 from sagaway.reading import open_reader
@@ -71,20 +79,15 @@ def summary_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, A
     metavar="S[,S...]",
     help="Only these statuses, comma-separated (e.g. SUSPENDED,FAILED).",
 )
-@click.option("--name", help="Only workflows of this registered name.")
-@click.option("--key-prefix", help="Only keys that start with this.")
+@name_option
+@key_prefix_option
 @click.option(
     "--ordering-key",
     help="Only workflows started with this ordering key (with --status of the live ones: "
     "its line).",
 )
 @click.option("--debounce-key", help="Only workflows started with this debounce key.")
-@click.option(
-    "--priority",
-    type=click.IntRange(1, 5),
-    metavar="1..5",
-    help="Only workflows of this priority (1 lowest .. 5 highest).",
-)
+@priority_option("Only workflows of this priority (1 lowest .. 5 highest).")
 @click.option("--fairness-key", help="Only workflows started with this fairness key.")
 @click.option(
     "--version",
@@ -115,15 +118,9 @@ def summary_json(d: sw.WorkflowDescription, clock: _format.Clock) -> dict[str, A
     metavar="CURSOR",
     help="The next page: the cursor printed under the previous page (or a row's cursor in JSON).",
 )
-@click.option(
-    "--limit",
-    default=50,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="At most this many, newest first (a page; 0 is refused).",
-)
-@click.option("--utc", is_flag=True, help="Times in UTC (default: local time, offset shown).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON array.")
+@limit_option("At most this many, newest first (a page; 0 is refused).")
+@utc_option
+@json_option()
 @click.option("--jsonl", "as_jsonl", is_flag=True, help="Print one JSON object per line.")
 @codec_key_option
 def list_cmd(
@@ -161,11 +158,7 @@ def list_cmd(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--where") from None
     clock = _format.Clock(utc)
-    bounds = {
-        option: _format.parse_time(value, utc=utc, option=f"--{option}")
-        for option, value in (("since", since), ("until", until))
-        if value is not None
-    }
+    bounds = _format.time_bounds(since, until, utc=utc)
     codec = reading_codec(codec_key_file)
 
     async def go() -> list[sw.WorkflowDescription]:
@@ -196,18 +189,19 @@ def _print_page(
     as_jsonl: bool,
 ) -> None:
     """Print up to ``limit`` of ``rows`` (one more was read: then the next page's option)."""
-    more = len(rows) > limit
-    rows = rows[:limit]
-    if as_json:
-        click.echo(json.dumps([summary_json(row, clock) for row in rows], indent=2))
-    elif as_jsonl:
-        for row in rows:
-            click.echo(json.dumps(summary_json(row, clock)))
-    else:
-        _print_list(rows, url, clock, paged)
-    if more:
-        hint = f"next page: --after {rows[-1].cursor}"
-        click.echo(hint, err=as_json or as_jsonl)
+
+    def show(page: list[sw.WorkflowDescription]) -> None:
+        if as_json:
+            click.echo(json.dumps([summary_json(row, clock) for row in page], indent=2))
+        elif as_jsonl:
+            for row in page:
+                click.echo(json.dumps(summary_json(row, clock)))
+        else:
+            _print_list(page, url, clock, paged)
+
+    _format.print_page(
+        rows, limit, show, lambda last: f"--after {last.cursor}", as_json or as_jsonl
+    )
 
 
 def flow_text(d: sw.WorkflowDescription, clock: _format.Clock) -> str:

@@ -16,14 +16,15 @@ import sagaway as sw
 from sagaway.cli import _delivery, _format
 from sagaway.cli import _support as support
 from sagaway.cli._format import escape
+from sagaway.cli._options import json_option, seconds_option, stated_reason_option
 from sagaway.cli._support import (
     Exit,
     codec_key_option,
     mask_url,
     reading_codec,
     reason_option,
-    run,
     url_option,
+    with_manager,
 )
 from sagaway.store import resolve_url
 
@@ -36,15 +37,10 @@ err_console = Console(stderr=True)
 
 @click.command()
 @url_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@json_option("Print one JSON object.")
 def count(url: str | None, as_json: bool) -> None:
     """Count workflows per status."""
-
-    async def go() -> dict[sw.WorkflowStatus, int]:
-        async with sw.Manager(url).connect(create=False) as manager:
-            return await manager.count_workflows()
-
-    counts = run(go(), url)
+    counts = with_manager(url, lambda manager: manager.count_workflows())
     data = {s.value: counts.get(s, 0) for s in sw.WorkflowStatus}
     if as_json:
         click.echo(json.dumps({**data, "total": sum(data.values())}))
@@ -72,12 +68,11 @@ def _request(
     """Make an operator request on the workflow under ``key``: whether it changed anything,
     and the workflow's status afterwards (for the message when it did not)."""
 
-    async def go() -> tuple[bool, sw.WorkflowStatus]:
-        async with sw.Manager(url).connect(create=False) as manager:
-            changed = await request(manager)
-            return changed, await manager.get_workflow(key).status()
+    async def go(manager: sw.Manager) -> tuple[bool, sw.WorkflowStatus]:
+        changed = await request(manager)
+        return changed, await manager.get_workflow(key).status()
 
-    return run(go(), url)
+    return with_manager(url, go)
 
 
 @click.command()
@@ -100,11 +95,9 @@ def retry(url: str | None, key: str, reason: str | None) -> None:
 @click.command()
 @url_option
 @click.argument("key")
-@click.option(
-    "--reason",
-    default="cancelled from the command line",
-    show_default=True,
-    help="Why: the workflow's cancel reason, also kept in the audit trail (sagaway audit).",
+@stated_reason_option(
+    "cancelled",
+    "Why: the workflow's cancel reason, also kept in the audit trail (sagaway audit).",
 )
 @click.option("--wait", is_flag=True, help="Wait until it has ended; print how.")
 def cancel(url: str | None, key: str, reason: str, wait: bool) -> None:
@@ -129,14 +122,13 @@ def cancel(url: str | None, key: str, reason: str, wait: bool) -> None:
         )
         return
 
-    async def ended() -> sw.WorkflowStatus:
-        async with sw.Manager(url).connect(create=False) as manager:
-            handle = manager.get_workflow(key)
-            with contextlib.suppress(Exception):
-                await handle.result()
-            return await handle.status()
+    async def ended(manager: sw.Manager) -> sw.WorkflowStatus:
+        handle = manager.get_workflow(key)
+        with contextlib.suppress(Exception):
+            await handle.result()
+        return await handle.status()
 
-    final = run(ended(), url)
+    final = with_manager(url, ended)
     if final is not sw.WorkflowStatus.CANCELLED:
         _refused(f"{key} ended {final.value} (cancellation is cooperative)")
     console.print(f"{escape(key)}: CANCELLED")
@@ -145,11 +137,8 @@ def cancel(url: str | None, key: str, reason: str, wait: bool) -> None:
 @click.command()
 @url_option
 @click.argument("key")
-@click.option(
-    "--reason",
-    default="terminated from the command line",
-    show_default=True,
-    help="Why: recorded as its error, and in the audit trail (sagaway audit).",
+@stated_reason_option(
+    "terminated", "Why: recorded as its error, and in the audit trail (sagaway audit)."
 )
 def terminate(url: str | None, key: str, reason: str) -> None:
     """End a live workflow now as TERMINATED: no compensation runs, the reason is recorded.
@@ -171,13 +160,11 @@ def terminate(url: str | None, key: str, reason: str) -> None:
 @click.argument("payload", default="null")
 @click.option("--dedupe-id", help="Deliver at most once per workflow for this id.")
 @reason_option
-@click.option(
+@seconds_option(
     "--wait-delivery",
     "wait",
-    type=click.FloatRange(min=0),
     default=2.0,
-    show_default=True,
-    metavar="SECONDS",
+    minimum=0,
     help="When the workflow is waiting for this signal, wait this long to report whether it "
     "was delivered or rejected (0: do not wait).",
 )
@@ -207,11 +194,13 @@ def signal_cmd(
     data = support.json_arg(payload, "PAYLOAD", "'{\"ok\": true}'")
     codec = reading_codec(codec_key_file)  # with keys, the payload is stored encrypted
 
-    async def go() -> _delivery.Sent:
-        async with sw.Manager(url, codec=codec, audit="all").connect(create=False) as manager:
-            return await _delivery.send(manager, key, name, data, dedupe_id, wait, reason)
-
-    _report_signal(run(go(), url), key, name, dedupe_id, wait)
+    sent = with_manager(
+        url,
+        lambda manager: _delivery.send(manager, key, name, data, dedupe_id, wait, reason),
+        codec=codec,
+        audit="all",
+    )
+    _report_signal(sent, key, name, dedupe_id, wait)
 
 
 def _report_signal(

@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import datetime
 import re
-import sys
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-import sagaway as sw
+from sagaway.cli._options import number_option, yes_option
 from sagaway.cli._support import (
     EXIT_CODES_HELP,
-    Exit,
-    fail,
+    can_ask,
+    confirm,
     mask_url,
+    progress_bar,
     reason_option,
-    run,
     url_option,
+    with_manager,
 )
 from sagaway.states import ended_statuses
 from sagaway.store import resolve_url
@@ -32,8 +30,6 @@ from sagaway.store import resolve_url
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _DURATION = re.compile(r"(?:\d+(?:\.\d+)?[smhdw])+")
-
-err_console = Console(stderr=True)
 
 
 def parse_duration(text: str) -> float:
@@ -67,11 +63,6 @@ def _statuses(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         raise click.BadParameter(str(exc)) from exc
 
 
-def can_ask() -> bool:
-    """Whether someone at a terminal can answer the confirmation question."""
-    return sys.stdin.isatty()
-
-
 def _ago(seconds: float) -> str:
     return str(datetime.timedelta(seconds=round(seconds)))
 
@@ -94,14 +85,8 @@ def _ago(seconds: float) -> str:
     help="Only these ended statuses (default: COMPLETED, FAILED, CANCELLED, TERMINATED).",
 )
 @click.option("--dry-run", is_flag=True, help="Only count what would be purged.")
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=500,
-    show_default=True,
-    help="Workflows deleted per transaction.",
-)
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@number_option("--batch-size", default=500, minimum=1, help="Workflows deleted per transaction.")
+@yes_option
 @reason_option
 def purge(
     url: str | None,
@@ -122,41 +107,25 @@ def purge(
     --reason); the entries of the purged workflows stay.
     """
     where = mask_url(resolve_url(url))
-
-    async def count() -> int:
-        async with sw.Manager(url).connect(create=False) as manager:
-            return await manager.purge(older_than, statuses=statuses, dry_run=True)
-
-    found = run(count(), url)
+    found = with_manager(url, lambda m: m.purge(older_than, statuses=statuses, dry_run=True))
     if dry_run:
         click.echo(f"would purge {found} workflows")
         return
     if found and not yes:
-        if not can_ask():
-            fail("stdin is not a terminal, so no one can confirm: pass --yes to purge", Exit.USAGE)
         question = (
             f"Purge {found} workflows that ended more than {_ago(older_than)} ago from {where}?"
         )
-        if not click.confirm(question, default=False):
-            click.echo("aborted: nothing purged", err=True)
-            sys.exit(int(Exit.REFUSED))
-
-    async def go() -> int:
-        columns = (
-            TextColumn("purging"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
+        confirm(question, asking=can_ask(), verb="purge", aborted="aborted: nothing purged")
+    with progress_bar("purging") as progress:
+        task = progress.add_task("purge", total=found or None)
+        purged = with_manager(
+            url,
+            lambda m: m.purge(
+                older_than,
+                statuses=statuses,
+                batch_size=batch_size,
+                on_batch=lambda n: progress.advance(task, n),
+                reason=reason,
+            ),
         )
-        with Progress(*columns, console=err_console, transient=True) as progress:
-            task = progress.add_task("purge", total=found or None)
-            async with sw.Manager(url).connect(create=False) as manager:
-                return await manager.purge(
-                    older_than,
-                    statuses=statuses,
-                    batch_size=batch_size,
-                    on_batch=lambda n: progress.advance(task, n),
-                    reason=reason,
-                )
-
-    click.echo(f"purged {run(go(), url)} workflows")
+    click.echo(f"purged {purged} workflows")

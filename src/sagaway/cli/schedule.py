@@ -9,29 +9,26 @@ from __future__ import annotations
 
 import datetime
 import json
-import sys
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-import sagaway as sw
 from sagaway.cli._format import escape
+from sagaway.cli._options import Decorator, json_option, stacked, yes_option
 from sagaway.cli._support import (
     EXIT_CODES_HELP,
-    Exit,
-    fail,
+    can_ask,
+    confirm,
     mask_url,
     reason_option,
-    run,
     url_option,
+    with_manager,
 )
 from sagaway.store import resolve_url
 from sagaway.store.records import ScheduleRecord
 
-T = TypeVar("T")
 console = Console()
 
 
@@ -55,14 +52,6 @@ def as_json(schedule: ScheduleRecord) -> dict[str, Any]:
     }
 
 
-def _with_manager(url: str | None, action: Callable[[sw.Manager], Awaitable[T]]) -> T:
-    async def go() -> T:
-        async with sw.Manager(url).connect(create=False) as manager:
-            return await action(manager)
-
-    return run(go(), url)
-
-
 @click.group("schedule", epilog=EXIT_CODES_HELP)
 def schedule_command() -> None:
     """Look at and steer schedules (workflows started at the ticks of a cron expression).
@@ -71,12 +60,17 @@ def schedule_command() -> None:
     """
 
 
+def _steering(*extra: Decorator) -> Decorator:
+    """A command on one schedule: ``--db``, its ``ID``, ``extra`` options and ``--reason``."""
+    return stacked(url_option, click.argument("schedule_id", metavar="ID"), *extra, reason_option)
+
+
 @schedule_command.command("list")
 @url_option
-@click.option("--json", "json_out", is_flag=True, help="Print one JSON array.")
+@json_option(dest="json_out")
 def list_schedules(url: str | None, json_out: bool) -> None:
     """List the schedules, by id."""
-    found = _with_manager(url, lambda manager: manager.list_schedules())
+    found = with_manager(url, lambda manager: manager.list_schedules())
     if json_out:
         click.echo(json.dumps([as_json(s) for s in found]))
         return
@@ -91,50 +85,38 @@ def list_schedules(url: str | None, json_out: bool) -> None:
 
 
 @schedule_command.command()
-@url_option
-@click.argument("schedule_id", metavar="ID")
-@reason_option
+@_steering()
 def pause(url: str | None, schedule_id: str, reason: str | None) -> None:
     """Stop starting executions of schedule ID (running ones go on)."""
-    _with_manager(url, lambda manager: manager.pause_schedule(schedule_id, reason=reason))
+    with_manager(url, lambda manager: manager.pause_schedule(schedule_id, reason=reason))
     console.print(f"{escape(schedule_id)}: paused")
 
 
 @schedule_command.command()
-@url_option
-@click.argument("schedule_id", metavar="ID")
-@reason_option
+@_steering()
 def resume(url: str | None, schedule_id: str, reason: str | None) -> None:
     """Start executions of schedule ID again, from its next tick (ticks of the pause are not
     run)."""
-    stored = _with_manager(url, lambda m: m.resume_schedule(schedule_id, reason=reason))
+    stored = with_manager(url, lambda m: m.resume_schedule(schedule_id, reason=reason))
     console.print(f"{escape(schedule_id)}: active, next tick at {_at(stored.next_tick_at)} UTC")
 
 
 @schedule_command.command()
-@url_option
-@click.argument("schedule_id", metavar="ID")
-@reason_option
+@_steering()
 def trigger(url: str | None, schedule_id: str, reason: str | None) -> None:
     """Start one execution of schedule ID now (key schedule:ID:manual:UUID); a running worker
     runs it."""
-    handle = _with_manager(url, lambda m: m.trigger_schedule(schedule_id, reason=reason))
+    handle = with_manager(url, lambda m: m.trigger_schedule(schedule_id, reason=reason))
     click.echo(handle.key)
 
 
 @schedule_command.command()
-@url_option
-@click.argument("schedule_id", metavar="ID")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-@reason_option
+@_steering(yes_option)
 def delete(url: str | None, schedule_id: str, yes: bool, reason: str | None) -> None:
     """Delete schedule ID (its executions stay). Asks on a terminal; without one, deletes only
     with --yes (exit 2 otherwise). Answering no exits 1. A schedule declared in code is written
     again when its workers start: remove it from the code too."""
     if not yes:
-        if not sys.stdin.isatty():
-            fail("stdin is not a terminal, so no one can confirm: pass --yes to delete", Exit.USAGE)
-        if not click.confirm(f"delete schedule {schedule_id!r}?", default=False):
-            sys.exit(int(Exit.REFUSED))
-    _with_manager(url, lambda manager: manager.delete_schedule(schedule_id, reason=reason))
+        confirm(f"delete schedule {schedule_id!r}?", asking=can_ask(), verb="delete")
+    with_manager(url, lambda manager: manager.delete_schedule(schedule_id, reason=reason))
     console.print(f"{escape(schedule_id)}: deleted")

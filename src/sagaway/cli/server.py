@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from sagaway.cli._options import seconds_option
+from sagaway.cli._serving import note_single_token, reload_tokens
 from sagaway.cli._support import (
     Exit,
     check_reachable,
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from sagaway.server.auth import Gate
 
 TOKEN_ENV = "SAGAWAY_SERVER_TOKEN"
+PROGRAM = "sagaway server"
 
 
 @click.command()
@@ -56,12 +59,10 @@ TOKEN_ENV = "SAGAWAY_SERVER_TOKEN"
     default=None,
     help="Largest payload (bytes of JSON) a call may carry [default: 2 MiB].",
 )
-@click.option(
+@seconds_option(
     "--max-lease",
-    type=click.FloatRange(min=0.001),
     default=300.0,
-    show_default=True,
-    metavar="SECONDS",
+    minimum=0.001,
     help="Longest lease a client may take or renew; longer requests are shortened. At least "
     "the applications' lease_timeout (default 30 s).",
 )
@@ -123,12 +124,7 @@ def server(
         gate = config.gate()  # a tokens file with an error: exit 2 now, not at the first call
     except ValueError as exc:
         fail(str(exc), Exit.USAGE)
-    if tokens_file is not None and config.token is not None:
-        click.echo(
-            "sagaway server: the single token (--token-file or $SAGAWAY_SERVER_TOKEN) is "
-            "accepted too, as principal 'default' with every role",
-            err=True,
-        )
+    note_single_token(PROGRAM, TOKEN_ENV, tokens_file, config.token)
 
     _serve(config, gate, url)
 
@@ -146,31 +142,23 @@ def _serve(config: ServerConfig, gate: Gate, url: str) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        loop.add_signal_handler(signal.SIGHUP, reload_tokens, config, gate)
+        loop.add_signal_handler(signal.SIGHUP, reload, config, gate)
 
         def ready(address: str) -> None:
             click.echo(f"listening on {address}", nl=True)
-            click.echo(f"sagaway server: {mask_url(url)}", err=True)
+            click.echo(f"{PROGRAM}: {mask_url(url)}", err=True)
 
         await serve(config, stop, ready=ready, gate=gate)
 
     run(go(), url)
 
 
-def reload_tokens(config: ServerConfig, gate: Gate) -> None:
-    """SIGHUP: read the tokens file again and let its entries in from the next call on; a file
-    with an error changes nothing (the message says why). One line on stderr either way."""
-    if config.tokens_file is None:
-        click.echo("sagaway server: SIGHUP: no --tokens-file to reload", err=True)
-        return
-    try:
+def reload(config: ServerConfig, gate: Gate) -> None:
+    """SIGHUP: read the tokens file again and let its entries in from the next call on."""
+
+    def load() -> str:
         found = config.load_credentials()
-    except ValueError as exc:
-        click.echo(
-            f"sagaway server: tokens file NOT reloaded, the previous one stays in force: {exc}",
-            err=True,
-        )
-        return
-    gate.replace(found)
-    summary = found.summary() if found is not None else "no token"
-    click.echo(f"sagaway server: tokens file reloaded: {summary}", err=True)
+        gate.replace(found)
+        return found.summary() if found is not None else "no token"
+
+    reload_tokens(PROGRAM, config.tokens_file, load)

@@ -25,7 +25,15 @@ from sagaway._engine import versions
 from sagaway.cli import _format
 from sagaway.cli._cancel_requests import cancel_json, print_cancel_requests
 from sagaway.cli._format import escape
-from sagaway.cli._support import Exit, codec_key_option, reading_codec, run, url_option
+from sagaway.cli._options import json_option, utc_option
+from sagaway.cli._support import (
+    Exit,
+    codec_key_option,
+    reading_codec,
+    run,
+    url_option,
+    with_manager,
+)
 from sagaway.cli._table import PlainTable
 from sagaway.cli.audit import entry_json, print_show_audit
 from sagaway.cli.listing import summary_json
@@ -43,9 +51,9 @@ POLL_INTERVAL = 0.5
 @url_option
 @codec_key_option
 @click.argument("key")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (with --follow: JSON lines).")
+@json_option("Print JSON (with --follow: JSON lines).")
 @click.option("--traceback", "show_tb", is_flag=True, help="Show recorded tracebacks.")
-@click.option("--utc", is_flag=True, help="Times in UTC (default: local time, offset shown).")
+@utc_option
 @click.option(
     "--export",
     is_flag=True,
@@ -82,7 +90,8 @@ def show(
     if export:
         if follow or as_json:
             raise click.UsageError("--export prints JSON of its own: without --json or --follow")
-        click.echo(json.dumps(run(_export(url, key), url), indent=2))
+        history = with_manager(url, lambda manager: manager.get_workflow(key).export_history())
+        click.echo(json.dumps(history, indent=2))
         return
     if follow:
         sys.exit(int(run(_follow(url, key, clock, as_json, show_tb, codec), url)))
@@ -96,11 +105,6 @@ def show(
         click.echo(json.dumps(show_json(d, clock, attributes), indent=2))
         return
     print_show(d, clock, show_tb, attributes)
-
-
-async def _export(url: str | None, key: str) -> dict[str, Any]:
-    async with sw.Manager(url).connect(create=False) as manager:
-        return await manager.get_workflow(key).export_history()
 
 
 # ---------------------------------------------------------------------------- JSON
@@ -156,16 +160,8 @@ def _took(s: sw.StepDescription) -> float | None:
 
 
 def signal_json(s: sw.SignalDescription, clock: _format.Clock) -> dict[str, Any]:
-    return {
-        "id": s.id,
-        "name": s.name,
-        "state": s.state,
-        "payload": s.payload,
-        "dedupe_id": s.dedupe_id,
-        "delivered_to": s.delivered_to,
-        "rejected": s.rejected,
-        **clock.fields(sent_at=s.sent_at, handled_at=s.handled_at),
-    }
+    fields = "id name state payload dedupe_id delivered_to rejected sent_at handled_at"
+    return clock.record(s, fields)
 
 
 def _attribute_json(value: Any) -> Any:

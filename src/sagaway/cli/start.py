@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import click
@@ -21,6 +22,7 @@ import sagaway as sw
 from sagaway.cli import _start_flow
 from sagaway.cli import _support as support
 from sagaway.cli._ending import result_or_error
+from sagaway.cli._options import old_name_option
 from sagaway.cli._support import Exit, fail, reading_codec, reason_option, run, url_option
 from sagaway.registry import Registry
 from sagaway.store import resolve_url
@@ -37,6 +39,10 @@ def _call_args(text: str) -> tuple[list[Any], dict[str, Any]]:
     raise click.BadParameter(
         "JSON_ARGS must be a JSON object (keyword arguments) or array (positional ones)"
     )
+
+
+_AFTER_START = click.FloatRange(min=0, min_open=True)
+"""Seconds after the start (more than zero)."""
 
 
 @click.command()
@@ -62,17 +68,12 @@ def _call_args(text: str) -> tuple[list[Any], dict[str, Any]]:
 )
 @click.option(
     "--deadline",
-    type=click.FloatRange(min=0, min_open=True),
+    type=_AFTER_START,
     metavar="SECONDS",
     help="The workflow's deadline, in seconds from its start: past it, it is cancelled (and "
     "compensates). It does not bound --wait.",
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    hidden=True,
-    help="Deprecated: the old name of --deadline.",
-)
+@old_name_option("--timeout", "--deadline", _AFTER_START)
 @click.option(
     "--wait", is_flag=True, help="Wait for the end; print the result as JSON, or the error."
 )
@@ -103,33 +104,15 @@ def start(
     """
     args, kwargs = _call_args(json_args)
     flow_options = _start_flow.checked(flow_values)
-    deadline = _deadline(deadline, timeout)
-    if target is None:
-        if args:
-            raise click.BadParameter(
-                "without --app, give the arguments by name, as a JSON object such as "
-                '\'{"order_id": "o-1"}\' (positional ones need the function: pass --app)',
-                param_hint="JSON_ARGS",
-            )
-        # An operator's start: audited, with or without a reason (audit="all").
-        manager = sw.Manager(url, codec=reading_codec(None), audit="all")
-        queue = task_queue or "default"
-        call = _by_name(manager, name, kwargs, key, queue, deadline, reason, flow_options)
-    else:
-        if task_queue is not None:
-            raise click.BadParameter(
-                "with --app the workflow's registered task queue is used", param_hint="--task-queue"
-            )
-        manager = support.load_manager(target)
-        manager.options = dataclasses.replace(manager.options, audit="all")
-        if url is not None:
-            manager.url = resolve_url(url)
-        typed_args, typed_kwargs = _typed(manager, name, args, kwargs)
-        call = _registered(
-            manager, name, typed_args, typed_kwargs, key, deadline, reason, flow_options
-        )
+    options: dict[str, Any] = {
+        "idempotency_key": key,
+        "deadline": _deadline(deadline, timeout),
+        "reason": reason,
+        **flow_options,
+    }
+    manager, begin = _begin(target, url, name, args, kwargs, task_queue, options)
     run(support.check_reachable(manager.url), manager.url)
-    handle, existing = run(call, manager.url)
+    handle, existing = run(_start(manager, key, begin), manager.url)
     console.print(_started(key, name, handle, existing))
     if wait:
         _wait(_reader(manager), handle.key)  # a joined burst's run is under its first key
@@ -199,47 +182,49 @@ async def _existing(manager: sw.Manager, key: str) -> sw.WorkflowStatus | None:
         return None
 
 
-async def _registered(
-    manager: sw.Manager,
+Begin = Callable[[], Awaitable[sw.WorkflowHandle[Any]]]
+"""The call that starts (or joins) the workflow."""
+
+
+def _begin(
+    target: str | None,
+    url: str | None,
     name: str,
     args: list[Any],
     kwargs: dict[str, Any],
-    key: str,
-    deadline: float | None,
-    reason: str | None,
-    flow_options: dict[str, Any],
-) -> Started:
-    async with manager.connect():
-        existing = await _existing(manager, key)
-        call = manager.workflow(name, *args, **kwargs)
-        handle = await call.execute(
-            idempotency_key=key, deadline=deadline, reason=reason, **flow_options
+    task_queue: str | None,
+    options: dict[str, Any],
+) -> tuple[sw.Manager, Begin]:
+    """The Manager and the call that starts the workflow: without --app a start by name, its
+    arguments stored as given; with it, the registered workflow's, its arguments typed by it."""
+    if target is None:
+        if args:
+            raise click.BadParameter(
+                "without --app, give the arguments by name, as a JSON object such as "
+                '\'{"order_id": "o-1"}\' (positional ones need the function: pass --app)',
+                param_hint="JSON_ARGS",
+            )
+        # An operator's start: audited, with or without a reason (audit="all").
+        manager = sw.Manager(url, codec=reading_codec(None), audit="all")
+        queue = task_queue or "default"
+        return manager, lambda: manager.start_by_name(name, kwargs, task_queue=queue, **options)
+    if task_queue is not None:
+        raise click.BadParameter(
+            "with --app the workflow's registered task queue is used", param_hint="--task-queue"
         )
-        return handle, existing
+    app = support.load_manager(target)
+    app.options = dataclasses.replace(app.options, audit="all")
+    if url is not None:
+        app.url = resolve_url(url)
+    typed_args, typed_kwargs = _typed(app, name, args, kwargs)
+    return app, lambda: app.workflow(name, *typed_args, **typed_kwargs).execute(**options)
 
 
-async def _by_name(
-    manager: sw.Manager,
-    name: str,
-    kwargs: dict[str, Any],
-    key: str,
-    task_queue: str,
-    deadline: float | None,
-    reason: str | None,
-    flow_options: dict[str, Any],
-) -> Started:
+async def _start(manager: sw.Manager, key: str, begin: Begin) -> Started:
+    """Start (or join) the workflow with ``begin``, saying what was under its key before."""
     async with manager.connect():
         existing = await _existing(manager, key)
-        handle = await manager.start_by_name(
-            name,
-            kwargs,
-            idempotency_key=key,
-            task_queue=task_queue,
-            deadline=deadline,
-            reason=reason,
-            **flow_options,
-        )
-        return handle, existing
+        return await begin(), existing
 
 
 def _reader(manager: sw.Manager) -> sw.Manager:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime
 import json
 import sys
-from typing import Any
 
 import click
 from rich.console import Console
@@ -20,7 +19,8 @@ from rich.console import Console
 import sagaway as sw
 from sagaway.cli import _support as support
 from sagaway.cli._format import escape, safe_lines
-from sagaway.cli._support import Exit, codec_key_option, reading_codec, run, url_option
+from sagaway.cli._options import Decorator, seconds_option, stacked, stated_reason_option
+from sagaway.cli._support import Exit, codec_key_option, reading_codec, url_option, with_manager
 
 console = Console()
 
@@ -34,12 +34,10 @@ console = Console()
     "--update-id",
     help="Names the update: sent again, it is applied once and answered with the same result.",
 )
-@click.option(
+@seconds_option(
     "--timeout",
-    type=click.FloatRange(min=0),
     default=60.0,
-    show_default=True,
-    metavar="SECONDS",
+    minimum=0,
     help="How long to wait for the answer (the update stays pending after it).",
 )
 @codec_key_option
@@ -64,22 +62,21 @@ def update(
     data = support.json_arg(payload, "PAYLOAD", '\'{"approver": "ann"}\'')
     codec = reading_codec(codec_key_file)
 
-    async def go() -> sw.UpdateResult | str:
-        async with sw.Manager(url, codec=codec).connect(create=False) as manager:
-            handle = manager.get_workflow(key)
-            try:
-                return await handle.update(name, data, update_id=update_id, timeout=timeout)
-            except sw.UpdateRejected as exc:
-                return f"{key}: update {name!r} rejected: {exc.reason}"
-            except TimeoutError:
-                return (
-                    f"{key}: no answer to update {name!r} within {timeout:g}s (is a worker "
-                    "running, and does the workflow handle it?); it stays pending"
-                )
-            except sw.CompletableError as exc:
-                return f"{key}: update {name!r} accepted; its handler failed: {exc}"
+    async def go(manager: sw.Manager) -> sw.UpdateResult | str:
+        handle = manager.get_workflow(key)
+        try:
+            return await handle.update(name, data, update_id=update_id, timeout=timeout)
+        except sw.UpdateRejected as exc:
+            return f"{key}: update {name!r} rejected: {exc.reason}"
+        except TimeoutError:
+            return (
+                f"{key}: no answer to update {name!r} within {timeout:g}s (is a worker "
+                "running, and does the workflow handle it?); it stays pending"
+            )
+        except sw.CompletableError as exc:
+            return f"{key}: update {name!r} accepted; its handler failed: {exc}"
 
-    answer = run(go(), url)
+    answer = with_manager(url, go, codec=codec)
     if isinstance(answer, str):
         click.echo(safe_lines(answer), err=True)
         sys.exit(int(Exit.REFUSED))
@@ -120,11 +117,7 @@ def _pause_or_resume(
     if (key is None) == (target is None):
         raise click.UsageError("give a workflow KEY, or --activity NAME or --queue NAME")
 
-    async def go() -> bool:
-        async with sw.Manager(url).connect(create=False) as manager:
-            return await _switch(manager, key, target, on, reason)
-
-    changed = run(go(), url)
+    changed = with_manager(url, lambda manager: _switch(manager, key, target, on, reason))
     named = f"{target[0]} {target[1]}" if target is not None else str(key)
     if changed:
         console.print(f"{escape(named)}: {'paused' if on else 'resumed'}")
@@ -134,16 +127,20 @@ def _pause_or_resume(
     sys.exit(int(Exit.REFUSED))
 
 
-_ACTIVITY = click.option("--activity", metavar="NAME", help="An activity, by registered name.")
-_QUEUE = click.option("--queue", metavar="NAME", help="An activity queue (an activity's queue=).")
+def _switch_options(done: str) -> Decorator:
+    """What ``pause`` and ``resume`` take: ``--db``, a workflow KEY or ``--activity`` or
+    ``--queue``, and ``--reason`` (by default ``<done> from the command line``)."""
+    return stacked(
+        url_option,
+        click.argument("key", required=False),
+        click.option("--activity", metavar="NAME", help="An activity, by registered name."),
+        click.option("--queue", metavar="NAME", help="An activity queue (an activity's queue=)."),
+        stated_reason_option(done),
+    )
 
 
 @click.command()
-@url_option
-@click.argument("key", required=False)
-@_ACTIVITY
-@_QUEUE
-@click.option("--reason", default="paused from the command line", show_default=True)
+@_switch_options("paused")
 @click.option("--list", "listing", is_flag=True, help="Show the paused activities and queues.")
 def pause(
     url: str | None,
@@ -171,11 +168,7 @@ def pause(
 
 
 @click.command()
-@url_option
-@click.argument("key", required=False)
-@_ACTIVITY
-@_QUEUE
-@click.option("--reason", default="resumed from the command line", show_default=True)
+@_switch_options("resumed")
 def resume(
     url: str | None, key: str | None, activity: str | None, queue: str | None, reason: str
 ) -> None:
@@ -187,11 +180,7 @@ def resume(
 
 
 def _list(url: str | None) -> None:
-    async def go() -> list[Any]:
-        async with sw.Manager(url).connect(create=False) as manager:
-            return await manager.paused_calls()
-
-    paused = run(go(), url)
+    paused = with_manager(url, lambda manager: manager.paused_calls())
     if not paused:
         console.print("nothing is paused")
         return

@@ -6,21 +6,22 @@ import asyncio
 import signal
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from sagaway import codecs
+from sagaway.cli._options import seconds_option
+from sagaway.cli._serving import note_single_token, reload_tokens
 from sagaway.cli._support import (
     Exit,
     codec_key_option,
+    codec_keys,
     fail,
     file_option,
     listen_option,
     mask_url,
     read_token,
     url_option,
-    warn_if_exposed,
 )
 from sagaway.store import open_store, resolve_url
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from sagaway.console import ConsoleConfig
 
 TOKEN_ENV = "SAGAWAY_UI_TOKEN"
+PROGRAM = "sagaway ui"
 
 
 @click.command()
@@ -46,20 +48,17 @@ TOKEN_ENV = "SAGAWAY_UI_TOKEN"
     "admin: terminate), as `sagaway server --tokens-file` takes. SIGHUP reloads it.",
 )
 @click.option("--read-only", is_flag=True, help="No actions: show workflows only.")
-@click.option(
+@seconds_option(
     "--refresh",
-    type=click.FloatRange(min=0.1),
+    "poll_interval",
     default=2.0,
-    show_default=True,
-    metavar="SECONDS",
+    minimum=0.1,
     help="How often open pages refresh their live part.",
 )
-@click.option(
+@seconds_option(
     "--session-idle",
-    type=click.FloatRange(min=60),
     default=12 * 3600.0,
-    show_default=True,
-    metavar="SECONDS",
+    minimum=60,
     help="A browser's login ends after this long without a request (and 7 days after it, "
     "at logout, or when the console restarts).",
 )
@@ -69,12 +68,9 @@ def ui(
     url: str | None,
     listen: str,
     token_file: Path | None,
-    tokens_file: Path | None,
-    read_only: bool,
-    refresh: float,
-    session_idle: float,
     verbose: bool,
     codec_key_file: str | None,
+    **settings: Any,
 ) -> None:
     """Serve the web console: workflows with live counts, each workflow's steps on a time
     axis, and the operator actions (retry, cancel, terminate, signal).
@@ -97,25 +93,15 @@ def ui(
     except (ValueError, ImportError) as exc:
         fail(str(exc), Exit.USAGE, url)
     token = read_token(token_file, TOKEN_ENV)
-    warn_if_exposed(codec_key_file, "codec key file")
-    try:
-        keys = tuple(codecs.keys_from(codec_key_file) or ())
-    except (ValueError, OSError) as exc:
-        fail(f"codec keys: {exc}", Exit.USAGE)
-    console = ConsoleConfig(
-        url=url,
-        token=token,
-        tokens_file=tokens_file,
-        read_only=read_only,
-        poll_interval=refresh,
-        session_idle=session_idle,
-        codec_keys=keys,
-    )
+    keys = tuple(codec_keys(codec_key_file) or ())
+    # The other options are the config's own: tokens_file, read_only, poll_interval (--refresh)
+    # and session_idle.
+    console = ConsoleConfig(url=url, token=token, codec_keys=keys, **settings)
     try:
         found = console.load_credentials()  # a tokens file with an error: exit 2 now
     except ValueError as exc:
         fail(str(exc), Exit.USAGE)
-    _check_tokens(found is not None, host, listen, tokens_file, token)
+    _check_tokens(found is not None, host, listen, console.tokens_file, token)
     try:
         sock = _bind(host, port)
     except OSError as exc:
@@ -137,12 +123,7 @@ def _check_tokens(
             "127.0.0.1",
             Exit.USAGE,
         )
-    if tokens_file is not None and token is not None:
-        click.echo(
-            f"sagaway ui: the single token (--token-file or ${TOKEN_ENV}) is accepted too, as "
-            "principal 'default' with every role",
-            err=True,
-        )
+    note_single_token(PROGRAM, TOKEN_ENV, tokens_file, token)
 
 
 def _serve(console: ConsoleConfig, sock: socket.socket, url: str, verbose: bool) -> None:
@@ -159,7 +140,7 @@ def _serve(console: ConsoleConfig, sock: socket.socket, url: str, verbose: bool)
         lifespan="on",
     )
     listening = f"listening on http://{_shown(sock)}"
-    serving = f"sagaway ui: {mask_url(url)}"
+    serving = f"{PROGRAM}: {mask_url(url)}"
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -179,18 +160,7 @@ def reload(app: Starlette) -> None:
     """SIGHUP: read the tokens file again (one line on stderr; an error changes nothing)."""
     from sagaway.console.app import reload_credentials
 
-    if app.state.config.tokens_file is None:
-        click.echo("sagaway ui: SIGHUP: no --tokens-file to reload", err=True)
-        return
-    try:
-        summary = reload_credentials(app)
-    except ValueError as exc:
-        click.echo(
-            f"sagaway ui: tokens file NOT reloaded, the previous one stays in force: {exc}",
-            err=True,
-        )
-        return
-    click.echo(f"sagaway ui: tokens file reloaded: {summary}", err=True)
+    reload_tokens(PROGRAM, app.state.config.tokens_file, lambda: reload_credentials(app))
 
 
 def _shown(sock: socket.socket) -> str:

@@ -14,6 +14,7 @@ from sagaway import telemetry
 from sagaway._engine import versions
 from sagaway.cli import _support as support
 from sagaway.cli._format import escape
+from sagaway.cli._options import number_option, old_name_option
 from sagaway.cli._support import Exit, mask_url, run, url_option
 from sagaway.store import resolve_url
 
@@ -39,7 +40,7 @@ err_console = Console(stderr=True)
     "--task-queues",
     help="Comma-separated task queues whose workflows to run (default: all), e.g. billing,default.",
 )
-@click.option("--queues", hidden=True, help="Old name of --task-queues.")
+@old_name_option("--queues", "--task-queues")
 @click.option(
     "--versions",
     "run_versions",
@@ -60,11 +61,10 @@ err_console = Console(stderr=True)
     help="Address the metrics endpoint binds (0.0.0.0: every interface; it has no "
     "authentication, and shows workflow and activity names only).",
 )
-@click.option(
+@number_option(
     "--metrics-refresh",
-    type=click.FloatRange(min=0.1),
     default=15.0,
-    show_default=True,
+    minimum=0.1,
     help="Seconds between two counts of the workflows by status (the sagaway_workflows gauge).",
 )
 @click.option(

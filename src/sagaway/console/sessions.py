@@ -132,27 +132,20 @@ class _Failures:
     last: float
 
 
+@dataclasses.dataclass(kw_only=True, eq=False)
 class LoginThrottle:
     """How long a login attempt must wait, per client address and for all of them."""
 
-    def __init__(
-        self,
-        *,
-        per_address: Backoff = ADDRESS,
-        overall: Backoff = GLOBAL,
-        forget: float = 3600.0,
-        clock: Clock = time.monotonic,
-        sleep: Sleep = asyncio.sleep,
-        max_addresses: int = 100_000,
-    ) -> None:
-        self.per_address = per_address
-        self.overall = overall
-        self.forget = forget
-        self.clock = clock
-        self.sleep = sleep
-        self.max_addresses = max_addresses
-        self._addresses: OrderedDict[str, _Failures] = OrderedDict()
-        self._all = _Failures(0, 0.0)
+    per_address: Backoff = ADDRESS
+    overall: Backoff = GLOBAL
+    forget: float = 3600.0
+    clock: Clock = time.monotonic
+    sleep: Sleep = asyncio.sleep
+    max_addresses: int = 100_000
+    _addresses: OrderedDict[str, _Failures] = dataclasses.field(
+        default_factory=OrderedDict, init=False, repr=False
+    )
+    _all: _Failures = dataclasses.field(default_factory=lambda: _Failures(0, 0.0), init=False)
 
     def _recent(self, failures: _Failures | None, now: float) -> int:
         if failures is None or now - failures.last > self.forget:

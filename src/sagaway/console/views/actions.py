@@ -13,23 +13,20 @@ audit trail with the reason given, made on behalf of the logged-in principal (``
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from typing import Any
 
 from starlette.datastructures import FormData
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 import sagaway as sw
 from sagaway._engine import audit
-from sagaway.console import access
-from sagaway.console.backend import UNAVAILABLE
 from sagaway.console.rendering import flash, render
 from sagaway.console.security import checked_form
 from sagaway.console.views import updates
 from sagaway.console.views._common import manager_of, workflow_path
+from sagaway.console.views._forms import allowed, call_payload, flash_outcome, text
 from sagaway.principals import Principal, current_principal, set_current_principal
 
 ACTIONS = {
@@ -47,6 +44,24 @@ DEFAULT_REASON = {
     "pause": "paused from the web console",
     "resume": "resumed from the web console",
 }
+SAID = {
+    "retry": (
+        "will be retried by the next worker scan",
+        "is {status}, not SUSPENDED: nothing to retry",
+    ),
+    "cancel": (
+        "cancel requested: it compensates and ends CANCELLED",
+        "had already ended ({status})",
+    ),
+    "terminate": ("TERMINATED ({reason})", "had already ended ({status})"),
+    "pause": (
+        "paused: no worker runs it until it is resumed",
+        "was not paused: it has ended ({status})",
+    ),
+    "resume": ("resumed: workers run it again", "was not paused ({status})"),
+}
+"""What the flash says of an action on one workflow: when it did something, and when it did
+not (with the workflow's status)."""
 FIELDS = ("reason", "name", "payload", "dedupe_id", "update_id")
 CONSOLE = "console"
 """Who acts when the console knows no principal of the request (no login): the audit trail
@@ -68,20 +83,8 @@ def acting_for(request: Request) -> Iterator[None]:
         set_current_principal(previous)
 
 
-def _allowed(request: Request) -> str:
-    """The action named by the URL; 403 on a read-only console or to a principal without its
-    role, 404 for no such action."""
-    if request.app.state.config.read_only:
-        raise HTTPException(403, "this console is read-only (started with --read-only)")
-    action = str(request.path_params["action"])
-    if action not in ACTIONS:
-        raise HTTPException(404, f"no action {action!r}")
-    access.require(request, action)
-    return action
-
-
 async def confirm_page(request: Request) -> Response:
-    action = _allowed(request)
+    action = allowed(request, ACTIONS)
     return await _confirm(request, action, {})
 
 
@@ -109,15 +112,15 @@ async def _confirm(
 
 
 async def perform(request: Request) -> Response:
-    action = _allowed(request)
+    action = allowed(request, ACTIONS)
     form = await checked_form(request)
     key = request.path_params["key"]
     manager = await manager_of(request)
     back = RedirectResponse(workflow_path(key), status_code=303)
     try:
-        audit.check_reason(_text(form, "reason") or None)
+        audit.check_reason(text(form, "reason") or None)
     except ValueError as exc:  # too long: said on the form, nothing done
-        fields = {f: _text(form, f) for f in FIELDS if _text(form, f)}
+        fields = {f: text(form, f) for f in FIELDS if text(form, f)}
         return await _confirm(request, action, fields, str(exc))
     with acting_for(request):
         return await _act(request, manager, action, key, form, back)
@@ -135,99 +138,55 @@ async def _act(
         return await _signal(request, manager, key, form, back)
     if action == "update":
         return await _update(request, manager, key, form)
-    reason = _text(form, "reason") or DEFAULT_REASON.get(action, "")
-    if action in ("pause", "resume"):
-        return await _pause(manager, action, key, reason, back)
+    reason = text(form, "reason") or DEFAULT_REASON.get(action, "")
     if action == "retry":
         changed = await manager.retry(key, reason=reason or None)
-        done, refused = (
-            "will be retried by the next worker scan",
-            "is {}, not SUSPENDED: nothing to retry",
-        )
-    elif action == "cancel":
-        changed = await manager.cancel(key, reason)
-        done, refused = (
-            "cancel requested: it compensates and ends CANCELLED",
-            "had already ended ({})",
-        )
     else:
-        changed = await manager.terminate(key, reason)
-        done, refused = f"TERMINATED ({reason})", "had already ended ({})"
+        switch = {
+            "cancel": manager.cancel,
+            "terminate": manager.terminate,
+            "pause": manager.pause,
+            "resume": manager.resume,
+        }
+        changed = await switch[action](key, reason)
+    done, refused = SAID[action]
     if changed:
-        flash(back, "ok", f"{key}: {done}")
+        flash(back, "ok", f"{key}: {done.format(reason=reason)}")
     else:
         status = await manager.get_workflow(key).status()
-        flash(back, "error", f"{key} {refused.format(status.value)}")
+        flash(back, "error", f"{key} {refused.format(status=status.value)}")
     return back
 
 
 async def _signal(
     request: Request, manager: sw.Manager, key: str, form: FormData, back: Response
 ) -> Response:
-    name, payload, dedupe_id, reason = (
-        _text(form, f) for f in ("name", "payload", "dedupe_id", "reason")
+    entered = {f: text(form, f) for f in ("name", "payload", "dedupe_id", "reason")}
+    name, dedupe_id = entered["name"], entered["dedupe_id"]
+    try:
+        data = call_payload("signal", name, entered["payload"], '{"ok": true}')
+    except ValueError as exc:
+        return await _confirm(request, "signal", entered, str(exc))
+    return await flash_outcome(
+        back,
+        lambda: manager.signal(name).send(
+            key, data, dedupe_id=dedupe_id or None, reason=entered["reason"] or None
+        ),
+        done=f"{key}: signal {name!r} sent (its payload is checked when received)",
+        unchanged=f"{key}: signal {name!r} with dedupe id {dedupe_id!r} was already sent",
+        unchanged_kind="ok",
+        failed=f"{key}: signal {name!r} not sent",
     )
-    entered = {"name": name, "payload": payload, "dedupe_id": dedupe_id, "reason": reason}
-    if not name.strip():
-        return await _confirm(request, "signal", entered, "give the signal's name")
-    try:
-        data = json.loads(payload or "null")
-    except json.JSONDecodeError as exc:
-        error = f'the payload is not JSON ({exc}); nothing was sent. E.g. {{"ok": true}}'
-        return await _confirm(request, "signal", entered, error)
-    try:
-        stored = await manager.signal(name).send(
-            key, data, dedupe_id=dedupe_id or None, reason=reason or None
-        )
-    except sw.WorkflowNotFound:
-        raise
-    except UNAVAILABLE:
-        raise
-    except (sw.SagawayError, ValueError) as exc:
-        flash(back, "error", f"{key}: signal {name!r} not sent: {exc}")
-        return back
-    if stored:
-        flash(back, "ok", f"{key}: signal {name!r} sent (its payload is checked when received)")
-    else:
-        flash(back, "ok", f"{key}: signal {name!r} with dedupe id {dedupe_id!r} was already sent")
-    return back
-
-
-async def _pause(
-    manager: sw.Manager, action: str, key: str, reason: str, back: Response
-) -> Response:
-    if action == "pause":
-        changed = await manager.pause(key, reason)
-        done = "paused: no worker runs it until it is resumed"
-        refused = "was not paused: it has ended ({})"
-    else:
-        changed = await manager.resume(key, reason)
-        done, refused = "resumed: workers run it again", "was not paused ({})"
-    if changed:
-        flash(back, "ok", f"{key}: {done}")
-    else:
-        status = await manager.get_workflow(key).status()
-        flash(back, "error", f"{key} {refused.format(status.value)}")
-    return back
 
 
 async def _update(request: Request, manager: sw.Manager, key: str, form: FormData) -> Response:
-    entered = {f: _text(form, f) for f in ("name", "payload", "update_id")}
-    name, payload = entered["name"], entered["payload"]
-    if not name.strip():
-        return await _confirm(request, "update", entered, "give the update's name")
+    entered = {f: text(form, f) for f in ("name", "payload", "update_id")}
     try:
-        data = json.loads(payload or "null")
-    except json.JSONDecodeError as exc:
-        error = f'the payload is not JSON ({exc}); nothing was sent. E.g. {{"amount": 21}}'
-        return await _confirm(request, "update", entered, error)
+        data = call_payload("update", entered["name"], entered["payload"], '{"amount": 21}')
+    except ValueError as exc:
+        return await _confirm(request, "update", entered, str(exc))
     update_id = entered["update_id"] or updates.fresh_id()
-    outcome = await updates.send(manager, key, name, data, update_id)
+    outcome = await updates.send(manager, key, entered["name"], data, update_id)
     # The form again, for another update: a fresh id, unless this one is still pending.
     again = {**entered, "update_id": update_id if outcome.kind == "pending" else ""}
     return await _confirm(request, "update", {k: v for k, v in again.items() if v}, None, outcome)
-
-
-def _text(form: FormData, field: str) -> str:
-    value = form.get(field)
-    return value if isinstance(value, str) else ""

@@ -13,7 +13,6 @@ A signal batch's form also takes the signal's name, its JSON payload and an opti
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -23,11 +22,11 @@ from starlette.responses import RedirectResponse, Response
 import sagaway as sw
 from sagaway import search
 from sagaway._engine import audit
-from sagaway.console import access
 from sagaway.console.filters import FilterError, ListFilters
 from sagaway.console.rendering import flash, render
 from sagaway.console.security import checked_form
 from sagaway.console.views._common import manager_of
+from sagaway.console.views._forms import allowed, call_payload, text
 from sagaway.console.views.actions import DEFAULT_REASON, acting_for
 
 ACTIONS = {
@@ -45,16 +44,6 @@ FIELDS = ("reason", "name", "payload", "dedupe_id")
 LIMIT = 1000
 """The most workflows one console batch acts on (its request lasts until they are done):
 beyond it the page shows the ``sagaway batch`` command, with its progress bar, instead."""
-
-
-def _allowed(request: Request) -> str:
-    if request.app.state.config.read_only:
-        raise HTTPException(403, "this console is read-only (started with --read-only)")
-    action = str(request.path_params["action"])
-    if action not in ACTIONS:
-        raise HTTPException(404, f"no batch action {action!r}")
-    access.require(request, action)
-    return action
 
 
 def _filters(request: Request) -> tuple[ListFilters, sw.WorkflowFilter]:
@@ -83,7 +72,7 @@ def _filters(request: Request) -> tuple[ListFilters, sw.WorkflowFilter]:
 
 
 async def confirm_page(request: Request) -> Response:
-    action = _allowed(request)
+    action = allowed(request, ACTIONS, "batch action")
     return await _confirm(request, action, {})
 
 
@@ -118,28 +107,16 @@ async def _plan(manager: sw.Manager, action: str, chosen: sw.WorkflowFilter) -> 
     return await manager.batch(action, chosen, dry_run=True, signal=signal)
 
 
-def _text(form: Any, field: str) -> str:
-    value = form.get(field)
-    return value if isinstance(value, str) else ""
-
-
 def _signal_options(form: dict[str, str]) -> dict[str, Any]:
     """The signal a signal batch sends, from its form (ValueError says what is missing)."""
-    if not form["name"].strip():
-        raise ValueError("give the signal's name")
-    try:
-        payload = json.loads(form["payload"] or "null")
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f'the payload is not JSON ({exc}); nothing was sent. E.g. {{"ok": true}}'
-        ) from None
+    payload = call_payload("signal", form["name"], form["payload"], '{"ok": true}')
     return {"signal": form["name"], "payload": payload, "dedupe_id": form["dedupe_id"] or None}
 
 
 async def perform(request: Request) -> Response:
-    action = _allowed(request)
+    action = allowed(request, ACTIONS, "batch action")
     posted = await checked_form(request)
-    form = {f: _text(posted, f) for f in FIELDS}
+    form = {f: text(posted, f) for f in FIELDS}
     filters, chosen = _filters(request)
     reason = form["reason"] or DEFAULT_REASON.get(action) or None
     try:
@@ -155,9 +132,9 @@ async def perform(request: Request) -> Response:
     back = RedirectResponse(f"/?{filters.query(after='')}", status_code=303)
     counts = {o: n for o, n in report.counts().items() if n}
     done = counts.pop(sw.BatchOutcome.DONE, 0)
-    text = f"batch {action}: {report.matched} selected, {done} done"
+    said = f"batch {action}: {report.matched} selected, {done} done"
     if counts:
         parts = ", ".join(f"{n} {o.value.replace('_', ' ')}" for o, n in counts.items())
-        text += f", {sum(counts.values())} refused ({parts})"
-    flash(back, "error" if report.failed else "ok", text)
+        said += f", {sum(counts.values())} refused ({parts})"
+    flash(back, "error" if report.failed else "ok", said)
     return back

@@ -16,18 +16,16 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-import sagaway as sw
 from sagaway._engine import audit
 from sagaway.console import access
-from sagaway.console.backend import UNAVAILABLE
 from sagaway.console.rendering import flash, render
 from sagaway.console.security import checked_form
 from sagaway.console.views._common import manager_of
-from sagaway.console.views.actions import acting_for
-from sagaway.store import PermissionDenied
+from sagaway.console.views._forms import flash_outcome, text, writable
+from sagaway.console.views.actions import DEFAULT_REASON, acting_for
 
 KINDS = ("activity", "queue")
-DEFAULT_REASON = {"pause": "paused from the web console", "resume": "resumed from the web console"}
+OPS = ("pause", "resume")
 
 
 async def paused_page(request: Request) -> Response:
@@ -37,17 +35,11 @@ async def paused_page(request: Request) -> Response:
     return render(request, "paused.html", context)
 
 
-def _field(form: Any, name: str) -> str:
-    value = form.get(name)
-    return value.strip() if isinstance(value, str) else ""
-
-
 async def perform(request: Request) -> Response:
-    if request.app.state.config.read_only:
-        raise HTTPException(403, "this console is read-only (started with --read-only)")
+    writable(request)
     form = await checked_form(request)
-    op, kind, name = _field(form, "op"), _field(form, "kind"), _field(form, "name")
-    if op not in DEFAULT_REASON:
+    op, kind, name = (text(form, field).strip() for field in ("op", "kind", "name"))
+    if op not in OPS:
         raise HTTPException(400, "op must be pause or resume")
     access.require(request, op)
     if kind not in KINDS:
@@ -56,7 +48,7 @@ async def perform(request: Request) -> Response:
     if not name:
         flash(back, "error", f"give the {kind}'s name")
         return back
-    reason = _field(form, "reason") or DEFAULT_REASON[op]
+    reason = text(form, "reason").strip() or DEFAULT_REASON[op]
     manager = await manager_of(request)
     calls = {
         ("pause", "activity"): manager.pause_activity,
@@ -64,20 +56,17 @@ async def perform(request: Request) -> Response:
         ("pause", "queue"): manager.pause_queue,
         ("resume", "queue"): manager.resume_queue,
     }
-    try:
+
+    async def switch() -> bool:
         audit.check_reason(reason)
         with acting_for(request):
-            changed = await calls[op, kind](name, reason)
-    except PermissionDenied:
-        raise  # the 403 page: the Engine Server refused the console's token
-    except UNAVAILABLE:
-        raise  # the 503 page
-    except (sw.SagawayError, ValueError) as exc:
-        flash(back, "error", f"{kind} {name!r} not {op}d: {exc}")
-        return back
-    if changed:
-        flash(back, "ok", f"{kind} {name!r} {op}d")
-    else:
-        state = "paused already" if op == "pause" else "not paused"
-        flash(back, "error", f"{kind} {name!r} was {state}: nothing changed")
-    return back
+            return await calls[op, kind](name, reason)
+
+    state = "paused already" if op == "pause" else "not paused"
+    return await flash_outcome(
+        back,
+        switch,
+        done=f"{kind} {name!r} {op}d",
+        unchanged=f"{kind} {name!r} was {state}: nothing changed",
+        failed=f"{kind} {name!r} not {op}d",
+    )

@@ -16,8 +16,7 @@ import uuid
 from typing import Any
 
 import sagaway as sw
-from sagaway.console.backend import UNAVAILABLE
-from sagaway.store import PermissionDenied
+from sagaway.console.views._forms import OWN_PAGES
 
 WAIT = 10.0
 """Seconds the console waits for an update's answer before saying it is pending."""
@@ -55,12 +54,8 @@ async def send(manager: sw.Manager, key: str, name: str, payload: Any, update_id
             f"no answer within {WAIT:g} s: the update ({update_id}) stays pending; the workflow "
             "answers it when it runs its handler (send the same form again to look)",
         )
-    except sw.WorkflowNotFound:
-        raise  # the 404 page
-    except PermissionDenied:
-        raise  # the 403 page: the Engine Server refused the console's token
-    except UNAVAILABLE:
-        raise  # the 503 page
+    except OWN_PAGES:
+        raise  # the 404, 403 (the Engine Server refused the console's token) or 503 page
     except (sw.SagawayError, ValueError) as exc:
         return Outcome("failed", _clip(f"{type(exc).__name__}: {exc}"))
     return Outcome("accepted", _clip(json.dumps(answer.result, indent=2, default=str)))

@@ -215,7 +215,7 @@ SELECT run_id, lease_token, lease_owner, status, concurrency_key, concurrency_li
     SELECT * FROM (
         SELECT 0 AS part, 0 AS level, 0 AS pass,
                -- use: due_columns
-        FROM workflows
+        FROM workflows INDEXED BY workflows_live
         WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
           AND status IN ('RUNNING', 'WAITING', 'SUSPENDED') AND next_run_at <= :now
           AND (status <> 'RUNNING' OR lease_expires_at IS NULL OR lease_expires_at <= :now)
@@ -260,32 +260,32 @@ WHERE w.run_id = :run_id AND w.status = 'PENDING'
 -- the status alone beside the index's own IN list, SQLite seeks every status of the list and
 -- filters, which reads the waiting rows again.
 SELECT MIN(t) FROM (
-    SELECT MIN(COALESCE(lease_expires_at, next_run_at)) AS t FROM workflows
+    SELECT MIN(COALESCE(lease_expires_at, next_run_at)) AS t FROM workflows INDEXED BY workflows_live
     WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
       AND status = 'PENDING' AND next_run_at > -9e999
       AND (lease_owner IS NULL OR lease_owner != :owner)
       -- use: due_filter
     UNION ALL
-    SELECT MIN(lease_expires_at) AS t FROM workflows
+    SELECT MIN(lease_expires_at) AS t FROM workflows INDEXED BY workflows_live
     WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
       AND status = 'PENDING' AND next_run_at IS NULL
       AND (lease_owner IS NULL OR lease_owner != :owner)
       -- use: due_filter
     UNION ALL
-    SELECT MIN(COALESCE(lease_expires_at, next_run_at)) AS t FROM workflows
+    SELECT MIN(COALESCE(lease_expires_at, next_run_at)) AS t FROM workflows INDEXED BY workflows_live
     WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
       AND status = 'RUNNING' AND next_run_at > -9e999
       AND (lease_owner IS NULL OR lease_owner != :owner)
       -- use: due_filter
     UNION ALL
-    SELECT MIN(lease_expires_at) AS t FROM workflows
+    SELECT MIN(lease_expires_at) AS t FROM workflows INDEXED BY workflows_live
     WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
       AND status = 'RUNNING' AND next_run_at IS NULL
       AND (lease_owner IS NULL OR lease_owner != :owner)
       -- use: due_filter
     UNION ALL
     SELECT * FROM (
-        SELECT next_run_at AS t FROM workflows
+        SELECT next_run_at AS t FROM workflows INDEXED BY workflows_live
         WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
           AND status = 'WAITING' AND next_run_at > -9e999
           AND (lease_owner IS NULL OR lease_owner != :owner)
@@ -294,7 +294,7 @@ SELECT MIN(t) FROM (
         LIMIT 1)
     UNION ALL
     SELECT * FROM (
-        SELECT next_run_at AS t FROM workflows
+        SELECT next_run_at AS t FROM workflows INDEXED BY workflows_live
         WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
           AND status = 'SUSPENDED' AND next_run_at > -9e999
           AND (lease_owner IS NULL OR lease_owner != :owner)

@@ -604,12 +604,13 @@ class MeasuredCpu:
         """CPU of each backend of the benchmark's database at each marker (PostgreSQL)."""
 
     def __call__(self, marker: str) -> None:
-        worker_s = sum(proc_cpu(w.proc.pid) or 0.0 for w in self.workers)
-        server_s = sum(m.snapshot() for m in self.monitors)
-        self.at[marker] = (worker_s, server_s)
+        # The database's backends first: after MEASURE_END the scenario closes its pools.
         for m in self.monitors:
             if isinstance(m, PgCpu):
                 self.backends[marker] = m.backends()
+        worker_s = sum(proc_cpu(w.proc.pid) or 0.0 for w in self.workers)
+        server_s = sum(m.snapshot() for m in self.monitors)
+        self.at[marker] = (worker_s, server_s)
 
     def record(self, client_s: float | None, n: int) -> dict[str, Any] | None:
         if client_s is None or len(self.at) < 2:

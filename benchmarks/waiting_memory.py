@@ -278,20 +278,21 @@ async def _counts(url: str) -> dict[str, int]:
         return {s.value: c for s, c in (await manager.count_workflows()).items()}
 
 
-async def _signal_and_wait(url: str) -> float:
+async def _signal_and_wait(url: str, key: str) -> float:
     import sagaway as sw
 
     manager = sw.Manager(url)
     async with manager.connect():
         t0 = time.perf_counter()
-        await manager.signal("approval").send(key_of("s", 0), 1)
-        handle = manager.get_workflow(key_of("s", 0))
+        await manager.signal("approval").send(key, 1)
+        handle = manager.get_workflow(key)
         await handle.result(timeout=120)
         return time.perf_counter() - t0
 
 
-def watch(url: str, seconds: float) -> dict[str, Any]:
-    """Start a worker on ``url``, sample its memory for ``seconds``, check it still works."""
+def watch(url: str, seconds: float, signal_key: str = key_of("s", 0)) -> dict[str, Any]:
+    """Start a worker on ``url``, sample its memory for ``seconds``, check it still works (a
+    signal to ``signal_key`` completes that workflow)."""
     # ROOT first (the app), then any PYTHONPATH given (a copy of another Sagaway to compare).
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "PYTHONPATH": path, "BENCH_WAITING_DB_URL": url}
@@ -312,7 +313,7 @@ def watch(url: str, seconds: float) -> dict[str, Any]:
         cpu = _proc_cpu_s(worker.pid)
         peak = _proc_kb(worker.pid, "VmHWM") / 1024
         last = [rss for _, rss in samples[-max(len(samples) // 3, 1) :]]
-        resumed = asyncio.run(_signal_and_wait(url))
+        resumed = asyncio.run(_signal_and_wait(url, signal_key))
         rss_after = _proc_kb(worker.pid, "VmRSS") / 1024
     finally:
         worker.terminate()

@@ -27,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks import orchestrate, report
+from benchmarks import goals39, orchestrate, report
 from benchmarks.orchestrate import SCENARIOS, Target, Unavailable
 from benchmarks.sagaway_adapter import LEASE_TIMEOUT
 
@@ -351,6 +351,7 @@ def render(doc: dict[str, Any]) -> str:
         report.goals_table(doc.get("issue19_goals") or report.issue19_goals(results)),
         "",
         *history_notes(results),
+        *issue39_section(doc, results),
         "#### Scenario C (crash recovery) details",
         "",
         report.crash_table(results, main_labels),
@@ -373,6 +374,13 @@ def render(doc: dict[str, Any]) -> str:
         END,
     ]
     return "\n".join(lines)
+
+
+def issue39_section(doc: dict[str, Any], results: report.Results) -> list[str]:
+    """Goal 5 (with ``--waiting-memory``) and goal 7's server CPU table, markdown lines."""
+    goals = doc.get("issue39_goals") or []
+    lines = ["#### Issue 39 goal 5", "", report.goals_table(goals), ""] if goals else []
+    return [*lines, *goals39.server_cpu_lines(results)]
 
 
 def cpu_notes(results: report.Results, keys: list[str]) -> list[str]:
@@ -470,6 +478,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.compar
         metavar="N",
         help="also run benchmarks.waiting with N workflows WAITING (the worker's memory goal)",
     )
+    parser.add_argument(
+        "--waiting-memory",
+        action="store_true",
+        help="also run benchmarks.waiting_memory (10,000 and 1,000,000 WAITING, SQLite and "
+        "PostgreSQL; issue 39 goal 5; about 10-20 min)",
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per process")
     parser.add_argument("--keep", action="store_true", help="keep the scenario workdirs")
     parser.add_argument("--json", metavar="PATH", help="default: results/compare-<date>.json")
@@ -563,6 +577,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.compar
         waiting = run_waiting(args.waiting, args.timeout)
         print(f"    {waiting}", flush=True)
 
+    waiting_memory = None
+    if args.waiting_memory:
+        from benchmarks import waiting_memory as wm
+
+        waiting_memory = {}
+        for db in ("sqlite", "postgres"):
+            print(f"[waiting-memory] {db}: {wm.DEFAULT_NS} workflows WAITING ...", flush=True)
+            waiting_memory[db] = wm.run(db, list(wm.DEFAULT_NS), 60.0)
+
     doc: dict[str, Any] = {
         "date": started.isoformat(timespec="seconds"),
         "command": shlex.join(
@@ -601,6 +624,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.compar
         "preload": preload_n,
         "waiting": waiting,
         "issue19_goals": report.issue19_goals(results, waiting),
+        "waiting_memory": waiting_memory,
+        "issue39_goals": goals39.waiting_memory_goals(waiting_memory or {}),
+        "server_cpu": goals39.server_cpu_rows(results),
         "skipped": skipped,
     }
     if not args.quick and results:
@@ -617,7 +643,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.compar
     print()
     print(section)
     print()
-    for line in report.goal_lines(doc["issue19_goals"]):
+    for line in report.goal_lines(doc["issue19_goals"] + doc["issue39_goals"]):
         print(line)
     print(f"\nwrote {json_path}")
     readme = (

@@ -308,6 +308,19 @@ class PgCpu:
         """The cluster's CPU seconds so far (for the measured part's boundaries)."""
         return self._cluster()
 
+    def backends(self) -> dict[int, float]:
+        """CPU seconds so far of each live backend of the benchmark's database (for the
+        measured part: the server's work for this database alone, without other databases'
+        clients on a shared server, start-up or warm-up)."""
+        found = {}
+        for child in _children(self.pid):
+            words = _cmdline(child).split()
+            if len(words) >= 4 and words[3] == self.dbname:
+                cpu = proc_cpu(child)
+                if cpu is not None:
+                    found[child] = cpu
+        return found
+
     def _cluster(self) -> float:
         total = proc_cpu(self.pid, children=True) or 0.0
         for child in _children(self.pid):
@@ -587,8 +600,14 @@ class MeasuredCpu:
         self.workers = workers
         self.monitors = monitors
         self.at: dict[str, tuple[float, float]] = {}
+        self.backends: dict[str, dict[int, float]] = {}
+        """CPU of each backend of the benchmark's database at each marker (PostgreSQL)."""
 
     def __call__(self, marker: str) -> None:
+        # The database's backends first: after MEASURE_END the scenario closes its pools.
+        for m in self.monitors:
+            if isinstance(m, PgCpu):
+                self.backends[marker] = m.backends()
         worker_s = sum(proc_cpu(w.proc.pid) or 0.0 for w in self.workers)
         server_s = sum(m.snapshot() for m in self.monitors)
         self.at[marker] = (worker_s, server_s)
@@ -604,7 +623,23 @@ class MeasuredCpu:
             "servers_s": s1 - s0,
             "total_s": total,
             "per_wf_ms": 1000 * total / n if n else None,
+            **db_backends(self.backends, n),
         }
+
+
+def db_backends(at: dict[str, dict[int, float]], n: int) -> dict[str, Any]:
+    """The benchmark database's backends' CPU over the measured part: each backend's CPU at
+    ``MEASURE_END`` minus its CPU at ``MEASURE_BEGIN`` (0 if it connected later); one that
+    disconnected in between is not counted (connection pools keep theirs)."""
+    if len(at) < 2:
+        return {}
+    begin, end = at["MEASURE_BEGIN"], at["MEASURE_END"]
+    cpu = sum(v - begin.get(pid, 0.0) for pid, v in end.items())
+    return {
+        "db_backends_s": cpu,
+        "db_backends_per_wf_ms": 1000 * cpu / n if n else None,
+        "db_backends_lost": len(set(begin) - set(end)),
+    }
 
 
 def _external(monitors: list[Any]) -> list[dict[str, Any]]:

@@ -494,13 +494,39 @@ FROM workflows AS w
 WHERE w.run_id = %(run_id)s AND w.status = 'PENDING'
 
 -- name: next_due
-SELECT MIN(CASE
-    WHEN status IN ('PENDING', 'RUNNING') AND lease_expires_at IS NOT NULL THEN lease_expires_at
-    ELSE next_run_at END)
-FROM workflows
-WHERE is_current AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
-  AND lease_owner IS DISTINCT FROM %(owner)s
-  -- use: due_filter
+-- The earliest of: the leases and start times of PENDING and RUNNING executions (what runs or
+-- is about to), and the first wake-up of the WAITING and of the SUSPENDED ones, read in the
+-- order of workflows_live and cut at the first that passes the filter. So a worker's look
+-- between two scans reads a few rows however many executions wait: a min() over every live
+-- row read each waiting one, a million each second with a million waits.
+SELECT min(t) FROM (
+    SELECT min(COALESCE(lease_expires_at, next_run_at)) AS t FROM workflows
+    WHERE is_current AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+      AND status = 'PENDING'
+      AND lease_owner IS DISTINCT FROM %(owner)s
+      -- use: due_filter
+    UNION ALL
+    SELECT min(COALESCE(lease_expires_at, next_run_at)) AS t FROM workflows
+    WHERE is_current AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+      AND status = 'RUNNING'
+      AND lease_owner IS DISTINCT FROM %(owner)s
+      -- use: due_filter
+    UNION ALL
+    (SELECT next_run_at AS t FROM workflows
+     WHERE is_current AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+       AND status = 'WAITING'
+       AND next_run_at IS NOT NULL AND lease_owner IS DISTINCT FROM %(owner)s
+       -- use: due_filter
+     ORDER BY next_run_at
+     LIMIT 1)
+    UNION ALL
+    (SELECT next_run_at AS t FROM workflows
+     WHERE is_current AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+       AND status = 'SUSPENDED'
+       AND next_run_at IS NOT NULL AND lease_owner IS DISTINCT FROM %(owner)s
+       -- use: due_filter
+     ORDER BY next_run_at
+     LIMIT 1)) AS parts
 
 -- ---------------------------------------------------------------- operator requests
 

@@ -202,7 +202,7 @@ SELECT run_id, lease_token, lease_owner, status, concurrency_key, concurrency_li
     SELECT * FROM (
         SELECT 0 AS part, 0 AS level, 0 AS pass,
                -- use: due_columns
-        FROM workflows
+        FROM workflows INDEXED BY workflows_live
         WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
           AND status IN ('RUNNING', 'WAITING', 'SUSPENDED') AND next_run_at <= :now
           AND (status <> 'RUNNING' OR lease_expires_at IS NULL OR lease_expires_at <= :now)
@@ -238,13 +238,56 @@ FROM workflows AS w
 WHERE w.run_id = :run_id AND w.status = 'PENDING'
 
 -- name: next_due
-SELECT MIN(CASE
-    WHEN status IN ('PENDING', 'RUNNING') AND lease_expires_at IS NOT NULL THEN lease_expires_at
-    ELSE next_run_at END)
-FROM workflows
-WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
-  AND (lease_owner IS NULL OR lease_owner != :owner)
-  -- use: due_filter
+-- The earliest of: the leases and start times of PENDING and RUNNING executions (what runs or
+-- is about to), and the first wake-up of the WAITING and of the SUSPENDED ones, read in the
+-- order of workflows_live and cut at the first that passes the filter. So a worker's look
+-- between two scans reads a few rows however many executions wait: a MIN over every live row
+-- read each waiting one, a million each second with a million waits. Each part names one
+-- status and a condition on next_run_at (`> -9e999`: any time; the literal is -infinity): with
+-- the status alone beside the index's own IN list, SQLite seeks every status of the list and
+-- filters, which reads the waiting rows again.
+SELECT MIN(t) FROM (
+    SELECT MIN(COALESCE(lease_expires_at, next_run_at)) AS t FROM workflows INDEXED BY workflows_live
+    WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
+      AND status = 'PENDING' AND next_run_at > -9e999
+      AND (lease_owner IS NULL OR lease_owner != :owner)
+      -- use: due_filter
+    UNION ALL
+    SELECT MIN(lease_expires_at) AS t FROM workflows INDEXED BY workflows_live
+    WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
+      AND status = 'PENDING' AND next_run_at IS NULL
+      AND (lease_owner IS NULL OR lease_owner != :owner)
+      -- use: due_filter
+    UNION ALL
+    SELECT MIN(COALESCE(lease_expires_at, next_run_at)) AS t FROM workflows INDEXED BY workflows_live
+    WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
+      AND status = 'RUNNING' AND next_run_at > -9e999
+      AND (lease_owner IS NULL OR lease_owner != :owner)
+      -- use: due_filter
+    UNION ALL
+    SELECT MIN(lease_expires_at) AS t FROM workflows INDEXED BY workflows_live
+    WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
+      AND status = 'RUNNING' AND next_run_at IS NULL
+      AND (lease_owner IS NULL OR lease_owner != :owner)
+      -- use: due_filter
+    UNION ALL
+    SELECT * FROM (
+        SELECT next_run_at AS t FROM workflows INDEXED BY workflows_live
+        WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
+          AND status = 'WAITING' AND next_run_at > -9e999
+          AND (lease_owner IS NULL OR lease_owner != :owner)
+          -- use: due_filter
+        ORDER BY next_run_at
+        LIMIT 1)
+    UNION ALL
+    SELECT * FROM (
+        SELECT next_run_at AS t FROM workflows INDEXED BY workflows_live
+        WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
+          AND status = 'SUSPENDED' AND next_run_at > -9e999
+          AND (lease_owner IS NULL OR lease_owner != :owner)
+          -- use: due_filter
+        ORDER BY next_run_at
+        LIMIT 1))
 
 -- name: running_with_key
 -- How many executions of a per-key limit's key run (started, not ended).

@@ -99,7 +99,10 @@ class QueueLimitVerbs(Protocol):
 
         None if admitted (also when ``holder`` already holds a live slot); otherwise nothing is
         taken and the answer is the earliest time to try again: when the next start is allowed,
-        or ``now`` when only a release can free a slot.
+        or ``now`` when only a release (or the call ahead) can let it in. A call refused is kept
+        in line (``run_id``, ``call_id``) until ``expires_at`` or its admission: while a live
+        waiter of a higher priority, or of the same one waiting longer, is in line, a free slot
+        or start is not given to another call.
         """
         ...
 
@@ -111,7 +114,8 @@ class QueueLimitVerbs(Protocol):
 
     async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
         """Free ``holder``'s slot of ``queue`` (no-op if it holds none), and make the execution
-        WAITING longest for a slot of it (``waiting_for`` ``queue:<queue>``) due at ``now``."""
+        WAITING for a slot of it (``waiting_for`` ``queue:<queue>``) due at ``now``: the first
+        waiter's, else the highest priority's, longest waiting."""
         ...
 
 

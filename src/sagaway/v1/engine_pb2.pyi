@@ -1607,6 +1607,9 @@ class AcquireQueueSlotRequest(_message.Message):
     CONCURRENCY_FIELD_NUMBER: _builtins.int
     RATE_PER_SECOND_FIELD_NUMBER: _builtins.int
     EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    CALL_ID_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     holder: _builtins.str
     concurrency: _builtins.int
@@ -1614,6 +1617,11 @@ class AcquireQueueSlotRequest(_message.Message):
     rate_per_second: _builtins.float
     """absent: no rate limit"""
     expires_at: _builtins.float
+    priority: _builtins.int
+    """the call's level in line, 1..5 (0: 3)"""
+    run_id: _builtins.str
+    """with call_id, the call kept in line while refused ("": not kept)"""
+    call_id: _builtins.str
     def __init__(
         self,
         *,
@@ -1622,10 +1630,13 @@ class AcquireQueueSlotRequest(_message.Message):
         concurrency: _builtins.int | None = ...,
         rate_per_second: _builtins.float | None = ...,
         expires_at: _builtins.float = ...,
+        priority: _builtins.int = ...,
+        run_id: _builtins.str = ...,
+        call_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency", "_rate_per_second", b"_rate_per_second", "concurrency", b"concurrency", "rate_per_second", b"rate_per_second"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency", "_rate_per_second", b"_rate_per_second", "concurrency", b"concurrency", "expires_at", b"expires_at", "holder", b"holder", "queue", b"queue", "rate_per_second", b"rate_per_second"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency", "_rate_per_second", b"_rate_per_second", "call_id", b"call_id", "concurrency", b"concurrency", "expires_at", b"expires_at", "holder", b"holder", "priority", b"priority", "queue", b"queue", "rate_per_second", b"rate_per_second", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__concurrency: _TypeAlias = _typing.Literal["concurrency"]  # noqa: Y015
     _WhichOneofArgType__concurrency: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency"]  # noqa: Y015

@@ -57,6 +57,8 @@ class ActivityDef:
     retry: retry.RetryPolicy
     timeout: float | None
     queue: str | None
+    priority: int | None = None
+    """Its calls' level in a saturated queue (None: the calling workflow's)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
@@ -113,6 +115,7 @@ class Registry:
         retry_policy: retry.RetryPolicy | None,
         timeout: float | None,
         queue: str | None,
+        priority: int | None = None,
     ) -> ActivityDef:
         if not callable(fn):
             raise TypeError(f"register_activity expects a function, got {fn!r}")
@@ -129,6 +132,7 @@ class Registry:
             retry=retry_policy or retry.DEFAULT,
             timeout=timeout,
             queue=queue,
+            priority=priority,
         )
         self._add(defn)
         return defn

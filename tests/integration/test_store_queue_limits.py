@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 
-from sagaway.store import Store
 from sagaway.states import WorkflowStatus
+from sagaway.store import Store
 from sagaway.store.records import QueueAdmission
 from tests.store_helpers import run_of, running
 

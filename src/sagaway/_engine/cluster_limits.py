@@ -44,16 +44,21 @@ class ClusterLimit:
     wake: Callable[[], None]
     """Makes this process's Recovery Worker look now (a release made a waiter due)."""
 
-    async def admit(self, holder: str) -> float | None:
+    async def admit(self, holder: str, waiter: tuple[str, str, int]) -> float | None:
         """None if an attempt of ``holder`` may start now (a slot is held for it); else the
-        time to try again (never now)."""
+        time to try again (never now). ``waiter``: the call's run id, call id and priority,
+        its place in the queue's line while refused."""
         now = self.clock.now()
+        run_id, call_id, priority = waiter
         retry_at = await self.store.acquire_queue_slot(
             QueueAdmission(
                 queue=self.name,
                 holder=holder,
                 concurrency=self.queue.concurrency,
                 rate_per_second=self.queue.rate_per_second,
+                priority=priority,
+                run_id=run_id,
+                call_id=call_id,
             ),
             expires_at=now + self.lease_timeout,
             now=now,

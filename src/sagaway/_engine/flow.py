@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from sagaway._engine.text_checks import check_key
-from sagaway.store._params import DEFAULT_PRIORITY, check_flow
+from sagaway.store._params import DEFAULT_PRIORITY, PRIORITIES, check_flow
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -63,3 +63,16 @@ def of_start(
 def of_record(priority: int, fairness_key: str, fairness_weight: float) -> Flow:
     """The flow a stored execution was started with (what its children inherit)."""
     return Flow(priority, fairness_key, fairness_weight)
+
+
+def check_activity_priority(priority: int | None) -> int | None:
+    """An activity call's own priority (``execute_get(priority=)``, ``register_activity
+    (priority=)``): None (the workflow's) or a level; ``ValueError`` otherwise."""
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITIES
+    ):
+        raise ValueError(
+            f"an activity's priority must be an int from {PRIORITIES[0]} (lowest) to "
+            f"{PRIORITIES[-1]} (highest), or None for its workflow's; not {priority!r}"
+        )
+    return priority

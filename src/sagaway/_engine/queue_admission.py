@@ -30,12 +30,16 @@ class QueueAdmission(ExecutionBase):
         kind: StepKind,
         call_id: str,
         started_at: float,
+        priority: int,
     ) -> contextlib.AbstractAsyncContextManager[None]:
         """A slot of ``limit`` (the cluster limit of ``defn``'s queue) for the next attempt, to
-        hold while it runs; waits (or unloads the workflow) until one is given."""
+        hold while it runs; waits (or unloads the workflow) until one is given. While it waits
+        the call is in the queue's line (its run and call id, at ``priority``), which a replay
+        after an unload or a takeover rejoins at the same place."""
         holder = f"{self.lease.token}:{call_id}:{uuid.uuid4().hex[:8]}"
+        waiter = (self.record.run_id, call_id, priority)
         while True:
-            retry_at = await self._store_call(limit.admit(holder))
+            retry_at = await self._store_call(limit.admit(holder, waiter))
             if retry_at is None:
                 return limit.holding(holder)
             # A compensation is never unloaded midway: it waits in the worker.

@@ -237,6 +237,7 @@ class Manager:
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
         queue: str | None = None,
+        priority: int | None = None,
     ) -> Callable[[F], F]: ...
 
     def register_activity(
@@ -248,15 +249,16 @@ class Manager:
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
         queue: str | None = None,
+        priority: int | None = None,
     ) -> F | Callable[[F], F]:
         """Register an activity (async, or sync: run in a thread pool). Bare or with options.
 
         Inside a workflow, calling the returned function is a durable call; elsewhere (tests,
-        other activities) it runs the function directly.
+        other activities) it runs the function directly. ``priority`` (1..5): its calls' level
+        in a saturated ``queue`` (default: the calling workflow's; docs/limits.md).
         """
-        return self._registration.activity(
-            fn, name=name, retry=retry, timeout=timeout, queue=queue, queues=self.options.queues
-        )
+        queues = self.options.queues
+        return self._registration.activity(fn, name, retry, timeout, queue, priority, queues)
 
     @overload
     def register_workflow(self, fn: F, /) -> F: ...

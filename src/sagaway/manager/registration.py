@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from sagaway._engine import flow
 from sagaway._engine.engine import EngineRef
 from sagaway.registry import Queue, Registry, check_queue, task_queue_of
 from sagaway.retry import RetryPolicy
@@ -30,19 +31,21 @@ class Registration:
     def activity(
         self,
         fn: F | None,
-        *,
         name: str | None,
         retry: RetryPolicy | None,
         timeout: float | None,
         queue: str | None,
+        priority: int | None,
         queues: Mapping[str, Queue],
     ) -> F | Callable[[F], F]:
-        """``Manager.register_activity``: ``queues`` are the Manager's queue limits."""
+        """``Manager.register_activity`` (its options in order); ``queues`` are the Manager's
+        queue limits."""
         check_queue(queue, queues)
+        flow.check_activity_priority(priority)
 
         def decorate(func: F) -> F:
             defn = self.registry.register_activity(
-                func, name=name, retry_policy=retry, timeout=timeout, queue=queue
+                func, name=name, retry_policy=retry, timeout=timeout, queue=queue, priority=priority
             )
             wrapper = activity_wrapper(self._ref, defn)
             self.registry.add_alias(defn, wrapper)

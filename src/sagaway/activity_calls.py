@@ -61,7 +61,7 @@ class ActivityCall(PendingCall[R]):
         defn = execution.engine.registry.activity(self._fn)
         if timeout is not None and timeout <= 0:
             raise ValueError("activity timeout must be > 0 seconds")
-        flow.check_activity_priority(priority)
+        flow.check_level(priority, "an activity's priority")
         call_id, seq = context.next_call_id()
         result: R = await execution.call_activity(
             defn,

@@ -46,11 +46,13 @@ async def start_by_name(
     if not isinstance(on_conflict, OnConflict):
         raise TypeError("on_conflict must be a sagaway.OnConflict")
     check_deadline(deadline)
-    start_flow = flow.of_start(*asked)
     keyed = keyed if keyed is not None else FlowOptions()
     if name in engine.registry.names():
+        registered = flow.registered(flow.PLAIN, engine.registry.workflow(name).priority)
+        start_flow = flow.of_start(*asked, inherited=registered)
         call = WorkflowCall[Any](engines, name, (), kwargs)
         return await call._start(key, on_conflict, deadline, None, reason, keyed, start_flow)
+    start_flow = flow.of_start(*asked)
     if not isinstance(name, str) or not name:
         raise ValueError("a workflow name is a non-empty string")
     if not isinstance(task_queue, str) or not task_queue:

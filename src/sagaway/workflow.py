@@ -281,7 +281,8 @@ class WorkflowCall(PendingCall[R]):
         if (execution := current_execution()) is not None:
             _top_level_only(concurrency_key, reason, keyed)
             return await self._start_child(execution, idempotency_key, deadline, asked)
-        start_flow = flow.of_start(*asked)
+        defn = self._engines.require().registry.workflow(self._fn)
+        start_flow = flow.of_start(*asked, inherited=flow.registered(flow.PLAIN, defn.priority))
         return await self._start(
             idempotency_key, on_conflict, deadline, concurrency_key, reason, keyed, start_flow
         )
@@ -300,6 +301,7 @@ class WorkflowCall(PendingCall[R]):
         args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
         parent = execution.record
         inherited = flow.of_record(parent.priority, parent.fairness_key, parent.fairness_weight)
+        inherited = flow.registered(inherited, defn.priority)
         child_flow = flow.of_start(*asked, inherited=inherited)
         call_id, _ = context.next_call_id()
         child_key = await execution.call_child(defn, args_json, key, call_id, deadline, child_flow)

@@ -201,3 +201,18 @@ async def test_a_release_wakes_the_first_waiters_workflow(store: Store) -> None:
     await store.release_queue_slot("payments", holder="wf-old", now=T0 + 20)
     due = {key: (await run_of(store, key)).next_run_at for key in leases}
     assert due == {"wf-old": T0 + 100, "call-5": T0 + 20}
+
+
+async def test_free_slots_go_to_as_many_first_waiters(store: Store) -> None:
+    run = await _callers(store, "a", "b", "c")
+    for holder in ("x", "y"):
+        assert await _acquire(store, holder) is None
+    for i, key in enumerate(run):
+        assert await _acquire(store, key, now=T0 + 1 + i, run_id=run[key]) == T0 + 1 + i
+    for holder in ("x", "y"):
+        await store.release_queue_slot("payments", holder=holder, now=T0 + 4)
+    # Two free slots: the first two waiters may take them, in any order; not the third.
+    assert await _acquire(store, "c", now=T0 + 5, run_id=run["c"]) == T0 + 5
+    assert await _acquire(store, "b", now=T0 + 5, run_id=run["b"]) is None
+    assert await _acquire(store, "c", now=T0 + 5, run_id=run["c"]) == T0 + 5
+    assert await _acquire(store, "a", now=T0 + 5, run_id=run["a"]) is None

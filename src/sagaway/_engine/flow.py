@@ -65,14 +65,21 @@ def of_record(priority: int, fairness_key: str, fairness_weight: float) -> Flow:
     return Flow(priority, fairness_key, fairness_weight)
 
 
-def check_activity_priority(priority: int | None) -> int | None:
-    """An activity call's own priority (``execute_get(priority=)``, ``register_activity
-    (priority=)``): None (the workflow's) or a level; ``ValueError`` otherwise."""
+def check_level(priority: int | None, what: str) -> None:
+    """``ValueError`` (naming ``what``) unless ``priority`` is None (not given) or a level: an
+    activity call's (``execute_get(priority=)``, ``register_activity(priority=)``) or a
+    registered workflow's default (``register_workflow(priority=)``)."""
     if priority is not None and (
         isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITIES
     ):
         raise ValueError(
-            f"an activity's priority must be an int from {PRIORITIES[0]} (lowest) to "
-            f"{PRIORITIES[-1]} (highest), or None for its workflow's; not {priority!r}"
+            f"{what} must be an int from {PRIORITIES[0]} (lowest) to {PRIORITIES[-1]} "
+            f"(highest), or None (not given); not {priority!r}"
         )
-    return priority
+
+
+def registered(base: Flow, priority: int | None) -> Flow:
+    """``base`` (no options, or a child's parent's) with its workflow's registered default
+    priority, if any: what a start that gives no priority gets. The registration is a
+    deliberate word about this workflow, so it goes before a parent's level."""
+    return base if priority is None else dataclasses.replace(base, priority=priority)

@@ -273,6 +273,7 @@ class Manager:
         task_queue: str = "default",
         queue: str | None = None,
         max_per_key: int = 1,
+        priority: int | None = None,
         schedule: str | None = None,
         schedule_timezone: str = "UTC",
         catch_up: str = "one",
@@ -289,6 +290,7 @@ class Manager:
         task_queue: str = "default",
         queue: str | None = None,
         max_per_key: int = 1,
+        priority: int | None = None,
         schedule: str | None = None,
         schedule_timezone: str = "UTC",
         catch_up: str = "one",
@@ -303,18 +305,12 @@ class Manager:
         ``queue=`` is the old spelling of ``task_queue=``; it still works, with a warning.
         ``max_per_key``: how many of its executions started with one ``concurrency_key`` (see
         ``execute``) run at once in the whole cluster; the others wait PENDING (docs/limits.md).
+        ``priority`` (1..5): its starts' level when a start gives none (docs/limits.md).
         ``schedule="*/5 * * * *"`` (with ``schedule_timezone``, ``catch_up``, ``schedule_args``,
         ``schedule_id``) starts it at each tick: see ``Manager.schedule``, docs/schedules.md.
         """
-        scheduled = (schedule, schedule_timezone, catch_up, schedule_args, schedule_id)
-        return self._registration.workflow(
-            fn,
-            name=name,
-            task_queue=task_queue,
-            queue=queue,
-            max_per_key=max_per_key,
-            schedule=scheduled,
-        )
+        cron = (schedule, schedule_timezone, catch_up, schedule_args, schedule_id)
+        return self._registration.workflow(fn, name, task_queue, queue, max_per_key, priority, cron)
 
     # ------------------------------------------------------------------ durable calls
 

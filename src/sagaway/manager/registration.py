@@ -41,7 +41,7 @@ class Registration:
         """``Manager.register_activity`` (its options in order); ``queues`` are the Manager's
         queue limits."""
         check_queue(queue, queues)
-        flow.check_activity_priority(priority)
+        flow.check_level(priority, "an activity's priority")
 
         def decorate(func: F) -> F:
             defn = self.registry.register_activity(
@@ -56,21 +56,22 @@ class Registration:
     def workflow(
         self,
         fn: F | None,
-        *,
         name: str | None,
         task_queue: str,
         queue: str | None,
         max_per_key: int,
+        priority: int | None,
         schedule: tuple[str | None, str, str, Sequence[Any] | Mapping[str, Any] | None, str | None],
     ) -> F | Callable[[F], F]:
-        """``Manager.register_workflow``; ``schedule``: its cron expression, time zone, catch-up
-        policy, arguments and id (``declare``)."""
+        """``Manager.register_workflow`` (its options in order); ``schedule``: its cron
+        expression, time zone, catch-up policy, arguments and id (``declare``)."""
         task_queue = task_queue_of(task_queue, queue)
+        flow.check_level(priority, "a registered workflow's priority")
 
         def decorate(func: F) -> F:
             spec = declare(func, name, *schedule)
             self.registry.register_workflow(
-                func, name=name, task_queue=task_queue, max_per_key=max_per_key
+                func, name=name, task_queue=task_queue, max_per_key=max_per_key, priority=priority
             )
             if spec is not None:
                 self.declared.append(spec)

@@ -41,10 +41,14 @@ def decide(
     """``(retry_at, next_start_at)``: None and the next start's earliest time (unchanged if
     there is no rate) when an attempt may start now; else when to try again (``now`` when only
     a slot's release or the waiters ``ahead`` of it can let it in, which nobody can foresee)
-    and None."""
+    and None. The waiters ahead go first: the start a rate allows is for the first of them,
+    free slots for as many."""
     if rate is not None and next_start_at > now:
         return next_start_at, None
-    if ahead or (concurrency is not None and taken >= concurrency):
+    free = None if concurrency is None else concurrency - taken
+    if free is not None and free <= 0:
+        return now, None
+    if ahead and (rate is not None or free is None or ahead >= free):
         return now, None
     return None, (now + 1.0 / rate if rate is not None else next_start_at)
 

@@ -281,11 +281,15 @@ class WorkflowCall(PendingCall[R]):
         if (execution := current_execution()) is not None:
             _top_level_only(concurrency_key, reason, keyed)
             return await self._start_child(execution, idempotency_key, deadline, asked)
-        defn = self._engines.require().registry.workflow(self._fn)
-        start_flow = flow.of_start(*asked, inherited=flow.registered(flow.PLAIN, defn.priority))
+        start_flow = flow.of_start(*asked, inherited=self._registered())
         return await self._start(
             idempotency_key, on_conflict, deadline, concurrency_key, reason, keyed, start_flow
         )
+
+    def _registered(self) -> flow.Flow:
+        """A top-level start's flow when it gives no options: its registered priority's."""
+        defn = self._engines.require().registry.workflow(self._fn)
+        return flow.registered(flow.PLAIN, defn.priority)
 
     async def _start_child(
         self,

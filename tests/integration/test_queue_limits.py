@@ -14,8 +14,10 @@ import time
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 import sagaway as sw
+from sagaway.cli.main import cli
 from sagaway.store import Store, open_store
 from sagaway.store.records import QueueAdmission
 
@@ -193,8 +195,16 @@ async def test_a_saturated_queue_runs_the_higher_priority_call_first(db_url: str
 
                 await _until(in_line)  # refused once at least: in line
             assert ran == []
+            places = [(await h.describe()).queue_wait for h in handles]
+            assert places == [("q", 1, 2), ("q", 1, 3), ("q", 4, 1), ("q", 5, 0)]
+            shown = await asyncio.to_thread(
+                CliRunner().invoke, cli, ["show", "low-1", "--db", db_url]
+            )
+            lines = [" ".join(line.split()) for line in shown.output.splitlines()]
+            assert "queued waits for queue q, priority 1, 3 ahead" in lines, shown.output
             await other.release_queue_slot("q", holder="elsewhere", now=time.time())
             await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 30)
+            assert [(await h.describe()).queue_wait for h in handles] == [None] * 4
     finally:
         await other.close()
     assert ran == ["high", "wf-4", "low-0", "low-1"]

@@ -14,7 +14,7 @@ import asyncio
 
 from sagaway.states import WorkflowStatus
 from sagaway.store import Store
-from sagaway.store.records import QueueAdmission
+from sagaway.store.records import QueueAdmission, QueuePlace
 from tests.store_helpers import run_of, running
 
 T0 = 1_000_000.0
@@ -147,6 +147,11 @@ async def test_a_free_slot_goes_to_the_first_waiter_by_priority_then_time(
     assert [await ask(key, T0 + 1 + i) for i, key in enumerate(["low-a", "low-b", "high"])] == [
         T0 + 1, T0 + 2, T0 + 3
     ]  # fmt: skip
+    # Where each waits (read only): high first, then low-a, then low-b.
+    assert [await other.queue_place(run[key], now=T0 + 3) for key in run] == [
+        QueuePlace(queue="payments", priority=level, ahead=ahead)
+        for level, ahead in ((1, 1), (1, 2), (5, 0))
+    ]
     await store.release_queue_slot("payments", holder="first", now=T0 + 4)
     # The slot is free, but only the priority-5 call may take it, though it asked last.
     assert await ask("low-b", T0 + 5) == T0 + 5
@@ -161,6 +166,7 @@ async def test_a_free_slot_goes_to_the_first_waiter_by_priority_then_time(
     # Admitted, a call leaves the line: a new asker is alone in it.
     await store.release_queue_slot("payments", holder="low-b", now=T0 + 10)
     assert await ask("low-a", T0 + 10) is None
+    assert await store.queue_place(run["low-a"], now=T0 + 10) is None  # admitted: out of line
 
 
 async def test_a_crashed_waiter_lapses_and_an_ended_one_is_passed_over(store: Store) -> None:

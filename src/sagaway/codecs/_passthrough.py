@@ -38,3 +38,4 @@ class Passthrough:
     list_paused_calls = forward(Store.list_paused_calls, "inner")
     list_search_attributes = forward(Store.list_search_attributes, "inner")
     start_place = forward(Store.start_place, "inner")
+    queue_place = forward(Store.queue_place, "inner")

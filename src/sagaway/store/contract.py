@@ -32,6 +32,7 @@ from sagaway.store.records import (
     ListQuery,
     NewWorkflow,
     QueueAdmission,
+    QueuePlace,
     ScheduleFire,
     SchedulePause,
     SchedulePut,
@@ -485,4 +486,9 @@ class Store(QueueLimitVerbs, ScheduleVerbs, AuditVerbs, PauseVerbs, OutputVerbs,
         """How many due PENDING starts a claim takes before the execution ``run_id`` while it
         waits PENDING (0: it is next among the starts; the due work of started executions
         goes before every start); None when it is not PENDING. Read only."""
+        ...
+
+    async def queue_place(self, run_id: str, *, now: float) -> QueuePlace | None:
+        """Where a call of ``run_id`` waits in a cluster queue's line (its earliest, if
+        several); None when none does. Read only."""
         ...

@@ -27,6 +27,7 @@ __all__ = [
     "SchedulePut",
     "SignalReceive",
     "QueueAdmission",
+    "QueuePlace",
     "AuditNote",
     "AuditRecord",
     "AuditQuery",
@@ -383,6 +384,16 @@ class QueueAdmission:
     priority: int = 3
     run_id: str = ""
     call_id: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class QueuePlace:
+    """Where an execution's activity call waits in a cluster queue's line (``queue_place``)."""
+
+    queue: str
+    priority: int
+    ahead: int
+    """Live waiters that go before it (higher priority, or the same one waiting longer)."""
 
 
 # ---------------------------------------------------------------- events, streams, attributes

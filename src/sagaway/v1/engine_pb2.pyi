@@ -3127,6 +3127,56 @@ class StartPlaceReply(_message.Message):
 Global___StartPlaceReply: _TypeAlias = StartPlaceReply  # noqa: Y015
 
 @_typing.final
+class QueueWaiterPlace(_message.Message):
+    """Where a call of the execution waits in a cluster queue's line (absent: none does)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    AHEAD_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    priority: _builtins.int
+    ahead: _builtins.int
+    """live waiters that go before it"""
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        priority: _builtins.int = ...,
+        ahead: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ahead", b"ahead", "priority", b"priority", "queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueueWaiterPlace: _TypeAlias = QueueWaiterPlace  # noqa: Y015
+
+@_typing.final
+class MaybeQueuePlace(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PLACE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def place(self) -> Global___QueueWaiterPlace: ...
+    def __init__(
+        self,
+        *,
+        place: Global___QueueWaiterPlace | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_place", b"_place", "place", b"place"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_place", b"_place", "place", b"place"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__place: _TypeAlias = _typing.Literal["place"]  # noqa: Y015
+    _WhichOneofArgType__place: _TypeAlias = _typing.Literal["_place", b"_place"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__place) -> _WhichOneofReturnType__place | None: ...
+
+Global___MaybeQueuePlace: _TypeAlias = MaybeQueuePlace  # noqa: Y015
+
+@_typing.final
 class PauseWorkflowRequest(_message.Message):
     """----------------------------------------------------------------------------- pauses
 

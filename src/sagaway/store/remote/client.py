@@ -145,3 +145,4 @@ class GrpcStore(Connection):
     get_event = remote(Store.get_event)
     list_search_attributes = remote(Store.list_search_attributes)
     start_place = remote(Store.start_place)
+    queue_place = remote(Store.queue_place)

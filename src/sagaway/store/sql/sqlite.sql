@@ -578,6 +578,23 @@ DO UPDATE SET priority = excluded.priority, expires_at = excluded.expires_at
 DELETE FROM queue_waiters
 WHERE queue = :queue AND run_id = :run_id AND call_id = :call_id
 
+-- name: queue_place
+-- Where the execution's call waits in a cluster queue's line, if one does: the queue, the
+-- call's priority and how many live waiters go before it (as waiters_ahead counts them).
+SELECT q.queue, q.priority,
+       (SELECT count(*) FROM queue_waiters o
+        WHERE o.queue = q.queue AND o.expires_at > :now
+          AND (o.priority > q.priority
+               OR (o.priority = q.priority AND (o.since < q.since
+                   OR (o.since = q.since AND (o.run_id, o.call_id) < (q.run_id, q.call_id)))))
+          AND EXISTS (SELECT 1 FROM workflows w
+                      WHERE w.run_id = o.run_id
+                        AND w.status IN ('PENDING', 'RUNNING', 'WAITING'))) AS ahead
+FROM queue_waiters q
+WHERE q.run_id = :run_id AND q.expires_at > :now
+ORDER BY q.since, q.queue, q.call_id
+LIMIT 1
+
 -- name: wake_queue_waiter
 -- A slot was given back: the workflow of the queue's first live waiter (by priority, then
 -- waiting time: the one call that may take it) looks again now, instead of at its next

@@ -14,3 +14,4 @@ CREATE TABLE queue_waiters (
     PRIMARY KEY (queue, run_id, call_id)
 );
 CREATE INDEX queue_waiters_order ON queue_waiters (queue, priority DESC, since, run_id, call_id);
+CREATE INDEX queue_waiters_run ON queue_waiters (run_id);  -- a run's place (describe)

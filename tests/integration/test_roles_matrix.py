@@ -72,6 +72,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "GetEvent": EVERYONE,
     "ListSearchAttributes": EVERYONE,
     "StartPlace": EVERYONE,
+    "QueuePlace": EVERYONE,
     # operator actions
     "StartWorkflow": OPERATORS,
     "RetryNow": OPERATORS,

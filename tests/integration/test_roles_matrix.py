@@ -99,6 +99,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "AcquireQueueSlot": WORKERS,
     "RenewQueueSlot": WORKERS,
     "ReleaseQueueSlot": WORKERS,
+    "LeaveQueue": WORKERS,
     "FireSchedule": WORKERS,
     "PutSchedule": WORKERS,
     # administration

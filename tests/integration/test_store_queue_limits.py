@@ -222,3 +222,17 @@ async def test_free_slots_go_to_as_many_first_waiters(store: Store) -> None:
     assert await _acquire(store, "b", now=T0 + 5, run_id=run["b"]) is None
     assert await _acquire(store, "c", now=T0 + 5, run_id=run["c"]) == T0 + 5
     assert await _acquire(store, "a", now=T0 + 5, run_id=run["a"]) is None
+
+
+async def test_a_call_that_leaves_the_line_lets_the_next_one_in(store: Store, other: Store) -> None:
+    run = await _callers(store, "cancelled", "next")
+    assert await _acquire(store, "first", concurrency=1) is None
+    first = await _acquire(store, "gone", concurrency=1, run_id=run["cancelled"], priority=5)
+    assert first == T0
+    await store.release_queue_slot("payments", holder="first", now=T0 + 1)
+    assert await _acquire(other, "next", now=T0 + 1, concurrency=1, run_id=run["next"]) == T0 + 1
+    # Its workflow lives on (compensating, say): the call leaves the line at once.
+    await store.leave_queue("payments", run_id=run["cancelled"], call_id="c1", now=T0 + 2)
+    assert await store.queue_place(run["cancelled"], now=T0 + 2) is None
+    assert await _acquire(other, "next", now=T0 + 2, concurrency=1, run_id=run["next"]) is None
+    await store.leave_queue("payments", run_id=run["cancelled"], call_id="c1", now=T0 + 3)  # no-op

@@ -112,7 +112,11 @@ class ActivityCalls(QueueAdmission):
             # It failed before (the run was suspended): once cancelled, it is not tried again.
             await self.cancels.here(call_id, kind, defn.name, previous.started_at, always=True)
         else:
-            await self.cancels.here(call_id, kind, defn.name, self.engine.clock.now())
+            try:
+                await self.cancels.here(call_id, kind, defn.name, self.engine.clock.now())
+            except errors.Cancelled:  # an unloaded call in a queue's line: it leaves the line
+                await self._leave_line(defn, call_id)
+                raise
         # Counted while made (not a compensation): what ``settle`` waits for. Plain counters
         # rather than context managers: this runs for every activity call.
         forward = not compensation

@@ -67,6 +67,20 @@ class ClusterLimit:
             return retry_at
         return now + random.uniform(*SLOT_POLL)
 
+    async def leave(self, run_id: str, call_id: str) -> None:
+        """Take a call that stopped waiting (cancelled) out of the queue's line; else its
+        place lapses at its expiry."""
+        try:
+            await asyncio.shield(
+                self.store.leave_queue(
+                    self.name, run_id=run_id, call_id=call_id, now=self.clock.now()
+                )
+            )
+        except Exception as exc:
+            logger.warning("could not leave the line of queue %s: %s", self.name, exc)
+        else:
+            self.wake()
+
     @contextlib.asynccontextmanager
     async def holding(self, holder: str) -> AsyncIterator[None]:
         """While the attempt runs: renew its slot; afterwards give it back."""

@@ -32,6 +32,7 @@ class Passthrough:
     acquire_queue_slot = forward(Store.acquire_queue_slot, "inner")
     renew_queue_slot = forward(Store.renew_queue_slot, "inner")
     release_queue_slot = forward(Store.release_queue_slot, "inner")
+    leave_queue = forward(Store.leave_queue, "inner")
     pause_workflow = forward(Store.pause_workflow, "inner")
     paused_runs = forward(Store.paused_runs, "inner")
     pause_calls = forward(Store.pause_calls, "inner")

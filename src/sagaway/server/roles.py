@@ -91,6 +91,7 @@ RPC_ROLES: Mapping[str, frozenset[Role]] = {
     "AcquireQueueSlot": _W,
     "RenewQueueSlot": _W,
     "ReleaseQueueSlot": _W,
+    "LeaveQueue": _W,
     "FireSchedule": _W,
     "PutSchedule": _WA,  # a worker writes the schedules its code declares
     # administration

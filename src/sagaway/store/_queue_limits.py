@@ -131,6 +131,10 @@ class SQLQueueLimits(abc.ABC):
     async def _release(self, slot: Slot) -> None:
         """See ``Store.release_queue_slot``."""
 
+    @abc.abstractmethod
+    async def _leave(self, slot: Slot, call: dict[str, Any]) -> None:
+        """See ``Store.leave_queue`` (``call``: the ``drop_waiter`` parameters)."""
+
     async def acquire_queue_slot(
         self, admission: QueueAdmission, *, expires_at: float, now: float
     ) -> float | None:
@@ -145,3 +149,7 @@ class SQLQueueLimits(abc.ABC):
 
     async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
         await self._release(Slot(queue=queue, holder=holder, now=now))
+
+    async def leave_queue(self, queue: str, *, run_id: str, call_id: str, now: float) -> None:
+        call = {"queue": queue, "run_id": run_id, "call_id": call_id}
+        await self._leave(Slot(queue=queue, holder="", now=now), call)

@@ -119,6 +119,11 @@ class QueueLimitVerbs(Protocol):
         waiter's, else the highest priority's, longest waiting."""
         ...
 
+    async def leave_queue(self, queue: str, *, run_id: str, call_id: str, now: float) -> None:
+        """Take a call that stopped waiting (cancelled) out of ``queue``'s line (no-op if it
+        is not in it), and wake the first waiter as ``release_queue_slot`` does."""
+        ...
+
 
 class ScheduleVerbs(Protocol):
     """The verbs of schedules (schema v13/v11)."""

@@ -3177,6 +3177,31 @@ class MaybeQueuePlace(_message.Message):
 Global___MaybeQueuePlace: _TypeAlias = MaybeQueuePlace  # noqa: Y015
 
 @_typing.final
+class LeaveQueueRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    CALL_ID_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    run_id: _builtins.str
+    call_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        call_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_id", b"call_id", "queue", b"queue", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeaveQueueRequest: _TypeAlias = LeaveQueueRequest  # noqa: Y015
+
+@_typing.final
 class PauseWorkflowRequest(_message.Message):
     """----------------------------------------------------------------------------- pauses
 

@@ -82,6 +82,16 @@ async def pg_release(run: Run, slot: Slot) -> None:
     await run(op, transaction=True)
 
 
+async def pg_leave(run: Run, slot: Slot, call: Params) -> None:
+    """See ``Store.leave_queue``."""
+
+    async def op(conn: Conn, retried: bool) -> None:
+        if (await conn.execute(Q["drop_waiter"], call)).rowcount:
+            await conn.execute(Q["wake_queue_waiter"], slot.wake())
+
+    await run(op, transaction=True)
+
+
 class QueueLimits(SQLQueueLimits):
     """The queue limit transactions of ``PostgresStore`` (the verbs: ``SQLQueueLimits``)."""
 
@@ -98,3 +108,6 @@ class QueueLimits(SQLQueueLimits):
 
     async def _release(self, slot: Slot) -> None:
         await pg_release(self._run, slot)
+
+    async def _leave(self, slot: Slot, call: Params) -> None:
+        await pg_leave(self._run, slot, call)

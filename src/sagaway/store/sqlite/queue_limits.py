@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 from sagaway.store import _queue_limits
 from sagaway.store.sql import queries
@@ -57,6 +58,11 @@ def release(conn: sqlite3.Connection, slot: _queue_limits.Slot) -> None:
         conn.execute(_Q["wake_queue_waiter"], slot.wake())
 
 
+def leave(conn: sqlite3.Connection, slot: _queue_limits.Slot, call: dict[str, Any]) -> None:
+    if conn.execute(_Q["drop_waiter"], call).rowcount:
+        conn.execute(_Q["wake_queue_waiter"], slot.wake())
+
+
 class QueueLimits(_queue_limits.SQLQueueLimits):
     """The queue limit transactions of ``SQLiteStore``: each is one job of its writer
     (``call``)."""
@@ -81,3 +87,6 @@ class QueueLimits(_queue_limits.SQLQueueLimits):
 
     async def _release(self, slot: _queue_limits.Slot) -> None:
         await self._call(lambda conn: release(conn, slot))
+
+    async def _leave(self, slot: _queue_limits.Slot, call: dict[str, Any]) -> None:
+        await self._call(lambda conn: leave(conn, slot, call))

@@ -231,3 +231,56 @@ async def test_an_activity_priority_out_of_range_is_refused(bad: Any, tmp_path: 
         assert (
             "activity's priority must be an int from 1" in await manager.workflow(pay).execute_get()
         )
+
+
+async def test_a_cancelled_call_leaves_the_line_while_its_workflow_cleans_up(db_url: str) -> None:
+    """A priority-5 call waits first in line; its workflow is cancelled and runs a slow
+    clean-up (still running). The slot frees: the priority-1 call behind it runs at once, not
+    once the cancelled call's place lapses (lease_timeout, 30 s here)."""
+    manager = _manager(db_url, sw.Queue(concurrency=1, scope="cluster"))
+    cleaned = asyncio.Event()
+
+    @manager.register_activity(queue="q")
+    async def charge(tag: str) -> str:
+        return tag
+
+    @manager.register_activity
+    async def clean_up() -> None:
+        await cleaned.wait()
+
+    @manager.register_workflow
+    async def pay(tag: str, level: int) -> str:
+        try:
+            return await manager.activity(charge, tag).execute_get(priority=level)
+        except sw.Cancelled:
+            await clean_up()
+            raise
+
+    other: Store = open_store(db_url)
+    await other.open()
+    slot = QueueAdmission(queue="q", holder="elsewhere", concurrency=1, rate_per_second=None)
+    try:
+        now = time.time()
+        assert await other.acquire_queue_slot(slot, expires_at=now + 600, now=now) is None
+        async with manager:
+            gone = await manager.workflow(pay, "gone", 5).execute(idempotency_key="gone")
+            for handle in (gone, await manager.workflow(pay, "next", 1).execute()):
+
+                async def in_line(h: Any = handle) -> bool:
+                    return (await h.describe()).queue_wait is not None
+
+                await _until(in_line)
+            await gone.cancel()
+
+            async def left() -> bool:
+                return (await gone.describe()).queue_wait is None
+
+            await _until(left)
+            assert await gone.status() is sw.WorkflowStatus.RUNNING  # cleaning up
+            await other.release_queue_slot("q", holder="elsewhere", now=time.time())
+            assert await manager.get_workflow(handle.key).result(timeout=10) == "next"
+            cleaned.set()
+            with pytest.raises(sw.WorkflowCancelled):
+                await gone.result(timeout=10)
+    finally:
+        await other.close()

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sagaway import errors
-from sagaway._engine import context
+from sagaway._engine import context, flow
 from sagaway._engine.executor import current_execution
 from sagaway.registry import ActivityDef
 from sagaway.retry import RetryPolicy
@@ -40,9 +40,17 @@ class ActivityCall(PendingCall[R]):
     """``manager.activity(fn, *args, **kwargs)``: a durable call, made with an execute method."""
 
     async def execute_get(
-        self, *, retry: RetryPolicy | None = None, timeout: float | None = None
+        self,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+        priority: int | None = None,
     ) -> R:
-        """Run the activity durably and return its result (replayed if already recorded)."""
+        """Run the activity durably and return its result (replayed if already recorded).
+
+        ``priority`` (1 lowest .. 5 highest): this call's place while its queue is saturated,
+        higher first, equal ones first in, first out (default: ``register_activity
+        (priority=)``, else the workflow's priority; docs/limits.md)."""
         execution = current_execution()
         if execution is None:
             raise errors.SagawayError(
@@ -53,6 +61,7 @@ class ActivityCall(PendingCall[R]):
         defn = execution.engine.registry.activity(self._fn)
         if timeout is not None and timeout <= 0:
             raise ValueError("activity timeout must be > 0 seconds")
+        flow.check_level(priority, "an activity's priority")
         call_id, seq = context.next_call_id()
         result: R = await execution.call_activity(
             defn,
@@ -62,14 +71,19 @@ class ActivityCall(PendingCall[R]):
             seq,
             policy=retry or defn.retry,
             timeout=timeout if timeout is not None else defn.timeout,
+            priority=priority,
         )
         return result
 
     async def execute_wait(
-        self, *, retry: RetryPolicy | None = None, timeout: float | None = None
+        self,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+        priority: int | None = None,
     ) -> None:
         """Run the activity durably; its result is discarded."""
-        await self.execute_get(retry=retry, timeout=timeout)
+        await self.execute_get(retry=retry, timeout=timeout, priority=priority)
 
 
 def activity_wrapper(engines: EngineRef, defn: ActivityDef) -> Callable[..., Any]:

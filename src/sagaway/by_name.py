@@ -47,10 +47,14 @@ async def start_by_name(
     placing = {n: v for n, v in options.items() if n not in _NAMED_ONLY}
     keyed, asked = split_placing(cast(StartPlacing, placing), "start_by_name()")
     key, reason = options.get("idempotency_key"), options.get("reason")
-    start = ClientStart(key, on_conflict, deadline, reason, keyed, flow.of_start(*asked))
     task_queue = options.get("task_queue", "default")
     if name in engine.registry.names():
+        registered = flow.registered(flow.PLAIN, engine.registry.workflow(name).priority)
+        start = ClientStart(
+            key, on_conflict, deadline, reason, keyed, flow.of_start(*asked, inherited=registered)
+        )
         return await WorkflowCall[Any](engines, name, (), kwargs)._start(start)
+    start = ClientStart(key, on_conflict, deadline, reason, keyed, flow.of_start(*asked))
     if not isinstance(name, str) or not name:
         raise ValueError("a workflow name is a non-empty string")
     if not isinstance(task_queue, str) or not task_queue:

@@ -155,6 +155,9 @@ class WorkflowDescription:
     start_place: int | None = None
     """While PENDING (``describe()`` only): how many due starts workers take before it (0: it
     is next; the due work of started workflows goes before any start)."""
+    queue_wait: tuple[str, int, int] | None = None
+    """While an activity call of it waits for a cluster-wide queue (``describe()`` only): the
+    queue, the call's priority and how many waiting calls go before it."""
 
     @property
     def cursor(self) -> str:
@@ -254,7 +257,23 @@ async def read(store: Store, record: WorkflowRecord, *, now: float) -> WorkflowD
             if record.status is WorkflowStatus.PENDING
             else None
         ),
+        **(await _queue_wait(store, record, described.waiting_for, now)),
     )
+
+
+async def _queue_wait(
+    store: Store, record: WorkflowRecord, waiting_for: str | None, now: float
+) -> dict[str, Any]:
+    """``WorkflowDescription.queue_wait`` (read for a started, live execution only), and
+    ``waiting_for`` ``queue:<name>`` while it is unloaded for it."""
+    if record.status not in (WorkflowStatus.RUNNING, WorkflowStatus.WAITING):
+        return {}
+    place = await store.queue_place(record.run_id, now=now)
+    if place is None:
+        return {}
+    if waiting_for is None and record.status is WorkflowStatus.WAITING:
+        waiting_for = f"queue:{place.queue}"
+    return {"queue_wait": (place.queue, place.priority, place.ahead), "waiting_for": waiting_for}
 
 
 def _step(

@@ -57,6 +57,8 @@ class ActivityDef:
     retry: retry.RetryPolicy
     timeout: float | None
     queue: str | None
+    priority: int | None = None
+    """Its calls' level in a saturated queue (None: the calling workflow's)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
@@ -69,6 +71,8 @@ class WorkflowDef:
     those (not to be confused with an activity's ``queue``, a concurrency and rate limit)."""
     max_per_key: int = 1
     """Executions started with one ``concurrency_key`` that may run at once (cluster-wide)."""
+    priority: int | None = None
+    """Its starts' level when a start gives none (None: the parent's, else 3)."""
 
 
 D = TypeVar("D", ActivityDef, WorkflowDef)
@@ -113,6 +117,7 @@ class Registry:
         retry_policy: retry.RetryPolicy | None,
         timeout: float | None,
         queue: str | None,
+        priority: int | None = None,
     ) -> ActivityDef:
         if not callable(fn):
             raise TypeError(f"register_activity expects a function, got {fn!r}")
@@ -129,6 +134,7 @@ class Registry:
             retry=retry_policy or retry.DEFAULT,
             timeout=timeout,
             queue=queue,
+            priority=priority,
         )
         self._add(defn)
         return defn
@@ -140,6 +146,7 @@ class Registry:
         name: str | None,
         task_queue: str = "default",
         max_per_key: int = 1,
+        priority: int | None = None,
     ) -> WorkflowDef:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(
@@ -157,6 +164,7 @@ class Registry:
             codec=FunctionCodec(fn, f"workflow {workflow_name!r}"),
             task_queue=task_queue,
             max_per_key=max_per_key,
+            priority=priority,
         )
         self._add(defn)
         return defn

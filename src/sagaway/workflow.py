@@ -271,7 +271,8 @@ class WorkflowCall(PendingCall[R]):
 
         ``priority`` 1 (lowest) .. 5 (highest), default 3; ``fairness_key`` (a tenant) and its
         ``fairness_weight`` (default 1): the order of waiting starts, higher first, tenants by
-        weight (docs/limits.md). A child takes its parent's unless given its own.
+        weight (docs/limits.md). Without ``priority`` a start takes its workflow's registered
+        default (``register_workflow(priority=)``), else a child its parent's level, else 3.
         """
         deadline = _renamed.deadline("execute()", timeout, deadline)
         _check_start(on_conflict, deadline)
@@ -279,10 +280,14 @@ class WorkflowCall(PendingCall[R]):
         if (execution := current_execution()) is not None:
             _top_level_only(concurrency_key, reason, keyed)
             return await self._start_child(execution, idempotency_key, deadline, asked)
-        start = ClientStart(
-            idempotency_key, on_conflict, deadline, reason, keyed, flow.of_start(*asked)
-        )
+        start_flow = flow.of_start(*asked, inherited=self._registered())
+        start = ClientStart(idempotency_key, on_conflict, deadline, reason, keyed, start_flow)
         return await self._start(start, concurrency_key)
+
+    def _registered(self) -> flow.Flow:
+        """A top-level start's flow when it gives no options: its registered priority's."""
+        defn = self._engines.require().registry.workflow(self._fn)
+        return flow.registered(flow.PLAIN, defn.priority)
 
     async def _start_child(
         self,
@@ -298,6 +303,7 @@ class WorkflowCall(PendingCall[R]):
         args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
         parent = execution.record
         inherited = flow.of_record(parent.priority, parent.fairness_key, parent.fairness_weight)
+        inherited = flow.registered(inherited, defn.priority)
         child_flow = flow.of_start(*asked, inherited=inherited)
         call_id, _ = context.next_call_id()
         child_key = await execution.call_child(defn, args_json, key, call_id, deadline, child_flow)

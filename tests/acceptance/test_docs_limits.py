@@ -25,3 +25,10 @@ def section(text: str, title: str) -> str:
 def test_each_flow_control_example_prints_what_the_page_says(tmp_path: Path, title: str) -> None:
     part = section(page("limits.md"), title)
     assert_prints(tmp_path, code_blocks(part)[0], printed(part), "demo.py")
+
+
+@pytest.mark.parametrize("title", ["Priority of activity calls"])
+def test_each_subsection_example_prints_what_the_page_says(tmp_path: Path, title: str) -> None:
+    part = section(page("limits.md"), "Priority and fairness")
+    sub = part[part.index(f"\n### {title}\n") :]
+    assert_prints(tmp_path, code_blocks(sub)[0], printed(sub), "demo.py")

@@ -126,6 +126,38 @@ async def test_a_child_takes_its_parents_priority_and_key(db_url: str) -> None:
         assert (d.priority, d.fairness_key, d.start_place) == (3, None, None)
 
 
+async def test_a_registered_priority_is_the_default_of_starts(db_url: str) -> None:
+    """``register_workflow(priority=)``: a start that gives none gets it (by function, by name,
+    as a child, whose parent's level it beats); a start's own level wins."""
+    manager = sw.Manager(db_url)
+
+    @manager.register_workflow(priority=5)
+    async def urgent() -> None: ...
+
+    @manager.register_workflow
+    async def parent() -> None:
+        await manager.workflow(urgent).execute(idempotency_key="p/urgent")
+        await manager.workflow(urgent).execute(idempotency_key="p/asked", priority=2)
+
+    with pytest.raises(ValueError, match="registered workflow's priority must be an int from 1"):
+        manager.register_workflow(priority=0)
+    async with manager.connect():  # no worker: the starts wait, PENDING
+        await manager.workflow(urgent).execute(idempotency_key="plain")
+        await manager.workflow(urgent).execute(idempotency_key="asked", priority=1)
+        await manager.start_by_name(
+            manager.registry.workflow(urgent).name, idempotency_key="by-name"
+        )
+    async with manager:
+        await manager.workflow(parent).execute_get(idempotency_key="p", priority=1)
+        levels = {
+            key: (await manager.get_workflow(key).describe()).priority
+            for key in ("plain", "asked", "by-name", "p", "p/urgent", "p/asked")
+        }
+    assert levels == {
+        "plain": 5, "asked": 1, "by-name": 5, "p": 1, "p/urgent": 5, "p/asked": 2
+    }  # fmt: skip
+
+
 async def test_a_codec_store_passes_them_through(db_url: str) -> None:
     manager = sw.Manager(db_url, codec=sw.codecs.Encrypt(keys=[sw.codecs.Encrypt.generate_key()]))
 

@@ -14,8 +14,10 @@ import time
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 import sagaway as sw
+from sagaway.cli.main import cli
 from sagaway.store import Store, open_store
 from sagaway.store.records import QueueAdmission
 
@@ -154,5 +156,131 @@ async def test_a_deadline_ends_the_wait_for_a_start(db_url: str) -> None:
             handle = await manager.workflow(pay).execute(deadline=1.0)
             with pytest.raises(sw.WorkflowCancelled):
                 await handle.result(timeout=15)
+    finally:
+        await other.close()
+
+
+async def test_a_saturated_queue_runs_the_higher_priority_call_first(db_url: str) -> None:
+    """Concurrency 1, the slot held elsewhere: two calls of priority 1 wait in line, then one
+    of a priority-4 workflow (its calls take its level), then one given priority 5 (which came
+    last). When the slot frees, the calls run by priority, equal ones first in, first out."""
+    manager = _manager(db_url, sw.Queue(concurrency=1, scope="cluster"))
+    ran: list[str] = []
+
+    @manager.register_activity(queue="q")
+    async def charge(tag: str) -> None:
+        ran.append(tag)
+
+    @manager.register_workflow
+    async def pay(tag: str, level: int | None) -> None:
+        await manager.activity(charge, tag).execute_get(priority=level)
+
+    other: Store = open_store(db_url)
+    await other.open()
+    slot = QueueAdmission(queue="q", holder="elsewhere", concurrency=1, rate_per_second=None)
+    try:
+        now = time.time()
+        assert await other.acquire_queue_slot(slot, expires_at=now + 600, now=now) is None
+        async with manager:
+            handles = []
+            for tag, level, start_level in [
+                ("low-0", 1, None), ("low-1", 1, None), ("wf-4", None, 4), ("high", 5, None)
+            ]:  # fmt: skip
+                start = manager.workflow(pay, tag, level)
+                handles.append(await start.execute(idempotency_key=tag, priority=start_level))
+
+                async def in_line(key: str = tag) -> bool:
+                    record = await other.get_workflow(key)
+                    return record is not None and record.status is sw.WorkflowStatus.WAITING
+
+                await _until(in_line)  # refused once at least: in line
+            assert ran == []
+            places = [(await h.describe()).queue_wait for h in handles]
+            assert places == [("q", 1, 2), ("q", 1, 3), ("q", 4, 1), ("q", 5, 0)]
+            shown = await asyncio.to_thread(
+                CliRunner().invoke, cli, ["show", "low-1", "--db", db_url]
+            )
+            lines = [" ".join(line.split()) for line in shown.output.splitlines()]
+            assert "queued waits for queue q, priority 1, 3 ahead" in lines, shown.output
+            await other.release_queue_slot("q", holder="elsewhere", now=time.time())
+            await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 30)
+            assert [(await h.describe()).queue_wait for h in handles] == [None] * 4
+    finally:
+        await other.close()
+    assert ran == ["high", "wf-4", "low-0", "low-1"]
+
+
+@pytest.mark.parametrize("bad", [0, 6, 2.5, True, "5"])
+async def test_an_activity_priority_out_of_range_is_refused(bad: Any, tmp_path: Any) -> None:
+    manager = sw.Manager(f"sqlite:///{tmp_path}/bad.db", queues={"q": sw.Queue(concurrency=1)})
+    with pytest.raises(ValueError, match="activity's priority must be an int from 1"):
+        manager.register_activity(queue="q", priority=bad)
+
+    @manager.register_activity
+    async def charge() -> None: ...
+
+    @manager.register_workflow
+    async def pay() -> str:
+        try:
+            await manager.activity(charge).execute_get(priority=bad)
+        except ValueError as exc:  # raised at the call, before anything is recorded
+            return str(exc)
+        return "called"
+
+    async with manager:
+        assert (
+            "activity's priority must be an int from 1" in await manager.workflow(pay).execute_get()
+        )
+
+
+async def test_a_cancelled_call_leaves_the_line_while_its_workflow_cleans_up(db_url: str) -> None:
+    """A priority-5 call waits first in line; its workflow is cancelled and runs a slow
+    clean-up (still running). The slot frees: the priority-1 call behind it runs at once, not
+    once the cancelled call's place lapses (lease_timeout, 30 s here)."""
+    manager = _manager(db_url, sw.Queue(concurrency=1, scope="cluster"))
+    cleaned = asyncio.Event()
+
+    @manager.register_activity(queue="q")
+    async def charge(tag: str) -> str:
+        return tag
+
+    @manager.register_activity
+    async def clean_up() -> None:
+        await cleaned.wait()
+
+    @manager.register_workflow
+    async def pay(tag: str, level: int) -> str:
+        try:
+            return await manager.activity(charge, tag).execute_get(priority=level)
+        except sw.Cancelled:
+            await clean_up()
+            raise
+
+    other: Store = open_store(db_url)
+    await other.open()
+    slot = QueueAdmission(queue="q", holder="elsewhere", concurrency=1, rate_per_second=None)
+    try:
+        now = time.time()
+        assert await other.acquire_queue_slot(slot, expires_at=now + 600, now=now) is None
+        async with manager:
+            gone = await manager.workflow(pay, "gone", 5).execute(idempotency_key="gone")
+            for handle in (gone, await manager.workflow(pay, "next", 1).execute()):
+
+                async def in_line(h: Any = handle) -> bool:
+                    return (await h.describe()).queue_wait is not None
+
+                await _until(in_line)
+            await gone.cancel()
+
+            async def left() -> bool:
+                return (await gone.describe()).queue_wait is None
+
+            await _until(left)
+            assert await gone.status() is sw.WorkflowStatus.RUNNING  # cleaning up
+            await other.release_queue_slot("q", holder="elsewhere", now=time.time())
+            assert await manager.get_workflow(handle.key).result(timeout=10) == "next"
+            cleaned.set()
+            with pytest.raises(sw.WorkflowCancelled):
+                await gone.result(timeout=10)
     finally:
         await other.close()

@@ -72,6 +72,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "GetEvent": EVERYONE,
     "ListSearchAttributes": EVERYONE,
     "StartPlace": EVERYONE,
+    "QueuePlace": EVERYONE,
     # operator actions
     "StartWorkflow": OPERATORS,
     "RetryNow": OPERATORS,
@@ -98,6 +99,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "AcquireQueueSlot": WORKERS,
     "RenewQueueSlot": WORKERS,
     "ReleaseQueueSlot": WORKERS,
+    "LeaveQueue": WORKERS,
     "FireSchedule": WORKERS,
     "PutSchedule": WORKERS,
     # administration

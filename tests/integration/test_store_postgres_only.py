@@ -81,6 +81,7 @@ async def test_postgres_schema_holds_the_tables_and_isolates_data(
         "paused_calls",
         "queue_limits",
         "queue_slots",
+        "queue_waiters",
         "schedules",
         "schema_migrations",
         "search_attributes",

@@ -21,6 +21,7 @@ from sagaway.store.records import (
     OutputWrite,
     Publication,
     QueueAdmission,
+    QueuePlace,
     StepRecord,
 )
 from tests.store_helpers import T0, is_sqlite, new, raw_sql, run_of, running, step
@@ -94,8 +95,15 @@ def _undo_pauses(db_url: str) -> None:
     raw_sql(db_url, "ALTER TABLE workflows DROP COLUMN paused_at")
 
 
+def _undo_queue_waiters(db_url: str) -> None:
+    """Take the lines of cluster queues (sqlite v24, postgres v29) back out."""
+    raw_sql(db_url, "DROP TABLE IF EXISTS queue_waiters")
+
+
 def _undo_flow_control(db_url: str) -> None:
-    """Take per-key order and debounced starts (sqlite v23, postgres v28) back out."""
+    """Take per-key order and debounced starts (sqlite v23, postgres v28) and what came after
+    them back out."""
+    _undo_queue_waiters(db_url)
     raw_sql(db_url, "DROP TABLE IF EXISTS debounced_starts")
     raw_sql(db_url, "DROP INDEX IF EXISTS workflows_ordering_line")
     raw_sql(db_url, "DROP INDEX IF EXISTS workflows_open_burst")
@@ -135,6 +143,34 @@ async def test_a_database_at_the_previous_schema_gets_priority_and_fairness(db_u
         [(record, _)] = got
         assert record.run_id == old.record.run_id
         assert (record.priority, record.fairness_key, record.fair_pass) == (3, "", None)
+    finally:
+        await upgraded.close()
+    versions = raw_sql(db_url, "SELECT version FROM schema_migrations ORDER BY version")
+    assert [v for (v,) in versions] == _shipped(db_url)
+
+
+@pytest.mark.direct_db  # it rewinds the schema behind the store's back
+async def test_a_database_at_the_previous_schema_gets_queue_lines(db_url: str) -> None:
+    """A slot taken before the upgrade still counts; a refused call is kept in line after."""
+    dialect = "sqlite" if is_sqlite(db_url) else "postgres"
+    [version] = [m.version for m in migrations(dialect) if m.name == "queue_waiters"]
+    s = open_store(db_url)
+    await s.open()
+    await running(s, "waits")
+    taken = QueueAdmission(queue="q", holder="old", concurrency=1, rate_per_second=None)
+    assert await s.acquire_queue_slot(taken, expires_at=T0 + 60, now=T0) is None
+    await s.close()
+    _undo_queue_waiters(db_url)
+    raw_sql(db_url, f"DELETE FROM schema_migrations WHERE version >= {version}")
+
+    upgraded = open_store(db_url)
+    await upgraded.open()
+    try:
+        run_id = (await run_of(upgraded, "waits")).run_id
+        asking = dataclasses.replace(taken, holder="new", run_id=run_id, call_id="c", priority=4)
+        assert await upgraded.acquire_queue_slot(asking, expires_at=T0 + 60, now=T0) == T0
+        place = await upgraded.queue_place(run_id, now=T0)
+        assert place == QueuePlace(queue="q", priority=4, ahead=0)
     finally:
         await upgraded.close()
     versions = raw_sql(db_url, "SELECT version FROM schema_migrations ORDER BY version")

@@ -38,6 +38,8 @@ class _Call:
     info: activity_mod.ActivityInfo
     """For the attempt being made (``attempt`` counts across processes)."""
     started_at: float
+    priority: int = 3
+    """Its level in a saturated queue (1..5)."""
     local: int = 0
     """Attempts made by this run (the retry policy counts these)."""
     span: observe.Span = observe.NO_SPAN
@@ -95,8 +97,10 @@ class ActivityCalls(QueueAdmission):
         policy: retry.RetryPolicy,
         timeout: float | None,
         compensation: bool = False,
+        priority: int | None = None,
     ) -> Any:
-        """Run (or replay) one activity call and return its result."""
+        """Run (or replay) one activity call and return its result (``priority``: its level
+        in a saturated queue; None: ``defn``'s, else the workflow's)."""
         self._check_usable()
         kind = StepKind.COMPENSATION if compensation else StepKind.ACTIVITY
         previous = self._replayed(call_id, kind, defn.name)
@@ -108,7 +112,11 @@ class ActivityCalls(QueueAdmission):
             # It failed before (the run was suspended): once cancelled, it is not tried again.
             await self.cancels.here(call_id, kind, defn.name, previous.started_at, always=True)
         else:
-            await self.cancels.here(call_id, kind, defn.name, self.engine.clock.now())
+            try:
+                await self.cancels.here(call_id, kind, defn.name, self.engine.clock.now())
+            except errors.Cancelled:  # an unloaded call in a queue's line: it leaves the line
+                await self._leave_line(defn, call_id)
+                raise
         # Counted while made (not a compensation): what ``settle`` waits for. Plain counters
         # rather than context managers: this runs for every activity call.
         forward = not compensation
@@ -119,6 +127,7 @@ class ActivityCalls(QueueAdmission):
             if not self.ready_to_act():
                 await self._before_durable_action()
             call = self._new_call(defn, kind, policy, call_id, seq, previous)
+            call.priority = priority or defn.priority or self.record.priority or 3
             # In flight for the whole call, the writes and backoff sleeps between attempts
             # included: a sibling branch must not unload the workflow while this one will retry.
             self.inflight += 1
@@ -145,8 +154,9 @@ class ActivityCalls(QueueAdmission):
             limit = self.engine.cluster_limit(defn.queue)
             admitted = None
             if limit is not None:
+                info = call.info
                 admitted = await self._admitted(
-                    limit, defn, call.kind, call.info.call_id, call.started_at
+                    limit, defn, call.kind, info.call_id, call.started_at, call.priority
                 )
             if call.local:  # the first attempt's info was built with its number
                 call.info = _next_attempt(call.info)
@@ -156,10 +166,10 @@ class ActivityCalls(QueueAdmission):
                 call.begin_attempt()
             try:
                 if admitted is None:
-                    value = await self._invoke(defn, args, kwargs, call.info, timeout)
+                    value = await self._invoke(call, args, kwargs, timeout)
                 else:
                     async with admitted:
-                        value = await self._invoke(defn, args, kwargs, call.info, timeout)
+                        value = await self._invoke(call, args, kwargs, timeout)
                 result = defn.codec.encode_result(value, self.engine.payload_limit)
             except _NotBegun as not_begun:  # nothing ran: not the activity's failure
                 if observed:
@@ -309,21 +319,16 @@ class ActivityCalls(QueueAdmission):
         return StepStatus.ERROR
 
     async def _invoke(
-        self,
-        defn: ActivityDef,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        info: activity_mod.ActivityInfo,
-        timeout: float | None,
+        self, call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None
     ) -> Any:
-        engine = self.engine
+        engine, defn, info = self.engine, call.defn, call.info
         if self.slot is not None:
             await self.slot.acquire()  # given back while the workflow only waited
         self.activities += 1
         info_token = activity_mod.enter(info)
         wf_token = context.suspend_workflow_context()
         try:
-            slot = engine.queue_slot(defn.queue)
+            slot = engine.queue_slot(defn.queue, call.priority)
             if slot is None:
                 if not self._may_begin():
                     await self._before_attempt()

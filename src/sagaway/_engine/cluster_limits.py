@@ -44,16 +44,21 @@ class ClusterLimit:
     wake: Callable[[], None]
     """Makes this process's Recovery Worker look now (a release made a waiter due)."""
 
-    async def admit(self, holder: str) -> float | None:
+    async def admit(self, holder: str, waiter: tuple[str, str, int]) -> float | None:
         """None if an attempt of ``holder`` may start now (a slot is held for it); else the
-        time to try again (never now)."""
+        time to try again (never now). ``waiter``: the call's run id, call id and priority,
+        its place in the queue's line while refused."""
         now = self.clock.now()
+        run_id, call_id, priority = waiter
         retry_at = await self.store.acquire_queue_slot(
             QueueAdmission(
                 queue=self.name,
                 holder=holder,
                 concurrency=self.queue.concurrency,
                 rate_per_second=self.queue.rate_per_second,
+                priority=priority,
+                run_id=run_id,
+                call_id=call_id,
             ),
             expires_at=now + self.lease_timeout,
             now=now,
@@ -61,6 +66,20 @@ class ClusterLimit:
         if retry_at is None or retry_at > now:
             return retry_at
         return now + random.uniform(*SLOT_POLL)
+
+    async def leave(self, run_id: str, call_id: str) -> None:
+        """Take a call that stopped waiting (cancelled) out of the queue's line; else its
+        place lapses at its expiry."""
+        try:
+            await asyncio.shield(
+                self.store.leave_queue(
+                    self.name, run_id=run_id, call_id=call_id, now=self.clock.now()
+                )
+            )
+        except Exception as exc:
+            logger.warning("could not leave the line of queue %s: %s", self.name, exc)
+        else:
+            self.wake()
 
     @contextlib.asynccontextmanager
     async def holding(self, holder: str) -> AsyncIterator[None]:

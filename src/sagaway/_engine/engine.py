@@ -139,11 +139,13 @@ class Engine:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
-    def queue_slot(self, queue: str | None) -> contextlib.AbstractAsyncContextManager[None] | None:
-        """A slot of ``queue``'s limit in this process to hold while an attempt runs; None:
-        no such limit."""
+    def queue_slot(
+        self, queue: str | None, priority: int = 3
+    ) -> contextlib.AbstractAsyncContextManager[None] | None:
+        """A slot of ``queue``'s limit in this process to hold while an attempt runs (waiting
+        calls served by ``priority``, then first come); None: no such limit."""
         limiter = self._queues.get(queue) if queue else None
-        return limiter.slot() if limiter else None
+        return limiter.slot(priority) if limiter else None
 
     def cluster_limit(self, queue: str | None) -> ClusterLimit | None:
         """The limits ``queue`` shares with every process, if it is a cluster-wide queue."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from sagaway._engine.text_checks import check_key
-from sagaway.store._params import DEFAULT_PRIORITY, check_flow
+from sagaway.store._params import DEFAULT_PRIORITY, PRIORITIES, check_flow
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -63,3 +63,23 @@ def of_start(
 def of_record(priority: int, fairness_key: str, fairness_weight: float) -> Flow:
     """The flow a stored execution was started with (what its children inherit)."""
     return Flow(priority, fairness_key, fairness_weight)
+
+
+def check_level(priority: int | None, what: str) -> None:
+    """``ValueError`` (naming ``what``) unless ``priority`` is None (not given) or a level: an
+    activity call's (``execute_get(priority=)``, ``register_activity(priority=)``) or a
+    registered workflow's default (``register_workflow(priority=)``)."""
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITIES
+    ):
+        raise ValueError(
+            f"{what} must be an int from {PRIORITIES[0]} (lowest) to {PRIORITIES[-1]} "
+            f"(highest), or None (not given); not {priority!r}"
+        )
+
+
+def registered(base: Flow, priority: int | None) -> Flow:
+    """``base`` (no options, or a child's parent's) with its workflow's registered default
+    priority, if any: what a start that gives no priority gets. The registration is a
+    deliberate word about this workflow, so it goes before a parent's level."""
+    return base if priority is None else dataclasses.replace(base, priority=priority)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 from collections.abc import AsyncIterator
 from typing import Protocol
 
@@ -13,27 +15,71 @@ from sagaway.registry import Queue
 from sagaway.store.records import Lease, StepRecord, WorkflowRecord
 
 
+class PrioritySlots:
+    """``n`` slots; waiters get a freed one by priority (higher first), then first come."""
+
+    def __init__(self, n: int) -> None:
+        self._free = n
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._arrivals = itertools.count()
+
+    async def acquire(self, priority: int) -> None:
+        while self._waiters and self._waiters[0][2].done():
+            heapq.heappop(self._waiters)  # cancelled while waiting
+        if self._free and not self._waiters:
+            self._free -= 1
+            return
+        future = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (-priority, next(self._arrivals), future))
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release()  # given a slot as it was cancelled: to the next one
+            raise
+
+    def release(self) -> None:
+        while self._waiters:
+            _, _, future = heapq.heappop(self._waiters)
+            if not future.done():  # a cancelled waiter is skipped
+                future.set_result(None)
+                return
+        self._free += 1
+
+    @contextlib.asynccontextmanager
+    async def held(self, priority: int) -> AsyncIterator[None]:
+        await self.acquire(priority)
+        try:
+            yield
+        finally:
+            self.release()
+
+
 class QueueLimiter:
-    """Per-process concurrency and rate limit of one activity queue."""
+    """Per-process concurrency and rate limit of one activity queue: waiting calls go by
+    priority, then first come, for the next start as for a free slot."""
 
     def __init__(self, queue: Queue, clock: Clock) -> None:
-        self._sem = asyncio.Semaphore(queue.concurrency) if queue.concurrency else None
+        self._sem = PrioritySlots(queue.concurrency) if queue.concurrency else None
         self._interval = 1.0 / queue.rate_per_second if queue.rate_per_second else 0.0
+        self._starts = PrioritySlots(1)
+        """Held by the call waiting for the next start, one at a time."""
         self._next_start = 0.0
         self._clock = clock
 
     @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
+    async def slot(self, priority: int = 3) -> AsyncIterator[None]:
         if self._interval:
-            now = self._clock.now()
-            start = max(now, self._next_start)
-            self._next_start = start + self._interval
-            if start > now:
-                await self._clock.sleep(start - now)
+            async with self._starts.held(priority):
+                now = self._clock.now()
+                start = max(now, self._next_start)
+                self._next_start = start + self._interval
+                if start > now:
+                    await self._clock.sleep(start - now)
         if self._sem is None:
             yield
             return
-        async with self._sem:
+        async with self._sem.held(priority):
             yield
 
 

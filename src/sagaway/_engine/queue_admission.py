@@ -8,6 +8,7 @@ import contextlib
 import uuid
 from typing import TYPE_CHECKING
 
+from sagaway import errors
 from sagaway._engine import pausing
 from sagaway._engine.execution import ExecutionBase
 from sagaway.clock import wait_event_or_sleep
@@ -30,12 +31,39 @@ class QueueAdmission(ExecutionBase):
         kind: StepKind,
         call_id: str,
         started_at: float,
+        priority: int,
     ) -> contextlib.AbstractAsyncContextManager[None]:
         """A slot of ``limit`` (the cluster limit of ``defn``'s queue) for the next attempt, to
-        hold while it runs; waits (or unloads the workflow) until one is given."""
+        hold while it runs; waits (or unloads the workflow) until one is given. While it waits
+        the call is in the queue's line (its run and call id, at ``priority``), which a replay
+        after an unload or a takeover rejoins at the same place."""
         holder = f"{self.lease.token}:{call_id}:{uuid.uuid4().hex[:8]}"
+        try:
+            return await self._in_line(limit, defn, kind, call_id, started_at, priority, holder)
+        except errors.Cancelled:  # it waits no more; an unload or a takeover keeps its place
+            await limit.leave(self.record.run_id, call_id)
+            raise
+
+    async def _leave_line(self, defn: ActivityDef, call_id: str) -> None:
+        """A call of ``defn`` cancelled before it asked again: out of its queue's line."""
+        limit = self.engine.cluster_limit(defn.queue)
+        if limit is not None:
+            await limit.leave(self.record.run_id, call_id)
+
+    async def _in_line(
+        self,
+        limit: ClusterLimit,
+        defn: ActivityDef,
+        kind: StepKind,
+        call_id: str,
+        started_at: float,
+        priority: int,
+        holder: str,
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        """``_admitted``'s loop: ask until admitted."""
+        waiter = (self.record.run_id, call_id, priority)
         while True:
-            retry_at = await self._store_call(limit.admit(holder))
+            retry_at = await self._store_call(limit.admit(holder, waiter))
             if retry_at is None:
                 return limit.holding(holder)
             # A compensation is never unloaded midway: it waits in the worker.

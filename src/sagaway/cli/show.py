@@ -131,6 +131,9 @@ def show_json(
         ahead_in_line=d.ahead_in_line,
         fairness_weight=d.fairness_weight,
         start_place=d.start_place,
+        queue_wait=None
+        if d.queue_wait is None
+        else dict(zip(("queue", "priority", "ahead"), d.queue_wait, strict=True)),
     )
     return data
 
@@ -255,6 +258,9 @@ def _priority(d: sw.WorkflowDescription) -> Iterator[tuple[str, str]]:
     if pending and d.start_place is not None:
         ahead = "next" if d.start_place == 0 else f"{d.start_place} due start(s) go first"
         yield "queued", f"waits for a free worker slot: {ahead}"
+    if d.queue_wait is not None:
+        queue, level, ahead_of = d.queue_wait
+        yield "queued", f"waits for queue {escape(queue)}, priority {level}, {ahead_of} ahead"
 
 
 def _relations(d: sw.WorkflowDescription, clock: _format.Clock) -> Iterator[tuple[str, str]]:

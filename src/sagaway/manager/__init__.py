@@ -237,7 +237,8 @@ class Manager:
         """Register an activity (async, or sync: run in a thread pool). Bare or with options.
 
         Inside a workflow, calling the returned function is a durable call; elsewhere (tests,
-        other activities) it runs the function directly.
+        other activities) it runs the function directly. ``priority`` (1..5): its calls' level
+        in a saturated ``queue`` (default: the calling workflow's; docs/limits.md).
         """
         return self._registration.activity(fn, options, self.options.queues)
 
@@ -260,6 +261,7 @@ class Manager:
         ``queue=`` is the old spelling of ``task_queue=``; it still works, with a warning.
         ``max_per_key``: how many of its executions started with one ``concurrency_key`` (see
         ``execute``) run at once in the whole cluster; the others wait PENDING (docs/limits.md).
+        ``priority`` (1..5): its starts' level when a start gives none (docs/limits.md).
         ``schedule="*/5 * * * *"`` (with ``schedule_timezone``, ``catch_up``, ``schedule_args``,
         ``schedule_id``) starts it at each tick: see ``Manager.schedule``, docs/schedules.md.
         """

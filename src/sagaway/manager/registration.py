@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict, TypeVar
 
+from sagaway._engine import flow
 from sagaway._engine.engine import EngineRef
 from sagaway.registry import Queue, Registry, check_queue, task_queue_of
 from sagaway.retry import RetryPolicy
@@ -22,18 +23,21 @@ class ActivityRegistration(TypedDict, total=False):
     """``Manager.register_activity``'s options, each None unless given: ``name`` (default:
     the function's qualified name), ``retry`` (a ``RetryPolicy``), ``timeout`` (seconds an
     attempt may take), ``queue`` (one of the Manager's ``queues``: a concurrency and rate
-    limit)."""
+    limit), ``priority`` (1..5: its calls' level in a saturated queue; default: the calling
+    workflow's)."""
 
     name: str | None
     retry: RetryPolicy | None
     timeout: float | None
     queue: str | None
+    priority: int | None
 
 
 class WorkflowRegistration(TypedDict, total=False):
     """``Manager.register_workflow``'s options: ``name`` (default: the function's qualified
     name), ``task_queue`` (default ``"default"``; ``queue``: its old spelling),
-    ``max_per_key`` (default 1), and a declared schedule: ``schedule`` (a cron expression;
+    ``max_per_key`` (default 1), ``priority`` (1..5: its starts' level when a start gives none;
+    default None: the parent's, else 3), and a declared schedule: ``schedule`` (a cron expression;
     default None: none), ``schedule_timezone`` (default ``"UTC"``), ``catch_up`` (default
     ``"one"``), ``schedule_args``, ``schedule_id``."""
 
@@ -41,6 +45,7 @@ class WorkflowRegistration(TypedDict, total=False):
     task_queue: str
     queue: str | None
     max_per_key: int
+    priority: int | None
     schedule: str | None
     schedule_timezone: str
     catch_up: str
@@ -70,11 +75,13 @@ class Registration:
         _known(options, ActivityRegistration.__optional_keys__, "register_activity()")
         name, queue = options.get("name"), options.get("queue")
         retry, timeout = options.get("retry"), options.get("timeout")
+        priority = options.get("priority")
         check_queue(queue, queues)
+        flow.check_level(priority, "an activity's priority")
 
         def decorate(func: F) -> F:
             defn = self.registry.register_activity(
-                func, name=name, retry_policy=retry, timeout=timeout, queue=queue
+                func, name=name, retry_policy=retry, timeout=timeout, queue=queue, priority=priority
             )
             wrapper = activity_wrapper(self._ref, defn)
             self.registry.add_alias(defn, wrapper)
@@ -86,6 +93,8 @@ class Registration:
         """``Manager.register_workflow``."""
         _known(options, WorkflowRegistration.__optional_keys__, "register_workflow()")
         name, max_per_key = options.get("name"), options.get("max_per_key", 1)
+        priority = options.get("priority")
+        flow.check_level(priority, "a registered workflow's priority")
         task_queue = task_queue_of(options.get("task_queue", "default"), options.get("queue"))
         schedule = (
             options.get("schedule"),
@@ -98,7 +107,7 @@ class Registration:
         def decorate(func: F) -> F:
             spec = declare(func, name, *schedule)
             self.registry.register_workflow(
-                func, name=name, task_queue=task_queue, max_per_key=max_per_key
+                func, name=name, task_queue=task_queue, max_per_key=max_per_key, priority=priority
             )
             if spec is not None:
                 self.declared.append(spec)

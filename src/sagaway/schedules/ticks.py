@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 
 from sagaway import _sealed, errors
-from sagaway._engine import audit, cron, new_executions
+from sagaway._engine import audit, cron, flow, new_executions
 from sagaway._engine.engine import Engine
 from sagaway._engine.text_checks import check_key
 from sagaway.randomness import new_id
@@ -84,12 +84,16 @@ def execution(engine: Engine, schedule: ScheduleRecord, key: str) -> NewWorkflow
     """
     if _sealed.is_sealed(schedule.args):
         raise _sealed.sealed_error(schedule.args, f"arguments of schedule {schedule.id!r}")
+    registry = engine.registry
+    known = schedule.workflow in registry.names()  # its registered priority, if known here
+    priority = registry.workflow(schedule.workflow).priority if known else None
     return new_executions.build(
         name=schedule.workflow,
         args_json=schedule.args,
         key=key,
         queue=schedule.queue,
         code_version=engine.options.code_version,
+        flow=flow.registered(flow.PLAIN, priority),
     )
 
 

@@ -119,6 +119,8 @@ def _new(values: dict[str, Any]) -> None:
 def _queue_slot(values: dict[str, Any]) -> None:
     text_of(values["admission"].queue, "queue")
     text_of(values["admission"].holder, "holder")
+    if values["admission"].priority not in range(6):  # 0: the default level
+        raise ValueError(f"priority is 1..5 (0: 3), not {values['admission'].priority}")
 
 
 def _publication(values: dict[str, Any]) -> None:

@@ -111,6 +111,7 @@ ANNOUNCED: Mapping[str, Callable[[Values, Any], list[Notice]]] = {
     "ReleaseWorkflow": _ready,
     "WaitWorkflow": _ready,
     "ReleaseQueueSlot": _ready,
+    "LeaveQueue": _ready,
     "EndWorkflow": lambda v, changed: _ended(v["run_id"]) if changed else [],
     "RequestCancel": lambda v, changed: (
         [notices.CancelRequested(v["run_id"]), READY] if changed else []

@@ -67,6 +67,7 @@ RPC_ROLES: Mapping[str, frozenset[Role]] = {
     "GetEvent": _R,
     "ListSearchAttributes": _R,
     "StartPlace": _R,
+    "QueuePlace": _R,
     # operator actions (and a workflow's own starts, signals and cancels of children)
     "StartWorkflow": _O,
     "CreateWorkflow": _OW,
@@ -90,6 +91,7 @@ RPC_ROLES: Mapping[str, frozenset[Role]] = {
     "AcquireQueueSlot": _W,
     "RenewQueueSlot": _W,
     "ReleaseQueueSlot": _W,
+    "LeaveQueue": _W,
     "FireSchedule": _W,
     "PutSchedule": _WA,  # a worker writes the schedules its code declares
     # administration

@@ -51,6 +51,7 @@ class Collaborators:
     acquire_queue_slot = forward(QueueLimitVerbs.acquire_queue_slot, "_queue_limits")
     renew_queue_slot = forward(QueueLimitVerbs.renew_queue_slot, "_queue_limits")
     release_queue_slot = forward(QueueLimitVerbs.release_queue_slot, "_queue_limits")
+    leave_queue = forward(QueueLimitVerbs.leave_queue, "_queue_limits")
     pause_workflow = forward(PauseVerbs.pause_workflow, "_pauses")
     paused_runs = forward(PauseVerbs.paused_runs, "_pauses")
     pause_calls = forward(PauseVerbs.pause_calls, "_pauses")

@@ -23,6 +23,7 @@ from sagaway.store.records import (
     ForkRequest,
     Lease,
     ListQuery,
+    QueuePlace,
     SignalReceive,
     SignalRecord,
     StepRecord,
@@ -107,6 +108,13 @@ class SQLVerbs(abc.ABC):
     async def start_place(self, run_id: str, *, now: float) -> int | None:
         rows = await self._read("start_place", {"run_id": run_id, "now": now})
         return int(rows[0]["ahead"]) if rows else None
+
+    async def queue_place(self, run_id: str, *, now: float) -> QueuePlace | None:
+        rows = await self._read("queue_place", {"run_id": run_id, "now": now})
+        if not rows:
+            return None
+        row = rows[0]
+        return QueuePlace(queue=row["queue"], priority=row["priority"], ahead=int(row["ahead"]))
 
     # ------------------------------------------------------------------ verbs
 

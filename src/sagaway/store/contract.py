@@ -32,6 +32,7 @@ from sagaway.store.records import (
     ListQuery,
     NewWorkflow,
     QueueAdmission,
+    QueuePlace,
     ScheduleFire,
     SchedulePause,
     SchedulePut,
@@ -99,7 +100,10 @@ class QueueLimitVerbs(Protocol):
 
         None if admitted (also when ``holder`` already holds a live slot); otherwise nothing is
         taken and the answer is the earliest time to try again: when the next start is allowed,
-        or ``now`` when only a release can free a slot.
+        or ``now`` when only a release (or the call ahead) can let it in. A call refused is kept
+        in line (``run_id``, ``call_id``) until ``expires_at`` or its admission: while a live
+        waiter of a higher priority, or of the same one waiting longer, is in line, a free slot
+        or start is not given to another call.
         """
         ...
 
@@ -111,7 +115,13 @@ class QueueLimitVerbs(Protocol):
 
     async def release_queue_slot(self, queue: str, *, holder: str, now: float) -> None:
         """Free ``holder``'s slot of ``queue`` (no-op if it holds none), and make the execution
-        WAITING longest for a slot of it (``waiting_for`` ``queue:<queue>``) due at ``now``."""
+        WAITING for a slot of it (``waiting_for`` ``queue:<queue>``) due at ``now``: the first
+        waiter's, else the highest priority's, longest waiting."""
+        ...
+
+    async def leave_queue(self, queue: str, *, run_id: str, call_id: str, now: float) -> None:
+        """Take a call that stopped waiting (cancelled) out of ``queue``'s line (no-op if it
+        is not in it), and wake the first waiter as ``release_queue_slot`` does."""
         ...
 
 
@@ -481,4 +491,9 @@ class Store(QueueLimitVerbs, ScheduleVerbs, AuditVerbs, PauseVerbs, OutputVerbs,
         """How many due PENDING starts a claim takes before the execution ``run_id`` while it
         waits PENDING (0: it is next among the starts; the due work of started executions
         goes before every start); None when it is not PENDING. Read only."""
+        ...
+
+    async def queue_place(self, run_id: str, *, now: float) -> QueuePlace | None:
+        """Where a call of ``run_id`` waits in a cluster queue's line (its earliest, if
+        several); None when none does. Read only."""
         ...

@@ -27,6 +27,7 @@ __all__ = [
     "SchedulePut",
     "SignalReceive",
     "QueueAdmission",
+    "QueuePlace",
     "AuditNote",
     "AuditRecord",
     "AuditQuery",
@@ -372,12 +373,27 @@ class SignalReceive:
 class QueueAdmission:
     """An activity attempt of ``holder`` asking to start under the limits of ``queue``
     (``Store.acquire_queue_slot``): at most ``concurrency`` at once, starts ``1/rate_per_second``
-    apart (None: no such limit)."""
+    apart (None: no such limit). ``run_id`` and ``call_id`` name the call while it waits (a
+    waiter, kept in line by ``priority``: 1 lowest .. 5 highest; 0 counts as 3); an empty
+    ``run_id``: not kept in line (admitted by whoever asks while a slot is free)."""
 
     queue: str
     holder: str
     concurrency: int | None
     rate_per_second: float | None
+    priority: int = 3
+    run_id: str = ""
+    call_id: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class QueuePlace:
+    """Where an execution's activity call waits in a cluster queue's line (``queue_place``)."""
+
+    queue: str
+    priority: int
+    ahead: int
+    """Live waiters that go before it (higher priority, or the same one waiting longer)."""
 
 
 # ---------------------------------------------------------------- events, streams, attributes

@@ -1607,6 +1607,9 @@ class AcquireQueueSlotRequest(_message.Message):
     CONCURRENCY_FIELD_NUMBER: _builtins.int
     RATE_PER_SECOND_FIELD_NUMBER: _builtins.int
     EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    CALL_ID_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     holder: _builtins.str
     concurrency: _builtins.int
@@ -1614,6 +1617,11 @@ class AcquireQueueSlotRequest(_message.Message):
     rate_per_second: _builtins.float
     """absent: no rate limit"""
     expires_at: _builtins.float
+    priority: _builtins.int
+    """the call's level in line, 1..5 (0: 3)"""
+    run_id: _builtins.str
+    """with call_id, the call kept in line while refused ("": not kept)"""
+    call_id: _builtins.str
     def __init__(
         self,
         *,
@@ -1622,10 +1630,13 @@ class AcquireQueueSlotRequest(_message.Message):
         concurrency: _builtins.int | None = ...,
         rate_per_second: _builtins.float | None = ...,
         expires_at: _builtins.float = ...,
+        priority: _builtins.int = ...,
+        run_id: _builtins.str = ...,
+        call_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency", "_rate_per_second", b"_rate_per_second", "concurrency", b"concurrency", "rate_per_second", b"rate_per_second"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency", "_rate_per_second", b"_rate_per_second", "concurrency", b"concurrency", "expires_at", b"expires_at", "holder", b"holder", "queue", b"queue", "rate_per_second", b"rate_per_second"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency", "_rate_per_second", b"_rate_per_second", "call_id", b"call_id", "concurrency", b"concurrency", "expires_at", b"expires_at", "holder", b"holder", "priority", b"priority", "queue", b"queue", "rate_per_second", b"rate_per_second", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__concurrency: _TypeAlias = _typing.Literal["concurrency"]  # noqa: Y015
     _WhichOneofArgType__concurrency: _TypeAlias = _typing.Literal["_concurrency", b"_concurrency"]  # noqa: Y015
@@ -3114,6 +3125,81 @@ class StartPlaceReply(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__ahead) -> _WhichOneofReturnType__ahead | None: ...
 
 Global___StartPlaceReply: _TypeAlias = StartPlaceReply  # noqa: Y015
+
+@_typing.final
+class QueueWaiterPlace(_message.Message):
+    """Where a call of the execution waits in a cluster queue's line (absent: none does)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    AHEAD_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    priority: _builtins.int
+    ahead: _builtins.int
+    """live waiters that go before it"""
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        priority: _builtins.int = ...,
+        ahead: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ahead", b"ahead", "priority", b"priority", "queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueueWaiterPlace: _TypeAlias = QueueWaiterPlace  # noqa: Y015
+
+@_typing.final
+class MaybeQueuePlace(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PLACE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def place(self) -> Global___QueueWaiterPlace: ...
+    def __init__(
+        self,
+        *,
+        place: Global___QueueWaiterPlace | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_place", b"_place", "place", b"place"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_place", b"_place", "place", b"place"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__place: _TypeAlias = _typing.Literal["place"]  # noqa: Y015
+    _WhichOneofArgType__place: _TypeAlias = _typing.Literal["_place", b"_place"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__place) -> _WhichOneofReturnType__place | None: ...
+
+Global___MaybeQueuePlace: _TypeAlias = MaybeQueuePlace  # noqa: Y015
+
+@_typing.final
+class LeaveQueueRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    CALL_ID_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    run_id: _builtins.str
+    call_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        call_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_id", b"call_id", "queue", b"queue", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeaveQueueRequest: _TypeAlias = LeaveQueueRequest  # noqa: Y015
 
 @_typing.final
 class PauseWorkflowRequest(_message.Message):

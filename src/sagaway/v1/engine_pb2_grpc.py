@@ -311,6 +311,16 @@ class EngineStub:
                 request_serializer=sagaway_dot_v1_dot_engine__pb2.StartPlaceRequest.SerializeToString,
                 response_deserializer=sagaway_dot_v1_dot_engine__pb2.StartPlaceReply.FromString,
                 _registered_method=True)
+        self.QueuePlace = channel.unary_unary(
+                '/sagaway.v1.Engine/QueuePlace',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.RunRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.MaybeQueuePlace.FromString,
+                _registered_method=True)
+        self.LeaveQueue = channel.unary_unary(
+                '/sagaway.v1.Engine/LeaveQueue',
+                request_serializer=sagaway_dot_v1_dot_engine__pb2.LeaveQueueRequest.SerializeToString,
+                response_deserializer=sagaway_dot_v1_dot_engine__pb2.Empty.FromString,
+                _registered_method=True)
 
 
 class EngineServicer:
@@ -661,6 +671,21 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def QueuePlace(self, request, context):
+        """A call's place in a cluster-wide activity queue's line (docs/limits.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaveQueue(self, request, context):
+        """A call that stopped waiting (cancelled) leaves a cluster queue's line; the first waiter's
+        workflow is made due (at the server's now).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -938,6 +963,16 @@ def add_EngineServicer_to_server(servicer, server):
                     servicer.StartPlace,
                     request_deserializer=sagaway_dot_v1_dot_engine__pb2.StartPlaceRequest.FromString,
                     response_serializer=sagaway_dot_v1_dot_engine__pb2.StartPlaceReply.SerializeToString,
+            ),
+            'QueuePlace': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueuePlace,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.RunRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.MaybeQueuePlace.SerializeToString,
+            ),
+            'LeaveQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveQueue,
+                    request_deserializer=sagaway_dot_v1_dot_engine__pb2.LeaveQueueRequest.FromString,
+                    response_serializer=sagaway_dot_v1_dot_engine__pb2.Empty.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2427,6 +2462,60 @@ class Engine:
             '/sagaway.v1.Engine/StartPlace',
             sagaway_dot_v1_dot_engine__pb2.StartPlaceRequest.SerializeToString,
             sagaway_dot_v1_dot_engine__pb2.StartPlaceReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueuePlace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/QueuePlace',
+            sagaway_dot_v1_dot_engine__pb2.RunRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.MaybeQueuePlace.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sagaway.v1.Engine/LeaveQueue',
+            sagaway_dot_v1_dot_engine__pb2.LeaveQueueRequest.SerializeToString,
+            sagaway_dot_v1_dot_engine__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

@@ -143,6 +143,12 @@ class EngineStub:
     ListSearchAttributes: _grpc.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.SearchAttributes]
     StartPlace: _grpc.UnaryUnaryMultiCallable[_engine_pb2.StartPlaceRequest, _engine_pb2.StartPlaceReply]
     """Priority and fairness (docs/limits.md): a PENDING start's place among the due starts."""
+    QueuePlace: _grpc.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.MaybeQueuePlace]
+    """A call's place in a cluster-wide activity queue's line (docs/limits.md)."""
+    LeaveQueue: _grpc.UnaryUnaryMultiCallable[_engine_pb2.LeaveQueueRequest, _engine_pb2.Empty]
+    """A call that stopped waiting (cancelled) leaves a cluster queue's line; the first waiter's
+    workflow is made due (at the server's now).
+    """
 
 @_typing.type_check_only
 class EngineAsyncStub(EngineStub):
@@ -218,6 +224,12 @@ class EngineAsyncStub(EngineStub):
     ListSearchAttributes: _aio.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.SearchAttributes]  # type: ignore[assignment]
     StartPlace: _aio.UnaryUnaryMultiCallable[_engine_pb2.StartPlaceRequest, _engine_pb2.StartPlaceReply]  # type: ignore[assignment]
     """Priority and fairness (docs/limits.md): a PENDING start's place among the due starts."""
+    QueuePlace: _aio.UnaryUnaryMultiCallable[_engine_pb2.RunRequest, _engine_pb2.MaybeQueuePlace]  # type: ignore[assignment]
+    """A call's place in a cluster-wide activity queue's line (docs/limits.md)."""
+    LeaveQueue: _aio.UnaryUnaryMultiCallable[_engine_pb2.LeaveQueueRequest, _engine_pb2.Empty]  # type: ignore[assignment]
+    """A call that stopped waiting (cancelled) leaves a cluster queue's line; the first waiter's
+    workflow is made due (at the server's now).
+    """
 
 class EngineServicer(metaclass=_abc_1.ABCMeta):
     """----------------------------------------------------------------------------- service"""
@@ -620,5 +632,23 @@ class EngineServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_engine_pb2.StartPlaceReply, _abc.Awaitable[_engine_pb2.StartPlaceReply]]:
         """Priority and fairness (docs/limits.md): a PENDING start's place among the due starts."""
+
+    @_abc_1.abstractmethod
+    def QueuePlace(
+        self,
+        request: _engine_pb2.RunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.MaybeQueuePlace, _abc.Awaitable[_engine_pb2.MaybeQueuePlace]]:
+        """A call's place in a cluster-wide activity queue's line (docs/limits.md)."""
+
+    @_abc_1.abstractmethod
+    def LeaveQueue(
+        self,
+        request: _engine_pb2.LeaveQueueRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_pb2.Empty, _abc.Awaitable[_engine_pb2.Empty]]:
+        """A call that stopped waiting (cancelled) leaves a cluster queue's line; the first waiter's
+        workflow is made due (at the server's now).
+        """
 
 def add_EngineServicer_to_server(servicer: EngineServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -130,6 +130,7 @@ class GrpcStore(Connection):
     acquire_queue_slot = remote(Store.acquire_queue_slot)
     renew_queue_slot = remote(Store.renew_queue_slot)
     release_queue_slot = remote(Store.release_queue_slot)
+    leave_queue = remote(Store.leave_queue)
     list_page = remote(Store.list_page)
     list_attempt_errors = remote(Store.list_attempt_errors)
     put_schedule = remote(Store.put_schedule)
@@ -145,3 +146,4 @@ class GrpcStore(Connection):
     get_event = remote(Store.get_event)
     list_search_attributes = remote(Store.list_search_attributes)
     start_place = remote(Store.start_place)
+    queue_place = remote(Store.queue_place)

@@ -575,16 +575,71 @@ WHERE queue = :queue AND holder = :holder AND expires_at > :now
 -- name: release_queue_slot
 DELETE FROM queue_slots WHERE queue = :queue AND holder = :holder
 
+-- name: drop_expired_waiters
+DELETE FROM queue_waiters WHERE queue = :queue AND expires_at <= :now
+
+-- name: waiter_since
+SELECT since FROM queue_waiters
+WHERE queue = :queue AND run_id = :run_id AND call_id = :call_id
+
+-- name: waiters_ahead
+-- The live waiters of the queue that go before this call: a higher priority, or the same one
+-- and waiting since earlier (ties by run and call id). A waiter whose workflow is no longer
+-- live (cancelled, ended, suspended) is passed over at once, before its row expires.
+SELECT count(*) FROM queue_waiters q
+WHERE q.queue = :queue AND q.expires_at > :now
+  AND (q.priority > :priority
+       OR (q.priority = :priority AND (q.since < :since
+           OR (q.since = :since AND (q.run_id, q.call_id) < (:run_id, :call_id)))))
+  AND EXISTS (SELECT 1 FROM workflows w
+              WHERE w.run_id = q.run_id AND w.status IN ('PENDING', 'RUNNING', 'WAITING'))
+
+-- name: keep_waiter
+INSERT INTO queue_waiters (queue, run_id, call_id, priority, since, expires_at)
+VALUES (:queue, :run_id, :call_id, :priority, :since, :expires_at)
+ON CONFLICT (queue, run_id, call_id)
+DO UPDATE SET priority = excluded.priority, expires_at = excluded.expires_at
+
+-- name: drop_waiter
+DELETE FROM queue_waiters
+WHERE queue = :queue AND run_id = :run_id AND call_id = :call_id
+
+-- name: queue_place
+-- Where the execution's call waits in a cluster queue's line, if one does: the queue, the
+-- call's priority and how many live waiters go before it (as waiters_ahead counts them).
+SELECT q.queue, q.priority,
+       (SELECT count(*) FROM queue_waiters o
+        WHERE o.queue = q.queue AND o.expires_at > :now
+          AND (o.priority > q.priority
+               OR (o.priority = q.priority AND (o.since < q.since
+                   OR (o.since = q.since AND (o.run_id, o.call_id) < (q.run_id, q.call_id)))))
+          AND EXISTS (SELECT 1 FROM workflows w
+                      WHERE w.run_id = o.run_id
+                        AND w.status IN ('PENDING', 'RUNNING', 'WAITING'))) AS ahead
+FROM queue_waiters q
+WHERE q.run_id = :run_id AND q.expires_at > :now
+ORDER BY q.since, q.queue, q.call_id
+LIMIT 1
+
 -- name: wake_queue_waiter
--- A slot was given back: the waiting workflow of the highest priority (of those, the one that
--- has waited longest) looks again now, instead of at its next poll.
+-- A slot was given back: the workflow of the queue's first live waiter (by priority, then
+-- waiting time: the one call that may take it) looks again now, instead of at its next
+-- poll; with no waiter recorded, the waiting workflow of the highest priority
+-- (of those, the one that has waited longest).
 UPDATE workflows SET next_run_at = :now
-WHERE run_id = (
-    SELECT run_id FROM workflows
-    WHERE status = 'WAITING' AND waiting_for = :waiting_for AND next_run_at > :now
-      AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
-    ORDER BY priority DESC, updated_at, run_id
-    LIMIT 1)
+WHERE status = 'WAITING' AND waiting_for = :waiting_for AND next_run_at > :now
+  AND run_id = COALESCE(
+    (SELECT q.run_id FROM queue_waiters q
+     WHERE q.queue = :queue AND q.expires_at > :now
+       AND EXISTS (SELECT 1 FROM workflows w
+                   WHERE w.run_id = q.run_id AND w.status IN ('PENDING', 'RUNNING', 'WAITING'))
+     ORDER BY q.priority DESC, q.since, q.run_id, q.call_id
+     LIMIT 1),
+    (SELECT run_id FROM workflows
+        WHERE status = 'WAITING' AND waiting_for = :waiting_for AND next_run_at > :now
+          AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
+        ORDER BY priority DESC, updated_at, run_id
+        LIMIT 1))
 
 -- ---------------------------------------------------------------- audit trail (store/_audit.py)
 -- An entry about an execution reads its run id and key from the row itself; `at` is the

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 from sagaway.store import _queue_limits
 from sagaway.store.sql import queries
@@ -16,6 +17,7 @@ _Q = queries("sqlite")
 def acquire(
     conn: sqlite3.Connection,
     slot: _queue_limits.Slot,
+    waiter: _queue_limits.Waiter | None,
     concurrency: int | None,
     rate: float | None,
 ) -> float | None:
@@ -27,11 +29,21 @@ def acquire(
     next_start_at = float(conn.execute(_Q["lock_queue_limit"], params).fetchone()[0])
     conn.execute(_Q["drop_expired_slots"], params)
     taken = int(conn.execute(_Q["count_queue_slots"], params).fetchone()[0])
+    ahead = 0
+    if waiter is not None:
+        conn.execute(_Q["drop_expired_waiters"], waiter.params())
+        row = conn.execute(_Q["waiter_since"], waiter.params()).fetchone()
+        waiter = waiter.kept(None if row is None else float(row[0]))
+        ahead = int(conn.execute(_Q["waiters_ahead"], waiter.params()).fetchone()[0])
     retry_at, spaced = _queue_limits.decide(
-        next_start_at, taken, concurrency=concurrency, rate=rate, now=slot.now
+        next_start_at, taken, concurrency=concurrency, rate=rate, now=slot.now, ahead=ahead
     )
     if retry_at is not None:
+        if waiter is not None:
+            conn.execute(_Q["keep_waiter"], waiter.kept(waiter.since, retry_at).params())
         return retry_at
+    if waiter is not None:
+        conn.execute(_Q["drop_waiter"], waiter.params())
     conn.execute(_Q["take_queue_slot"], params)
     conn.execute(_Q["space_queue_starts"], {**params, "next_start_at": spaced})
     return None
@@ -46,6 +58,11 @@ def release(conn: sqlite3.Connection, slot: _queue_limits.Slot) -> None:
         conn.execute(_Q["wake_queue_waiter"], slot.wake())
 
 
+def leave(conn: sqlite3.Connection, slot: _queue_limits.Slot, call: dict[str, Any]) -> None:
+    if conn.execute(_Q["drop_waiter"], call).rowcount:
+        conn.execute(_Q["wake_queue_waiter"], slot.wake())
+
+
 class QueueLimits(_queue_limits.SQLQueueLimits):
     """The queue limit transactions of ``SQLiteStore``: each is one job of its writer
     (``call``)."""
@@ -54,9 +71,15 @@ class QueueLimits(_queue_limits.SQLQueueLimits):
         self._call = call
 
     async def _acquire(
-        self, slot: _queue_limits.Slot, concurrency: int | None, rate: float | None
+        self,
+        slot: _queue_limits.Slot,
+        waiter: _queue_limits.Waiter | None,
+        concurrency: int | None,
+        rate: float | None,
     ) -> float | None:
-        at: float | None = await self._call(lambda conn: acquire(conn, slot, concurrency, rate))
+        at: float | None = await self._call(
+            lambda conn: acquire(conn, slot, waiter, concurrency, rate)
+        )
         return at
 
     async def _renew(self, slot: _queue_limits.Slot) -> bool:
@@ -64,3 +87,6 @@ class QueueLimits(_queue_limits.SQLQueueLimits):
 
     async def _release(self, slot: _queue_limits.Slot) -> None:
         await self._call(lambda conn: release(conn, slot))
+
+    async def _leave(self, slot: _queue_limits.Slot, call: dict[str, Any]) -> None:
+        await self._call(lambda conn: leave(conn, slot, call))

@@ -10,14 +10,18 @@ goes) and given back by the test: explicit synchronisation, no sleeps that pass 
 from __future__ import annotations
 
 import asyncio
+import html
+import re
 import time
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from starlette.testclient import TestClient
 
 import sagaway as sw
 from sagaway.cli.main import cli
+from sagaway.console import ConsoleConfig, create_app
 from sagaway.store import Store, open_store
 from sagaway.store.records import QueueAdmission
 
@@ -202,6 +206,11 @@ async def test_a_saturated_queue_runs_the_higher_priority_call_first(db_url: str
             )
             lines = [" ".join(line.split()) for line in shown.output.splitlines()]
             assert "queued waits for queue q, priority 1, 3 ahead" in lines, shown.output
+            console_app = create_app(ConsoleConfig(url=db_url))
+            with TestClient(console_app, base_url="http://127.0.0.1:8080") as ui:
+                page = await asyncio.to_thread(ui.get, "/workflows/low-1")
+            shown_in_console = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page.text)).split())
+            assert "an activity call waits for queue q at priority 1: 3 ahead" in shown_in_console
             await other.release_queue_slot("q", holder="elsewhere", now=time.time())
             await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 30)
             assert [(await h.describe()).queue_wait for h in handles] == [None] * 4

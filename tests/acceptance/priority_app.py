@@ -1,9 +1,11 @@
-"""The application of the priority test with worker processes, run by `sagaway worker
---concurrency 1` (priority_app:manager).
+"""The application of the priority and fairness tests with worker processes, run by `sagaway
+worker` (priority_app:manager).
 
-Environment: PRIORITY_DB_URL, PRIORITY_LOG (a file). Each attempt of `step` appends
-``<n> <pid>`` to the log as it starts. The attempt that finds ``HANG_AFTER`` lines in the log
-and no ``<log>.hang`` file writes its process id there and hangs until its process is killed.
+Environment: PRIORITY_DB_URL, PRIORITY_LOG (a file), PRIORITY_HANG_AFTER (default
+``HANG_AFTER``). Each attempt of the activity `step` (workflow `job`) and each run of the
+workflow `tick` (no activity: a trivial workflow) appends ``<n> <pid>`` to the log as it
+starts. The first one to find PRIORITY_HANG_AFTER lines in the log and no ``<log>.hang`` file
+writes its process id there and hangs until its process is killed.
 """
 
 from __future__ import annotations
@@ -29,10 +31,14 @@ def _log(n: int) -> bool:
     log = Path(os.environ["PRIORITY_LOG"])
     with open(log, "a") as f:
         f.write(f"{n} {os.getpid()}\n")
-    if len(log.read_text().splitlines()) <= HANG_AFTER:
+    hang = Path(f"{log}.hang")
+    if hang.exists():  # once it hangs, the log is never read again (10,000 lines)
+        return False
+    hang_after = int(os.environ.get("PRIORITY_HANG_AFTER", HANG_AFTER))
+    if len(log.read_text().splitlines()) <= hang_after:
         return False
     try:
-        with open(f"{log}.hang", "x") as f:
+        with open(hang, "x") as f:
             f.write(str(os.getpid()))
     except FileExistsError:
         return False
@@ -50,3 +56,10 @@ async def step(n: int) -> int:
 @manager.register_workflow
 async def job(n: int) -> int:
     return await step(n)
+
+
+@manager.register_workflow
+async def tick(n: int) -> int:
+    if _log(n):
+        await asyncio.sleep(3600)  # until this process is killed (its lease then expires)
+    return n

@@ -6,57 +6,31 @@ renewed it until it died), and the killed process's workflow is taken over and c
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.processes import app_env, process_of, running, until, worker
+
 pytestmark = pytest.mark.long  # starts real processes: run by `pytest -m long`
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "sagaway", "worker", "tests.acceptance.limits_crash_app:manager"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-
-
-async def _until(check: object, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
 
 
 @pytest.mark.slow
 async def test_a_killed_holders_slot_expires(db_url: str, tmp_path: Path) -> None:
     marker = tmp_path / "marker"
-    env = {
-        **os.environ,
-        "LIMITS_DB_URL": db_url,
-        "LIMITS_MARKER": str(marker),
-        "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]),
-    }
-    sys.path.insert(0, str(ROOT))
+    env = app_env(LIMITS_DB_URL=db_url, LIMITS_MARKER=str(marker))
     from tests.acceptance import limits_crash_app
 
     client = limits_crash_app.manager
     client.url = db_url
+    app = "tests.acceptance.limits_crash_app:manager"
     async with client.connect():
-        workers = [_worker(env) for _ in range(2)]
-        try:
+        with running(worker(env, app), worker(env, app)) as workers:
             first = await client.workflow(limits_crash_app.job, "first").execute()
-            await _until(lambda: marker.exists() and marker.read_text(), 30)
-            holder = next(w for w in workers if str(w.pid) == marker.read_text())
+            await until(lambda: marker.exists() and marker.read_text(), 30)
+            holder = process_of(workers, marker)
             second = await client.workflow(limits_crash_app.job, "second").execute()
             # The slot is held: the second waits (several of its polls) and does not run.
             await asyncio.sleep(1.0)
@@ -68,12 +42,6 @@ async def test_a_killed_holders_slot_expires(db_url: str, tmp_path: Path) -> Non
             results = await asyncio.wait_for(
                 asyncio.gather(first.result(), second.result()), timeout=30
             )
-        finally:
-            for w in workers:
-                if w.poll() is None:
-                    w.send_signal(signal.SIGTERM)
-            for w in workers:
-                w.communicate(timeout=60)
     assert results == ["first", "second"]
     runs = dict(line.split() for line in Path(f"{marker}.done").read_text().splitlines())
     assert set(runs) == {"first", "second"}

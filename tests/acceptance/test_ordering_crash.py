@@ -13,43 +13,19 @@ that joined finds it."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 import sagaway as sw
+from tests.processes import app_env, process_of, running, spawn, until, worker
 
 pytestmark = pytest.mark.long  # starts real processes: run by `pytest -m long`
 
-ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.acceptance.ordering_crash_app"
-
-
-def _debounce_starter(env: dict[str, str], first: str) -> subprocess.Popen[bytes]:
-    """25 debounced starts of one burst (every other number from ``first``): run ids out."""
-    return subprocess.Popen(
-        [sys.executable, "-m", APP, first, "2", "25", "debounce"], cwd=ROOT, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-
-
-def _spawn(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, *args], cwd=ROOT, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-
-
-async def _until(check: object, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
 
 
 async def _reaches(client: sw.Manager, key: str, status: sw.WorkflowStatus, timeout: float) -> None:
@@ -62,30 +38,22 @@ async def _reaches(client: sw.Manager, key: str, status: sw.WorkflowStatus, time
 @pytest.mark.slow
 async def test_a_line_keeps_its_order_through_a_kill(db_url: str, tmp_path: Path) -> None:
     log, marker = tmp_path / "log", tmp_path / "marker"
-    env = {
-        **os.environ,
-        "ORDER_DB_URL": db_url,
-        "ORDER_LOG": str(log),
-        "ORDER_MARKER": str(marker),
-        "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]),
-    }
-    sys.path.insert(0, str(ROOT))
+    env = app_env(ORDER_DB_URL=db_url, ORDER_LOG=str(log), ORDER_MARKER=str(marker))
     from tests.acceptance import ordering_crash_app as app
 
     app.manager.url = db_url
     async with app.manager.connect() as client:
         await client.workflow(app.post, 0).execute(idempotency_key="post-0", ordering_key="acct")
-        workers = [_spawn(env, "-m", "sagaway", "worker", f"{APP}:manager") for _ in range(3)]
-        try:
+        with running(*(worker(env, f"{APP}:manager") for _ in range(3))) as workers:
             await _reaches(client, "post-0", sw.WorkflowStatus.WAITING, 60)
             odd, even = ("1", "2", "10"), ("2", "2", "9")
-            starters = [_spawn(env, "-m", APP, *numbers) for numbers in (odd, even)]
+            starters = [spawn(env, "-m", APP, *numbers) for numbers in (odd, even)]
             for starter in starters:  # posts 1..19, from two processes at once
                 _, err = await asyncio.to_thread(starter.communicate, timeout=120)
                 assert starter.returncode == 0, err.decode()
             await client.signal("go").send("post-0", None)
-            await _until(lambda: marker.exists() and marker.read_text(), 60)
-            holder = next(w for w in workers if str(w.pid) == marker.read_text())
+            await until(lambda: marker.exists() and marker.read_text(), 60)
+            holder = process_of(workers, marker)
             holder.send_signal(signal.SIGKILL)
             killed_at = time.time()
             holder.wait(10)
@@ -94,12 +62,6 @@ async def test_a_line_keeps_its_order_through_a_kill(db_url: str, tmp_path: Path
                 asyncio.gather(*(h.result() for h in handles)), timeout=180
             )
             line = await client.list_workflows(ordering_key="acct", limit=100)
-        finally:
-            for w in workers:
-                if w.poll() is None:
-                    w.send_signal(signal.SIGTERM)
-            for w in workers:
-                w.communicate(timeout=60)
     assert sorted(results) == list(range(20))
     order = [int(d.key.removeprefix("post-")) for d in sorted(line, key=_seq)]
     assert order[0] == 0 and sorted(order) == list(range(20))
@@ -120,19 +82,18 @@ def _seq(d: sw.WorkflowDescription) -> int:
 
 @pytest.mark.slow
 async def test_debounced_starts_from_two_processes_make_one_run(db_url: str) -> None:
-    env = {
-        **os.environ,
-        "ORDER_DB_URL": db_url,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]),
-    }
-    starters = [_debounce_starter(env, first) for first in ("0", "1")]
+    env = app_env(ORDER_DB_URL=db_url)
+    # 25 debounced starts of one burst each (every other number from 0 and 1): run ids out.
+    starters = [
+        spawn(env, "-m", APP, first, "2", "25", "debounce", stdout=subprocess.PIPE)
+        for first in ("0", "1")
+    ]
     given = []
     for starter in starters:
         out, err = await asyncio.to_thread(starter.communicate, timeout=120)
         assert starter.returncode == 0, err.decode()
         given.extend(out.decode().split())
     assert len(given) == 50 and len(set(given)) == 1  # every start: the one run
-    sys.path.insert(0, str(ROOT))
     from tests.acceptance import ordering_crash_app as app
 
     app.manager.url = db_url

@@ -27,7 +27,7 @@ from sagaway.codecs import CodecStore
 from sagaway.store import Store, open_store
 from sagaway.store.records import WorkflowRecord
 from sagaway.testing import time_skipping_manager
-from tests.generative import fleet, forks, model, purging, talking
+from tests.generative import fleet, flows, forks, model, purging, talking
 from tests.generative.faults import FaultyStore, Injector
 from tests.generative.handover import recording_handovers
 from tests.generative.program import (
@@ -81,7 +81,7 @@ class Driver:
 
     def __init__(self, scenario: Scenario, settings: GenSettings, url: str) -> None:
         self.scenario = scenario
-        self.settings = settings
+        self.settings = flows.without_codec(settings, scenario)
         self.url = url
         self.clock = purging.Clock()
         self.programs: dict[str, Program] = {}
@@ -126,6 +126,10 @@ class Driver:
         """run id -> receive labels whose signal was sent to it."""
         self.top_runs: dict[str, str] = {}
         """top-level key -> its current run id."""
+        self.lines: dict[str, list[str]] = {}
+        """ordering key -> the top-level runs started with it, in start order (``flows``)."""
+        self.bursts = 0
+        """Top-level starts made as a debounced burst (``flows``)."""
         self.frozen: tuple[Process, int] | None = None
         self.jumps = 0
         self.settled = False
@@ -360,20 +364,21 @@ class Driver:
         before = set(self.world.runs)
         call_args = (to_json(top.program), top.key)
 
+        line = _ordering_key_of(top.key) if self.settings.ordered_starts else None
+        line = flows.SHARED_LINE if flows.shared(self) else line
+        decoys = 0 if replace else flows.decoys(self.settings, top)
+        options = {"deadline": top.timeout, "ordering_key": line, **_flow_of(top.key)}
+
         async def op(manager: sw.Manager) -> str | None:
             # A retried TERMINATE_EXISTING whose first try committed must not replace again.
             mine = [r for r in self.world.runs if r not in before and self._is_top(r, top.key)]
             if replace and mine:
                 return mine[0]
+            if decoys:
+                return await flows.burst(self, manager, top, decoys, options)
             try:
                 handle = await manager.workflow("interp", *call_args).execute(
-                    idempotency_key=top.key,
-                    on_conflict=on_conflict,
-                    deadline=top.timeout,
-                    ordering_key=_ordering_key_of(top.key)
-                    if self.settings.ordered_starts
-                    else None,
-                    **_flow_of(top.key),
+                    idempotency_key=top.key, on_conflict=on_conflict, **options
                 )
             except sw.WorkflowAlreadyExists:
                 return None  # it had ended: nothing to replace
@@ -384,6 +389,8 @@ class Driver:
         if run_id is not None:
             self.top_runs[top.key] = run_id
             self.sent.setdefault(run_id, set())
+            if line is not None:
+                flows.joined(self, line, run_id)
 
     def _is_top(self, run_id: str, key: str) -> bool:
         info = self.world.runs[run_id]
@@ -618,7 +625,9 @@ class Driver:
                     todo.append(child)
         return list(found.values())
 
-    def expectation(self, run_id: str) -> model.Expect:
+    def expectation(self, run_id: str, records: dict[str, Any] | None = None) -> model.Expect:
+        """How the run must stand; with ``records`` (every run's), PENDING while a run ahead
+        of it in its line has not ended."""
         world = self.world
         info = world.runs[run_id]
         by_request = world.ended_by_request.get(run_id)
@@ -626,6 +635,8 @@ class Driver:
             return model.Expect(frozenset({"TERMINATED"}), compensated=None)
         if by_request == "CANCELLED":
             return model.Expect(frozenset({"CANCELLED"}), compensated=None)
+        if records is not None and flows.blocked(self, run_id, records):
+            return model.Expect(frozenset({"PENDING"}))
         program = self.programs[info.program]
         # Its whole tree: a cancelled grandchild ends its parent CANCELLED, and that one's.
         children = self._descendants(info)
@@ -647,7 +658,8 @@ class Driver:
     async def all_as_expected(self) -> bool:
         records = await self.statuses()
         for run_id, record in records.items():
-            if not self.expectation(run_id).holds(record.status.value, record.suspend_count):
+            want = self.expectation(run_id, records)
+            if not want.holds(record.status.value, record.suspend_count):
                 return False
         return True
 

@@ -173,10 +173,12 @@ class FaultyStore:
                     self._injector.stall_requested = process
                     process.stalled = asyncio.Event()
                 await process.wait_unfrozen()
+            begun = self._world.tick() if name in purging.ENDS else -1
             result = await self._gated(name, method, args, kwargs)
             if _TRACE:
                 _trace(process.number, name, args, kwargs, result, kind, now)
             self._observe(name, args, kwargs, result)
+            self._ended(name, args, kwargs, result, begun)
             if kind == "lost_ack":
                 raise InjectedDbError(f"injected: {name} committed, its acknowledgement was lost")
             if kind == "crash_after":
@@ -212,6 +214,20 @@ class FaultyStore:
                     raise ProcessDead(f"process {self._process.number} is dead ({name})")
                 return await method(*args, **kwargs)
         return await method(*args, **kwargs)
+
+    def _ended(
+        self, name: str, args: tuple[Any, ...], kw: dict[str, Any], result: Any, begun: int
+    ) -> None:
+        """When the claims and ends of runs happened, for the per-key order check: the seq
+        of a claim's return, and of the start of the call that ended a run."""
+        world = self._world
+        if name == "claim_due":
+            for record, _ in result:
+                world.claimed.setdefault(record.run_id, world.tick())
+        elif name == "finish_workflow" or (name == "end_workflow" and result):
+            world.ending.setdefault(args[0] if args else kw["run_id"], begun)
+        elif name == "create_workflow" and result.replaced_run_id is not None:
+            world.ending.setdefault(result.replaced_run_id, begun)
 
     def _observe(self, name: str, args: tuple[Any, ...], kw: dict[str, Any], result: Any) -> None:
         world = self._world

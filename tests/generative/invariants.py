@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import sagaway as sw
 from sagaway._engine.cancel_points import WORKFLOW_END
-from tests.generative import fleet, forks, purging, talking
+from tests.generative import fleet, flows, forks, purging, talking
 from tests.generative.program import Publish, own_nodes
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ async def check(driver: Driver) -> list[str]:
     if driver.settings.purge:
         problems += purging.lost_outcomes(driver, records)
     problems += forks.check(driver)
+    problems += flows.check(driver)
     if driver.settings.updates:
         problems += await talking.check(driver)
     return problems
@@ -95,7 +96,7 @@ def _outcomes(driver: Driver, records: dict[str, Any]) -> list[str]:
     """Each run ends as the model says, or waits/is suspended where it says."""
     out = []
     for run_id, record in records.items():
-        want = driver.expectation(run_id)
+        want = driver.expectation(run_id, records)
         status = record.status.value
         got = status
         if status == "COMPLETED":
@@ -196,7 +197,7 @@ def _compensations(
     for e in driver.world.executions:
         by_run[e.run_id].append(e)
     for run_id, record in records.items():
-        want = driver.expectation(run_id)
+        want = driver.expectation(run_id, records)
         runs = by_run.get(run_id, [])
         done = [e for e in runs if e.outcome == "ok"]
         undone_first: dict[str, int] = {}

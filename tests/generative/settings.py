@@ -107,6 +107,14 @@ class GenSettings:
     """Two top-level workflows in three started with an ``ordering_key`` of their own (a line
     of one: created PENDING, its start goes through the claim's per-key order check, a restart
     with TERMINATE_EXISTING takes the line again)."""
+    debounced_starts: bool = True
+    """One top-level workflow in three started as a debounced burst: one or two starts with a
+    decoy program, then the real one, each under its own idempotency key; the burst must be one
+    run given the last start's arguments (``flows.py``)."""
+    shared_lines: bool = True
+    """In half the scenarios with two top-level workflows (no deadline), both share one
+    ``ordering_key``: they run one at a time in start order, a restart joins the end of the
+    line, a run waits PENDING while one ahead of it has not ended (``flows.py``)."""
     deadline_hang: bool = True
     """A top-level workflow started with a deadline (``execute(deadline=)``) whose last step is
     an async activity that never returns: cancelled in its task past the deadline and its

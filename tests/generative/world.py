@@ -115,6 +115,10 @@ class World:
         """run id -> CANCELLED/TERMINATED, when end_workflow said it changed the run."""
         self.cancel_requested: set[str] = set()
         """Runs a cancel request reached while live (request_cancel said so)."""
+        self.claimed: dict[str, int] = {}
+        """run id -> seq when a claim that took it first returned (``flows.check``)."""
+        self.ending: dict[str, int] = {}
+        """run id -> seq when the store call that ended it began (``flows.check``)."""
         self.purge_gate: Gate | None = None
         """With purges on: keeps each purge apart from the writes that can end a run, and
         has the observer remember what it deletes (``purging.Gate``)."""

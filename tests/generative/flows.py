@@ -65,10 +65,10 @@ def decoys(settings: GenSettings, top: TopLevel) -> int:
 
 
 def without_codec(settings: GenSettings, scenario: Scenario) -> GenSettings:
-    """The settings of a scenario: with a burst, no codec. A start that joins a burst stores
-    arguments sealed for the run it would have created, which the burst's run refuses to open
-    (an open defect, ``test_flow_control.py::test_a_burst_sealed_by_a_codec_runs_with_the_last
-    _arguments``); until it is fixed, the two are not combined."""
+    """The settings of a scenario: with a burst, no codec. The engine seals a debounced
+    start's arguments for its burst (fixed: they were sealed for the run the start would have
+    created); the harness's own reading of stored arguments (``faults._opened``) knows only the
+    run's place, so the two are not combined yet."""
     if settings.codec and any(decoys(settings, top) for top in scenario.workflows):
         return settings.enabled(codec=False)
     return settings

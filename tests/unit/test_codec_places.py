@@ -176,3 +176,31 @@ def test_places_name_their_slot() -> None:
         places.describe(("elsewhere",)): 'place ["elsewhere"]',
     }
     assert list(described) == list(described.values())
+
+
+def test_a_debounced_start_s_arguments_open_in_its_burst_only() -> None:
+    """A start that joins a burst cannot know the run it writes into: its arguments are bound
+    to the workflow and the debounce key, and opened there (or under the run: a fork's copy)."""
+    from sagaway.codecs._reseal import args_place
+    from sagaway.store.records import WorkflowRecord
+
+    chain = _chain()
+    sealed = chain.seal('{"user": "u-1"}', place=places.burst("reindex", "u-1"))
+
+    def record(name: str, key: str | None, args: str = sealed) -> WorkflowRecord:
+        return WorkflowRecord(
+            run_id="run-b", key="k", name=name, args=args, args_hash="",
+            status=sw.WorkflowStatus.PENDING, result=None, error=None, parent_key=None,
+            created_at=0.0, updated_at=0.0, ended_at=None, lease_owner=None,
+            lease_expires_at=None, next_run_at=None, suspend_count=0, debounce_key=key,
+        )  # fmt: skip
+
+    assert args_place(chain, record("reindex", "u-1")) == places.burst("reindex", "u-1")
+    assert chain.open(sealed, place=places.burst("reindex", "u-1")) == '{"user": "u-1"}'
+    for elsewhere in (record("reindex", "u-2"), record("purge", "u-1"), record("reindex", None)):
+        place = args_place(chain, elsewhere)
+        assert place == places.run("run-b", "args")  # not opened as a burst's: refused there
+        with pytest.raises(sw.PayloadError, match="debounced start of 'reindex'"):
+            chain.open(sealed, place=place, sealed=True)
+    own = chain.seal('{"user": "u-1"}', place=places.run("run-b", "args"))  # a fork's copy
+    assert args_place(chain, record("reindex", "u-1", own)) == places.run("run-b", "args")

@@ -14,6 +14,8 @@ A place names one slot of the database by identifiers that never change for that
 ``("run", R, "output", K, N)``                 a value run ``R`` published: event key or
                                                stream (``K``: ``event`` / ``stream``) ``N``
 ``("schedule", S, "args")``                    the arguments of schedule ``S``
+``("burst", W, K, "args")``                    the arguments of a debounced start of workflow
+                                               ``W`` with debounce key ``K`` (see ``burst``)
 =============================================  =============================================
 
 ``R`` is a run id (one execution: a retry keeps it, a fork or a replacement gets a new one),
@@ -66,6 +68,22 @@ def schedule(schedule_id: str) -> Place:
     return ("schedule", schedule_id, "args")
 
 
+def burst(name: str, debounce_key: str) -> Place:
+    """The arguments of a debounced start. A start that joins an open burst writes its
+    arguments into the burst's run, whose id it cannot know when it seals them (the store
+    finds the burst in its own transaction): so every start of a burst seals them for the
+    workflow and its debounce key, and only the runs of that key open them."""
+    return ("burst", name, debounce_key, "args")
+
+
+def args_places(run_id: str, name: str, debounce_key: str | None) -> tuple[Place, ...]:
+    """Where the arguments of a run may be sealed, the place a new start seals for first:
+    a debounced run's under its burst, then (a fork's copy, a row written before bursts
+    had a place) under the run."""
+    own = run(run_id, "args")
+    return (own,) if debounce_key is None else (burst(name, debounce_key), own)
+
+
 def encode(place: Place) -> bytes:
     """The place as associated data: a JSON array, so no two places share a spelling."""
     return json.dumps(list(place), separators=(",", ":")).encode()
@@ -98,4 +116,6 @@ def describe(place: Place | None) -> str:
             return f"a value of {kind} {name!r} of run {run_id!r}"
         case ("schedule", schedule_id, "args"):
             return f"the arguments of schedule {schedule_id!r}"
+        case ("burst", name, key, "args"):
+            return f"the arguments of a debounced start of {name!r} (key {key!r})"
     return f"place {json.dumps(list(place))}"

@@ -64,9 +64,7 @@ def fork_payloads(
             was, now = _places.step(step, "error"), _places.step(copy, "error")
             error = again(error, was, now, sealed=False)
         moved.append(StepPayloads(step.call_id, result, error))
-    args = again(
-        source.args, _places.run(source.run_id, "args"), _places.run(run_id, "args"), sealed=True
-    )
+    args = again(source.args, args_place(chain, source), _places.run(run_id, "args"), sealed=True)
     return ForkPayloads(args=args, steps=tuple(moved))
 
 
@@ -140,3 +138,16 @@ def _sealed_for(
         sealed.append(StepPayloads(payload.call_id, result, error))
     args = chain.seal(given.args, place=_places.run(run_id, "args"))
     return ForkPayloads(args=args, steps=tuple(sealed))
+
+
+def args_place(chain: Chain, record: WorkflowRecord) -> Place:
+    """The place ``record``'s arguments open at (``_places.args_places``: a debounced run's
+    burst, else the run); the run's when none does, so the refusal names the run."""
+    *others, own = _places.args_places(record.run_id, record.name, record.debounce_key)
+    for place in others:
+        try:
+            chain.open(record.args, place=place, sealed=True)
+        except errors.PayloadError:
+            continue
+        return place
+    return own

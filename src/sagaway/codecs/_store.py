@@ -76,7 +76,7 @@ class CodecStore(Passthrough):
         run = r.run_id
         return _replaced(
             r,
-            args=o(r.args, place=_places.run(run, "args"), sealed=True) or "",
+            args=o(r.args, place=_reseal.args_place(self.chain, r), sealed=True) or "",
             result=o(r.result, place=_places.run(run, "result"), sealed=True),
             error=o(r.error, place=_places.run(run, "error")),
         )
@@ -130,7 +130,7 @@ class CodecStore(Passthrough):
     def _new(self, new: NewWorkflow) -> NewWorkflow:
         return dataclasses.replace(
             new,
-            args=self.chain.seal(new.args, place=_places.run(new.run_id, "args")),
+            args=self.chain.seal(new.args, place=_new_args_place(new)),
             args_hash=self.chain.args_hash(new.args),
         )
 
@@ -354,3 +354,9 @@ class CodecStore(Passthrough):
     async def get_event(self, run_id: str, *, key: str) -> OutputRecord | None:
         found = await self.inner.get_event(run_id, key=key)
         return None if found is None else self._output(run_id, found)
+
+
+def _new_args_place(new: NewWorkflow) -> _places.Place:
+    """Where a start seals its arguments: a debounced start's for its burst, which it may
+    join (``_places.burst``), any other's for its own run."""
+    return _places.args_places(new.run_id, new.name, new.debounce_key)[0]

@@ -1,8 +1,9 @@
 """Engine Servers started ahead of the ``grpc+…`` tests that will use them.
 
 Starting ``sagaway server`` takes about a second, most of it the interpreter importing; the
-test using it often takes a tenth of that. So while one test runs, the servers of the next
-ones are already starting (on the other core), each in front of its own fresh database: a new
+test using it often takes a tenth of that. So the servers are forked from a process that has
+done the imports once (tests/server_zygote.py), and while one test runs, the servers of the
+next ones are already starting, each in front of its own fresh database: a new
 SQLite file or a new PostgreSQL schema, chosen when the server is spawned. Nothing is shared:
 a server serves one test, then it is stopped and its database removed. Stopping is not
 waited for either: the server gets SIGTERM at the test's teardown and is reaped (then its
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tests.grpc_server import ServerProcess
+from tests.server_zygote import Zygote
 
 
 @dataclass
@@ -44,6 +46,7 @@ class ServerPool:
         self._ready: dict[str, deque[Fresh]] = {}
         self._stopping: list[Fresh] = []
         self._taken: list[Fresh] = []
+        self._zygote = Zygote()
 
     def prepare(self, backends: Iterable[str]) -> None:
         """Have a server spawned (or waiting) for each of ``backends`` (repeats count)."""
@@ -84,6 +87,7 @@ class ServerPool:
             fresh.server.kill()
             self._finish(fresh)
         self._reap(block=True)
+        self._zygote.close()
 
     def _spawn(self, backend: str) -> Fresh:
         if backend == "sqlite":
@@ -98,7 +102,7 @@ class ServerPool:
         # The shared fixtures' clients drive time (fake clocks, literal times): the server acts
         # at their `now`, and some ask for leases of hours or days (no heartbeat within the test).
         # Servers of their own (test_server_clock) act at the server's, with its default limit.
-        server = ServerProcess(url, trust_client_clock=True, max_lease=1e9)
+        server = ServerProcess(url, zygote=self._zygote, trust_client_clock=True, max_lease=1e9)
         try:
             server.spawn()
         except BaseException:

@@ -12,6 +12,7 @@ database dropped) by a later call, or at the end of the session.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections import Counter, deque
@@ -46,7 +47,10 @@ class ServerPool:
         self._ready: dict[str, deque[Fresh]] = {}
         self._stopping: list[Fresh] = []
         self._taken: list[Fresh] = []
-        self._zygote = Zygote()
+        # SAGAWAY_TEST_FORK_SERVERS=0: start each with an interpreter of its own, as before
+        # (to compare, or to rule the zygote out).
+        forking = os.environ.get("SAGAWAY_TEST_FORK_SERVERS", "1") != "0"
+        self._zygote = Zygote() if forking else None
 
     def prepare(self, backends: Iterable[str]) -> None:
         """Have a server spawned (or waiting) for each of ``backends`` (repeats count)."""
@@ -87,7 +91,8 @@ class ServerPool:
             fresh.server.kill()
             self._finish(fresh)
         self._reap(block=True)
-        self._zygote.close()
+        if self._zygote is not None:
+            self._zygote.close()
 
     def _spawn(self, backend: str) -> Fresh:
         if backend == "sqlite":

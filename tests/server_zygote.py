@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -110,6 +111,7 @@ class Zygote:
         self._process: subprocess.Popen[bytes] | None = None
         self._socket: socket.socket | None = None
         self._log = Path(tempfile.mkdtemp(prefix="sagaway-zygote-")) / "zygote.log"
+        """The zygote's stderr (removed by ``close``)."""
 
     def spawn(self, argv: list[str], env: dict[str, str], log: Path) -> Forked:
         """Fork ``sagaway server`` with ``argv`` (its arguments after ``sagaway``) and ``env``,
@@ -121,13 +123,19 @@ class Zygote:
         request = {"argv": argv, "env": env, "cwd": os.getcwd()}
         try:
             socket.send_fds(sock, [json.dumps(request).encode()], [out_w, err, status_w])
+        except OSError:
+            os.close(out_r)
+            os.close(status_r)
+            raise
         finally:
             for fd in (out_w, err, status_w):
                 os.close(fd)
+        stdout = os.fdopen(out_r, "r", encoding="utf-8")
         try:
-            return Forked(status_r, os.fdopen(out_r, "r", encoding="utf-8"))
+            return Forked(status_r, stdout)
         except RuntimeError:
-            os.close(out_r)
+            stdout.close()
+            os.close(status_r)
             raise RuntimeError(f"the server zygote did not fork: {self._log.read_text()}") from None
 
     def close(self) -> None:
@@ -141,9 +149,13 @@ class Zygote:
                 self._process.kill()
                 self._process.wait()
             self._process = None
+        shutil.rmtree(self._log.parent, ignore_errors=True)
 
     def _started(self) -> socket.socket:
+        if self._process is not None and self._process.poll() is not None:
+            self.close()  # it died (a test killed it): start another
         if self._socket is None:
+            self._log.parent.mkdir(exist_ok=True)
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             with theirs, self._log.open("ab") as log:
                 self._process = subprocess.Popen(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from tests.schema_dropper import SchemaDropper
     from tests.server_pool import ServerPool
 
 # Tests start hundreds of processes that import Sagaway afresh (Engine Servers, workers, apps
@@ -31,6 +32,7 @@ POSTGRES_URL = os.environ.get(
     "SAGAWAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 _pg_error: str | None = None
+_dropper: SchemaDropper | None = None
 _pg_checked = False
 
 
@@ -84,10 +86,14 @@ def require_postgres() -> None:
 
 
 def _drop_schema(schema: str) -> None:
-    import psycopg
+    """Drop ``schema`` behind the tests (tests/schema_dropper.py)."""
+    global _dropper
+    if _dropper is None:
+        from tests.schema_dropper import SchemaDropper
 
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        _dropper = SchemaDropper(POSTGRES_URL)
+        atexit.register(_dropper.finish)  # should the session end without pytest_sessionfinish
+    _dropper.drop(schema)
 
 
 def _new_schema() -> tuple[str, Callable[[], None]]:
@@ -207,6 +213,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if _pool is not None:
         _pool.close()
+    if _dropper is not None:
+        _dropper.finish()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

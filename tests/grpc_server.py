@@ -13,7 +13,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tests.server_zygote import Forked, Zygote
 
 STARTUP_TIMEOUT = 30.0
 
@@ -24,14 +27,20 @@ class ServerProcess:
     ``config``: ``token``, ``tokens_file``, ``tls_cert``, ``tls_key``, ``tls_client_ca`` (paths),
     ``payload_limit`` and ``max_lease``, as the command's options; ``trust_client_clock=True``
     (the storage tests' servers: their clients drive time with fake clocks and literal times).
+
+    ``zygote``: fork the process from there (tests/server_zygote.py: the pool's servers, which
+    then start in milliseconds) rather than start an interpreter.
     """
 
-    def __init__(self, url: str, *, listen: str = "127.0.0.1:0", **config: Any) -> None:
+    def __init__(
+        self, url: str, *, listen: str = "127.0.0.1:0", zygote: Zygote | None = None, **config: Any
+    ) -> None:
         self.db_url = url
         self.listen = listen
         self.config = config
         self.address = ""
-        self.process: subprocess.Popen[str] | None = None
+        self.zygote = zygote
+        self.process: subprocess.Popen[str] | Forked | None = None
         self._tmp = tempfile.TemporaryDirectory(prefix="sagaway-server-")
         self.log = Path(self._tmp.name) / "server.log"
         """The server's stderr."""
@@ -71,6 +80,9 @@ class ServerProcess:
         next test's server while the current test runs)."""
         env = dict(os.environ)
         env.pop("SAGAWAY_SERVER_TOKEN", None)
+        if self.zygote is not None:
+            self.process = self.zygote.spawn(self.command()[3:], env, self.log)
+            return self
         # stderr to a file: a pipe nobody reads would block a server that logs much.
         with self.log.open("a", encoding="utf-8") as log:
             self.process = subprocess.Popen(

@@ -1,8 +1,9 @@
 """Engine Servers started ahead of the ``grpc+…`` tests that will use them.
 
 Starting ``sagaway server`` takes about a second, most of it the interpreter importing; the
-test using it often takes a tenth of that. So while one test runs, the servers of the next
-ones are already starting (on the other core), each in front of its own fresh database: a new
+test using it often takes a tenth of that. So the servers are forked from a process that has
+done the imports once (tests/server_zygote.py), and while one test runs, the servers of the
+next ones are already starting, each in front of its own fresh database: a new
 SQLite file or a new PostgreSQL schema, chosen when the server is spawned. Nothing is shared:
 a server serves one test, then it is stopped and its database removed. Stopping is not
 waited for either: the server gets SIGTERM at the test's teardown and is reaped (then its
@@ -11,6 +12,7 @@ database dropped) by a later call, or at the end of the session.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections import Counter, deque
@@ -18,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tests.grpc_server import ServerProcess
+from tests.server_zygote import Zygote
 
 
 @dataclass
@@ -44,6 +47,10 @@ class ServerPool:
         self._ready: dict[str, deque[Fresh]] = {}
         self._stopping: list[Fresh] = []
         self._taken: list[Fresh] = []
+        # SAGAWAY_TEST_FORK_SERVERS=0: start each with an interpreter of its own, as before
+        # (to compare, or to rule the zygote out).
+        forking = os.environ.get("SAGAWAY_TEST_FORK_SERVERS", "1") != "0"
+        self._zygote = Zygote() if forking else None
 
     def prepare(self, backends: Iterable[str]) -> None:
         """Have a server spawned (or waiting) for each of ``backends`` (repeats count)."""
@@ -84,6 +91,8 @@ class ServerPool:
             fresh.server.kill()
             self._finish(fresh)
         self._reap(block=True)
+        if self._zygote is not None:
+            self._zygote.close()
 
     def _spawn(self, backend: str) -> Fresh:
         if backend == "sqlite":
@@ -98,7 +107,7 @@ class ServerPool:
         # The shared fixtures' clients drive time (fake clocks, literal times): the server acts
         # at their `now`, and some ask for leases of hours or days (no heartbeat within the test).
         # Servers of their own (test_server_clock) act at the server's, with its default limit.
-        server = ServerProcess(url, trust_client_clock=True, max_lease=1e9)
+        server = ServerProcess(url, zygote=self._zygote, trust_client_clock=True, max_lease=1e9)
         try:
             server.spawn()
         except BaseException:

@@ -232,18 +232,25 @@ def _fill_postgres(url: str) -> None:
     base, schema = _pg_target(url)
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f'SET search_path = "{schema}"')
-        with conn.cursor() as cur:
-            cur.executemany(
-                _WORKFLOW_INSERT.format(p=", ".join(["%s"] * 11)),
-                list(map(_workflow_params, _rows())),
-            )
-            cur.executemany(_STEP_INSERT.format(p=", ".join(["%s"] * 9)), list(_step_params()))
-            cur.executemany(
-                _ATTRIBUTE_INSERT.format(p=", ".join(["%s"] * 6)), list(_attribute_params())
-            )
+        # COPY in one transaction: row by row, the 24,000 rows took seconds of each test's setup.
+        with conn.transaction(), conn.cursor() as cur:
+            for insert, rows in (
+                (_WORKFLOW_INSERT, map(_workflow_params, _rows())),
+                (_STEP_INSERT, _step_params()),
+                (_ATTRIBUTE_INSERT, _attribute_params()),
+            ):
+                with cur.copy(_copy_of(insert)) as copy:
+                    for row in rows:
+                        copy.write_row(row)
         conn.execute("ANALYZE workflows")
         conn.execute("ANALYZE steps")
         conn.execute("ANALYZE search_attributes")
+
+
+def _copy_of(insert: str) -> str:
+    """The ``COPY … FROM STDIN`` of the table and columns an ``INSERT`` above names."""
+    table_and_columns = insert.removeprefix("INSERT INTO ").partition(" VALUES")[0]
+    return f"COPY {table_and_columns} FROM STDIN"
 
 
 def _pg_target(url: str) -> tuple[str, str]:

@@ -423,18 +423,34 @@ ORDER BY status = 'PENDING', CASE WHEN status = 'PENDING' THEN priority END DESC
 -- Many processes claim at once: SKIP LOCKED hands each one disjoint rows; a row changed by a
 -- claimer that committed meanwhile is re-checked against the WHERE clause before it is locked.
 -- previous_owner: the process whose expired lease is taken over (NULL for a run nobody held).
-WITH due AS (
+-- In two parts, as claim_order takes them, each read in an index's order and cut at the
+-- limit, so a claim reads a few rows however many are due: the due work of started executions
+-- by next_run_at, then PENDING starts for what is left of the limit, in the order of
+-- workflows_pending_order (priority DESC, fair pass NULLS FIRST, next_run_at, run_id).
+WITH started AS (
     SELECT run_id, next_run_at, lease_owner, status, priority, fair_pass FROM workflows
-    WHERE is_current AND (
-           (status IN ('PENDING', 'RUNNING')
-            AND (lease_expires_at IS NULL OR lease_expires_at <= %(now)s)
-            AND next_run_at <= %(now)s)
-        OR (status IN ('SUSPENDED', 'WAITING') AND next_run_at <= %(now)s))
+    WHERE is_current AND status IN ('RUNNING', 'SUSPENDED', 'WAITING')
+      AND next_run_at <= %(now)s
+      AND (status <> 'RUNNING' OR lease_expires_at IS NULL OR lease_expires_at <= %(now)s)
       AND run_id <> ALL(ARRAY(SELECT json_array_elements_text(%(exclude)s::json)))
       -- use: due_filter
-    -- use: claim_order
+    ORDER BY next_run_at, run_id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), waiting AS (
+    SELECT run_id, next_run_at, lease_owner, status, priority, fair_pass FROM workflows
+    WHERE status = 'PENDING' AND is_current
+      AND (lease_expires_at IS NULL OR lease_expires_at <= %(now)s)
+      AND next_run_at <= %(now)s
+      AND run_id <> ALL(ARRAY(SELECT json_array_elements_text(%(exclude)s::json)))
+      -- use: due_filter
+    ORDER BY priority DESC, fair_pass NULLS FIRST, next_run_at, run_id
+    LIMIT %(limit)s - (SELECT count(*) FROM started)
+    FOR UPDATE SKIP LOCKED
+), due AS (
+    -- (no more than the limit already; the LIMIT tells the planner so)
+    SELECT * FROM started UNION ALL SELECT * FROM waiting
+    LIMIT %(limit)s
 ), numbered AS (
     SELECT run_id, lease_owner, status, row_number() OVER (
         -- use: claim_order

@@ -98,7 +98,12 @@ def test_generated_programs_keep_every_promise(
         pytest.skip("--soak / --gen-replay run their own tests")
     examples = gen_config.examples or CI_EXAMPLES[backend]
     seed = CI_SEED if gen_config.seed is None else gen_config.seed
+    before = STATS.blocks[f"{backend}:prioritised_starts"]
     _check_batch(backend, tmp_path, gen_config.settings, examples, seed)
+    if gen_config.settings.prioritised_starts:
+        # The block is drawn from a hash: a change of the programs' JSON or of the draw must
+        # not leave it unexercised again (no start had a priority until 2026-12-05).
+        assert STATS.blocks[f"{backend}:prioritised_starts"] > before, "no prioritised start"
 
 
 @pytest.mark.slow

@@ -52,6 +52,9 @@ def _explain(scenario: Scenario, report: Report, seed: int | None) -> str:
     lines = [f"{len(report.problems)} broken promise(s):"]
     lines += [f"  - {p}" for p in report.problems]
     lines.append(f"faults injected: {', '.join(report.fault_log) or 'none'}")
+    if not report.settled:
+        # Not a problem of its own: the runs that did not end as expected are reported.
+        lines.append(f"the final settle stopped unsettled after {report.jumps} clock jumps")
     lines.append(f"seed: {seed}   replay this scenario with:")
     lines.append(f"  --gen-replay='{_compact(scenario)}'")
     return "\n".join(lines)

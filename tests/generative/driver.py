@@ -134,9 +134,9 @@ class Driver:
         self.lines: dict[str, list[str]] = {}
         """ordering key -> the top-level runs started with it, in start order (``flows``)."""
         self.bursts = 0
+        """Top-level starts made as a debounced burst (``flows``)."""
         self.flows: dict[str, dict[str, Any]] = {}
         """top-level run id -> the priority and fairness options it was started with."""
-        """Top-level starts made as a debounced burst (``flows``)."""
         self.frozen: tuple[Process, int] | None = None
         self.jumps = 0
         self.settled = False
@@ -705,6 +705,6 @@ def _awaits(coro: object) -> str:
 
 
 def _ordering_key_of(key: str) -> str | None:
-    """A line of one for two starts in three, drawn from the key: the
-    others are dispatched where they are started when nothing else keeps them PENDING."""
+    """A line of one for two starts in three, drawn from the key: the others are dispatched
+    where they are started when nothing else keeps them PENDING."""
     return f"line/{key}" if zlib.crc32(key.encode()) // 7 % 3 else None

@@ -1,7 +1,8 @@
-"""Debounced bursts and shared per-key lines of top-level starts (``settings.debounced_starts``,
-``settings.shared_lines``), and their checks.
+"""Debounced bursts, shared per-key lines and priorities of top-level starts
+(``settings.debounced_starts``, ``settings.shared_lines``, ``settings.prioritised_starts``), and
+their checks.
 
-Both are drawn from the scenario's programs (a hash of their JSON), not from hypothesis's
+All three are drawn from the scenario's programs (a hash of their JSON), not from hypothesis's
 stream, so scenarios found before they existed replay as before with them off, and draw the
 same programs with them on.
 
@@ -101,6 +102,24 @@ async def burst(
     return run_ids[0]
 
 
+def flow_of(settings: GenSettings, top: TopLevel) -> dict[str, Any]:
+    """Priority and fairness options of a top-level start ({}: none), for one workflow in two:
+    a priority from 1 to 5 and one of two tenants, ``t-b`` weighted 2."""
+    if not settings.prioritised_starts:
+        return {}
+    n = _hash(top.program) >> 8  # not the bits ``decoys`` reads
+    if n % 2:
+        return {}
+    tenant = ("t-a", 1.0) if n // 2 % 3 else ("t-b", 2.0)
+    return {"priority": 1 + n // 6 % 5, "fairness_key": tenant[0], "fairness_weight": tenant[1]}
+
+
+def started_with(driver: Driver, run_id: str, flow: dict[str, Any]) -> None:
+    """Record a top-level run started with priority and fairness options (``check``)."""
+    if flow and run_id not in driver.flows:
+        driver.flows[run_id] = flow
+
+
 def joined(driver: Driver, key: str, run_id: str) -> None:
     """Record a run started in a line (in start order)."""
     line = driver.lines.setdefault(key, [])
@@ -117,12 +136,18 @@ def blocked(driver: Driver, run_id: str, records: dict[str, Any]) -> bool:
     return False
 
 
-def check(driver: Driver) -> list[str]:
+def check(driver: Driver, records: dict[str, Any]) -> list[str]:
     """No run of a line is claimed before every run ahead of it ended: a claim that returned
     before the end of a run ahead of it was even asked for (store call ticks) ran them
-    together or out of order."""
+    together or out of order. Every run started with a priority records the priority and
+    fairness key and weight its start asked for (a run a purge deleted is not read)."""
     world = driver.world
     out = []
+    for run_id, flow in driver.flows.items():
+        record = records.get(run_id)
+        got = None if record is None else {k: getattr(record, k) for k in flow}
+        if got is not None and got != flow:
+            out.append(f"run {run_id[-8:]} was started with {flow}, it records {got}")
     for key, line in driver.lines.items():
         for i, later in enumerate(line):
             claimed = world.claimed.get(later)
@@ -139,6 +164,11 @@ def check(driver: Driver) -> list[str]:
 
 
 def blocks(driver: Driver) -> Counter[str]:
-    """Bursts started, and runs of lines of more than one (the run's summary)."""
+    """Bursts started, runs of lines of more than one, runs started with a priority and a
+    fairness key (the run's summary)."""
     longer = sum(len(line) for line in driver.lines.values() if len(line) > 1)
-    return Counter(debounced_bursts=driver.bursts, runs_in_shared_lines=longer)
+    return Counter(
+        debounced_bursts=driver.bursts,
+        runs_in_shared_lines=longer,
+        prioritised_starts=len(driver.flows),
+    )

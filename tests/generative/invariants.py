@@ -37,7 +37,7 @@ async def check(driver: Driver) -> list[str]:
     if driver.settings.purge:
         problems += purging.lost_outcomes(driver, records)
     problems += forks.check(driver)
-    problems += flows.check(driver)
+    problems += flows.check(driver, records)
     if driver.settings.updates:
         problems += await talking.check(driver)
     return problems

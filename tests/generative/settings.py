@@ -115,6 +115,10 @@ class GenSettings:
     """In half the scenarios with two top-level workflows (no deadline), both share one
     ``ordering_key``: they run one at a time in start order, a restart joins the end of the
     line, a run waits PENDING while one ahead of it has not ended (``flows.py``)."""
+    prioritised_starts: bool = True
+    """One top-level workflow in two started (and restarted) with a priority from 1 to 5 and one
+    of two fairness tenants, drawn from its program (``flows.py``): it must run as any run, and
+    record what its start asked for."""
     deadline_hang: bool = True
     """A top-level workflow started with a deadline (``execute(deadline=)``) whose last step is
     an async activity that never returns: cancelled in its task past the deadline and its

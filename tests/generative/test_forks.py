@@ -39,7 +39,9 @@ PROGRAM = Program(
 )
 # Steps: 1 a1, 2 a2 (failed), 3 the compensation of a1: fork_from=1 is step 1 + 1 % 4 = 2.
 SOURCE = TopLevel("wf0", PROGRAM, signals=(), fork_from=1)
-SETTINGS = GenSettings(purge=False, debounced_starts=False, shared_lines=False)
+SETTINGS = GenSettings(
+    purge=False, debounced_starts=False, shared_lines=False, prioritised_starts=False
+)
 """Forks of sources no purge deletes first, started as the scenarios were written (a burst
 would hold a source PENDING for its quiet period, which the scenarios here do not expect)."""
 

@@ -52,6 +52,9 @@ def _explain(scenario: Scenario, report: Report, seed: int | None) -> str:
     lines = [f"{len(report.problems)} broken promise(s):"]
     lines += [f"  - {p}" for p in report.problems]
     lines.append(f"faults injected: {', '.join(report.fault_log) or 'none'}")
+    if not report.settled:
+        # Not a problem of its own: the runs that did not end as expected are reported.
+        lines.append(f"the final settle stopped unsettled after {report.jumps} clock jumps")
     lines.append(f"seed: {seed}   replay this scenario with:")
     lines.append(f"  --gen-replay='{_compact(scenario)}'")
     return "\n".join(lines)
@@ -98,7 +101,12 @@ def test_generated_programs_keep_every_promise(
         pytest.skip("--soak / --gen-replay run their own tests")
     examples = gen_config.examples or CI_EXAMPLES[backend]
     seed = CI_SEED if gen_config.seed is None else gen_config.seed
+    before = STATS.blocks[f"{backend}:prioritised_starts"]
     _check_batch(backend, tmp_path, gen_config.settings, examples, seed)
+    if gen_config.settings.prioritised_starts:
+        # The block is drawn from a hash: a change of the programs' JSON or of the draw must
+        # not leave it unexercised again (no start had a priority until 2026-12-05).
+        assert STATS.blocks[f"{backend}:prioritised_starts"] > before, "no prioritised start"
 
 
 @pytest.mark.slow

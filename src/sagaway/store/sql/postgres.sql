@@ -516,11 +516,15 @@ WHERE w.run_id = %(run_id)s AND w.status = 'PENDING'
 -- between two scans reads a few rows however many executions wait: a min() over every live
 -- row read each waiting one, a million each second with a million waits.
 SELECT min(t) FROM (
-    SELECT min(COALESCE(lease_expires_at, next_run_at)) AS t FROM workflows
-    WHERE is_current AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
-      AND status = 'PENDING'
-      AND lease_owner IS DISTINCT FROM %(owner)s
-      -- use: due_filter
+    -- A PENDING execution holds no lease (it is created without one, and a lease given back
+    -- makes it PENDING with none): its time is its start, read in workflows_live's order.
+    (SELECT next_run_at AS t FROM workflows
+     WHERE is_current AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
+       AND status = 'PENDING'
+       AND next_run_at IS NOT NULL AND lease_owner IS DISTINCT FROM %(owner)s
+       -- use: due_filter
+     ORDER BY next_run_at
+     LIMIT 1)
     UNION ALL
     SELECT min(COALESCE(lease_expires_at, next_run_at)) AS t FROM workflows
     WHERE is_current AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')

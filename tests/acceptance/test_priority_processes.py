@@ -191,11 +191,17 @@ async def test_tenants_share_workers_fairly_through_a_kill(db_url: str, tmp_path
     assert all(first_by[n] == str(victim.pid) for n in again) and len(again) <= SLOTS
     order = [_tenant(n) for n in dict.fromkeys(n for n, _ in lines)]
     fair = _fair_order()
+    # The killed worker's other slot may have held a start it had claimed but not yet logged:
+    # that one runs once its lease expires, after the rest (the same stop's first clean-clone
+    # CI saw it, one "mid" start last). At most SLOTS - 1 such, and never early.
+    held = []
     for tenant in ("few", "mid"):
         observed, expected = _ranks(order, tenant), _ranks(fair, tenant)
-        assert all(abs(r - e) <= TOLERANCE for r, e in zip(observed, expected, strict=True)), (
-            tenant, list(zip(observed, expected, strict=True)),
-        )  # fmt: skip
+        pairs = list(zip(observed, expected, strict=True))
+        off = [(r, e) for r, e in pairs if abs(r - e) > TOLERANCE]
+        assert all(r > e for r, e in off), (tenant, pairs)
+        held += off
+    assert len(held) <= SLOTS - 1, held
     assert _ranks(fair, "few")[-1] == 30 and _ranks(fair, "mid")[-1] == 210
 
 

@@ -49,11 +49,12 @@ async def start_by_name(
     key, reason = options.get("idempotency_key"), options.get("reason")
     task_queue = options.get("task_queue", "default")
     if name in engine.registry.names():
-        registered = flow.registered(flow.PLAIN, engine.registry.workflow(name).priority)
+        defn = engine.registry.workflow(name)
+        registered = flow.registered(flow.PLAIN, defn.priority)
         start = ClientStart(
             key, on_conflict, deadline, reason, keyed, flow.of_start(*asked, inherited=registered)
         )
-        return await WorkflowCall[Any](engines, name, (), kwargs)._start(start)
+        return await WorkflowCall[Any](engines, name, (), kwargs)._start(defn, start)
     start = ClientStart(key, on_conflict, deadline, reason, keyed, flow.of_start(*asked))
     if not isinstance(name, str) or not name:
         raise ValueError("a workflow name is a non-empty string")

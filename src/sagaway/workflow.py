@@ -280,14 +280,11 @@ class WorkflowCall(PendingCall[R]):
         if (execution := current_execution()) is not None:
             _top_level_only(concurrency_key, reason, keyed)
             return await self._start_child(execution, idempotency_key, deadline, asked)
-        start_flow = flow.of_start(*asked, inherited=self._registered())
-        start = ClientStart(idempotency_key, on_conflict, deadline, reason, keyed, start_flow)
-        return await self._start(start, concurrency_key)
-
-    def _registered(self) -> flow.Flow:
-        """A top-level start's flow when it gives no options: its registered priority's."""
         defn = self._engines.require().registry.workflow(self._fn)
-        return flow.registered(flow.PLAIN, defn.priority)
+        registered = flow.registered(flow.PLAIN, defn.priority)  # when it gives no priority
+        start_flow = flow.of_start(*asked, inherited=registered)
+        start = ClientStart(idempotency_key, on_conflict, deadline, reason, keyed, start_flow)
+        return await self._start(defn, start, concurrency_key)
 
     async def _start_child(
         self,
@@ -310,11 +307,11 @@ class WorkflowCall(PendingCall[R]):
         return WorkflowHandle(self._engines, child_key, child_of=defn)
 
     async def _start(
-        self, start: ClientStart, concurrency_key: str | None = None
+        self, defn: WorkflowDef, start: ClientStart, concurrency_key: str | None = None
     ) -> WorkflowHandle[R]:
-        """A start outside a workflow, of this call's function and arguments."""
+        """A start outside a workflow, of this call's function (registered as ``defn``) and
+        arguments."""
         engine = self._engines.require()
-        defn = engine.registry.workflow(self._fn)
         args_json = defn.codec.encode_args(self._args, self._kwargs, engine.payload_limit)
         return await start_outside(self._engines, defn, args_json, start, concurrency_key)
 

@@ -150,14 +150,11 @@ class ActivityCalls(QueueAdmission):
             # Admitted first: an attempt held back by a pause or refused by a cluster-wide
             # limit never began.
             if self.engine.paused_calls.records:
-                await self._past_pauses(defn, call.kind, call.info.call_id, call.started_at)
+                await self._past_pauses(call)
             limit = self.engine.cluster_limit(defn.queue)
             admitted = None
             if limit is not None:
-                info = call.info
-                admitted = await self._admitted(
-                    limit, defn, call.kind, info.call_id, call.started_at, call.priority
-                )
+                admitted = await self._admitted(limit, call)
             if call.local:  # the first attempt's info was built with its number
                 call.info = _next_attempt(call.info)
             call.local += 1

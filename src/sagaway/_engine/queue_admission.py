@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sagaway import errors
 from sagaway._engine import pausing
@@ -21,25 +21,40 @@ if TYPE_CHECKING:
     from sagaway.registry import ActivityDef
 
 
+class _CallId(Protocol):
+    @property
+    def call_id(self) -> str: ...
+
+
+class QueuedCall(Protocol):
+    """What the line and the pause checks read of an activity call being made."""
+
+    @property
+    def defn(self) -> ActivityDef: ...
+    @property
+    def kind(self) -> StepKind: ...
+    @property
+    def info(self) -> _CallId: ...
+    @property
+    def started_at(self) -> float: ...
+    @property
+    def priority(self) -> int: ...
+
+
 class QueueAdmission(ExecutionBase):
     """How an execution's activity attempts get into a cluster-wide queue."""
 
     async def _admitted(
-        self,
-        limit: ClusterLimit,
-        defn: ActivityDef,
-        kind: StepKind,
-        call_id: str,
-        started_at: float,
-        priority: int,
+        self, limit: ClusterLimit, call: QueuedCall
     ) -> contextlib.AbstractAsyncContextManager[None]:
-        """A slot of ``limit`` (the cluster limit of ``defn``'s queue) for the next attempt, to
+        """A slot of ``limit`` (the cluster limit of the call's queue) for its next attempt, to
         hold while it runs; waits (or unloads the workflow) until one is given. While it waits
-        the call is in the queue's line (its run and call id, at ``priority``), which a replay
+        the call is in the queue's line (its run and call id, at its priority), which a replay
         after an unload or a takeover rejoins at the same place."""
+        call_id = call.info.call_id
         holder = f"{self.lease.token}:{call_id}:{uuid.uuid4().hex[:8]}"
         try:
-            return await self._in_line(limit, defn, kind, call_id, started_at, priority, holder)
+            return await self._in_line(limit, call, holder)
         except errors.Cancelled:  # it waits no more; an unload or a takeover keeps its place
             await limit.leave(self.record.run_id, call_id)
             raise
@@ -51,17 +66,11 @@ class QueueAdmission(ExecutionBase):
             await limit.leave(self.record.run_id, call_id)
 
     async def _in_line(
-        self,
-        limit: ClusterLimit,
-        defn: ActivityDef,
-        kind: StepKind,
-        call_id: str,
-        started_at: float,
-        priority: int,
-        holder: str,
+        self, limit: ClusterLimit, call: QueuedCall, holder: str
     ) -> contextlib.AbstractAsyncContextManager[None]:
         """``_admitted``'s loop: ask until admitted."""
-        waiter = (self.record.run_id, call_id, priority)
+        kind = call.kind
+        waiter = (self.record.run_id, call.info.call_id, call.priority)
         while True:
             retry_at = await self._store_call(limit.admit(holder, waiter))
             if retry_at is None:
@@ -75,7 +84,7 @@ class QueueAdmission(ExecutionBase):
                 )
             self._check_usable()
             if kind is StepKind.ACTIVITY:
-                await self.cancels.here(call_id, kind, defn.name, started_at)
+                await self.cancels.here(call.info.call_id, kind, call.defn.name, call.started_at)
 
     async def _unload_for_queue(self, queue: str, retry_at: float) -> None:
         """Commit WAITING until ``retry_at`` and unload (raises Unload), unless other work
@@ -85,13 +94,12 @@ class QueueAdmission(ExecutionBase):
             return
         await self._wait(waiting_for=waiting_for(queue), next_run_at=retry_at, step=None)
 
-    async def _past_pauses(
-        self, defn: ActivityDef, kind: StepKind, call_id: str, started_at: float
-    ) -> None:
-        """Return once neither ``defn`` nor its queue is paused. Held back, no attempt begins
-        (none of the retry policy's is used): the workflow is unloaded if this call is all it
-        does (WAITING until a resume wakes it), else this branch waits in the worker."""
-        engine = self.engine
+    async def _past_pauses(self, call: QueuedCall) -> None:
+        """Return once neither the call's activity nor its queue is paused. Held back, no
+        attempt begins (none of the retry policy's is used): the workflow is unloaded if this
+        call is all it does (WAITING until a resume wakes it), else this branch waits in the
+        worker."""
+        engine, defn, kind = self.engine, call.defn, call.kind
         while engine.paused_calls.holding(defn.name, defn.queue) is not None:
             # Read again: this process may have missed the resume that made the run due.
             await self._store_call(pausing.refresh(engine))
@@ -115,4 +123,4 @@ class QueueAdmission(ExecutionBase):
                 )
             self._check_usable()
             if kind is StepKind.ACTIVITY:
-                await self.cancels.here(call_id, kind, defn.name, started_at)
+                await self.cancels.here(call.info.call_id, kind, defn.name, call.started_at)

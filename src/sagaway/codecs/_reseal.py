@@ -143,11 +143,24 @@ def _sealed_for(
 def args_place(chain: Chain, record: WorkflowRecord) -> Place:
     """The place ``record``'s arguments open at (``_places.args_places``: a debounced run's
     burst, else the run); the run's when none does, so the refusal names the run."""
+    return _opened_args(chain, record)[0]
+
+
+def opened_args(chain: Chain, record: WorkflowRecord) -> str:
+    """``record``'s arguments opened where they were sealed (as ``args_place`` finds it),
+    opened once; or, as ``Chain.try_open`` gives them, with why they could not be."""
+    place, text = _opened_args(chain, record)
+    if text is not None:
+        return text
+    return chain.try_open(record.args, place=place, sealed=True) or ""
+
+
+def _opened_args(chain: Chain, record: WorkflowRecord) -> tuple[Place, str | None]:
+    """The place ``args_place`` gives, and the arguments if a burst's place opened them."""
     *others, own = _places.args_places(record.run_id, record.name, record.debounce_key)
     for place in others:
         try:
-            chain.open(record.args, place=place, sealed=True)
+            return place, chain.open(record.args, place=place, sealed=True)
         except errors.PayloadError:
             continue
-        return place
-    return own
+    return own, None

@@ -76,7 +76,7 @@ class CodecStore(Passthrough):
         run = r.run_id
         return _replaced(
             r,
-            args=o(r.args, place=_reseal.args_place(self.chain, r), sealed=True) or "",
+            args=_reseal.opened_args(self.chain, r),
             result=o(r.result, place=_places.run(run, "result"), sealed=True),
             error=o(r.error, place=_places.run(run, "error")),
         )

@@ -25,3 +25,14 @@ run_id, key, is_current, name, args, args_hash, status, parent_key,
 created_at, updated_at, lease_token, lease_owner, lease_expires_at,
 next_run_at, queue, key_space, code_version, priority, fairness_key,
 fairness_weight, fair_pass
+
+-- fragment: waits_before_q
+-- A live waiter ``o`` of a cluster queue's line that goes before waiter ``q`` (queue_place):
+-- a higher priority, or the same one and waiting since earlier (ties by run and call id),
+-- whose workflow is still live; waiters_ahead says the same of a waiter given by parameters.
+          AND (o.priority > q.priority
+               OR (o.priority = q.priority AND (o.since < q.since
+                   OR (o.since = q.since AND (o.run_id, o.call_id) < (q.run_id, q.call_id)))))
+          AND EXISTS (SELECT 1 FROM workflows w
+                      WHERE w.run_id = o.run_id
+                        AND w.status IN ('PENDING', 'RUNNING', 'WAITING'))

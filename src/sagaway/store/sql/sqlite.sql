@@ -610,12 +610,8 @@ WHERE queue = :queue AND run_id = :run_id AND call_id = :call_id
 SELECT q.queue, q.priority,
        (SELECT count(*) FROM queue_waiters o
         WHERE o.queue = q.queue AND o.expires_at > :now
-          AND (o.priority > q.priority
-               OR (o.priority = q.priority AND (o.since < q.since
-                   OR (o.since = q.since AND (o.run_id, o.call_id) < (q.run_id, q.call_id)))))
-          AND EXISTS (SELECT 1 FROM workflows w
-                      WHERE w.run_id = o.run_id
-                        AND w.status IN ('PENDING', 'RUNNING', 'WAITING'))) AS ahead
+-- use: waits_before_q
+        ) AS ahead
 FROM queue_waiters q
 WHERE q.run_id = :run_id AND q.expires_at > :now
 ORDER BY q.since, q.queue, q.call_id

@@ -171,12 +171,18 @@ class Registry:
 
     def activity(self, ref: Callable[..., Any] | str) -> ActivityDef:
         """The activity registered as ``ref`` (function or name)."""
+        defn = self._by_name.get(ref) if isinstance(ref, str) else self._by_fn.get(ref)
+        if type(defn) is ActivityDef:  # every call of an activity asks: the short way first
+            return defn
         return self._lookup_as(
             ref, ActivityDef, "a workflow, not an activity; start it with manager.workflow(...)"
         )
 
     def workflow(self, ref: Callable[..., Any] | str) -> WorkflowDef:
         """The workflow registered as ``ref`` (function or name)."""
+        defn = self._by_name.get(ref) if isinstance(ref, str) else self._by_fn.get(ref)
+        if type(defn) is WorkflowDef:
+            return defn
         return self._lookup_as(
             ref,
             WorkflowDef,

@@ -8,7 +8,6 @@ execution's next state.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 
 from sagaway import errors, events, observe
@@ -18,6 +17,7 @@ from sagaway._engine.execution import Unload, WorkerSlot
 from sagaway._engine.waits import WaitCalls
 from sagaway.states import ErrorKind, WorkflowStatus
 from sagaway.store.base import CancelPending
+from sagaway.store.record_copy import changed
 
 __all__ = ["Execution", "WorkerSlot", "current_execution"]
 
@@ -197,7 +197,7 @@ class Execution(ActivityCalls, WaitCalls):
             extra={"action": "workflow_ended", "workflow_id": self.key, "status": status.value},
         )
         # Only result() reads it (here, and from the recent ends, which never keep arguments).
-        ended = dataclasses.replace(
+        ended = changed(
             self.record,
             args="",
             status=status,

@@ -38,7 +38,7 @@ class _Adapter:
     ``list[annotation]``, as the outermost config is what governs the untyped values inside.
     """
 
-    __slots__ = ("_dump", "_validate", "_wrapped")
+    __slots__ = ("_dump", "_to_python", "_validate", "_validated", "_wrapped")
 
     def __init__(self, annotation: Any) -> None:
         import pydantic  # here: reading stored JSON (load_json, the CLI's reads) needs none of it
@@ -50,14 +50,33 @@ class _Adapter:
         except pydantic.PydanticUserError:
             self._dump = pydantic.TypeAdapter(list[annotation], config=_SERIALISE_CONFIG)
             self._wrapped = True
+        # pydantic-core's own calls, once the adapters are built (a first call builds a
+        # deferred one): every activity call and result passes here, and the adapters' Python
+        # wrappers cost more than the C calls they forward to with these same arguments.
+        self._to_python: Callable[..., Any] | None = None
+        self._validated: Callable[..., Any] | None = None
 
     def validate_python(self, data: Any) -> Any:
-        return self._validate.validate_python(data)
+        validated = self._validated
+        if validated is not None:
+            return validated(data, allow_partial=False)
+        value = self._validate.validate_python(data)
+        validator = self._validate.validator
+        if isinstance(validator, pydantic_core.SchemaValidator):
+            self._validated = validator.validate_python
+        return value
 
     def dump_python(self, value: Any) -> Any:
+        to_python = self._to_python
+        if to_python is None:
+            dumped = self._dump.dump_python([value] if self._wrapped else value, mode="json")
+            serializer = self._dump.serializer
+            if isinstance(serializer, pydantic_core.SchemaSerializer):
+                self._to_python = serializer.to_python
+            return dumped[0] if self._wrapped else dumped
         if self._wrapped:
-            return self._dump.dump_python([value], mode="json")[0]
-        return self._dump.dump_python(value, mode="json")
+            return to_python([value], mode="json", warnings=True)[0]
+        return to_python(value, mode="json", warnings=True)
 
     def dump_many(self, values: list[Any]) -> list[Any]:
         if self._wrapped:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-from collections.abc import Iterable, Sequence
+import operator
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from sagaway import errors
@@ -34,11 +36,12 @@ E = TypeVar("E", bound=enum.Enum)
 _REPAIR = "repair the row (or delete it), or run the Sagaway version that wrote it"
 
 
-def _enum(cls: type[E], value: Any, what: str, field: str) -> E:
+def _enum(cls: type[E], value: Any, what: Callable[[], str], field: str) -> E:
+    """``cls(value)``, or ``CorruptRecord`` naming the row (``what()``: built only then)."""
     try:
         return cls(value)
     except ValueError:
-        raise errors.CorruptRecord(what, field, value, _REPAIR) from None
+        raise errors.CorruptRecord(what(), field, value, _REPAIR) from None
 
 
 R = TypeVar("R")
@@ -61,14 +64,44 @@ def from_columns(cls: type[R], row: Row, *, leave: frozenset[str] = frozenset(),
     """The record ``cls`` from the columns of ``row`` named as its fields, as they are, but
     for the fields ``read`` gives (converted, checked) and those it ``leave``s to their
     defaults (no such column)."""
-    plain = {name: row[name] for name in _columns(cls, leave, tuple(read))}
-    return cls(**plain, **read)
+    names = _columns(cls, leave, tuple(read))
+    return cls(**dict(zip(names, _values(row, names), strict=True)), **read)
+
+
+_PLACES: dict[tuple[tuple[str, ...], tuple[str, ...]], Callable[[Any], tuple[Any, ...]]] = {}
+
+
+def _values(row: Row, names: tuple[str, ...]) -> tuple[Any, ...]:
+    """The values of ``row``'s columns ``names``, in that order. A ``sqlite3.Row`` finds a
+    column by name by comparing it with every column's name in turn, so its columns are read
+    by position, found once per query shape (its column names) and remembered."""
+    if isinstance(row, sqlite3.Row):
+        shape = (tuple(row.keys()), names)
+        getter = _PLACES.get(shape)
+        if getter is None:
+            getter = _getter([shape[0].index(name) for name in names])
+            _PLACES[shape] = getter
+    else:
+        getter = _getter(list(names))
+    return getter(row)
+
+
+def _getter(places: list[Any]) -> Callable[[Any], tuple[Any, ...]]:
+    """``row -> (row[p] for p in places)`` as a tuple, however many places."""
+    if len(places) == 1:
+        one = operator.itemgetter(places[0])
+        return lambda row: (one(row),)
+    return operator.itemgetter(*places)
 
 
 def workflow_from_row(row: Row) -> WorkflowRecord:
     """A ``WorkflowRecord`` from the columns run_id .. concurrency_key of a workflows row."""
-    what = f"workflow {row['key']!r} (run {row['run_id']})"
-    status = _enum(WorkflowStatus, row["status"], what, "status")
+    status = _enum(
+        WorkflowStatus,
+        row["status"],
+        lambda: f"workflow {row['key']!r} (run {row['run_id']})",
+        "status",
+    )
     return from_columns(WorkflowRecord, row, leave=_CLAIM_ONLY, status=status)
 
 
@@ -113,7 +146,10 @@ def report(exc: errors.CorruptRecord) -> None:
 
 def step_from_row(row: Row) -> StepRecord:
     """A ``StepRecord`` from the columns run_id .. ended_at of a steps row."""
-    what = f"step {row['call_id']} of run {row['run_id']}"
+
+    def what() -> str:
+        return f"step {row['call_id']} of run {row['run_id']}"
+
     kind = _enum(StepKind, row["kind"], what, "kind")
     return from_columns(
         StepRecord, row, kind=kind, status=_enum(StepStatus, row["status"], what, "status")

@@ -23,32 +23,36 @@ What the test observes, and why each assertion is exact rather than a tolerance 
 2. The claims, by ``WORKERS`` processes of concurrency 1. A worker claims at most its free
    slots, so each claim takes one start: the due start of lowest fair rank that no other claim
    holds (SQLite runs claims one after another; PostgreSQL's concurrent claims skip each other's
-   locked rows). At concurrency 1 a worker logs a start before it claims the next, so its log
-   lines are its claims in the order made:
+   locked rows), or, before any start, a started workflow whose lease expired (the hung one
+   below: a second run, which the order checks leave out, reading each start's first line
+   only). At concurrency 1 a worker logs a start before it claims the next, so its first lines
+   are its claims in the order made:
    - each worker's starts rise strictly in fair rank (exact; no tolerance);
-   - no start is logged early: at the moment a start of fair rank r is logged, every start
-     of lower rank has been claimed, and the ones claimed but not yet logged are each held by
-     another worker's only slot, at most ``WORKERS - 1`` (the killed worker's is logged: it
-     hangs after its line). So its place in the log (first lines only) is at least
-     ``r - (WORKERS - 1)``: ``TOLERANCE`` is 2.
+   - no start is logged early: when a start of fair rank r is logged, every start of lower rank
+     has been claimed, and those of them not yet logged are each held by another worker's only
+     slot, at most ``WORKERS - 1`` (the killed worker's is logged: it hangs after its line). So
+     its place among the first lines is at least ``r - (WORKERS - 1)``: ``TOLERANCE`` is 2.
    Lateness has no such bound and none is asserted: a worker that claimed a start may wait any
-   time (under load, descheduled) before it logs it, while the others run on. But it holds that
-   one start alone: by the bound above, every prefix of the log misses at most ``WORKERS - 1``
-   starts of lower rank than those it holds, so a start can be late only while it is one of
-   those few in flight, and no start pushes another out of its place. (A claim that ignored the
-   pass would run "bulk" first: its starts would come up to 2/3 of their fair rank early, and
-   the first worker to take a "few" start after a "bulk" one breaks its rising order.)
+   time (under load, descheduled) before it logs it, while the others run on. But the bound
+   above limits it to a few starts at a time: the first k first lines are all of fair rank
+   below k + ``WORKERS`` - 1, so at most ``WORKERS - 1`` of those ranks are missing from them:
+   a start is late only while it is one of those few claimed and not yet logged. (A claim that
+   ignored the pass would take "bulk" first, first in, first out: its start n, of fair rank
+   about 3n, would be logged about 2n places early.)
    When all of "mid" and "few" have been logged, a worker of concurrency 100 joins to run the
    rest of "bulk" soon; from then on the order is not checked (only "bulk" is left), so the
    order assertions read the log as it was before it started. Every prefix of the log obeys
    them, so they are checked while the test waits too: a broken order fails at once.
 
-3. Nothing lost, one run each. One worker hangs in the 21st start and is killed (SIGKILL).
+3. Nothing lost, one run each. One worker hangs in a start once ``HANG_AFTER`` are logged and
+   is killed (SIGKILL).
    That start is the only one run twice: the killed worker held nothing else (concurrency 1),
    so it is taken over once its lease expires and logged a second time by another worker. The
-   lease is ``LEASE`` seconds here, renewed every third of it, so a live worker would have to
-   miss two renewals in a row (20 s without a write) before another could take its start over:
-   the log's repeats are exactly the hung start's. Every start ends COMPLETED, exactly once.
+   lease is ``LEASE`` seconds here (the app's default, 2 s, lapsed under CI load), renewed
+   every third of it, so a live worker would have to miss two renewals in a row, stalled 20 s
+   or more, before another could take its start over: the log's repeats are exactly the hung
+   start's. Every start ends COMPLETED, exactly once. The takeover comes ``LEASE`` after the
+   kill, while the last worker runs "bulk": most of the test's time.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ WORKERS = 3
 TOLERANCE = WORKERS - 1
 """How many places before its fair rank a start may be logged (module docstring, 2)."""
 HANG_AFTER = 20
-"""The start that finds this many lines in the log hangs in the worker then killed."""
+"""The first start to find more lines than this in the log hangs (its worker is killed)."""
 LEASE = 30.0
 """The workers' lease (seconds): renewed every 10 s, so no live worker's lapses."""
 BATCH = 500

@@ -2,10 +2,14 @@
 worker` (priority_app:manager).
 
 Environment: PRIORITY_DB_URL, PRIORITY_LOG (a file), PRIORITY_HANG_AFTER (default
-``HANG_AFTER``). Each attempt of the activity `step` (workflow `job`) and each run of the
-workflow `tick` (no activity: a trivial workflow) appends ``<n> <pid>`` to the log as it
-starts. The first one to find PRIORITY_HANG_AFTER lines in the log and no ``<log>.hang`` file
-writes its process id there and hangs until its process is killed.
+``HANG_AFTER``), PRIORITY_LEASE (the lease in seconds, default ``LEASE``: short, so the priority
+test's takeover of the killed worker's workflow comes soon; the fairness test gives a long one,
+so that no live worker's lease can lapse under load). Each attempt of the activity `step`
+(workflow `job`) and each run of the workflow `tick` (no activity: a trivial workflow) appends
+``<n> <pid>`` to the log as it starts (one write to a file opened for appending, so lines from
+several processes never mix). The first one to find more than PRIORITY_HANG_AFTER lines in the
+log and no ``<log>.hang`` file writes its process id there and hangs until its process is
+killed.
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ from pathlib import Path
 import sagaway as sw
 
 HANG_AFTER = 8
+LEASE = 2.0
 
 manager = sw.Manager(
     os.environ.get("PRIORITY_DB_URL", "sqlite:///unused-priority.db"),
-    lease_timeout=2.0,
+    lease_timeout=float(os.environ.get("PRIORITY_LEASE", LEASE)),
     poll_interval=0.1,
     recovery_interval=0.5,
 )

@@ -44,6 +44,8 @@ def check_keyed(keyed: FlowOptions) -> None:
     ``check_debounce``)."""
     check_ordering(keyed.ordering_key)
     check_debounce(keyed.debounce_key, keyed.debounce, keyed.debounce_max_wait)
+
+
 """A start given none of the per-key options (the default of every ``keyed=``)."""
 
 

@@ -37,6 +37,15 @@ class FlowOptions:
 
 
 UNKEYED = FlowOptions()
+
+
+def check_keyed(keyed: FlowOptions) -> None:
+    """``ValueError`` for an ordering key or a debounce out of range (``check_ordering``,
+    ``check_debounce``)."""
+    check_ordering(keyed.ordering_key)
+    check_debounce(keyed.debounce_key, keyed.debounce, keyed.debounce_max_wait)
+
+
 """A start given none of the per-key options (the default of every ``keyed=``)."""
 
 

@@ -50,8 +50,8 @@ def build(
     ``keyed``: its per-key order and debounce (``flow_control``)."""
     check_deadline(deadline)
     keyed = keyed or flow_control.UNKEYED
-    flow_control.check_ordering(keyed.ordering_key)
-    flow_control.check_debounce(keyed.debounce_key, keyed.debounce, keyed.debounce_max_wait)
+    if keyed is not flow_control.UNKEYED:  # none of them given: nothing to check
+        flow_control.check_keyed(keyed)
     if code_version is not None:
         versions.check_code_version(code_version, "code_version")
     if concurrency_key is not None:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from sagaway._engine.flow_control import FlowOptions
+from sagaway._engine.flow_control import UNKEYED, FlowOptions
 from sagaway.states import OnConflict
 
 Asked = tuple[int | None, str | None, float | None]
 """A start's priority, fairness key and fairness weight as given (None: not given)."""
+NOT_ASKED: Asked = (None, None, None)
 
 
 class StartPlacing(TypedDict, total=False):
@@ -43,6 +44,8 @@ def split_placing(placing: StartPlacing, where: str) -> tuple[FlowOptions, Asked
     """``placing`` as the engine takes it: its per-key order and debounce, and what it asks
     of priority and fairness (checked by ``flow.of_start``); ``TypeError`` for a name that
     is none of the options (as a keyword argument ``where`` does not take)."""
+    if not placing:  # most starts: nothing to read
+        return UNKEYED, NOT_ASKED
     unknown = sorted(set(placing) - PLACING)
     if unknown:
         raise TypeError(f"{where} got an unexpected keyword argument {unknown[0]!r}")

@@ -36,12 +36,22 @@ E = TypeVar("E", bound=enum.Enum)
 _REPAIR = "repair the row (or delete it), or run the Sagaway version that wrote it"
 
 
-def _enum(cls: type[E], value: Any, what: Callable[[], str], field: str) -> E:
-    """``cls(value)``, or ``CorruptRecord`` naming the row (``what()``: built only then)."""
+def _enum(cls: type[E], row: Row, field: str, what: Callable[[Row], str]) -> E:
+    """``cls(row[field])``, or ``CorruptRecord`` naming the row (``what(row)``: built only
+    then, as this runs for every row read)."""
+    value = row[field]
     try:
         return cls(value)
     except ValueError:
-        raise errors.CorruptRecord(what(), field, value, _REPAIR) from None
+        raise errors.CorruptRecord(what(row), field, value, _REPAIR) from None
+
+
+def _workflow_label(row: Row) -> str:
+    return f"workflow {row['key']!r} (run {row['run_id']})"
+
+
+def _step_label(row: Row) -> str:
+    return f"step {row['call_id']} of run {row['run_id']}"
 
 
 R = TypeVar("R")
@@ -96,12 +106,7 @@ def _getter(places: list[Any]) -> Callable[[Any], tuple[Any, ...]]:
 
 def workflow_from_row(row: Row) -> WorkflowRecord:
     """A ``WorkflowRecord`` from the columns run_id .. concurrency_key of a workflows row."""
-    status = _enum(
-        WorkflowStatus,
-        row["status"],
-        lambda: f"workflow {row['key']!r} (run {row['run_id']})",
-        "status",
-    )
+    status = _enum(WorkflowStatus, row, "status", _workflow_label)
     return from_columns(WorkflowRecord, row, leave=_CLAIM_ONLY, status=status)
 
 
@@ -146,14 +151,9 @@ def report(exc: errors.CorruptRecord) -> None:
 
 def step_from_row(row: Row) -> StepRecord:
     """A ``StepRecord`` from the columns run_id .. ended_at of a steps row."""
-
-    def what() -> str:
-        return f"step {row['call_id']} of run {row['run_id']}"
-
-    kind = _enum(StepKind, row["kind"], what, "kind")
-    return from_columns(
-        StepRecord, row, kind=kind, status=_enum(StepStatus, row["status"], what, "status")
-    )
+    kind = _enum(StepKind, row, "kind", _step_label)
+    status = _enum(StepStatus, row, "status", _step_label)
+    return from_columns(StepRecord, row, kind=kind, status=status)
 
 
 def signal_from_row(row: Row) -> SignalRecord:

@@ -13,11 +13,16 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.processes import TextProcess, script
+
+if TYPE_CHECKING:
+    from tests.server_zygote import Forked
 
 APP = Path(__file__).with_name("crash_app.py")
 
@@ -53,13 +58,11 @@ EXPECTED = {
 }
 
 
-def _spawn(db_url: str, ledger: Path, key: str, fail: str, crash: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(APP), db_url, str(ledger), key, fail, crash],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+def _spawn(db_url: str, ledger: Path, key: str, fail: str, crash: str) -> TextProcess | Forked:
+    return script(
+        APP,
+        [db_url, str(ledger), key, fail, crash],
+        {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
 
 
@@ -76,7 +79,7 @@ def _run_case(
     ledger = tmp_path / "ledger.db"
     key = "order-1"
     victim = _spawn(db_url, ledger, key, fail, crash)
-    recovery: subprocess.Popen[str] | None = None
+    recovery: TextProcess | Forked | None = None
     try:
         assert victim.stdout is not None
         # Explicit synchronisation: the victim is parked at the boundary. After the last write

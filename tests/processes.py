@@ -20,16 +20,15 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from tests.server_zygote import Forked, Zygote
+from tests.server_zygote import Forked, Zygote
 
 ROOT = Path(__file__).resolve().parents[1]
 """The repository root: the processes' working directory, on their PYTHONPATH."""
 
 Process = subprocess.Popen[bytes]
-TextProcess = subprocess.Popen[str]
+Script = subprocess.Popen[str] | Forked
+"""A script's process (``script``): started or forked, with text stdout and stderr pipes."""
 
 
 def app_env(**variables: str) -> dict[str, str]:
@@ -54,7 +53,7 @@ def spawn(env: dict[str, str], *args: str, stdout: int = subprocess.DEVNULL) -> 
 _zygote: Zygote | None = None
 
 
-def script(path: Path, args: list[str], env: dict[str, str]) -> TextProcess | Forked:
+def script(path: Path, args: list[str], env: dict[str, str]) -> Script:
     """``python PATH ARGS`` with ``env`` (stdout and stderr pipes, text): forked from a process
     that has imported Sagaway once (tests/server_zygote.py), which spares each start the
     interpreter's start-up and imports (0.4 s of CPU here); still a real process of its own,
@@ -69,8 +68,6 @@ def script(path: Path, args: list[str], env: dict[str, str]) -> TextProcess | Fo
             env=env,
         )
     if _zygote is None:
-        from tests.server_zygote import Zygote
-
         _zygote = Zygote()
     return _zygote.run_script(path, args, env)
 

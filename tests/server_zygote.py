@@ -170,14 +170,18 @@ class Zygote:
             os.close(status_r)
             raise RuntimeError(f"the server zygote did not fork: {self._log.read_text()}") from None
 
-    def run_script(self, path: Path, args: list[str], env: dict[str, str]) -> Forked:
-        """Fork ``python PATH ARGS`` (``runpy.run_path``, run as ``__main__``) with ``env``, its
-        stdout and stderr pipes of this process (``Forked.communicate`` reads both)."""
+    def run_script(
+        self, path: Path, args: list[str], env: dict[str, str], cwd: Path | None = None
+    ) -> Forked:
+        """Fork ``python PATH ARGS`` (``runpy.run_path``, run as ``__main__``) with ``env`` in
+        ``cwd`` (default: this process's), its stdout and stderr pipes of this process
+        (``Forked.communicate`` reads both)."""
         sock = self._started()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         status_r, status_w = os.pipe()
-        request = {"script": str(path), "argv": args, "env": env, "cwd": os.getcwd()}
+        folder = str(cwd) if cwd is not None else os.getcwd()
+        request = {"script": str(path), "argv": args, "env": env, "cwd": folder}
         try:
             socket.send_fds(sock, [json.dumps(request).encode()], [out_w, err_w, status_w])
         except OSError:
@@ -282,7 +286,10 @@ def _become_server(request: dict[str, Any], out: int, err: int) -> None:
     os.chdir(request["cwd"])
     script = request.get("script")
     if script is not None:  # Zygote.run_script: ``python SCRIPT ARGS``
-        sys.path[0] = os.path.dirname(script)
+        # As an interpreter started so would have it: the script's folder, then PYTHONPATH's.
+        given = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+        head = [os.path.dirname(script), *given]
+        sys.path[:] = head + [p for p in sys.path[1:] if p not in head]
         sys.argv = [script, *request["argv"]]
         runpy.run_path(script, run_name="__main__")
         sys.exit(0)

@@ -15,14 +15,10 @@ import signal
 import sqlite3
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.processes import TextProcess, script
-
-if TYPE_CHECKING:
-    from tests.server_zygote import Forked
+from tests.processes import Script, script
 
 APP = Path(__file__).with_name("crash_app.py")
 
@@ -58,7 +54,7 @@ EXPECTED = {
 }
 
 
-def _spawn(db_url: str, ledger: Path, key: str, fail: str, crash: str) -> TextProcess | Forked:
+def _spawn(db_url: str, ledger: Path, key: str, fail: str, crash: str) -> Script:
     return script(
         APP,
         [db_url, str(ledger), key, fail, crash],
@@ -79,7 +75,7 @@ def _run_case(
     ledger = tmp_path / "ledger.db"
     key = "order-1"
     victim = _spawn(db_url, ledger, key, fail, crash)
-    recovery: TextProcess | Forked | None = None
+    recovery: Script | None = None
     try:
         assert victim.stdout is not None
         # Explicit synchronisation: the victim is parked at the boundary. After the last write

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import POSTGRES_URL, drop_schema, require_postgres, served
+from tests.generative import premigrate
 from tests.generative.runner import Report
 from tests.generative.settings import GenSettings, from_environment
 
@@ -83,7 +84,8 @@ def fresh_database(backend: str, root: Path) -> Iterator[str]:
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
         return
     require_postgres()
-    schema = f"g_{uuid.uuid4().hex[:12]}"
+    ahead = premigrate.active()
+    schema = f"g_{uuid.uuid4().hex[:12]}" if ahead is None else ahead.take()
     sep = "&" if "?" in POSTGRES_URL else "?"
     try:
         yield f"{POSTGRES_URL}{sep}schema={schema}"

@@ -56,7 +56,8 @@ _zygote: Zygote | None = None
 def script(path: Path, args: list[str], env: dict[str, str]) -> Script:
     """``python PATH ARGS`` with ``env`` (stdout and stderr pipes, text): forked from a process
     that has imported Sagaway once (tests/server_zygote.py), which spares each start the
-    interpreter's start-up and imports (0.4 s of CPU here); still a real process of its own,
+    interpreter's start-up and imports (a crash app reached its first boundary after 0.30-0.42 s
+    of CPU started afresh, 0.10-0.15 s forked); still a real process of its own,
     killed with SIGKILL as one. ``SAGAWAY_TEST_FORK_SERVERS=0``: an interpreter of its own."""
     global _zygote
     if os.environ.get("SAGAWAY_TEST_FORK_SERVERS", "1") == "0":

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import logging
 import os
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -85,7 +86,7 @@ def require_postgres() -> None:
     pytest.skip(reason)
 
 
-def _drop_schema(schema: str) -> None:
+def drop_schema(schema: str) -> None:
     """Drop ``schema`` behind the tests (tests/schema_dropper.py)."""
     global _dropper
     if _dropper is None:
@@ -100,7 +101,7 @@ def _new_schema() -> tuple[str, Callable[[], None]]:
     """The URL of a schema no test has used (created on first connect) and its dropper."""
     schema = f"t_{uuid.uuid4().hex[:12]}"
     sep = "&" if "?" in POSTGRES_URL else "?"
-    return f"{POSTGRES_URL}{sep}schema={schema}", functools.partial(_drop_schema, schema)
+    return f"{POSTGRES_URL}{sep}schema={schema}", functools.partial(drop_schema, schema)
 
 
 def _fresh_postgres_url() -> Iterator[str]:
@@ -213,6 +214,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if _pool is not None:
         _pool.close()
+    if "tests.processes" in sys.modules:
+        sys.modules["tests.processes"].close_zygote()
     if _dropper is not None:
         _dropper.finish()
 

@@ -21,10 +21,14 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from tests.server_zygote import Forked, Zygote
+
 ROOT = Path(__file__).resolve().parents[1]
 """The repository root: the processes' working directory, on their PYTHONPATH."""
 
 Process = subprocess.Popen[bytes]
+Script = subprocess.Popen[str] | Forked
+"""A script's process (``script``): started or forked, with text stdout and stderr pipes."""
 
 
 def app_env(**variables: str) -> dict[str, str]:
@@ -44,6 +48,37 @@ def spawn(env: dict[str, str], *args: str, stdout: int = subprocess.DEVNULL) -> 
     return subprocess.Popen(
         [sys.executable, *args], cwd=ROOT, env=env, stdout=stdout, stderr=subprocess.PIPE
     )
+
+
+_zygote: Zygote | None = None
+
+
+def script(path: Path, args: list[str], env: dict[str, str]) -> Script:
+    """``python PATH ARGS`` with ``env`` (stdout and stderr pipes, text): forked from a process
+    that has imported Sagaway once (tests/server_zygote.py), which spares each start the
+    interpreter's start-up and imports (a crash app reached its first boundary after 0.30-0.42 s
+    of CPU started afresh, 0.10-0.15 s forked); still a real process of its own,
+    killed with SIGKILL as one. ``SAGAWAY_TEST_FORK_SERVERS=0``: an interpreter of its own."""
+    global _zygote
+    if os.environ.get("SAGAWAY_TEST_FORK_SERVERS", "1") == "0":
+        return subprocess.Popen(
+            [sys.executable, str(path), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+    if _zygote is None:
+        _zygote = Zygote()
+    return _zygote.run_script(path, args, env)
+
+
+def close_zygote() -> None:
+    """End the scripts' zygote (at the end of the session; the scripts it forked live on)."""
+    global _zygote
+    if _zygote is not None:
+        _zygote.close()
+        _zygote = None
 
 
 def worker(env: dict[str, str], target: str, *, concurrency: int | None = None) -> Process:

@@ -10,6 +10,10 @@ The child is a real process of its own, killed and crashing as one; what it shar
 others is only the imports, done before any of them (the zygote starts no thread, opens no
 channel and no event loop, so forking it is safe).
 
+The same process also runs test scripts (``Zygote.run_script``: the crash tests' applications,
+killed with SIGKILL at a durable boundary and run again to recover): ``python SCRIPT ARGS``
+forked the same way, with its stdout and stderr pipes of the test process.
+
 The test process is not the child's parent, so each request has a middle process: it forks
 the server, says the server's pid, waits for it and says its exit status (on the status pipe
 the test process gave). ``Forked`` reads them, as a ``subprocess.Popen`` would give them.
@@ -27,6 +31,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -47,8 +52,10 @@ class Forked:
     """A forked server, seen as ``subprocess.Popen`` shows a child: ``pid``, ``stdout``,
     ``poll``, ``wait``, ``send_signal``, ``kill``, ``returncode``."""
 
-    def __init__(self, status: int, stdout: IO[str]) -> None:
+    def __init__(self, status: int, stdout: IO[str], stderr: IO[str] | None = None) -> None:
         self.stdout: IO[str] | None = stdout
+        self.stderr = stderr
+        """A pipe of its stderr (``Zygote.run_script``); a server's goes to its log."""
         self.returncode: int | None = None
         self._status = status
         """The status pipe (unbuffered: ``select`` must see what is left to read)."""
@@ -66,6 +73,31 @@ class Forked:
         if code is None:
             raise subprocess.TimeoutExpired(f"sagaway server (pid {self.pid})", timeout or 0)
         return code
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """Read stdout and stderr to their ends, then wait for the exit: as ``Popen``'s, with
+        ``subprocess.TimeoutExpired`` when that takes longer than ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        read: dict[int, str] = {}
+
+        def drain(index: int, stream: IO[str] | None) -> None:
+            read[index] = stream.read() if stream is not None else ""
+
+        readers = [
+            threading.Thread(target=drain, args=(i, stream), daemon=True)
+            for i, stream in enumerate((self.stdout, self.stderr))
+        ]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(f"forked pid {self.pid}", timeout or 0)
+        for stream in (self.stdout, self.stderr):
+            if stream is not None:
+                stream.close()
+        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return read[0], read[1]
 
     def send_signal(self, sig: int) -> None:
         if self.poll() is None:
@@ -137,6 +169,37 @@ class Zygote:
             stdout.close()
             os.close(status_r)
             raise RuntimeError(f"the server zygote did not fork: {self._log.read_text()}") from None
+
+    def run_script(
+        self, path: Path, args: list[str], env: dict[str, str], cwd: Path | None = None
+    ) -> Forked:
+        """Fork ``python PATH ARGS`` (``runpy.run_path``, run as ``__main__``) with ``env`` in
+        ``cwd`` (default: this process's), its stdout and stderr pipes of this process
+        (``Forked.communicate`` reads both)."""
+        sock = self._started()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        status_r, status_w = os.pipe()
+        folder = str(cwd) if cwd is not None else os.getcwd()
+        request = {"script": str(path), "argv": args, "env": env, "cwd": folder}
+        try:
+            socket.send_fds(sock, [json.dumps(request).encode()], [out_w, err_w, status_w])
+        except OSError:
+            for fd in (out_r, err_r, status_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (out_w, err_w, status_w):
+                os.close(fd)
+        stdout = os.fdopen(out_r, "r", encoding="utf-8")
+        stderr = os.fdopen(err_r, "r", encoding="utf-8")
+        try:
+            return Forked(status_r, stdout, stderr)
+        except RuntimeError:
+            stdout.close()
+            stderr.close()
+            os.close(status_r)
+            raise RuntimeError(f"the zygote did not fork: {self._log.read_text()}") from None
 
     def close(self) -> None:
         if self._socket is not None:
@@ -221,6 +284,15 @@ def _become_server(request: dict[str, Any], out: int, err: int) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
+    script = request.get("script")
+    if script is not None:  # Zygote.run_script: ``python SCRIPT ARGS``
+        # As an interpreter started so would have it: the script's folder, then PYTHONPATH's.
+        given = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+        head = [os.path.dirname(script), *given]
+        sys.path[:] = head + [p for p in sys.path[1:] if p not in head]
+        sys.argv = [script, *request["argv"]]
+        runpy.run_path(script, run_name="__main__")
+        sys.exit(0)
     sys.path[0] = request["cwd"]
     sys.argv = ["sagaway", *request["argv"]]
     runpy.run_module("sagaway", run_name="__main__", alter_sys=True)

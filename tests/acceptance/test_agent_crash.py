@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,17 +13,16 @@ import pytest
 
 import sagaway as sw
 from sagaway.agents import Approval
+from tests.processes import script
 
 APP = Path(__file__).with_name("agent_crash_app.py")
 
 
 def _kill_when(db_url: str, mode: str, key: str, folder: Path, says: str) -> None:
-    victim = subprocess.Popen(
-        [sys.executable, str(APP), db_url, mode, key, str(folder)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    victim = script(
+        APP,
+        [db_url, mode, key, str(folder)],
+        {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert victim.stdout is not None
     line = victim.stdout.readline()

@@ -5,24 +5,22 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 import sagaway as sw
+from tests.processes import Script, script
 
 APP = Path(__file__).with_name("cancel_app.py")
 
 
-def _spawn(db_url: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(APP), db_url, "order-9"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
+def _spawn(db_url: str, env: dict[str, str]) -> Script:
+    return script(
+        APP,
+        [db_url, "order-9"],
+        env,
     )
 
 

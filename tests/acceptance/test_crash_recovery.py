@@ -13,11 +13,12 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.processes import Script, script
 
 APP = Path(__file__).with_name("crash_app.py")
 
@@ -53,13 +54,11 @@ EXPECTED = {
 }
 
 
-def _spawn(db_url: str, ledger: Path, key: str, fail: str, crash: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(APP), db_url, str(ledger), key, fail, crash],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+def _spawn(db_url: str, ledger: Path, key: str, fail: str, crash: str) -> Script:
+    return script(
+        APP,
+        [db_url, str(ledger), key, fail, crash],
+        {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
 
 
@@ -76,7 +75,7 @@ def _run_case(
     ledger = tmp_path / "ledger.db"
     key = "order-1"
     victim = _spawn(db_url, ledger, key, fail, crash)
-    recovery: subprocess.Popen[str] | None = None
+    recovery: Script | None = None
     try:
         assert victim.stdout is not None
         # Explicit synchronisation: the victim is parked at the boundary. After the last write

@@ -6,28 +6,27 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.processes import Script, script
 
 pytestmark = pytest.mark.long  # starts real processes: run by `pytest -m long`
 
 APP = Path(__file__).with_name("fork_app.py")
 
 
-def _spawn(db_url: str, ledger: Path, mode: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(APP), db_url, str(ledger), mode],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+def _spawn(db_url: str, ledger: Path, mode: str) -> Script:
+    return script(
+        APP,
+        [db_url, str(ledger), mode],
+        {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
 
 
-def _finish(proc: subprocess.Popen[str]) -> str:
+def _finish(proc: Script) -> str:
     out, err = proc.communicate(timeout=90)
     assert proc.returncode == 0, err
     return out
@@ -39,7 +38,7 @@ def test_fork_survives_kill_9_of_its_worker(db_url: str, tmp_path: Path) -> None
     assert _finish(_spawn(db_url, ledger, "source")) == "FAILED\n"
 
     victim = _spawn(db_url, ledger, "victim")
-    rescue: subprocess.Popen[str] | None = None
+    rescue: Script | None = None
     try:
         assert victim.stdout is not None
         line = victim.stdout.readline()  # explicit synchronisation: step 3 runs in the victim

@@ -9,28 +9,27 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.processes import Script, script
 
 pytestmark = pytest.mark.long  # starts real processes: run by `pytest -m long`
 
 APP = Path(__file__).with_name("fork_publish_app.py")
 
 
-def _spawn(db_url: str, mode: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(APP), db_url, mode],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+def _spawn(db_url: str, mode: str) -> Script:
+    return script(
+        APP,
+        [db_url, mode],
+        {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
 
 
-def _finish(proc: subprocess.Popen[str]) -> str:
+def _finish(proc: Script) -> str:
     out, err = proc.communicate(timeout=90)
     assert proc.returncode == 0, err
     return out

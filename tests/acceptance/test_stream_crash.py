@@ -21,6 +21,7 @@ from typing import IO
 import pytest
 
 import sagaway as sw
+from tests.processes import Script, script
 
 APP = Path(__file__).with_name("streams_app.py")
 N = 10
@@ -32,17 +33,15 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 
 
-def _worker(db_url: str, gate: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(APP), db_url, "stream-1", str(N), str(gate)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(),
+def _worker(db_url: str, gate: Path) -> Script:
+    return script(
+        APP,
+        [db_url, "stream-1", str(N), str(gate)],
+        _env(),
     )
 
 
-def _reader(db_url: str, offset: int) -> subprocess.Popen[str]:
+def _reader(db_url: str, offset: int) -> Script:
     command = [sys.executable, "-m", "sagaway", "events", "stream-1", "--db", db_url]
     command += ["--stream", "tokens", "--offset", str(offset), "--follow", "--json"]
     return subprocess.Popen(
@@ -55,7 +54,7 @@ def _line(stream: IO[str] | None) -> str:
     return stream.readline()
 
 
-def _kill(proc: subprocess.Popen[str]) -> None:
+def _kill(proc: Script) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=10)
     assert proc.returncode == -signal.SIGKILL
@@ -65,7 +64,7 @@ def test_a_reader_resumes_across_kill_9_of_the_worker_and_of_itself(
     db_url: str, tmp_path: Path
 ) -> None:
     gate = tmp_path / "open"
-    procs: list[subprocess.Popen[str]] = []
+    procs: list[Script] = []
     try:
         worker_a = _worker(db_url, gate)
         procs.append(worker_a)

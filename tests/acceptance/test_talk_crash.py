@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 
 import sagaway as sw
+from tests.processes import script
 
 pytestmark = pytest.mark.long  # starts real processes: run by `pytest -m long`
 
@@ -23,12 +23,10 @@ APP = Path(__file__).with_name("talk_app.py")
 def _killed_after(db_url: str, mode: str, ledger: Path, lines: list[str]) -> Any:
     """Run the app in ``mode``, kill -9 it once it printed ``lines``; the app module, pointed
     at ``db_url``, for the process that takes over (this one)."""
-    victim = subprocess.Popen(
-        [sys.executable, str(APP), db_url, mode],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "LEDGER": str(ledger)},
+    victim = script(
+        APP,
+        [db_url, mode],
+        {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "LEDGER": str(ledger)},
     )
     assert victim.stdout is not None
     seen = sorted(victim.stdout.readline() for _ in lines)

@@ -5,25 +5,24 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.processes import Script, script
+
 pytestmark = pytest.mark.long  # starts real processes: run by `pytest -m long`
 
 APP = Path(__file__).with_name("tracing_app.py")
 
 
-def _spawn(db_url: str, mode: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(APP), db_url, "order-7", mode],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
+def _spawn(db_url: str, mode: str, env: dict[str, str]) -> Script:
+    return script(
+        APP,
+        [db_url, "order-7", mode],
+        env,
     )
 
 

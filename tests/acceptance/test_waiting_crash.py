@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 
 import sagaway as sw
+from tests.processes import Script, script
 
 pytestmark = pytest.mark.long  # starts real processes: run by `pytest -m long`
 
@@ -19,23 +19,21 @@ ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("waiting_app.py")
 
 
-def _spawn(db_url: str, mode: str, key: str, **env: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(APP), db_url, mode, key],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env},
+def _spawn(db_url: str, mode: str, key: str, **env: str) -> Script:
+    return script(
+        APP,
+        [db_url, mode, key],
+        {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env},
     )
 
 
-def _kill(proc: subprocess.Popen[str]) -> None:
+def _kill(proc: Script) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=10)
     assert proc.returncode == -signal.SIGKILL
 
 
-def _kill_when_waiting(db_url: str, victim: subprocess.Popen[str]) -> Any:
+def _kill_when_waiting(db_url: str, victim: Script) -> Any:
     """Kill ``victim`` once it says its workflows are WAITING; the app module, pointed at
     ``db_url``, for the process that takes over (this one)."""
     assert victim.stdout is not None

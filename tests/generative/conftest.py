@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import POSTGRES_URL, require_postgres, served
+from tests.conftest import POSTGRES_URL, drop_schema, require_postgres, served
+from tests.generative import premigrate
 from tests.generative.runner import Report
 from tests.generative.settings import GenSettings, from_environment
 
@@ -82,16 +83,16 @@ def fresh_database(backend: str, root: Path) -> Iterator[str]:
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
         return
-    import psycopg
-
     require_postgres()
-    schema = f"g_{uuid.uuid4().hex[:12]}"
+    ahead = premigrate.active()
+    schema = f"g_{uuid.uuid4().hex[:12]}" if ahead is None else ahead.take()
     sep = "&" if "?" in POSTGRES_URL else "?"
     try:
         yield f"{POSTGRES_URL}{sep}schema={schema}"
     finally:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        # Dropped behind the next examples, as every test's schema is (tests/schema_dropper.py):
+        # nothing uses the name again, and the dropper also vacuums the catalogs it bloats.
+        drop_schema(schema)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

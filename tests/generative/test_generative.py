@@ -14,6 +14,7 @@ to change it); ``--soak=SECONDS`` runs batches of fresh seeds for that long.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import time
@@ -23,6 +24,8 @@ import hypothesis
 import pytest
 from hypothesis import HealthCheck, given
 
+from tests.conftest import POSTGRES_URL, drop_schema
+from tests.generative import premigrate
 from tests.generative.conftest import STATS, GenConfig, fresh_database
 from tests.generative.program import Scenario, scenarios
 from tests.generative.runner import Report, run_scenario
@@ -46,6 +49,13 @@ def _run_one(backend: str, root: Path, scenario: Scenario, settings: GenSettings
         report = asyncio.run(run_scenario(scenario, settings, url))
     STATS.add(backend, report, time.monotonic() - started)
     return report
+
+
+def _premigrating(backend: str) -> contextlib.AbstractContextManager[None]:
+    """PostgreSQL examples' schemas migrated one ahead (tests/generative/premigrate.py)."""
+    if backend != "postgres":
+        return contextlib.nullcontext()
+    return premigrate.premigrating(POSTGRES_URL, drop_schema)
 
 
 def _explain(scenario: Scenario, report: Report, seed: int | None) -> str:
@@ -102,7 +112,8 @@ def test_generated_programs_keep_every_promise(
     examples = gen_config.examples or CI_EXAMPLES[backend]
     seed = CI_SEED if gen_config.seed is None else gen_config.seed
     before = STATS.blocks[f"{backend}:prioritised_starts"]
-    _check_batch(backend, tmp_path, gen_config.settings, examples, seed)
+    with _premigrating(backend):
+        _check_batch(backend, tmp_path, gen_config.settings, examples, seed)
     if gen_config.settings.prioritised_starts:
         # The block is drawn from a hash: a change of the programs' JSON or of the draw must
         # not leave it unexercised again (no start had a priority until 2026-12-05).
@@ -118,10 +129,11 @@ def test_soak(backend: str, gen_config: GenConfig, tmp_path: Path) -> None:
         pytest.skip("soak mode is off (--soak=SECONDS)")
     deadline = time.monotonic() + gen_config.soak
     rng = random.Random()
-    while time.monotonic() < deadline:
-        seed = rng.randrange(2**32)
-        print(f"soak {backend}: seed {seed}")
-        _check_batch(backend, tmp_path, gen_config.settings, SOAK_BATCH, seed)
+    with _premigrating(backend):
+        while time.monotonic() < deadline:
+            seed = rng.randrange(2**32)
+            print(f"soak {backend}: seed {seed}")
+            _check_batch(backend, tmp_path, gen_config.settings, SOAK_BATCH, seed)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -27,9 +27,9 @@ def changed(record: T, **changes: Any) -> T:
         reader = _READERS[cls] = _reader(cls)
     names, read = reader
     values = dict(zip(names, read(record), strict=True))
-    unknown = changes.keys() - values.keys()
-    if unknown:
-        raise TypeError(f"{cls.__name__} has no field {sorted(unknown)[0]!r}")
+    if not changes.keys() <= values.keys():  # looks up each change; builds no set
+        unknown = sorted(changes.keys() - values.keys())
+        raise TypeError(f"{cls.__name__} has no field {unknown[0]!r}")
     values.update(changes)
     return cls(**values)
 

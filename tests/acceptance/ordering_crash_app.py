@@ -1,7 +1,8 @@
 """The application of the per-key order crash test, run by `sagaway worker`
 (ordering_crash_app:manager), and its starter (``python -m tests.acceptance.ordering_crash_app
 FIRST STEP COUNT``: starts posts FIRST, FIRST + STEP, ... of the line, in that order; with a
-fourth argument ``debounce``: debounced starts of ``digest`` in one burst instead).
+fourth argument ``debounce``: debounced starts of ``digest`` in one burst instead; ``burst``:
+debounced starts of ``roundup``, whose run the burst test lets run).
 
 Environment: ORDER_DB_URL, ORDER_LOG (a file every process appends to: the side record of what
 ran, in the order it ran), ORDER_MARKER (a file). Every post of the line ``acct`` writes
@@ -69,6 +70,21 @@ async def digest(n: int) -> int:
     return n
 
 
+@manager.register_activity
+async def collect(n: int) -> int:
+    """Logs ``collect N PID``; its first attempt anywhere hangs until its process is killed."""
+    _log(f"collect {n} {os.getpid()}")
+    if _first_attempt():
+        await asyncio.sleep(3600)
+    return n
+
+
+@manager.register_workflow
+async def roundup(n: int) -> int:
+    """The debounced workflow of the burst test: one activity, given the last start's n."""
+    return await collect(n)
+
+
 async def _debounced(first: int, step: int, count: int) -> None:
     """Debounced starts of one burst; prints the run id each start was given."""
     async with manager.connect():
@@ -76,6 +92,20 @@ async def _debounced(first: int, step: int, count: int) -> None:
             call = manager.workflow(digest, n)
             handle = await call.execute(
                 idempotency_key=f"digest-{n}", debounce_key="inbox", debounce=3600.0
+            )
+            print(handle.run_id, flush=True)
+
+
+BURST_WAIT = 5.0
+"""The burst test's debounce: the run starts once no start came for this long."""
+
+
+async def _burst(first: int, step: int, count: int) -> None:
+    """Debounced starts of ``roundup``, one after another; prints the run id each was given."""
+    async with manager.connect():
+        for n in range(first, first + step * count, step):
+            handle = await manager.workflow(roundup, n).execute(
+                idempotency_key=f"roundup-{n}", debounce_key="tally", debounce=BURST_WAIT
             )
             print(handle.run_id, flush=True)
 
@@ -89,5 +119,6 @@ async def _start(first: int, step: int, count: int) -> None:
 
 
 if __name__ == "__main__":
-    starter = _debounced if sys.argv[4:] == ["debounce"] else _start
+    starters = {"debounce": _debounced, "burst": _burst}
+    starter = starters[sys.argv[4]] if sys.argv[4:] else _start
     asyncio.run(starter(*(int(a) for a in sys.argv[1:4])))

@@ -8,7 +8,9 @@ meanwhile.
 
 And debounced starts of one burst from two starter processes at once (25 each): every start is
 given the one run, which is the only execution of the key, and a start retried with a key
-that joined finds it."""
+that joined finds it. And a burst of 100 debounced starts from a starter process, run by two
+`sagaway worker` processes once the burst is over: one run, with the last start's argument,
+taken over after the worker running it is killed (SIGKILL)."""
 
 from __future__ import annotations
 
@@ -104,3 +106,40 @@ async def test_debounced_starts_from_two_processes_make_one_run(db_url: str) -> 
         )
     assert [d.run_id for d in burst] == given[:1] and burst[0].status is sw.WorkflowStatus.PENDING
     assert again.run_id == given[0]
+
+
+@pytest.mark.slow
+async def test_a_burst_of_100_runs_once_with_the_last_arguments_through_a_kill(
+    db_url: str, tmp_path: Path
+) -> None:
+    """100 debounced starts (``roundup`` 0..99, one after another, each well within the
+    debounce of the one before) while two workers run: every start is given one run, which
+    starts once the burst is over (``BURST_WAIT`` after the last) with the last start's
+    argument, 99. Its activity's first attempt hangs; that worker is killed, and the other takes
+    the run over once its lease expires: it ends COMPLETED with 99, the key's only execution.
+    The log shows only 99 collected, first by the killed worker (a live worker whose lease
+    lapsed under load could log it once more, after the takeover: never another number)."""
+    log, marker = tmp_path / "log", tmp_path / "marker"
+    env = app_env(ORDER_DB_URL=db_url, ORDER_LOG=str(log), ORDER_MARKER=str(marker))
+    from tests.acceptance import ordering_crash_app as app
+
+    app.manager.url = db_url
+    async with app.manager.connect() as client:
+        with running(*(worker(env, f"{APP}:manager") for _ in range(2))) as workers:
+            starter = spawn(env, "-m", APP, "0", "1", "100", "burst", stdout=subprocess.PIPE)
+            out, err = await asyncio.to_thread(starter.communicate, timeout=180)
+            assert starter.returncode == 0, err.decode()
+            given = out.decode().split()
+            assert len(given) == 100 and len(set(given)) == 1  # every start: the one run
+            await until(lambda: marker.exists() and marker.read_text(), 60)
+            holder = process_of(workers, marker)
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(10)
+            result = await asyncio.wait_for(client.get_workflow("roundup-0").result(), 120)
+            burst = await client.list_workflows(debounce_key="tally", limit=200)
+    assert result == 99
+    assert [(d.run_id, d.status) for d in burst] == [(given[0], sw.WorkflowStatus.COMPLETED)]
+    collected = [line.split()[:3] for line in log.read_text().splitlines()]
+    assert {n for _, n, _ in collected} == {"99"} and len(collected) >= 2
+    assert collected[0][2] == str(holder.pid)
+    assert all(pid != str(holder.pid) for _, _, pid in collected[1:])

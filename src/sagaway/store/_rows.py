@@ -82,17 +82,15 @@ _PLACES: dict[tuple[tuple[str, ...], tuple[str, ...]], Callable[[Any], tuple[Any
 
 
 def _values(row: Row, names: tuple[str, ...]) -> tuple[Any, ...]:
-    """The values of ``row``'s columns ``names``, in that order. A ``sqlite3.Row`` finds a
-    column by name by comparing it with every column's name in turn, so its columns are read
-    by position, found once per query shape (its column names) and remembered."""
-    if isinstance(row, sqlite3.Row):
-        shape = (tuple(row.keys()), names)
-        getter = _PLACES.get(shape)
-        if getter is None:
-            getter = _getter([shape[0].index(name) for name in names])
-            _PLACES[shape] = getter
-    else:
-        getter = _getter(list(names))
+    """The values of ``row``'s columns ``names``, in that order, by a getter made once per
+    query shape. A ``sqlite3.Row`` finds a column by name by comparing it with every column's
+    name in turn, so its columns are read by position (found from its column names)."""
+    columns = tuple(row.keys()) if isinstance(row, sqlite3.Row) else ()  # (): read by name
+    shape = (columns, names)
+    getter = _PLACES.get(shape)
+    if getter is None:
+        places = [columns.index(name) for name in names] if columns else list(names)
+        getter = _PLACES[shape] = _getter(places)
     return getter(row)
 
 

@@ -131,7 +131,13 @@ class RecoveryWorker:
                 if claimed >= _BATCH:
                     continue
                 delay = engine.poll_interval
-                next_due = await engine.next_due(self.worker.task_queues, self.worker.run_versions)
+                # With every slot taken the next due time changes nothing: the loop waits for
+                # a slot to free (or the poll interval) whatever it is.
+                next_due = (
+                    await engine.next_due(self.worker.task_queues, self.worker.run_versions)
+                    if self.worker.free_slots > 0
+                    else None
+                )
                 if next_due is not None:
                     delay = min(delay, max(next_due - engine.clock.now(), 0.0))
                     # Due before the scan, yet nothing claimed: an execution of this process

@@ -44,3 +44,16 @@ def test_the_shared_fragments_are_read_by_both_dialects(dialect: str) -> None:
     for name in ("get_current", "get_run", "signal_target"):
         assert "fairness_weight, fair_pass" in q[name], name
     assert "debounce_until, priority" in q["insert_workflow"]
+
+
+def test_postgres_next_due_tests_key_limits_and_lines_in_its_pending_part_only() -> None:
+    # The server plans every subquery written, on each call: the per-key subqueries belong
+    # where a start can be, and made most of the statement's cost in the other three parts.
+    parts = queries("postgres")["next_due"].split("UNION ALL")
+    assert len(parts) == 4
+    assert "status = 'PENDING'" in parts[0]
+    assert "concurrency_limit" in parts[0] and "ordering_seq" in parts[0]
+    for part in parts[1:]:
+        assert "status = 'PENDING'" not in part
+        assert "concurrency_limit" not in part and "ordering_seq" not in part
+        assert "any_queue" in part and "unversioned" in part and "paused_at IS NULL" in part

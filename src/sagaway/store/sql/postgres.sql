@@ -394,14 +394,17 @@ RETURNING w.lease_token
 
 -- ---------------------------------------------------------------- recovery
 
--- fragment: due_filter
--- The conditions claim_due and next_due share: not paused, the worker's queues and code
--- versions, a PENDING execution's per-key limit, and its per-key order (none ahead of it
--- in its key's line).
+-- fragment: due_scope
+-- What a worker may take at all: not paused, of its queues and code versions.
 AND paused_at IS NULL
 AND (%(any_queue)s OR queue = ANY(%(queues)s::text[]))
 AND (%(any_version)s OR code_version = ANY(%(versions)s::text[])
      OR (%(unversioned)s AND code_version IS NULL))
+
+-- fragment: due_filter
+-- The conditions claim_due and next_due share: due_scope, a PENDING execution's per-key
+-- limit, and its per-key order (none ahead of it in its key's line).
+-- use: due_scope
 AND (concurrency_key IS NULL OR status <> 'PENDING'
      OR (SELECT count(*) FROM workflows AS o
          WHERE o.concurrency_key = workflows.concurrency_key
@@ -514,7 +517,10 @@ WHERE w.run_id = %(run_id)s AND w.status = 'PENDING'
 -- is about to), and the first wake-up of the WAITING and of the SUSPENDED ones, read in the
 -- order of workflows_live and cut at the first that passes the filter. So a worker's look
 -- between two scans reads a few rows however many executions wait: a min() over every live
--- row read each waiting one, a million each second with a million waits.
+-- row read each waiting one, a million each second with a million waits. Only the PENDING
+-- part tests the per-key limits and lines (due_filter; the other parts hold no start): the
+-- server plans every subquery written on each call (the filter's flags keep it on custom
+-- plans), and that planning, not the reading, was most of the statement's cost.
 SELECT min(t) FROM (
     -- A PENDING execution holds no lease (it is created without one, and a lease given back
     -- makes it PENDING with none): its time is its start, read in workflows_live's order.
@@ -530,13 +536,13 @@ SELECT min(t) FROM (
     WHERE is_current AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
       AND status = 'RUNNING'
       AND lease_owner IS DISTINCT FROM %(owner)s
-      -- use: due_filter
+      -- use: due_scope
     UNION ALL
     (SELECT next_run_at AS t FROM workflows
      WHERE is_current AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
        AND status = 'WAITING'
        AND next_run_at IS NOT NULL AND lease_owner IS DISTINCT FROM %(owner)s
-       -- use: due_filter
+       -- use: due_scope
      ORDER BY next_run_at
      LIMIT 1)
     UNION ALL
@@ -544,7 +550,7 @@ SELECT min(t) FROM (
      WHERE is_current AND status IN ('PENDING', 'RUNNING', 'SUSPENDED', 'WAITING')
        AND status = 'SUSPENDED'
        AND next_run_at IS NOT NULL AND lease_owner IS DISTINCT FROM %(owner)s
-       -- use: due_filter
+       -- use: due_scope
      ORDER BY next_run_at
      LIMIT 1)) AS parts
 

@@ -38,6 +38,13 @@ _pg_checked = False
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all-backends",
+        action="store_true",
+        default=False,
+        help="also run tests/integration's grpc+postgres variants (left out otherwise: "
+        "each is also run on postgres and on grpc+sqlite; SAGAWAY_TEST_ALL_BACKENDS=1 too)",
+    )
     # Options of tests/generative, declared here because only the root conftest's options are
     # known to pytest however the run is started.
     group = parser.getgroup("generative", "the generative engine test (tests/generative)")
@@ -119,7 +126,8 @@ def _fresh_postgres_url() -> Iterator[str]:
         pytest.param("postgres", marks=pytest.mark.postgres),
         pytest.param("grpc+sqlite", marks=pytest.mark.grpc),
         # The fourth backend runs with the long suites (`pytest -m long`): a plain run stays
-        # under 10 minutes on two cores, and CI runs both.
+        # under 10 minutes on two cores, and CI runs both. In tests/integration it runs only
+        # with --all-backends (pytest_collection_modifyitems).
         pytest.param(
             "grpc+postgres", marks=[pytest.mark.grpc, pytest.mark.postgres, pytest.mark.long]
         ),
@@ -222,9 +230,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Leave out the ``grpc+…`` variants of tests that read the database itself or check what
-    only the SQL decides (``sql_only``), and the ``long`` tests unless a marker expression was
-    given (``pytest -m long`` runs them)."""
+    only the SQL decides (``sql_only``), the ``long`` tests unless a marker expression was
+    given (``pytest -m long`` runs them), and the ``grpc+postgres`` variants of
+    tests/integration unless ``--all-backends`` is given (``_all_backends``)."""
     run_long = bool(config.getoption("markexpr"))
+    every_backend = _all_backends(config)
     kept, dropped = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
@@ -232,13 +242,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         reads_db = backend.startswith("grpc+") and (
             item.get_closest_marker("direct_db") or item.get_closest_marker("sql_only")
         )
-        if reads_db or (not run_long and item.get_closest_marker("long")):
+        served_pg = (
+            backend == "grpc+postgres" and not every_backend and "integration" in item.path.parts
+        )
+        if reads_db or served_pg or (not run_long and item.get_closest_marker("long")):
             dropped.append(item)
         else:
             kept.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+def _all_backends(config: pytest.Config) -> bool:
+    """Whether tests/integration runs its ``grpc+postgres`` variants too. Each such test also
+    runs on ``postgres`` (the store) and on ``grpc+sqlite`` (the server in front of a store);
+    the pair adds little but a server process and a schema per test, some 600 of them, which
+    took a third of the long suite. The acceptance tests (processes, kills) and the generative
+    test keep all four backends."""
+    flag = os.environ.get("SAGAWAY_TEST_ALL_BACKENDS", "").strip().lower()
+    return bool(config.getoption("--all-backends")) or flag in {"1", "true", "yes"}
 
 
 @pytest.fixture(autouse=True)

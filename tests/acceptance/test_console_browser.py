@@ -32,7 +32,7 @@ from tests.acceptance.console_support import (
 from tests.conftest import _fresh_postgres_url
 from tests.integration import console_app
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.long]
 S = sw.WorkflowStatus
 WAIT = 30.0
 

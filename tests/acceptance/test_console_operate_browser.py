@@ -21,7 +21,7 @@ from tests.acceptance.test_console_browser import (  # noqa: F401 (fixtures)
     site,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.long]
 S = sw.WorkflowStatus
 
 

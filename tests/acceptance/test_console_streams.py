@@ -18,7 +18,7 @@ import sagaway as sw
 from tests.acceptance.console_support import Child, chromium, require_browser, ui_process
 from tests.conftest import _fresh_postgres_url
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.long]
 WAIT = 30.0
 
 

@@ -14,6 +14,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+pytestmark = pytest.mark.long  # pytest run in a subprocess, four times
+
 
 def _files(page: str) -> dict[str, str]:
     """The page's python blocks that begin with a file name comment (``# shop.py``)."""

@@ -22,7 +22,7 @@ pytest.importorskip("absurdctl", reason="absurdctl carries absurd's schema (the 
 
 from benchmarks import absurd_adapter
 
-pytestmark = pytest.mark.direct_db
+pytestmark = [pytest.mark.direct_db, pytest.mark.long]
 
 
 @pytest.fixture

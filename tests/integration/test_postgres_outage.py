@@ -255,6 +255,7 @@ async def test_result_keeps_waiting_through_an_outage(postgres_url: str, handle_
 
 @pytest.mark.postgres
 @pytest.mark.slow
+@pytest.mark.long
 async def test_an_idle_worker_runs_new_work_soon_after_an_outage(postgres_url: str) -> None:
     """Reconnection attempts stay at most reconnect_delay apart however long the outage: the
     pool's own backoff doubles them (about 1, 3, 7, 15 s after the first failure), so work

@@ -57,3 +57,12 @@ def test_postgres_next_due_tests_key_limits_and_lines_in_its_pending_part_only()
         assert "status = 'PENDING'" not in part
         assert "concurrency_limit" not in part and "ordering_seq" not in part
         assert "any_queue" in part and "unversioned" in part and "paused_at IS NULL" in part
+
+
+def test_postgres_claim_tests_key_limits_and_lines_on_starts_only() -> None:
+    claim = queries("postgres")["claim_due"]
+    started, rest = claim.split("), waiting AS (")
+    pending = rest.split("), due AS (")[0]
+    assert "concurrency_limit" not in started and "ordering_seq" not in started
+    assert "any_queue" in started and "paused_at IS NULL" in started
+    assert "concurrency_limit" in pending and "ordering_seq" in pending

@@ -429,14 +429,16 @@ ORDER BY status = 'PENDING', CASE WHEN status = 'PENDING' THEN priority END DESC
 -- In two parts, as claim_order takes them, each read in an index's order and cut at the
 -- limit, so a claim reads a few rows however many are due: the due work of started executions
 -- by next_run_at, then PENDING starts for what is left of the limit, in the order of
--- workflows_pending_order (priority DESC, fair pass NULLS FIRST, next_run_at, run_id).
+-- workflows_pending_order (priority DESC, fair pass NULLS FIRST, next_run_at, run_id). The
+-- per-key limits and lines (due_filter) are tested in the second part only: the first holds
+-- no start, and the server plans every subquery written on each call (next_due).
 WITH started AS (
     SELECT run_id, next_run_at, lease_owner, status, priority, fair_pass FROM workflows
     WHERE is_current AND status IN ('RUNNING', 'SUSPENDED', 'WAITING')
       AND next_run_at <= %(now)s
       AND (status <> 'RUNNING' OR lease_expires_at IS NULL OR lease_expires_at <= %(now)s)
       AND run_id <> ALL(ARRAY(SELECT json_array_elements_text(%(exclude)s::json)))
-      -- use: due_filter
+      -- use: due_scope
     ORDER BY next_run_at, run_id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED

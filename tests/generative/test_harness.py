@@ -29,6 +29,7 @@ from tests.generative.driver import FIRST_BUDGET, LEASE, Driver
 from tests.generative.faults import FaultyStore, Injector
 from tests.generative.handover import HandoverPool, recording_handovers
 from tests.generative.program import Act, FaultPlan, Program, Receive, Scenario, TopLevel, to_json
+from tests.generative.queues import Plan
 from tests.generative.settings import GenSettings
 from tests.generative.world import Process, World, install
 
@@ -70,7 +71,7 @@ async def test_a_sync_attempt_runs_and_begins_from_its_handover(sqlite_url: str)
     held = _HeldPool()
     with recording_handovers(world, lambda *args, **kwargs: held):
         manager = sw.Manager(sqlite_url, clock=clock, poll_interval=3600.0)
-        install(manager, world, Process(1))
+        install(manager, world, Process(1), Plan())
         async with manager:
             program = to_json(Program("p", "none", (act,)))
             handle = await manager.workflow("interp", program).execute()

@@ -8,7 +8,8 @@ off, and draw the same programs with them on.
 
 - **Queue**: in half the scenarios every process's Manager is given
   ``queues={QUEUE: sw.Queue(concurrency=1 or 2, scope="cluster")}``, and about half of the
-  programs' activities (by label) are called through activities registered on it
+  programs' activities of ``SLOW`` seconds or less (by label) are called through activities
+  registered on it
   (``act_async_q`` / ``act_sync_q``), their compensations too: calls of different workflows and
   processes wait for each other's slots under every fault.
 - **Call priority**: a third of the queued activities are called with

@@ -36,7 +36,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import sagaway as sw
-from tests.generative.flows import ENDED, _hash
+from tests.generative.flows import _hash
 from tests.generative.program import Act, Scenario, walk
 from tests.generative.world import QUEUE
 
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from tests.generative.world import Execution, World
 
 
+LIVE = frozenset({"PENDING", "RUNNING", "WAITING"})
 SLOW = 5.0
 """The longest activity (virtual seconds) called through the queue. A call waiting for a slot
 polls every 0.1 to 0.3 s (docs/limits.md): each poll is a clock jump of the driver's, so a
@@ -147,14 +148,15 @@ def over_concurrency(plan: Plan, world: World) -> list[str]:
 
 
 async def waiting(driver: Driver, records: dict[str, Any]) -> list[str]:
-    """Runs that have not ended and hold a call in the queue's line."""
+    """Live runs (PENDING, RUNNING, WAITING) that hold a call in the queue's line (a waiter
+    of a run that ended or is SUSPENDED stops counting at once: docs/limits.md)."""
     if driver.queue_plan.concurrency is None or driver.observer is None:
         return []
     now = driver.server_time()
     now = driver.clock.now() if now is None else now
     out = []
     for run_id, record in records.items():
-        if record.status.value in ENDED:
+        if record.status.value not in LIVE:
             continue
         place = await driver.observer.queue_place(run_id, now=now)
         if place is not None:

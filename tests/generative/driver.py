@@ -27,7 +27,7 @@ from sagaway.codecs import CodecStore
 from sagaway.store import Store, open_store
 from sagaway.store.records import WorkflowRecord
 from sagaway.testing import time_skipping_manager
-from tests.generative import fleet, flows, forks, model, purging, talking
+from tests.generative import fleet, flows, forks, model, purging, queues, talking
 from tests.generative.faults import FaultyStore, Injector
 from tests.generative.handover import recording_handovers
 from tests.generative.program import (
@@ -86,7 +86,10 @@ class Driver:
 
     def __init__(self, scenario: Scenario, settings: GenSettings, url: str) -> None:
         self.scenario = scenario
-        self.settings = flows.without_codec(settings, scenario)
+        self.settings = settings
+        self.queue_plan = queues.plan(settings, scenario)
+        self.unprioritised: list[str] = []
+        """Top-level runs started without a priority (``queues.registered_priority``)."""
         self.url = url
         self.clock = purging.Clock()
         self.programs: dict[str, Program] = {}
@@ -220,9 +223,10 @@ class Driver:
             version=process.version,
             run_versions=None if process.version is None else {process.version},
             **purging.manager_options(self.settings.purge),
+            **self.queue_plan.manager_options(),
         )
         self.process_versions[process.number] = process.version
-        install(manager, self.world, process)
+        install(manager, self.world, process, self.queue_plan)
         self._opening = (process, client)
         connection = None
         if client:
@@ -301,6 +305,7 @@ class Driver:
         await self.open_process(live.process.version)
         if hard:
             # Nothing released the dead process's leases: they expire.
+            queues.lease_passed(self.world)
             await self.clock.advance(LEASE + 1.0)
 
     def _unfreeze(self) -> None:
@@ -338,6 +343,7 @@ class Driver:
                     # the process that takes the work over (one of its version)
                     await self.open_process(stalled.version)
                 self.frozen = (stalled, self.jumps)
+                queues.lease_passed(self.world)
                 await self.clock.advance(LEASE + 1.0)
             acted = True
         return acted
@@ -398,6 +404,8 @@ class Driver:
             self.top_runs[top.key] = run_id
             self.sent.setdefault(run_id, set())
             flows.started_with(self, run_id, flow)
+            if not flow:
+                self.unprioritised.append(run_id)
             if line is not None:
                 flows.joined(self, line, run_id)
 
@@ -670,7 +678,8 @@ class Driver:
             want = self.expectation(run_id, records)
             if not want.holds(record.status.value, record.suspend_count):
                 return False
-        return True
+        # A call waiting in the queue's line is work still to do: settled only once none is.
+        return not await queues.waiting(self, records)
 
     async def first_phase_done(self) -> bool:
         records = await self.statuses()

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from sagaway.codecs import _places
 from sagaway.states import StepKind, StepStatus
 from sagaway.store import Store, notices
 from tests.generative import purging, times_check
@@ -41,6 +42,10 @@ _WRITES = frozenset(
         "receive_signal",
         "wait_workflow",
         "wait_for_child",
+        "acquire_queue_slot",
+        "renew_queue_slot",
+        "release_queue_slot",
+        "leave_queue",
     }
 )
 """Store verbs that change the database: the durable boundaries faults are aimed at."""
@@ -248,13 +253,15 @@ class FaultyStore:
             new = args[0] if args else kw["new"]
             if result.created:
                 # Below the Manager's codec: the arguments may be sealed (settings.codec).
-                program = json.loads(_opened(new.args, new.run_id))["program"]["label"]
+                places = _places.args_places(new.run_id, new.name, new.debounce_key)
+                program = json.loads(_opened(new.args, places[:1]))["program"]["label"]
                 world.created(new.run_id, new.key, new.parent_key, program)
                 if result.replaced_run_id is not None:
                     world.replaced[result.replaced_run_id] = new.run_id
         elif name == "fork_workflow" and result is not None and result.created:
             new = result.record
-            program = json.loads(_opened(new.args, new.run_id))["program"]["label"]
+            places = _places.args_places(new.run_id, new.name, new.debounce_key)
+            program = json.loads(_opened(new.args, places))["program"]["label"]
             world.created(new.run_id, new.key, None, program)
         elif name == "end_workflow" and result:
             world.ended_by_request[args[0] if args else kw["run_id"]] = kw["status"].value
@@ -286,10 +293,17 @@ def _trace(
         out.write(f" [{kind}]\n" if kind else "\n")
 
 
-def _opened(args: str, run_id: str) -> str:
-    """The arguments of run ``run_id`` as written by the engine's codec (sealed for that run),
-    opened (plain JSON is returned as it is)."""
-    from sagaway.codecs import _places
+def _opened(args: str, places: tuple[_places.Place, ...]) -> str:
+    """Arguments as written by the engine's codec, opened (plain JSON is returned as it is):
+    sealed for the first of ``places`` that opens them. A new start seals for the first place
+    of ``_places.args_places`` (a debounced start for its burst, which the start may join,
+    any other for its run); a fork's copy may carry either (a burst's run's, re-sealed)."""
+    from sagaway.errors import PayloadError
     from tests.generative.driver import CODEC
 
-    return CODEC.open(args, place=_places.run(run_id, "args"))
+    for place in places[:-1]:
+        try:
+            return CODEC.open(args, place=place)
+        except PayloadError:
+            continue
+    return CODEC.open(args, place=places[-1])

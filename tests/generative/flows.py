@@ -28,7 +28,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import sagaway as sw
-from tests.generative.program import Patch, Program, Scenario, TopLevel, to_json
+from tests.generative.program import Patch, Program, TopLevel, to_json
 
 if TYPE_CHECKING:
     from tests.generative.driver import Driver
@@ -63,16 +63,6 @@ def decoys(settings: GenSettings, top: TopLevel) -> int:
         return 0
     n = _hash(top.program) >> 4
     return 0 if n % 3 else 1 + n // 3 % 2
-
-
-def without_codec(settings: GenSettings, scenario: Scenario) -> GenSettings:
-    """The settings of a scenario: with a burst, no codec. The engine seals a debounced
-    start's arguments for its burst (fixed: they were sealed for the run the start would have
-    created); the harness's own reading of stored arguments (``faults._opened``) knows only the
-    run's place, so the two are not combined yet."""
-    if settings.codec and any(decoys(settings, top) for top in scenario.workflows):
-        return settings.enabled(codec=False)
-    return settings
 
 
 def decoy(program: Program) -> Program:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import sagaway as sw
 from sagaway._engine.cancel_points import WORKFLOW_END
-from tests.generative import fleet, flows, forks, purging, talking
+from tests.generative import fleet, flows, forks, purging, queues, talking
 from tests.generative.program import Publish, own_nodes
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ async def check(driver: Driver) -> list[str]:
         problems += purging.lost_outcomes(driver, records)
     problems += forks.check(driver)
     problems += flows.check(driver, records)
+    problems += await queues.check(driver, records)
     if driver.settings.updates:
         problems += await talking.check(driver)
     return problems

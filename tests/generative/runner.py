@@ -7,7 +7,16 @@ from collections import Counter
 
 import sagaway as sw
 from sagaway import observe
-from tests.generative import fleet, flows, forks, invariants, purging, talking, telemetry_check
+from tests.generative import (
+    fleet,
+    flows,
+    forks,
+    invariants,
+    purging,
+    queues,
+    talking,
+    telemetry_check,
+)
 from tests.generative.driver import FINAL_BUDGET, FIRST_BUDGET, Driver
 from tests.generative.program import Scenario
 from tests.generative.settings import GenSettings
@@ -52,7 +61,8 @@ async def run_scenario(scenario: Scenario, settings: GenSettings, url: str) -> R
         + flows.blocks(driver)
         + forks.blocks(driver)
         + purging.blocks(driver)
-        + talking.blocks(driver),
+        + talking.blocks(driver)
+        + queues.blocks(driver),
     )
 
 

@@ -119,6 +119,19 @@ class GenSettings:
     """One top-level workflow in two started (and restarted) with a priority from 1 to 5 and one
     of two fairness tenants, drawn from its program (``flows.py``): it must run as any run, and
     record what its start asked for."""
+    activity_queue: bool = True
+    """In half the scenarios every process declares one cluster-wide activity queue
+    (``sw.Queue(concurrency=1 or 2, scope="cluster")``) and about half of the programs'
+    activities (and their compensations) are called through it (``queues.py``): nothing runs
+    past its concurrency across the processes, no call is lost in its line, every run ends as
+    the model says."""
+    activity_priority: bool = True
+    """A third of the queued activities are called with ``execute_get(priority=N)``
+    (``queues.py``)."""
+    registered_priorities: bool = True
+    """``register_activity(..., priority=N)`` for the queue's activities in half the queue
+    scenarios, ``register_workflow(..., priority=N)`` for the interpreter in half of all: a
+    top-level start without a priority records the registered one (``queues.py``)."""
     deadline_hang: bool = True
     """A top-level workflow started with a deadline (``execute(deadline=)``) whose last step is
     an async activity that never returns: cancelled in its task past the deadline and its

@@ -24,13 +24,23 @@ from sagaway.store import open_store
 from sagaway.testing import FakeClock
 from sagaway.testing.internals import engine_of
 from tests.generative import driver as driver_module
-from tests.generative import fleet, model, purging
-from tests.generative.driver import FIRST_BUDGET, LEASE, Driver
+from tests.generative import fleet, flows, model, purging, queues
+from tests.generative.driver import FINAL_BUDGET, FIRST_BUDGET, LEASE, Driver
 from tests.generative.faults import FaultyStore, Injector
 from tests.generative.handover import HandoverPool, recording_handovers
-from tests.generative.program import Act, FaultPlan, Program, Receive, Scenario, TopLevel, to_json
+from tests.generative.program import (
+    Act,
+    FaultPlan,
+    Patch,
+    Program,
+    Receive,
+    Scenario,
+    TopLevel,
+    to_json,
+)
+from tests.generative.queues import Plan
 from tests.generative.settings import GenSettings
-from tests.generative.world import Process, World, install
+from tests.generative.world import Execution, Process, World, install
 
 
 class _HeldPool(concurrent.futures.Executor):
@@ -70,7 +80,7 @@ async def test_a_sync_attempt_runs_and_begins_from_its_handover(sqlite_url: str)
     held = _HeldPool()
     with recording_handovers(world, lambda *args, **kwargs: held):
         manager = sw.Manager(sqlite_url, clock=clock, poll_interval=3600.0)
-        install(manager, world, Process(1))
+        install(manager, world, Process(1), Plan())
         async with manager:
             program = to_json(Program("p", "none", (act,)))
             handle = await manager.workflow("interp", program).execute()
@@ -338,3 +348,50 @@ async def test_a_repeated_dedupe_id_after_a_purge_deleted_the_run_is_not_reporte
         await driver.send(top, "w0.r1", True, 1)
         assert calls == 2
         assert driver.problems == []
+
+
+def _execution(seq: int, end: int, label: str = "a1", process: int = 1) -> Execution:
+    return Execution(seq, process, "run", "1", label, "k", 1, False, "ok", end)
+
+
+def test_the_queue_check_counts_an_attempt_until_a_lease_passed_while_it_ran() -> None:
+    """Two attempts of a queue of one at once are reported; an attempt stops counting when a
+    lease passes while it runs (its process froze or died, or the clock passed a lease in one
+    step: docs/limits.md, a holder that stops renewing loses its slot), so the attempt a
+    process admitted after that is not reported; attempts of other activities do not count."""
+    world = World(FakeClock(), {})
+    plan = Plan(concurrency=1, queued=frozenset({"a1"}))
+    world.executions = [_execution(1, 5), _execution(3, 8, process=2), _execution(2, 9, "a2")]
+    assert queues.over_concurrency(plan, world) == [
+        "queue gen-q (concurrency 1) ran 2: a1 #1 in p1, a1 #1 in p2"
+    ]
+    world.lease_losses = [2]
+    assert queues.over_concurrency(plan, world) == []
+    world.lease_losses = [6]  # after the second began: too late to excuse it
+    assert queues.over_concurrency(plan, world) != []
+    assert queues.over_concurrency(Plan(concurrency=2, queued=frozenset({"a1"})), world) == []
+
+
+async def test_a_debounced_burst_runs_under_the_codec(sqlite_url: str) -> None:
+    """A debounced start seals its arguments for its burst (the run it joins is found by the
+    store), not for its run: the harness opens them at that place. It opened them only at the
+    run's (``PayloadError``), so scenarios with a burst ran without the codec."""
+    settings = GenSettings()
+    assert settings.codec
+    top = next(
+        t
+        for t in (
+            TopLevel(f"wf{i}", Program(f"w{i}", "none", (Patch(f"w{i}.p1"),)), signals=())
+            for i in range(100)
+        )
+        if flows.decoys(settings, t)
+    )
+    driver = Driver(Scenario(workflows=(top,), faults=FaultPlan()), settings, sqlite_url)
+    async with driver.running():
+        await driver.start(top)
+        assert await driver.settle(driver.all_as_expected, FINAL_BUDGET)
+        records = await driver.statuses()
+    assert driver.bursts == 1 and driver.problems == []
+    (run,) = records.values()
+    assert run.status is sw.WorkflowStatus.COMPLETED
+    assert [info.program for info in driver.world.runs.values()] == [top.program.label]

@@ -35,8 +35,12 @@ from tests.generative.program import (
 if TYPE_CHECKING:
     from sagaway.testing import FakeClock
     from tests.generative.purging import Gate
+    from tests.generative.queues import Plan
 
 T = TypeVar("T")
+
+QUEUE = "gen-q"
+"""The cluster-wide activity queue's name (``queues.py``)."""
 
 # The form of the keys the engine derives, ``<key space>/<call id>`` (a key space holds no
 # ``/``; a call id is call numbers, counted from 1, joined by ``/``): a child key chosen in
@@ -119,6 +123,9 @@ class World:
         """run id -> seq when a claim that took it first returned (``flows.check``)."""
         self.ending: dict[str, int] = {}
         """run id -> seq when the store call that ended it began (``flows.check``)."""
+        self.lease_losses: list[int] = []
+        """seqs at which running attempts may have lost their queue slots: a process froze or
+        died, or the clock passed a lease in one step (``queues.over_concurrency``)."""
         self.purge_gate: Gate | None = None
         """With purges on: keeps each purge apart from the writes that can end a run, and
         has the observer remember what it deletes (``purging.Gate``)."""
@@ -237,10 +244,10 @@ RETRY = sw.RetryPolicy(initial_interval=1.0, backoff_coefficient=2.0, maximum_at
 assert RETRY.maximum_attempts == RETRY_ATTEMPTS
 
 
-def install(manager: sw.Manager, world: World, process: Process) -> None:
-    """Register the activities and the program interpreter on ``manager``."""
+def install(manager: sw.Manager, world: World, process: Process, plan: Plan) -> None:
+    """Register the activities and the program interpreter on ``manager``; with a queue
+    (``queues.py``), the activities once more on it."""
 
-    @manager.register_activity(name="act_async", retry=RETRY)
     async def act_async(label: str) -> str:
         # Begun before a freeze takes effect: the engine had decided to run it, and a pause
         # can always come between that decision and the effect (at-least-once).
@@ -268,7 +275,6 @@ def install(manager: sw.Manager, world: World, process: Process) -> None:
         world.end(process, execution, "ok")
         return value
 
-    @manager.register_activity(name="act_sync", retry=RETRY)
     def act_sync(label: str) -> str:
         # Counted as running, and begun, from its hand-over to the pool (``handover``).
         execution = world.begin(process, label)
@@ -280,13 +286,34 @@ def install(manager: sw.Manager, world: World, process: Process) -> None:
         world.end(process, execution, "ok")
         return value
 
-    @manager.register_workflow(name="interp")
+    fns = {
+        (False, False): manager.register_activity(name="act_async", retry=RETRY)(act_async),
+        (True, False): manager.register_activity(name="act_sync", retry=RETRY)(act_sync),
+    }
+    if plan.concurrency is not None:
+        on_queue = manager.register_activity(
+            queue=QUEUE, priority=plan.activity_priority, retry=RETRY, name="act_async_q"
+        )
+        on_queue_sync = manager.register_activity(
+            queue=QUEUE, priority=plan.activity_priority, retry=RETRY, name="act_sync_q"
+        )
+
+        async def act_async_q(label: str) -> str:
+            return await act_async(label)
+
+        def act_sync_q(label: str) -> str:
+            return act_sync(label)
+
+        fns[False, True] = on_queue(act_async_q)
+        fns[True, True] = on_queue_sync(act_sync_q)
+
+    @manager.register_workflow(name="interp", priority=plan.workflow_priority)
     async def interp(program: dict[str, Any], own_key: str | None = None) -> list[Any]:
         prog: Program = from_json(program)
         where = (process.number, prog.label)
         world.interpreting[where] = world.interpreting.get(where, 0) + 1
         try:
-            interpreter = Interpreter(manager, own_key, act_sync, act_async, interp)
+            interpreter = Interpreter(manager, own_key, fns, plan, interp)
             interpreter.chosen_keys = world.chosen_keys
             return await interpreter.run(prog)
         finally:
@@ -304,12 +331,18 @@ class Interpreter:
     """Runs a program's nodes as durable calls (one instance per workflow run)."""
 
     def __init__(
-        self, manager: sw.Manager, own_key: str | None, act_sync: Any, act_async: Any, wf: Any
+        self,
+        manager: sw.Manager,
+        own_key: str | None,
+        fns: dict[tuple[bool, bool], Any],
+        plan: Plan,
+        wf: Any,
     ) -> None:
         self.manager = manager
         self.own_key = own_key
-        self.act_sync = act_sync
-        self.act_async = act_async
+        self.fns = fns
+        """(sync, on the queue) -> the activity."""
+        self.plan = plan
         self.wf = wf
         self.saga: sw.Saga | None = None
         self.chosen_keys: set[str] = set()
@@ -339,9 +372,10 @@ class Interpreter:
     async def node(self, node: Node, out: list[Any]) -> None:
         manager = self.manager
         if isinstance(node, Act):
-            fn = self.act_sync if node.sync else self.act_async
+            fn = self.fns[node.sync, node.label in self.plan.queued]
+            priority = self.plan.call_priority.get(node.label)
             try:
-                value = await manager.activity(fn, node.label).execute_get()
+                value = await manager.activity(fn, node.label).execute_get(priority=priority)
             except Exception:
                 if not node.catch:
                     raise

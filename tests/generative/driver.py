@@ -666,10 +666,16 @@ class Driver:
 
     async def all_as_expected(self) -> bool:
         records = await self.statuses()
+        server = self.server_time()
+        now = self.clock.now() if server is None else server
         for run_id, record in records.items():
             want = self.expectation(run_id, records)
             if not want.holds(record.status.value, record.suspend_count):
                 return False
+            if record.status is sw.WorkflowStatus.PENDING and flows.ahead_due(
+                self, run_id, records, now
+            ):
+                return False  # the run ahead of it in its line is about to move
         return True
 
     async def first_phase_done(self) -> bool:

@@ -136,6 +136,27 @@ def blocked(driver: Driver, run_id: str, records: dict[str, Any]) -> bool:
     return False
 
 
+def ahead_due(driver: Driver, run_id: str, records: dict[str, Any], now: float) -> bool:
+    """Whether a run ahead of ``run_id`` in its line has not ended and is due now (a WAITING
+    or SUSPENDED run woken: a process is about to claim it). It may then end, and ``run_id``
+    run: the PENDING that ``blocked`` expects of ``run_id`` need not last, so a settle must not
+    stop at such a moment (a child's end woke its parent ahead in the line, which ended
+    CANCELLED just after a settle had stopped: its run behind it, expected PENDING while the
+    settle looked, was found PENDING where the model says SUSPENDED)."""
+    for line in driver.lines.values():
+        if run_id in line:
+            for earlier in line[: line.index(run_id)]:
+                record = records.get(earlier)
+                if (
+                    record is not None
+                    and record.status.value in ("WAITING", "SUSPENDED")
+                    and record.next_run_at is not None
+                    and record.next_run_at <= now
+                ):
+                    return True
+    return False
+
+
 def check(driver: Driver, records: dict[str, Any]) -> list[str]:
     """No run of a line is claimed before every run ahead of it ended: a claim that returned
     before the end of a run ahead of it was even asked for (store call ticks) ran them

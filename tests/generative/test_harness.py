@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -24,11 +26,12 @@ from sagaway.store import open_store
 from sagaway.testing import FakeClock
 from sagaway.testing.internals import engine_of
 from tests.generative import driver as driver_module
-from tests.generative import fleet, model, purging
+from tests.generative import fleet, forks, invariants, model, purging
 from tests.generative.driver import FIRST_BUDGET, LEASE, Driver
 from tests.generative.faults import FaultyStore, Injector
 from tests.generative.handover import HandoverPool, recording_handovers
 from tests.generative.program import Act, FaultPlan, Program, Receive, Scenario, TopLevel, to_json
+from tests.generative.runner import run_scenario
 from tests.generative.settings import GenSettings
 from tests.generative.world import Process, World, install
 
@@ -338,3 +341,81 @@ async def test_a_repeated_dedupe_id_after_a_purge_deleted_the_run_is_not_reporte
         await driver.send(top, "w0.r1", True, 1)
         assert calls == 2
         assert driver.problems == []
+
+
+class _Turns:
+    """The driver's looks (a settle's check of its runs, a fork round), counted: the engine
+    held until the driver has looked once more."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._event = asyncio.Event()
+
+    def take(self) -> None:
+        self.count += 1
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def next(self) -> None:
+        seen = self.count
+        while self.count == seen:
+            await asyncio.wait_for(self._event.wait(), 30.0)
+
+
+async def test_a_settle_does_not_end_while_a_run_ahead_in_a_line_is_due(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """wf0 and wf1 share a line, wf1 behind wf0 (debounced: due at t+3000). wf0 waits for its
+    child; the client cancels the child, whose end wakes wf0 (due now), which then ends
+    CANCELLED; its expectation also allows WAITING (the request may come too late). Between
+    the child's end and wf0's, everything stands as expected (wf1 PENDING behind a live wf0):
+    a settle that looked then stopped there; the fork of wf0 found it not ended, and the check,
+    which read wf0 once it had ended, found wf1 PENDING where the model says SUSPENDED (the
+    CI-size SQLite run, seed 20260512, once on a loaded machine: 'wf1 [w1, run cce48ec0]:
+    expected SUSPENDED, got PENDING'). Here the engine waits for the driver's next look right
+    after the child's end commits and, until the last fork round, right before wf0's end; the
+    check waits for wf0's end."""
+    root = Path(__file__).resolve().parents[1] / "data" / "generative"
+    text = (root / "line_behind_a_woken_parent.json").read_text()
+    scenario = Scenario.from_json(json.loads(text))
+    turns = _Turns()
+    child_ended, parent_ended, forked = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    call, all_as_expected = FaultyStore._call, Driver.all_as_expected
+    fork_all, check = forks.fork_all, invariants.check
+
+    async def holding_call(self: FaultyStore, name: str, *rest: Any) -> Any:
+        info = self._world.runs.get(rest[1][0]) if name == "finish_workflow" else None
+        parent = info is not None and info.key == "wf0" and child_ended.is_set()
+        if parent and not parent_ended.is_set() and not forked.is_set():
+            await turns.next()
+        result = await call(self, name, *rest)
+        if parent:
+            parent_ended.set()
+        if info is not None and info.parent_key == "wf0" and not child_ended.is_set():
+            child_ended.set()
+            await turns.next()
+        return result
+
+    async def looking(self: Driver) -> bool:
+        result = await all_as_expected(self)
+        turns.take()
+        return result
+
+    async def forking(driver: Driver, *, last: bool) -> bool:
+        result = await fork_all(driver, last=last)
+        if last:
+            forked.set()
+        turns.take()
+        return result
+
+    async def checking(driver: Driver) -> list[str]:
+        await asyncio.wait_for(parent_ended.wait(), 30.0)
+        return await check(driver)
+
+    monkeypatch.setattr(FaultyStore, "_call", holding_call)
+    monkeypatch.setattr(Driver, "all_as_expected", looking)
+    monkeypatch.setattr(forks, "fork_all", forking)
+    monkeypatch.setattr(invariants, "check", checking)
+    report = await run_scenario(scenario, GenSettings(), sqlite_url)
+    assert child_ended.is_set() and parent_ended.is_set()
+    assert not report.problems, report.problems

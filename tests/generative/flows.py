@@ -17,7 +17,8 @@ same programs with them on.
   are started with one ``ordering_key``, and a restart (``TERMINATE_EXISTING``) joins the end
   of that line. The runs of a line run one at a time in start order: a run is expected
   PENDING while a run before it in the line has not ended (whatever the model says it would
-  do once it runs), and no run is claimed before the run ahead of it has ended (``check``).
+  do once it runs; a settle does not stop while such a run ahead is due: ``ahead_due``), and no
+  run is claimed before the run ahead of it has ended (``check``).
 """
 
 from __future__ import annotations

@@ -362,8 +362,9 @@ class _Turns:
             await asyncio.wait_for(self._event.wait(), 30.0)
 
 
+@pytest.mark.parametrize("torn", [False, True])
 async def test_a_settle_does_not_end_while_a_run_ahead_in_a_line_is_due(
-    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch, torn: bool
 ) -> None:
     """wf0 and wf1 share a line, wf1 behind wf0 (debounced: due at t+3000). wf0 waits for its
     child; the client cancels the child, whose end wakes wf0 (due now), which then ends
@@ -374,13 +375,15 @@ async def test_a_settle_does_not_end_while_a_run_ahead_in_a_line_is_due(
     CI-size SQLite run, seed 20260512, once on a loaded machine: 'wf1 [w1, run cce48ec0]:
     expected SUSPENDED, got PENDING'). Here the engine waits for the driver's next look right
     after the child's end commits and, until the last fork round, right before wf0's end; the
-    check waits for wf0's end."""
+    check waits for wf0's end. ``torn``: the look reads wf0 (WAITING, not woken yet), then the
+    child's end commits, then the look reads the child ended (the runs are read one by one)."""
     root = Path(__file__).resolve().parents[1] / "data" / "generative"
     text = (root / "line_behind_a_woken_parent.json").read_text()
     scenario = Scenario.from_json(json.loads(text))
     turns = _Turns()
+    child_ending, wf0_read = asyncio.Event(), asyncio.Event()
     child_ended, parent_ended, forked = asyncio.Event(), asyncio.Event(), asyncio.Event()
-    call, all_as_expected = FaultyStore._call, Driver.all_as_expected
+    call, all_as_expected, statuses = FaultyStore._call, Driver.all_as_expected, Driver.statuses
     fork_all, check = forks.fork_all, invariants.check
 
     async def holding_call(self: FaultyStore, name: str, *rest: Any) -> Any:
@@ -388,13 +391,36 @@ async def test_a_settle_does_not_end_while_a_run_ahead_in_a_line_is_due(
         parent = info is not None and info.key == "wf0" and child_ended.is_set()
         if parent and not parent_ended.is_set() and not forked.is_set():
             await turns.next()
+        child = info is not None and info.parent_key == "wf0" and not child_ended.is_set()
+        if child and torn:
+            child_ending.set()  # the child's end waits for the driver's read of wf0
+            await asyncio.wait_for(wf0_read.wait(), 30.0)
         result = await call(self, name, *rest)
         if parent:
             parent_ended.set()
-        if info is not None and info.parent_key == "wf0" and not child_ended.is_set():
+        if child:
             child_ended.set()
             await turns.next()
         return result
+
+    async def reading(self: Driver) -> dict[str, Any]:
+        observer = self.observer
+        if not child_ending.is_set() or wf0_read.is_set() or observer is None:
+            return await statuses(self)
+        get_run = observer.get_run
+
+        async def hooked(run_id: str) -> Any:
+            record = await get_run(run_id)
+            if record is not None and record.key == "wf0" and not wf0_read.is_set():
+                wf0_read.set()  # the child's end commits now, before the next read
+                await asyncio.wait_for(child_ended.wait(), 30.0)
+            return record
+
+        monkeypatch.setattr(observer, "get_run", hooked)
+        try:
+            return await statuses(self)
+        finally:
+            monkeypatch.setattr(observer, "get_run", get_run)
 
     async def looking(self: Driver) -> bool:
         result = await all_as_expected(self)
@@ -413,9 +439,10 @@ async def test_a_settle_does_not_end_while_a_run_ahead_in_a_line_is_due(
         return await check(driver)
 
     monkeypatch.setattr(FaultyStore, "_call", holding_call)
+    monkeypatch.setattr(Driver, "statuses", reading)
     monkeypatch.setattr(Driver, "all_as_expected", looking)
     monkeypatch.setattr(forks, "fork_all", forking)
     monkeypatch.setattr(invariants, "check", checking)
     report = await run_scenario(scenario, GenSettings(), sqlite_url)
-    assert child_ended.is_set() and parent_ended.is_set()
+    assert child_ended.is_set() and parent_ended.is_set() and wf0_read.is_set() == torn
     assert not report.problems, report.problems

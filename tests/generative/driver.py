@@ -451,6 +451,9 @@ class Driver:
 
     # ------------------------------------------------------------------ time
 
+    def _began(self) -> int:
+        return sum(s.began for s in self._stores.values() if s.process.stalled is None)
+
     def _busy(self) -> bool:
         # A frozen process's calls wait for the thaw: they are not work in progress.
         if any(s.inflight for s in self._stores.values() if s.process.stalled is None):
@@ -458,16 +461,19 @@ class Driver:
         return self.world.busy()
 
     async def wait_idle(self) -> None:
-        """Until nothing runs: no store call in flight and no synchronous activity, five
-        looks in a row (a store call is a thread's work: it can take a while on a busy
-        machine)."""
+        """Until nothing runs: no store call in flight, none begun since the last look, and no
+        synchronous activity, five looks in a row (a store call is a thread's work: it can
+        take a while on a busy machine; and one can begin and end while the loop sleeps
+        between two looks, longer than asked on a busy machine)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + IDLE_TIMEOUT
         quiet = spins = 0
+        began = self._began()
         while loop.time() < deadline:
             spins += 1
             await asyncio.sleep(0 if spins % 4 else 0.001)
-            quiet = 0 if self._busy() else quiet + 1
+            seen, began = began, self._began()
+            quiet = 0 if self._busy() or began != seen else quiet + 1
             if quiet >= 5:
                 return
         calls = {n: +store.calls_in_flight for n, store in self._stores.items() if store.inflight}

@@ -14,6 +14,7 @@ import concurrent.futures
 import json
 import threading
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -446,3 +447,31 @@ async def test_a_settle_does_not_end_while_a_run_ahead_in_a_line_is_due(
     report = await run_scenario(scenario, GenSettings(), sqlite_url)
     assert child_ended.is_set() and parent_ended.is_set() and wf0_read.is_set() == torn
     assert not report.problems, report.problems
+
+
+async def test_the_driver_is_not_idle_while_store_calls_begin_and_end_between_its_looks() -> None:
+    """A store call is a thread's work; the driver's ``wait_idle`` looks between sleeps (one in
+    four of 1 ms, longer on a busy machine), and one short call can begin and end inside such a
+    sleep: a process working through such calls was never seen in flight, and five quiet looks
+    let a settle look at the runs while the engine was still on its way (the way the CI-size
+    SQLite run, on a machine at load 8, stopped between a child's end and its parent's). A
+    call begun since the last look counts as work. Here calls begin and end between looks
+    (never in flight when looked at), one every two turns of the loop (about as far apart as
+    the calls of a process, SQLite, after a child's end: two or three turns), two thousand of
+    them: the driver waits them out."""
+    driver = Driver(Scenario(workflows=(), faults=FaultPlan()), GenSettings(), "sqlite://")
+    store = types.SimpleNamespace(inflight=0, began=0, process=types.SimpleNamespace(stalled=None))
+    driver._stores[0] = cast(FaultyStore, store)
+
+    async def calls() -> None:
+        for _ in range(2000):
+            store.began += 1  # began and ended before the next look
+            await asyncio.sleep(0)  # the engine's steps between two calls
+            await asyncio.sleep(0)
+
+    working = asyncio.ensure_future(calls())
+    try:
+        await driver.wait_idle()
+        assert working.done()
+    finally:
+        working.cancel()

@@ -459,6 +459,9 @@ class Driver:
 
     # ------------------------------------------------------------------ time
 
+    def _began(self) -> int:
+        return sum(s.began for s in self._stores.values() if s.process.stalled is None)
+
     def _busy(self) -> bool:
         # A frozen process's calls wait for the thaw: they are not work in progress.
         if any(s.inflight for s in self._stores.values() if s.process.stalled is None):
@@ -466,16 +469,19 @@ class Driver:
         return self.world.busy()
 
     async def wait_idle(self) -> None:
-        """Until nothing runs: no store call in flight and no synchronous activity, five
-        looks in a row (a store call is a thread's work: it can take a while on a busy
-        machine)."""
+        """Until nothing runs: no store call in flight, none begun since the last look, and no
+        synchronous activity, five looks in a row (a store call is a thread's work: it can
+        take a while on a busy machine; and one can begin and end while the loop sleeps
+        between two looks, longer than asked on a busy machine)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + IDLE_TIMEOUT
         quiet = spins = 0
+        began = self._began()
         while loop.time() < deadline:
             spins += 1
             await asyncio.sleep(0 if spins % 4 else 0.001)
-            quiet = 0 if self._busy() else quiet + 1
+            seen, began = began, self._began()
+            quiet = 0 if self._busy() or began != seen else quiet + 1
             if quiet >= 5:
                 return
         calls = {n: +store.calls_in_flight for n, store in self._stores.items() if store.inflight}
@@ -674,10 +680,26 @@ class Driver:
 
     async def all_as_expected(self) -> bool:
         records = await self.statuses()
+        if not await self._as_expected(records):
+            return False
+        if self.lines and any(r.status is sw.WorkflowStatus.PENDING for r in records.values()):
+            # The runs are read one at a time: a run ahead in a line may have been read before
+            # a child it waits for ended (read later), which woke it. Read again: it is due,
+            # running or ended now.
+            return await self._as_expected(await self.statuses())
+        return True
+
+    async def _as_expected(self, records: dict[str, Any]) -> bool:
+        server = self.server_time()
+        now = self.clock.now() if server is None else server
         for run_id, record in records.items():
             want = self.expectation(run_id, records)
             if not want.holds(record.status.value, record.suspend_count):
                 return False
+            if record.status is sw.WorkflowStatus.PENDING and flows.ahead_due(
+                self, run_id, records, now
+            ):
+                return False  # the run ahead of it in its line is about to move
         # A call waiting in the queue's line is work still to do: settled only once none is.
         return not await queues.waiting(self, records)
 

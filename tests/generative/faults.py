@@ -105,6 +105,9 @@ class FaultyStore:
         self.process = process
         self._world = world
         self.inflight = 0
+        self.began = 0
+        """Calls begun so far: one that began and ended between two looks of the driver's
+        ``wait_idle`` was work all the same."""
         self.calls_in_flight: Counter[str] = Counter()
         self.url = inner.url
 
@@ -149,6 +152,7 @@ class FaultyStore:
         target: bool,
     ) -> Any:
         process = self._process
+        self.began += 1
         if process.dead:
             raise ProcessDead(f"process {process.number} is dead ({name})")
         now = self._server_time()

@@ -17,7 +17,8 @@ same programs with them on.
   are started with one ``ordering_key``, and a restart (``TERMINATE_EXISTING``) joins the end
   of that line. The runs of a line run one at a time in start order: a run is expected
   PENDING while a run before it in the line has not ended (whatever the model says it would
-  do once it runs), and no run is claimed before the run ahead of it has ended (``check``).
+  do once it runs; a settle does not stop while such a run ahead is due: ``ahead_due``), and no
+  run is claimed before the run ahead of it has ended (``check``).
 """
 
 from __future__ import annotations
@@ -123,6 +124,27 @@ def blocked(driver: Driver, run_id: str, records: dict[str, Any]) -> bool:
         if run_id in line:
             ahead = line[: line.index(run_id)]
             return any(r in records and records[r].status.value not in ENDED for r in ahead)
+    return False
+
+
+def ahead_due(driver: Driver, run_id: str, records: dict[str, Any], now: float) -> bool:
+    """Whether a run ahead of ``run_id`` in its line has not ended and is due now (a WAITING
+    or SUSPENDED run woken: a process is about to claim it). It may then end, and ``run_id``
+    run: the PENDING that ``blocked`` expects of ``run_id`` need not last, so a settle must not
+    stop at such a moment (a child's end woke its parent ahead in the line, which ended
+    CANCELLED just after a settle had stopped: its run behind it, expected PENDING while the
+    settle looked, was found PENDING where the model says SUSPENDED)."""
+    for line in driver.lines.values():
+        if run_id in line:
+            for earlier in line[: line.index(run_id)]:
+                record = records.get(earlier)
+                if (
+                    record is not None
+                    and record.status.value in ("WAITING", "SUSPENDED")
+                    and record.next_run_at is not None
+                    and record.next_run_at <= now
+                ):
+                    return True
     return False
 
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import threading
 import time
+import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -24,7 +27,7 @@ from sagaway.store import open_store
 from sagaway.testing import FakeClock
 from sagaway.testing.internals import engine_of
 from tests.generative import driver as driver_module
-from tests.generative import fleet, flows, model, purging, queues
+from tests.generative import fleet, flows, forks, invariants, model, purging, queues
 from tests.generative.driver import FINAL_BUDGET, FIRST_BUDGET, LEASE, Driver
 from tests.generative.faults import FaultyStore, Injector
 from tests.generative.handover import HandoverPool, recording_handovers
@@ -39,6 +42,7 @@ from tests.generative.program import (
     to_json,
 )
 from tests.generative.queues import Plan
+from tests.generative.runner import run_scenario
 from tests.generative.settings import GenSettings
 from tests.generative.world import Execution, Process, World, install
 
@@ -395,3 +399,136 @@ async def test_a_debounced_burst_runs_under_the_codec(sqlite_url: str) -> None:
     (run,) = records.values()
     assert run.status is sw.WorkflowStatus.COMPLETED
     assert [info.program for info in driver.world.runs.values()] == [top.program.label]
+
+
+class _Turns:
+    """The driver's looks (a settle's check of its runs, a fork round), counted: the engine
+    held until the driver has looked once more."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._event = asyncio.Event()
+
+    def take(self) -> None:
+        self.count += 1
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def next(self) -> None:
+        seen = self.count
+        while self.count == seen:
+            await asyncio.wait_for(self._event.wait(), 30.0)
+
+
+@pytest.mark.parametrize("torn", [False, True])
+async def test_a_settle_does_not_end_while_a_run_ahead_in_a_line_is_due(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch, torn: bool
+) -> None:
+    """wf0 and wf1 share a line, wf1 behind wf0 (debounced: due at t+3000). wf0 waits for its
+    child; the client cancels the child, whose end wakes wf0 (due now), which then ends
+    CANCELLED; its expectation also allows WAITING (the request may come too late). Between
+    the child's end and wf0's, everything stands as expected (wf1 PENDING behind a live wf0):
+    a settle that looked then stopped there; the fork of wf0 found it not ended, and the check,
+    which read wf0 once it had ended, found wf1 PENDING where the model says SUSPENDED (the
+    CI-size SQLite run, seed 20260512, once on a loaded machine: 'wf1 [w1, run cce48ec0]:
+    expected SUSPENDED, got PENDING'). Here the engine waits for the driver's next look right
+    after the child's end commits and, until the last fork round, right before wf0's end; the
+    check waits for wf0's end. ``torn``: the look reads wf0 (WAITING, not woken yet), then the
+    child's end commits, then the look reads the child ended (the runs are read one by one)."""
+    root = Path(__file__).resolve().parents[1] / "data" / "generative"
+    text = (root / "line_behind_a_woken_parent.json").read_text()
+    scenario = Scenario.from_json(json.loads(text))
+    turns = _Turns()
+    child_ending, wf0_read = asyncio.Event(), asyncio.Event()
+    child_ended, parent_ended, forked = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    call, all_as_expected, statuses = FaultyStore._call, Driver.all_as_expected, Driver.statuses
+    fork_all, check = forks.fork_all, invariants.check
+
+    async def holding_call(self: FaultyStore, name: str, *rest: Any) -> Any:
+        info = self._world.runs.get(rest[1][0]) if name == "finish_workflow" else None
+        parent = info is not None and info.key == "wf0" and child_ended.is_set()
+        if parent and not parent_ended.is_set() and not forked.is_set():
+            await turns.next()
+        child = info is not None and info.parent_key == "wf0" and not child_ended.is_set()
+        if child and torn:
+            child_ending.set()  # the child's end waits for the driver's read of wf0
+            await asyncio.wait_for(wf0_read.wait(), 30.0)
+        result = await call(self, name, *rest)
+        if parent:
+            parent_ended.set()
+        if child:
+            child_ended.set()
+            await turns.next()
+        return result
+
+    async def reading(self: Driver) -> dict[str, Any]:
+        observer = self.observer
+        if not child_ending.is_set() or wf0_read.is_set() or observer is None:
+            return await statuses(self)
+        get_run = observer.get_run
+
+        async def hooked(run_id: str) -> Any:
+            record = await get_run(run_id)
+            if record is not None and record.key == "wf0" and not wf0_read.is_set():
+                wf0_read.set()  # the child's end commits now, before the next read
+                await asyncio.wait_for(child_ended.wait(), 30.0)
+            return record
+
+        monkeypatch.setattr(observer, "get_run", hooked)
+        try:
+            return await statuses(self)
+        finally:
+            monkeypatch.setattr(observer, "get_run", get_run)
+
+    async def looking(self: Driver) -> bool:
+        result = await all_as_expected(self)
+        turns.take()
+        return result
+
+    async def forking(driver: Driver, *, last: bool) -> bool:
+        result = await fork_all(driver, last=last)
+        if last:
+            forked.set()
+        turns.take()
+        return result
+
+    async def checking(driver: Driver) -> list[str]:
+        await asyncio.wait_for(parent_ended.wait(), 30.0)
+        return await check(driver)
+
+    monkeypatch.setattr(FaultyStore, "_call", holding_call)
+    monkeypatch.setattr(Driver, "statuses", reading)
+    monkeypatch.setattr(Driver, "all_as_expected", looking)
+    monkeypatch.setattr(forks, "fork_all", forking)
+    monkeypatch.setattr(invariants, "check", checking)
+    report = await run_scenario(scenario, GenSettings(), sqlite_url)
+    assert child_ended.is_set() and parent_ended.is_set() and wf0_read.is_set() == torn
+    assert not report.problems, report.problems
+
+
+async def test_the_driver_is_not_idle_while_store_calls_begin_and_end_between_its_looks() -> None:
+    """A store call is a thread's work; the driver's ``wait_idle`` looks between sleeps (one in
+    four of 1 ms, longer on a busy machine), and one short call can begin and end inside such a
+    sleep: a process working through such calls was never seen in flight, and five quiet looks
+    let a settle look at the runs while the engine was still on its way (the way the CI-size
+    SQLite run, on a machine at load 8, stopped between a child's end and its parent's). A
+    call begun since the last look counts as work. Here calls begin and end between looks
+    (never in flight when looked at), one every two turns of the loop (about as far apart as
+    the calls of a process, SQLite, after a child's end: two or three turns), two thousand of
+    them: the driver waits them out."""
+    driver = Driver(Scenario(workflows=(), faults=FaultPlan()), GenSettings(), "sqlite://")
+    store = types.SimpleNamespace(inflight=0, began=0, process=types.SimpleNamespace(stalled=None))
+    driver._stores[0] = cast(FaultyStore, store)
+
+    async def calls() -> None:
+        for _ in range(2000):
+            store.began += 1  # began and ended before the next look
+            await asyncio.sleep(0)  # the engine's steps between two calls
+            await asyncio.sleep(0)
+
+    working = asyncio.ensure_future(calls())
+    try:
+        await driver.wait_idle()
+        assert working.done()
+    finally:
+        working.cancel()

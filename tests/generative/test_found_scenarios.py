@@ -36,6 +36,13 @@ FOUND = {
 def test_a_found_scenario_keeps_every_promise(backend: str, name: str, tmp_path: Path) -> None:
     scenario = Scenario.from_json(json.loads((SCENARIOS / name).read_text()))
     # Started as when they were found (the later blocks drawn from the programs' hash off).
-    settings = GenSettings(debounced_starts=False, shared_lines=False, prioritised_starts=False)
+    settings = GenSettings(
+        debounced_starts=False,
+        shared_lines=False,
+        prioritised_starts=False,
+        activity_queue=False,
+        activity_priority=False,
+        registered_priorities=False,
+    )
     report = _run_one(backend, tmp_path, scenario, settings)
     assert not report.problems, f"{FOUND[name]}\n" + _explain(scenario, report, None)

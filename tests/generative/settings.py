@@ -119,11 +119,9 @@ class GenSettings:
     """One top-level workflow in two started (and restarted) with a priority from 1 to 5 and one
     of two fairness tenants, drawn from its program (``flows.py``): it must run as any run, and
     record what its start asked for."""
-    activity_queue: bool = False
-    """Off by default until its first CI finding is understood (README, "Open findings");
-    ``--gen-enable=activity_queue`` turns it on. In half the scenarios every process declares
-    one cluster-wide activity queue (``sw.Queue(concurrency=1 or 2, scope="cluster")``) and
-    about half of the programs'
+    activity_queue: bool = True
+    """In half the scenarios every process declares one cluster-wide activity queue
+    (``sw.Queue(concurrency=1 or 2, scope="cluster")``) and about half of the programs'
     activities (and their compensations) are called through it (``queues.py``): nothing runs
     past its concurrency across the processes, no call is lost in its line, every run ends as
     the model says."""

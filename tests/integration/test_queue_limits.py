@@ -24,6 +24,7 @@ from sagaway.cli.main import cli
 from sagaway.console import ConsoleConfig, create_app
 from sagaway.store import Store, open_store
 from sagaway.store.records import QueueAdmission
+from sagaway.testing.internals import store_of
 
 
 def _manager(db_url: str, queue: sw.Queue) -> sw.Manager:
@@ -293,3 +294,45 @@ async def test_a_cancelled_call_leaves_the_line_while_its_workflow_cleans_up(db_
                 await gone.result(timeout=10)
     finally:
         await other.close()
+
+
+async def test_an_admission_interrupted_after_its_commit_gives_its_slot_back(db_url: str) -> None:
+    """A run is terminated while its call's admission has committed but its answer has not
+    come back: the slot goes back at once, and the next call is admitted, not after the slot's
+    expiry (lease_timeout: 600 s here)."""
+    manager = sw.Manager(
+        db_url,
+        poll_interval=0.05,
+        lease_timeout=600,
+        queues={"q": sw.Queue(concurrency=1, scope="cluster")},
+    )
+    committed = asyncio.Event()
+
+    @manager.register_activity(queue="q")
+    async def charge(tag: str) -> str:
+        return tag
+
+    @manager.register_workflow
+    async def pay(tag: str) -> str:
+        return await charge(tag)
+
+    async with manager:
+        store = store_of(manager)
+        acquire = store.acquire_queue_slot
+
+        async def answer_lost(*args: Any, **kwargs: Any) -> float | None:
+            retry_at = await acquire(*args, **kwargs)
+            if not committed.is_set():
+                committed.set()
+                await asyncio.Event().wait()  # the answer never arrives
+            return retry_at
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(store, "acquire_queue_slot", answer_lost)
+            stuck = await manager.workflow(pay, "stuck").execute(idempotency_key="stuck")
+            await asyncio.wait_for(committed.wait(), 10)
+            assert await manager.terminate("stuck")
+            with pytest.raises(sw.WorkflowCancelled):
+                await stuck.result(timeout=10)
+            handle = await manager.workflow(pay, "next").execute(idempotency_key="next")
+            assert await handle.result(timeout=10) == "next"

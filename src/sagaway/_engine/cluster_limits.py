@@ -50,19 +50,27 @@ class ClusterLimit:
         its place in the queue's line while refused."""
         now = self.clock.now()
         run_id, call_id, priority = waiter
-        retry_at = await self.store.acquire_queue_slot(
-            QueueAdmission(
-                queue=self.name,
-                holder=holder,
-                concurrency=self.queue.concurrency,
-                rate_per_second=self.queue.rate_per_second,
-                priority=priority,
-                run_id=run_id,
-                call_id=call_id,
-            ),
-            expires_at=now + self.lease_timeout,
-            now=now,
-        )
+        try:
+            retry_at = await self.store.acquire_queue_slot(
+                QueueAdmission(
+                    queue=self.name,
+                    holder=holder,
+                    concurrency=self.queue.concurrency,
+                    rate_per_second=self.queue.rate_per_second,
+                    priority=priority,
+                    run_id=run_id,
+                    call_id=call_id,
+                ),
+                expires_at=now + self.lease_timeout,
+                now=now,
+            )
+        except BaseException:
+            # Interrupted (its task cancelled: the run was terminated, cancelled or lost its
+            # lease; or the answer was lost), the admission may still have committed. Nobody
+            # holds or renews that slot, and the holder is never asked for again: given back
+            # now, it does not keep the queue full for a whole lease_timeout.
+            await self._give_back(holder)
+            raise
         if retry_at is None or retry_at > now:
             return retry_at
         return now + random.uniform(*SLOT_POLL)
@@ -89,14 +97,19 @@ class ClusterLimit:
             yield
         finally:
             renewer.cancel()
-            try:
-                await asyncio.shield(
-                    self.store.release_queue_slot(self.name, holder=holder, now=self.clock.now())
-                )
-            except Exception as exc:  # the slot lapses at its expiry instead
-                logger.warning("could not release a slot of queue %s: %s", self.name, exc)
-            else:
-                self.wake()
+            await self._give_back(holder)
+
+    async def _give_back(self, holder: str) -> None:
+        """Release ``holder``'s slot, if it has one; it runs to its end even if the caller is
+        cancelled meanwhile."""
+        try:
+            await asyncio.shield(
+                self.store.release_queue_slot(self.name, holder=holder, now=self.clock.now())
+            )
+        except Exception as exc:  # the slot lapses at its expiry instead
+            logger.warning("could not release a slot of queue %s: %s", self.name, exc)
+        else:
+            self.wake()
 
     async def _renew(self, holder: str) -> None:
         while True:

@@ -76,6 +76,9 @@ async def pg_release(run: Run, slot: Slot) -> None:
     """See ``Store.release_queue_slot``."""
 
     async def op(conn: Conn, retried: bool) -> None:
+        # After the admissions under way: one interrupted while its commit was on its way
+        # (see ``ClusterLimit.admit``) holds the row until it lands, then its slot is seen.
+        await conn.execute(Q["lock_queue_limit"], slot.params())
         if (await conn.execute(Q["release_queue_slot"], slot.params())).rowcount:
             await conn.execute(Q["wake_queue_waiter"], slot.wake())
 

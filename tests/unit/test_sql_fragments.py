@@ -66,3 +66,24 @@ def test_postgres_claim_tests_key_limits_and_lines_on_starts_only() -> None:
     assert "concurrency_limit" not in started and "ordering_seq" not in started
     assert "any_queue" in started and "paused_at IS NULL" in started
     assert "concurrency_limit" in pending and "ordering_seq" in pending
+
+
+def test_sqlite_next_due_tests_key_limits_and_lines_in_its_pending_parts_only() -> None:
+    # The per-key subqueries cost VM steps on every row read, where a start cannot be too.
+    parts = queries("sqlite")["next_due"].split("UNION ALL")
+    assert len(parts) == 6
+    for part in parts[:2]:
+        assert "status = 'PENDING'" in part
+        assert "concurrency_limit" in part and "ordering_seq" in part
+    for part in parts[2:]:
+        assert "status = 'PENDING'" not in part
+        assert "concurrency_limit" not in part and "ordering_seq" not in part
+        assert "any_queue" in part and "unversioned" in part and "paused_at IS NULL" in part
+
+
+def test_sqlite_claim_tests_key_limits_and_lines_on_starts_only() -> None:
+    # (Both parts select the concurrency_limit column: the test is the comparison with it.)
+    started, pending = queries("sqlite")["due_candidates"].split("UNION ALL")
+    assert "< concurrency_limit" not in started and "ordering_seq" not in started
+    assert "any_queue" in started and "paused_at IS NULL" in started
+    assert "< concurrency_limit" in pending and "ordering_seq" in pending

@@ -172,14 +172,19 @@ UPDATE workflows SET lease_expires_at = MAX(COALESCE(lease_expires_at, 0), :expi
 WHERE lease_token = :token AND status = 'RUNNING'
   AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
 
--- fragment: due_filter
--- The conditions due_candidates and next_due share: not paused, the worker's queues and code
--- versions, a PENDING execution's per-key limit, and its per-key order (none ahead of it
--- in its key's line).
+-- fragment: due_scope
+-- What a worker may take at all: not paused, of its queues and code versions.
 AND paused_at IS NULL
 AND (:any_queue OR queue IN (SELECT value FROM json_each(:queues)))
 AND (:any_version OR code_version IN (SELECT value FROM json_each(:versions))
      OR (:unversioned AND code_version IS NULL))
+
+-- fragment: due_filter
+-- The conditions due_candidates and next_due share where a start can be: due_scope, a PENDING
+-- execution's per-key limit, and its per-key order (none ahead of it in its key's line). The
+-- parts that hold no start use due_scope alone: the per-key tests cost VM steps on every row
+-- even where they cannot fail.
+-- use: due_scope
 AND (concurrency_key IS NULL OR status != 'PENDING'
      OR (SELECT COUNT(*) FROM workflows AS o
          WHERE o.concurrency_key = workflows.concurrency_key
@@ -206,7 +211,7 @@ SELECT run_id, lease_token, lease_owner, status, concurrency_key, concurrency_li
         WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
           AND status IN ('RUNNING', 'WAITING', 'SUSPENDED') AND next_run_at <= :now
           AND (status <> 'RUNNING' OR lease_expires_at IS NULL OR lease_expires_at <= :now)
-          -- use: due_filter
+          -- use: due_scope
         ORDER BY next_run_at
         LIMIT :limit)
     UNION ALL
@@ -245,7 +250,8 @@ WHERE w.run_id = :run_id AND w.status = 'PENDING'
 -- read each waiting one, a million each second with a million waits. Each part names one
 -- status and a condition on next_run_at (`> -9e999`: any time; the literal is -infinity): with
 -- the status alone beside the index's own IN list, SQLite seeks every status of the list and
--- filters, which reads the waiting rows again.
+-- filters, which reads the waiting rows again. Only the PENDING parts test the per-key limits
+-- and lines (due_filter): the others hold no start.
 SELECT MIN(t) FROM (
     SELECT MIN(COALESCE(lease_expires_at, next_run_at)) AS t FROM workflows INDEXED BY workflows_live
     WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
@@ -263,20 +269,20 @@ SELECT MIN(t) FROM (
     WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
       AND status = 'RUNNING' AND next_run_at > -9e999
       AND (lease_owner IS NULL OR lease_owner != :owner)
-      -- use: due_filter
+      -- use: due_scope
     UNION ALL
     SELECT MIN(lease_expires_at) AS t FROM workflows INDEXED BY workflows_live
     WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
       AND status = 'RUNNING' AND next_run_at IS NULL
       AND (lease_owner IS NULL OR lease_owner != :owner)
-      -- use: due_filter
+      -- use: due_scope
     UNION ALL
     SELECT * FROM (
         SELECT next_run_at AS t FROM workflows INDEXED BY workflows_live
         WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
           AND status = 'WAITING' AND next_run_at > -9e999
           AND (lease_owner IS NULL OR lease_owner != :owner)
-          -- use: due_filter
+          -- use: due_scope
         ORDER BY next_run_at
         LIMIT 1)
     UNION ALL
@@ -285,7 +291,7 @@ SELECT MIN(t) FROM (
         WHERE is_current = 1 AND status IN ('PENDING', 'RUNNING', 'WAITING', 'SUSPENDED')
           AND status = 'SUSPENDED' AND next_run_at > -9e999
           AND (lease_owner IS NULL OR lease_owner != :owner)
-          -- use: due_filter
+          -- use: due_scope
         ORDER BY next_run_at
         LIMIT 1))
 

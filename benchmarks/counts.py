@@ -10,7 +10,9 @@ Runs A_thr in-process on SQLite (20 warm-up workflows, then N measured with 100 
 * ``calls``: Python and C function calls and own CPU time per function, by a cProfile in
   every thread (``threading.setprofile`` starts one in each new thread; the timer is the
   thread's CPU time);
-* ``ops``: Python bytecodes executed per function (``sys.settrace`` with opcode events).
+* ``ops``: Python bytecodes executed per function (``sys.settrace`` with opcode events);
+* ``threads``: nothing traced; each thread's CPU time (``/proc``'s schedstat) and context
+  switches, summed by thread name (load-dependent: for A/Bs in turn, not for one run).
 
 Run it from the root of the tree to measure, with that tree's interpreter (it imports the
 tree's ``benchmarks`` and ``sagaway``), at two N so that fixed costs cancel, then diff::
@@ -209,6 +211,26 @@ def _ops_result() -> dict[str, int]:
     return dict(out)
 
 
+# ---------------------------------------------------------------- threads
+
+
+def _threads_now() -> dict[str, list[int]]:
+    """{thread: [CPU ns, voluntary, involuntary context switches]} of this process."""
+    names = {t.native_id: t.name.split(":")[0] for t in threading.enumerate()}
+    out: dict[str, list[int]] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                cpu_ns = int(f.read().split()[0])
+            with open(f"/proc/self/task/{tid}/status") as f:
+                status = f.read()
+        except FileNotFoundError:  # ended meanwhile
+            continue
+        switches = re.findall(r"^(?:non)?voluntary_ctxt_switches:\s+(\d+)", status, re.M)
+        out[f"{names.get(int(tid), '?')}/{tid}"] = [cpu_ns, *map(int, switches)]
+    return out
+
+
 # ---------------------------------------------------------------- run
 
 
@@ -235,21 +257,29 @@ async def _workload(n: int, clients: int, mode: str) -> dict[str, Any]:
             await asyncio.gather(*(client(warm) for _ in range(20)))
             ids = [f"wf-{i:06d}" for i in range(n)]
             before = _calls_now() if mode == "calls" else {}
+            threads_before = _threads_now()
             RECORDING = True
             started = time.perf_counter()
             await asyncio.gather(*(client(ids) for _ in range(clients)))
             wall = time.perf_counter() - started
             RECORDING = False
+            threads_after = _threads_now()
             after = _calls_now() if mode == "calls" else {}
         finally:
             await adapter.close()
             services.close()
     result: dict[str, Any] = {"n": n, "clients": clients, "mode": mode, "wall_s": wall}
+    threads: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0, 0])
+    for key, now in threads_after.items():
+        name = key.split("/")[0].rstrip("0123456789_-")  # asyncio_0 .. asyncio_5: asyncio
+        for i, (a, b) in enumerate(zip(threads_before.get(key, [0, 0, 0]), now, strict=True)):
+            threads[name][i] += b - a
+    result["threads"] = dict(threads)
     if mode == "sql":
         result["sql"] = _sql_result()
     elif mode == "ops":
         result["ops"] = _ops_result()
-    else:
+    elif mode == "calls":
         zero = [0, 0.0]
         result["calls"] = {
             k: [v[0] - before.get(k, zero)[0], v[1] - before.get(k, zero)[1]]
@@ -269,7 +299,7 @@ def run(args: argparse.Namespace) -> None:
     elif args.mode == "ops":
         threading.settrace(_op_call)
         sys.settrace(_op_call)
-    else:
+    elif args.mode == "calls":
         threading.setprofile(_first_event)
         _new_profiler().enable()
     result = asyncio.run(_workload(args.n, args.clients, args.mode))
@@ -277,7 +307,14 @@ def run(args: argparse.Namespace) -> None:
     sys.setprofile(None)
     with open(args.out, "w") as f:
         json.dump(result, f)
-    print(f"{args.mode} N={args.n}: {args.n / result['wall_s']:.1f} wf/s -> {args.out}")
+    threads = ", ".join(
+        f"{name} {cpu / args.n / 1e3:.0f} us {vol / args.n:.2f}/{invol / args.n:.2f}"
+        for name, (cpu, vol, invol) in result["threads"].items()
+    )
+    print(
+        f"{args.mode} N={args.n}: {args.n / result['wall_s']:.1f} wf/s -> {args.out}; per "
+        f"workflow, each thread's CPU and (in)voluntary context switches: {threads}"
+    )
 
 
 # ---------------------------------------------------------------- diff
@@ -293,6 +330,10 @@ def _short(where: str) -> str:
 def _flat(doc: dict[str, Any]) -> dict[str, collections.Counter[str]]:
     """{measure: {key: count}} of one run."""
     out: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for thread, (cpu_ns, vol, invol) in doc.get("threads", {}).items():
+        out["thread_cpu_us"][thread] += cpu_ns / 1e3
+        out["context_switches"][f"{thread} voluntary"] += vol
+        out["context_switches"][f"{thread} involuntary"] += invol
     if doc["mode"] == "sql":
         for label, conn in doc["sql"].items():
             role = "engine" if label.startswith("engine.db#0") else label.split("#")[0]
@@ -304,7 +345,7 @@ def _flat(doc: dict[str, Any]) -> dict[str, collections.Counter[str]]:
     elif doc["mode"] == "ops":
         for where, n in doc["ops"].items():
             out["ops"][_short(where)] += n
-    else:
+    elif doc["mode"] == "calls":
         for where, (n, own) in doc["calls"].items():
             out["calls"][_short(where)] += n
             out["own_us"][_short(where)] += own * 1e6
@@ -345,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_run = sub.add_parser("run", help="count one run (from the measured tree's root)")
-    p_run.add_argument("--mode", choices=("sql", "calls", "ops"), required=True)
+    p_run.add_argument("--mode", choices=("sql", "calls", "ops", "threads"), required=True)
     p_run.add_argument("--n", type=int, required=True)
     p_run.add_argument("--clients", type=int, default=100)
     p_run.add_argument("--out", required=True)

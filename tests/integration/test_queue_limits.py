@@ -336,3 +336,53 @@ async def test_an_admission_interrupted_after_its_commit_gives_its_slot_back(db_
                 await stuck.result(timeout=10)
             handle = await manager.workflow(pay, "next").execute(idempotency_key="next")
             assert await handle.result(timeout=10) == "next"
+
+
+async def test_a_wait_for_a_slot_between_two_attempts_keeps_the_retry_round(db_url: str) -> None:
+    """An activity that always fails with a retryable error, 3 attempts a round; before each
+    retry its queue is full once, so the workflow is unloaded (WAITING) and replayed. The
+    round goes on through the replays: 3 attempts, then SUSPENDED with RetriesExhausted (each
+    replay used to begin a new round, so the run retried for ever)."""
+    manager = _manager(db_url, sw.Queue(concurrency=1, scope="cluster"))
+    attempts: list[int] = []
+
+    @manager.register_activity(
+        queue="q", retry=sw.RetryPolicy(initial_interval=0.01, maximum_attempts=3)
+    )
+    async def charge() -> str:
+        attempts.append(sw.activity_info().attempt)
+        raise sw.RetryableError("declined")
+
+    @manager.register_workflow
+    async def pay() -> str:
+        return await charge()
+
+    async with manager:
+        store = store_of(manager)
+        acquire = store.acquire_queue_slot
+        refused_after: list[int] = []
+
+        async def full_before_each_retry(
+            admission: QueueAdmission, *, expires_at: float, now: float
+        ) -> float | None:
+            if attempts and len(attempts) not in refused_after:
+                refused_after.append(len(attempts))
+                return now  # refused: the workflow unloads, and asks again when replayed
+            return await acquire(admission, expires_at=expires_at, now=now)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(store, "acquire_queue_slot", full_before_each_retry)
+            handle = await manager.workflow(pay).execute(idempotency_key="pay-round")
+            made: list[int] = []
+
+            async def suspended() -> bool:
+                if await handle.status() is not sw.WorkflowStatus.SUSPENDED:
+                    return False
+                made.extend(attempts)
+                return True
+
+            await _until(suspended)
+        description = await handle.describe()
+    assert made == [1, 2, 3]
+    assert refused_after == [1, 2]
+    assert "RetriesExhausted" in str(description.error)

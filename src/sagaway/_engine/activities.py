@@ -15,7 +15,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from sagaway import activity as activity_mod
-from sagaway import errors, observe, retry
+from sagaway import errors, observe, retry, serialization
 from sagaway._engine import context, deadlines, keys
 from sagaway._engine.clock_race import finish_within
 from sagaway._engine.execution import FINAL, engine_code
@@ -41,7 +41,11 @@ class _Call:
     priority: int = 3
     """Its level in a saturated queue (1..5)."""
     local: int = 0
-    """Attempts made by this run (the retry policy counts these)."""
+    """Attempts made here, by this replay of the run."""
+    spent: int = 0
+    """Attempts of the retry policy's current round made before this replay reached the call
+    (the run was unloaded or taken over between two attempts). The policy counts ``spent +
+    local``: a new round begins only when the run is tried again after a suspension."""
     span: observe.Span = observe.NO_SPAN
     """The attempt being made, as telemetry sees it."""
     began: float = 0.0
@@ -234,13 +238,15 @@ class ActivityCalls(QueueAdmission):
                 is_compensation=kind is StepKind.COMPENSATION,
             ),
             started_at=previous.started_at if previous else self.engine.clock.now(),
+            spent=_round_so_far(previous),
         )
 
     async def _attempt_failed(self, call: _Call, exc: Exception, observed: bool) -> None:
         """Record a failed attempt; return after the backoff if it is retried, else raise."""
         engine, attempt = self.engine, call.info.attempt
         outcome = self._classify(exc, call.kind is StepKind.COMPENSATION)
-        retried = outcome is StepStatus.RETRYING and call.policy.allows(call.local + 1)
+        tries = call.spent + call.local
+        retried = outcome is StepStatus.RETRYING and call.policy.allows(tries + 1)
         if observed:
             failed = "failed" if outcome is StepStatus.FAILED else "error"
             call.end_attempt("retrying" if retried else failed, exc)
@@ -254,6 +260,8 @@ class ActivityCalls(QueueAdmission):
             started_at=call.started_at,
             ended_at=engine.clock.now(),
         )
+        if retried and step.error is not None:
+            step = dataclasses.replace(step, error=serialization.with_round(step.error, tries))
         if outcome is StepStatus.FAILED:
             step = dataclasses.replace(step, ended_at=self.completion_time())
             context.note_completion(step.ended_at or 0.0)
@@ -262,7 +270,7 @@ class ActivityCalls(QueueAdmission):
         if retried:
             await self._record(step)
             with self._waiting_here():  # a backoff holds no worker slot
-                await self._backoff(call, call.policy.interval(call.local))
+                await self._backoff(call, call.policy.interval(tries))
             self._check_usable()  # the lease may have been lost meanwhile
             if call.kind is StepKind.ACTIVITY:
                 await self.cancels.here(
@@ -271,7 +279,7 @@ class ActivityCalls(QueueAdmission):
             return
         if outcome is StepStatus.RETRYING:
             exhausted = errors.RetriesExhausted(
-                f"activity {call.defn.name!r} failed {call.local} times with a retryable "
+                f"activity {call.defn.name!r} failed {tries} times with a retryable "
                 f"error (policy allows {call.policy.maximum_attempts}): {exc}"
             )
             exhausted.__cause__ = exc
@@ -458,3 +466,11 @@ async def _with_timeout(work: Any, timeout: float, engine: Engine, name: str) ->
     if finished:
         return result
     raise errors.ActivityTimeout(f"activity {name!r} did not finish within {timeout}s")
+
+
+def _round_so_far(previous: StepRecord | None) -> int:
+    """Attempts of the current round made before the replay reached the call: recorded with
+    a RETRYING step (between two attempts); none after a suspension (ERROR: a new round)."""
+    if previous is None or previous.status is not StepStatus.RETRYING:
+        return 0
+    return serialization.round_of(previous.error)

@@ -36,6 +36,8 @@ from sagaway.serialization._error_records import ErrorMarshaler as ErrorMarshale
 from sagaway.serialization._error_records import describe_error as describe_error
 from sagaway.serialization._error_records import error_from_record as error_from_record
 from sagaway.serialization._error_records import error_summary as error_summary
+from sagaway.serialization._error_records import round_of as round_of
+from sagaway.serialization._error_records import with_round as with_round
 from sagaway.serialization._payloads import DEFAULT_PAYLOAD_LIMIT as DEFAULT_PAYLOAD_LIMIT
 from sagaway.serialization._payloads import MAX_DEPTH as MAX_DEPTH
 from sagaway.serialization._payloads import args_hash as args_hash

@@ -155,3 +155,25 @@ def error_summary(text: str | None) -> dict[str, Any] | None:
             "message": f"the recorded error is not valid Sagaway JSON: {text[:200]!r}",
         }
     return data
+
+
+ROUND_FIELD = "round"
+"""A RETRYING step's error record: the attempts of the retry policy's current round made so
+far, so a run that replays the call between two attempts (unloaded while it waited for a
+queue's slot, or taken over after a crash) goes on with that round instead of a new one."""
+
+
+def with_round(text: str, tries: int) -> str:
+    """The error record ``text`` with the round's attempts so far."""
+    record = _error_record(text)
+    if record is None:
+        return text
+    record[ROUND_FIELD] = tries
+    return json.dumps(record)
+
+
+def round_of(text: str | None) -> int:
+    """The round's attempts an error record says were made (0: none said, or not readable)."""
+    record = _error_record(text) if text else None
+    tries = record.get(ROUND_FIELD) if record else None
+    return tries if isinstance(tries, int) and not isinstance(tries, bool) and tries > 0 else 0

@@ -11,13 +11,13 @@ from psycopg import sql
 
 from sagaway import errors
 from sagaway.store import migrations as _migrations
-from sagaway.store import notices
 from sagaway.store.postgres import conn as _pg_conn
 from sagaway.store.postgres import open as _pg_open
 from sagaway.store.postgres.conn import Conn, Op
 from sagaway.store.postgres.url import Timing, parse_pooling, parse_postgres_url, parse_timing
 
 if TYPE_CHECKING:
+    from sagaway.store import notices
     from sagaway.store.postgres import listener as _pg_listener
 
 T = TypeVar("T")

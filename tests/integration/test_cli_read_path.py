@@ -42,12 +42,13 @@ _ENGINE = (
 """What reading a page or a workflow has no use for (the engine, its options' pydantic, the
 telemetry its Manager sets up)."""
 
-_STORE_UNUSED = tuple(
-    f"sagaway.store.{dialect}.{module}"
-    for dialect in ("sqlite", "postgres")
-    for module in ("schedules", "queue_limits", "fork", "purge", "claims", "create", "waits")
-    if (dialect, module) != ("sqlite", "claims")  # tiny, and imported with the store
-) + (
+_STORE_UNUSED = (
+    *(
+        f"sagaway.store.{dialect}.{module}"
+        for dialect in ("sqlite", "postgres")
+        for module in ("schedules", "queue_limits", "fork", "purge", "claims", "create", "waits")
+        if (dialect, module) != ("sqlite", "claims")  # tiny, and imported with the store
+    ),
     "sagaway.store.postgres.listener",
     "sagaway.store._fork",
     "sagaway.store._purge",

@@ -211,7 +211,6 @@ class Store(QueueLimitVerbs, ScheduleVerbs, AuditVerbs, PauseVerbs, OutputVerbs,
 
         Optional speed-up: backends without notifications do nothing, and polling finds it all.
         """
-        ...
 
     async def create_workflow(
         self,

@@ -42,6 +42,22 @@ _ENGINE = (
 """What reading a page or a workflow has no use for (the engine, its options' pydantic, the
 telemetry its Manager sets up)."""
 
+_STORE_UNUSED = (
+    *(
+        f"sagaway.store.{dialect}.{module}"
+        for dialect in ("sqlite", "postgres")
+        for module in ("schedules", "queue_limits", "fork", "purge", "claims", "create", "waits")
+        if (dialect, module) != ("sqlite", "claims")  # tiny, and imported with the store
+    ),
+    "sagaway.store.postgres.listener",
+    "sagaway.store._fork",
+    "sagaway.store._purge",
+    "sagaway.store._queue_limits",
+    "sagaway.store._schedules",
+)
+"""What a store opened to read does not use: the collaborators it builds on first use
+(``store._collaborators``) and the modules its writing verbs import when they run."""
+
 
 def _build(url: str) -> sw.Manager:
     m = sw.Manager(url, poll_interval=0.05)
@@ -89,6 +105,9 @@ def test_list_and_show_import_no_engine(filled: str, command: list[str]) -> None
     assert loaded == []
     # pydantic itself (its models, the engine's adapters); pydantic_core reads stored JSON
     assert [m for m in modules if m == "pydantic" or m.startswith("pydantic.")] == []
+    assert [m for m in modules if m in _STORE_UNUSED] == []
+    if not filled.startswith("grpc"):  # the Engine Server's client listens (a Watch stream)
+        assert "sagaway.store.notices" not in modules  # the store's listen() alone needs it
 
 
 async def test_the_reader_answers_as_the_manager(filled: str) -> None:

@@ -1,12 +1,15 @@
 """The verbs both SQL stores hand to collaborators (schedules, audit trail, queue limits,
-pauses, outputs): each dialect names its five classes (``KINDS``), and this class builds them
-given the dialect's way to run a transaction and forwards to them, so the building and the
-forwarding are written once for both and the signatures only in the contract."""
+pauses, outputs): each dialect names the package of its five classes (``PACKAGE``), and this
+class builds each one on first use, given the dialect's way to run a transaction, and forwards
+to it, so the building and the forwarding are written once for both and the signatures only in
+the contract.
+
+Built on first use, module and all: a store opened to read a page (``sagaway list``) never
+imports the schedule, queue-limit or pause code (tests/integration/test_cli_read_path.py)."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
+import importlib
 from typing import Any, ClassVar
 
 from sagaway.store.contract import AuditVerbs, QueueLimitVerbs, ScheduleVerbs
@@ -14,32 +17,55 @@ from sagaway.store.forwarding import forward
 from sagaway.store.output_verbs import OutputVerbs
 from sagaway.store.pause_verbs import PauseVerbs
 
-
-@dataclasses.dataclass(frozen=True)
-class Kinds:
-    """A dialect's five collaborator classes, each built given the dialect's way to run a
-    transaction (``SQLiteStore._call``, ``PostgresStore._run``)."""
-
-    schedules: Callable[[Any], ScheduleVerbs]
-    audit: Callable[[Any], AuditVerbs]
-    queue_limits: Callable[[Any], QueueLimitVerbs]
-    pauses: Callable[[Any], PauseVerbs]
-    outputs: Callable[[Any], OutputVerbs]
+KINDS: dict[str, tuple[str, str]] = {
+    "_schedules": ("schedules", "Schedules"),
+    "_audit": ("audit", "Audit"),
+    "_queue_limits": ("queue_limits", "QueueLimits"),
+    "_pauses": ("pauses", "Pauses"),
+    "_outputs": ("outputs", "Outputs"),
+}
+"""Attribute -> (module in the dialect's package, class), each built given the dialect's way
+to run a transaction (``SQLiteStore._call``, ``PostgresStore._run``)."""
 
 
 class Collaborators:
     """Forwards the schedule, audit, queue limit, pause and output verbs of a store to its
-    collaborators, built from the dialect's ``KINDS``."""
+    collaborators, the classes of the dialect's package ``PACKAGE``, each built on first use."""
 
-    KINDS: ClassVar[Kinds]
+    PACKAGE: ClassVar[str]
+    """``sagaway.store.sqlite`` or ``sagaway.store.postgres``."""
 
     def __init__(self, run: object) -> None:
-        kinds = self.KINDS
-        self._schedules = kinds.schedules(run)
-        self._audit = kinds.audit(run)
-        self._queue_limits = kinds.queue_limits(run)
-        self._pauses = kinds.pauses(run)
-        self._outputs = kinds.outputs(run)
+        self._collaborator_run = run
+        self._collaborators: dict[str, Any] = {}
+
+    def _collaborator(self, attr: str) -> Any:
+        found = self._collaborators.get(attr)
+        if found is None:  # they hold nothing but ``run``: two built at once would do no harm
+            module, name = KINDS[attr]
+            kind = getattr(importlib.import_module(f"{self.PACKAGE}.{module}"), name)
+            found = self._collaborators[attr] = kind(self._collaborator_run)
+        return found
+
+    @property
+    def _schedules(self) -> ScheduleVerbs:
+        return self._collaborator("_schedules")  # type: ignore[no-any-return]
+
+    @property
+    def _audit(self) -> AuditVerbs:
+        return self._collaborator("_audit")  # type: ignore[no-any-return]
+
+    @property
+    def _queue_limits(self) -> QueueLimitVerbs:
+        return self._collaborator("_queue_limits")  # type: ignore[no-any-return]
+
+    @property
+    def _pauses(self) -> PauseVerbs:
+        return self._collaborator("_pauses")  # type: ignore[no-any-return]
+
+    @property
+    def _outputs(self) -> OutputVerbs:
+        return self._collaborator("_outputs")  # type: ignore[no-any-return]
 
     put_schedule = forward(ScheduleVerbs.put_schedule, "_schedules")
     list_schedules = forward(ScheduleVerbs.list_schedules, "_schedules")

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from sagaway.states import WorkflowStatus
 from sagaway.store import _inspect, _params, _rows
-from sagaway.store._fork import Fork
 from sagaway.store._rows import Row
 from sagaway.store.contract import CreateResult, Store
 from sagaway.store.forwarding import derived
@@ -29,6 +29,9 @@ from sagaway.store.records import (
     StepRecord,
     WorkflowRecord,
 )
+
+if TYPE_CHECKING:
+    from sagaway.store._fork import Fork
 
 
 class SQLVerbs(abc.ABC):
@@ -127,6 +130,8 @@ class SQLVerbs(abc.ABC):
     async def fork_workflow(
         self, fork: ForkRequest, *, now: float, audit: AuditNote | None = None
     ) -> CreateResult | None:
+        from sagaway.store._fork import Fork  # here: a store opened to read never forks
+
         return await self._fork(Fork.of(fork, now, audit))
 
     async def list_workflows(

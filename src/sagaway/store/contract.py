@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Collection
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
-from sagaway.store import notices
 from sagaway.store.output_verbs import OutputVerbs
 from sagaway.store.pause_verbs import PauseVerbs
 from sagaway.store.records import *  # noqa: F403  (the contract's records, re-exported)
@@ -42,6 +41,9 @@ from sagaway.store.records import (
     StepRecord,
     WorkflowRecord,
 )
+
+if TYPE_CHECKING:  # only ``listen`` names them: a store opened to read never loads them
+    from sagaway.store import notices
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -209,7 +211,6 @@ class Store(QueueLimitVerbs, ScheduleVerbs, AuditVerbs, PauseVerbs, OutputVerbs,
 
         Optional speed-up: backends without notifications do nothing, and polling finds it all.
         """
-        ...
 
     async def create_workflow(
         self,

@@ -4,20 +4,21 @@ transient failures (``conn.run``). ``PostgresStore`` (``store``) adds the verbs.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from psycopg import sql
 
 from sagaway import errors
 from sagaway.store import migrations as _migrations
-from sagaway.store import notices
 from sagaway.store.postgres import conn as _pg_conn
-from sagaway.store.postgres import listener as _pg_listener
 from sagaway.store.postgres import open as _pg_open
 from sagaway.store.postgres.conn import Conn, Op
 from sagaway.store.postgres.url import Timing, parse_pooling, parse_postgres_url, parse_timing
+
+if TYPE_CHECKING:
+    from sagaway.store import notices
+    from sagaway.store.postgres import listener as _pg_listener
 
 T = TypeVar("T")
 
@@ -134,6 +135,8 @@ class Connection:
                     extra={"action": "listen"},
                 )
             return
+        from sagaway.store.postgres import listener as _pg_listener  # here: a reader never listens
+
         if self._listener is None:
             self._owner = owner or ""
             mine = () if owner is None else (_pg_listener.owner_channel(self.schema, owner),)
@@ -146,6 +149,8 @@ class Connection:
     def _new_listener(
         self, channel: str, also: tuple[str, ...], stream: notices.Stream
     ) -> _pg_listener.Listener:
+        from sagaway.store.postgres import listener as _pg_listener
+
         assert self._listen_conninfo is not None
         return _pg_listener.Listener(
             self._listen_conninfo,
@@ -167,6 +172,8 @@ class Connection:
     async def _migrate(self, conn: Conn, retried: bool) -> None:
         # One transaction under an advisory lock keyed by the schema: processes that start at
         # once wait here, and the later ones find the schema already migrated.
+        import hashlib  # here: an up-to-date schema (a reader's) is not migrated
+
         digest = hashlib.blake2b(f"sagaway.migrate:{self.schema}".encode(), digest_size=8)
         lock_key = int.from_bytes(digest.digest(), "big", signed=True)
         await conn.execute(_Q["migration_lock"], {"lock_key": lock_key})

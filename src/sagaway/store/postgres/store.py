@@ -33,36 +33,25 @@ and parsed in ``postgres.url``.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg.rows import DictRow
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
 from sagaway.store import _listing, _params, _rows
-from sagaway.store._collaborators import Collaborators, Kinds
-from sagaway.store._fork import Fork
+from sagaway.store._collaborators import Collaborators
 from sagaway.store._group_commit import GroupCommit
 from sagaway.store._sql_verbs import SQLVerbs
 from sagaway.store.contract import CreateResult, Store
 from sagaway.store.forwarding import derived
 from sagaway.store.postgres import audit as _pg_audit
 from sagaway.store.postgres import batches as _pg_batches
-from sagaway.store.postgres import claims as _pg_claims
 from sagaway.store.postgres import conn as _pg_conn
-from sagaway.store.postgres import create as _pg_create
-from sagaway.store.postgres import fork as _pg_fork
-from sagaway.store.postgres import purge as _pg_purge
 from sagaway.store.postgres import signals as _pg_signals
-from sagaway.store.postgres import waits as _pg_waits
-from sagaway.store.postgres.audit import Audit
 from sagaway.store.postgres.conn import Conn, exists, named
 from sagaway.store.postgres.connection import Connection
 from sagaway.store.postgres.fencing import fenced
-from sagaway.store.postgres.outputs import Outputs
-from sagaway.store.postgres.pauses import Pauses
-from sagaway.store.postgres.queue_limits import QueueLimits
-from sagaway.store.postgres.schedules import Schedules
 from sagaway.store.postgres.url import Timing, parse_postgres_url
 from sagaway.store.records import (
     AuditNote,
@@ -72,6 +61,9 @@ from sagaway.store.records import (
     StepRecord,
     WorkflowRecord,
 )
+
+if TYPE_CHECKING:
+    from sagaway.store._fork import Fork
 
 __all__ = ["PostgresStore", "Timing", "parse_postgres_url"]  # the last two: defined in ``url``
 
@@ -93,7 +85,7 @@ class PostgresStore(Connection, SQLVerbs, Collaborators):
     """Store in one schema of a PostgreSQL database (``create=False``: an existing Sagaway schema
     only, see ``open_store``)."""
 
-    KINDS = Kinds(Schedules, Audit, QueueLimits, Pauses, Outputs)
+    PACKAGE = "sagaway.store.postgres"
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         super().__init__(url, create=create)
@@ -138,9 +130,13 @@ class PostgresStore(Connection, SQLVerbs, Collaborators):
             created = await self._create_commits.submit(create.params)
             if created is not None:
                 return CreateResult(created, created=True)
+        from sagaway.store.postgres import create as _pg_create  # here: a reader never starts
+
         return await self._run(lambda conn, retried: _pg_create.run(create, conn))
 
     async def _fork(self, fork: Fork) -> CreateResult | None:
+        from sagaway.store.postgres import fork as _pg_fork  # here: a reader never forks
+
         return await _pg_fork.run_postgres(self._run, fork)
 
     async def get_run(self, run_id: str) -> WorkflowRecord | None:
@@ -226,9 +222,13 @@ class PostgresStore(Connection, SQLVerbs, Collaborators):
         return await self._run(op, transaction=False)
 
     async def _claim(self, claim: _params.Claim) -> list[tuple[WorkflowRecord, Lease]]:
+        from sagaway.store.postgres import claims as _pg_claims  # here: a reader never claims
+
         return await _pg_claims.claim_due(self._run, claim)
 
     async def _next_due(self, due: _params.Due) -> float | None:
+        from sagaway.store.postgres import claims as _pg_claims
+
         return await _pg_claims.next_due(self._run, due)
 
     async def _end(self, params: _params.Params, audit: AuditNote | None) -> bool:
@@ -278,6 +278,8 @@ class PostgresStore(Connection, SQLVerbs, Collaborators):
         return await _pg_signals.send(self._run, send)
 
     async def _receive(self, receive: _params.Receive) -> str | None:
+        from sagaway.store.postgres import waits as _pg_waits  # here: a reader never waits
+
         return await _pg_waits.receive(self._run, receive)
 
     async def _wait(self, params: _params.Params, step: _params.Params | None) -> None:
@@ -290,16 +292,22 @@ class PostgresStore(Connection, SQLVerbs, Collaborators):
         await self._run(op, transaction=step is not None)
 
     async def _wait_for_child(self, values: _params.Params) -> WorkflowRecord | None:
+        from sagaway.store.postgres import waits as _pg_waits
+
         return await _pg_waits.wait_for_child(self._run, **values)
 
     wait_for_child = derived(Store.wait_for_child, _wait_for_child)
 
     async def _purge_ended(self, values: _params.Params) -> list[str]:
+        from sagaway.store.postgres import purge as _pg_purge  # here: a reader never purges
+
         return await _pg_purge.purge(self._run, **values)
 
     purge_ended = derived(Store.purge_ended, _purge_ended)
 
     async def _count_purgeable(self, values: _params.Params) -> int:
+        from sagaway.store.postgres import purge as _pg_purge
+
         return await _pg_purge.count(self._run, **values)
 
     count_purgeable = derived(Store.count_purgeable, _count_purgeable)

@@ -1,26 +1,25 @@
 """SQLite store: the verbs of the ``Store`` contract, each a function of the connection run by
 the writer (``writer``) in its group transaction. The verbs both dialects take in the same way
 come from ``SQLVerbs``, which calls this store's hooks (``_create_run``, ``_finish`` ...);
-schedules, audit and queue limits are collaborators given the writer's ``_call``
-(``schedules``, ``audit``, ``queue_limits``)."""
+schedules, audit, queue limits, pauses and outputs are collaborators given the writer's
+``_call``, built on first use (``_collaborators``). What a reader never needs (fork, purge) is
+imported by its verb, so that opening the store to read a page stays quick."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sagaway import errors
 from sagaway.states import WorkflowStatus
 from sagaway.store import (
     _listing,
     _params,
-    _purge,
     _rows,
 )
-from sagaway.store._collaborators import Collaborators, Kinds
-from sagaway.store._fork import Fork
+from sagaway.store._collaborators import Collaborators
 from sagaway.store._sql_verbs import SQLVerbs
 from sagaway.store.contract import CancelPending, CreateResult, Store
 from sagaway.store.forwarding import derived
@@ -35,16 +34,12 @@ from sagaway.store.records import (
 from sagaway.store.sql import queries
 from sagaway.store.sqlite import claims as _sqlite_claims
 from sagaway.store.sqlite import debounce as sqlite_debounce
-from sagaway.store.sqlite import fork as sqlite_fork
-from sagaway.store.sqlite import purge as sqlite_purge
 from sagaway.store.sqlite import signals as _sqlite_signals
-from sagaway.store.sqlite.audit import Audit
 from sagaway.store.sqlite.audit import write as audit_entry
-from sagaway.store.sqlite.outputs import Outputs
-from sagaway.store.sqlite.pauses import Pauses
-from sagaway.store.sqlite.queue_limits import QueueLimits
-from sagaway.store.sqlite.schedules import Schedules
 from sagaway.store.sqlite.writer import Writer
+
+if TYPE_CHECKING:
+    from sagaway.store._fork import Fork
 
 _Q = queries("sqlite")
 
@@ -53,7 +48,7 @@ class SQLiteStore(Writer, SQLVerbs, Collaborators):
     """Store on one SQLite file (``create=False``: an existing Sagaway file only, see
     ``open_store``)."""
 
-    KINDS = Kinds(Schedules, Audit, QueueLimits, Pauses, Outputs)
+    PACKAGE = "sagaway.store.sqlite"
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         super().__init__(url, create=create)
@@ -80,6 +75,8 @@ class SQLiteStore(Writer, SQLVerbs, Collaborators):
         return await self._call(op, alone=True)
 
     async def _fork(self, fork: Fork) -> CreateResult | None:
+        from sagaway.store.sqlite import fork as sqlite_fork  # here: a reader never forks
+
         return await self._call(lambda conn: sqlite_fork.run(conn, fork))
 
     async def get_run(self, run_id: str) -> WorkflowRecord | None:
@@ -240,6 +237,8 @@ class SQLiteStore(Writer, SQLVerbs, Collaborators):
         return await self._call(op)
 
     async def _purge_ended(self, values: _params.Params) -> list[str]:
+        from sagaway.store.sqlite import purge as sqlite_purge  # here: a reader never purges
+
         return await sqlite_purge.purge(self._call, **values)
 
     purge_ended = derived(Store.purge_ended, _purge_ended)
@@ -247,6 +246,9 @@ class SQLiteStore(Writer, SQLVerbs, Collaborators):
     async def count_purgeable(
         self, *, before: float, statuses: Collection[WorkflowStatus] | None
     ) -> int:
+        from sagaway.store import _purge
+        from sagaway.store.sqlite import purge as sqlite_purge
+
         names = _purge.ended_statuses(statuses)
         return await self._call(
             lambda conn: sqlite_purge.count(conn, before=before, statuses=names)

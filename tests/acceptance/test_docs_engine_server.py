@@ -19,6 +19,8 @@ import pytest
 
 import sagaway as sw
 
+pytestmark = pytest.mark.long  # runs documented examples in subprocesses (CI runs them)
+
 pytest.importorskip("grpc", reason="the [server] extra is part of the dev install")
 
 ROOT = Path(__file__).resolve().parents[2]

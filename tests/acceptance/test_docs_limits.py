@@ -8,6 +8,8 @@ import pytest
 
 from tests.acceptance.docs_examples import assert_prints, code_blocks, page, printed
 
+pytestmark = pytest.mark.long  # runs documented examples in subprocesses (CI runs them)
+
 
 def test_the_limits_example_prints_what_the_page_says(tmp_path: Path) -> None:
     text = page("limits.md")

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.acceptance.docs_examples import assert_prints, code_blocks, page, printed
+
+pytestmark = pytest.mark.long  # runs documented examples in subprocesses (CI runs them)
 
 
 def test_the_schedules_example_runs_its_ticks_and_a_manual_trigger(tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ import pytest
 import sagaway as sw
 from sagaway.testing import FakeClock, time_skipping_manager
 
+pytestmark = pytest.mark.long  # runs documented examples in subprocesses (CI runs them)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

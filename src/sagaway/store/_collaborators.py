@@ -10,22 +10,32 @@ imports the schedule, queue-limit or pause code (tests/integration/test_cli_read
 from __future__ import annotations
 
 import importlib
-from typing import Any, ClassVar
+from typing import ClassVar, Generic, TypeVar
 
 from sagaway.store.contract import AuditVerbs, QueueLimitVerbs, ScheduleVerbs
 from sagaway.store.forwarding import forward
 from sagaway.store.output_verbs import OutputVerbs
 from sagaway.store.pause_verbs import PauseVerbs
 
-KINDS: dict[str, tuple[str, str]] = {
-    "_schedules": ("schedules", "Schedules"),
-    "_audit": ("audit", "Audit"),
-    "_queue_limits": ("queue_limits", "QueueLimits"),
-    "_pauses": ("pauses", "Pauses"),
-    "_outputs": ("outputs", "Outputs"),
-}
-"""Attribute -> (module in the dialect's package, class), each built given the dialect's way
-to run a transaction (``SQLiteStore._call``, ``PostgresStore._run``)."""
+T = TypeVar("T")
+
+
+class _BuiltOnFirstUse(Generic[T]):
+    """A collaborator: the class ``name`` of the module ``module`` in the store's ``PACKAGE``,
+    built given the store's way to run a transaction when first read, then kept in the store's
+    ``__dict__`` (so later reads are plain attribute reads: the descriptor is not consulted)."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def __set_name__(self, owner: type, attr: str) -> None:
+        self.attr = attr
+
+    def __get__(self, store: Collaborators, owner: type | None = None) -> T:
+        kind = getattr(importlib.import_module(f"{store.PACKAGE}.{self.module}"), self.name)
+        built: T = kind(store._collaborator_run)
+        store.__dict__[self.attr] = built  # they hold nothing but ``run``: no race to fear
+        return built
 
 
 class Collaborators:
@@ -35,37 +45,14 @@ class Collaborators:
     PACKAGE: ClassVar[str]
     """``sagaway.store.sqlite`` or ``sagaway.store.postgres``."""
 
+    _schedules = _BuiltOnFirstUse[ScheduleVerbs]("schedules", "Schedules")
+    _audit = _BuiltOnFirstUse[AuditVerbs]("audit", "Audit")
+    _queue_limits = _BuiltOnFirstUse[QueueLimitVerbs]("queue_limits", "QueueLimits")
+    _pauses = _BuiltOnFirstUse[PauseVerbs]("pauses", "Pauses")
+    _outputs = _BuiltOnFirstUse[OutputVerbs]("outputs", "Outputs")
+
     def __init__(self, run: object) -> None:
         self._collaborator_run = run
-        self._collaborators: dict[str, Any] = {}
-
-    def _collaborator(self, attr: str) -> Any:
-        found = self._collaborators.get(attr)
-        if found is None:  # they hold nothing but ``run``: two built at once would do no harm
-            module, name = KINDS[attr]
-            kind = getattr(importlib.import_module(f"{self.PACKAGE}.{module}"), name)
-            found = self._collaborators[attr] = kind(self._collaborator_run)
-        return found
-
-    @property
-    def _schedules(self) -> ScheduleVerbs:
-        return self._collaborator("_schedules")  # type: ignore[no-any-return]
-
-    @property
-    def _audit(self) -> AuditVerbs:
-        return self._collaborator("_audit")  # type: ignore[no-any-return]
-
-    @property
-    def _queue_limits(self) -> QueueLimitVerbs:
-        return self._collaborator("_queue_limits")  # type: ignore[no-any-return]
-
-    @property
-    def _pauses(self) -> PauseVerbs:
-        return self._collaborator("_pauses")  # type: ignore[no-any-return]
-
-    @property
-    def _outputs(self) -> OutputVerbs:
-        return self._collaborator("_outputs")  # type: ignore[no-any-return]
 
     put_schedule = forward(ScheduleVerbs.put_schedule, "_schedules")
     list_schedules = forward(ScheduleVerbs.list_schedules, "_schedules")

@@ -37,7 +37,7 @@ BACKENDS = [
     pytest.param("grpc+sqlite", marks=pytest.mark.grpc),
     pytest.param("grpc+postgres", marks=[pytest.mark.grpc, pytest.mark.postgres]),
 ]
-CI_EXAMPLES = {"sqlite": 300, "postgres": 200, "grpc+sqlite": 30, "grpc+postgres": 30}
+CI_EXAMPLES = {"sqlite": 150, "postgres": 100, "grpc+sqlite": 20, "grpc+postgres": 20}
 CI_SEED = 20260512
 SOAK_BATCH = 100
 """Programs per seed in soak mode (hypothesis starts each seed with small programs)."""

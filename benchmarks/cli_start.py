@@ -165,7 +165,7 @@ def measure(runs: int, postgres: str | None, importtime: int) -> dict[str, Any]:
     return record
 
 
-def _print(record: dict[str, Any]) -> None:
+def print_record(record: dict[str, Any]) -> None:
     print(f"{record['runs']} runs each, {record['rows']} workflows in each database")
     print(f"load average before {record['load_before']}, after {record['load_after']}")
     print(f"{'command':<20} {'median ms':>10} {'p90 ms':>8} {'CPU ms':>8} {'min CPU':>8}  goal")
@@ -204,7 +204,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the record to this file")
     args = parser.parse_args()
     record = measure(args.runs, None if args.no_postgres else args.postgres, args.importtime)
-    _print(record)
+    print_record(record)
     if args.json is not None:
         args.json.write_text(json.dumps(record, indent=2) + "\n")
 

@@ -377,10 +377,72 @@ def render(doc: dict[str, Any]) -> str:
 
 
 def issue39_section(doc: dict[str, Any], results: report.Results) -> list[str]:
-    """Goal 5 (with ``--waiting-memory``) and goal 7's server CPU table, markdown lines."""
+    """Issue 39's goal checks (n/a for a part not run: ``--issue39`` runs them all) and goal
+    7's server CPU table, markdown lines."""
     goals = doc.get("issue39_goals") or []
-    lines = ["#### Issue 39 goal 5", "", report.goals_table(goals), ""] if goals else []
+    parts = doc.get("issue39_parts") or {}
+    lines = ["#### Issue 39 performance goals", "", report.goals_table(goals), ""] if goals else []
+    if parts.get("network_json"):
+        lines += [
+            f"Goal 3 from `benchmarks.network` ({parts['network_command']}; JSON "
+            f"`{parts['network_json']}`): the curve over 0, 1, 2 and 5 ms is in "
+            '"PostgreSQL across a network" above.',
+            "",
+        ]
+    if parts.get("cli_start"):
+        lines += [
+            "Goal 4 from `benchmarks.cli_start` "
+            f"({parts['cli_start']['runs']} runs per command, medians): "
+            + ", ".join(
+                f"`{what}` {r['median_ms']:.0f} ms (CPU {r['cpu_median_ms']:.0f} ms)"
+                for what, r in parts["cli_start"]["wall"].items()
+            )
+            + ".",
+            "",
+        ]
+    lines += [
+        'Goal 2 (the compiled build) is decided once, not per run: "A compiled hot path '
+        '(mypyc)" above.',
+        "",
+    ]
     return [*lines, *goals39.server_cpu_lines(results)]
+
+
+def run_network(args: argparse.Namespace, json_path: Path, parts: dict[str, Any]) -> Any:
+    """`benchmarks.network` over 0, 1, 2 and 5 ms RTT with the matrix's rounds; its rows, or
+    None if it could not run (no root, no ``ip``: it says why)."""
+    from benchmarks import network
+
+    net_json = json_path.with_name(json_path.name.replace("compare-", "network-", 1))
+    argv = ["--repeat", str(args.repeat), "--json", str(net_json)]
+    if args.quick:
+        argv.append("--quick")
+    if args.readme is not None:
+        argv += ["--readme", args.readme]
+    print(f"[network] python -m benchmarks.network {shlex.join(argv)}", flush=True)
+    code = network.main(argv)
+    if not net_json.exists() or code == 2:
+        print(f"[network] did not run (exit {code})", flush=True)
+        return None
+    parts["network_json"] = (
+        str(net_json.relative_to(HERE.parent))
+        if net_json.is_relative_to(HERE.parent)
+        else str(net_json)
+    )
+    parts["network_command"] = f"`python -m benchmarks.network {shlex.join(argv)}`"
+    rows: list[dict[str, Any]] = json.loads(net_json.read_text())["rows"]
+    return rows
+
+
+def run_cli_start(args: argparse.Namespace) -> dict[str, Any]:
+    """`benchmarks.cli_start`: list and show end to end, SQLite and PostgreSQL."""
+    from benchmarks import cli_start
+
+    runs = 5 if args.quick else 20
+    print(f"[cli-start] {runs} runs per command ...", flush=True)
+    record = cli_start.measure(runs, orchestrate.BENCH_PG_URL, importtime=0)
+    cli_start.print_record(record)
+    return record
 
 
 def cpu_notes(results: report.Results, keys: list[str]) -> list[str]:
@@ -484,6 +546,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.compar
         help="also run benchmarks.waiting_memory (10,000 and 1,000,000 WAITING, SQLite and "
         "PostgreSQL; issue 39 goal 5; about 10-20 min)",
     )
+    parser.add_argument(
+        "--issue39",
+        action="store_true",
+        help="also run what issue 39's goals need beyond the matrix: --waiting-memory, "
+        "benchmarks.network (0, 1, 2, 5 ms RTT, the same --repeat; needs root) and "
+        "benchmarks.cli_start (about 40-60 min more)",
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per process")
     parser.add_argument("--keep", action="store_true", help="keep the scenario workdirs")
     parser.add_argument("--json", metavar="PATH", help="default: results/compare-<date>.json")
@@ -578,7 +647,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.compar
         print(f"    {waiting}", flush=True)
 
     waiting_memory = None
-    if args.waiting_memory:
+    parts: dict[str, Any] = {}
+    network_rows = None
+    if args.issue39:
+        network_rows = run_network(args, json_path, parts)
+        parts["cli_start"] = run_cli_start(args)
+    if args.waiting_memory or args.issue39:
         from benchmarks import waiting_memory as wm
 
         waiting_memory = {}
@@ -625,7 +699,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.compar
         "waiting": waiting,
         "issue19_goals": report.issue19_goals(results, waiting),
         "waiting_memory": waiting_memory,
-        "issue39_goals": goals39.waiting_memory_goals(waiting_memory or {}),
+        "issue39_goals": goals39.issue39_goals(
+            results, waiting_memory, network_rows, parts.get("cli_start")
+        ),
+        "issue39_parts": parts,
         "server_cpu": goals39.server_cpu_rows(results),
         "skipped": skipped,
     }

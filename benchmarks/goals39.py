@@ -1,5 +1,11 @@
-"""Issue 39's goals 5 (WAITING costs no memory) and 7 (the single-cluster ceiling), as
-`benchmarks.compare` prints them.
+"""Issue 39's goals as `benchmarks.compare` prints them: the checks of goals 1, 3, 4, 5, 6 and 8
+(`issue39_goals`) and goal 7's table (the single-cluster ceiling). Goal 2 (the compiled build)
+is decided once, not per run: its numbers are in benchmarks/README.md.
+
+Goal 1 divides Sagaway's CPU per workflow by minimal checkpointing's, over A_thr's measured
+part: the scenario process plus, on PostgreSQL, the database server
+(``measured_cpu.per_wf_ms``). Goal 3 takes `benchmarks.network`'s rows at 2 ms RTT, goal 4
+`benchmarks.cli_start`'s medians, goal 6 A_thr through the Engine Server over A_thr embedded.
 
 Goal 7's figure is the PostgreSQL server's CPU per workflow over A_thr's measured part: the
 CPU of the benchmark database's backends (``measured_cpu.db_backends_s``, each backend's
@@ -21,6 +27,12 @@ WAITING_RATIO_BAR = 1.2
 ANCHOR_VCPUS = 96
 ANCHOR_WF_S = 43_000.0
 """DBOS's published figure: workflows per second on one 96-vCPU PostgreSQL."""
+CPU_BAR = {"sqlite": 1.0, "postgres": 0.75}
+"""Goal 1: Sagaway's CPU per workflow / minimal checkpointing's, at most, per backend."""
+SERVER_BAR = 0.8
+"""Goal 6: A_thr through the Engine Server / embedded, on PostgreSQL, at least."""
+NEW_PEER = "absurd/postgres"
+"""Goal 8's peer."""
 ENGINES = ("sagaway/postgres", "dbos/postgres", "checkpoint/postgres")
 SERVICES_ONLY = "none/postgres"
 
@@ -98,6 +110,109 @@ def server_cpu_lines(results: report.Results) -> list[str]:
     return lines
 
 
+def issue39_goals(
+    results: report.Results,
+    waiting_memory: dict[str, dict[str, Any]] | None = None,
+    network_rows: list[dict[str, Any]] | None = None,
+    cli: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Goals 1, 3, 4, 5, 6 and 8, each measured value against its bar (n/a if not run)."""
+    found: list[dict[str, Any]] = []
+    for backend, bar in CPU_BAR.items():
+        report._add_goal(
+            found,
+            f"1. CPU per workflow ≤ {bar:g}x minimal checkpointing on {backend} "
+            "(A_thr, measured part, process + database server)",
+            report._quotient(
+                report.cpu_per_wf(results, report.SAGAWAY[backend]),
+                report.cpu_per_wf(results, f"checkpoint/{backend}"),
+            ),
+            bar,
+            "x",
+            higher=False,
+        )
+    found += network_goals(network_rows)
+    found += cli_goals(cli)
+    if waiting_memory:
+        found += waiting_memory_goals(waiting_memory)
+    else:
+        for db in ("sqlite", "postgres"):
+            report._add_goal(
+                found,
+                f"5. worker RSS with 1,000,000 / 10,000 WAITING ≤ {WAITING_RATIO_BAR:g}x on {db}",
+                None,
+                WAITING_RATIO_BAR,
+                "x",
+                higher=False,
+            )
+    report._add_goal(
+        found,
+        f"6. A_thr through the Engine Server ≥ {SERVER_BAR:g}x embedded on PostgreSQL",
+        report._quotient(
+            report.metric(results, "sagaway/grpc+postgres", "A_thr"),
+            report.metric(results, report.SAGAWAY["postgres"], "A_thr"),
+        ),
+        SERVER_BAR,
+        "x",
+    )
+    for name in ("A_seq", "A_thr", "B_thr"):
+        report._add_goal(
+            found,
+            f"8. Sagaway on PostgreSQL ahead of absurd, {name} (ratio > 1)",
+            report.ratio(results, report.SAGAWAY["postgres"], NEW_PEER, name),
+            1.0,
+            "x",
+        )
+    return found
+
+
+def network_goals(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """Goal 3 from `benchmarks.network`'s rows: the two ratios at 2 ms RTT."""
+    from benchmarks import network
+
+    row = next((r for r in rows or [] if r["rtt_ms"] == network.GOAL_RTT), None)
+    found: list[dict[str, Any]] = []
+    report._add_goal(
+        found,
+        f"3. A_thr ≥ {network.GOAL_THR:g}x minimal checkpointing, PostgreSQL at "
+        f"{network.GOAL_RTT:g} ms RTT",
+        None if row is None else row.get("thr_ratio"),
+        network.GOAL_THR,
+        "x",
+    )
+    report._add_goal(
+        found,
+        f"3. A_seq p50 ≤ {network.GOAL_P50:g}x minimal checkpointing's, PostgreSQL at "
+        f"{network.GOAL_RTT:g} ms RTT",
+        None if row is None else row.get("p50_ratio"),
+        network.GOAL_P50,
+        "x",
+        higher=False,
+    )
+    return found
+
+
+def cli_goals(record: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Goal 4 from `benchmarks.cli_start`'s record: median wall ms of list and show, per
+    backend."""
+    from benchmarks.cli_start import GOAL_MS
+
+    wall = (record or {}).get("wall", {})
+    found: list[dict[str, Any]] = []
+    for backend, bar in GOAL_MS.items():
+        for command in ("list", "show KEY"):
+            value = wall.get(f"{command} {backend}", {}).get("median_ms")
+            report._add_goal(
+                found,
+                f"4. `sagaway {command}` end to end ≤ {bar:g} ms on {backend} (median)",
+                value,
+                bar,
+                " ms",
+                higher=False,
+            )
+    return found
+
+
 def waiting_memory_goals(runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Goal 5 per database: ``runs`` maps a database to `benchmarks.waiting_memory`'s
     summary (``runs`` and ``steady_ratio``)."""
@@ -107,7 +222,7 @@ def waiting_memory_goals(runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]
         what = f"{ns[-1]:,} / {ns[0]:,}" if len(ns) >= 2 else "large / small N"
         report._add_goal(
             found,
-            f"worker RSS with {what} WAITING ≤ {WAITING_RATIO_BAR:g}x on {db}",
+            f"5. worker RSS with {what} WAITING ≤ {WAITING_RATIO_BAR:g}x on {db}",
             summary.get("steady_ratio"),
             WAITING_RATIO_BAR,
             "x",

@@ -413,7 +413,7 @@ def run_network(args: argparse.Namespace, json_path: Path, parts: dict[str, Any]
     None if it could not run (no root, no ``ip``: it says why)."""
     from benchmarks import network
 
-    net_json = json_path.with_name(json_path.name.replace("compare-", "network-", 1))
+    net_json = json_path.with_name("network-" + json_path.name.removeprefix("compare-"))
     argv = ["--repeat", str(args.repeat), "--json", str(net_json)]
     if args.quick:
         argv.append("--quick")
@@ -656,9 +656,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks.compar
         from benchmarks import waiting_memory as wm
 
         waiting_memory = {}
+        ns = [1_000, 10_000] if args.quick else list(wm.DEFAULT_NS)  # --quick: a smoke check
         for db in ("sqlite", "postgres"):
-            print(f"[waiting-memory] {db}: {wm.DEFAULT_NS} workflows WAITING ...", flush=True)
-            waiting_memory[db] = wm.run(db, list(wm.DEFAULT_NS), 60.0)
+            print(f"[waiting-memory] {db}: {ns} workflows WAITING ...", flush=True)
+            waiting_memory[db] = wm.run(db, ns, 60.0)
 
     doc: dict[str, Any] = {
         "date": started.isoformat(timespec="seconds"),
